@@ -1,0 +1,231 @@
+"""The child side of an isolated variant run: ``python -m bench._child JOB_JSON MSG_FD``.
+
+It announces each stage on the message pipe (one JSON object per line) before and after running it;
+the parent enforces each stage's limit and kills this process group when one expires. Data (effective
+config, timing samples, memory, outputs, manifest) also travel as messages, so a crash late in the run
+keeps what was measured before it. This process never imports mlflow and never decides "verified".
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+_fd: int = -1
+
+
+def send(kind: str, **payload: Any) -> None:
+    data = (json.dumps({"t": kind, **payload}, default=str) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        n = os.write(_fd, view)
+        view = view[n:]
+
+
+class _Stage:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> None:
+        send("stage", name=self.name, event="start")
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None:
+            send("stage", name=self.name, event="end")
+            return False
+        kind = "protocol" if type(exc).__name__ == "ProtocolError" else "exception"
+        send(
+            "error",
+            stage=self.name,
+            kind=kind,
+            message=f"{type(exc).__name__}: {exc}",
+            traceback="".join(traceback.format_exception(exc)),
+        )
+        os._exit(3)  # skip teardown paths that may hang; the parent records the failure
+
+
+def _outputs(obj: Any) -> list[Any] | None:
+    import torch
+
+    get = getattr(obj, "get_output", None)
+    if get is None:
+        return None
+    out = get()
+    if out is None:
+        return None
+    tensors = list(out) if isinstance(out, (tuple, list)) else [out]
+    bad = [type(t).__name__ for t in tensors if not isinstance(t, torch.Tensor)]
+    if bad:
+        raise TypeError(f"get_output() must return a tensor or a tuple of tensors, got {bad}")
+    return tensors
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _seed_everything(seed: int, deterministic: bool) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+
+
+def run(job: dict[str, Any]) -> None:
+    with _Stage("startup"):
+        import torch
+
+        from bench.config import BenchmarkConfig, resolve_config
+        from bench.context import make_context, set_context
+        from bench.manifest import device_manifest
+        from bench.protocol import check_benchmark, import_file
+        from bench.timing import make_clock
+
+        module = import_file(job["path"])
+
+    with _Stage("setup"):
+        factory = getattr(module, "get_benchmark", None)
+        if not callable(factory):
+            from bench.errors import ProtocolError
+
+            raise ProtocolError(f"{job['path']}: no module-level get_benchmark() function")
+        obj = check_benchmark(factory(), job["path"])
+        own = obj.get_config() if callable(getattr(obj, "get_config", None)) else None
+        if own is not None and not isinstance(own, (BenchmarkConfig, dict)):
+            raise TypeError(f"get_config() must return a BenchmarkConfig or None, got {type(own).__name__}")
+        config = resolve_config(job["suite_layer"], own, job["cli_layer"])
+        send("config", config=config.model_dump())
+        ctx = make_context(config)
+        set_context(ctx)
+        device = ctx.device
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        _seed_everything(config.seed, config.deterministic)
+        obj.setup()
+        _sync(device)
+        send("device", device=str(device), manifest=device_manifest(device))
+
+    clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2)
+    fn = obj.benchmark_fn
+    with _Stage("warmup"):
+        first = clock.first_call(fn) if config.warmup > 0 else None
+        clock.warmup(fn, max(config.warmup - 1, 0))
+
+    poisoned = False
+    with _Stage("measurement"):
+        if config.poison_outputs:
+            # INTEGRITY #6: outputs the timed calls do not rewrite keep the NaN and fail the check.
+            for t in _outputs(obj) or []:
+                if t.is_floating_point() or t.is_complex():
+                    t.fill_(float("nan"))
+                    poisoned = True
+            _sync(device)
+        samples = clock.sample(fn, config.iterations)
+    send(
+        "timing",
+        mode=clock.mode,
+        method=clock.method,
+        samples_ms=samples,
+        first_call_ms=first,
+        warmup_calls=config.warmup,
+        l2_flushed=clock.l2_flushed,
+        notes=clock.notes,
+    )
+
+    with _Stage("check"):
+        tensors = _outputs(obj)
+        output: dict[str, Any] = {"path": None, "tensors": [], "timed_calls_wrote_output": None}
+        if tensors is not None:
+            cpu = [t.detach().to("cpu", copy=True) for t in tensors]
+            path = os.path.join(job["workdir"], "output.pt")
+            torch.save(cpu, path)
+            output["path"] = path
+            output["tensors"] = [
+                {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "device": str(t.device)}
+                for t in tensors
+            ]
+            if poisoned:
+                output["timed_calls_wrote_output"] = not any(
+                    bool(torch.isnan(t).any()) for t in cpu if t.is_floating_point() or t.is_complex()
+                )
+        send("output", **output)
+        validate = getattr(obj, "validate_result", None)
+        message = validate() if callable(validate) else None
+        send("validation", message=message)
+        work = obj.get_work() if callable(getattr(obj, "get_work", None)) else None
+        if work is not None:
+            send("work", **dict(work))
+        if config.enable_memory_tracking:
+            send("memory", **_memory(device))
+
+    if config.enable_profiling:
+        with _Stage("profiling"):
+            send("profile", path=_profile(fn, device, job["workdir"]))
+
+    with _Stage("teardown"):
+        obj.teardown()
+        set_context(None)
+    send("done")
+
+
+def _memory(device: Any) -> dict[str, Any]:
+    import resource
+
+    import torch
+
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    if device.type == "cuda":
+        return {
+            "device": str(device),
+            "peak_mb": torch.cuda.max_memory_allocated(device) / 2**20,
+            "allocated_mb": torch.cuda.memory_allocated(device) / 2**20,
+            "reserved_mb": torch.cuda.max_memory_reserved(device) / 2**20,
+            "rss_peak_mb": rss_mb,
+        }
+    return {"device": str(device), "peak_mb": rss_mb, "rss_peak_mb": rss_mb}
+
+
+def _profile(fn: Any, device: Any, workdir: str, calls: int = 3) -> str:
+    """A torch.profiler Chrome trace of a few calls, taken after (never inside) the timed samples."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
+        for _ in range(calls):
+            fn()
+        _sync(device)
+    path = os.path.join(workdir, "trace.json")
+    prof.export_chrome_trace(path)
+    return path
+
+
+def main() -> None:
+    global _fd
+    faulthandler.enable()  # a segfault prints the Python stack to the log the parent keeps
+    job_path, fd = sys.argv[1], int(sys.argv[2])
+    _fd = fd
+    with open(job_path) as f:
+        job = json.load(f)
+    run(job)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip interpreter teardown (CUDA context destruction is slow and can hang)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""BenchmarkConfig: the one source of defaults, and the one function that layers configuration.
+
+Layers, later wins: defaults → suite config (``--config`` file or API) → the benchmark's own
+``get_config()`` → CLI flags. Only fields a layer *explicitly sets* override earlier layers, so a
+benchmark's ``get_config()`` that sets ``iterations`` does not reset the user's ``--warmup``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bench.errors import ConfigError
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+TimingMode = Literal["auto", "cpu", "cuda_event"]
+
+
+class BenchmarkConfig(BaseModel):
+    """How one variant is run and measured. Every field has a default; see ``resolve_config``."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    # Timed calls per variant (samples). Each sample is one call of benchmark_fn.
+    iterations: int = Field(30, ge=1, le=1_000_000)
+    # Untimed calls before measurement: JIT/compile, autotuning, allocator warm-up happen here.
+    warmup: int = Field(5, ge=0, le=1_000_000)
+    # Seed for random, numpy, torch and CUDA, set in the child before setup().
+    seed: int = Field(42, ge=0, le=2**32 - 1)
+    # Deterministic algorithms (torch.use_deterministic_algorithms, cuDNN deterministic,
+    # CUBLAS_WORKSPACE_CONFIG). Off by default because it changes kernels and therefore timings.
+    deterministic: bool = False
+    # "auto" (cuda when available, else cpu), "cpu", "cuda" or "cuda:N".
+    device: str = "auto"
+    # Record peak/allocated/reserved CUDA memory (GPU) or peak RSS (CPU) for the variant.
+    enable_memory_tracking: bool = True
+    # Take a torch.profiler trace in a separate stage after measurement (never inside timed samples).
+    enable_profiling: bool = False
+    # Stage limits, enforced by the parent process (each multiplied by timeout_multiplier).
+    # startup: interpreter start, harness + torch import, benchmark module import.
+    startup_timeout_seconds: float = Field(120.0, gt=0)
+    # setup: get_benchmark(), get_config(), setup(); also bounds output check and teardown.
+    setup_timeout_seconds: float = Field(30.0, gt=0)
+    warmup_timeout_seconds: float = Field(15.0, gt=0)
+    measurement_timeout_seconds: float = Field(15.0, gt=0)
+    profiling_timeout_seconds: float = Field(180.0, gt=0)
+    # Scales every stage limit (slow machines, sanitizers, interpreters).
+    timeout_multiplier: float = Field(1.0, gt=0, le=1000)
+    # Clock: "auto" picks cuda_event on GPU, cpu (perf_counter) otherwise.
+    timing_mode: TimingMode = "auto"
+    # Flush L2 before every GPU sample, outside the timed window. False = warm-cache numbers,
+    # and the result says so.
+    flush_l2: bool = True
+    # Percentiles reported besides p25/p50/p75/p90/p95/p99 (linear interpolation of raw samples).
+    percentiles: list[float] = Field(default_factory=lambda: [25.0, 50.0, 75.0, 90.0, 95.0, 99.0])
+    # Relative-error tolerance for the output check; None = the default for the output dtype.
+    rtol: float | None = Field(None, gt=0, lt=1)
+    # Smoke sizes (tiny inputs) for examples; None = smoke on CPU, full size on GPU.
+    smoke: bool | None = None
+    # Fill floating outputs with NaN before measurement and require the timed calls to overwrite
+    # them: catches results precomputed in setup and reused (INTEGRITY #6).
+    poison_outputs: bool = True
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, value: str) -> str:
+        if not _DEVICE_RE.match(value):
+            raise ValueError(f"device={value!r} is not one of 'auto', 'cpu', 'cuda', 'cuda:N'")
+        return value
+
+    @field_validator("percentiles")
+    @classmethod
+    def _check_percentiles(cls, value: list[float]) -> list[float]:
+        bad = [p for p in value if not 0.0 <= p <= 100.0]
+        if bad:
+            raise ValueError(f"percentiles must lie in [0, 100], got {bad}")
+        return sorted(set(value))
+
+    def stage_limit(self, stage: str) -> float:
+        """Seconds allowed for ``stage`` (already multiplied by ``timeout_multiplier``)."""
+        base = {
+            "startup": self.startup_timeout_seconds,
+            "setup": self.setup_timeout_seconds,
+            "warmup": self.warmup_timeout_seconds,
+            "measurement": self.measurement_timeout_seconds,
+            "profiling": self.profiling_timeout_seconds,
+            "check": self.setup_timeout_seconds,
+            "teardown": self.setup_timeout_seconds,
+        }
+        if stage not in base:
+            raise ConfigError(f"stage={stage!r} has no limit; known stages: {', '.join(base)}")
+        return base[stage] * self.timeout_multiplier
+
+
+Layer = BenchmarkConfig | Mapping[str, Any] | None
+
+
+def explicit_fields(layer: Layer) -> dict[str, Any]:
+    if layer is None:
+        return {}
+    if isinstance(layer, BenchmarkConfig):
+        return layer.model_dump(include=layer.model_fields_set)
+    if isinstance(layer, Mapping):
+        unknown = sorted(set(layer) - set(BenchmarkConfig.model_fields))
+        if unknown:
+            known = ", ".join(BenchmarkConfig.model_fields)
+            raise ConfigError(f"unknown config field(s) {unknown}; accepted fields: {known}")
+        return dict(layer)
+    raise ConfigError(f"config layer must be a BenchmarkConfig or a mapping, got {type(layer).__name__}")
+
+
+def resolve_config(*layers: Layer) -> BenchmarkConfig:
+    """Merge layers in order (defaults → config → get_config() → CLI), later explicit fields win.
+
+    Raises ConfigError naming the field and the bad value.
+    """
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(explicit_fields(layer))
+    try:
+        return BenchmarkConfig(**merged)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        parts.append(f"{field}={err.get('input')!r} is invalid: {err['msg']}")
+    return "invalid benchmark config: " + "; ".join(parts)
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a suite config layer from a .json, .yaml/.yml or .toml file (a flat mapping of fields)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    text = p.read_text()
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        data = json.loads(text)
+    elif suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    elif suffix == ".toml":
+        import tomllib
+
+        data = tomllib.loads(text)
+    else:
+        raise ConfigError(f"config file {str(p)!r}: suffix {suffix!r} not accepted; use .json, .yaml, .yml, .toml")
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(p)!r} must hold a mapping of config fields, got {type(data).__name__}")
+    explicit_fields(data)  # reject unknown fields early, naming them
+    return data

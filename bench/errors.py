@@ -1,0 +1,17 @@
+"""One small exception hierarchy: every error perflab raises on bad input is a PerflabError."""
+
+
+class PerflabError(Exception):
+    """Base of every perflab error; the message names the bad value and what is accepted."""
+
+
+class ConfigError(PerflabError, ValueError):
+    """An invalid configuration field or file."""
+
+
+class TargetError(PerflabError, LookupError):
+    """An unknown chapter or example in a target, or a malformed target string."""
+
+
+class ProtocolError(PerflabError, TypeError):
+    """A benchmark module or object that does not follow the benchmark protocol."""

@@ -1,0 +1,143 @@
+"""Run manifests: what machine, software and settings produced a number.
+
+The host part (git, Python, OS, selected environment variables) is collected once by the parent;
+the device part (GPU, clocks, driver, torch/CUDA/triton, numeric switches) by the child that ran the
+variant, after its setup, so a benchmark that flips TF32 in setup is recorded doing so (INTEGRITY #7).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+# Environment variables worth recording: they change kernels, allocators, threads or tracking.
+_ENV_PREFIXES = (
+    "CUDA_", "CUBLAS_", "CUDNN_", "NCCL_", "NVIDIA_", "TORCH", "PYTORCH_", "TRITON_", "OMP_", "MKL_",
+    "OPENBLAS_", "MLFLOW_", "PERFLAB_", "HF_", "XLA_",
+)
+_ENV_EXACT = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CI", "HOSTNAME", "SLURM_JOB_ID")
+# Any name suggesting a secret is redacted, whatever its prefix.
+_SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASS(WORD|WD)?|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION", re.I)
+# A value that embeds credentials in a URI (scheme://user:password@host).
+_URI_CREDENTIALS_RE = re.compile(r"(://[^/:@\s]+):([^/@\s]+)@")
+REDACTED = "***redacted***"
+
+
+def redact_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Selected environment variables, secrets replaced by ``REDACTED``."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for name in sorted(env):
+        if not (name.startswith(_ENV_PREFIXES) or name in _ENV_EXACT):
+            continue
+        value = env[name]
+        if _SECRET_RE.search(name):
+            out[name] = REDACTED
+        else:
+            out[name] = _URI_CREDENTIALS_RE.sub(rf"\1:{REDACTED}@", value)
+    return out
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_info(path: str | Path | None = None) -> dict[str, Any]:
+    cwd = Path(path) if path else Path(__file__).resolve().parent.parent
+    status = _git(["status", "--porcelain"], cwd)
+    return {
+        "commit": _git(["rev-parse", "HEAD"], cwd),
+        "branch": _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd),
+        "dirty": bool(status) if status is not None else None,
+    }
+
+
+def _version(module: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(module)
+    except PackageNotFoundError:
+        return None
+
+
+def host_manifest() -> dict[str, Any]:
+    """Collected once per suite by the parent."""
+    return {
+        "git": git_info(),
+        "python": sys.version.split()[0],
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "hostname": platform.node(),
+        "packages": {p: _version(p) for p in ("torch", "triton", "mlflow", "numpy", "pydantic", "perflab")},
+        "env": redact_env(),
+    }
+
+
+def _nvml_state(index: int) -> dict[str, Any]:
+    try:
+        import pynvml  # nvidia-ml-py
+    except ImportError:
+        return {"nvml": "nvidia-ml-py not installed"}
+    try:
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        state = {
+            "driver": pynvml.nvmlSystemGetDriverVersion(),
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+            "utilization_pct": pynvml.nvmlDeviceGetUtilizationRates(h).gpu,
+            "other_processes": len(pynvml.nvmlDeviceGetComputeRunningProcesses(h)),
+        }
+        pynvml.nvmlShutdown()
+        return state
+    except Exception as exc:  # NVML absent in containers is common; record why
+        return {"nvml": f"unavailable: {exc}"}
+
+
+def device_manifest(device: Any) -> dict[str, Any]:
+    """Collected in the child after setup()."""
+    import torch
+
+    info: dict[str, Any] = {
+        "device": str(device),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "triton": _version("triton"),
+        "numerics": {
+            "allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            "bf16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "cudnn_deterministic": torch.backends.cudnn.deterministic,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        },
+        "cpu_threads": torch.get_num_threads(),
+    }
+    if getattr(device, "type", "") == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info["gpu"] = {
+            "name": props.name,
+            "compute_capability": f"{props.major}.{props.minor}",
+            "memory_gb": round(props.total_memory / 1e9, 2),
+            "multiprocessors": props.multi_processor_count,
+            "l2_cache_mb": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
+        }
+        info["gpu_state"] = _nvml_state(device.index or 0)
+    return info

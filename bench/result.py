@@ -1,0 +1,174 @@
+"""The data a run produces: a variant's result (raw samples kept) and a baseline/optimized comparison.
+
+A child process builds a ``VariantResult`` and hands it to the parent as JSON; verification and
+speedups are computed in the parent (``bench.compare``) from two results, never by the child.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["ok", "failed", "timeout", "skipped", "invalid"]
+StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
+PairStatus = Literal["ok", "mismatch", "unverified", "failed"]
+
+# Order in which a child runs its stages; profiling only when enabled.
+STAGES: tuple[str, ...] = ("startup", "setup", "warmup", "measurement", "check", "profiling", "teardown")
+
+
+class VariantSpec(BaseModel):
+    """One runnable file: ``chapters/ch07/optimized_transpose_tiled.py`` → (ch07, transpose, optimized_tiled)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chapter: str  # "ch07"
+    example: str  # "transpose"
+    variant: str  # "baseline", "optimized" or "optimized_<name>"
+    path: str  # absolute path of the benchmark file
+
+    @property
+    def target(self) -> str:
+        return f"{self.chapter}:{self.example}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.chapter}:{self.example}:{self.variant}"
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.variant == "baseline"
+
+
+class StageRecord(BaseModel):
+    name: str
+    status: StageStatus
+    duration_s: float | None = None  # wall time the parent saw between the stage's start and end
+    limit_s: float | None = None  # the limit the parent enforced
+
+
+class ErrorInfo(BaseModel):
+    kind: Literal["exception", "crash", "timeout", "invalid", "protocol"]
+    message: str
+    traceback: str | None = None
+    exit_code: int | None = None  # negative: killed by that signal number
+
+
+class TimingStats(BaseModel):
+    """Derived from raw samples; see bench.stats.summarize."""
+
+    n: int
+    mean_ms: float
+    median_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+    cv: float  # std / mean
+    percentiles_ms: dict[str, float]  # {"p50": ..., "p90": ...}
+
+
+class Timing(BaseModel):
+    mode: str  # "cpu" or "cuda_event"
+    method: str  # one line on how samples were taken (clock, L2 flush, launch-gap hiding)
+    samples_ms: list[float]
+    stats: TimingStats
+    first_call_ms: float | None = None  # first warm-up call alone (compile/JIT/autotune included)
+    warmup_calls: int = 0
+    l2_flushed: bool = False
+    notes: list[str] = Field(default_factory=list)  # anything that weakens the number
+
+
+class Memory(BaseModel):
+    device: str
+    peak_mb: float  # CUDA max allocated on GPU; peak RSS of the child on CPU
+    allocated_mb: float | None = None
+    reserved_mb: float | None = None
+    rss_peak_mb: float | None = None
+
+
+class TensorInfo(BaseModel):
+    shape: list[int]
+    dtype: str
+    device: str
+
+
+class OutputInfo(BaseModel):
+    path: str | None  # .pt file with the output tensors moved to CPU, for the parent's comparison
+    tensors: list[TensorInfo]
+    timed_calls_wrote_output: bool | None = None  # None: poisoning not applicable
+
+
+class Work(BaseModel):
+    """Work per benchmark_fn call, declared by the benchmark (optional get_work())."""
+
+    bytes: float | None = None  # minimum bytes moved through device memory (read + written)
+    flops: float | None = None
+
+
+class VariantResult(BaseModel):
+    spec: VariantSpec
+    status: Status
+    failed_stage: str | None = None
+    elapsed_s: float = 0.0
+    limit_s: float | None = None  # the limit of the failed stage, when it timed out
+    stages: list[StageRecord] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    config: dict[str, Any] = Field(default_factory=dict)  # effective config (all layers applied)
+    device: str | None = None  # resolved device, e.g. "cuda:0" or "cpu"
+    timing: Timing | None = None
+    memory: Memory | None = None
+    output: OutputInfo | None = None
+    work: Work | None = None
+    validation: str | None = None  # message from validate_result(); None = passed or not defined
+    manifest: dict[str, Any] = Field(default_factory=dict)
+    profile_trace: str | None = None  # path of a torch.profiler Chrome trace
+
+    @property
+    def median_ms(self) -> float | None:
+        return self.timing.stats.median_ms if self.timing else None
+
+    def derived_metrics(self) -> dict[str, float]:
+        """Achieved throughput from declared work and the median time."""
+        out: dict[str, float] = {}
+        if self.work and self.timing and self.timing.stats.median_ms > 0:
+            seconds = self.timing.stats.median_ms / 1e3
+            if self.work.bytes:
+                out["achieved_gbps"] = self.work.bytes / seconds / 1e9
+            if self.work.flops:
+                out["achieved_tflops"] = self.work.flops / seconds / 1e12
+            if self.work.bytes and self.work.flops:
+                out["arithmetic_intensity"] = self.work.flops / self.work.bytes
+        return out
+
+
+class Verification(BaseModel):
+    verified: bool
+    detail: str  # why (not) verified, in words
+    max_rel_error: float | None = None
+    rtol: float | None = None
+
+
+class Comparison(BaseModel):
+    chapter: str
+    example: str
+    variant: str  # the optimized variant's name
+    baseline_status: Status
+    optimized_status: Status
+    baseline_median_ms: float | None = None
+    optimized_median_ms: float | None = None
+    speedup: float | None = None  # baseline median / optimized median; never clamped
+    status: PairStatus
+    verification: Verification
+
+
+class SuiteResult(BaseModel):
+    variants: list[VariantResult]
+    comparisons: list[Comparison]
+    unpaired: list[str] = Field(default_factory=list)  # baselines without an optimized partner
+    wall_s: float = 0.0
+
+    @property
+    def all_ok(self) -> bool:
+        return all(v.status == "ok" for v in self.variants) and all(c.status == "ok" for c in self.comparisons)

@@ -1,0 +1,312 @@
+"""Parent side of isolation: one child process (own process group) per variant, per-stage deadlines.
+
+The child announces each stage; the watchdog here enforces the limit of the stage in progress. On
+expiry the whole process group gets SIGTERM, then SIGKILL after a grace period — a child stuck in a GPU
+kernel or a C call cannot ignore that, and grandchildren (DataLoader workers, compile workers) die with
+it. Crashes (segfault, ``os._exit``, OOM kill, exceptions) become a structured ``VariantResult``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.config import BenchmarkConfig, Layer, explicit_fields, resolve_config
+from bench.result import (
+    STAGES,
+    ErrorInfo,
+    Memory,
+    OutputInfo,
+    StageRecord,
+    Timing,
+    VariantResult,
+    VariantSpec,
+    Work,
+)
+from bench.stats import summarize
+
+KILL_GRACE_S = 2.0
+_LOG_TAIL = 4000
+
+
+def child_env(config: BenchmarkConfig, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a child: the parent's, plus what must be set before torch/triton import."""
+    env = dict(os.environ if base is None else base)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    if config.device == "cpu" or (config.device == "auto" and not _cuda_available()):
+        env.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU through the interpreter
+    if config.deterministic:
+        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # must precede CUDA init
+    return env
+
+
+_CUDA: bool | None = None
+
+
+def _cuda_available() -> bool:
+    global _CUDA
+    if _CUDA is None:
+        import torch
+
+        _CUDA = bool(torch.cuda.is_available())
+    return _CUDA
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """TERM the child's process group, then KILL whatever is left after the grace period."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        if sig == signal.SIGTERM:
+            # The leader died on TERM; make sure no grandchild survived it.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return
+
+
+class _Watch:
+    """State the parent keeps while one child runs."""
+
+    def __init__(self, spec: VariantSpec, config: BenchmarkConfig) -> None:
+        self.spec = spec
+        self.config = config
+        self.stage = "startup"
+        self.stage_t0 = time.monotonic()
+        self.records: dict[str, StageRecord] = {}
+        self.data: dict[str, Any] = {}
+        self.error: ErrorInfo | None = None
+        self.failed_stage: str | None = None
+        self.done = False
+
+    def limit(self) -> float:
+        return self.config.stage_limit(self.stage)
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("t")
+        now = time.monotonic()
+        if kind == "stage":
+            name = msg["name"]
+            if msg["event"] == "start":
+                if name != "startup":  # startup's clock runs from the spawn
+                    self.stage, self.stage_t0 = name, now
+            else:
+                self.records[name] = StageRecord(
+                    name=name, status="ok", duration_s=now - self.stage_t0, limit_s=self.limit()
+                )
+        elif kind == "config":
+            self.config = BenchmarkConfig(**msg["config"])  # limits from get_config() apply from now on
+        elif kind == "error":
+            self.failed_stage = msg["stage"]
+            self.error = ErrorInfo(kind=msg["kind"], message=msg["message"], traceback=msg.get("traceback"))
+        elif kind == "done":
+            self.done = True
+        else:
+            self.data[kind] = msg
+
+
+def run_variant(
+    spec: VariantSpec,
+    workdir: str | Path,
+    suite_layer: Layer = None,
+    cli_layer: Layer = None,
+    python: str = sys.executable,
+) -> VariantResult:
+    """Run one variant in a fresh child process and return its result; never raises for the child's faults."""
+    pre = resolve_config(suite_layer, cli_layer)
+    wd = Path(workdir)
+    wd.mkdir(parents=True, exist_ok=True)
+    job = {
+        "path": spec.path,
+        "workdir": str(wd),
+        "suite_layer": explicit_fields(suite_layer),
+        "cli_layer": explicit_fields(cli_layer),
+    }
+    (wd / "job.json").write_text(json.dumps(job))
+    log_path = wd / "child.log"
+    read_fd, write_fd = os.pipe()
+    t0 = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [python, "-m", "bench._child", str(wd / "job.json"), str(write_fd)],
+            pass_fds=(write_fd,),
+            start_new_session=True,  # own session ⇒ own process group, killable as a whole
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=child_env(pre),
+            cwd=str(wd),
+        )
+    os.close(write_fd)
+    watch = _Watch(spec, pre)
+    timed_out = False
+    buf = b""
+    try:
+        while True:
+            remaining = watch.stage_t0 + watch.limit() - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([read_fd], [], [], remaining)
+            if not ready:
+                continue  # loop re-checks the (possibly updated) deadline
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                break  # child closed the pipe: exited or crashed
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    watch.handle(json.loads(line))
+    finally:
+        os.close(read_fd)
+        if timed_out:
+            _kill_group(proc)
+        else:
+            try:
+                proc.wait(timeout=watch.limit())
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+            else:
+                _kill_group(proc)  # reap any grandchild left in the group
+    return _build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, log_path)
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-_LOG_TAIL:].decode(errors="replace")
+
+
+def _build_result(
+    watch: _Watch, returncode: int | None, timed_out: bool, elapsed: float, log_path: Path
+) -> VariantResult:
+    cfg = watch.config
+    status: str = "ok"
+    limit_s: float | None = None
+    if timed_out:
+        status, watch.failed_stage, limit_s = "timeout", watch.stage, watch.limit()
+        watch.error = ErrorInfo(
+            kind="timeout",
+            message=f"stage {watch.stage!r} exceeded its limit of {limit_s:.1f}s; process group killed",
+            traceback=_log_tail(log_path) or None,
+        )
+    elif watch.error is not None:
+        status = "invalid" if watch.error.kind == "protocol" else "failed"
+        watch.error.exit_code = returncode
+        if watch.error.kind != "protocol":
+            watch.error.traceback = (watch.error.traceback or "") + _tail_section(log_path)
+    elif not watch.done or returncode != 0:
+        status, watch.failed_stage = "failed", watch.stage
+        how = f"killed by signal {signal.Signals(-returncode).name}" if returncode and returncode < 0 else (
+            f"exited with code {returncode}"
+        )
+        watch.error = ErrorInfo(
+            kind="crash",
+            message=f"child {how} during stage {watch.stage!r}",
+            traceback=_log_tail(log_path) or None,
+            exit_code=returncode,
+        )
+
+    stages = _stage_records(watch, status, limit_s)
+    data = watch.data
+    result = VariantResult(
+        spec=watch.spec,
+        status=status,  # type: ignore[arg-type]
+        failed_stage=watch.failed_stage if status != "ok" else None,
+        elapsed_s=elapsed,
+        limit_s=limit_s,
+        stages=stages,
+        error=watch.error,
+        config=cfg.model_dump(),
+        device=data.get("device", {}).get("device"),
+        manifest=data.get("device", {}).get("manifest", {}),
+    )
+    if "timing" in data:
+        t = data["timing"]
+        if t["samples_ms"]:
+            result.timing = Timing(
+                mode=t["mode"],
+                method=t["method"],
+                samples_ms=t["samples_ms"],
+                stats=summarize(t["samples_ms"], cfg.percentiles),
+                first_call_ms=t["first_call_ms"],
+                warmup_calls=t["warmup_calls"],
+                l2_flushed=t["l2_flushed"],
+                notes=t["notes"],
+            )
+    if "memory" in data:
+        result.memory = Memory(**{k: v for k, v in data["memory"].items() if k != "t"})
+    if "work" in data:
+        result.work = Work(**{k: v for k, v in data["work"].items() if k != "t"})
+    if "profile" in data:
+        result.profile_trace = data["profile"]["path"]
+    if "output" in data:
+        o = data["output"]
+        result.output = OutputInfo(path=o["path"], tensors=o["tensors"], timed_calls_wrote_output=o["timed_calls_wrote_output"])
+    if "validation" in data:
+        result.validation = data["validation"]["message"]
+    if result.status == "ok":
+        _apply_checks(result)
+    return result
+
+
+def _tail_section(log_path: Path) -> str:
+    tail = _log_tail(log_path)
+    return f"\n--- child output (tail) ---\n{tail}" if tail.strip() else ""
+
+
+def _apply_checks(result: VariantResult) -> None:
+    """A run that finished but whose own result is wrong is ``invalid``, with the reason."""
+    reason = None
+    if result.validation:
+        reason = f"validate_result(): {result.validation}"
+    elif result.output and result.output.timed_calls_wrote_output is False:
+        reason = (
+            "output still holds the NaN poison written before measurement: the timed calls did not "
+            "(fully) write the output (result precomputed in setup?) or they produced NaN"
+        )
+    if reason:
+        result.status = "invalid"
+        result.failed_stage = "check"
+        result.error = ErrorInfo(kind="invalid", message=reason)
+
+
+def _stage_records(watch: _Watch, status: str, limit_s: float | None) -> list[StageRecord]:
+    records = []
+    for name in STAGES:
+        if name == "profiling" and not watch.config.enable_profiling:
+            continue
+        if name in watch.records:
+            records.append(watch.records[name])
+        elif name == watch.failed_stage:
+            records.append(
+                StageRecord(
+                    name=name,
+                    status="timeout" if status == "timeout" else "failed",
+                    duration_s=time.monotonic() - watch.stage_t0,
+                    limit_s=limit_s or watch.config.stage_limit(name),
+                )
+            )
+        else:
+            records.append(StageRecord(name=name, status="not_reached"))
+    return records

@@ -1,0 +1,45 @@
+"""Statistics over raw timing samples. Nothing here invents, drops or clamps a sample."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from bench.result import TimingStats
+
+DEFAULT_PERCENTILES: tuple[float, ...] = (25.0, 50.0, 75.0, 90.0, 95.0, 99.0)
+
+
+def _label(p: float) -> str:
+    return f"p{int(p)}" if float(p).is_integer() else f"p{p:g}".replace(".", "_")
+
+
+def summarize(samples_ms: Sequence[float], percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> TimingStats:
+    """Mean, median, sample std (ddof=1), min, max, IQR, CV and percentiles of raw samples.
+
+    Percentiles use linear interpolation between order statistics (numpy's default), never the
+    nearest rank, so p99 of 30 samples lies between the two largest rather than being the max by fiat.
+    The standard percentiles p25/p50/p75/p90/p95/p99 are always present.
+    """
+    x = np.asarray(samples_ms, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("summarize() needs at least one sample, got an empty sequence")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"samples must be finite, got {x[~np.isfinite(x)][:3].tolist()}")
+    ps = sorted(set(DEFAULT_PERCENTILES) | {float(p) for p in percentiles})
+    values = np.percentile(x, ps)
+    mean = float(x.mean())
+    std = float(x.std(ddof=1)) if x.size > 1 else 0.0
+    q25, q75 = np.percentile(x, [25.0, 75.0])
+    return TimingStats(
+        n=int(x.size),
+        mean_ms=mean,
+        median_ms=float(np.median(x)),
+        std_ms=std,
+        min_ms=float(x.min()),
+        max_ms=float(x.max()),
+        iqr_ms=float(q75 - q25),
+        cv=std / mean if mean > 0 else 0.0,
+        percentiles_ms={_label(p): float(v) for p, v in zip(ps, values, strict=True)},
+    )
