@@ -120,6 +120,12 @@ def run(job: dict[str, Any]) -> None:
         _sync(device)
         send("device", device=str(device), manifest=device_manifest(device))
 
+    if job.get("mode") == "verify":  # import + instantiate + setup only, no timing
+        with _Stage("teardown"):
+            obj.teardown()
+        send("done")
+        return
+
     clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2)
     fn = obj.benchmark_fn
     with _Stage("warmup"):

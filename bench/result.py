@@ -145,6 +145,8 @@ class VariantResult(BaseModel):
 
 class Verification(BaseModel):
     verified: bool
+    # match: checked and equal; mismatch: checked and different; inconclusive: could not be checked
+    outcome: Literal["match", "mismatch", "inconclusive"] = "inconclusive"
     detail: str  # why (not) verified, in words
     max_rel_error: float | None = None
     rtol: float | None = None

@@ -84,8 +84,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 class _Watch:
     """State the parent keeps while one child runs."""
 
-    def __init__(self, spec: VariantSpec, config: BenchmarkConfig) -> None:
+    def __init__(self, spec: VariantSpec, config: BenchmarkConfig, mode: str = "run") -> None:
         self.spec = spec
+        self.mode = mode
         self.config = config
         self.stage = "startup"
         self.stage_t0 = time.monotonic()
@@ -127,6 +128,7 @@ def run_variant(
     suite_layer: Layer = None,
     cli_layer: Layer = None,
     python: str = sys.executable,
+    mode: str = "run",
 ) -> VariantResult:
     """Run one variant in a fresh child process and return its result; never raises for the child's faults."""
     pre = resolve_config(suite_layer, cli_layer)
@@ -137,6 +139,7 @@ def run_variant(
         "workdir": str(wd),
         "suite_layer": explicit_fields(suite_layer),
         "cli_layer": explicit_fields(cli_layer),
+        "mode": mode,  # "run", or "verify": startup + setup + teardown only
     }
     (wd / "job.json").write_text(json.dumps(job))
     log_path = wd / "child.log"
@@ -154,7 +157,7 @@ def run_variant(
             cwd=str(wd),
         )
     os.close(write_fd)
-    watch = _Watch(spec, pre)
+    watch = _Watch(spec, pre, mode)
     timed_out = False
     buf = b""
     try:
@@ -217,8 +220,10 @@ def _build_result(
             watch.error.traceback = (watch.error.traceback or "") + _tail_section(log_path)
     elif not watch.done or returncode != 0:
         status, watch.failed_stage = "failed", watch.stage
-        how = f"killed by signal {signal.Signals(-returncode).name}" if returncode and returncode < 0 else (
-            f"exited with code {returncode}"
+        how = (
+            f"killed by signal {signal.Signals(-returncode).name}"
+            if returncode and returncode < 0
+            else (f"exited with code {returncode}")
         )
         watch.error = ErrorInfo(
             kind="crash",
@@ -262,7 +267,9 @@ def _build_result(
         result.profile_trace = data["profile"]["path"]
     if "output" in data:
         o = data["output"]
-        result.output = OutputInfo(path=o["path"], tensors=o["tensors"], timed_calls_wrote_output=o["timed_calls_wrote_output"])
+        result.output = OutputInfo(
+            path=o["path"], tensors=o["tensors"], timed_calls_wrote_output=o["timed_calls_wrote_output"]
+        )
     if "validation" in data:
         result.validation = data["validation"]["message"]
     if result.status == "ok":
@@ -295,6 +302,8 @@ def _stage_records(watch: _Watch, status: str, limit_s: float | None) -> list[St
     records = []
     for name in STAGES:
         if name == "profiling" and not watch.config.enable_profiling:
+            continue
+        if watch.mode == "verify" and name not in ("startup", "setup", "teardown"):
             continue
         if name in watch.records:
             records.append(watch.records[name])

@@ -1,0 +1,233 @@
+"""The ``perflab`` command: run, list, verify."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bench.config import load_config_file, resolve_config
+from bench.discovery import Catalog, Example, discover, select
+from bench.errors import PerflabError
+from bench.result import Comparison, SuiteResult, VariantResult
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="perflab: honest baseline vs optimized benchmarks")
+console = Console()
+err_console = Console(stderr=True)
+
+TargetsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--targets",
+        "-t",
+        help="ch7, 7, ch07, ch7:<example>; repeat or separate by commas/spaces; 'all' or none = everything",
+    ),
+]
+ChaptersOpt = Annotated[
+    Path | None, typer.Option("--chapters-dir", help="chapters root (default: ./chapters beside bench/)")
+]
+
+
+def _examples(targets: list[str] | None, chapters_dir: Path | None) -> tuple[Catalog, list[Example]]:
+    catalog = discover(chapters_dir)
+    wanted = [t for t in (targets or []) if t.strip().lower() not in ("all", "")]
+    return catalog, select(catalog, wanted)
+
+
+def _cli_layer(**flags: Any) -> dict[str, Any]:
+    """Only the flags the user gave: unset flags must not override get_config()."""
+    return {k: v for k, v in flags.items() if v is not None}
+
+
+@app.command()
+def run(
+    targets: TargetsOpt = None,
+    iterations: Annotated[int | None, typer.Option(help="timed calls per variant")] = None,
+    warmup: Annotated[int | None, typer.Option(help="untimed calls before measurement")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed for random/numpy/torch/CUDA")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N")] = None,
+    timeout_multiplier: Annotated[float | None, typer.Option(help="scales every stage limit")] = None,
+    reproducible: Annotated[bool, typer.Option("--reproducible", help="deterministic algorithms")] = False,
+    cold_start: Annotated[
+        bool,
+        typer.Option(
+            "--cold-start",
+            help="fresh interpreter per variant; today every variant already starts one (recorded as a tag)",
+        ),
+    ] = False,
+    profile: Annotated[
+        bool | None, typer.Option("--profile/--no-profile", help="torch.profiler trace after measurement")
+    ] = None,
+    smoke: Annotated[bool | None, typer.Option("--smoke/--full-size", help="force smoke or full sizes")] = None,
+    warm_cache: Annotated[bool, typer.Option("--warm-cache", help="do not flush L2 before GPU samples")] = False,
+    config: Annotated[Path | None, typer.Option("--config", help="suite config file (.yaml/.json/.toml)")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
+    tracking_uri: Annotated[
+        str | None, typer.Option(help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or MLflow's default)")
+    ] = None,
+    no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
+    chapters_dir: ChaptersOpt = None,
+    keep_workdir: Annotated[Path | None, typer.Option(help="keep child outputs/logs in this directory")] = None,
+) -> None:
+    """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
+    suite_layer = load_config_file(config) if config else None
+    cli_layer = _cli_layer(
+        iterations=iterations,
+        warmup=warmup,
+        seed=seed,
+        device=device,
+        timeout_multiplier=timeout_multiplier,
+        deterministic=True if reproducible else None,
+        enable_profiling=profile,
+        smoke=smoke,
+        flush_l2=False if warm_cache else None,
+    )
+    resolve_config(suite_layer, cli_layer)  # reject bad flags before anything starts
+    catalog, examples = _examples(targets, chapters_dir)
+    for orphan in catalog.orphans:
+        err_console.print(f"[yellow]warning:[/] {orphan} has no baseline_ partner; skipped")
+    if not examples:
+        raise PerflabError(f"no examples found under {catalog.root}")
+    n_variants = sum(len(e.variants) for e in examples)
+    tracker = None
+    if not no_track:
+        from bench.manifest import host_manifest
+        from bench.tracking import Tracker
+
+        target_text = ",".join(targets or ["all"])
+        tracker = Tracker(
+            experiment=experiment,
+            tracking_uri=tracking_uri,
+            run_name=f"perflab run {target_text}",
+            host_manifest=host_manifest(),
+            tags={"perflab.targets": target_text, "perflab.cold_start": str(cold_start).lower()},
+        )
+        tracker.start()
+
+    from bench.suite import run_suite
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console, transient=False,
+    ) as progress:
+        task = progress.add_task("running", total=n_variants)
+
+        def on_result(result: VariantResult, comparison: Comparison | None) -> None:
+            progress.console.print(_line(result, comparison))
+            progress.advance(task)
+
+        try:
+            suite = run_suite(
+                examples,
+                suite_layer=suite_layer,
+                cli_layer=cli_layer,
+                sink=tracker,
+                on_result=on_result,
+                workdir=keep_workdir,
+                keep_workdir=keep_workdir is not None,
+            )
+        except BaseException:
+            if tracker is not None:
+                tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True}, failed=True)
+            raise
+    from bench.summary import summary_dict, summary_markdown
+
+    summary = summary_dict(suite)
+    if tracker is not None:
+        tracker.finish(summary_markdown(summary), summary, failed=False)
+    console.print(_table(suite))
+    console.print(
+        f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
+        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified"
+        + (f", MLflow parent run {tracker.parent_run_id}" if tracker is not None else "")
+    )
+    if not suite.all_ok:
+        raise typer.Exit(1)
+
+
+def _line(result: VariantResult, comparison: Comparison | None) -> str:
+    colour = "green" if result.status == "ok" else "red"
+    text = f"[{colour}]{result.status:>7}[/] {result.spec.key}"
+    if result.median_ms is not None:
+        text += f"  median {result.median_ms:.4f} ms"
+    if result.status != "ok" and result.error:
+        text += f"  [{result.failed_stage}] {result.error.message.splitlines()[0][:120]}"
+    if comparison is not None and comparison.speedup is not None:
+        text += f"  speedup {comparison.speedup:.2f}x"
+    if comparison is not None:
+        text += "  verified" if comparison.verification.verified else f"  NOT verified ({comparison.status})"
+    return text
+
+
+def _table(suite: SuiteResult) -> Table:
+    table = Table(title="perflab results")
+    for col in ("example", "variant", "baseline ms", "optimized ms", "speedup", "verified", "status"):
+        table.add_column(col, justify="right" if "ms" in col or col == "speedup" else "left")
+    for c in suite.comparisons:
+        table.add_row(
+            f"{c.chapter}:{c.example}",
+            c.variant,
+            f"{c.baseline_median_ms:.4f}" if c.baseline_median_ms is not None else "—",
+            f"{c.optimized_median_ms:.4f}" if c.optimized_median_ms is not None else "—",
+            f"{c.speedup:.2f}x" if c.speedup is not None else "—",
+            "yes" if c.verification.verified else "no",
+            c.status,
+        )
+    return table
+
+
+@app.command("list")
+def list_(targets: TargetsOpt = None, chapters_dir: ChaptersOpt = None) -> None:
+    """List chapters, examples and their variants."""
+    catalog, examples = _examples(targets, chapters_dir)
+    table = Table(title=f"examples under {catalog.root}")
+    for col in ("target", "variants", "note"):
+        table.add_column(col)
+    for e in examples:
+        table.add_row(e.target, ", ".join(v.variant for v in e.variants), "" if e.optimized else "no optimized partner")
+    console.print(table)
+    for orphan in catalog.orphans:
+        console.print(f"[yellow]optimized file without baseline:[/] {orphan}")
+
+
+@app.command()
+def verify(
+    targets: TargetsOpt = None,
+    chapters_dir: ChaptersOpt = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N")] = None,
+    timeout_multiplier: Annotated[float | None, typer.Option(help="scales every stage limit")] = None,
+) -> None:
+    """Import, instantiate and set up each benchmark in isolation, without timing."""
+    import tempfile
+
+    from bench.runner import run_variant
+
+    cli_layer = _cli_layer(device=device, timeout_multiplier=timeout_multiplier)
+    resolve_config(cli_layer)
+    _, examples = _examples(targets, chapters_dir)
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="perflab-verify-") as tmp:
+        for e in examples:
+            for spec in e.variants:
+                result = run_variant(spec, Path(tmp) / spec.key.replace(":", "_"), cli_layer=cli_layer, mode="verify")
+                failed += result.status != "ok"
+                console.print(_line(result, None))
+    if failed:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    try:
+        app()
+    except PerflabError as exc:
+        err_console.print(f"[red]error:[/] {exc}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

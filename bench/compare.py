@@ -1,0 +1,160 @@
+"""Baseline vs optimized: output verification and speedup, computed in the parent from two results.
+
+Verification is norm-wise relative error, ‖out − ref‖₂ / ‖ref‖₂, per output tensor, against a
+tolerance chosen by dtype (or ``BenchmarkConfig.rtol``). It never passes by default:
+
+* no output on either side ⇒ not verified;
+* a reference that is all zeros or constant ⇒ not verified (it cannot tell right from wrong);
+* different shapes, dtypes (dtype drift, INTEGRITY #11) or devices ⇒ mismatch;
+* any NaN/Inf ⇒ mismatch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.result import Comparison, VariantResult, Verification
+
+# Norm-wise relative error allowed when baseline and optimized differ only in summation order.
+DEFAULT_RTOL: dict[str, float] = {
+    "float64": 1e-10,
+    "complex128": 1e-10,
+    "float32": 1e-5,
+    "complex64": 1e-5,
+    "float16": 2e-3,
+    "bfloat16": 1.6e-2,
+    "float8_e4m3fn": 1.3e-1,
+    "float8_e5m2": 2.5e-1,
+}
+
+
+def default_rtol(dtype: str) -> float:
+    """0.0 (exact) for integer and bool outputs."""
+    return DEFAULT_RTOL.get(dtype, 0.0)
+
+
+def _load(result: VariantResult) -> list[Any] | None:
+    import torch
+
+    if result.output is None or result.output.path is None:
+        return None
+    return list(torch.load(result.output.path, map_location="cpu", weights_only=True))
+
+
+def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None) -> Verification:
+    """Compare two lists of CPU tensors (baseline = reference)."""
+    import torch
+
+    if len(ref) != len(out):
+        return Verification(
+            verified=False, detail=f"baseline returned {len(ref)} outputs, optimized {len(out)}", outcome="mismatch"
+        )
+    worst = 0.0
+    used_rtol = 0.0
+    for i, (r, o) in enumerate(zip(ref, out, strict=True)):
+        name = f"output[{i}]"
+        if tuple(r.shape) != tuple(o.shape):
+            return Verification(
+                verified=False, detail=f"{name}: shape {tuple(r.shape)} vs {tuple(o.shape)}", outcome="mismatch"
+            )
+        rd, od = str(r.dtype).replace("torch.", ""), str(o.dtype).replace("torch.", "")
+        if rd != od:
+            return Verification(
+                verified=False,
+                detail=f"{name}: dtype drift, baseline {rd} vs optimized {od}; if lower precision is the "
+                "declared optimization, cast in get_output() and set rtol in get_config()",
+                outcome="mismatch",
+            )
+        if r.numel() == 0:
+            return Verification(verified=False, detail=f"{name}: empty tensor proves nothing")
+        tol = rtol if rtol is not None else default_rtol(rd)
+        used_rtol = max(used_rtol, tol)
+        if r.is_floating_point() or r.is_complex():
+            if not bool(torch.isfinite(r).all()) or not bool(torch.isfinite(o).all()):
+                return Verification(
+                    verified=False, detail=f"{name}: NaN or Inf in the output", rtol=tol, outcome="mismatch"
+                )
+            r64, o64 = (
+                r.to(torch.complex128 if r.is_complex() else torch.float64),
+                o.to(torch.complex128 if o.is_complex() else torch.float64),
+            )
+        else:
+            r64, o64 = r.to(torch.float64), o.to(torch.float64)
+        ref_norm = float(torch.linalg.vector_norm(r64))
+        if ref_norm == 0.0:
+            return Verification(
+                verified=False, detail=f"{name}: reference is all zeros; it cannot detect a wrong result"
+            )
+        if r.numel() > 1 and bool((r64 == r64.flatten()[0]).all()):
+            return Verification(
+                verified=False, detail=f"{name}: reference is constant; it cannot detect a wrong result"
+            )
+        err = float(torch.linalg.vector_norm(o64 - r64)) / ref_norm
+        worst = max(worst, err)
+        if not err <= tol:
+            return Verification(
+                verified=False,
+                detail=f"{name}: relative error {err:.3e} exceeds rtol {tol:.1e} ({rd})",
+                max_rel_error=err,
+                rtol=tol,
+                outcome="mismatch",
+            )
+    return Verification(
+        verified=True,
+        outcome="match",
+        detail=f"{len(ref)} output(s) match: max relative error {worst:.2e} <= rtol {used_rtol:.1e}",
+        max_rel_error=worst,
+        rtol=used_rtol,
+    )
+
+
+def compare(baseline: VariantResult, optimized: VariantResult) -> Comparison:
+    """Pair status, verification and speedup (baseline median / optimized median, never clamped)."""
+    spec = optimized.spec
+    common = {
+        "chapter": spec.chapter,
+        "example": spec.example,
+        "variant": spec.variant,
+        "baseline_status": baseline.status,
+        "optimized_status": optimized.status,
+        "baseline_median_ms": baseline.median_ms,
+        "optimized_median_ms": optimized.median_ms,
+    }
+    if baseline.status != "ok" or optimized.status != "ok":
+        which = "baseline" if baseline.status != "ok" else "optimized"
+        bad = baseline if which == "baseline" else optimized
+        reason = bad.error.message if bad.error else bad.status
+        return Comparison(
+            **common,
+            status="failed",
+            verification=Verification(verified=False, detail=f"{which} {bad.status}: {reason}"),
+        )
+    speedup = None
+    b, o = baseline.median_ms, optimized.median_ms
+    if b is not None and o is not None and o > 0:
+        speedup = b / o
+    verification = _verify(baseline, optimized)
+    status = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}[verification.outcome]
+    return Comparison(**common, speedup=speedup, status=status, verification=verification)
+
+
+def _gpu(result: VariantResult) -> str | None:
+    gpu = result.manifest.get("gpu")
+    return gpu.get("name") if isinstance(gpu, dict) else None
+
+
+def _verify(baseline: VariantResult, optimized: VariantResult) -> Verification:
+    if baseline.device != optimized.device or _gpu(baseline) != _gpu(optimized):
+        return Verification(
+            verified=False,
+            detail=f"ran on different devices: baseline {baseline.device} ({_gpu(baseline)}) vs "
+            f"optimized {optimized.device} ({_gpu(optimized)}); no comparison across devices",
+        )
+    ref, out = _load(baseline), _load(optimized)
+    if ref is None or out is None:
+        missing = " and ".join(n for n, t in (("baseline", ref), ("optimized", out)) if t is None)
+        return Verification(
+            verified=False, detail=f"no output from {missing} (get_output() missing or None): not verified"
+        )
+    rtol = optimized.config.get("rtol")
+    return compare_tensors(ref, out, rtol)

@@ -1,0 +1,96 @@
+"""Suite summaries: one JSON-able dict, and Markdown rendered from it (the parent run's artifacts)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bench.result import SuiteResult
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def summary_dict(suite: SuiteResult) -> dict[str, Any]:
+    by_key = {v.spec.key: v for v in suite.variants}
+    pairs = []
+    for c in suite.comparisons:
+        opt = by_key[f"{c.chapter}:{c.example}:{c.variant}"]
+        pairs.append(
+            {
+                "chapter": c.chapter,
+                "example": c.example,
+                "variant": c.variant,
+                "status": c.status,
+                "baseline_status": c.baseline_status,
+                "optimized_status": c.optimized_status,
+                "baseline_median_ms": c.baseline_median_ms,
+                "optimized_median_ms": c.optimized_median_ms,
+                "speedup": c.speedup,
+                "verified": c.verification.verified,
+                "verification": c.verification.detail,
+                "max_rel_error": c.verification.max_rel_error,
+                "device": opt.device,
+                **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
+            }
+        )
+    good = [p["speedup"] for p in pairs if p["status"] == "ok" and p["speedup"]]
+    variants = [
+        {
+            "key": v.spec.key,
+            "status": v.status,
+            "failed_stage": v.failed_stage,
+            "median_ms": v.median_ms,
+            "error": v.error.message if v.error else None,
+        }
+        for v in suite.variants
+    ]
+    return {
+        "n_variants": len(suite.variants),
+        "n_variants_ok": sum(v.status == "ok" for v in suite.variants),
+        "n_pairs": len(pairs),
+        "n_pairs_verified": sum(p["verified"] for p in pairs),
+        # Geometric mean over verified, successful pairs only: an unverified speedup is not a success.
+        "geomean_speedup_verified": math.exp(sum(map(math.log, good)) / len(good)) if good else None,
+        "unpaired_baselines": suite.unpaired,
+        "wall_s": suite.wall_s,
+        "pairs": pairs,
+        "variants": variants,
+    }
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    lines = [
+        "# perflab summary",
+        "",
+        f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
+        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified, "
+        f"geomean speedup of verified pairs: {_fmt(summary['geomean_speedup_verified'], '.2f')}×, "
+        f"wall {summary['wall_s']:.1f} s",
+        "",
+        "| example | variant | baseline ms | optimized ms | speedup | verified | status | GB/s |",
+        "|---|---|---:|---:|---:|---|---|---:|",
+    ]
+    for p in summary["pairs"]:
+        speedup = _fmt(p["speedup"], ".2f") + "×" if p["speedup"] else "—"
+        if p["speedup"] and p["status"] != "ok":
+            speedup += " (not a success)"
+        lines.append(
+            f"| {p['chapter']}:{p['example']} | {p['variant']} | {_fmt(p['baseline_median_ms'], '.4f')} | "
+            f"{_fmt(p['optimized_median_ms'], '.4f')} | {speedup} | {'yes' if p['verified'] else 'no'} | "
+            f"{p['status']} | {_fmt(p.get('optimized_achieved_gbps'), '.0f')} |"
+        )
+    failures = [v for v in summary["variants"] if v["status"] != "ok"]
+    if failures:
+        lines += ["", "## Variants not ok", "", "| variant | status | stage | error |", "|---|---|---|---|"]
+        for v in failures:
+            err = (v["error"] or "").replace("|", "\\|").replace("\n", " ")[:200]
+            lines.append(f"| {v['key']} | {v['status']} | {v['failed_stage'] or '—'} | {err} |")
+    notes = [p for p in summary["pairs"] if not p["verified"]]
+    if notes:
+        lines += ["", "## Verification notes", ""]
+        lines += [f"- {p['chapter']}:{p['example']} {p['variant']}: {p['verification']}" for p in notes]
+    if summary["unpaired_baselines"]:
+        lines += ["", "Baselines without an optimized partner: " + ", ".join(summary["unpaired_baselines"])]
+    return "\n".join(lines) + "\n"

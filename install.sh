@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install perflab (editable) into the current Python.  ./install.sh [--test]
+#
+# * No torch yet: installs $TORCH_SPEC first (default torch==2.13.0, which a CPU-only machine of ours
+#   has as a local CPU wheel); pip's default torch would otherwise pull several GB of CUDA wheels.
+#   An existing torch (e.g. a GPU image's) is kept as it is.
+# * Offline host: PERFLAB_WHEELS=DIR installs the wheels in DIR (e.g. .whl from
+#   ../shared/gpu-wheelhouse.sh) without an index and without dependency resolution, so the image's
+#   torch/triton stay untouched.
+# --test adds the test tools (pytest, pytest-timeout).
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+extras="triton"
+[ "${1:-}" = "--test" ] && extras="triton,test"
+pip_q() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
+
+if [ -n "${PERFLAB_WHEELS:-}" ]; then
+  pip_q --no-index --no-deps --no-compile --upgrade "$PERFLAB_WHEELS"/*.whl
+  pip_q --no-index --no-deps --no-build-isolation -e .
+else
+  if ! "$PY" -c "import torch" 2> /dev/null; then
+    pip_q "${TORCH_SPEC:-torch==2.13.0}"
+  fi
+  pip_q -e ".[$extras]"
+fi
+"$PY" -c "import bench, torch, mlflow; print('perflab installed: torch', torch.__version__, '| mlflow', mlflow.__version__)"

@@ -1,0 +1,1 @@
+"""Optuna sweeps over training configurations (issue: sweeps). Depends on bench only."""
