@@ -1,0 +1,38 @@
+"""Every discovered chapter example, at smoke size on this machine: each variant ok, each pair verified.
+
+Skips live in SKIPS, one place, each with its reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.discovery import discover, select
+from bench.suite import run_suite
+
+# "chNN:example" -> reason. Keep empty unless an example truly cannot run here.
+SKIPS: dict[str, str] = {}
+
+CATALOG = discover()
+EXAMPLES = select(CATALOG)
+
+
+def test_catalog_has_no_orphans_or_unpaired() -> None:
+    assert CATALOG.orphans == [], f"optimized files without a baseline: {CATALOG.orphans}"
+    assert CATALOG.unpaired == [], f"baselines without an optimized partner: {CATALOG.unpaired}"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.target for e in EXAMPLES])
+def test_example_runs_and_verifies(example, tmp_path) -> None:
+    if example.target in SKIPS:
+        pytest.skip(SKIPS[example.target])
+    # Smoke size everywhere; generous limits because CI machines are slow and Triton is interpreted.
+    suite = run_suite([example], cli_layer={"smoke": True, "iterations": 3, "warmup": 1, "timeout_multiplier": 4.0},
+                      workdir=tmp_path)
+    for v in suite.variants:
+        assert v.status == "ok", f"{v.spec.key}: {v.status} at {v.failed_stage}: {v.error and v.error.message}"
+        assert v.timing is not None and len(v.timing.samples_ms) == 3
+    assert suite.comparisons, f"{example.target} has no optimized variant"
+    for c in suite.comparisons:
+        assert c.verification.verified, f"{c.chapter}:{c.example} {c.variant}: {c.verification.detail}"
+        assert c.status == "ok"
