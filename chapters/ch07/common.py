@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 import triton
+import triton.language as tl
 
 from bench.context import context
 
@@ -31,21 +32,32 @@ def randn(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=gen, device=ctx.device)
 
 
-def elementwise(kernel: Any, *args: float) -> Launch:
-    """Launch ``kernel(inp, out, *args, n, BLOCK=BLOCK)``, one program per BLOCK of out's n elements."""
+def elementwise(kernel: Any, *args: float, block: int = BLOCK, num_warps: int = 4) -> Launch:
+    """Launch ``kernel(inp, out, *args, n, BLOCK=block)``, one program per ``block`` of out's n elements."""
 
     def launch(inp: torch.Tensor, out: torch.Tensor) -> None:
         n = out.numel()
-        kernel[(triton.cdiv(n, BLOCK),)](inp, out, *args, n, BLOCK=BLOCK)
+        kernel[(triton.cdiv(n, block),)](inp, out, *args, n, BLOCK=block, num_warps=num_warps)
 
     return launch
 
 
-def vector() -> Inputs:
-    """coalescing: x of 64 Mi fp32 (256 MiB); out = x * A + B reads x once and writes out once."""
-    x = randn(context().size(64 * 2**20, 20 * BLOCK + 7))
+@triton.jit
+def copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """vectorized_copy: out = x, one contiguous BLOCK per program (BLOCK / (32 * num_warps) per thread)."""
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = idx < n
+    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=mask), mask=mask)
+
+
+def vector(flops_per_element: int = 0) -> Inputs:
+    """coalescing, vectorized_copy: x of 64 Mi fp32 (256 MiB), read once; out written once."""
+    x = randn(context().size(64 * 2**20, 3 * BLOCK + 7))  # smoke: 4 programs, 25 of 128 for the copy
     n = x.numel()
-    return x, torch.empty_like(x), {"bytes": 2 * 4 * n, "flops": 2 * n}
+    work = {"bytes": 2 * 4 * n}
+    if flops_per_element:
+        work["flops"] = flops_per_element * n
+    return x, torch.empty_like(x), work
 
 
 def matrix() -> Inputs:

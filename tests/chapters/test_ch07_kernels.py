@@ -6,6 +6,7 @@ masks are exercised; the harness's smoke run covers only one shape per example.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -19,14 +20,25 @@ from bench.protocol import import_file
 from chapters.ch07.common import BLOCK, A, B, particles
 
 CH07 = Path(__file__).resolve().parents[2] / "chapters" / "ch07"
+COMMON = "chapters.ch07.common"
 
 
 @pytest.fixture(scope="module")
 def load() -> Iterator[dict[str, ModuleType]]:
-    """Every ch07 variant file, imported after TRITON_INTERPRET=1 so its kernels run on the CPU."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TRITON_INTERPRET", "1")  # read when @triton.jit decorates, i.e. at import
-        yield {p.stem: import_file(p) for p in sorted(CH07.glob("*_*.py")) if p.stem != "common"}
+    """Every ch07 variant file and a fresh ``common``, imported with TRITON_INTERPRET=1 (CPU kernels).
+
+    Triton reads the variable when ``@triton.jit`` decorates, i.e. at import, so a ``common``
+    imported earlier in this process is set aside for the module's tests and put back after.
+    """
+    saved = sys.modules.pop(COMMON, None)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("TRITON_INTERPRET", "1")
+            yield {p.stem: import_file(p) for p in [*CH07.glob("baseline_*.py"), *CH07.glob("optimized_*.py")]}
+    finally:
+        sys.modules.pop(COMMON, None)
+        if saved is not None:
+            sys.modules[COMMON] = saved
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -44,6 +56,13 @@ def run(module: ModuleType, inp: torch.Tensor, out_shape: tuple[int, ...]) -> to
 def test_coalescing_matches_reference(load: dict[str, ModuleType], variant: str, n: int) -> None:
     x = randn(n, seed=n)
     torch.testing.assert_close(run(load[f"{variant}_coalescing"], x, (n,)), x * A + B, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+@pytest.mark.parametrize("n", [1, 129, BLOCK + 1])
+def test_vectorized_copy_matches_input(load: dict[str, ModuleType], variant: str, n: int) -> None:
+    x = randn(n, seed=n)
+    assert torch.equal(run(load[f"{variant}_vectorized_copy"], x, (n,)), x)
 
 
 @pytest.mark.parametrize("variant", ["baseline", "optimized"])
