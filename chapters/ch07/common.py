@@ -62,7 +62,7 @@ def vector(flops_per_element: int = 0) -> Inputs:
 
 def matrix() -> Inputs:
     """transpose: an 8192 x 8192 fp32 matrix (256 MiB) and its transpose's buffer."""
-    m, n = context().size((8192, 8192), (45, 300))
+    m, n = context().size((8192, 8192), (29, 200))
     x = randn(m, n)
     return x, torch.empty(n, m, device=x.device), {"bytes": 2 * 4 * m * n}
 
@@ -73,7 +73,7 @@ def particles(layout: str) -> Inputs:
     Both layouts hold the same values, drawn once as [4, N]; the AoS copy is made here, untimed.
     The minimum work is the same for both: read x and y (8 B), write out (4 B) per particle.
     """
-    fields = randn(4, context().size(32 * 2**20, 20 * BLOCK + 7))
+    fields = randn(4, context().size(32 * 2**20, 3 * BLOCK + 7))
     if layout == "aos":
         fields = fields.T.contiguous()  # [N, 4]: particle i's fields at bytes 16i .. 16i+15
     elif layout != "soa":
