@@ -43,7 +43,7 @@ def elementwise(kernel: Any, *args: float, block: int = BLOCK, num_warps: int = 
 
 
 @triton.jit
-def copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def copy_blocks(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     """vectorized_copy: out = x, one contiguous BLOCK per program (BLOCK / (32 * num_warps) per thread)."""
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = idx < n

@@ -9,8 +9,8 @@ only ~9% slower than 16-byte ones. Expected: close to device-to-device copy band
 Traffic (minimum): read 4N + write 4N bytes, N = 64 Mi fp32 -> 512 MiB per call.
 """
 
-from chapters.ch07.common import Example, copy, elementwise, vector
+from chapters.ch07.common import Example, copy_blocks, elementwise, vector
 
 
 def get_benchmark() -> Example:
-    return Example(vector, elementwise(copy, block=1024, num_warps=4))
+    return Example(vector, elementwise(copy_blocks, block=1024, num_warps=4))
