@@ -18,7 +18,8 @@ from typing import Any
 _fd: int = -1
 
 
-def send(kind: str, **payload: Any) -> None:
+def send(kind: str, /, **payload: Any) -> None:
+    # Positional-only: error messages carry their own "kind" field in the payload.
     data = (json.dumps({"t": kind, **payload}, default=str) + "\n").encode()
     view = memoryview(data)
     while view:
