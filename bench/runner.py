@@ -33,6 +33,7 @@ from bench.result import (
 from bench.stats import summarize
 
 KILL_GRACE_S = 2.0
+_EXIT_POLL_S = 0.2  # how often the parent checks whether a silent child has exited
 _LOG_TAIL = 4000
 
 
@@ -166,8 +167,12 @@ def run_variant(
             if remaining <= 0:
                 timed_out = True
                 break
-            ready, _, _ = select.select([read_fd], [], [], remaining)
+            ready, _, _ = select.select([read_fd], [], [], min(remaining, _EXIT_POLL_S))
             if not ready:
+                # A grandchild forked by the benchmark (DataLoader-style worker) inherits the pipe, so
+                # EOF may never come: stop once the child has exited and the pipe holds nothing more.
+                if proc.poll() is not None and not select.select([read_fd], [], [], 0)[0]:
+                    break
                 continue  # loop re-checks the (possibly updated) deadline
             chunk = os.read(read_fd, 1 << 16)
             if not chunk:
