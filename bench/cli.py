@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -17,8 +18,10 @@ from bench.errors import PerflabError
 from bench.result import Comparison, SuiteResult, VariantResult
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="perflab: honest baseline vs optimized benchmarks")
-console = Console()
-err_console = Console(stderr=True)
+# No emoji codes: a key like "ch07:x:baseline" would print as "ch07❌baseline". Text from names,
+# paths and messages is escaped so "[setup]" is printed, not swallowed as a markup tag.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 TargetsOpt = Annotated[
     list[str] | None,
@@ -90,7 +93,7 @@ def run(
     resolve_config(suite_layer, cli_layer)  # reject bad flags before anything starts
     catalog, examples = _examples(targets, chapters_dir)
     for orphan in catalog.orphans:
-        err_console.print(f"[yellow]warning:[/] {orphan} has no baseline_ partner; skipped")
+        err_console.print(f"[yellow]warning:[/] {escape(orphan)} has no baseline_ partner; skipped")
     if not examples:
         raise PerflabError(f"no examples found under {catalog.root}")
     n_variants = sum(len(e.variants) for e in examples)
@@ -152,11 +155,11 @@ def run(
 
 def _line(result: VariantResult, comparison: Comparison | None) -> str:
     colour = "green" if result.status == "ok" else "red"
-    text = f"[{colour}]{result.status:>7}[/] {result.spec.key}"
+    text = f"[{colour}]{result.status:>7}[/] {escape(result.spec.key)}"
     if result.median_ms is not None:
         text += f"  median {result.median_ms:.4f} ms"
     if result.status != "ok" and result.error:
-        text += f"  [{result.failed_stage}] {result.error.message.splitlines()[0][:120]}"
+        text += escape(f"  [{result.failed_stage}] {result.error.message.splitlines()[0][:120]}")
     if comparison is not None and comparison.speedup is not None:
         text += f"  speedup {comparison.speedup:.2f}x"
     if comparison is not None:
@@ -192,7 +195,7 @@ def list_(targets: TargetsOpt = None, chapters_dir: ChaptersOpt = None) -> None:
         table.add_row(e.target, ", ".join(v.variant for v in e.variants), "" if e.optimized else "no optimized partner")
     console.print(table)
     for orphan in catalog.orphans:
-        console.print(f"[yellow]optimized file without baseline:[/] {orphan}")
+        console.print(f"[yellow]optimized file without baseline:[/] {escape(orphan)}")
 
 
 @app.command()
@@ -225,7 +228,7 @@ def main() -> None:
     try:
         app()
     except PerflabError as exc:
-        err_console.print(f"[red]error:[/] {exc}")
+        err_console.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(2)
 
 
