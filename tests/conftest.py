@@ -1,0 +1,56 @@
+"""Shared fixtures: fixture benchmark files written into temporary chapters trees.
+
+Every fixture benchmark is ``tests/fixtures/benchmark_template.py`` plus a few knob assignments
+appended at its end; see that file for the knobs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+TEMPLATE = Path(__file__).parent / "fixtures" / "benchmark_template.py"
+_TEMPLATE_TEXT = TEMPLATE.read_text()
+# Module-level UPPER_CASE assignments of the template are its knobs.
+KNOBS = frozenset(re.findall(r"^([A-Z][A-Z0-9_]*)(?::[^=\n]*)? =", _TEMPLATE_TEXT, flags=re.M)) - {"N"}
+
+
+class WriteBenchmark(Protocol):
+    def __call__(self, path: Path, *, extra: str = "", **knobs: Any) -> Path: ...
+
+
+def _write_benchmark(path: Path, *, extra: str = "", **knobs: Any) -> Path:
+    """Write the template to ``path`` with ``knobs`` set and ``extra`` source lines appended."""
+    unknown = sorted(set(knobs) - KNOBS)
+    if unknown:  # a misspelt knob would silently test nothing
+        raise ValueError(f"unknown fixture knobs {unknown}; the template has {sorted(KNOBS)}")
+    lines = [f"{name} = {value!r}" for name, value in knobs.items()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_TEMPLATE_TEXT + "\n# set by the test\n" + "\n".join(lines) + "\n" + extra + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def write_benchmark() -> WriteBenchmark:
+    return _write_benchmark
+
+
+@pytest.fixture
+def chapters(tmp_path: Path) -> Callable[[dict[str, dict[str, Any]]], Path]:
+    """Factory: ``chapters({"ch07/baseline_x.py": {}, "ch07/optimized_x.py": {"SCALE": 2.5}})`` → root.
+
+    Each value holds the knobs for that file (``extra`` included); the root is ``tmp_path/chapters``.
+    """
+
+    def make(files: dict[str, dict[str, Any]]) -> Path:
+        root = tmp_path / "chapters"
+        root.mkdir(exist_ok=True)
+        for rel, knobs in files.items():
+            _write_benchmark(root / rel, **knobs)
+        return root
+
+    return make
