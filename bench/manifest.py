@@ -18,8 +18,21 @@ from typing import Any
 
 # Environment variables worth recording: they change kernels, allocators, threads or tracking.
 _ENV_PREFIXES = (
-    "CUDA_", "CUBLAS_", "CUDNN_", "NCCL_", "NVIDIA_", "TORCH", "PYTORCH_", "TRITON_", "OMP_", "MKL_",
-    "OPENBLAS_", "MLFLOW_", "PERFLAB_", "HF_", "XLA_",
+    "CUDA_",
+    "CUBLAS_",
+    "CUDNN_",
+    "NCCL_",
+    "NVIDIA_",
+    "TORCH",
+    "PYTORCH_",
+    "TRITON_",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "MLFLOW_",
+    "PERFLAB_",
+    "HF_",
+    "XLA_",
 )
 _ENV_EXACT = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CI", "HOSTNAME", "SLURM_JOB_ID")
 # Any name suggesting a secret is redacted, whatever its prefix.
@@ -46,7 +59,10 @@ def redact_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def _git(args: list[str], cwd: Path) -> str | None:
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+        # safe.directory: a checkout copied in by another user (CI, GPU hosts) is otherwise refused.
+        done = subprocess.run(
+            ["git", "-c", "safe.directory=*", *args], cwd=cwd, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() if done.returncode == 0 else None

@@ -422,3 +422,24 @@ def _suite_counts(results: list[VariantResult], comparisons: list[Comparison]) -
     if good:
         counts["speedup_geomean"] = math.exp(sum(math.log(s) for s in good) / len(good))
     return counts
+
+
+def suite_runs(parent_run_id: str | None = None, tracking_uri: str | None = None) -> tuple[str, list[Any]]:
+    """The variant runs of one suite (the latest completed suite when ``parent_run_id`` is None).
+
+    Returns ``(parent_run_id, runs)`` with runs sorted by name; what ``perflab show`` tabulates.
+    """
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    if parent_run_id is None:
+        latest = client.search_runs(
+            experiments,
+            filter_string="tags.`perflab.suite_status` = 'completed'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if not latest:
+            raise LookupError(f"no completed perflab suite in the store {client.tracking_uri!r}")
+        parent_run_id = latest[0].info.run_id
+    runs = client.search_runs(experiments, filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'")
+    return parent_run_id, sorted(runs, key=lambda r: r.info.run_name or "")
