@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from bench.discovery import discover, select
 from bench.result import STAGES, SuiteResult, VariantResult
@@ -23,6 +24,9 @@ from bench.runner import run_variant
 from bench.suite import run_suite
 from bench.summary import summary_dict, summary_markdown
 
+# The fixture benchmarks keep their tensors on the CPU; with device "auto" the harness still runs the
+# variant on the GPU where there is one (clock: CUDA events), which these tests accept.
+DEVICE, CLOCK = ("cuda:0", "cuda_event") if torch.cuda.is_available() else ("cpu", "cpu")
 # Stage limits for the hang cases: 1 s × multiplier 2 = 2 s, so the multiplier is exercised too.
 # Startup keeps its default: importing torch alone takes ~2 s here.
 TIGHT = {
@@ -168,11 +172,11 @@ def test_ok_run_has_every_stage_record_and_data(suite: SuiteResult) -> None:
     assert [s.name for s in r.stages] == expected
     for s in r.stages:
         assert s.status == "ok" and s.duration_s is not None and s.duration_s >= 0 and s.limit_s
-    assert r.device == "cpu"
-    assert r.timing is not None and r.timing.mode == "cpu"
+    assert r.device == DEVICE
+    assert r.timing is not None and r.timing.mode == CLOCK
     assert len(r.timing.samples_ms) == 5 and all(x > 0 for x in r.timing.samples_ms)
     assert r.timing.warmup_calls == 2 and r.timing.first_call_ms is not None
-    assert r.memory is not None and r.memory.peak_mb > 0
+    assert r.memory is not None and r.memory.rss_peak_mb is not None and r.memory.rss_peak_mb > 0
     assert r.work is not None and r.derived_metrics()["achieved_gbps"] > 0
     assert r.output is not None and r.output.timed_calls_wrote_output is True
     assert [(t.shape, t.dtype) for t in r.output.tensors] == [([4096], "float32")]
