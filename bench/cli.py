@@ -224,6 +224,52 @@ def verify(
         raise typer.Exit(1)
 
 
+@app.command()
+def show(
+    run_id: Annotated[str | None, typer.Option(help="parent run id (default: the latest completed suite)")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
+) -> None:
+    """Print a suite's pairs as a Markdown table, straight from the MLflow store."""
+    from bench.tracking import suite_runs
+
+    try:
+        parent, runs = suite_runs(run_id, tracking_uri)
+    except LookupError as exc:
+        raise PerflabError(str(exc)) from None
+    print(pairs_markdown(parent, runs))
+
+
+def pairs_markdown(parent: str, runs: list[Any]) -> str:
+    """One row per optimized variant, numbers read from the runs' metrics and tags (never typed)."""
+    by_name = {r.info.run_name: r for r in runs}
+    gpus = sorted({r.data.tags.get("perflab.gpu") or r.data.tags.get("perflab.device", "?") for r in runs})
+    lines = [
+        f"MLflow parent run `{parent}`; device(s): {', '.join(gpus)}",
+        "",
+        "| example | variant | baseline median µs | optimized median µs | speedup | verified | "
+        "baseline GB/s | optimized GB/s | optimized CV |",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|",
+    ]
+
+    def num(run: Any, key: str, scale: float = 1.0, spec: str = ".1f") -> str:
+        value = run.data.metrics.get(key) if run is not None else None
+        return "—" if value is None else format(value * scale, spec)
+
+    for _, run in sorted(by_name.items()):
+        tags = run.data.tags
+        if tags.get("perflab.variant", "baseline") == "baseline":
+            continue
+        base = by_name.get(f"{tags['perflab.chapter']}:{tags['perflab.example']}:baseline")
+        lines.append(
+            f"| {tags['perflab.chapter']}:{tags['perflab.example']} | {tags['perflab.variant']} | "
+            f"{num(base, 'time_median_ms', 1e3)} | {num(run, 'time_median_ms', 1e3)} | "
+            f"{num(run, 'speedup', spec='.2f')}× | {tags.get('perflab.verified', 'false')} | "
+            f"{num(base, 'achieved_gbps', spec='.0f')} | {num(run, 'achieved_gbps', spec='.0f')} | "
+            f"{num(run, 'time_cv', 100, '.2f')}% |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     try:
         app()

@@ -37,8 +37,8 @@ _ENV_PREFIXES = (
 _ENV_EXACT = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CI", "HOSTNAME", "SLURM_JOB_ID")
 # Any name suggesting a secret is redacted, whatever its prefix.
 _SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASS(WORD|WD)?|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION", re.I)
-# A value that embeds credentials in a URI (scheme://user:password@host).
-_URI_CREDENTIALS_RE = re.compile(r"(://[^/:@\s]+):([^/@\s]+)@")
+# A value that embeds credentials in a URI: scheme://user:password@host or scheme://token@host.
+_URI_CREDENTIALS_RE = re.compile(r"://[^/@\s]+@")
 REDACTED = "***redacted***"
 
 
@@ -53,7 +53,7 @@ def redact_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         if _SECRET_RE.search(name):
             out[name] = REDACTED
         else:
-            out[name] = _URI_CREDENTIALS_RE.sub(rf"\1:{REDACTED}@", value)
+            out[name] = _URI_CREDENTIALS_RE.sub(f"://{REDACTED}@", value)
     return out
 
 

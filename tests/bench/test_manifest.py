@@ -41,10 +41,15 @@ def test_host_manifest_hides_planted_secrets(planted: None) -> None:
     env = host_manifest()["env"]
     for name in SECRETS:
         assert env[name] == REDACTED  # recorded as present, value hidden
-    assert env["MLFLOW_TRACKING_URI"] == f"postgresql://user:{REDACTED}@host/db"  # host kept, password gone
+    assert env["MLFLOW_TRACKING_URI"] == f"postgresql://{REDACTED}@host/db"  # host kept, credentials gone
     assert env["CUDA_VISIBLE_DEVICES"] == "3,1"
     assert env["OMP_NUM_THREADS"] == "4"
     assert "UNRELATED_VARIABLE" not in env
+
+
+def test_token_only_uri_userinfo_is_redacted() -> None:
+    env = redact_env({"MLFLOW_TRACKING_URI": "https://tok3n-5ecret@mlflow.example/x"})
+    assert env["MLFLOW_TRACKING_URI"] == f"https://{REDACTED}@mlflow.example/x"
 
 
 def test_redact_env_on_a_mapping() -> None:
@@ -59,7 +64,7 @@ def test_redact_env_on_a_mapping() -> None:
     )
     assert env == {
         "LD_LIBRARY_PATH": "/usr/lib",
-        "MLFLOW_TRACKING_URI": f"https://alice:{REDACTED}@mlflow.example/",
+        "MLFLOW_TRACKING_URI": f"https://{REDACTED}@mlflow.example/",
         "NCCL_PASSWD": REDACTED,
         "PERFLAB_CHAPTERS_DIR": "/srv/chapters",
     }
