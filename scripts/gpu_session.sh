@@ -16,5 +16,7 @@ echo "pytest exit $?"; tail -15 "$OUT/pytest.log"
 mlflow run . -e chapter -P ch="${PERFLAB_TARGETS:-7}" --env-manager local > "$OUT/chapter.log" 2>&1
 echo "mlflow run exit $?"
 grep -v "━" "$OUT/chapter.log" | tail -30
-cp -r mlflow.db mlruns "$OUT/" 2>/dev/null
+cp mlflow.db "$OUT/"; tar czf "$OUT/mlruns.tgz" mlruns 2> /dev/null
+perflab show --tracking-uri sqlite:///mlflow.db | tee "$OUT/show.md"
+git -c safe.directory='*' log -1 --format='commit %H %s' | tee -a "$OUT/machine.txt"
 echo done
