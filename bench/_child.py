@@ -127,7 +127,12 @@ def run(job: dict[str, Any]) -> None:
         send("done")
         return
 
+    # The benchmark's own peak so far (inputs, outputs); the harness's L2-flush buffer comes next
+    # and must not be billed to the variant.
+    setup_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
     clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     fn = obj.benchmark_fn
     with _Stage("warmup"):
         first = clock.first_call(fn) if config.warmup > 0 else None
@@ -178,7 +183,7 @@ def run(job: dict[str, Any]) -> None:
         if work is not None:
             send("work", **dict(work))
         if config.enable_memory_tracking:
-            send("memory", **_memory(device))
+            send("memory", **_memory(device, setup_peak, getattr(clock, "overhead_bytes", 0)))
 
     if config.enable_profiling:
         with _Stage("profiling"):
@@ -190,19 +195,23 @@ def run(job: dict[str, Any]) -> None:
     send("done")
 
 
-def _memory(device: Any) -> dict[str, Any]:
+def _memory(device: Any, setup_peak: int = 0, harness_bytes: int = 0) -> dict[str, Any]:
+    """Peak memory of the variant: on GPU the larger of the setup peak and the run peak less the
+    harness's own buffers (L2 flush); on CPU the child's peak RSS (includes the interpreter and torch)."""
     import resource
 
     import torch
 
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
     if device.type == "cuda":
+        run_peak = torch.cuda.max_memory_allocated(device) - harness_bytes
         return {
             "device": str(device),
-            "peak_mb": torch.cuda.max_memory_allocated(device) / 2**20,
-            "allocated_mb": torch.cuda.memory_allocated(device) / 2**20,
+            "peak_mb": max(setup_peak, run_peak) / 2**20,
+            "allocated_mb": (torch.cuda.memory_allocated(device) - harness_bytes) / 2**20,
             "reserved_mb": torch.cuda.max_memory_reserved(device) / 2**20,
             "rss_peak_mb": rss_mb,
+            "harness_mb": harness_bytes / 2**20,
         }
     return {"device": str(device), "peak_mb": rss_mb, "rss_peak_mb": rss_mb}
 

@@ -71,8 +71,12 @@ def _git(args: list[str], cwd: Path) -> str | None:
 def git_info(path: str | Path | None = None) -> dict[str, Any]:
     cwd = Path(path) if path else Path(__file__).resolve().parent.parent
     status = _git(["status", "--porcelain"], cwd)
+    commit = _git(["rev-parse", "HEAD"], cwd)
+    if commit is None and os.environ.get("PERFLAB_GIT_COMMIT"):
+        # A copied working tree without history (e.g. a GPU host): the caller states the commit.
+        return {"commit": os.environ["PERFLAB_GIT_COMMIT"], "branch": None, "dirty": None, "source": "env"}
     return {
-        "commit": _git(["rev-parse", "HEAD"], cwd),
+        "commit": commit,
         "branch": _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd),
         "dirty": bool(status) if status is not None else None,
     }
@@ -117,7 +121,7 @@ def _nvml_state(index: int) -> dict[str, Any]:
             "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
             "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
             "utilization_pct": pynvml.nvmlDeviceGetUtilizationRates(h).gpu,
-            "other_processes": len(pynvml.nvmlDeviceGetComputeRunningProcesses(h)),
+            "compute_processes_incl_this": len(pynvml.nvmlDeviceGetComputeRunningProcesses(h)),
         }
         pynvml.nvmlShutdown()
         return state

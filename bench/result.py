@@ -86,6 +86,7 @@ class Memory(BaseModel):
     allocated_mb: float | None = None
     reserved_mb: float | None = None
     rss_peak_mb: float | None = None
+    harness_mb: float | None = None  # harness buffers (L2 flush) excluded from peak/allocated
 
 
 class TensorInfo(BaseModel):

@@ -92,6 +92,7 @@ class CudaEventClock:
         l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
         # Twice L2 so no line of the previous sample survives (INTEGRITY #2).
         self._flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device) if flush_l2 else None
+        self.overhead_bytes = self._flush.numel() * 4 if self._flush is not None else 0
         self._cycles_per_ms = self._calibrate()
         self._spin_ms = 0.05
 

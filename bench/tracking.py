@@ -114,6 +114,7 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
             ("mem_allocated_mb", mem.allocated_mb),
             ("mem_reserved_mb", mem.reserved_mb),
             ("mem_rss_peak_mb", mem.rss_peak_mb),
+            ("mem_harness_mb", mem.harness_mb),
         ):
             if value is not None:
                 out[key] = value
