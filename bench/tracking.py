@@ -325,7 +325,13 @@ class Tracker:
         with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
             d = Path(tmp)
             (d / "result.json").write_text(result.model_dump_json(indent=2))
-            manifest = {"host": self._host_manifest, "device": result.manifest}
+            manifest = {
+                "host": self._host_manifest,
+                "device": result.manifest,
+                # Seeds and every other setting the variant actually ran with (all layers applied).
+                "seeds": {"random/numpy/torch/cuda": result.config.get("seed")},
+                "config": result.config,
+            }
             (d / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
             self._client.log_artifacts(run_id, tmp)  # one upload for both files
         trace = Path(result.profile_trace) if result.profile_trace else None

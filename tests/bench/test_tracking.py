@@ -284,7 +284,9 @@ def test_result_and_manifest_artifacts(store: dict[str, Any], suite: dict[str, A
     assert back == original
     assert back.timing is not None and back.timing.samples_ms == original.timing.samples_ms
     manifest = json.loads(read_artifact(client, run_id, "manifest.json", tmp_path))
-    assert manifest == {"host": HOST, "device": GPU_MANIFEST}
+    assert manifest["host"] == HOST and manifest["device"] == GPU_MANIFEST
+    assert manifest["config"] == original.config
+    assert manifest["seeds"] == {"random/numpy/torch/cuda": original.config.get("seed")}
     assert artifact_paths(client, run_id, "profile") == {"profile/trace.json"}
     assert "profile" not in artifact_paths(client, suite["ids"]["baseline"])  # no trace, no folder
 
