@@ -93,6 +93,7 @@ def run(job: dict[str, Any]) -> None:
 
         from bench.config import BenchmarkConfig, resolve_config
         from bench.context import make_context, set_context
+        from bench.machine import flags, snapshot
         from bench.manifest import device_manifest
         from bench.protocol import check_benchmark, import_file
         from bench.timing import make_clock
@@ -147,16 +148,27 @@ def run(job: dict[str, Any]) -> None:
                     t.fill_(float("nan"))
                     poisoned = True
             _sync(device)
-        samples = clock.sample(fn, config.iterations)
+        before = snapshot(device.index or 0) if device.type == "cuda" else {}
+        m = clock.measure(fn, config.iterations, config.stop_rule())
+        after = snapshot(device.index or 0) if device.type == "cuda" else {}
     send(
         "timing",
         mode=clock.mode,
+        requested_mode=config.timing_mode,
+        fallback=clock.fallback,
         method=clock.method,
-        samples_ms=samples,
+        samples_ms=m.samples_ms,
         first_call_ms=first,
         warmup_calls=config.warmup,
         l2_flushed=clock.l2_flushed,
-        notes=clock.notes,
+        notes=clock.notes + m.notes,
+        stop_reason=m.stop_reason,
+        noise=m.noise,
+        noise_target=m.noise_target,
+        target_met=m.target_met,
+        machine_before=before,
+        machine_after=after,
+        machine_flags=flags(before, after) if device.type == "cuda" else [],
     )
 
     with _Stage("check"):

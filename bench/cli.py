@@ -68,6 +68,12 @@ def run(
     ] = None,
     smoke: Annotated[bool | None, typer.Option("--smoke/--full-size", help="force smoke or full sizes")] = None,
     warm_cache: Annotated[bool, typer.Option("--warm-cache", help="do not flush L2 before GPU samples")] = False,
+    timing_mode: Annotated[
+        str | None, typer.Option(help="auto, cpu, cuda_event, cuda_graph, triton, pytorch (see bench/timing.py)")
+    ] = None,
+    noise_target: Annotated[
+        float | None, typer.Option(help="adaptive sampling stops at this relative standard error (0.005)")
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="suite config file (.yaml/.json/.toml)")] = None,
     experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
     tracking_uri: Annotated[
@@ -89,6 +95,8 @@ def run(
         enable_profiling=profile,
         smoke=smoke,
         flush_l2=False if warm_cache else None,
+        timing_mode=timing_mode,
+        noise_target=noise_target,
     )
     resolve_config(suite_layer, cli_layer)  # reject bad flags before anything starts
     catalog, examples = _examples(targets, chapters_dir)

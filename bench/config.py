@@ -16,10 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.errors import ConfigError
+from bench.stopping import StopRule
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
-TimingMode = Literal["auto", "cpu", "cuda_event"]
+TimingMode = Literal["auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch"]
 
 
 class BenchmarkConfig(BaseModel):
@@ -27,8 +28,16 @@ class BenchmarkConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 
-    # Timed calls per variant (samples). Each sample is one call of benchmark_fn.
-    iterations: int = Field(30, ge=1, le=1_000_000)
+    # Timed calls per variant (samples). None = adaptive: sample until the relative standard error
+    # of the median is below noise_target (at least min_samples and min_measure_seconds, at most
+    # max_measure_seconds). A number given here or with --iterations always wins.
+    iterations: int | None = Field(None, ge=1, le=1_000_000)
+    # Adaptive stopping: target relative standard error of the median (0.005 = 0.5 %).
+    noise_target: float = Field(0.005, gt=0, lt=1)
+    min_samples: int = Field(10, ge=1, le=1_000_000)
+    min_measure_seconds: float = Field(0.1, ge=0)
+    # Upper bound on adaptive sampling; also capped at 80 % of the measurement stage's limit.
+    max_measure_seconds: float = Field(1.0, gt=0)
     # Untimed calls before measurement: JIT/compile, autotuning, allocator warm-up happen here.
     warmup: int = Field(5, ge=0, le=1_000_000)
     # Seed for random, numpy, torch and CUDA, set in the child before setup().
@@ -52,7 +61,8 @@ class BenchmarkConfig(BaseModel):
     profiling_timeout_seconds: float = Field(180.0, gt=0)
     # Scales every stage limit (slow machines, sanitizers, interpreters).
     timeout_multiplier: float = Field(1.0, gt=0, le=1000)
-    # Clock: "auto" picks cuda_event on GPU, cpu (perf_counter) otherwise.
+    # Clock: "auto" picks cuda_event on GPU, cpu (perf_counter) otherwise; cuda_graph, triton
+    # (do_bench) and pytorch (torch.utils.benchmark) on request (bench/timing.py says what each does).
     timing_mode: TimingMode = "auto"
     # Flush L2 before every GPU sample, outside the timed window. False = warm-cache numbers,
     # and the result says so.
@@ -81,6 +91,16 @@ class BenchmarkConfig(BaseModel):
         if bad:
             raise ValueError(f"percentiles must lie in [0, 100], got {bad}")
         return sorted(set(value))
+
+    def stop_rule(self) -> StopRule:
+        """The adaptive stopping rule, its time ceiling kept inside the measurement stage's limit."""
+        ceiling = min(self.max_measure_seconds, 0.8 * self.stage_limit("measurement"))
+        return StopRule(
+            noise_target=self.noise_target,
+            min_samples=self.min_samples,
+            min_seconds=min(self.min_measure_seconds, ceiling),
+            max_seconds=ceiling,
+        )
 
     def stage_limit(self, stage: str) -> float:
         """Seconds allowed for ``stage`` (already multiplied by ``timeout_multiplier``)."""

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.machine import snapshot
+
 # Environment variables worth recording: they change kernels, allocators, threads or tracking.
 _ENV_PREFIXES = (
     "CUDA_",
@@ -105,30 +107,6 @@ def host_manifest() -> dict[str, Any]:
     }
 
 
-def _nvml_state(index: int) -> dict[str, Any]:
-    try:
-        import pynvml  # nvidia-ml-py
-    except ImportError:
-        return {"nvml": "nvidia-ml-py not installed"}
-    try:
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        state = {
-            "driver": pynvml.nvmlSystemGetDriverVersion(),
-            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
-            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
-            "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
-            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
-            "utilization_pct": pynvml.nvmlDeviceGetUtilizationRates(h).gpu,
-            "compute_processes_incl_this": len(pynvml.nvmlDeviceGetComputeRunningProcesses(h)),
-        }
-        pynvml.nvmlShutdown()
-        return state
-    except Exception as exc:  # NVML absent in containers is common; record why
-        return {"nvml": f"unavailable: {exc}"}
-
-
 def device_manifest(device: Any) -> dict[str, Any]:
     """Collected in the child after setup()."""
     import torch
@@ -159,5 +137,5 @@ def device_manifest(device: Any) -> dict[str, Any]:
             "multiprocessors": props.multi_processor_count,
             "l2_cache_mb": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
         }
-        info["gpu_state"] = _nvml_state(device.index or 0)
+        info["gpu_state"] = snapshot(device.index or 0)
     return info

@@ -70,7 +70,9 @@ class TimingStats(BaseModel):
 
 
 class Timing(BaseModel):
-    mode: str  # "cpu" or "cuda_event"
+    mode: str  # the clock used: cpu, cuda_event, cuda_graph, triton, pytorch
+    requested_mode: str | None = None  # what the config asked for ("auto" included)
+    fallback: str | None = None  # why the requested mode could not be used
     method: str  # one line on how samples were taken (clock, L2 flush, launch-gap hiding)
     samples_ms: list[float]
     stats: TimingStats
@@ -78,6 +80,13 @@ class Timing(BaseModel):
     warmup_calls: int = 0
     l2_flushed: bool = False
     notes: list[str] = Field(default_factory=list)  # anything that weakens the number
+    stop_reason: str | None = None  # fixed_iterations, noise_target, max_time, or the timer's own
+    noise: float | None = None  # relative standard error of the median reached
+    noise_target: float | None = None
+    target_met: bool | None = None  # None: no target (fixed iterations, external timers)
+    machine_before: dict[str, Any] = Field(default_factory=dict)  # NVML state (bench.machine)
+    machine_after: dict[str, Any] = Field(default_factory=dict)
+    machine_flags: list[str] = Field(default_factory=list)  # throttled / shared GPU
 
 
 class Memory(BaseModel):

@@ -255,14 +255,8 @@ def _build_result(
         t = data["timing"]
         if t["samples_ms"]:
             result.timing = Timing(
-                mode=t["mode"],
-                method=t["method"],
-                samples_ms=t["samples_ms"],
+                **{k: v for k, v in t.items() if k != "t" and not (k == "noise" and v == float("inf"))},
                 stats=summarize(t["samples_ms"], cfg.percentiles),
-                first_call_ms=t["first_call_ms"],
-                warmup_calls=t["warmup_calls"],
-                l2_flushed=t["l2_flushed"],
-                notes=t["notes"],
             )
     if "memory" in data:
         result.memory = Memory(**{k: v for k, v in data["memory"].items() if k != "t"})

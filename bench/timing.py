@@ -1,19 +1,35 @@
-"""Clocks: how one call of ``benchmark_fn`` becomes one raw sample. Examples never time themselves.
+"""Clocks: how calls of ``benchmark_fn`` become raw samples. Examples never time themselves.
 
-Every clock has the same surface — ``first_call(fn)``, ``warmup(fn, n)``, ``sample(fn, n)`` — so
-timing modes plug in without touching the runner.
+Every clock has one surface — ``first_call(fn)``, ``warmup(fn, n)``, ``measure(fn, iterations, rule)``
+— so timing modes plug in without touching the runner. ``iterations=None`` means adaptive: sample
+until the relative standard error of the median is under the rule's noise target (bench.stopping).
 
-``cpu`` (``time.perf_counter``): one call per sample. When the variant runs on a GPU, the device is
-synchronized before the clock starts and before it stops, so asynchronous work is counted.
+Modes
+-----
+``cpu``: ``time.perf_counter`` around each call; on a GPU variant the device is synchronized before
+the clock starts and before it stops, so asynchronous work is counted (host launch cost included).
 
 ``cuda_event`` (default on GPU): per sample, outside the timed window, (1) L2 is flushed by writing a
-buffer of twice the device's L2 size, (2) a spin kernel (``torch.cuda._sleep``) is queued, then the
-start event, ``benchmark_fn``'s kernels and the end event are queued behind it. Because the GPU is still
-spinning while the host enqueues the work, the start event fires only when the work is already queued,
-so the host's launch latency (10–20 µs on an H100, INTEGRITY #1) stays out of the sample. After the host
-returns from ``benchmark_fn`` the start event is queried: if it has already fired, the spin was shorter
-than the host's enqueue time, the sample may contain launch gaps, the spin is doubled and the leak is
-counted (reported in ``notes``). The device is synchronized after every sample, so nothing escapes.
+buffer of twice the device's L2 size (INTEGRITY #2; off with ``flush_l2=False``, "warm" then), (2) a
+spin kernel (``torch.cuda._sleep``) is queued, then the start event, ``benchmark_fn``'s kernels and the
+end event are queued behind it. The GPU is still spinning while the host enqueues the work, so the start
+event fires only once the work is queued: the host's launch latency (10–20 µs on an H100, INTEGRITY #1)
+stays out of the sample. Right after the host returns from ``benchmark_fn`` the start event is queried;
+if it already fired, the spin was shorter than the host's enqueue time, the sample may hold launch gaps,
+the spin is doubled and the leak is counted in ``notes``. Side-stream guard (INTEGRITY #3): after the
+end event completes, a device-wide synchronize that still waits noticeably means ``benchmark_fn`` left
+work on other streams that the events did not cover; such samples are counted and flagged.
+
+``cuda_graph``: ``benchmark_fn`` is captured once into a CUDA graph after warm-up and each sample times
+one replay exactly as ``cuda_event`` times a call (flush, spin, events). Launch overhead between the
+kernels of one call disappears. When capture is impossible (host syncs, CPU work, dynamic shapes) the
+clock falls back to ``cuda_event`` and records why.
+
+``triton``: ``triton.testing.do_bench`` (its own 256 MB cache flush, events per call, no launch-gap
+hiding); all of its per-call times are kept as samples. GPU only.
+
+``pytorch``: ``torch.utils.benchmark.Timer.adaptive_autorange``; each sample is the mean of one block
+of calls (the Timer's unit), CPU or GPU (it synchronizes CUDA itself).
 """
 
 from __future__ import annotations
@@ -23,22 +39,31 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bench.stopping import Measurement, StopRule, relative_noise, sample_until
+
 Fn = Callable[[], Any]
 
+MODES = ("auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch")
 _MAX_SPIN_MS = 50.0
+# A device-wide sync still waiting this long after the end event means work on another stream.
+_SIDE_STREAM_MIN_MS = 0.05
+_SIDE_STREAM_FRACTION = 0.1
 
 
 class Clock(Protocol):
-    mode: str
-    method: str
+    mode: str  # the mode actually used
     l2_flushed: bool
     notes: list[str]
+    fallback: str | None  # why the requested mode could not be used
+
+    @property
+    def method(self) -> str: ...
 
     def first_call(self, fn: Fn) -> float: ...
 
     def warmup(self, fn: Fn, n: int) -> None: ...
 
-    def sample(self, fn: Fn, n: int) -> list[float]: ...
+    def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement: ...
 
 
 @dataclass
@@ -49,6 +74,7 @@ class CpuClock:
     mode: str = "cpu"
     l2_flushed: bool = False
     notes: list[str] = field(default_factory=list)
+    fallback: str | None = None
 
     @property
     def method(self) -> str:
@@ -71,12 +97,12 @@ class CpuClock:
         for _ in range(n):
             self._one(fn)
 
-    def sample(self, fn: Fn, n: int) -> list[float]:
-        return [self._one(fn) for _ in range(n)]
+    def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
+        return sample_until(lambda: self._one(fn), iterations, rule)
 
 
 class CudaEventClock:
-    """CUDA events with L2 flush and launch latency hidden behind a spin kernel (module docstring)."""
+    """CUDA events with L2 flush, launch latency hidden behind a spin kernel, side-stream guard."""
 
     mode = "cuda_event"
 
@@ -87,7 +113,9 @@ class CudaEventClock:
         self.device = device
         self.l2_flushed = flush_l2
         self.notes: list[str] = []
+        self.fallback: str | None = None
         self.leaks = 0
+        self.side_stream = 0
         props = torch.cuda.get_device_properties(device)
         l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
         # Twice L2 so no line of the previous sample survives (INTEGRITY #2).
@@ -123,11 +151,17 @@ class CudaEventClock:
         fn()
         leaked = start.query()  # GPU reached the start before the host finished enqueueing
         end.record()
-        torch.cuda.synchronize(self.device)
+        end.synchronize()
+        t0 = time.perf_counter()
+        torch.cuda.synchronize(self.device)  # device-wide: waits for other streams too
+        tail_ms = (time.perf_counter() - t0) * 1e3
+        sample = float(start.elapsed_time(end))
+        if tail_ms > max(_SIDE_STREAM_MIN_MS, _SIDE_STREAM_FRACTION * sample):
+            self.side_stream += 1
         if leaked:
             self.leaks += 1
             self._spin_ms = min(self._spin_ms * 2, _MAX_SPIN_MS)
-        return float(start.elapsed_time(end))
+        return sample
 
     def first_call(self, fn: Fn) -> float:
         torch = self._torch
@@ -140,23 +174,154 @@ class CudaEventClock:
     def warmup(self, fn: Fn, n: int) -> None:
         for _ in range(n):  # also grows the spin until it covers the host's enqueue time
             self._one(fn)
-        self.leaks = 0
+        self.leaks = self.side_stream = 0
 
-    def sample(self, fn: Fn, n: int) -> list[float]:
-        samples = [self._one(fn) for _ in range(n)]
+    def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
+        m = sample_until(lambda: self._one(fn), iterations, rule)
+        n = len(m.samples_ms)
         if self.leaks:
             self.notes.append(
                 f"{self.leaks}/{n} samples: the host took longer to enqueue benchmark_fn than the spin "
                 f"kernel ran (now {self._spin_ms:.2f} ms); those samples may include launch gaps"
             )
-        return samples
+        if self.side_stream:
+            self.notes.append(
+                f"side streams: in {self.side_stream}/{n} samples the device was still busy after the end "
+                "event; benchmark_fn leaves work on other streams that events on the current stream miss"
+            )
+        return m
+
+
+class CudaGraphClock(CudaEventClock):
+    """Times replays of ``benchmark_fn`` captured once in a CUDA graph (falls back to events)."""
+
+    def __init__(self, device: Any, flush_l2: bool = True) -> None:
+        super().__init__(device, flush_l2)
+        self.mode = "cuda_graph"
+        self._replay: Fn | None = None
+
+    @property
+    def method(self) -> str:
+        base = super().method
+        return base.replace("CUDA events per call", "CUDA events per CUDA-graph replay of one call", 1)
+
+    def capture(self, fn: Fn) -> None:
+        torch = self._torch
+        try:
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                fn()  # warm the capture stream's allocator pool, as torch's docs require
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                fn()
+            torch.cuda.synchronize(self.device)
+            self._graph = graph
+            self._replay = graph.replay
+        except Exception as exc:
+            torch.cuda.synchronize(self.device)
+            self.mode = "cuda_event"
+            self.fallback = f"cuda_graph capture failed, timed with cuda_event: {type(exc).__name__}: {exc}"[:500]
+
+    def warmup(self, fn: Fn, n: int) -> None:
+        super().warmup(fn, n)
+        self.capture(fn)
+        if self._replay is not None:
+            super().warmup(self._replay, 2)
+
+    def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
+        return super().measure(self._replay or fn, iterations, rule)
+
+
+class TritonClock:
+    """``triton.testing.do_bench``: its flush, its events, every per-call time kept."""
+
+    mode = "triton"
+    l2_flushed = True
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.notes: list[str] = []
+        self.fallback: str | None = None
+        self._inner = CpuClock(sync=lambda: __import__("torch").cuda.synchronize(device))
+
+    @property
+    def method(self) -> str:
+        return "triton.testing.do_bench (256 MB cache flush and CUDA events per call, return_mode='all')"
+
+    def first_call(self, fn: Fn) -> float:
+        return self._inner.first_call(fn)
+
+    def warmup(self, fn: Fn, n: int) -> None:
+        self._inner.warmup(fn, n)
+
+    def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
+        from triton.testing import do_bench
+
+        if iterations is None:
+            rep_ms = max(rule.min_seconds, min(rule.max_seconds, 1.0)) * 1e3 * 0.5
+        else:  # do_bench sizes its repeat count from a time budget: aim for ~iterations calls
+            per_call = max(self._inner._one(fn), 1e-3)
+            rep_ms = per_call * iterations
+        samples = [float(t) for t in do_bench(fn, warmup=0, rep=rep_ms, return_mode="all")]
+        if iterations is not None:
+            samples = samples[:iterations] if len(samples) >= iterations else samples
+        return Measurement(samples, f"do_bench(rep={rep_ms:.1f} ms)", relative_noise(samples), None)
+
+
+class PytorchClock:
+    """``torch.utils.benchmark.Timer``: adaptive_autorange, or ``timeit(1)`` per fixed iteration."""
+
+    mode = "pytorch"
+    l2_flushed = False
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self.device = device
+        self.notes: list[str] = []
+        self.fallback: str | None = None
+        sync = (lambda: torch.cuda.synchronize(device)) if getattr(device, "type", "") == "cuda" else None
+        self._inner = CpuClock(sync=sync)
+
+    @property
+    def method(self) -> str:
+        return "torch.utils.benchmark.Timer (each sample = mean of one block of calls; warm L2)"
+
+    def first_call(self, fn: Fn) -> float:
+        return self._inner.first_call(fn)
+
+    def warmup(self, fn: Fn, n: int) -> None:
+        self._inner.warmup(fn, n)
+
+    def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
+        from torch.utils.benchmark import Timer
+
+        timer = Timer(stmt="fn()", globals={"fn": fn})
+        if iterations is not None:
+            samples = [timer.timeit(1).times[0] * 1e3 for _ in range(iterations)]
+            return Measurement(samples, "fixed_iterations")
+        m = timer.adaptive_autorange(
+            threshold=rule.noise_target * 20,  # the Timer's criterion is IQR/median, not a standard error
+            min_run_time=rule.min_seconds,
+            max_run_time=rule.max_seconds,
+        )
+        samples = [t * 1e3 for t in m.times]
+        return Measurement(samples, "torch adaptive_autorange", relative_noise(samples), None)
 
 
 def make_clock(mode: str, device: Any, flush_l2: bool = True) -> Clock:
-    """The clock for ``mode`` ("auto", "cpu", "cuda_event") on ``device`` (a torch.device)."""
+    """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason."""
+    if mode not in MODES:
+        raise ValueError(f"timing_mode={mode!r} is not one of {', '.join(MODES)}")
     is_cuda = getattr(device, "type", str(device)) == "cuda"
     if mode == "auto":
         mode = "cuda_event" if is_cuda else "cpu"
+    if not is_cuda and mode in ("cuda_event", "cuda_graph", "triton"):
+        clock = CpuClock()
+        clock.fallback = f"timing_mode={mode!r} needs a CUDA device; device is {device!s}, timed with 'cpu'"
+        return clock
     if mode == "cpu":
         if is_cuda:
             import torch
@@ -164,7 +329,9 @@ def make_clock(mode: str, device: Any, flush_l2: bool = True) -> Clock:
             return CpuClock(sync=lambda: torch.cuda.synchronize(device))
         return CpuClock()
     if mode == "cuda_event":
-        if not is_cuda:
-            raise ValueError(f"timing_mode='cuda_event' needs a CUDA device, got device={device!s}; use 'cpu'")
         return CudaEventClock(device, flush_l2=flush_l2)
-    raise ValueError(f"timing_mode={mode!r} is not one of 'auto', 'cpu', 'cuda_event'")
+    if mode == "cuda_graph":
+        return CudaGraphClock(device, flush_l2=flush_l2)
+    if mode == "triton":
+        return TritonClock(device)
+    return PytorchClock(device)

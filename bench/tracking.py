@@ -107,6 +107,13 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
             out[_name(f"time_{label}_ms")] = value
         if result.timing.first_call_ms is not None:
             out["time_first_call_ms"] = result.timing.first_call_ms
+        if result.timing.noise is not None:
+            out["timing_noise_pct"] = 100.0 * result.timing.noise
+        if result.timing.target_met is not None:
+            out["timing_target_met"] = float(result.timing.target_met)
+        sm = result.timing.machine_after.get("sm_clock_mhz")
+        if sm is not None:
+            out["gpu_sm_clock_after_mhz"] = float(sm)
     if result.memory is not None:
         mem = result.memory
         out["mem_peak_mb"] = mem.peak_mb
@@ -304,8 +311,15 @@ class Tracker:
             "perflab.error": _clip(result.error.message, _MAX_DETAIL_LEN) if result.error else None,
             "perflab.validation": _clip(result.validation, _MAX_DETAIL_LEN) if result.validation else None,
         }
-        if result.timing is not None and result.timing.notes:
-            optional["perflab.timing_notes"] = "; ".join(result.timing.notes)
+        t = result.timing
+        if t is not None:
+            if t.notes:
+                optional["perflab.timing_notes"] = _clip("; ".join(t.notes), _MAX_DETAIL_LEN)
+            optional["perflab.timing_fallback"] = t.fallback
+            optional["perflab.timing_stop"] = t.stop_reason
+            optional["perflab.l2"] = "flushed" if t.l2_flushed else "warm"
+            if t.machine_flags:
+                optional["perflab.machine_flags"] = _clip("; ".join(t.machine_flags), _MAX_DETAIL_LEN)
         tags.update({k: str(v) for k, v in optional.items() if v is not None})
         return tags
 

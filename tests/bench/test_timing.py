@@ -7,16 +7,23 @@ import time
 import pytest
 import torch
 
-from bench.timing import CpuClock, CudaEventClock, make_clock
+from bench.stopping import StopRule
+from bench.timing import CpuClock, CudaEventClock, CudaGraphClock, make_clock
 
 CUDA = torch.cuda.is_available()
 NO_CUDA = "needs a CUDA device; torch.cuda.is_available() is False on this machine"
+gpu = pytest.mark.skipif(not CUDA, reason=NO_CUDA)
+RULE = StopRule(noise_target=0.005, min_samples=10, min_seconds=0.0, max_seconds=0.5)
 
 # One contract, every timing mode (STYLE 12): (mode, device), skipped where the device is absent.
 MODES = [
     pytest.param("cpu", "cpu", id="cpu"),
-    pytest.param("cpu", "cuda", id="cpu-on-cuda", marks=pytest.mark.skipif(not CUDA, reason=NO_CUDA)),
-    pytest.param("cuda_event", "cuda", id="cuda_event", marks=pytest.mark.skipif(not CUDA, reason=NO_CUDA)),
+    pytest.param("pytorch", "cpu", id="pytorch"),
+    pytest.param("cpu", "cuda", id="cpu-on-cuda", marks=gpu),
+    pytest.param("cuda_event", "cuda", id="cuda_event", marks=gpu),
+    pytest.param("cuda_graph", "cuda", id="cuda_graph", marks=gpu),
+    pytest.param("triton", "cuda", id="triton", marks=gpu),
+    pytest.param("pytorch", "cuda", id="pytorch-on-cuda", marks=gpu),
 ]
 
 
@@ -32,34 +39,41 @@ class Counter:
 
 
 @pytest.mark.parametrize(("mode", "device"), MODES)
-def test_clock_contract(mode: str, device: str) -> None:
+def test_clock_contract_fixed_iterations(mode: str, device: str) -> None:
     clock = make_clock(mode, torch.device(device))
-    assert clock.mode == mode
+    assert clock.mode == mode and clock.fallback is None
     assert clock.method  # the result says how it was measured
-    fn = Counter(sleep_s=0.002)
-    first = clock.first_call(fn)
+    x = torch.randn(1 << 16, device=device)
+    fn = lambda: x.mul_(1.0)  # noqa: E731
+    assert clock.first_call(fn) > 0
     clock.warmup(fn, 2)
-    samples = clock.sample(fn, 5)
+    m = clock.measure(fn, 5, RULE)
+    assert 1 <= len(m.samples_ms) <= 5 if mode == "triton" else len(m.samples_ms) == 5
+    assert all(s > 0 for s in m.samples_ms)
+
+
+def test_cpu_sample_is_one_call_and_includes_host_time() -> None:
+    fn = Counter(sleep_s=0.002)
+    clock = CpuClock()
+    clock.first_call(fn)
+    clock.warmup(fn, 2)
+    m = clock.measure(fn, 5, RULE)
     assert fn.calls == 1 + 2 + 5  # one call per sample, nothing hidden
-    assert len(samples) == 5
-    assert first >= 2.0
-    # A host sleep inside the timed call is inside every CPU sample; on the GPU nothing is queued,
-    # so event samples are tiny but still positive.
-    assert all(s > 0 for s in samples)
-    if mode == "cpu":
-        assert all(2.0 <= s < 1000 for s in samples)
+    assert m.stop_reason == "fixed_iterations"
+    assert all(2.0 <= s < 1000 for s in m.samples_ms)
 
 
-def test_cpu_clock_returns_n_positive_samples() -> None:
-    samples = CpuClock().sample(lambda: sum(range(1000)), 7)
-    assert len(samples) == 7
-    assert all(isinstance(s, float) and s > 0 for s in samples)
+def test_cpu_adaptive_stops_on_noise_target_with_min_samples() -> None:
+    fn = Counter(sleep_s=0.001)
+    m = CpuClock().measure(fn, None, StopRule(noise_target=0.5, min_samples=12, min_seconds=0.0, max_seconds=5))
+    # Checked at 12 (met), confirmed at the next checkpoint, 25 % later: 15 samples.
+    assert m.stop_reason == "noise_target" and len(m.samples_ms) == 15 and m.target_met
 
 
 def test_cpu_clock_syncs_before_start_and_stop() -> None:
     events: list[str] = []
     clock = CpuClock(sync=lambda: events.append("sync"))
-    clock.sample(lambda: events.append("call"), 2)
+    clock.measure(lambda: events.append("call"), 2, RULE)
     assert events == ["sync", "call", "sync"] * 2
     assert "synchronized" in clock.method
 
@@ -67,12 +81,14 @@ def test_cpu_clock_syncs_before_start_and_stop() -> None:
 def test_auto_on_cpu_is_cpu_clock() -> None:
     clock = make_clock("auto", torch.device("cpu"))
     assert isinstance(clock, CpuClock)
-    assert clock.mode == "cpu" and clock.sync is None and clock.l2_flushed is False
+    assert clock.mode == "cpu" and clock.sync is None and clock.l2_flushed is False and clock.fallback is None
 
 
-def test_cuda_event_on_cpu_device_rejected() -> None:
-    with pytest.raises(ValueError, match="cuda_event"):
-        make_clock("cuda_event", torch.device("cpu"))
+@pytest.mark.parametrize("mode", ["cuda_event", "cuda_graph", "triton"])
+def test_gpu_modes_on_cpu_fall_back_with_a_reason(mode: str) -> None:
+    clock = make_clock(mode, torch.device("cpu"))
+    assert clock.mode == "cpu"
+    assert clock.fallback is not None and mode in clock.fallback and "CUDA" in clock.fallback
 
 
 def test_unknown_mode_rejected() -> None:
@@ -80,7 +96,7 @@ def test_unknown_mode_rejected() -> None:
         make_clock("wall", torch.device("cpu"))
 
 
-@pytest.mark.skipif(not CUDA, reason=NO_CUDA)
+@gpu
 def test_auto_on_cuda_is_event_clock_with_l2_flush() -> None:
     clock = make_clock("auto", torch.device("cuda", 0))
     assert isinstance(clock, CudaEventClock)
@@ -89,13 +105,52 @@ def test_auto_on_cuda_is_event_clock_with_l2_flush() -> None:
     assert not warm.l2_flushed and "warm" in warm.method
 
 
-@pytest.mark.skipif(not CUDA, reason=NO_CUDA)
-def test_cuda_event_clock_counts_device_time() -> None:
-    device = torch.device("cuda", 0)
-    clock = CudaEventClock(device)
+@gpu
+@pytest.mark.parametrize("cls", [CudaEventClock, CudaGraphClock])
+def test_event_clocks_count_device_time(cls: type) -> None:
+    clock = cls(torch.device("cuda", 0))
     spin_cycles = int(clock._cycles_per_ms * 2.0)  # a kernel that runs ~2 ms on the device
     fn = lambda: torch.cuda._sleep(spin_cycles)  # noqa: E731
     clock.warmup(fn, 3)
-    samples = clock.sample(fn, 5)
+    m = clock.measure(fn, 5, RULE)
     # The host returns from fn at once; the samples must still cover the 2 ms kernel.
-    assert all(1.5 <= s <= 20.0 for s in samples), samples
+    assert all(1.5 <= s <= 20.0 for s in m.samples_ms), m.samples_ms
+    assert clock.fallback is None
+
+
+@gpu
+def test_cuda_graph_falls_back_when_capture_is_impossible() -> None:
+    x = torch.randn(1024, device="cuda")
+    fn = lambda: float(x.sum().item())  # noqa: E731  (a host sync cannot be captured)
+    clock = CudaGraphClock(torch.device("cuda", 0))
+    clock.warmup(fn, 1)
+    assert clock.mode == "cuda_event" and clock.fallback and "capture failed" in clock.fallback
+    assert len(clock.measure(fn, 3, RULE).samples_ms) == 3
+
+
+@gpu
+def test_side_stream_work_is_flagged() -> None:
+    side = torch.cuda.Stream()
+    clock = CudaEventClock(torch.device("cuda", 0))
+    cycles = int(clock._cycles_per_ms * 1.0)
+
+    def fn() -> None:
+        with torch.cuda.stream(side):  # 1 ms of work the current stream's events never see
+            torch.cuda._sleep(cycles)
+
+    clock.warmup(fn, 2)
+    m = clock.measure(fn, 5, RULE)
+    assert any("side streams" in n for n in clock.notes), (clock.notes, m.samples_ms)
+
+
+@gpu
+def test_tiny_kernel_sample_is_device_time_not_launch_time() -> None:
+    """INTEGRITY #1: a 1024-element add is ~1-2 us on the device, 14-22 us if launch time leaks in."""
+    a, b = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+    out = torch.empty_like(a)
+    clock = CudaEventClock(torch.device("cuda", 0))
+    fn = lambda: torch.add(a, b, out=out)  # noqa: E731
+    clock.warmup(fn, 10)
+    m = clock.measure(fn, 50, RULE)
+    median = sorted(m.samples_ms)[25]
+    assert median < 0.008, f"median {median * 1e3:.1f} us: launch latency is inside the sample"
