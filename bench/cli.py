@@ -233,6 +233,54 @@ def verify(
 
 
 @app.command()
+def selfcheck(
+    repeats: Annotated[int, typer.Option(min=2, help="measurements per mode and workload (CV is over these)")] = 7,
+    workload: Annotated[
+        list[str] | None, typer.Option("--workload", help="tiny_add, scale_64mib, matmul_bf16, cpu_sum (default: all)")
+    ] = None,
+    mode: Annotated[list[str] | None, typer.Option("--mode", help="timing modes to check (default: all)")] = None,
+    ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="also compare with Nsight Compute when on PATH")] = True,
+    out: Annotated[Path | None, typer.Option(help="write selfcheck.md and selfcheck.json here")] = None,
+    no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
+) -> None:
+    """Time known workloads with every timing mode and compare each with ground truth."""
+    import json
+
+    from bench.selfcheck import markdown, run_selfcheck
+
+    try:
+        report = run_selfcheck(repeats=repeats, workloads=workload, modes=mode, use_ncu=ncu, log=console.print)
+    except ValueError as exc:
+        raise PerflabError(str(exc)) from None
+    text = markdown(report)
+    console.print(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "selfcheck.md").write_text(text)
+        (out / "selfcheck.json").write_text(json.dumps(report, indent=2))
+    if not no_track:
+        from bench.tracking import log_run
+
+        metrics = {}
+        for c in report["cells"]:
+            key = f"{c['workload']}.{c['mode']}"
+            metrics[f"{key}.median_us"] = c["median_ms"] * 1e3
+            metrics[f"{key}.error_pct"] = c["error_pct"]
+            if c["cv_pct"] is not None:
+                metrics[f"{key}.cv_pct"] = c["cv_pct"]
+        run_id = log_run(
+            "perflab selfcheck",
+            params={"repeats": repeats, "device": report["device"], "torch": report["torch"]},
+            metrics=metrics,
+            artifacts={"selfcheck.md": text, "selfcheck.json": json.dumps(report, indent=2)},
+            tags={"perflab.kind": "selfcheck"},
+            experiment=experiment,
+        )
+        console.print(f"logged to MLflow run {run_id}")
+
+
+@app.command()
 def show(
     run_id: Annotated[str | None, typer.Option(help="parent run id (default: the latest completed suite)")] = None,
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,

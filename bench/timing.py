@@ -296,9 +296,11 @@ class PytorchClock:
         self._inner.warmup(fn, n)
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
+        import torch
         from torch.utils.benchmark import Timer
 
-        timer = Timer(stmt="fn()", globals={"fn": fn})
+        # Timer defaults to one thread; the variant's own thread count is what the other clocks see.
+        timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
         if iterations is not None:
             samples = [timer.timeit(1).times[0] * 1e3 for _ in range(iterations)]
             return Measurement(samples, "fixed_iterations")

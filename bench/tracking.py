@@ -464,3 +464,35 @@ def suite_runs(parent_run_id: str | None = None, tracking_uri: str | None = None
         parent_run_id = latest[0].info.run_id
     runs = client.search_runs(experiments, filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'")
     return parent_run_id, sorted(runs, key=lambda r: r.info.run_name or "")
+
+
+def log_run(
+    run_name: str,
+    params: Mapping[str, Any],
+    metrics: Mapping[str, float],
+    artifacts: Mapping[str, str],
+    tags: Mapping[str, str] | None = None,
+    experiment: str | None = None,
+    tracking_uri: str | None = None,
+) -> str:
+    """One standalone run (selfcheck, peak): params, finite metrics, text artifacts ``{name: content}``."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    name = experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    found = client.get_experiment_by_name(name)
+    experiment_id = found.experiment_id if found else client.create_experiment(name)
+    run = client.create_run(experiment_id, run_name=run_name, tags=dict(tags or {}))
+    run_id = run.info.run_id
+    client.log_batch(
+        run_id,
+        metrics=[
+            Metric(_name(k), float(v), int(time.time() * 1000), 0) for k, v in metrics.items() if math.isfinite(v)
+        ],
+        params=[Param(_name(k), _param_value(v)) for k, v in params.items()],
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for fname, content in artifacts.items():
+            path = Path(tmp) / fname
+            path.write_text(content)
+            client.log_artifact(run_id, str(path))
+    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    return run_id

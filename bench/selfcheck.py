@@ -1,0 +1,361 @@
+"""``perflab selfcheck``: time known workloads with every timing mode and compare with ground truth.
+
+Workloads (GPU ones skipped with a reason on a machine without CUDA):
+
+* ``tiny_add`` — a 1024-element fp32 add: launch-bound, ~1-2 µs of device time.
+  Truth: a CUDA graph of 1000 back-to-back calls, replayed; replay time / 1000.
+* ``scale_64mib`` — ``out = 2 * x`` over 64 MiB of fp32 (128 MiB moved): memory-bound.
+  Truth: bytes / copy bandwidth, the bandwidth measured here by replaying a graph of 1 GiB copies.
+* ``matmul_bf16`` — 8192³ bf16 matmul: compute-bound. Truth: graph of 10 matmuls, replay time / 10.
+* ``cpu_sum`` — a CPU reduction. Truth: 200 back-to-back calls under one perf_counter span / 200.
+
+When ``ncu`` is on the PATH, each GPU workload is also run under Nsight Compute
+(``gpu__time_duration.sum``, ``--clock-control none``, NVTX-filtered to the timed calls) as a second truth.
+
+Each mode measures each workload ``repeats`` times (adaptive sampling, the default configuration);
+the table reports the median of the repeats' medians, its error against truth, the CV of the repeats'
+medians, samples per measurement and wall time per measurement. ``naive`` is the reference system's
+method (events around each call, a sync per call, no flush, no launch-gap hiding), for contrast.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench.config import resolve_config
+from bench.stopping import Measurement, StopRule, sample_until
+from bench.timing import make_clock
+
+GPU_WORKLOADS = ("tiny_add", "scale_64mib", "matmul_bf16")
+CPU_WORKLOADS = ("cpu_sum",)
+GPU_MODES = ("naive", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch")
+CPU_MODES = ("cpu", "pytorch")
+_NVTX_RANGE = "perflab_ncu"
+
+
+@dataclass
+class Workload:
+    name: str
+    fn: Callable[[], Any]
+    device: str
+    bytes: float | None = None
+    flops: float | None = None
+
+
+def build(name: str) -> Workload:
+    """Inputs on the device, fresh random data (never zeros), outputs preallocated."""
+    import torch
+
+    g = torch.Generator(device="cuda" if name in GPU_WORKLOADS else "cpu").manual_seed(0)
+    if name == "tiny_add":
+        a, b = (torch.randn(1024, device="cuda", generator=g) for _ in range(2))
+        out = torch.empty_like(a)
+        return Workload(name, lambda: torch.add(a, b, out=out), "cuda", bytes=3 * 4 * 1024)
+    if name == "scale_64mib":
+        x = torch.randn(16 * 2**20, device="cuda", generator=g)
+        y = torch.empty_like(x)
+        return Workload(name, lambda: torch.mul(x, 2.0, out=y), "cuda", bytes=2 * 4 * x.numel())
+    if name == "matmul_bf16":
+        n = 8192
+        a, b = (torch.randn(n, n, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(2))
+        c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+        return Workload(name, lambda: torch.matmul(a, b, out=c), "cuda", flops=2.0 * n**3)
+    if name == "cpu_sum":
+        x = torch.randn(2**21, generator=g)
+        out = torch.empty(())
+        return Workload(name, lambda: torch.sum(x, dim=0, out=out), "cpu", bytes=4 * x.numel())
+    raise ValueError(f"workload={name!r} is not one of {', '.join(GPU_WORKLOADS + CPU_WORKLOADS)}")
+
+
+# --- ground truth ---------------------------------------------------------------------------------
+
+
+def _graph_replay_ms(fn: Callable[[], Any], calls: int, replays: int = 20) -> float:
+    """Median time of one replay of a CUDA graph holding ``calls`` back-to-back calls of ``fn``."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def copy_bandwidth_gbps() -> float:
+    """Device-to-device copy of 1 GiB (bytes read + written), graph-replayed: the HBM ceiling used here."""
+    import torch
+
+    src = torch.randn(2**28, device="cuda")
+    dst = torch.empty_like(src)
+    ms = _graph_replay_ms(lambda: dst.copy_(src), calls=10, replays=10) / 10
+    return 2 * 2**30 / (ms / 1e3) / 1e9
+
+
+def truth_ms(w: Workload, bandwidth_gbps: float | None) -> tuple[float, str]:
+    if w.name == "tiny_add":
+        return _graph_replay_ms(w.fn, calls=1000) / 1000, "CUDA graph of 1000 calls, replay / 1000"
+    if w.name == "scale_64mib":
+        assert w.bytes is not None and bandwidth_gbps is not None
+        return w.bytes / (bandwidth_gbps * 1e9) * 1e3, f"bytes / measured copy bandwidth ({bandwidth_gbps:.0f} GB/s)"
+    if w.name == "matmul_bf16":
+        return _graph_replay_ms(w.fn, calls=10) / 10, "CUDA graph of 10 calls, replay / 10"
+    for _ in range(20):
+        w.fn()
+    t0 = time.perf_counter()
+    for _ in range(200):
+        w.fn()
+    return (time.perf_counter() - t0) * 1e3 / 200, "200 back-to-back calls under one perf_counter / 200"
+
+
+def ncu_truth_ms(name: str, calls: int = 5) -> tuple[float | None, str]:
+    """Median ``gpu__time_duration`` of ``calls`` calls of the workload under ncu, or why there is none."""
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        return None, "ncu not on PATH"
+    cmd = [
+        ncu, "--csv", "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
+        "--nvtx", "--nvtx-include", f"{_NVTX_RANGE}/", "--target-processes", "all",
+        sys.executable, "-m", "bench.selfcheck", "--ncu-target", name, "--ncu-calls", str(calls),
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return None, "ncu timed out after 300 s"
+    dump = os.environ.get("PERFLAB_NCU_DUMP")  # keep ncu's raw CSV (test data for the parser)
+    if dump:
+        os.makedirs(dump, exist_ok=True)
+        with open(os.path.join(dump, f"ncu_{name}.csv"), "w") as f:
+            f.write(done.stdout)
+    times = parse_ncu_csv(done.stdout)
+    if not times:
+        tail = (done.stderr or done.stdout)[-300:].replace("\n", " ")
+        return None, f"ncu gave no gpu__time_duration rows (exit {done.returncode}): {tail}"
+    return statistics.median(times), f"ncu gpu__time_duration, median of {len(times)} kernels"
+
+
+def parse_ncu_csv(text: str) -> list[float]:
+    """Milliseconds per kernel from ``ncu --csv`` output (rows of metric gpu__time_duration.sum)."""
+    start = text.find('"ID"')
+    if start < 0:
+        return []
+    scale = {"ns": 1e-6, "nsecond": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3}
+    out = []
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        value = float(row["Metric Value"].replace(",", ""))
+        out.append(value * scale.get(row.get("Metric Unit", "ns").strip(), 1e-6))
+    return out
+
+
+def _ncu_target(name: str, calls: int) -> None:
+    import torch
+
+    w = build(name)
+    for _ in range(3):
+        w.fn()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(_NVTX_RANGE)
+    for _ in range(calls):
+        w.fn()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+
+class NaiveClock:
+    """The reference system's way: events around each call, sync per call, no flush, no spin."""
+
+    mode = "naive"
+
+    def measure(self, fn: Callable[[], Any], iterations: int | None, rule: StopRule) -> Measurement:
+        import torch
+
+        def one() -> float:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            return float(start.elapsed_time(end))
+
+        return sample_until(one, iterations, rule)
+
+
+@dataclass
+class Cell:
+    workload: str
+    mode: str
+    medians_ms: list[float] = field(default_factory=list)
+    samples: list[int] = field(default_factory=list)
+    wall_s: list[float] = field(default_factory=list)
+    truth_ms: float | None = None
+    ncu_ms: float | None = None
+    note: str | None = None
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.medians_ms) if self.medians_ms else None
+
+    @property
+    def error_pct(self) -> float | None:
+        m = self.median_ms
+        return None if m is None or not self.truth_ms else 100.0 * (m - self.truth_ms) / self.truth_ms
+
+    @property
+    def cv_pct(self) -> float | None:
+        if len(self.medians_ms) < 2:
+            return None
+        return 100.0 * statistics.stdev(self.medians_ms) / statistics.mean(self.medians_ms)
+
+
+def measure_cell(w: Workload, mode: str, repeats: int) -> Cell:
+    import torch
+
+    cfg = resolve_config()  # the harness defaults: adaptive sampling, 0.5 % target, L2 flush
+    cell = Cell(w.name, mode)
+    device = torch.device(w.device if w.device == "cpu" else "cuda:0")
+    clock: Any = NaiveClock() if mode == "naive" else make_clock(mode, device, flush_l2=cfg.flush_l2)
+    if getattr(clock, "fallback", None):
+        cell.note = clock.fallback
+    if mode != "naive":
+        clock.first_call(w.fn)
+        clock.warmup(w.fn, cfg.warmup - 1)
+        if getattr(clock, "fallback", None):
+            cell.note = clock.fallback
+    else:
+        for _ in range(cfg.warmup):
+            w.fn()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        m = clock.measure(w.fn, None, cfg.stop_rule())
+        cell.wall_s.append(time.perf_counter() - t0)
+        cell.medians_ms.append(statistics.median(m.samples_ms))
+        cell.samples.append(len(m.samples_ms))
+    return cell
+
+
+def run_selfcheck(
+    repeats: int = 7,
+    workloads: list[str] | None = None,
+    modes: list[str] | None = None,
+    use_ncu: bool = True,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    names = workloads or [*(GPU_WORKLOADS if cuda else ()), *CPU_WORKLOADS]
+    skipped = {
+        n: "needs a CUDA device; torch.cuda.is_available() is False" for n in names if n in GPU_WORKLOADS and not cuda
+    }
+    bandwidth = copy_bandwidth_gbps() if cuda and "scale_64mib" in names else None
+    cells: list[Cell] = []
+    truths: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if name in skipped:
+            log(f"skip {name}: {skipped[name]}")
+            continue
+        w = build(name)
+        t, how = truth_ms(w, bandwidth)
+        ncu_ms, ncu_how = ncu_truth_ms(name) if (use_ncu and w.device == "cuda") else (None, "not requested")
+        truths[name] = {"truth_ms": t, "truth_method": how, "ncu_ms": ncu_ms, "ncu_method": ncu_how}
+        log(f"{name}: truth {t * 1e3:.2f} us ({how}); ncu: {ncu_ms and round(ncu_ms * 1e3, 2)} ({ncu_how})")
+        for mode in modes or (GPU_MODES if w.device == "cuda" else CPU_MODES):
+            if mode not in GPU_MODES:
+                raise ValueError(f"mode={mode!r} is not one of {', '.join(GPU_MODES)}")
+            if w.device == "cpu" and mode not in CPU_MODES:
+                continue
+            cell = measure_cell(w, mode, repeats)
+            cell.truth_ms, cell.ncu_ms = t, ncu_ms
+            cells.append(cell)
+            log(
+                f"  {mode:>10}: median {cell.median_ms * 1e3:9.2f} us  err {cell.error_pct:+7.1f} %  "
+                f"cv {cell.cv_pct or 0:5.2f} %  samples {statistics.median(cell.samples):.0f}  "
+                f"wall {statistics.median(cell.wall_s):.2f} s" + (f"  ({cell.note})" if cell.note else "")
+            )
+        del w
+        if cuda:
+            torch.cuda.empty_cache()
+    device = torch.cuda.get_device_name(0) if cuda else "cpu"
+    return {
+        "device": device,
+        "torch": torch.__version__,
+        "repeats": repeats,
+        "copy_bandwidth_gbps": bandwidth,
+        "truths": truths,
+        "skipped": skipped,
+        "cells": [{**asdict(c), "median_ms": c.median_ms, "error_pct": c.error_pct, "cv_pct": c.cv_pct} for c in cells],
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"Device: {report['device']}, torch {report['torch']}; {report['repeats']} repeats per cell, "
+        "each an adaptive measurement with the harness defaults (0.5 % noise target, L2 flush).",
+        "",
+    ]
+    if report["copy_bandwidth_gbps"]:
+        lines.append(f"Measured copy bandwidth: {report['copy_bandwidth_gbps']:.0f} GB/s (bytes read + written).")
+    for name, t in report["truths"].items():
+        ncu = f"{t['ncu_ms'] * 1e3:.2f} µs" if t["ncu_ms"] else "—"
+        lines.append(
+            f"- {name}: truth {t['truth_ms'] * 1e3:.2f} µs ({t['truth_method']}); ncu {ncu} ({t['ncu_method']})"
+        )
+    for name, why in report["skipped"].items():
+        lines.append(f"- {name}: skipped, {why}")
+    lines += [
+        "",
+        "| workload | mode | median µs | error vs truth | error vs ncu | CV of medians | samples | wall s | note |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for c in report["cells"]:
+        ncu_err = f"{100 * (c['median_ms'] - c['ncu_ms']) / c['ncu_ms']:+.1f} %" if c["ncu_ms"] else "—"
+        cv = f"{c['cv_pct']:.2f} %" if c["cv_pct"] is not None else "—"
+        lines.append(
+            f"| {c['workload']} | {c['mode']} | {c['median_ms'] * 1e3:.2f} | {c['error_pct']:+.1f} % | {ncu_err} | "
+            f"{cv} | {statistics.median(c['samples']):.0f} | {statistics.median(c['wall_s']):.2f} | {c['note'] or ''} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    """Entry for ncu's child: ``python -m bench.selfcheck --ncu-target NAME --ncu-calls N``."""
+    args = sys.argv[1:]
+    if len(args) == 4 and args[0] == "--ncu-target" and args[2] == "--ncu-calls":
+        _ncu_target(args[1], int(args[3]))
+        return
+    raise SystemExit("usage: python -m bench.selfcheck --ncu-target NAME --ncu-calls N (use `perflab selfcheck`)")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,55 @@
+"""bench/selfcheck.py: the CPU path end to end; GPU workloads skipped with a reason; ncu CSV parsing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.selfcheck import GPU_WORKLOADS, markdown, parse_ncu_csv, run_selfcheck
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_cpu_workload_every_cpu_mode_close_to_truth() -> None:
+    report = run_selfcheck(repeats=3, workloads=["cpu_sum"], use_ncu=False, log=lambda _: None)
+    cells = {c["mode"]: c for c in report["cells"]}
+    assert set(cells) == {"cpu", "pytorch"}
+    for c in cells.values():
+        assert len(c["medians_ms"]) == 3 and all(m > 0 for m in c["medians_ms"])
+        # Loose: CI machines are noisy; a unit slip (s vs ms, one thread vs all) is far outside this.
+        assert abs(c["error_pct"]) < 60, c
+    text = markdown(report)
+    assert "| cpu_sum | cpu |" in text and "| cpu_sum | pytorch |" in text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the skip path of a machine without CUDA")
+def test_gpu_workloads_skip_with_reason_without_cuda() -> None:
+    report = run_selfcheck(repeats=2, workloads=[*GPU_WORKLOADS, "cpu_sum"], use_ncu=False, log=lambda _: None)
+    assert set(report["skipped"]) == set(GPU_WORKLOADS)
+    assert all("CUDA" in why for why in report["skipped"].values())
+    assert "skipped" in markdown(report)
+
+
+def test_unknown_workload_is_a_clear_cli_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "selfcheck", "--workload", "bogus", "--no-track", "--no-ncu"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "bogus" in done.stderr and "tiny_add" in done.stderr
+
+
+NCU_CSV = '''==PROF== Connected to process 1234 (/usr/bin/python3)
+==PROF== Profiling "vectorized_elementwise_kernel" - 0: 0%....50%....100% - 1 pass
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1234","python3","127.0.0.1","void at::native::vectorized_elementwise_kernel<4>(int, T1, T2)","1","7","(128, 1, 1)","(131072, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","44.13"
+"1","1234","python3","127.0.0.1","void at::native::vectorized_elementwise_kernel<4>(int, T1, T2)","1","7","(128, 1, 1)","(131072, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","44,512"
+'''
+
+
+def test_parse_ncu_csv_units_and_thousands_separators() -> None:
+    assert parse_ncu_csv(NCU_CSV) == pytest.approx([0.04413, 0.044512])
+    assert parse_ncu_csv("no csv here") == []
