@@ -131,7 +131,7 @@ def run(job: dict[str, Any]) -> None:
     # The benchmark's own peak so far (inputs, outputs); the harness's L2-flush buffer comes next
     # and must not be billed to the variant.
     setup_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2)
+    clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2, calls_per_sample=config.calls_per_sample)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     fn = obj.benchmark_fn
@@ -163,6 +163,7 @@ def run(job: dict[str, Any]) -> None:
         l2_flushed=clock.l2_flushed,
         notes=clock.notes + m.notes,
         stop_reason=m.stop_reason,
+        calls_per_sample=getattr(clock, "calls_per_sample", 1),
         noise=m.noise,
         noise_target=m.noise_target,
         target_met=m.target_met,

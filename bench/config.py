@@ -64,6 +64,9 @@ class BenchmarkConfig(BaseModel):
     # Clock: "auto" picks cuda_event on GPU, cpu (perf_counter) otherwise; cuda_graph, triton
     # (do_bench) and pytorch (torch.utils.benchmark) on request (bench/timing.py says what each does).
     timing_mode: TimingMode = "auto"
+    # Calls timed together as one sample (the sample is their mean). None = auto: 1, or a batch of
+    # ~0.2 ms for launch-bound calls under 5 us on GPU clocks (bench/timing.py).
+    calls_per_sample: int | None = Field(None, ge=1, le=100_000)
     # Flush L2 before every GPU sample, outside the timed window. False = warm-cache numbers,
     # and the result says so.
     flush_l2: bool = True

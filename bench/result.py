@@ -81,6 +81,7 @@ class Timing(BaseModel):
     l2_flushed: bool = False
     notes: list[str] = Field(default_factory=list)  # anything that weakens the number
     stop_reason: str | None = None  # fixed_iterations, noise_target, max_time, or the timer's own
+    calls_per_sample: int = 1  # >1: each sample is the mean of that many back-to-back calls
     noise: float | None = None  # relative standard error of the median reached
     noise_target: float | None = None
     target_met: bool | None = None  # None: no target (fixed iterations, external timers)

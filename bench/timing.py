@@ -9,8 +9,9 @@ Modes
 ``cpu``: ``time.perf_counter`` around each call; on a GPU variant the device is synchronized before
 the clock starts and before it stops, so asynchronous work is counted (host launch cost included).
 
-``cuda_event`` (default on GPU): per sample, outside the timed window, (1) L2 is flushed by writing a
-buffer of twice the device's L2 size (INTEGRITY #2; off with ``flush_l2=False``, "warm" then), (2) a
+``cuda_event`` (default on GPU): per sample, outside the timed window, (1) L2 is flushed by reading a
+buffer of twice the device's L2 size, leaving only clean lines (INTEGRITY #2; off with ``flush_l2=False``,
+"warm" then), (2) a
 spin kernel (``torch.cuda._sleep``) is queued, then the start event, ``benchmark_fn``'s kernels and the
 end event are queued behind it. The GPU is still spinning while the host enqueues the work, so the start
 event fires only once the work is queued: the host's launch latency (10–20 µs on an H100, INTEGRITY #1)
@@ -19,6 +20,8 @@ if it already fired, the spin was shorter than the host's enqueue time, the samp
 the spin is doubled and the leak is counted in ``notes``. Side-stream guard (INTEGRITY #3): after the
 end event completes, a device-wide synchronize that still waits noticeably means ``benchmark_fn`` left
 work on other streams that the events did not cover; such samples are counted and flagged.
+Launch-bound calls (a single call under 5 µs after warm-up) are batched: a sample times ~0.2 ms of
+back-to-back calls and divides by their number (``calls_per_sample``, recorded; pin it in the config).
 
 ``cuda_graph``: ``benchmark_fn`` is captured once into a CUDA graph after warm-up and each sample times
 one replay exactly as ``cuda_event`` times a call (flush, spin, events). Launch overhead between the
@@ -34,6 +37,7 @@ of calls (the Timer's unit), CPU or GPU (it synchronizes CUDA itself).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +49,11 @@ Fn = Callable[[], Any]
 
 MODES = ("auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch")
 _MAX_SPIN_MS = 50.0
+# Auto-batching of launch-bound calls (calls_per_sample=None): below this single-call time a sample
+# times back-to-back calls lasting about BATCH_TARGET_MS.
+BATCH_BELOW_MS = 0.005
+BATCH_TARGET_MS = 0.2
+MAX_BATCH = 1000
 # A device-wide sync still waiting this long after the end event means work on another stream.
 _SIDE_STREAM_MIN_MS = 0.05
 _SIDE_STREAM_FRACTION = 0.1
@@ -106,7 +115,7 @@ class CudaEventClock:
 
     mode = "cuda_event"
 
-    def __init__(self, device: Any, flush_l2: bool = True) -> None:
+    def __init__(self, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None) -> None:
         import torch
 
         self._torch = torch
@@ -119,15 +128,22 @@ class CudaEventClock:
         props = torch.cuda.get_device_properties(device)
         l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
         # Twice L2 so no line of the previous sample survives (INTEGRITY #2).
-        self._flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device) if flush_l2 else None
-        self.overhead_bytes = self._flush.numel() * 4 if self._flush is not None else 0
+        # Flushed by *reading* the buffer: L2 ends up full of clean lines, so the timed work's evictions
+        # cost nothing. A write-based flush (zero_) leaves 2x L2 of dirty lines whose write-back lands
+        # inside the next sample (+7 us on a 128 MiB op on an H100, measured by perflab selfcheck).
+        self._flush = torch.ones(2 * l2 // 4, dtype=torch.int32, device=device) if flush_l2 else None
+        self._sink = torch.empty((), dtype=torch.int64, device=device)
+        self.overhead_bytes = self._flush.numel() * 4 + 8 if self._flush is not None else 0
+        self.calls_per_sample = calls_per_sample or 1
+        self._auto_batch = calls_per_sample is None
         self._cycles_per_ms = self._calibrate()
         self._spin_ms = 0.05
 
     @property
     def method(self) -> str:
-        flush = "L2 flushed (2x L2 write) before each sample" if self.l2_flushed else "warm L2 (no flush)"
-        return f"CUDA events per call, start queued behind a spin kernel to hide launch latency; {flush}"
+        flush = "L2 flushed (2x L2 read) before each sample" if self.l2_flushed else "warm L2 (no flush)"
+        per = "per call" if self.calls_per_sample == 1 else f"around {self.calls_per_sample} back-to-back calls / that"
+        return f"CUDA events {per}, start queued behind a spin kernel to hide launch latency; {flush}"
 
     def _calibrate(self) -> float:
         torch = self._torch
@@ -145,17 +161,18 @@ class CudaEventClock:
         torch = self._torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if self._flush is not None:
-            self._flush.zero_()
+            torch.sum(self._flush, dtype=torch.int64, out=self._sink)
         torch.cuda._sleep(int(self._spin_ms * self._cycles_per_ms))
         start.record()
-        fn()
+        for _ in range(self.calls_per_sample):
+            fn()
         leaked = start.query()  # GPU reached the start before the host finished enqueueing
         end.record()
         end.synchronize()
         t0 = time.perf_counter()
         torch.cuda.synchronize(self.device)  # device-wide: waits for other streams too
         tail_ms = (time.perf_counter() - t0) * 1e3
-        sample = float(start.elapsed_time(end))
+        sample = float(start.elapsed_time(end)) / self.calls_per_sample
         if tail_ms > max(_SIDE_STREAM_MIN_MS, _SIDE_STREAM_FRACTION * sample):
             self.side_stream += 1
         if leaked:
@@ -172,13 +189,28 @@ class CudaEventClock:
         return (time.perf_counter() - t0) * 1e3
 
     def warmup(self, fn: Fn, n: int) -> None:
-        for _ in range(n):  # also grows the spin until it covers the host's enqueue time
-            self._one(fn)
+        samples = [self._one(fn) for _ in range(n)]  # also grows the spin to cover the host's enqueue
+        if self._auto_batch and samples:
+            single = sorted(samples)[len(samples) // 2]
+            if single < BATCH_BELOW_MS:
+                # Launch-bound: one call is shorter than the event/launch overheads around it, so a sample
+                # times back-to-back calls (~BATCH_TARGET_MS) and divides (the graph-replay way).
+                self.calls_per_sample = min(MAX_BATCH, max(2, math.ceil(BATCH_TARGET_MS / max(single, 1e-4))))
+                for _ in range(12):  # let the spin grow until it covers enqueueing the whole batch
+                    self.leaks = 0
+                    self._one(fn)
+                    if not self.leaks:
+                        break
         self.leaks = self.side_stream = 0
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         m = sample_until(lambda: self._one(fn), iterations, rule)
         n = len(m.samples_ms)
+        if self.calls_per_sample > 1 and self.l2_flushed:
+            self.notes.append(
+                f"batched: each sample times {self.calls_per_sample} back-to-back calls; L2 is flushed before the "
+                "batch, so calls after the first may hit a warm L2"
+            )
         if self.leaks:
             self.notes.append(
                 f"{self.leaks}/{n} samples: the host took longer to enqueue benchmark_fn than the spin "
@@ -195,15 +227,15 @@ class CudaEventClock:
 class CudaGraphClock(CudaEventClock):
     """Times replays of ``benchmark_fn`` captured once in a CUDA graph (falls back to events)."""
 
-    def __init__(self, device: Any, flush_l2: bool = True) -> None:
-        super().__init__(device, flush_l2)
+    def __init__(self, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None) -> None:
+        super().__init__(device, flush_l2, calls_per_sample)
         self.mode = "cuda_graph"
         self._replay: Fn | None = None
 
     @property
     def method(self) -> str:
         base = super().method
-        return base.replace("CUDA events per call", "CUDA events per CUDA-graph replay of one call", 1)
+        return base.replace("CUDA events", "CUDA events (one CUDA-graph replay per call)", 1)
 
     def capture(self, fn: Fn) -> None:
         torch = self._torch
@@ -225,10 +257,11 @@ class CudaGraphClock(CudaEventClock):
             self.fallback = f"cuda_graph capture failed, timed with cuda_event: {type(exc).__name__}: {exc}"[:500]
 
     def warmup(self, fn: Fn, n: int) -> None:
+        auto, self._auto_batch = self._auto_batch, False
         super().warmup(fn, n)
         self.capture(fn)
-        if self._replay is not None:
-            super().warmup(self._replay, 2)
+        self._auto_batch = auto
+        super().warmup(self._replay or fn, max(n, 3))
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         return super().measure(self._replay or fn, iterations, rule)
@@ -313,7 +346,7 @@ class PytorchClock:
         return Measurement(samples, "torch adaptive_autorange", relative_noise(samples), None)
 
 
-def make_clock(mode: str, device: Any, flush_l2: bool = True) -> Clock:
+def make_clock(mode: str, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None) -> Clock:
     """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason."""
     if mode not in MODES:
         raise ValueError(f"timing_mode={mode!r} is not one of {', '.join(MODES)}")
@@ -331,9 +364,9 @@ def make_clock(mode: str, device: Any, flush_l2: bool = True) -> Clock:
             return CpuClock(sync=lambda: torch.cuda.synchronize(device))
         return CpuClock()
     if mode == "cuda_event":
-        return CudaEventClock(device, flush_l2=flush_l2)
+        return CudaEventClock(device, flush_l2=flush_l2, calls_per_sample=calls_per_sample)
     if mode == "cuda_graph":
-        return CudaGraphClock(device, flush_l2=flush_l2)
+        return CudaGraphClock(device, flush_l2=flush_l2, calls_per_sample=calls_per_sample)
     if mode == "triton":
         return TritonClock(device)
     return PytorchClock(device)

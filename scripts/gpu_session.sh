@@ -27,5 +27,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       echo "mlflow run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee "$OUT/show.md" ;;
   esac
 done
-cp mlflow.db "$OUT/" 2> /dev/null; tar czf "$OUT/mlruns.tgz" mlruns 2> /dev/null
+cp mlflow.db "$OUT/" 2> /dev/null
+# one archive: the device returns a limited number of files
+tar czf "$OUT/bundle.tgz" mlruns -C "$OUT" $(cd "$OUT" && ls -d ncu selfcheck.md show.md 2> /dev/null) 2> /dev/null
 echo done
