@@ -30,4 +30,5 @@ done
 cp mlflow.db "$OUT/" 2> /dev/null
 # one archive: the device returns a limited number of files
 tar czf "$OUT/bundle.tgz" mlruns -C "$OUT" $(cd "$OUT" && ls -d ncu selfcheck.md show.md 2> /dev/null) 2> /dev/null
+rm -rf "$OUT/ncu" "$OUT/selfcheck.md" "$OUT/show.md"
 echo done
