@@ -161,7 +161,7 @@ class CudaEventClock:
         torch = self._torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if self._flush is not None:
-            torch.sum(self._flush, dtype=torch.int64, out=self._sink)
+            torch.sum(self._flush, dim=0, dtype=torch.int64, out=self._sink)
         torch.cuda._sleep(int(self._spin_ms * self._cycles_per_ms))
         start.record()
         for _ in range(self.calls_per_sample):
