@@ -20,7 +20,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       python3 -m pytest -q -p no:cacheprovider ${PERFLAB_PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1
       echo "pytest exit $?"; tail -4 "$OUT/pytest.log" ;;
     selfcheck)
-      PERFLAB_NCU_DUMP="$OUT/ncu" perflab selfcheck --out "$OUT" > "$OUT/selfcheck.log" 2>&1
+      PERFLAB_NCU_DUMP="$OUT/ncu" perflab selfcheck --out "$OUT" ${PERFLAB_SELFCHECK_ARGS:-} > "$OUT/selfcheck.log" 2>&1
       echo "selfcheck exit $?"; grep -v "━" "$OUT/selfcheck.log" | tail -40 ;;
     chapter)
       mlflow run . -e chapter -P ch="${PERFLAB_TARGETS:-7}" --env-manager local > "$OUT/chapter.log" 2>&1
