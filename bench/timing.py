@@ -270,27 +270,37 @@ class CudaGraphClock(CudaEventClock):
         return super().measure(self._replay or fn, iterations, rule)
 
 
-class TritonClock:
-    """``triton.testing.do_bench``: its flush, its events, every per-call time kept."""
+class _ExternalClock:
+    """A library's own timer; warm-up and the first call go through a synchronizing perf_counter."""
 
-    mode = "triton"
-    l2_flushed = True
+    mode = "external"
+    l2_flushed = False
 
     def __init__(self, device: Any) -> None:
+        import torch
+
         self.device = device
         self.notes: list[str] = []
         self.fallback: str | None = None
-        self._inner = CpuClock(sync=lambda: __import__("torch").cuda.synchronize(device))
-
-    @property
-    def method(self) -> str:
-        return "triton.testing.do_bench (256 MB cache flush and CUDA events per call, return_mode='all')"
+        sync = (lambda: torch.cuda.synchronize(device)) if getattr(device, "type", "") == "cuda" else None
+        self._inner = CpuClock(sync=sync)
 
     def first_call(self, fn: Fn) -> float:
         return self._inner.first_call(fn)
 
     def warmup(self, fn: Fn, n: int) -> None:
         self._inner.warmup(fn, n)
+
+
+class TritonClock(_ExternalClock):
+    """``triton.testing.do_bench``: its flush, its events, every per-call time kept."""
+
+    mode = "triton"
+    l2_flushed = True
+
+    @property
+    def method(self) -> str:
+        return "triton.testing.do_bench (256 MB cache flush and CUDA events per call, return_mode='all')"
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         from triton.testing import do_bench
@@ -306,30 +316,14 @@ class TritonClock:
         return Measurement(samples, f"do_bench(rep={rep_ms:.1f} ms)", relative_noise(samples), None)
 
 
-class PytorchClock:
+class PytorchClock(_ExternalClock):
     """``torch.utils.benchmark.Timer``: adaptive_autorange, or ``timeit(1)`` per fixed iteration."""
 
     mode = "pytorch"
-    l2_flushed = False
-
-    def __init__(self, device: Any) -> None:
-        import torch
-
-        self.device = device
-        self.notes: list[str] = []
-        self.fallback: str | None = None
-        sync = (lambda: torch.cuda.synchronize(device)) if getattr(device, "type", "") == "cuda" else None
-        self._inner = CpuClock(sync=sync)
 
     @property
     def method(self) -> str:
         return "torch.utils.benchmark.Timer (each sample = mean of one block of calls; warm L2)"
-
-    def first_call(self, fn: Fn) -> float:
-        return self._inner.first_call(fn)
-
-    def warmup(self, fn: Fn, n: int) -> None:
-        self._inner.warmup(fn, n)
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         import torch
