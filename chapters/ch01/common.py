@@ -1,0 +1,232 @@
+"""What every chapter-1 variant shares: seeded inputs, the benchmark shells, the problem sizes.
+
+A variant file holds only what its side does differently. ``Example`` supplies setup, teardown,
+the output the harness compares and the work counts for a ``launch(*operands, out)`` function;
+``TrainingStep`` does the same for the training loop, whose variants differ only in how a batch
+reaches the device. Work counts are the *minimum* a call needs (unique bytes, useful FLOPs) and
+are the same on both sides of a pair, so achieved GB/s and TFLOP/s compare useful throughput;
+what the slower side really moves is in its docstring and in README.md.
+
+Full sizes are meant for an H100 (L2 50 MB); smoke sizes keep every variant, the Triton kernel
+through the interpreter included, to milliseconds on a CPU, with lengths that are not multiples
+of any block or batch so every edge is exercised.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from bench import BenchmarkConfig, context
+
+BLOCK = 1024  # elements per program of the fused elementwise kernel
+A, B, C = 1.5, -0.25, 0.75  # fusion: out = relu(x * A + B) * C
+
+Inputs = tuple[tuple[Any, ...], torch.Tensor, dict[str, int]]  # operands, preallocated output, work
+Launch = Callable[..., None]  # launch(*operands, out): one call's work, written into out
+
+
+def generator(offset: int = 0, device: torch.device | None = None) -> torch.Generator:
+    """A generator seeded with the run's seed + ``offset`` (distinct streams for distinct tensors)."""
+    ctx = context()
+    return torch.Generator(device=ctx.device if device is None else device).manual_seed(ctx.seed + offset)
+
+
+def randn(*shape: int, offset: int = 0, scale: float = 1.0) -> torch.Tensor:
+    """Fresh N(0, scale²) fp32 values on the run's device."""
+    x = torch.randn(*shape, generator=generator(offset), device=context().device)
+    return x.mul_(scale) if scale != 1.0 else x
+
+
+def wall_clock() -> BenchmarkConfig:
+    """timing_mode="cpu": perf_counter around each call, device synchronized before start and stop.
+
+    For pairs whose cost lives on the host (launches, syncs, host-side batch preparation): the
+    default cuda_event clock queues the call behind a spin kernel so host gaps stay out of the
+    sample, which would hide exactly what these optimizations remove.
+    """
+    return BenchmarkConfig(timing_mode="cpu")
+
+
+class Example:
+    """One variant: ``make()`` builds operands and output in setup; each call runs ``launch(*operands, out)``."""
+
+    def __init__(self, make: Callable[[], Inputs], launch: Launch, config: BenchmarkConfig | None = None) -> None:
+        self.make = make
+        self.launch = launch
+        self.config = config
+
+    def get_config(self) -> BenchmarkConfig | None:
+        return self.config
+
+    def setup(self) -> None:
+        self.args, self.out, self.work = self.make()
+
+    def benchmark_fn(self) -> None:
+        self.launch(*self.args, self.out)
+
+    def teardown(self) -> None:
+        del self.args, self.out
+
+    def get_output(self) -> torch.Tensor:
+        return self.out
+
+    def get_work(self) -> dict[str, int]:
+        return self.work
+
+
+# --- problems: one function per pair, shared by its two sides ---------------------------------
+
+
+def linear_layer() -> Inputs:
+    """batch_size: 2048 samples of 4096 features through one Linear(4096 -> 8192) (W: 128 MiB).
+
+    Minimum traffic: read x (4SK) + W (4KN) + b (4N), write out (4SN); 2SKN FLOPs.
+    """
+    s, k, n = context().size((2048, 4096, 8192), (60, 48, 40))  # smoke: 60 = 7 batches of 8 + 4
+    x = randn(s, k, offset=0)
+    w = randn(n, k, offset=1, scale=1 / math.sqrt(k))  # nn.Linear's layout: [out_features, in_features]
+    b = randn(n, offset=2, scale=0.1)
+    work = {"bytes": 4 * (s * k + k * n + n + s * n), "flops": 2 * s * k * n}
+    return (x, w.t(), b), torch.empty(s, n, device=x.device), work
+
+
+def matrix_batch() -> Inputs:
+    """batched_gemm: 1024 independent 128 x 128 products (a, b, out: 64 MiB each).
+
+    Minimum traffic: read a and b, write out, 4 bytes each; 2 * count * m * k * p FLOPs.
+    """
+    count, m, k, p = context().size((1024, 128, 128, 128), (12, 9, 11, 7))
+    a = randn(count, m, k, offset=0)
+    b = randn(count, k, p, offset=1)
+    work = {"bytes": 4 * count * (m * k + k * p + m * p), "flops": 2 * count * m * k * p}
+    return (a, b), torch.empty(count, m, p, device=a.device), work
+
+
+def vector() -> Inputs:
+    """fusion: x of 64 Mi fp32 (256 MiB); minimum traffic read x + write out = 8 B, 4 FLOPs per element."""
+    x = randn(context().size(64 * 2**20, 3 * BLOCK + 7))  # smoke: 4 programs, the last one partial
+    n = x.numel()
+    return (x,), torch.empty_like(x), {"bytes": 8 * n, "flops": 4 * n}
+
+
+def layer_stack() -> Inputs:
+    """cuda_graph: a batch of 64 through 32 layers of 256 x 256, tanh after each (weights: 8 MiB).
+
+    Each op is a few microseconds of GPU work: 65 kernels per call, launch-bound in eager mode.
+    Minimum traffic: read x and the weights, write out; 2 * layers * batch * width² FLOPs.
+    """
+    batch, width, layers = context().size((64, 256, 32), (5, 24, 6))
+    x = randn(batch, width, offset=0)
+    ws = randn(layers, width, width, offset=1, scale=1 / math.sqrt(width))  # keeps activations O(1)
+    work = {"bytes": 4 * (2 * batch * width + layers * width * width), "flops": 2 * layers * batch * width * width}
+    return (x, ws), torch.empty_like(x), work
+
+
+def tanh_layers(x: torch.Tensor, ws: torch.Tensor, out: torch.Tensor) -> None:
+    """cuda_graph, both sides: h = tanh(h @ w) for each layer, then out = h (2 * layers + 1 kernels)."""
+    h = x
+    for w in ws:
+        h = torch.tanh(h @ w)
+    out.copy_(h)
+
+
+def recurrence() -> Inputs:
+    """goodput: 16 steps of h = tanh(h @ W_n) on a batch of 256, width 4096 (W: 64 MiB).
+
+    Useful work: 16 * 2 * batch * width² FLOPs (the matmuls); minimum traffic: read h0 and W, write out.
+    """
+    batch, width, steps = context().size((256, 4096, 16), (6, 24, 4))
+    h0 = randn(batch, width, offset=0)
+    w = randn(width, width, offset=1)
+    work = {"bytes": 4 * (2 * batch * width + width * width), "flops": steps * 2 * batch * width * width}
+    return (h0, w, steps), torch.empty_like(h0), work
+
+
+def normalized(w: torch.Tensor) -> torch.Tensor:
+    """goodput's constant: W scaled so that h @ W_n keeps h's scale (‖W_n‖_F = sqrt(width))."""
+    return w * (math.sqrt(w.shape[0]) / torch.linalg.vector_norm(w))
+
+
+def check_finite(h: torch.Tensor) -> None:
+    """goodput's health check; ``.item()`` copies to the host, so the host waits for the GPU to drain."""
+    worst = h.abs().max().item()
+    if not math.isfinite(worst):
+        raise FloatingPointError(f"recurrence diverged: max |h| = {worst}")
+
+
+# --- training_step --------------------------------------------------------------------------
+
+
+class TrainingStep:
+    """``steps`` SGD steps of a 2-layer MLP per call, each call from the same initial weights.
+
+    Sizes (full): 8 steps of 1024 samples x 4096 features, hidden 512, 16 classes. The dataset
+    (128 MiB of features, seeded) sits in ordinary pageable host memory, as a loader produces it;
+    subclasses say how step ``i``'s batch reaches the device (``load``). Every call first copies
+    the initial weights back, so all calls do the same work and the last call's output (per-step
+    losses and final weights) is comparable between the two sides.
+    """
+
+    lr = 0.05
+
+    def get_config(self) -> BenchmarkConfig:
+        # The baseline's cost is host work and host-blocking copies: time the wall clock.
+        return wall_clock()
+
+    def setup(self) -> None:
+        ctx = context()
+        self.device = ctx.device
+        self.steps, batch, d_in, hidden, classes = ctx.size((8, 1024, 4096, 512, 16), (3, 20, 40, 24, 10))
+        host = generator(100, torch.device("cpu"))
+        self.host_x = torch.randn(self.steps, batch, d_in, generator=host)
+        self.host_y = torch.randint(classes, (self.steps, batch), generator=host)
+        self.init = [
+            randn(hidden, d_in, offset=1, scale=1 / math.sqrt(d_in)),
+            randn(hidden, offset=2, scale=0.1),
+            randn(classes, hidden, offset=3, scale=1 / math.sqrt(hidden)),
+            randn(classes, offset=4, scale=0.1),
+        ]
+        self.params = [p.clone().requires_grad_() for p in self.init]
+        self.opt = torch.optim.SGD(self.params, lr=self.lr)
+        self.losses = torch.empty(self.steps, device=self.device)
+        self.work = {
+            # Host-to-device bytes (features + int64 labels): the traffic this pair is about.
+            "bytes": self.steps * batch * (4 * d_in + 8),
+            # Matmuls only: layer 1 forward + weight gradient (the input needs no gradient), layer 2 all three.
+            "flops": self.steps * (4 * batch * d_in * hidden + 6 * batch * hidden * classes),
+        }
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Allocate what ``load`` reuses (called at the end of setup)."""
+
+    def load(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Step ``step``'s (features, labels) on the device."""
+        raise NotImplementedError
+
+    def benchmark_fn(self) -> None:
+        with torch.no_grad():
+            for p, p0 in zip(self.params, self.init, strict=True):
+                p.copy_(p0)
+        w1, b1, w2, b2 = self.params
+        for i in range(self.steps):
+            x, y = self.load(i)
+            loss = F.cross_entropy(F.linear(F.relu(F.linear(x, w1, b1)), w2, b2), y)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+            self.losses[i] = loss.detach()  # a device-side copy: no host sync
+
+    def teardown(self) -> None:
+        del self.host_x, self.host_y, self.init, self.params, self.opt, self.losses
+
+    def get_output(self) -> tuple[torch.Tensor, ...]:
+        return (self.losses, *(p.detach() for p in self.params))
+
+    def get_work(self) -> dict[str, int]:
+        return self.work
