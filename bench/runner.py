@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.config import BenchmarkConfig, Layer, explicit_fields, resolve_config
 from bench.result import (
@@ -62,12 +62,67 @@ def _cuda_available() -> bool:
     return _CUDA
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+# Imported once by the fast path's server, never again per variant (CUDA is never initialised there).
+PRELOAD = [
+    "bench._child", "bench.config", "bench.context", "bench.manifest", "bench.timing", "numpy", "torch", "triton",
+]  # fmt: skip
+
+
+class _Process(Protocol):
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class _Forked:
+    """A multiprocessing.Process from the forkserver, with Popen's poll/wait/returncode."""
+
+    def __init__(self, process: Any) -> None:
+        self._p = process
+        self.pid: int = process.pid
+
+    def poll(self) -> int | None:
+        return self._p.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._p.join(timeout)
+        if self._p.exitcode is None:
+            raise subprocess.TimeoutExpired("variant child", timeout or 0.0)
+        return int(self._p.exitcode)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._p.exitcode
+
+
+def _server() -> Any:
+    """The forkserver context; its server imports PRELOAD once, on the first variant."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)  # takes effect when the server starts
+    return ctx
+
+
+def _signal_group(pid: int, sig: int) -> bool:
+    """Signal the child's process group (or the child alone, before its setsid ran); False if gone."""
+    try:
+        os.killpg(pid, sig)
+        return True
+    except ProcessLookupError:
+        try:
+            os.kill(pid, sig)
+            return True
+        except ProcessLookupError:
+            return False
+
+
+def _kill_group(proc: _Process) -> None:
     """TERM the child's process group, then KILL whatever is left after the grace period."""
     for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+        if not _signal_group(proc.pid, sig):
             return
         try:
             proc.wait(timeout=wait)
@@ -75,10 +130,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
         if sig == signal.SIGTERM:
             # The leader died on TERM; make sure no grandchild survived it.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _signal_group(proc.pid, signal.SIGKILL)
         return
 
 
@@ -130,8 +182,15 @@ def run_variant(
     cli_layer: Layer = None,
     python: str = sys.executable,
     mode: str = "run",
+    cold_start: bool = False,
+    env: dict[str, str] | None = None,
 ) -> VariantResult:
-    """Run one variant in a fresh child process and return its result; never raises for the child's faults."""
+    """Run one variant in a fresh child process and return its result; never raises for the child's faults.
+
+    The child is forked from a pre-warmed server (heavy imports done once, CUDA never initialised
+    there), or, with ``cold_start``, is a brand-new interpreter. Either way it is a new process in its
+    own process group, and ``env`` (e.g. CUDA_VISIBLE_DEVICES) is its environment on top of ours.
+    """
     pre = resolve_config(suite_layer, cli_layer)
     wd = Path(workdir)
     wd.mkdir(parents=True, exist_ok=True)
@@ -145,19 +204,34 @@ def run_variant(
     (wd / "job.json").write_text(json.dumps(job))
     log_path = wd / "child.log"
     read_fd, write_fd = os.pipe()
+    environment = child_env(pre, {**os.environ, **(env or {})})
     t0 = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [python, "-m", "bench._child", str(wd / "job.json"), str(write_fd)],
-            pass_fds=(write_fd,),
-            start_new_session=True,  # own session ⇒ own process group, killable as a whole
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=child_env(pre),
-            cwd=str(wd),
+    proc: Any
+    if cold_start:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [python, "-m", "bench._child", str(wd / "job.json"), str(write_fd)],
+                pass_fds=(write_fd,),
+                start_new_session=True,  # own session ⇒ own process group, killable as a whole
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                cwd=str(wd),
+            )
+        os.close(write_fd)
+    else:
+        from multiprocessing.connection import Connection
+
+        from bench import _child
+
+        channel = Connection(write_fd, readable=False)  # pickled to the server as a duplicated fd
+        process = _server().Process(
+            target=_child.entry, args=(str(wd / "job.json"), channel, str(log_path), environment, str(wd))
         )
-    os.close(write_fd)
+        process.start()
+        channel.close()
+        proc = _Forked(process)
     watch = _Watch(spec, pre, mode)
     timed_out = False
     buf = b""

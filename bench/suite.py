@@ -37,6 +37,7 @@ def run_suite(
     on_result: OnResult | None = None,
     workdir: str | Path | None = None,
     keep_workdir: bool = False,
+    cold_start: bool = False,
 ) -> SuiteResult:
     """Run every variant of ``examples`` in order, baseline first; compare each optimized with it."""
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
@@ -51,7 +52,7 @@ def run_suite(
             baseline = None
             for spec in example.variants:
                 wd = root / spec.chapter / spec.example / spec.variant
-                result = run_variant(spec, wd, suite_layer=suite_layer, cli_layer=cli_layer)
+                result = run_variant(spec, wd, suite_layer=suite_layer, cli_layer=cli_layer, cold_start=cold_start)
                 comparison = None
                 if spec.is_baseline:
                     baseline = result

@@ -87,8 +87,13 @@ def single_cases(pid_dir: Path) -> dict[str, tuple[dict[str, Any], dict[str, Any
     }
 
 
-@pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory, write_benchmark: Any) -> Iterator[dict[str, Future[Any]]]:
+# The whole matrix runs on both launch paths (STYLE 12): a fork of the pre-warmed server, the default,
+# and a brand-new interpreter per variant (--cold-start).
+@pytest.fixture(scope="module", params=["forkserver", "cold_start"])
+def matrix(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, write_benchmark: Any
+) -> Iterator[dict[str, Future[Any]]]:
+    cold = request.param == "cold_start"
     root = tmp_path_factory.mktemp("isolation")
     suite_root = root / "suite_chapters"
     for rel, knobs in SUITE_FILES.items():
@@ -104,6 +109,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, write_benchmark: Any) -> It
             on_result=lambda r, c: seen.append((r.spec.key, c is not None)),
             workdir=root / "suite_work",
             keep_workdir=True,
+            cold_start=cold,
         )
     }
     single_root = root / "single_chapters"
@@ -114,7 +120,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory, write_benchmark: Any) -> It
     for name, (_, suite_layer, cli_layer) in cases.items():
         spec = catalog.examples[f"ch07:{name}"].baseline
         futures[name] = pool.submit(
-            run_variant, spec, root / "work" / name, suite_layer=suite_layer, cli_layer=cli_layer
+            run_variant, spec, root / "work" / name, suite_layer=suite_layer, cli_layer=cli_layer, cold_start=cold
         )
     futures["seen"] = Future()
     futures["seen"].set_result(seen)
