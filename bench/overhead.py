@@ -1,0 +1,105 @@
+"""``perflab overhead``: what isolation costs per variant, fast path (forkserver) vs cold start (spawn).
+
+Runs the same trivial variant ``n`` times on each path. Per-variant overhead =
+(wall time of the n runs − Σ time inside the measured stages) / n, where the measured stages are
+setup, warmup, measurement, check and teardown as the parent saw them; what is left is process start,
+imports, pipe traffic and reaping — the price of isolation. The fast path's first variant also pays
+for starting the server (one ``import torch``); it is included, and reported apart as well.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.result import VariantSpec
+from bench.runner import run_variant
+
+TRIVIAL = '''"""A trivial variant: a tiny tensor op, so the run is almost all harness overhead."""
+import torch
+
+from bench.context import context
+
+
+class Trivial:
+    def setup(self):
+        self.x = torch.randn(256, device=context().device)
+        self.out = torch.empty_like(self.x)
+
+    def benchmark_fn(self):
+        torch.mul(self.x, 2.0, out=self.out)
+
+    def teardown(self):
+        del self.x, self.out
+
+    def get_output(self):
+        return self.out
+
+
+def get_benchmark():
+    return Trivial()
+'''
+
+_MEASURED = ("setup", "warmup", "measurement", "check", "teardown")
+
+
+def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | None = None) -> dict[str, Any]:
+    path = root / "ch00" / "baseline_trivial.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(TRIVIAL)
+    spec = VariantSpec(chapter="ch00", example="trivial", variant="baseline", path=str(path))
+    layer = {"iterations": 5, "warmup": 1, **(cli_layer or {})}
+    per_variant: list[float] = []
+    statuses: list[str] = []
+    t_start = time.monotonic()
+    for i in range(n):
+        t0 = time.monotonic()
+        workdir = root / ("cold" if cold_start else "fast") / str(i)
+        r = run_variant(spec, workdir, cli_layer=layer, cold_start=cold_start)
+        wall = time.monotonic() - t0
+        inside = sum(s.duration_s or 0.0 for s in r.stages if s.name in _MEASURED)
+        per_variant.append(wall - inside)
+        statuses.append(r.status)
+    total = time.monotonic() - t_start
+    return {
+        "path": "cold_start (spawn)" if cold_start else "fast (forkserver)",
+        "n": n,
+        "wall_s": total,
+        "overhead_per_variant_s": sum(per_variant) / n,
+        "overhead_first_s": per_variant[0],
+        "overhead_median_s": statistics.median(per_variant),
+        "overhead_after_first_s": statistics.mean(per_variant[1:]) if n > 1 else None,
+        "all_ok": all(s == "ok" for s in statuses),
+    }
+
+
+def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Both paths on the same trivial variant; the fast path first (its server start is counted)."""
+    if n < 2:
+        raise ValueError(f"n={n} is too small; use at least 2 variants per path")
+    with tempfile.TemporaryDirectory(prefix="perflab-overhead-") as tmp:
+        fast = measure(n, False, Path(tmp), cli_layer)
+        cold = measure(n, True, Path(tmp), cli_layer)
+    ratio = cold["overhead_per_variant_s"] / fast["overhead_per_variant_s"] if fast["overhead_per_variant_s"] else None
+    return {"fast": fast, "cold": cold, "cold_over_fast": ratio}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "| path | variants | wall s | overhead / variant s | first s | median s | after the first s | all ok |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for key in ("fast", "cold"):
+        r = report[key]
+        after = f"{r['overhead_after_first_s']:.3f}" if r["overhead_after_first_s"] is not None else "—"
+        lines.append(
+            f"| {r['path']} | {r['n']} | {r['wall_s']:.2f} | {r['overhead_per_variant_s']:.3f} | "
+            f"{r['overhead_first_s']:.3f} | {r['overhead_median_s']:.3f} | {after} | {r['all_ok']} |"
+        )
+    if report["cold_over_fast"]:
+        lines.append("")
+        lines.append(f"Cold start costs {report['cold_over_fast']:.1f}× the fast path's overhead per variant.")
+    return "\n".join(lines) + "\n"
