@@ -129,11 +129,12 @@ def compare(baseline: VariantResult, optimized: VariantResult) -> Comparison:
             status="failed",
             verification=Verification(verified=False, detail=f"{which} {bad.status}: {reason}"),
         )
+    verification = _verify(baseline, optimized)
     speedup = None
     b, o = baseline.median_ms, optimized.median_ms
-    if b is not None and o is not None and o > 0:
+    same_hardware = not verification.detail.startswith("ran on different devices")
+    if b is not None and o is not None and o > 0 and same_hardware:  # no speedup across GPU models
         speedup = b / o
-    verification = _verify(baseline, optimized)
     status = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}[verification.outcome]
     return Comparison(**common, speedup=speedup, status=status, verification=verification)
 

@@ -268,7 +268,9 @@ def run_variant(
                 _kill_group(proc)
             else:
                 _kill_group(proc)  # reap any grandchild left in the group
-    return _build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, log_path)
+    result = _build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, log_path)
+    result.cuda_visible_devices = environment.get("CUDA_VISIBLE_DEVICES")
+    return result
 
 
 def _log_tail(path: Path) -> str:

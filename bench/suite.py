@@ -6,10 +6,12 @@ suite runs on. Results are handed to the tracker as they finish, so an interrupt
 
 from __future__ import annotations
 
+import queue
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -29,6 +31,9 @@ class Sink(Protocol):
 OnResult = Callable[[VariantResult, Comparison | None], None]
 
 
+Worker = Mapping[str, str]  # environment of one worker, e.g. {"CUDA_VISIBLE_DEVICES": "1"}
+
+
 def run_suite(
     examples: Sequence[Example],
     suite_layer: Layer = None,
@@ -38,33 +43,73 @@ def run_suite(
     workdir: str | Path | None = None,
     keep_workdir: bool = False,
     cold_start: bool = False,
+    workers: Sequence[Worker] | None = None,
 ) -> SuiteResult:
-    """Run every variant of ``examples`` in order, baseline first; compare each optimized with it."""
+    """Run every variant of ``examples``, baseline first; compare each optimized with its baseline.
+
+    ``workers``: one environment per parallel worker (``--gpus 0,1`` → one worker per GPU pinned with
+    CUDA_VISIBLE_DEVICES; ``--jobs N`` → N plain workers). A whole example runs on one worker, so a
+    baseline and its optimized partners share a GPU. Results are returned in example order.
+    """
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
     t0 = time.monotonic()
-    variants: list[VariantResult] = []
-    comparisons: list[Comparison] = []
-    unpaired: list[str] = []
+    pending: queue.SimpleQueue[tuple[int, Example]] = queue.SimpleQueue()
+    for item in enumerate(examples):
+        pending.put(item)
+    done: dict[int, tuple[list[VariantResult], list[Comparison]]] = {}
+
+    def work(env: Worker) -> None:
+        while True:
+            try:
+                index, example = pending.get_nowait()
+            except queue.Empty:
+                return
+            done[index] = _run_example(example, root, suite_layer, cli_layer, sink, on_result, cold_start, env)
+
     try:
-        for example in examples:
-            if not example.optimized:
-                unpaired.append(example.target)
-            baseline = None
-            for spec in example.variants:
-                wd = root / spec.chapter / spec.example / spec.variant
-                result = run_variant(spec, wd, suite_layer=suite_layer, cli_layer=cli_layer, cold_start=cold_start)
-                comparison = None
-                if spec.is_baseline:
-                    baseline = result
-                elif baseline is not None:
-                    comparison = compare(baseline, result)
-                    comparisons.append(comparison)
-                variants.append(result)
-                if sink is not None:
-                    sink.log_variant(result, comparison)
-                if on_result is not None:
-                    on_result(result, comparison)
+        pool = list(workers or [{}])
+        if len(pool) == 1:
+            work(pool[0])
+        else:
+            with ThreadPoolExecutor(max_workers=len(pool), thread_name_prefix="perflab-worker") as ex:
+                for future in [ex.submit(work, env) for env in pool]:
+                    future.result()  # re-raise a harness error from any worker
     finally:
         if not keep_workdir:
             shutil.rmtree(root, ignore_errors=True)
+    variants = [v for i in sorted(done) for v in done[i][0]]
+    comparisons = [c for i in sorted(done) for c in done[i][1]]
+    unpaired = [e.target for e in examples if not e.optimized]
     return SuiteResult(variants=variants, comparisons=comparisons, unpaired=unpaired, wall_s=time.monotonic() - t0)
+
+
+def _run_example(
+    example: Example,
+    root: Path,
+    suite_layer: Layer,
+    cli_layer: Layer,
+    sink: Sink | None,
+    on_result: OnResult | None,
+    cold_start: bool,
+    env: Worker,
+) -> tuple[list[VariantResult], list[Comparison]]:
+    variants: list[VariantResult] = []
+    comparisons: list[Comparison] = []
+    baseline = None
+    for spec in example.variants:
+        wd = root / spec.chapter / spec.example / spec.variant
+        result = run_variant(
+            spec, wd, suite_layer=suite_layer, cli_layer=cli_layer, cold_start=cold_start, env=dict(env)
+        )
+        comparison = None
+        if spec.is_baseline:
+            baseline = result
+        elif baseline is not None:
+            comparison = compare(baseline, result)
+            comparisons.append(comparison)
+        variants.append(result)
+        if sink is not None:
+            sink.log_variant(result, comparison)
+        if on_result is not None:
+            on_result(result, comparison)
+    return variants, comparisons

@@ -211,6 +211,7 @@ def test_different_devices_not_compared(tmp_path: Path) -> None:
     r = ref()
     c = compare(variant(tmp_path, "baseline", [r]), variant(tmp_path, "optimized", [r], device="cuda:0"))
     assert c.status == "unverified" and "different devices" in c.verification.detail
+    assert c.speedup is None  # never a speedup across devices or GPU models
 
 
 @pytest.mark.parametrize("bad_side", ["baseline", "optimized"])

@@ -359,3 +359,22 @@ def test_forked_grandchild_neither_stalls_the_run_nor_survives(matrix: dict[str,
     assert r.elapsed_s < 15.0  # not the 20 s check/teardown limit
     pid = int((Path(r.spec.path).parents[2] / "forked.pid").read_text())
     assert pid_gone(pid), f"forked grandchild {pid} survived the run"
+
+
+def test_parallel_workers_keep_example_order_and_pin_each_worker(tmp_path: Path, write_benchmark: Any) -> None:
+    """--jobs / --gpus: examples spread over workers, results back in example order, pinning recorded."""
+    root = tmp_path / "chapters"
+    for name in ("a", "b", "c", "d"):
+        write_benchmark(root / "ch07" / f"baseline_{name}.py")
+        write_benchmark(root / "ch07" / f"optimized_{name}.py")
+    workers = [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
+    suite = run_suite(select(discover(root)), cli_layer={**FAST, "device": "cpu"}, workers=workers)
+    assert [v.spec.key for v in suite.variants] == [
+        f"ch07:{n}:{v}" for n in "abcd" for v in ("baseline", "optimized")
+    ]
+    assert all(v.status == "ok" for v in suite.variants) and all(c.verification.verified for c in suite.comparisons)
+    by_example: dict[str, set[str | None]] = {}
+    for v in suite.variants:
+        by_example.setdefault(v.spec.example, set()).add(v.cuda_visible_devices)
+    assert all(len(pins) == 1 for pins in by_example.values())  # a pair never straddles two workers
+    assert set().union(*by_example.values()) <= {"0", "1"}
