@@ -1,4 +1,4 @@
-"""The ``perflab`` command: run, list, verify."""
+"""The ``perflab`` command: run, list, verify, show; compare, report, regressions (from ``analysis``)."""
 
 from __future__ import annotations
 
@@ -324,6 +324,90 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
             f"{num(run, 'time_cv', 100, '.2f')}% |"
         )
     return "\n".join(lines)
+
+
+TrackingOpt = Annotated[
+    str | None, typer.Option(help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or ./mlflow.db)")
+]
+
+
+def _bad_input(exc: Exception) -> typer.Exit:
+    err_console.print(f"[red]error:[/] {escape(str(exc))}")
+    return typer.Exit(2)
+
+
+# analysis/ is imported inside the commands: `import bench` stays light and bench never depends on
+# analysis at import time (analysis depends on bench).
+
+
+@app.command("compare")
+def compare_cmd(
+    run_a: Annotated[str, typer.Argument(help="run id A (the reference): a variant run or a suite's parent run")],
+    run_b: Annotated[str, typer.Argument(help="run id B, of the same kind; deltas are B - A")],
+    all_metrics: Annotated[bool, typer.Option("--all", help="also metrics with no better side")] = False,
+    tracking_uri: TrackingOpt = None,
+) -> None:
+    """Metric deltas between two runs; suites are matched variant by variant, by run name."""
+    from analysis.deltas import compare_runs, compare_table
+
+    try:
+        cmp = compare_runs(run_a, run_b, tracking_uri, all_metrics=all_metrics)
+    except (LookupError, ValueError) as exc:
+        raise _bad_input(exc) from None
+    console.print(compare_table(cmp))
+    for side, names in (("A", cmp.only_a), ("B", cmp.only_b)):
+        if names:
+            console.print(f"only in {side}: " + escape(", ".join(names)))
+
+
+@app.command()
+def report(
+    run_id: Annotated[
+        str | None, typer.Option(help="suite parent run id (default: the latest completed suite)")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="directory for the files (default: ./perflab-report-<id>)")] = None,
+    no_log: Annotated[bool, typer.Option("--no-log", help="do not attach the files to the parent run")] = False,
+    tracking_uri: TrackingOpt = None,
+) -> None:
+    """Write report.json, report.md and report.csv for a suite and log them on its parent run."""
+    from analysis.report import write_report
+
+    try:
+        rep, where = write_report(run_id, out, tracking_uri, log=not no_log)
+    except (LookupError, ValueError) as exc:
+        raise _bad_input(exc) from None
+    o = rep["overall"]
+    gm = o["speedup_geomean"]
+    console.print(
+        f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted, "
+        f"geomean speedup {'—' if gm is None else f'{gm:.3f}x'}; wrote {escape(str(where))}"
+        + ("" if no_log else f", logged to run {o['parent_run_id']}")
+    )
+
+
+@app.command()
+def regressions(
+    run_id: Annotated[
+        str | None, typer.Option(help="suite parent run or variant run (default: the latest completed suite)")
+    ] = None,
+    k: Annotated[int, typer.Option("-k", min=1, help="previous runs pooled as history")] = 5,
+    threshold: Annotated[float, typer.Option(min=0.0, help="relative median slowdown to flag (0.05 = 5%)")] = 0.05,
+    alpha: Annotated[float, typer.Option(help="one-sided Mann-Whitney U significance level")] = 0.01,
+    tracking_uri: TrackingOpt = None,
+) -> None:
+    """Each variant vs its previous runs on the same hardware and software; exits 1 on a regression."""
+    from analysis.regression import check_suite, regression_table
+
+    try:
+        checked, rows = check_suite(run_id, k=k, threshold=threshold, alpha=alpha, tracking_uri=tracking_uri)
+    except (LookupError, ValueError) as exc:
+        raise _bad_input(exc) from None
+    console.print(regression_table(rows))
+    verdicts = ("regressed", "improved", "ok", "no-history", "not-measured")
+    counts = {s: sum(r.status == s for r in rows) for s in verdicts}
+    console.print(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    if counts["regressed"]:
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -29,9 +29,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from unittest import mock
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus, RunTag
@@ -41,7 +43,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from bench.result import Comparison, VariantResult
 
-__all__ = ["DEFAULT_EXPERIMENT", "Tracker"]
+__all__ = ["DEFAULT_EXPERIMENT", "StoredRun", "Tracker"]
 
 _log = logging.getLogger(__name__)
 
@@ -306,6 +308,9 @@ class Tracker:
             "perflab.device": device,
             "perflab.timing_mode": mode,
             "perflab.gpu": gpu.get("name") if isinstance(gpu, Mapping) else None,
+            # Software versions beside the hardware key: regression history is searched on all three.
+            "perflab.torch": result.manifest.get("torch"),
+            "perflab.triton": result.manifest.get("triton"),
             "perflab.limit_s": result.limit_s,
             "perflab.error_kind": result.error.kind if result.error else None,
             "perflab.error": _clip(result.error.message, _MAX_DETAIL_LEN) if result.error else None,
@@ -453,15 +458,7 @@ def suite_runs(parent_run_id: str | None = None, tracking_uri: str | None = None
     client = MlflowClient(tracking_uri=tracking_uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     if parent_run_id is None:
-        latest = client.search_runs(
-            experiments,
-            filter_string="tags.`perflab.suite_status` = 'completed'",
-            order_by=["attributes.start_time DESC"],
-            max_results=1,
-        )
-        if not latest:
-            raise LookupError(f"no completed perflab suite in the store {client.tracking_uri!r}")
-        parent_run_id = latest[0].info.run_id
+        parent_run_id = latest_suite_run_id(tracking_uri)
     runs = client.search_runs(experiments, filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'")
     return parent_run_id, sorted(runs, key=lambda r: r.info.run_name or "")
 
@@ -496,3 +493,111 @@ def log_run(
             client.log_artifact(run_id, str(path))
     client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
     return run_id
+
+
+# ------------------------------------------------------------------------------ reading the store back
+# analysis/ reads runs through these helpers and sees plain data, never mlflow's own types.
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One run as read back from the store."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    status: str  # MLflow's run status: FINISHED, FAILED, KILLED, RUNNING
+    start_time: int  # ms since the epoch
+    tags: dict[str, str]
+    metrics: dict[str, float]
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.tags.get(MLFLOW_PARENT_RUN_ID)
+
+    @property
+    def is_variant(self) -> bool:
+        """A variant run (nested, one benchmark file) rather than a suite's parent run."""
+        return "perflab.variant" in self.tags
+
+
+def _stored(run: Any) -> StoredRun:
+    return StoredRun(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        experiment_id=run.info.experiment_id,
+        status=run.info.status,
+        start_time=int(run.info.start_time or 0),
+        tags=dict(run.data.tags),
+        metrics=dict(run.data.metrics),
+    )
+
+
+def _quoted(value: str) -> str:
+    """A value for an MLflow filter string; the filter grammar has no escape for quotes."""
+    if "'" in value:
+        raise ValueError(f"cannot search MLflow for a value containing a quote: {value!r}")
+    return f"'{value}'"
+
+
+def latest_suite_run_id(tracking_uri: str | None = None) -> str:
+    """Id of the most recently started suite that completed."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    latest = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string="tags.`perflab.suite_status` = 'completed'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not latest:
+        raise LookupError(f"no completed perflab suite in the store {client.tracking_uri!r}")
+    return str(latest[0].info.run_id)
+
+
+def read_run(run_id: str, tracking_uri: str | None = None) -> StoredRun:
+    """One run by id; ``LookupError`` naming the id and the store when it does not exist."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    try:
+        return _stored(client.get_run(run_id))
+    except MlflowException as exc:
+        raise LookupError(f"no MLflow run {run_id!r} in the store {client.tracking_uri!r}") from exc
+
+
+def child_runs(parent_run_id: str, tracking_uri: str | None = None) -> list[StoredRun]:
+    """The nested runs of a parent run, sorted by name."""
+    _, runs = suite_runs(parent_run_id, tracking_uri)
+    return [_stored(r) for r in runs]
+
+
+def benchmark_runs(
+    experiment_id: str, chapter: str, example: str, variant: str, tracking_uri: str | None = None
+) -> list[StoredRun]:
+    """Every run of one benchmark variant in an experiment, newest first, whatever its status."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    keys = {"chapter": chapter, "example": example, "variant": variant}
+    where = " and ".join(f"tags.`perflab.{k}` = {_quoted(v)}" for k, v in keys.items())
+    # search_runs returns at most 1000 runs: far more history than a regression check pools.
+    runs = client.search_runs([experiment_id], filter_string=where, order_by=["attributes.start_time DESC"])
+    return [_stored(r) for r in runs]
+
+
+def read_artifact_text(run_id: str, path: str, tracking_uri: str | None = None) -> str:
+    """A text artifact of a run (``result.json``, ``manifest.json``); ``LookupError`` when missing."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    # MLflow draws a progress bar per download on stderr: noise for a command reading dozens of files.
+    quiet = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+    with tempfile.TemporaryDirectory(prefix="perflab-") as tmp, mock.patch.dict(os.environ, quiet):
+        try:
+            local = client.download_artifacts(run_id, path, tmp)
+        except (MlflowException, OSError) as exc:
+            raise LookupError(f"run {run_id!r} has no artifact {path!r} in the store {client.tracking_uri!r}") from exc
+        return Path(local).read_text()
+
+
+def log_text_artifacts(run_id: str, files: Mapping[str, str], tracking_uri: str | None = None) -> None:
+    """Attach text files ``{name: content}`` to an existing run (a report on its suite's parent)."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
+        for name, content in files.items():
+            (Path(tmp) / name).write_text(content)
+        client.log_artifacts(run_id, tmp)

@@ -223,10 +223,12 @@ def test_variant_tags(suite: dict[str, Any]) -> None:
         "perflab.device": "cuda:0",
         "perflab.timing_mode": "cuda_event",
         "perflab.gpu": "NVIDIA H100 80GB HBM3",
+        "perflab.torch": "2.5",  # software key of regression histories, from the device manifest
         "perflab.cold_start": "false",  # caller tags reach variant runs too
     }
     assert {k: tags.get(k) for k in expected} == expected
     assert "perflab.failed_stage" not in tags
+    assert "perflab.triton" not in tags  # the manifest has no triton: no tag, not "None"
     assert tags["mlflow.parentRunId"] == suite["parent"].info.run_id
 
 

@@ -1,0 +1,117 @@
+"""Metric deltas between two MLflow runs: two variant runs, or two suites matched variant by name.
+
+Direction comes from the metric's name: times, memory and anything in ms are lower-is-better;
+speedup, achieved throughput and percentages of peak are higher-is-better. Other metrics (sample
+counts, stage durations of the harness) have no better side and are shown only on request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bench import tracking
+from bench.tracking import StoredRun
+
+__all__ = ["MetricDelta", "RunComparison", "compare_runs", "compare_table", "direction"]
+
+Direction = Literal["lower", "higher"]
+Verdict = Literal["better", "worse", "same"]
+
+
+def direction(metric: str) -> Direction | None:
+    """Which way is better for a metric name, or None when neither is."""
+    if metric.startswith(("speedup", "achieved_", "pct_")):  # speedup, speedup_geomean (a suite's)
+        return "higher"
+    if metric.startswith(("time_", "mem_")) or metric.endswith("_ms"):
+        return "lower"
+    return None
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    name: str  # the run name (chapter:example:variant) or "suite" for the parents' own metrics
+    metric: str
+    a: float
+    b: float
+    direction: Direction | None
+
+    @property
+    def delta(self) -> float:
+        return self.b - self.a
+
+    @property
+    def delta_pct(self) -> float | None:
+        return None if self.a == 0 else 100.0 * (self.b - self.a) / abs(self.a)
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """B relative to A: ``better`` when B moved the good way."""
+        if self.direction is None:
+            return None
+        if self.b == self.a:
+            return "same"
+        return "better" if (self.b < self.a) == (self.direction == "lower") else "worse"
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    run_a: StoredRun
+    run_b: StoredRun
+    deltas: list[MetricDelta]
+    only_a: list[str]  # variant names present in one suite and not in the other
+    only_b: list[str]
+
+
+def _deltas(name: str, a: StoredRun, b: StoredRun, all_metrics: bool) -> list[MetricDelta]:
+    out = []
+    for metric in sorted(a.metrics.keys() & b.metrics.keys()):
+        d = direction(metric)
+        if d is not None or all_metrics:
+            out.append(MetricDelta(name, metric, a.metrics[metric], b.metrics[metric], d))
+    return out
+
+
+def compare_runs(
+    run_a: str, run_b: str, tracking_uri: str | None = None, all_metrics: bool = False
+) -> RunComparison:
+    """Deltas B − A. ``LookupError`` for an unknown id; ``ValueError`` for a variant vs a suite."""
+    a, b = tracking.read_run(run_a, tracking_uri), tracking.read_run(run_b, tracking_uri)
+    if a.is_variant != b.is_variant:
+        kinds = {True: "variant run", False: "suite (parent) run"}
+        raise ValueError(
+            f"cannot compare a {kinds[a.is_variant]} ({run_a!r}) with a {kinds[b.is_variant]} ({run_b!r}); "
+            "pass two variant runs or two suite runs"
+        )
+    if a.is_variant:
+        return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [])
+    kids_a = {r.name: r for r in tracking.child_runs(run_a, tracking_uri)}
+    kids_b = {r.name: r for r in tracking.child_runs(run_b, tracking_uri)}
+    deltas = _deltas("suite", a, b, all_metrics)
+    for name in sorted(kids_a.keys() & kids_b.keys()):
+        deltas += _deltas(name, kids_a[name], kids_b[name], all_metrics)
+    return RunComparison(a, b, deltas, sorted(kids_a.keys() - kids_b.keys()), sorted(kids_b.keys() - kids_a.keys()))
+
+
+def compare_table(cmp: RunComparison) -> Any:
+    """A rich table of the deltas; the verdict column says whether B is better or worse than A."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}")
+    for col in ("run", "metric", "A", "B", "Δ", "Δ %", "better is", "B vs A"):
+        table.add_column(col, justify="right" if col in ("A", "B", "Δ", "Δ %") else "left")
+    style = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "same", None: ""}
+    for d in cmp.deltas:
+        pct = d.delta_pct
+        table.add_row(
+            escape(d.name),
+            escape(d.metric),
+            f"{d.a:.6g}",
+            f"{d.b:.6g}",
+            f"{d.delta:+.4g}",
+            "—" if pct is None else f"{pct:+.2f}%",
+            d.direction or "",
+            style[d.verdict],
+        )
+    return table

@@ -1,0 +1,190 @@
+"""A suite's report, read back from MLflow: report.json, report.md and report.csv.
+
+Every number comes from the runs' metrics and tags, never from the process that ran the suite, so
+a report can be rebuilt for any past suite. Speedup statistics count only pairs whose optimized
+variant was verified against its baseline and whose pair status is ``ok``: an unverified speedup is
+shown in the table but is not a success.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from bench import tracking
+from bench.tracking import StoredRun
+
+__all__ = ["CSV_COLUMNS", "build_report", "report_csv", "report_markdown", "write_report"]
+
+_FAILED = frozenset({"failed", "timeout", "invalid"})
+CSV_COLUMNS = (
+    "chapter",
+    "example",
+    "variant",
+    "baseline_median_ms",
+    "optimized_median_ms",
+    "speedup",
+    "verified",
+    "status",
+    "counted",
+    "baseline_gbps",
+    "optimized_gbps",
+    "run_id",
+)
+
+
+def _geomean(xs: list[float]) -> float | None:
+    # Speedups are ratios: 2x and 0.5x cancel to 1x under a geometric mean, not to 1.25x.
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def _pair_row(run: StoredRun, baseline: StoredRun | None) -> dict[str, Any]:
+    t, m = run.tags, run.metrics
+    speedup = m.get("speedup")
+    verified = t.get("perflab.verified") == "true"
+    status = t.get("perflab.pair_status") or t.get("perflab.status", "?")
+    return {
+        "chapter": t["perflab.chapter"],
+        "example": t["perflab.example"],
+        "variant": t["perflab.variant"],
+        "baseline_median_ms": baseline.metrics.get("time_median_ms") if baseline else None,
+        "optimized_median_ms": m.get("time_median_ms"),
+        "speedup": speedup,
+        "verified": verified,
+        "status": status,
+        "counted": bool(verified and status == "ok" and speedup and speedup > 0 and math.isfinite(speedup)),
+        "baseline_gbps": baseline.metrics.get("achieved_gbps") if baseline else None,
+        "optimized_gbps": m.get("achieved_gbps"),
+        "run_id": run.run_id,
+    }
+
+
+def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
+    """The report as one JSON-able dict: ``overall``, ``chapters`` (rows per chapter), ``not_ok``."""
+    variants = [r for r in runs if r.is_variant]
+    by_name = {r.name: r for r in variants}
+    rows = []
+    for r in variants:
+        t = r.tags
+        if t["perflab.variant"] == "baseline":
+            continue
+        rows.append(_pair_row(r, by_name.get(f"{t['perflab.chapter']}:{t['perflab.example']}:baseline")))
+    rows.sort(key=lambda x: (x["chapter"], x["example"], x["variant"]))
+    counted = [x["speedup"] for x in rows if x["counted"]]
+    statuses = [r.tags.get("perflab.status", "?") for r in variants]
+    chapters: dict[str, list[dict[str, Any]]] = {}
+    for x in rows:
+        chapters.setdefault(x["chapter"], []).append(x)
+    overall = {
+        "parent_run_id": parent.run_id,
+        "parent_run_name": parent.name,
+        "devices": sorted({r.tags.get("perflab.gpu") or r.tags.get("perflab.device", "?") for r in variants}),
+        "chapters": len({r.tags["perflab.chapter"] for r in variants}),
+        "benchmarks": len({(r.tags["perflab.chapter"], r.tags["perflab.example"]) for r in variants}),
+        "variants": len(variants),
+        "succeeded": sum(s == "ok" for s in statuses),
+        "failed": sum(s in _FAILED for s in statuses),
+        "skipped": sum(s == "skipped" for s in statuses),
+        "pairs": len(rows),
+        "pairs_verified": sum(x["verified"] for x in rows),
+        "pairs_counted": len(counted),
+        "speedup_geomean": _geomean(counted),
+        "speedup_max": max(counted) if counted else None,
+        "speedup_min": min(counted) if counted else None,
+    }
+    not_ok = [
+        {
+            "name": r.name,
+            "status": r.tags.get("perflab.status", "?"),
+            "stage": r.tags.get("perflab.failed_stage"),
+            "error": r.tags.get("perflab.error"),
+        }
+        for r in variants
+        if r.tags.get("perflab.status") != "ok"
+    ]
+    return {"overall": overall, "chapters": chapters, "not_ok": not_ok}
+
+
+def _f(x: float | None, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+    o = report["overall"]
+    lines = [
+        f"# perflab report: {o['parent_run_name'] or o['parent_run_id']}",
+        "",
+        f"MLflow parent run `{o['parent_run_id']}`; device(s): {', '.join(o['devices']) or '—'}",
+        "",
+        f"- {o['chapters']} chapter(s), {o['benchmarks']} benchmark(s), {o['variants']} variant(s): "
+        f"{o['succeeded']} succeeded, {o['failed']} failed, {o['skipped']} skipped",
+        f"- {o['pairs']} pair(s), {o['pairs_verified']} verified; speedup over the {o['pairs_counted']} verified ok "
+        f"pair(s): geomean {_f(o['speedup_geomean'], '.3f')}×, max {_f(o['speedup_max'], '.3f')}×, "
+        f"min {_f(o['speedup_min'], '.3f')}×",
+    ]
+    for chapter, rows in sorted(report["chapters"].items()):
+        lines += [
+            "",
+            f"## {chapter}",
+            "",
+            "| example | variant | baseline ms | optimized ms | speedup | verified | status | baseline GB/s | "
+            "optimized GB/s |",
+            "|---|---|---:|---:|---:|---|---|---:|---:|",
+        ]
+        for x in rows:
+            speedup = _f(x["speedup"], ".3f") + ("×" if x["speedup"] is not None else "")
+            if x["speedup"] is not None and not x["counted"]:
+                speedup += " (not counted)"
+            lines.append(
+                f"| {x['example']} | {x['variant']} | {_f(x['baseline_median_ms'], '.4f')} | "
+                f"{_f(x['optimized_median_ms'], '.4f')} | {speedup} | {'yes' if x['verified'] else 'no'} | "
+                f"{x['status']} | {_f(x['baseline_gbps'], '.1f')} | {_f(x['optimized_gbps'], '.1f')} |"
+            )
+    if report["not_ok"]:
+        lines += ["", "## Variants not ok", "", "| variant | status | stage | error |", "|---|---|---|---|"]
+        for v in report["not_ok"]:
+            err = (v["error"] or "").replace("|", "\\|").replace("\n", " ")[:200]
+            lines.append(f"| {v['name']} | {v['status']} | {v['stage'] or '—'} | {err} |")
+    return "\n".join(lines) + "\n"
+
+
+def report_csv(report: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for chapter in sorted(report["chapters"]):
+        for x in report["chapters"][chapter]:
+            writer.writerow({k: "" if x[k] is None else x[k] for k in CSV_COLUMNS})
+    return buf.getvalue()
+
+
+def write_report(
+    run_id: str | None, out: Path | None, tracking_uri: str | None = None, log: bool = True
+) -> tuple[dict[str, Any], Path]:
+    """Build the report of a suite (default: the latest completed one), write the three files to
+    ``out`` (default ``./perflab-report-<run id prefix>``) and, with ``log``, attach them to the
+    parent run. ``LookupError`` for an unknown run; ``ValueError`` when it is not a suite."""
+    if run_id is None:
+        run_id = tracking.latest_suite_run_id(tracking_uri)
+    parent = tracking.read_run(run_id, tracking_uri)
+    if parent.is_variant:
+        raise ValueError(
+            f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
+        )
+    report = build_report(parent, tracking.child_runs(run_id, tracking_uri))
+    files = {
+        "report.json": json.dumps(report, indent=2),
+        "report.md": report_markdown(report),
+        "report.csv": report_csv(report),
+    }
+    out = out or Path(f"perflab-report-{run_id[:8]}")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (out / name).write_text(content)
+    if log:
+        tracking.log_text_artifacts(run_id, files, tracking_uri)
+    return report, out

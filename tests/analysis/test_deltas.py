@@ -1,0 +1,116 @@
+"""analysis/deltas.py and ``perflab compare``: deltas between two variant runs or two suites."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from analysis.deltas import MetricDelta, compare_runs, direction
+from bench import cli
+from tests.analysis.synthetic import Store, draw, log_suite, result
+
+EXP = "compare"
+
+
+@pytest.fixture(scope="module")
+def suites(store: Store) -> dict[str, Any]:
+    """Suite A, then suite B: the baseline got slower (2.0 → 2.2 ms), the optimized faster (1.0 → 0.8 ms)."""
+    a, ids_a = log_suite(
+        store,
+        EXP,
+        [
+            result("ch07:x:baseline", draw(2.0, 1), work_bytes=1e6),
+            result("ch07:x:optimized", draw(1.0, 2), work_bytes=1e6),
+            result("ch07:gone:baseline", draw(1.0, 3)),
+        ],
+    )
+    b, ids_b = log_suite(
+        store,
+        EXP,
+        [
+            result("ch07:x:baseline", draw(2.2, 4), work_bytes=1e6),
+            result("ch07:x:optimized", draw(0.8, 5), work_bytes=1e6),
+            result("ch07:new:baseline", draw(1.0, 6)),
+        ],
+    )
+    return {"a": a, "b": b, "ids_a": ids_a, "ids_b": ids_b}
+
+
+def by_metric(deltas: list[MetricDelta], name: str) -> dict[str, MetricDelta]:
+    return {d.metric: d for d in deltas if d.name == name}
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [
+        ("time_median_ms", "lower"),
+        ("time_p99_ms", "lower"),
+        ("time_cv", "lower"),
+        ("mem_peak_mb", "lower"),
+        ("time_first_call_ms", "lower"),
+        ("speedup", "higher"),
+        ("speedup_geomean", "higher"),
+        ("achieved_gbps", "higher"),
+        ("pct_peak_bandwidth", "higher"),
+        ("n_samples", None),
+        ("stage_setup_s", None),
+    ],
+)
+def test_direction_of_a_metric(metric: str, expected: str | None) -> None:
+    assert direction(metric) == expected
+
+
+def test_faster_optimized_run_is_better_on_time_and_speedup(suites: dict[str, Any], store: Store) -> None:
+    key = "ch07:x:optimized"
+    cmp = compare_runs(suites["ids_a"][key], suites["ids_b"][key], store.uri)
+    d = by_metric(cmp.deltas, key)
+    assert d["time_median_ms"].b < d["time_median_ms"].a and d["time_median_ms"].verdict == "better"
+    assert d["speedup"].b > d["speedup"].a and d["speedup"].verdict == "better"
+    assert d["achieved_gbps"].verdict == "better"
+    assert "n_samples" not in d  # no better side: shown only with all_metrics
+    back = by_metric(compare_runs(suites["ids_b"][key], suites["ids_a"][key], store.uri).deltas, key)
+    assert back["time_median_ms"].verdict == "worse" and back["speedup"].verdict == "worse"
+    assert back["time_median_ms"].delta_pct == pytest.approx(100 * (d["time_median_ms"].a / d["time_median_ms"].b - 1))
+
+
+def test_slower_baseline_is_worse(suites: dict[str, Any], store: Store) -> None:
+    key = "ch07:x:baseline"
+    d = by_metric(compare_runs(suites["ids_a"][key], suites["ids_b"][key], store.uri).deltas, key)
+    assert d["time_median_ms"].verdict == "worse" and d["achieved_gbps"].verdict == "worse"
+    assert "speedup" not in d  # baselines have none
+
+
+def test_suites_are_matched_by_variant_name(suites: dict[str, Any], store: Store) -> None:
+    cmp = compare_runs(suites["a"], suites["b"], store.uri, all_metrics=True)
+    names = {d.name for d in cmp.deltas}
+    assert names == {"suite", "ch07:x:baseline", "ch07:x:optimized"}
+    assert cmp.only_a == ["ch07:gone:baseline"] and cmp.only_b == ["ch07:new:baseline"]
+    assert by_metric(cmp.deltas, "ch07:x:optimized")["speedup"].verdict == "better"
+    assert by_metric(cmp.deltas, "suite")["speedup_geomean"].verdict == "better"
+    assert "n_samples" in by_metric(cmp.deltas, "ch07:x:optimized")  # all_metrics
+
+
+def test_cli_marks_better_and_worse(suites: dict[str, Any], store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli.console, "width", 250)
+    out = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--tracking-uri", store.uri])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    opt = next(x for x in lines if "ch07:x:optimized" in x and "time_median_ms" in x)
+    base = next(x for x in lines if "ch07:x:baseline" in x and "time_median_ms" in x)
+    speedup = next(x for x in lines if "ch07:x:optimized" in x and " speedup " in x)
+    assert "better" in opt and "worse" in base and "better" in speedup
+    assert "only in A: ch07:gone:baseline" in out.output
+
+
+def test_cli_unknown_run_exits_2(suites: dict[str, Any], store: Store) -> None:
+    out = CliRunner().invoke(cli.app, ["compare", suites["a"], "deadbeef0000", "--tracking-uri", store.uri])
+    assert out.exit_code == 2
+    assert "no MLflow run 'deadbeef0000'" in out.output
+
+
+def test_cli_variant_against_suite_exits_2(suites: dict[str, Any], store: Store) -> None:
+    variant = suites["ids_a"]["ch07:x:optimized"]
+    out = CliRunner().invoke(cli.app, ["compare", variant, suites["b"], "--tracking-uri", store.uri])
+    assert out.exit_code == 2 and "cannot compare a variant run" in out.output

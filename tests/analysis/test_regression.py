@@ -1,0 +1,204 @@
+"""analysis/regression.py: the decision rule on raw samples, then whole histories read from MLflow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from analysis.regression import assess, check_suite
+from bench import cli
+from tests.analysis.synthetic import A100, H100, Store, draw, log_suite, result
+
+EXP = "regress"
+
+
+# ------------------------------------------------------------------------------ the rule on samples
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_real_seven_percent_regression_is_flagged(seed: int) -> None:
+    history = draw(1.0, seed=1000 + seed, n=250)  # 5 previous runs of 50 samples, pooled
+    verdict = assess(draw(1.07, seed=seed), history)
+    assert verdict.status == "regressed"
+    assert 5.0 < verdict.slowdown_pct < 9.0
+    assert verdict.p_value < 0.01
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_noise_with_the_same_median_is_not_flagged(seed: int) -> None:
+    verdict = assess(draw(1.0, seed=seed), draw(1.0, seed=1000 + seed, n=250))
+    assert verdict.status == "ok"
+    assert abs(verdict.slowdown_pct) < 5.0
+
+
+def test_a_faster_run_is_improved_not_regressed() -> None:
+    verdict = assess(draw(0.9, seed=1), draw(1.0, seed=2, n=250))
+    assert verdict.status == "improved" and verdict.slowdown_pct < -5.0 and verdict.p_value < 0.01
+
+
+def test_a_large_median_shift_without_statistical_evidence_is_not_flagged() -> None:
+    history = np.linspace(0.5, 1.5, 50).tolist()  # very noisy history, median 1.0
+    samples = [0.6, 0.9, 1.1, 1.2, 1.4]  # median +10 %, but five samples prove nothing
+    verdict = assess(samples, history)
+    assert verdict.slowdown_pct == pytest.approx(10.0)
+    assert verdict.p_value > 0.01
+    assert verdict.status == "ok"
+
+
+def test_a_significant_shift_below_the_threshold_is_not_flagged() -> None:
+    verdict = assess(draw(1.02, seed=3, sigma=0.002), draw(1.0, seed=4, n=250, sigma=0.002))
+    assert verdict.p_value < 1e-6  # certainly slower ...
+    assert verdict.status == "ok"  # ... but by 2 %, under the 5 % threshold
+    assert assess(draw(1.02, seed=3, sigma=0.002), draw(1.0, seed=4, sigma=0.002), threshold=0.01).status == (
+        "regressed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"threshold": -0.1}, "threshold=-0.1"), ({"alpha": 1.5}, "alpha=1.5"), ({"alpha": 0.0}, "alpha=0.0")],
+)
+def test_bad_parameters_are_named(kwargs: dict[str, float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        assess([1.0], [1.0], **kwargs)
+
+
+# ------------------------------------------------------------------------------ histories in MLflow
+
+
+@pytest.fixture(scope="module")
+def history(store: Store) -> dict[str, Any]:
+    """Seven suites on H100 / torch 2.11, then suites on an A100 and on torch 2.10, then the current one."""
+    seed = iter(range(10_000))
+    for i in range(7):
+        results = [
+            result("ch07:steady:baseline", draw(1.0, next(seed))),
+            result("ch07:slower:baseline", draw(1.0, next(seed))),
+            result("ch07:faster:baseline", draw(1.0, next(seed))),
+            # Only the two newest runs match today's speed: K=2 says ok, K=5 pools three faster runs.
+            result("ch07:window:baseline", draw(0.8 if i < 5 else 1.0, next(seed))),
+            result("ch07:failedhist:baseline", None, status="timeout"),
+        ]
+        if i >= 5:
+            results.append(result("ch07:mixed:baseline", draw(1.0, next(seed))))
+        log_suite(store, EXP, results)
+    for kw in ({"gpu": A100}, {"torch": "2.10.0"}):
+        for _ in range(2):  # fast runs elsewhere: counted, they would flag ch07:mixed as a regression
+            log_suite(
+                store,
+                EXP,
+                [
+                    result("ch07:mixed:baseline", draw(0.8, next(seed)), **kw),
+                    result("ch07:moved:baseline", draw(1.0, next(seed)), **kw),
+                ],
+            )
+    # Runs logged before the perflab.torch tag existed: versions come from result.json's manifest.
+    legacy = [log_suite(store, EXP, [result("ch07:legacy:baseline", draw(1.0, next(seed)))])[1] for _ in range(2)]
+    legacy.append(log_suite(store, EXP, [result("ch07:legacy:baseline", draw(0.8, next(seed)), torch="2.10.0")])[1])
+    for ids in legacy:
+        store.client.delete_tag(ids["ch07:legacy:baseline"], "perflab.torch")
+        store.client.delete_tag(ids["ch07:legacy:baseline"], "perflab.triton")
+    parent, ids = log_suite(
+        store,
+        EXP,
+        [
+            result("ch07:steady:baseline", draw(1.0, 9001)),
+            result("ch07:slower:baseline", draw(1.07, 9002)),
+            result("ch07:faster:baseline", draw(0.90, 9003)),
+            result("ch07:window:baseline", draw(1.0, 9004)),
+            result("ch07:failedhist:baseline", draw(1.0, 9005)),
+            result("ch07:mixed:baseline", draw(1.0, 9006)),
+            result("ch07:moved:baseline", draw(1.0, 9007)),
+            result("ch07:legacy:baseline", draw(1.0, 9008)),
+            result("ch07:brandnew:baseline", draw(1.0, 9009)),
+            result("ch07:broken:baseline", None, status="timeout"),
+        ],
+    )
+    checked, rows = check_suite(parent, tracking_uri=store.uri)
+    assert checked == parent
+    return {"parent": parent, "ids": ids, "rows": {r.key.split(":")[1]: r for r in rows}}
+
+
+def test_every_variant_of_the_suite_is_checked(history: dict[str, Any]) -> None:
+    assert set(history["rows"]) == {
+        "steady", "slower", "faster", "window", "failedhist", "mixed", "moved", "legacy", "brandnew", "broken"
+    }
+
+
+def test_stored_seven_percent_regression_is_flagged(history: dict[str, Any]) -> None:
+    row = history["rows"]["slower"]
+    assert row.status == "regressed", row.reason
+    assert row.k_used == 5 and len(row.history_run_ids) == 5
+    assert 5.0 < row.slowdown_pct < 9.0 and row.p_value < 0.01
+    assert history["rows"]["faster"].status == "improved"
+
+
+def test_stored_noise_is_not_flagged(history: dict[str, Any]) -> None:
+    row = history["rows"]["steady"]
+    assert row.status == "ok", row.reason
+    assert row.k_used == 5 and abs(row.slowdown_pct) < 5.0
+
+
+def test_only_the_previous_k_runs_are_pooled(history: dict[str, Any], store: Store) -> None:
+    window = history["rows"]["window"]
+    assert window.k_used == 5 and window.status == "regressed"  # three of the five were 0.8 ms
+    _, rows = check_suite(history["parent"], k=2, tracking_uri=store.uri)
+    newest = next(r for r in rows if r.key == "ch07:window:baseline")
+    assert newest.k_used == 2 and newest.status == "ok", newest.reason  # the two newest ran at 1.0 ms
+
+
+def test_missing_history_says_why(history: dict[str, Any]) -> None:
+    new = history["rows"]["brandnew"]
+    assert new.status == "no-history" and new.k_used == 0 and new.slowdown_pct is None
+    assert new.reason == f"no previous ok run of ch07:brandnew:baseline on {H100} with torch 2.11.0, triton 3.5.0"
+    failed = history["rows"]["failedhist"]
+    assert failed.status == "no-history"
+    assert "7 with status timeout" in failed.reason
+
+
+def test_history_on_other_hardware_or_software_is_not_used(history: dict[str, Any]) -> None:
+    moved = history["rows"]["moved"]
+    assert moved.status == "no-history"
+    assert moved.reason.startswith(f"no previous ok run of ch07:moved:baseline on {H100} with torch 2.11.0")
+    assert f"2 on {A100}" in moved.reason and "2 with torch 2.10.0, triton 3.5.0" in moved.reason
+    mixed = history["rows"]["mixed"]  # 2 matching runs at 1.0 ms; the 0.8 ms runs elsewhere are ignored
+    assert mixed.status == "ok", mixed.reason
+    assert mixed.k_used == 2
+    assert mixed.history_median_ms == pytest.approx(1.0, rel=0.02)
+
+
+def test_versions_of_untagged_runs_come_from_result_json(history: dict[str, Any]) -> None:
+    legacy = history["rows"]["legacy"]
+    assert legacy.status == "ok", legacy.reason
+    assert legacy.k_used == 2  # the torch 2.10.0 run is recognised from its manifest and left out
+
+
+def test_a_run_that_measured_nothing_is_not_measured(history: dict[str, Any]) -> None:
+    row = history["rows"]["broken"]
+    assert row.status == "not-measured" and "'timeout'" in row.reason
+
+
+def test_a_single_variant_run_can_be_checked(history: dict[str, Any], store: Store) -> None:
+    run_id = history["ids"]["ch07:slower:baseline"]
+    checked, rows = check_suite(run_id, tracking_uri=store.uri)
+    assert checked == run_id and [r.key for r in rows] == ["ch07:slower:baseline"]
+    assert rows[0].status == "regressed"
+
+
+def test_cli_prints_the_table_and_exits_1_on_a_regression(
+    history: dict[str, Any], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli.console, "width", 250)
+    out = CliRunner().invoke(cli.app, ["regressions", "--run-id", history["parent"], "--tracking-uri", store.uri])
+    assert out.exit_code == 1, out.output
+    assert "ch07:slower:baseline" in out.output and "regressed" in out.output and "no-history" in out.output
+    assert "2 regressed, 1 improved" in out.output
+    steady = CliRunner().invoke(
+        cli.app, ["regressions", "--run-id", history["ids"]["ch07:steady:baseline"], "--tracking-uri", store.uri]
+    )
+    assert steady.exit_code == 0, steady.output
+    unknown = CliRunner().invoke(cli.app, ["regressions", "--run-id", "nope123", "--tracking-uri", store.uri])
+    assert unknown.exit_code == 2 and "nope123" in unknown.output

@@ -1,0 +1,117 @@
+"""analysis/report.py and ``perflab report``: files built from the store, logged on the parent run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from analysis.report import CSV_COLUMNS, write_report
+from bench import cli
+from tests.analysis.synthetic import Store, draw, log_suite, result
+
+EXP = "report"
+
+
+@pytest.fixture(scope="module")
+def suite(store: Store) -> dict[str, Any]:
+    """ch07: x verified (~2x), z faster (~3x) but NOT verified; ch08: w verified (~1.5x), v timed out."""
+    samples = {
+        "ch07:x:baseline": draw(2.0, 1),
+        "ch07:x:optimized": draw(1.0, 2),
+        "ch07:z:baseline": draw(3.0, 3),
+        "ch07:z:optimized": draw(1.0, 4),
+        "ch08:w:baseline": draw(1.5, 5),
+        "ch08:w:optimized_fused": draw(1.0, 6),
+        "ch08:v:baseline": draw(1.0, 7),
+    }
+    results = [result(k, s, work_bytes=4e6) for k, s in samples.items()]
+    results.append(result("ch08:v:optimized", None, status="timeout"))
+    parent, ids = log_suite(store, EXP, results, verified={"ch07:z:optimized": False})
+    return {"parent": parent, "ids": ids, "samples": samples}
+
+
+@pytest.fixture(scope="module")
+def written(suite: dict[str, Any], store: Store, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("report")
+    report, where = write_report(None, out, store.uri)  # None: the latest completed suite = ours
+    return {"report": report, "out": where}
+
+
+def expected_geomean(samples: dict[str, list[float]]) -> float:
+    """Computed here from the raw samples, independently of the harness: verified ok pairs only."""
+    ratios = [
+        statistics.median(samples["ch07:x:baseline"]) / statistics.median(samples["ch07:x:optimized"]),
+        statistics.median(samples["ch08:w:baseline"]) / statistics.median(samples["ch08:w:optimized_fused"]),
+    ]
+    return math.prod(ratios) ** (1 / len(ratios))
+
+
+def test_report_files_are_written(written: dict[str, Any], suite: dict[str, Any]) -> None:
+    out: Path = written["out"]
+    assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.csv"}
+    assert json.loads((out / "report.json").read_text())["overall"]["parent_run_id"] == suite["parent"]
+
+
+def test_overall_summary_counts_and_geomean(written: dict[str, Any], suite: dict[str, Any]) -> None:
+    o = json.loads((written["out"] / "report.json").read_text())["overall"]
+    assert (o["chapters"], o["benchmarks"], o["variants"]) == (2, 4, 8)
+    assert (o["succeeded"], o["failed"], o["skipped"]) == (7, 1, 0)
+    assert (o["pairs"], o["pairs_verified"], o["pairs_counted"]) == (4, 2, 2)
+    geomean = expected_geomean(suite["samples"])
+    assert o["speedup_geomean"] == pytest.approx(geomean, rel=1e-9)
+    s = suite["samples"]
+    z = statistics.median(s["ch07:z:baseline"]) / statistics.median(s["ch07:z:optimized"])
+    assert z > 2.5 and o["speedup_max"] < 2.5  # the unverified 3x is not the maximum
+    assert o["speedup_min"] == pytest.approx(
+        statistics.median(s["ch08:w:baseline"]) / statistics.median(s["ch08:w:optimized_fused"]), rel=1e-9
+    )
+
+
+def test_csv_rows_mark_unverified_pairs_not_counted(written: dict[str, Any]) -> None:
+    rows = list(csv.DictReader(io.StringIO((written["out"] / "report.csv").read_text())))
+    assert tuple(rows[0]) == CSV_COLUMNS
+    by = {f"{r['chapter']}:{r['example']}:{r['variant']}": r for r in rows}
+    assert set(by) == {"ch07:x:optimized", "ch07:z:optimized", "ch08:w:optimized_fused", "ch08:v:optimized"}
+    assert by["ch07:z:optimized"]["verified"] == "False" and by["ch07:z:optimized"]["counted"] == "False"
+    assert by["ch07:z:optimized"]["status"] == "mismatch"
+    assert by["ch07:x:optimized"]["counted"] == "True"
+    assert by["ch08:v:optimized"]["status"] == "failed" and by["ch08:v:optimized"]["optimized_median_ms"] == ""
+    assert float(by["ch07:x:optimized"]["optimized_gbps"]) == pytest.approx(
+        4e6 / (float(by["ch07:x:optimized"]["optimized_median_ms"]) / 1e3) / 1e9
+    )
+
+
+def test_markdown_has_chapter_tables_and_the_geomean(written: dict[str, Any], suite: dict[str, Any]) -> None:
+    md = (written["out"] / "report.md").read_text()
+    assert f"geomean {expected_geomean(suite['samples']):.3f}×" in md
+    assert "## ch07" in md and "## ch08" in md
+    z = next(line for line in md.splitlines() if line.startswith("| z |"))
+    assert "(not counted)" in z and "| no |" in z
+    assert "ch08:v:optimized | timeout | measurement" in md
+
+
+def test_report_is_logged_on_the_parent_run(written: dict[str, Any], suite: dict[str, Any], store: Store) -> None:
+    names = {f.path for f in store.client.list_artifacts(suite["parent"])}
+    assert {"report.json", "report.md", "report.csv"} <= names
+
+
+def test_cli_report_and_bad_run_ids(
+    written: dict[str, Any], suite: dict[str, Any], store: Store, tmp_path: Path
+) -> None:
+    args = ["report", "--run-id", suite["parent"], "--out", str(tmp_path), "--no-log", "--tracking-uri", store.uri]
+    out = CliRunner().invoke(cli.app, args)
+    assert out.exit_code == 0, out.output
+    assert "2/4 pairs counted" in out.output and (tmp_path / "report.md").is_file()
+    variant = suite["ids"]["ch07:x:optimized"]
+    bad = CliRunner().invoke(cli.app, ["report", "--run-id", variant, "--tracking-uri", store.uri])
+    assert bad.exit_code == 2 and "is the variant run" in bad.output
+    unknown = CliRunner().invoke(cli.app, ["report", "--run-id", "cafe0000", "--tracking-uri", store.uri])
+    assert unknown.exit_code == 2 and "cafe0000" in unknown.output
