@@ -60,7 +60,7 @@ def run(
         bool,
         typer.Option(
             "--cold-start",
-            help="fresh interpreter per variant; today every variant already starts one (recorded as a tag)",
+            help="a brand-new interpreter per variant (cold numbers) instead of a fork of the pre-warmed server",
         ),
     ] = False,
     profile: Annotated[
@@ -82,6 +82,10 @@ def run(
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
     chapters_dir: ChaptersOpt = None,
     keep_workdir: Annotated[Path | None, typer.Option(help="keep child outputs/logs in this directory")] = None,
+    gpus: Annotated[
+        str | None, typer.Option(help="GPU indices, e.g. 0,1: one worker per GPU (default: every visible GPU)")
+    ] = None,
+    jobs: Annotated[int | None, typer.Option(min=1, help="parallel workers for CPU-only runs")] = None,
 ) -> None:
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -98,7 +102,8 @@ def run(
         timing_mode=timing_mode,
         noise_target=noise_target,
     )
-    resolve_config(suite_layer, cli_layer)  # reject bad flags before anything starts
+    effective = resolve_config(suite_layer, cli_layer)  # reject bad flags before anything starts
+    workers = _workers(effective.device, gpus, jobs)
     catalog, examples = _examples(targets, chapters_dir)
     for orphan in catalog.orphans:
         err_console.print(f"[yellow]warning:[/] {escape(orphan)} has no baseline_ partner; skipped")
@@ -141,6 +146,8 @@ def run(
                 on_result=on_result,
                 workdir=keep_workdir,
                 keep_workdir=keep_workdir is not None,
+                cold_start=cold_start,
+                workers=workers,
             )
         except BaseException:
             if tracker is not None:
@@ -159,6 +166,37 @@ def run(
     )
     if not suite.all_ok:
         raise typer.Exit(1)
+
+
+def _workers(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, str]]:
+    """One environment per worker: pinned to a GPU each, or plain CPU jobs."""
+    import os
+
+    if gpus is not None:
+        ids = [g.strip() for g in gpus.split(",") if g.strip()]
+        if not ids or not all(g.isdigit() for g in ids):
+            raise PerflabError(f"--gpus {gpus!r} is not a comma-separated list of GPU indices such as '0,1'")
+        if jobs is not None:
+            raise PerflabError("--gpus and --jobs exclude each other: --gpus runs one worker per GPU")
+        return [{"CUDA_VISIBLE_DEVICES": g} for g in ids]
+    if device == "cpu" or not _cuda_count():
+        return [{} for _ in range(jobs or 1)]
+    if jobs is not None and jobs > 1:
+        raise PerflabError(
+            f"--jobs {jobs} on a GPU run would time variants against each other on one GPU; "
+            "use --gpus to run one worker per GPU, or --device cpu"
+        )
+    if device.startswith("cuda:"):
+        return [{}]  # the user picked one device
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [g.strip() for g in visible.split(",")] if visible else [str(i) for i in range(_cuda_count())]
+    return [{"CUDA_VISIBLE_DEVICES": g} for g in ids] if len(ids) > 1 else [{}]
+
+
+def _cuda_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def _line(result: VariantResult, comparison: Comparison | None) -> str:
@@ -408,6 +446,25 @@ def regressions(
     console.print(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     if counts["regressed"]:
         raise typer.Exit(1)
+
+
+@app.command()
+def overhead(
+    n: Annotated[int, typer.Option("--n", min=2, help="trivial variants per launch path")] = 10,
+    out: Annotated[Path | None, typer.Option(help="also write overhead.md and overhead.json here")] = None,
+) -> None:
+    """Per-variant cost of isolation: fast path (forkserver) vs cold start (fresh interpreter)."""
+    import json
+
+    from bench.overhead import markdown, run_overhead
+
+    report = run_overhead(n)
+    text = markdown(report)
+    console.print(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "overhead.md").write_text(text)
+        (out / "overhead.json").write_text(json.dumps(report, indent=2))
 
 
 def main() -> None:

@@ -119,3 +119,22 @@ def test_run_with_a_wrong_output_fails(tree: Path) -> None:
     assert done.returncode == 1
     assert "NOT verified (mismatch)" in done.stdout
     assert "0/1 pairs verified" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(["--gpus", "0,x"], "'0,x'"), (["--gpus", "0", "--jobs", "2"], "exclude each other")],
+)
+def test_bad_worker_flags_are_rejected(args: list[str], needle: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "run", "--no-track", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and needle in done.stderr, done.stderr
+
+
+def test_jobs_on_cpu_gives_cpu_workers() -> None:
+    from bench.cli import _workers
+
+    assert _workers("cpu", None, 3) == [{}, {}, {}]
+    assert _workers("cpu", "2,3", None) == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "3"}]
