@@ -467,6 +467,27 @@ def overhead(
         (out / "overhead.json").write_text(json.dumps(report, indent=2))
 
 
+# Packages built on bench add their commands here: a module ``<pkg>.cli`` with ``register(app)``,
+# cheap to import (heavy imports inside the commands). bench itself never imports them otherwise.
+PLUGINS = ("analysis.cli", "sweeps.cli")
+
+
+def _register_plugins() -> None:
+    import importlib
+
+    for name in PLUGINS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(app)
+
+
+_register_plugins()
+
+
 def main() -> None:
     try:
         app()
