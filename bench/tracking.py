@@ -41,6 +41,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from bench.peaks import hardware_key, peak_metrics
 from bench.result import Comparison, VariantResult
 
 __all__ = ["DEFAULT_EXPERIMENT", "StoredRun", "Tracker"]
@@ -128,6 +129,7 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
             if value is not None:
                 out[key] = value
     out.update({_name(k): v for k, v in result.derived_metrics().items()})
+    out.update(peak_metrics(result))  # percent of the device's cached ceiling (`perflab peak`), if any
     for stage in result.stages:
         if stage.duration_s is not None:
             out[_name(f"stage_{stage.name}_s")] = stage.duration_s
@@ -308,6 +310,7 @@ class Tracker:
             "perflab.device": device,
             "perflab.timing_mode": mode,
             "perflab.gpu": gpu.get("name") if isinstance(gpu, Mapping) else None,
+            "perflab.hardware": hardware_key(result),  # the peak cache / expectations key
             # Software versions beside the hardware key: regression history is searched on all three.
             "perflab.torch": result.manifest.get("torch"),
             "perflab.triton": result.manifest.get("triton"),
@@ -594,10 +597,14 @@ def read_artifact_text(run_id: str, path: str, tracking_uri: str | None = None) 
         return Path(local).read_text()
 
 
-def log_text_artifacts(run_id: str, files: Mapping[str, str], tracking_uri: str | None = None) -> None:
-    """Attach text files ``{name: content}`` to an existing run (a report on its suite's parent)."""
+def log_text_artifacts(run_id: str, files: Mapping[str, str | bytes], tracking_uri: str | None = None) -> None:
+    """Attach files ``{name: text or bytes}`` to an existing run (a report and its PNGs on the parent)."""
     client = MlflowClient(tracking_uri=tracking_uri)
     with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
         for name, content in files.items():
-            (Path(tmp) / name).write_text(content)
+            path = Path(tmp) / name
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
         client.log_artifacts(run_id, tmp)
