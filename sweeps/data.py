@@ -54,7 +54,9 @@ def make_data(
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     with h5py.File(p, "w") as f:
-        x = f.create_dataset("features", (samples, features), dtype="float32", chunks=(min(_CHUNK_ROWS, samples), features))
+        x = f.create_dataset(
+            "features", (samples, features), dtype="float32", chunks=(min(_CHUNK_ROWS, samples), features)
+        )
         y = f.create_dataset("labels", (samples,), dtype="int64", chunks=(min(_CHUNK_ROWS, samples),))
         for start in range(0, samples, 1 << 16):  # bounded memory for large files
             stop = min(samples, start + (1 << 16))

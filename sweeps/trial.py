@@ -88,7 +88,9 @@ def run_trial(job: TrialJob, timeout_s: float, workdir: str | Path | None = None
         proc = _Proc(process)
         _kill_group(proc)  # on timeout: TERM/KILL; otherwise reaps stray DataLoader workers
         if process.exitcode is None or (elapsed >= timeout_s and not out.exists()):
-            return TrialOutcome("timeout", error=f"trial exceeded {timeout_s:.1f}s; process group killed", elapsed_s=elapsed)
+            return TrialOutcome(
+                "timeout", error=f"trial exceeded {timeout_s:.1f}s; process group killed", elapsed_s=elapsed
+            )
         if not out.exists():
             tail = log.read_text(errors="replace")[-_LOG_TAIL:] if log.exists() else ""
             return TrialOutcome(

@@ -74,7 +74,9 @@ def build_model(preset: Preset, features: int, classes: int) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.embed = nn.Linear(preset.token, preset.hidden)
-            block = nn.TransformerEncoderLayer(preset.hidden, nhead=4, dim_feedforward=4 * preset.hidden, batch_first=True)
+            block = nn.TransformerEncoderLayer(
+                preset.hidden, nhead=4, dim_feedforward=4 * preset.hidden, batch_first=True
+            )
             self.blocks = nn.TransformerEncoder(block, preset.depth, enable_nested_tensor=False)
             self.head = nn.Linear(preset.hidden, classes)
 

@@ -1,0 +1,143 @@
+"""From the results table to a recommendation: best throughput, best efficiency, the config to train with.
+
+Rules (thresholds in ``Rules``; ``SweepConfig`` carries the two filters):
+
+* highest throughput — max samples/s over ``ok`` trials;
+* best efficiency — max samples/s per GB of peak memory;
+* recommended — highest throughput with memory ≤ ``max_memory_pct`` of the device and, on a GPU,
+  utilisation ≥ ``min_gpu_util_pct`` (skipped, with the reason, on a CPU or without NVML readings);
+* diagnosis per configuration — ``memory-bound`` at ≥ ``memory_bound_pct`` of the device;
+  ``I/O-bound`` when waiting for data is ≥ ``io_bound_frac`` of the step, and ``more workers help``
+  when the same settings with more workers were ≥ ``workers_gain`` faster; else ``compute-bound``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Recommendation", "Rules", "diagnose", "recommend", "snippet_yaml", "table_markdown"]
+
+
+@dataclass(frozen=True)
+class Rules:
+    max_memory_pct: float = 80.0
+    min_gpu_util_pct: float = 70.0
+    io_bound_frac: float = 0.3  # data wait / step time at or above which the loader is the bottleneck
+    workers_gain: float = 1.05  # "more workers help": ≥ 5 % more samples/s with more workers
+    memory_bound_pct: float = 90.0  # this close to the wall, memory limits the batch
+    learning_rate: float = 1e-3  # at reference_batch_size
+    reference_batch_size: int = 256
+
+
+@dataclass
+class Recommendation:
+    highest_throughput: dict[str, Any] | None
+    best_efficiency: dict[str, Any] | None
+    recommended: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)  # why a filter was skipped, or why nothing qualified
+    diagnoses: list[dict[str, Any]] = field(default_factory=list)  # row + "diagnosis"
+
+
+def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules) -> str:
+    if row["status"] == "oom" or (row.get("memory_pct") or 0) >= rules.memory_bound_pct:
+        return "memory-bound"
+    if row["status"] != "ok":
+        return row["status"]
+    step, wait = row.get("step_ms"), row.get("io_wait_ms")
+    if step and wait is not None and wait / step >= rules.io_bound_frac:
+        same = [
+            r for r in rows
+            if r["status"] == "ok" and r["num_workers"] > row["num_workers"]
+            and all(r[k] == row[k] for k in ("batch_size", "amp", "pin_memory"))
+        ]  # fmt: skip
+        if not same:
+            return "I/O-bound (more workers not measured)"
+        if max(r["samples_per_s"] for r in same) >= rules.workers_gain * row["samples_per_s"]:
+            return "I/O-bound (more workers help)"
+        return "I/O-bound (more workers do not help: storage or decode)"
+    return "compute-bound"
+
+
+def recommend(rows: list[dict[str, Any]], device: str, rules: Rules | None = None) -> Recommendation:
+    """``device`` is "cpu" or a GPU name (the trials' ``device``)."""
+    rules = rules or Rules()
+    ok = [r for r in rows if r["status"] == "ok" and r.get("samples_per_s") is not None]
+    notes: list[str] = []
+    diag = [{**r, "diagnosis": diagnose(r, rows, rules)} for r in rows]
+    if not ok:
+        return Recommendation(None, None, None, ["no trial finished ok"], diag)
+    fastest = max(ok, key=lambda r: r["samples_per_s"])
+    with_mem = [r for r in ok if r.get("peak_memory_gb")]
+    efficient = max(with_mem, key=lambda r: r["samples_per_s"] / r["peak_memory_gb"]) if with_mem else None
+    fits = [r for r in ok if r.get("memory_pct") is not None and r["memory_pct"] <= rules.max_memory_pct]
+    if device == "cpu":
+        notes.append("GPU utilisation condition skipped: CPU run (no GPU to utilise)")
+    elif any(r.get("gpu_util_pct") is None for r in fits):
+        notes.append("GPU utilisation condition skipped for trials without an NVML reading")
+        fits = [r for r in fits if r.get("gpu_util_pct") is None or r["gpu_util_pct"] >= rules.min_gpu_util_pct]
+    else:
+        fits = [r for r in fits if r["gpu_util_pct"] >= rules.min_gpu_util_pct]
+    chosen = max(fits, key=lambda r: r["samples_per_s"]) if fits else None
+    if chosen is None:
+        notes.append(
+            f"no ok trial has memory <= {rules.max_memory_pct:g} % of the device"
+            + ("" if device == "cpu" else f" and GPU utilisation >= {rules.min_gpu_util_pct:g} %")
+        )
+    return Recommendation(fastest, efficient, chosen, notes, diag)
+
+
+def scaled_lr(batch_size: int, rules: Rules) -> float:
+    """Square-root scaling: lr × sqrt(batch / reference) (Adam-family optimisers)."""
+    return rules.learning_rate * math.sqrt(batch_size / rules.reference_batch_size)
+
+
+def snippet_yaml(rec: Recommendation, rules: Rules) -> str:
+    import yaml
+
+    r = rec.recommended
+    if r is None:
+        return "# no configuration met the recommendation filters\n" + "".join(f"# {n}\n" for n in rec.notes)
+    doc = {
+        "data": {
+            "batch_size": int(r["batch_size"]),
+            "num_workers": int(r["num_workers"]),
+            "pin_memory": bool(r["pin_memory"]),
+        },
+        "training": {
+            "use_amp": bool(r["amp"]),
+            "learning_rate": float(f"{scaled_lr(int(r['batch_size']), rules):.6g}"),
+        },
+    }
+    head = (
+        f"# perflab sweep: {r['samples_per_s']:.0f} samples/s, "
+        f"{r.get('memory_pct', float('nan')):.1f} % of device memory; "
+        f"lr = {rules.learning_rate:g} x sqrt({r['batch_size']} / {rules.reference_batch_size})\n"
+    )
+    return head + yaml.safe_dump(doc, sort_keys=False)
+
+
+def table_markdown(rec: Recommendation) -> str:
+    cols = ("trial", "batch_size", "num_workers", "amp", "pin_memory", "status", "samples_per_s", "step_ms",
+            "io_wait_ms", "memory_pct", "gpu_util_pct", "diagnosis")  # fmt: skip
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in sorted(rec.diagnoses, key=lambda r: -(r.get("samples_per_s") or 0)):
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            cells.append("—" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    for label, r in (("highest throughput", rec.highest_throughput), ("best efficiency", rec.best_efficiency),
+                     ("recommended", rec.recommended)):  # fmt: skip
+        lines.append(f"\n**{label}**: " + ("none" if r is None else _describe(r)))
+    lines += [f"\n_{n}_" for n in rec.notes]
+    return "\n".join(lines)
+
+
+def _describe(r: dict[str, Any]) -> str:
+    return (
+        f"trial {r.get('trial')}: batch {r['batch_size']}, {r['num_workers']} workers, amp {r['amp']}, "
+        f"pin {r['pin_memory']} — {r['samples_per_s']:.0f} samples/s"
+        + (f", {r['peak_memory_gb']:.2f} GB peak" if r.get("peak_memory_gb") else "")
+    )
