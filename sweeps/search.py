@@ -156,16 +156,42 @@ class WallSampler(BaseSampler):
         return param_distribution.choices[0]
 
 
+class _QueueAwareGrid(GridSampler):
+    """GridSampler that also accepts queued trials (a configuration re-run after an interruption):
+    Optuna's own leaves them without a grid id and fails when they finish."""
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        fixed = trial.system_attrs.get("fixed_params")
+        if fixed is not None and "grid_id" not in trial.system_attrs:
+            point = tuple(fixed[k] for k in self._param_names)
+            study._storage.set_trial_system_attr(trial._trial_id, "search_space", self._search_space)
+            study._storage.set_trial_system_attr(trial._trial_id, "grid_id", self._all_grids.index(point))
+            return
+        super().before_trial(study, trial)
+
+
 def _finished(study: optuna.Study) -> int:
     return sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
 
 
 def _requeue_interrupted(study: optuna.Study) -> list[int]:
-    """Trials left RUNNING by a killed sweep: mark them FAIL and queue their configuration again."""
+    """Trials cut short (Ctrl-C: FAIL with status "interrupted"; a killed sweep: left RUNNING) are marked
+    FAIL and their configuration is queued again, unless a later trial already has it."""
+    trials = study.get_trials(deepcopy=False)
+
+    def params(t: FrozenTrial) -> dict[str, Any]:
+        return dict(t.params or t.system_attrs.get("fixed_params", {}))
+
     numbers = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study._storage.set_trial_user_attr(t._trial_id, "status", "interrupted")
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+    for t in trials:
+        cut = t.state == TrialState.RUNNING or (
+            t.state == TrialState.FAIL and t.user_attrs.get("status") == "interrupted"
+        )
+        if not cut or any(u.number > t.number and params(u) == params(t) for u in trials):
+            continue
+        if t.state == TrialState.RUNNING:
+            study._storage.set_trial_user_attr(t._trial_id, "status", "interrupted")
+            study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         if all(k in t.params for k in PARAMS):
             study.enqueue_trial({k: t.params[k] for k in PARAMS}, skip_if_exists=False)
         numbers.append(t.number)
@@ -184,7 +210,7 @@ def run_sweep(
     """Run (or resume) the study until ``n_trials`` trials are finished (default: the grid's size)."""
     space = cfg.space()
     if strategy == "grid":
-        sampler: BaseSampler = GridSampler(space, seed=cfg.seed)
+        sampler: BaseSampler = _QueueAwareGrid(space, seed=cfg.seed)
     elif strategy == "smart":
         sampler = WallSampler(space, seed=cfg.seed)
     else:
@@ -204,16 +230,22 @@ def run_sweep(
         params = {k: trial.suggest_categorical(k, v) for k, v in space.items()}
         history = _history(study, exclude=trial.number)
         if _key(params) in {_key(p) for p, s, _ in history if s != "interrupted"}:
+            # smart: propose() found nothing left; grid: a point already measured through the queue
             trial.set_user_attr("status", "skipped")
-            trial.set_user_attr("reason", "every configuration is measured or behind a memory wall")
-            study.stop()
+            trial.set_user_attr("reason", "already measured")
+            if strategy == "smart":
+                study.stop()
             raise optuna.TrialPruned()
         wall = blocked_by_wall(params, history)
         if wall is not None:
             trial.set_user_attr("status", "skipped")
             trial.set_user_attr("reason", f"batch {wall} ran out of memory with the same other settings")
             raise optuna.TrialPruned()
-        outcome = evaluate(params)
+        try:
+            outcome = evaluate(params)
+        except BaseException:  # Ctrl-C or a crash of the sweep itself: the configuration is run again on resume
+            trial.set_user_attr("status", "interrupted")
+            raise
         trial.set_user_attr("status", outcome.status)
         trial.set_user_attr(
             "metrics",
@@ -228,8 +260,14 @@ def run_sweep(
             return math.nan  # Optuna records FAIL; the status says why
         return float(outcome.metrics["samples_per_s"])
 
-    remaining = target - _finished(study)
-    if remaining > 0:
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    if n_trials is None and strategy == "grid":
+        # Until GridSampler stops the study; it would start a duplicate on an exhausted grid.
+        done = {_key(p) for p, st, _ in _history(study) if st != "interrupted"}
+        todo = len(done) < cfg.grid_size() or waiting
+        if todo:
+            study.optimize(objective, n_trials=None, callbacks=list(callbacks), catch=())
+    elif (remaining := target - _finished(study)) > 0:
         study.optimize(objective, n_trials=remaining, callbacks=list(callbacks), catch=())
     return study
 

@@ -1,0 +1,108 @@
+"""sweeps/search.py on synthetic objectives: smart vs the grid's best, OOM skips, resume."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from sweeps.config import SweepConfig
+from sweeps.search import results_rows, run_sweep
+from sweeps.trial import TrialOutcome
+
+BIG = SweepConfig(
+    batch_sizes=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
+    num_workers_options=[0, 2, 4, 8],
+    preset="tiny",
+)
+
+
+def wall(p: dict[str, Any]) -> int:
+    return 4096 if p["amp"] else 2048  # AMP halves activations: one more batch size fits
+
+
+def throughput(p: dict[str, Any]) -> float:
+    """Rises with the batch until saturation near 1024, a loader that wants 4 workers, AMP +40 %."""
+    b = p["batch_size"]
+    compute = 1e5 * b / (b + 256) * (1.4 if p["amp"] else 1.0) * (1.03 if p["pin_memory"] else 1.0)
+    loader = 3e4 * (1 + min(p["num_workers"], 4))
+    return min(compute, loader) * (0.9 if b >= 2048 else 1.0)
+
+
+class Synthetic:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, p: dict[str, Any]) -> TrialOutcome:
+        self.calls.append(dict(p))
+        if p["batch_size"] >= wall(p):
+            return TrialOutcome("oom", error="simulated")
+        return TrialOutcome("ok", {"samples_per_s": throughput(p), "step_ms": 1.0})
+
+
+def grid_best(cfg: SweepConfig) -> float:
+    space = cfg.space()
+    points = [dict(zip(space, c, strict=True)) for c in itertools.product(*space.values())]
+    return max(throughput(p) for p in points if p["batch_size"] < wall(p))
+
+
+def test_smart_reaches_grid_best_neighbourhood_in_a_fraction_of_the_grid() -> None:
+    f = Synthetic()
+    study = run_sweep(BIG, f, "smart", n_trials=30, storage=optuna.storages.InMemoryStorage(), study_name="s")
+    assert BIG.grid_size() == 144
+    assert study.best_value >= 0.95 * grid_best(BIG)
+    # never measured a batch beyond a wall it had already hit with the same other settings
+    seen_oom: set[tuple[Any, ...]] = set()
+    for p in f.calls:
+        other = (p["num_workers"], p["amp"], p["pin_memory"])
+        assert not any(o[1:] == other and p["batch_size"] >= o[0] for o in seen_oom), p
+        if p["batch_size"] >= wall(p):
+            seen_oom.add((p["batch_size"], *other))
+
+
+def test_grid_is_exhaustive_and_skips_batches_past_an_oom() -> None:
+    cfg = SweepConfig(batch_sizes=[16, 2048, 4096], num_workers_options=[0], test_pin_memory=False, preset="tiny")
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, study_name="g", direction="maximize")
+    study.enqueue_trial(
+        {"batch_size": 2048, "num_workers": 0, "amp": False, "pin_memory": False}
+    )  # hits the wall first
+    f = Synthetic()
+    study = run_sweep(cfg, f, "grid", storage=storage, study_name="g")
+    measured = {
+        (r["batch_size"], r["amp"]): r["status"] for r in results_rows(study) if r["reason"] != "already measured"
+    }
+    assert measured == {(16, False): "ok", (2048, False): "oom", (4096, False): "skipped",
+                        (16, True): "ok", (2048, True): "ok", (4096, True): "oom"}  # fmt: skip
+    assert {"batch_size": 4096, "num_workers": 0, "amp": False, "pin_memory": False} not in f.calls
+    assert len(f.calls) == 5 == len({tuple(c.values()) for c in f.calls})  # all but the one behind the wall, once
+
+
+def test_resume_continues_without_repeating_finished_trials(tmp_path: Path) -> None:
+    cfg = SweepConfig(batch_sizes=[16, 32], num_workers_options=[0, 2], test_mixed_precision=False,
+                      test_pin_memory=False, preset="tiny")  # fmt: skip
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+
+    class Interrupt(Synthetic):
+        def __call__(self, p: dict[str, Any]) -> TrialOutcome:
+            if len(self.calls) == 2:
+                self.calls.append(dict(p))
+                raise KeyboardInterrupt
+            return super().__call__(p)
+
+    first = Interrupt()
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(cfg, first, "grid", storage=storage, study_name="r")
+    second = Synthetic()
+    study = run_sweep(cfg, second, "grid", storage=storage, study_name="r")
+    done_first = [first.calls[0], first.calls[1]]
+    assert len(second.calls) == 2 and not any(c in done_first for c in second.calls)
+    assert first.calls[2] in second.calls  # the interrupted configuration ran again
+    ok = [r for r in results_rows(study) if r["status"] == "ok"]
+    assert len(ok) == 4 and len({(r["batch_size"], r["num_workers"]) for r in ok}) == 4
+    third = Synthetic()
+    run_sweep(cfg, third, "grid", storage=storage, study_name="r")
+    assert third.calls == []  # a finished study has nothing left to run
