@@ -37,6 +37,9 @@ def test_same_seed_same_data_and_batches_are_contiguous(tmp_path: Path) -> None:
     assert x.shape == (50, 8) and np.array_equal(x.numpy(), rows)
 
 
+F4, L4 = np.ones((4, 2), np.float32), np.ones(4, np.int64)
+
+
 def _write(path: Path, **datasets: np.ndarray) -> Path:
     with h5py.File(path, "w") as f:
         for name, value in datasets.items():
@@ -49,10 +52,10 @@ def _write(path: Path, **datasets: np.ndarray) -> Path:
     [
         (lambda p: p / "missing.h5", "does not exist"),
         (lambda p: (p / "text.h5").write_text("not hdf5") and p / "text.h5", "not a readable HDF5"),
-        (lambda p: _write(p / "nolabels.h5", features=np.ones((4, 2), np.float32)), r"lacks dataset\(s\) \['labels'\]"),
-        (lambda p: _write(p / "empty.h5", features=np.ones((0, 2), np.float32), labels=np.ones(0, np.int64)), "empty"),
-        (lambda p: _write(p / "rows.h5", features=np.ones((4, 2), np.float32), labels=np.ones(3, np.int64)), "4 feature rows but 3"),
-        (lambda p: _write(p / "flat.h5", features=np.ones(4, np.float32), labels=np.ones(4, np.int64)), r"features \(N, F\)"),
+        (lambda p: _write(p / "nolabels.h5", features=F4), r"lacks dataset\(s\) \['labels'\]"),
+        (lambda p: _write(p / "empty.h5", features=F4[:0], labels=L4[:0]), "empty"),
+        (lambda p: _write(p / "rows.h5", features=F4, labels=L4[:3]), "4 feature rows but 3"),
+        (lambda p: _write(p / "flat.h5", features=F4[:, 0], labels=L4), r"features \(N, F\)"),
     ],
 )  # fmt: skip
 def test_bad_files_name_the_problem(tmp_path: Path, make, match: str) -> None:  # type: ignore[no-untyped-def]
