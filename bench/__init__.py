@@ -4,6 +4,7 @@ from bench.compare import compare
 from bench.config import BenchmarkConfig, resolve_config
 from bench.context import context
 from bench.errors import PerflabError
+from bench.markers import nvtx_range
 from bench.protocol import Benchmark
 from bench.result import Comparison, SuiteResult, VariantResult
 from bench.suite import run_suite
@@ -17,6 +18,7 @@ __all__ = [
     "VariantResult",
     "compare",
     "context",
+    "nvtx_range",
     "resolve_config",
     "run_suite",
 ]

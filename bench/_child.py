@@ -17,6 +17,17 @@ from typing import Any
 
 _fd: int = -1
 
+try:  # NVTX stage ranges; the harness's per-call ranges live in bench.markers
+    from nvtx import pop_range as _pop
+    from nvtx import push_range as _push
+except ImportError:
+
+    def _push(name: str) -> None:
+        pass
+
+    def _pop() -> None:
+        pass
+
 
 def send(kind: str, /, **payload: Any) -> None:
     # Positional-only: error messages carry their own "kind" field in the payload.
@@ -28,14 +39,21 @@ def send(kind: str, /, **payload: Any) -> None:
 
 
 class _Stage:
-    def __init__(self, name: str) -> None:
+    """Announces a stage to the parent and marks it as the NVTX range ``perflab:<stage>``."""
+
+    def __init__(self, name: str, mark: bool = True) -> None:
         self.name = name
+        self.mark = mark
 
     def __enter__(self) -> None:
         send("stage", name=self.name, event="start")
+        if self.mark:
+            _push(f"perflab:{self.name}")
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         if exc is None:
+            if self.mark:
+                _pop()
             send("stage", name=self.name, event="end")
             return False
         kind = "protocol" if type(exc).__name__ == "ProtocolError" else "exception"
@@ -95,6 +113,7 @@ def run(job: dict[str, Any]) -> None:
         from bench.context import make_context, set_context
         from bench.machine import flags, snapshot
         from bench.manifest import device_manifest
+        from bench.markers import per_call
         from bench.protocol import check_benchmark, import_file
         from bench.timing import make_clock
 
@@ -127,6 +146,9 @@ def run(job: dict[str, Any]) -> None:
             obj.teardown()
         send("done")
         return
+    if job.get("mode") == "profile":
+        _profile_job(job, obj, config, device)
+        return
 
     # The benchmark's own peak so far (inputs, outputs); the harness's L2-flush buffer comes next
     # and must not be billed to the variant.
@@ -134,7 +156,8 @@ def run(job: dict[str, Any]) -> None:
     clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2, calls_per_sample=config.calls_per_sample)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    fn = obj.benchmark_fn
+    # A range per call only while an NVTX tool listens (never in a timed child): see bench.markers.
+    fn = per_call(obj.benchmark_fn)
     with _Stage("warmup"):
         first = clock.first_call(fn) if config.warmup > 0 else None
         clock.warmup(fn, max(config.warmup - 1, 0))
@@ -198,10 +221,6 @@ def run(job: dict[str, Any]) -> None:
         if config.enable_memory_tracking:
             send("memory", **_memory(device, setup_peak, getattr(clock, "overhead_bytes", 0)))
 
-    if config.enable_profiling:
-        with _Stage("profiling"):
-            send("profile", path=_profile(fn, device, job["workdir"]))
-
     with _Stage("teardown"):
         obj.teardown()
         set_context(None)
@@ -229,18 +248,32 @@ def _memory(device: Any, setup_peak: int = 0, harness_bytes: int = 0) -> dict[st
     return {"device": str(device), "peak_mb": rss_mb, "rss_peak_mb": rss_mb}
 
 
-def _profile(fn: Any, device: Any, workdir: str, calls: int = 3) -> str:
-    """A torch.profiler Chrome trace of a few calls, taken after (never inside) the timed samples."""
-    from torch.profiler import ProfilerActivity, profile
+def _profile_job(job: dict[str, Any], obj: Any, config: Any, device: Any) -> None:
+    """Job mode "profile": warm up, then the profiled calls inside the NVTX range ``perflab_timed``
+    (the outermost range there, for ncu's filter): under torch.profiler here, or plainly when ncu or
+    nsys wraps this process. Nothing is timed."""
+    from bench.context import set_context
+    from bench.markers import TIMED_RANGE, nvtx_range, per_call
+    from bench.profiling import PROFILE_CALLS, capture_torch
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
-        for _ in range(calls):
+    fn = per_call(obj.benchmark_fn)
+    with _Stage("warmup"):
+        for _ in range(max(config.warmup, 1)):  # compile/autotune before the profiled calls
             fn()
         _sync(device)
-    path = os.path.join(workdir, "trace.json")
-    prof.export_chrome_trace(path)
-    return path
+    with _Stage("profiling", mark=False):
+        if job.get("profile_tool", "torch") == "torch":
+            send("profile", **capture_torch(fn, device, os.path.join(job["workdir"], "out"), PROFILE_CALLS))
+        else:
+            with nvtx_range(TIMED_RANGE):
+                for _ in range(PROFILE_CALLS):
+                    fn()
+                _sync(device)
+            send("profile", tool=job.get("profile_tool"))
+    with _Stage("teardown"):
+        obj.teardown()
+        set_context(None)
+    send("done")
 
 
 def _finish(job_path: str) -> None:
@@ -256,7 +289,10 @@ def _finish(job_path: str) -> None:
 def main() -> None:
     """Cold path: a brand-new interpreter started by the parent (``--cold-start``)."""
     global _fd
-    _fd = int(sys.argv[2])
+    # A descriptor inherited from the parent, or a FIFO's path when a profiler wraps this process
+    # (ncu/nsys need not pass descriptors through to the process they launch).
+    channel = sys.argv[2]
+    _fd = int(channel) if channel.isdigit() else os.open(channel, os.O_WRONLY)
     _finish(sys.argv[1])
 
 

@@ -36,6 +36,12 @@ ChaptersOpt = Annotated[
 ]
 
 
+ProfileModeOpt = Annotated[
+    str | None, typer.Option(help="torch, ncu, nsys or all (a tool not on PATH is skipped with the reason)")
+]
+NcuPresetOpt = Annotated[str | None, typer.Option(help="Nsight Compute metrics: minimal, roofline or full (slow)")]
+
+
 def _examples(targets: list[str] | None, chapters_dir: Path | None) -> tuple[Catalog, list[Example]]:
     catalog = discover(chapters_dir)
     wanted = [t for t in (targets or []) if t.strip().lower() not in ("all", "")]
@@ -64,8 +70,11 @@ def run(
         ),
     ] = False,
     profile: Annotated[
-        bool | None, typer.Option("--profile/--no-profile", help="torch.profiler trace after measurement")
+        bool | None,
+        typer.Option("--profile/--no-profile", help="profile each variant after its timed run, in a separate child"),
     ] = None,
+    profile_mode: ProfileModeOpt = None,
+    ncu_preset: NcuPresetOpt = None,
     smoke: Annotated[bool | None, typer.Option("--smoke/--full-size", help="force smoke or full sizes")] = None,
     warm_cache: Annotated[bool, typer.Option("--warm-cache", help="do not flush L2 before GPU samples")] = False,
     timing_mode: Annotated[
@@ -96,7 +105,9 @@ def run(
         device=device,
         timeout_multiplier=timeout_multiplier,
         deterministic=True if reproducible else None,
-        enable_profiling=profile,
+        enable_profiling=True if profile is None and profile_mode is not None else profile,
+        profile_mode=profile_mode,
+        ncu_preset=ncu_preset,
         smoke=smoke,
         flush_l2=False if warm_cache else None,
         timing_mode=timing_mode,
@@ -210,6 +221,10 @@ def _line(result: VariantResult, comparison: Comparison | None) -> str:
         text += f"  speedup {comparison.speedup:.2f}x"
     if comparison is not None:
         text += "  verified" if comparison.verification.verified else f"  NOT verified ({comparison.status})"
+    if result.profile is not None:
+        from bench.profiling import summary_line
+
+        text += escape(f"\n          bound: {summary_line(result.profile)}")
     return text
 
 
@@ -266,6 +281,64 @@ def verify(
                 result = run_variant(spec, Path(tmp) / spec.key.replace(":", "_"), cli_layer=cli_layer, mode="verify")
                 failed += result.status != "ok"
                 console.print(_line(result, None))
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def profile(
+    targets: Annotated[list[str], typer.Argument(help="ch7:<example>, ch7, ...: every variant of each is profiled")],
+    profile_mode: ProfileModeOpt = None,
+    ncu_preset: NcuPresetOpt = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N")] = None,
+    timeout_multiplier: Annotated[float | None, typer.Option(help="scales every stage limit")] = None,
+    smoke: Annotated[bool | None, typer.Option("--smoke/--full-size", help="force smoke or full sizes")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
+    no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
+    chapters_dir: ChaptersOpt = None,
+    keep_workdir: Annotated[Path | None, typer.Option(help="keep profiles and logs in this directory")] = None,
+) -> None:
+    """Profile the variants of examples without timing them (torch.profiler, ncu, nsys) and log the profiles."""
+    import shutil
+    import tempfile
+
+    from bench.profiling import profile_variant
+
+    cli_layer = _cli_layer(
+        enable_profiling=True, profile_mode=profile_mode, ncu_preset=ncu_preset, device=device,
+        timeout_multiplier=timeout_multiplier, smoke=smoke,
+    )  # fmt: skip
+    resolve_config(cli_layer)
+    _, examples = _examples(targets, chapters_dir)
+    tracker = None
+    if not no_track:
+        from bench.manifest import host_manifest
+        from bench.tracking import Tracker
+
+        tracker = Tracker(
+            experiment=experiment, tracking_uri=tracking_uri, run_name=f"perflab profile {','.join(targets)}",
+            host_manifest=host_manifest(), tags={"perflab.kind": "profile", "perflab.targets": ",".join(targets)},
+        )  # fmt: skip
+        tracker.start()
+    root = keep_workdir or Path(tempfile.mkdtemp(prefix="perflab-profile-"))
+    failed = 0
+    try:
+        for e in examples:
+            for spec in e.variants:
+                wd = root / spec.chapter / spec.example / spec.variant
+                result = profile_variant(spec, wd, cli_layer=cli_layer)
+                failed += result.status not in ("ok", "skipped")
+                if tracker is not None:
+                    tracker.log_variant(result)
+                console.print(_line(result, None))
+    finally:
+        if tracker is not None:
+            tracker.__exit__(None, None, None)  # FINISHED, and no suite_status: not a suite
+        if keep_workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    if tracker is not None:
+        console.print(f"MLflow parent run {tracker.parent_run_id}")
     if failed:
         raise typer.Exit(1)
 

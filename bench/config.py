@@ -21,6 +21,8 @@ from bench.stopping import StopRule
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 TimingMode = Literal["auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch"]
+ProfileMode = Literal["torch", "ncu", "nsys", "all"]
+NcuPreset = Literal["minimal", "roofline", "full"]
 
 
 class BenchmarkConfig(BaseModel):
@@ -49,8 +51,16 @@ class BenchmarkConfig(BaseModel):
     device: str = "auto"
     # Record peak/allocated/reserved CUDA memory (GPU) or peak RSS (CPU) for the variant.
     enable_memory_tracking: bool = True
-    # Take a torch.profiler trace in a separate stage after measurement (never inside timed samples).
+    # Profile each variant after its timed run, in a separate child (bench/profiling.py): the timed
+    # numbers never carry profiler overhead. Off by default (a profile costs a child per tool).
     enable_profiling: bool = False
+    # Which profilers: "torch" (torch.profiler trace + top ops), "ncu" (Nsight Compute counters),
+    # "nsys" (Nsight Systems timeline) or "all"; a tool not on the PATH is skipped with the reason.
+    profile_mode: ProfileMode = "torch"
+    # Nsight Compute sections: "minimal" (time, DRAM/SM throughput, occupancy, L2 hit rate: one or
+    # two replay passes per kernel), "roofline" (+ SpeedOfLight roofline charts), "full" (--set full,
+    # dozens of passes per kernel: slow).
+    ncu_preset: NcuPreset = "minimal"
     # Stage limits, enforced by the parent process (each multiplied by timeout_multiplier).
     # startup: interpreter start, harness + torch import, benchmark module import.
     startup_timeout_seconds: float = Field(120.0, gt=0)
@@ -58,6 +68,7 @@ class BenchmarkConfig(BaseModel):
     setup_timeout_seconds: float = Field(30.0, gt=0)
     warmup_timeout_seconds: float = Field(15.0, gt=0)
     measurement_timeout_seconds: float = Field(15.0, gt=0)
+    # profiling: the profiled calls of a profile child (under ncu, every kernel is replayed per pass).
     profiling_timeout_seconds: float = Field(180.0, gt=0)
     # Scales every stage limit (slow machines, sanitizers, interpreters).
     timeout_multiplier: float = Field(1.0, gt=0, le=1000)

@@ -14,7 +14,8 @@ Status = Literal["ok", "failed", "timeout", "skipped", "invalid"]
 StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
 PairStatus = Literal["ok", "mismatch", "unverified", "failed"]
 
-# Order in which a child runs its stages; profiling only when enabled.
+# Order of the stages. A timed child ("run") has all but profiling; a profile child ("profile"):
+# startup, setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
 STAGES: tuple[str, ...] = ("startup", "setup", "warmup", "measurement", "check", "profiling", "teardown")
 
 
@@ -118,6 +119,18 @@ class Work(BaseModel):
     flops: float | None = None
 
 
+class Profile(BaseModel):
+    """What the profile children found (bench.profiling); timed numbers never come from them."""
+
+    # Artifacts, logged under profile/: trace.json, top_ops.csv/.md, ncu.csv, .ncu-rep, .nsys-rep, profile.json.
+    dir: str | None = None
+    tools: dict[str, str] = Field(default_factory=dict)  # tool → "ok", "skipped: <why>", "failed: <why>"
+    metrics: dict[str, float] = Field(default_factory=dict)  # prof_*, ncu_*
+    top_ops: list[dict[str, Any]] = Field(default_factory=list)  # name, count, us_per_call, pct
+    bound: str | None = None  # launch | memory | compute | latency | unknown (bench.verdict)
+    bound_evidence: str | None = None
+
+
 class VariantResult(BaseModel):
     spec: VariantSpec
     status: Status
@@ -135,7 +148,7 @@ class VariantResult(BaseModel):
     work: Work | None = None
     validation: str | None = None  # message from validate_result(); None = passed or not defined
     manifest: dict[str, Any] = Field(default_factory=dict)
-    profile_trace: str | None = None  # path of a torch.profiler Chrome trace
+    profile: Profile | None = None  # from the separate profile child(ren), when profiling was asked for
 
     @property
     def median_ms(self) -> float | None:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ from bench.result import (
     ErrorInfo,
     Memory,
     OutputInfo,
+    Profile,
     StageRecord,
     Timing,
     VariantResult,
@@ -184,12 +186,17 @@ def run_variant(
     mode: str = "run",
     cold_start: bool = False,
     env: dict[str, str] | None = None,
+    profile_tool: str | None = None,
+    wrapper: Sequence[str] | None = None,
 ) -> VariantResult:
     """Run one variant in a fresh child process and return its result; never raises for the child's faults.
 
     The child is forked from a pre-warmed server (heavy imports done once, CUDA never initialised
     there), or, with ``cold_start``, is a brand-new interpreter. Either way it is a new process in its
     own process group, and ``env`` (e.g. CUDA_VISIBLE_DEVICES) is its environment on top of ours.
+    ``mode``: "run" (timed), "verify" (setup only) or "profile" (``profile_tool``'s profiled calls,
+    bench.profiling). ``wrapper``: a command prefix (ncu, nsys) for a cold-started child; messages then
+    travel through a FIFO, as a profiler need not pass descriptors through to the process it launches.
     """
     pre = resolve_config(suite_layer, cli_layer)
     wd = Path(workdir)
@@ -199,19 +206,28 @@ def run_variant(
         "workdir": str(wd),
         "suite_layer": explicit_fields(suite_layer),
         "cli_layer": explicit_fields(cli_layer),
-        "mode": mode,  # "run", or "verify": startup + setup + teardown only
+        "mode": mode,  # "run", "verify" (startup + setup + teardown) or "profile"
+        "profile_tool": profile_tool,
     }
     (wd / "job.json").write_text(json.dumps(job))
     log_path = wd / "child.log"
-    read_fd, write_fd = os.pipe()
+    if wrapper:
+        fifo = wd / "messages.fifo"
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+        # Opened read-write: no EOF before the child opens its end, so its exit is noticed by polling.
+        read_fd, write_fd, channel_arg = os.open(fifo, os.O_RDWR | os.O_NONBLOCK), -1, str(fifo)
+    else:
+        read_fd, write_fd = os.pipe()
+        channel_arg = str(write_fd)
     environment = child_env(pre, {**os.environ, **(env or {})})
     t0 = time.monotonic()
     proc: Any
-    if cold_start:
+    if cold_start or wrapper:
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [python, "-m", "bench._child", str(wd / "job.json"), str(write_fd)],
-                pass_fds=(write_fd,),
+                [*(wrapper or []), python, "-m", "bench._child", str(wd / "job.json"), channel_arg],
+                pass_fds=(write_fd,) if write_fd >= 0 else (),
                 start_new_session=True,  # own session ⇒ own process group, killable as a whole
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -219,7 +235,8 @@ def run_variant(
                 env=environment,
                 cwd=str(wd),
             )
-        os.close(write_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
     else:
         from multiprocessing.connection import Connection
 
@@ -248,7 +265,10 @@ def run_variant(
                 if proc.poll() is not None and not select.select([read_fd], [], [], 0)[0]:
                     break
                 continue  # loop re-checks the (possibly updated) deadline
-            chunk = os.read(read_fd, 1 << 16)
+            try:
+                chunk = os.read(read_fd, 1 << 16)
+            except BlockingIOError:
+                continue
             if not chunk:
                 break  # child closed the pipe: exited or crashed
             buf += chunk
@@ -338,8 +358,9 @@ def _build_result(
         result.memory = Memory(**{k: v for k, v in data["memory"].items() if k != "t"})
     if "work" in data:
         result.work = Work(**{k: v for k, v in data["work"].items() if k != "t"})
-    if "profile" in data:
-        result.profile_trace = data["profile"]["path"]
+    if "profile" in data and data["profile"].get("dir"):
+        p = data["profile"]
+        result.profile = Profile(dir=p["dir"], metrics=p.get("metrics", {}), top_ops=p.get("top_ops", []))
     if "output" in data:
         o = data["output"]
         result.output = OutputInfo(
@@ -375,10 +396,9 @@ def _apply_checks(result: VariantResult) -> None:
 
 def _stage_records(watch: _Watch, status: str, limit_s: float | None) -> list[StageRecord]:
     records = []
+    skip = {"run": ("profiling",), "verify": ("warmup", "measurement", "check", "profiling")}
     for name in STAGES:
-        if name == "profiling" and not watch.config.enable_profiling:
-            continue
-        if watch.mode == "verify" and name not in ("startup", "setup", "teardown"):
+        if name in skip.get(watch.mode, ("measurement", "check")):  # profile children time nothing
             continue
         if name in watch.records:
             records.append(watch.records[name])

@@ -20,8 +20,6 @@ method (events around each call, a sync per call, no flush, no launch-gap hiding
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import shutil
 import statistics
@@ -33,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.config import resolve_config
+from bench.profiling import parse_ncu_csv as parse_kernels
 from bench.stopping import Measurement, StopRule, sample_until
 from bench.timing import make_clock
 
@@ -174,18 +173,8 @@ def ncu_truth_ms(name: str, calls: int = 5) -> tuple[float | None, str]:
 
 
 def parse_ncu_csv(text: str) -> list[float]:
-    """Milliseconds per kernel from ``ncu --csv`` output (rows of metric gpu__time_duration.sum)."""
-    start = text.find('"ID"')
-    if start < 0:
-        return []
-    scale = {"ns": 1e-6, "nsecond": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3}
-    out = []
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        if row.get("Metric Name") != "gpu__time_duration.sum":
-            continue
-        value = float(row["Metric Value"].replace(",", ""))
-        out.append(value * scale.get(row.get("Metric Unit", "ns").strip(), 1e-6))
-    return out
+    """Milliseconds per kernel from ``ncu --csv`` output (its gpu__time_duration.sum rows)."""
+    return [k.time_us / 1e3 for k in parse_kernels(text) if k.time_us is not None]
 
 
 def _ncu_target(name: str, calls: int) -> None:

@@ -101,6 +101,14 @@ def _run_example(
         result = run_variant(
             spec, wd, suite_layer=suite_layer, cli_layer=cli_layer, cold_start=cold_start, env=dict(env)
         )
+        if result.status == "ok" and result.config.get("enable_profiling"):
+            # After the timed child has exited, in children of their own: no profiler overhead in the
+            # samples, and the same GPU (the worker's) as the timed run.
+            from bench.profiling import profile_variant
+
+            result.profile = profile_variant(
+                spec, wd, suite_layer, cli_layer, timed=result, cold_start=cold_start, env=dict(env)
+            ).profile
         comparison = None
         if spec.is_baseline:
             baseline = result

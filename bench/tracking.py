@@ -129,6 +129,8 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
             if value is not None:
                 out[key] = value
     out.update({_name(k): v for k, v in result.derived_metrics().items()})
+    if result.profile is not None:  # prof_* / ncu_* from the separate profile child(ren)
+        out.update({_name(k): v for k, v in result.profile.metrics.items()})
     out.update(peak_metrics(result))  # percent of the device's cached ceiling (`perflab peak`), if any
     for stage in result.stages:
         if stage.duration_s is not None:
@@ -328,6 +330,11 @@ class Tracker:
             optional["perflab.l2"] = "flushed" if t.l2_flushed else "warm"
             if t.machine_flags:
                 optional["perflab.machine_flags"] = _clip("; ".join(t.machine_flags), _MAX_DETAIL_LEN)
+        p = result.profile
+        if p is not None:
+            optional["perflab.bound"] = p.bound
+            optional["perflab.bound_evidence"] = p.bound_evidence and _clip(p.bound_evidence, _MAX_DETAIL_LEN)
+            optional.update({f"perflab.profile_{t}": _clip(state, _MAX_DETAIL_LEN) for t, state in p.tools.items()})
         tags.update({k: str(v) for k, v in optional.items() if v is not None})
         return tags
 
@@ -356,11 +363,9 @@ class Tracker:
             }
             (d / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
             self._client.log_artifacts(run_id, tmp)  # one upload for both files
-        trace = Path(result.profile_trace) if result.profile_trace else None
-        if trace is not None and trace.is_file():
-            self._client.log_artifact(run_id, str(trace), artifact_path="profile")
-        elif trace is not None and trace.is_dir():
-            self._client.log_artifacts(run_id, str(trace), artifact_path="profile")
+        profile = Path(result.profile.dir) if result.profile and result.profile.dir else None
+        if profile is not None and profile.is_dir() and any(profile.iterdir()):
+            self._client.log_artifacts(run_id, str(profile), artifact_path="profile")
 
     def finish(self, summary_md: str, summary_json: dict[str, Any], failed: bool = False) -> None:
         """Attach the suite summary to the parent run and end it (when this tracker created it).

@@ -20,6 +20,7 @@ from bench.result import (
     Comparison,
     ErrorInfo,
     Memory,
+    Profile,
     StageRecord,
     Timing,
     VariantResult,
@@ -44,7 +45,7 @@ def spec(variant: str, example: str = "transpose") -> VariantSpec:
     return VariantSpec(chapter="ch07", example=example, variant=variant, path=f"/x/{variant}_{example}.py")
 
 
-def ok_result(variant: str, samples: list[float], profile_trace: str | None = None) -> VariantResult:
+def ok_result(variant: str, samples: list[float], profile_dir: str | None = None) -> VariantResult:
     return VariantResult(
         spec=spec(variant),
         status="ok",
@@ -68,7 +69,7 @@ def ok_result(variant: str, samples: list[float], profile_trace: str | None = No
         memory=Memory(device="cuda:0", peak_mb=512.0, allocated_mb=256.0, reserved_mb=1024.0),
         work=Work(bytes=2 * 4096 * 4096 * 4, flops=None),
         manifest=GPU_MANIFEST,
-        profile_trace=profile_trace,
+        profile=Profile(dir=profile_dir) if profile_dir else None,
     )
 
 
@@ -151,7 +152,7 @@ def suite(store: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> di
     trace = tmp_path_factory.mktemp("trace") / "trace.json"
     trace.write_text('{"traceEvents": []}')
     base = ok_result("baseline", [2.0, 2.2, 2.1, 2.4, 2.3])
-    opt = ok_result("optimized", [1.0, 1.1, 0.9, 1.2, 1.05], profile_trace=str(trace))
+    opt = ok_result("optimized", [1.0, 1.1, 0.9, 1.2, 1.05], profile_dir=str(trace.parent))
     slow = timeout_result()
     crash = failed_result()
     cmp_opt = comparison(base, opt, detail=LONG_DETAIL)
