@@ -19,9 +19,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> str:
     return make_data(tmp_path_factory.mktemp("data") / "d.h5", 2000, 16).path
 
 
-def test_grid_2x2_completes_and_logs_nested_runs(
-    data: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
         monkeypatch.delenv(name, raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
