@@ -4,6 +4,10 @@ Every number comes from the runs' metrics and tags, never from the process that 
 a report can be rebuilt for any past suite. Speedup statistics count only pairs whose optimized
 variant was verified against its baseline and whose pair status is ``ok``: an unverified speedup is
 shown in the table but is not a success.
+
+Beside the tables: ``speedup.png``, ``roofline.png`` (ceilings from the local peak cache of the
+suite's hardware, when ``perflab peak`` ran there) and ``latency.png`` (raw samples from each
+variant's ``result.json``), all attached to the parent run too.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench import tracking
+from bench import peaks, tracking
 from bench.tracking import StoredRun
 
-__all__ = ["CSV_COLUMNS", "build_report", "report_csv", "report_markdown", "write_report"]
+__all__ = ["CSV_COLUMNS", "build_report", "charts", "report_csv", "report_markdown", "write_report"]
 
 _FAILED = frozenset({"failed", "timeout", "invalid"})
 CSV_COLUMNS = (
@@ -33,6 +37,8 @@ CSV_COLUMNS = (
     "counted",
     "baseline_gbps",
     "optimized_gbps",
+    "optimized_pct_of_peak",
+    "hardware",
     "run_id",
 )
 
@@ -42,8 +48,23 @@ def _geomean(xs: list[float]) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def _pair_row(run: StoredRun, baseline: StoredRun | None) -> dict[str, Any]:
+def _pct_of_peak(run: StoredRun, ceilings: dict[str, float] | None) -> float | None:
+    """As logged; else, for a bytes-only run logged before its device's peak was cached, achieved
+    GB/s ÷ the copy ceiling (a run with FLOPs needs its dtype, which only the logging side knows)."""
+    m = run.metrics
+    if "pct_of_peak" in m or not ceilings or "achieved_tflops" in m:
+        return m.get("pct_of_peak")
+    pct = peaks.pct_of_peak(m.get("achieved_gbps"), None, ceilings)
+    return pct[0] if pct else None
+
+
+def _hardware(run: StoredRun) -> str | None:
+    return run.tags.get("perflab.hardware") or run.tags.get("perflab.gpu")
+
+
+def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, float] | None = None) -> dict[str, Any]:
     t, m = run.tags, run.metrics
+    b = baseline.metrics if baseline else {}
     speedup = m.get("speedup")
     verified = t.get("perflab.verified") == "true"
     status = t.get("perflab.pair_status") or t.get("perflab.status", "?")
@@ -59,7 +80,15 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None) -> dict[str, Any]:
         "counted": bool(verified and status == "ok" and speedup and speedup > 0 and math.isfinite(speedup)),
         "baseline_gbps": baseline.metrics.get("achieved_gbps") if baseline else None,
         "optimized_gbps": m.get("achieved_gbps"),
+        "optimized_pct_of_peak": _pct_of_peak(run, ceilings),
+        "hardware": _hardware(run),
         "run_id": run.run_id,
+        # for the roofline chart (JSON only)
+        "baseline_tflops": b.get("achieved_tflops"),
+        "optimized_tflops": m.get("achieved_tflops"),
+        "baseline_intensity": b.get("arithmetic_intensity"),
+        "optimized_intensity": m.get("arithmetic_intensity"),
+        "baseline_run_id": baseline.run_id if baseline else None,
     }
 
 
@@ -67,12 +96,15 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
     """The report as one JSON-able dict: ``overall``, ``chapters`` (rows per chapter), ``not_ok``."""
     variants = [r for r in runs if r.is_variant]
     by_name = {r.name: r for r in variants}
+    hardware = sorted({h for r in variants if (h := _hardware(r))})
+    ceilings = {h: peaks.lookup(h) for h in hardware}
     rows = []
     for r in variants:
         t = r.tags
         if t["perflab.variant"] == "baseline":
             continue
-        rows.append(_pair_row(r, by_name.get(f"{t['perflab.chapter']}:{t['perflab.example']}:baseline")))
+        base = by_name.get(f"{t['perflab.chapter']}:{t['perflab.example']}:baseline")
+        rows.append(_pair_row(r, base, ceilings.get(_hardware(r) or "")))
     rows.sort(key=lambda x: (x["chapter"], x["example"], x["variant"]))
     counted = [x["speedup"] for x in rows if x["counted"]]
     statuses = [r.tags.get("perflab.status", "?") for r in variants]
@@ -95,6 +127,8 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
         "speedup_geomean": _geomean(counted),
         "speedup_max": max(counted) if counted else None,
         "speedup_min": min(counted) if counted else None,
+        "hardware": hardware,
+        "ceilings": ceilings,  # {hardware: ceilings from the local peak cache, or None}
     }
     not_ok = [
         {
@@ -132,8 +166,8 @@ def report_markdown(report: dict[str, Any]) -> str:
             f"## {chapter}",
             "",
             "| example | variant | baseline ms | optimized ms | speedup | verified | status | baseline GB/s | "
-            "optimized GB/s |",
-            "|---|---|---:|---:|---:|---|---|---:|---:|",
+            "optimized GB/s | optimized % of peak |",
+            "|---|---|---:|---:|---:|---|---|---:|---:|---:|",
         ]
         for x in rows:
             speedup = _f(x["speedup"], ".3f") + ("×" if x["speedup"] is not None else "")
@@ -142,8 +176,14 @@ def report_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"| {x['example']} | {x['variant']} | {_f(x['baseline_median_ms'], '.4f')} | "
                 f"{_f(x['optimized_median_ms'], '.4f')} | {speedup} | {'yes' if x['verified'] else 'no'} | "
-                f"{x['status']} | {_f(x['baseline_gbps'], '.1f')} | {_f(x['optimized_gbps'], '.1f')} |"
+                f"{x['status']} | {_f(x['baseline_gbps'], '.1f')} | {_f(x['optimized_gbps'], '.1f')} | "
+                f"{_f(x['optimized_pct_of_peak'], '.1f')} |"
             )
+    lines += ["", "![speedups](speedup.png)", "", "![roofline](roofline.png)", "", "![latency](latency.png)"]
+    missing = [h for h, c in o["ceilings"].items() if not c]
+    if missing:
+        lines += ["", f"No ceilings cached for {', '.join(missing)}: % of peak and roofline ceilings need "
+                  "`perflab peak` on that device."]  # fmt: skip
     if report["not_ok"]:
         lines += ["", "## Variants not ok", "", "| variant | status | stage | error |", "|---|---|---|---|"]
         for v in report["not_ok"]:
@@ -168,23 +208,60 @@ def write_report(
     """Build the report of a suite (default: the latest completed one), write the three files to
     ``out`` (default ``./perflab-report-<run id prefix>``) and, with ``log``, attach them to the
     parent run. ``LookupError`` for an unknown run; ``ValueError`` when it is not a suite."""
-    if run_id is None:
+    if not run_id:  # None, or "" from the MLproject entry point's default
         run_id = tracking.latest_suite_run_id(tracking_uri)
     parent = tracking.read_run(run_id, tracking_uri)
     if parent.is_variant:
         raise ValueError(
             f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
         )
-    report = build_report(parent, tracking.child_runs(run_id, tracking_uri))
-    files = {
+    runs = tracking.child_runs(run_id, tracking_uri)
+    report = build_report(parent, runs)
+    files: dict[str, str | bytes] = {
         "report.json": json.dumps(report, indent=2),
         "report.md": report_markdown(report),
         "report.csv": report_csv(report),
+        **charts(report, runs, tracking_uri),
     }
     out = out or Path(f"perflab-report-{run_id[:8]}")
     out.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
-        (out / name).write_text(content)
+        if isinstance(content, bytes):
+            (out / name).write_bytes(content)
+        else:
+            (out / name).write_text(content)
     if log:
         tracking.log_text_artifacts(run_id, files, tracking_uri)
     return report, out
+
+
+def raw_samples(runs: list[StoredRun], tracking_uri: str | None = None) -> dict[str, list[float]]:
+    """``{variant run name: raw samples (ms)}`` from each measured variant's ``result.json``."""
+    out: dict[str, list[float]] = {}
+    for r in runs:
+        if not r.is_variant or "time_median_ms" not in r.metrics:
+            continue
+        try:
+            timing = json.loads(tracking.read_artifact_text(r.run_id, "result.json", tracking_uri)).get("timing")
+        except LookupError:
+            continue
+        if timing and timing.get("samples_ms"):
+            out[r.name] = [float(x) for x in timing["samples_ms"]]
+    return out
+
+
+def charts(report: dict[str, Any], runs: list[StoredRun], tracking_uri: str | None = None) -> dict[str, bytes]:
+    """The report's PNGs: speedup.png, roofline.png, latency.png."""
+    from analysis import plots
+
+    o = report["overall"]
+    rows = [x for chapter in sorted(report["chapters"]) for x in report["chapters"][chapter]]
+    name = o["parent_run_name"] or o["parent_run_id"]
+    hardware = o["hardware"][0] if o["hardware"] else "unknown hardware"
+    return {
+        "speedup.png": plots.speedup_png(rows, f"Speedups — {name} ({o['parent_run_id'][:8]})"),
+        "roofline.png": plots.roofline_png(
+            [x for x in rows if x["hardware"] in (hardware, None)], o["ceilings"].get(hardware), hardware
+        ),
+        "latency.png": plots.latency_png(raw_samples(runs, tracking_uri), f"Latency distributions — {name}"),
+    }

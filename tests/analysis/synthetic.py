@@ -53,6 +53,7 @@ def result(
     triton: str | None = "3.5.0",
     status: str = "ok",
     work_bytes: float | None = None,
+    work_flops: float | None = None,
 ) -> VariantResult:
     """A variant result for ``chapter:example:variant``; ``samples=None`` for one that measured nothing."""
     chapter, example, variant = key.split(":")
@@ -76,7 +77,7 @@ def result(
         device=device,
         timing=timing,
         memory=Memory(device=device, peak_mb=100.0) if timing else None,
-        work=Work(bytes=work_bytes) if work_bytes else None,
+        work=Work(bytes=work_bytes, flops=work_flops) if work_bytes or work_flops else None,
         manifest=manifest,
     )
 

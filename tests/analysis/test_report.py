@@ -56,7 +56,9 @@ def expected_geomean(samples: dict[str, list[float]]) -> float:
 
 def test_report_files_are_written(written: dict[str, Any], suite: dict[str, Any]) -> None:
     out: Path = written["out"]
-    assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.csv"}
+    assert {p.name for p in out.iterdir()} == {
+        "report.json", "report.md", "report.csv", "speedup.png", "roofline.png", "latency.png"
+    }  # fmt: skip
     assert json.loads((out / "report.json").read_text())["overall"]["parent_run_id"] == suite["parent"]
 
 

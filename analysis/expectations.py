@@ -1,0 +1,188 @@
+"""Proof of benefit: a suite's speedups held against reviewed expectations kept in the repo.
+
+``expectations/<hardware slug>/<chapter>.yaml`` records, per example and optimized variant, the
+speedup (and the percent of peak, when one was measured) that a named run achieved:
+
+    hardware: NVIDIA H100 80GB HBM3
+    chapter: ch07
+    examples:
+      transpose:
+        optimized: {speedup: 6.79, pct_of_peak: null, run_id: <variant run>, parent_run_id: <suite>}
+
+Expectations change only through ``perflab expectations update`` (one whole example from one
+named, verified run) and review of the diff — never automatically, never clamped (INTEGRITY #9).
+``check`` gives each optimized variant of a suite one status:
+
+* ``pass`` — verified, speedup (and pct_of_peak) at least the expectation × (1 − tolerance);
+* ``regressed`` — verified, but below that;
+* ``failed`` — the variant or its baseline did not run ok, or the pair is not verified;
+* ``needs-work`` — no expectation recorded for this hardware and variant.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench import peaks, tracking
+from bench.tracking import StoredRun
+
+__all__ = ["CSV_COLUMNS", "DEFAULT_DIR", "Row", "check", "check_csv", "expectation_file", "update"]
+
+DEFAULT_DIR = Path("expectations")
+CSV_COLUMNS = (
+    "chapter", "example", "variant", "status", "speedup", "expected", "pct_of_peak", "min_pct_of_peak", "notes",
+    "run_id",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Row:
+    chapter: str
+    example: str
+    variant: str
+    status: str  # pass | regressed | failed | needs-work
+    speedup: float | None
+    expected: float | None
+    pct_of_peak: float | None
+    min_pct_of_peak: float | None
+    notes: str
+    run_id: str
+
+
+def hardware_of(run: StoredRun) -> str | None:
+    return run.tags.get("perflab.hardware") or run.tags.get("perflab.gpu")
+
+
+def expectation_file(root: Path, hardware: str, chapter: str) -> Path:
+    return root / peaks.slug(hardware) / f"{chapter}.yaml"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict) or not isinstance(data.get("examples", {}), dict):
+        raise ValueError(f"{path}: expected a mapping with an 'examples' mapping; fix or delete the file")
+    return data
+
+
+def _suite(run_id: str | None, tracking_uri: str | None) -> tuple[str, list[StoredRun]]:
+    run_id = run_id or tracking.latest_suite_run_id(tracking_uri)
+    parent = tracking.read_run(run_id, tracking_uri)
+    if parent.is_variant:
+        raise ValueError(f"run {run_id!r} is the variant run {parent.name!r}; pass its suite {parent.parent_id!r}")
+    return run_id, [r for r in tracking.child_runs(run_id, tracking_uri) if r.is_variant]
+
+
+def _verdict(run: StoredRun, baseline: StoredRun | None, want: dict[str, Any] | None, tolerance: float) -> Row:
+    t, m = run.tags, run.metrics
+    speedup, pct = m.get("speedup"), m.get("pct_of_peak")
+    expected = want.get("speedup") if want else None
+    min_pct = want.get("pct_of_peak") if want else None
+    status, notes = "pass", []
+    if t.get("perflab.status") != "ok" or baseline is None or baseline.tags.get("perflab.status") != "ok":
+        base = "missing" if baseline is None else baseline.tags.get("perflab.status", "?")
+        status, notes = "failed", [f"variant {t.get('perflab.status', '?')}, baseline {base}"]
+    elif t.get("perflab.verified") != "true" or speedup is None:
+        status, notes = "failed", [f"not verified: {t.get('perflab.verification', 'no comparison')}"]
+    elif want is None:
+        status, notes = "needs-work", [f"no expectation for {hardware_of(run)}; `perflab expectations update`"]
+    else:
+        if expected is not None and speedup < expected * (1 - tolerance):
+            status = "regressed"
+            notes.append(f"speedup {speedup:.3f} < {expected:.3f} by {100 * (1 - speedup / expected):.1f} %")
+        if min_pct is not None:
+            if pct is None:
+                notes.append("pct_of_peak expected but not measured (no peak cached for this hardware)")
+            elif pct < min_pct * (1 - tolerance):
+                status = "regressed"
+                notes.append(f"pct_of_peak {pct:.1f} < {min_pct:.1f}")
+        source = want.get("run_id") or want.get("parent_run_id")
+        if source:
+            notes.append(f"expectation from run {source}")
+    return Row(t["perflab.chapter"], t["perflab.example"], t["perflab.variant"], status, speedup, expected, pct,
+               min_pct, "; ".join(notes), run.run_id)  # fmt: skip
+
+
+def check(
+    run_id: str | None = None, root: Path = DEFAULT_DIR, tolerance: float = 0.05, tracking_uri: str | None = None
+) -> tuple[str, list[Row]]:
+    """(suite parent run id, one row per optimized variant) against ``root``'s expectations."""
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance is a fraction in [0, 1), but got {tolerance=}")
+    run_id, runs = _suite(run_id, tracking_uri)
+    by_name = {r.name: r for r in runs}
+    rows = []
+    for r in sorted(runs, key=lambda r: r.name):
+        t = r.tags
+        if t["perflab.variant"] == "baseline":
+            continue
+        chapter, example = t["perflab.chapter"], t["perflab.example"]
+        hardware = hardware_of(r)
+        doc = _load(expectation_file(root, hardware, chapter)) if hardware else {}
+        want = (doc.get("examples", {}).get(example) or {}).get(t["perflab.variant"])
+        rows.append(_verdict(r, by_name.get(f"{chapter}:{example}:baseline"), want, tolerance))
+    return run_id, rows
+
+
+def check_csv(rows: list[Row]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in asdict(row).items()})
+    return buf.getvalue()
+
+
+def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str | None = None) -> Path:
+    """Write one whole example's expectation (every optimized variant) from suite ``run_id``.
+
+    Refuses when any variant of the example is not ok or not verified: an expectation must come
+    from a speedup the harness proved. Other examples in the file are left as they are.
+    """
+    chapter, sep, example = target.partition(":")
+    if not sep or not chapter or not example:
+        raise ValueError(f"--example takes chapter:example, e.g. ch07:transpose, but got {target!r}")
+    chapter = chapter if chapter.startswith("ch") and len(chapter) > 3 else f"ch{int(chapter.removeprefix('ch')):02d}"
+    run_id, runs = _suite(run_id, tracking_uri)
+    mine = [r for r in runs if (r.tags["perflab.chapter"], r.tags["perflab.example"]) == (chapter, example)]
+    optimized = [r for r in mine if r.tags["perflab.variant"] != "baseline"]
+    if not optimized:
+        found = sorted({f"{r.tags['perflab.chapter']}:{r.tags['perflab.example']}" for r in runs})
+        raise ValueError(f"suite {run_id} has no optimized variant of {chapter}:{example}; it has {found}")
+    bad = [
+        f"{r.name} ({r.tags.get('perflab.status')}, verified={r.tags.get('perflab.verified', 'false')})"
+        for r in mine
+        if r.tags.get("perflab.status") != "ok"
+        or (r in optimized and (r.tags.get("perflab.verified") != "true" or "speedup" not in r.metrics))
+    ]
+    if bad:
+        raise ValueError(f"refusing to record expectations from unverified or failed variants: {', '.join(bad)}")
+    hardware = {hardware_of(r) for r in optimized}
+    if len(hardware) != 1 or None in hardware:
+        keys = sorted(map(str, hardware))
+        raise ValueError(f"{chapter}:{example} in suite {run_id} has no single hardware key: {keys}")
+    (key,) = hardware
+    assert key is not None
+    path = expectation_file(root, key, chapter)
+    doc = _load(path) or {"hardware": key, "chapter": chapter, "examples": {}}
+    doc["examples"][example] = {
+        r.tags["perflab.variant"]: {
+            "speedup": r.metrics["speedup"],  # as measured: never rounded down or clamped
+            "pct_of_peak": r.metrics.get("pct_of_peak"),  # None: no peak was cached when it ran
+            "run_id": r.run_id,
+            "parent_run_id": run_id,
+            "commit": r.tags.get("mlflow.source.git.commit"),
+        }
+        for r in sorted(optimized, key=lambda r: r.name)
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = "# Reviewed expectations; written by `perflab expectations update`, changed only through review.\n"
+    path.write_text(header + yaml.safe_dump(doc, sort_keys=True))
+    return path

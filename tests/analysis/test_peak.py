@@ -1,0 +1,64 @@
+"""analysis/peak.py and ``perflab peak`` on the CPU: positive ceilings, cached per hardware, reused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from analysis import peak as peak_mod
+from bench import cli, peaks
+from tests.analysis.synthetic import Store
+
+SMALL = {"copy_bytes": 8 * 2**20, "matmul_n": 256, "repeats": 3}
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "cache" / "peaks.json"
+    monkeypatch.setenv("PERFLAB_PEAK_CACHE", str(path))
+    return path
+
+
+def test_cpu_peak_is_measured_logged_and_cached(cache: Path, store: Store) -> None:
+    store.experiment("peak")
+    entry, reused = peak_mod.peak(device="cpu", experiment="peak", tracking_uri=store.uri, **SMALL)
+    assert not reused
+    assert entry["key"] == peaks.cpu_key() and entry["device"] == "cpu"
+    assert entry["ceilings"]["copy_gbps"] > 0 and entry["ceilings"]["fp32_tflops"] > 0
+    on_disk = json.loads(cache.read_text())
+    assert list(on_disk) == [peaks.cpu_key()]
+    assert on_disk[peaks.cpu_key()]["ceilings"] == entry["ceilings"]
+    assert peaks.lookup(peaks.cpu_key()) == entry["ceilings"]
+    run = store.client.get_run(entry["run_id"])
+    assert run.data.tags["perflab.kind"] == "peak" and run.data.tags["perflab.hardware"] == entry["key"]
+    assert run.data.metrics["copy_gbps"] == pytest.approx(entry["ceilings"]["copy_gbps"])
+
+
+def test_cached_entry_is_reused_unless_forced(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, _ = peak_mod.peak(device="cpu", track=False, **SMALL)
+
+    def refuse(**_: object) -> None:
+        raise AssertionError("measured although the cache had this device")
+
+    monkeypatch.setattr(peak_mod, "measure_cpu", refuse)
+    again, reused = peak_mod.peak(device="cpu", track=False, **SMALL)
+    assert reused and again == first
+    with pytest.raises(AssertionError, match="measured although"):
+        peak_mod.peak(device="cpu", track=False, force=True, **SMALL)
+
+
+def test_store_keeps_other_hardware(cache: Path) -> None:
+    peak_mod.store({"key": "NVIDIA H100 80GB HBM3", "ceilings": {"copy_gbps": 2996.0}})
+    peak_mod.store({"key": "other", "ceilings": {"copy_gbps": 1.0}})
+    assert set(peaks.load_cache()) == {"NVIDIA H100 80GB HBM3", "other"}
+
+
+def test_cli_reports_reuse(cache: Path) -> None:
+    peak_mod.store({"key": peaks.cpu_key(), "device": "cpu", "measured_at": "2026-11-21T00:00:00+00:00",
+                    "torch": "x", "ceilings": {"copy_gbps": 10.0, "fp32_tflops": 0.05}, "notes": {}})  # fmt: skip
+    res = CliRunner().invoke(cli.app, ["peak", "--device", "cpu", "--no-track"])
+    assert res.exit_code == 0, res.output
+    assert "reused the cached ceilings" in res.output and "50.0 GFLOP/s" in res.output
