@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
-# PERFLAB_STEPS (default "tests selfcheck chapter"). Everything lands in $OUT (logs, mlflow.db,
-# artifacts as mlruns.tgz, selfcheck tables, raw ncu CSV).
+# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead). Everything
+# lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
+# the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7), PERFLAB_PYTEST_ARGS (default: the whole suite)
 set -uo pipefail
 OUT=${OUT:-/tmp/perflab-out}; mkdir -p "$OUT"
@@ -25,10 +26,21 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     chapter)
       mlflow run . -e chapter -P ch="${PERFLAB_TARGETS:-7}" --env-manager local > "$OUT/chapter.log" 2>&1
       echo "mlflow run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee "$OUT/show.md" ;;
+    peak)
+      perflab peak --force > "$OUT/peak.log" 2>&1; echo "peak exit $?"; tail -15 "$OUT/peak.log"
+      cp "${PERFLAB_PEAK_CACHE:-$HOME/.cache/perflab/peaks.json}" "$OUT/peaks.json" 2> /dev/null ;;
+    report)
+      perflab report --out "$OUT/report" > "$OUT/report.log" 2>&1; echo "report exit $?"; tail -5 "$OUT/report.log" ;;
+    profile)
+      perflab run -t "ch${PERFLAB_TARGETS:-7}" --profile --profile-mode all > "$OUT/profile.log" 2>&1
+      echo "profile exit $?"; grep -E "bound|ok|failed" "$OUT/profile.log" | tail -20 ;;
+    overhead)
+      perflab overhead --n 20 --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
   esac
 done
 cp mlflow.db "$OUT/" 2> /dev/null
 # one archive: the device returns a limited number of files
-tar czf "$OUT/bundle.tgz" mlruns -C "$OUT" $(cd "$OUT" && ls -d ncu selfcheck.md show.md 2> /dev/null) 2> /dev/null
-rm -rf "$OUT/ncu" "$OUT/selfcheck.md" "$OUT/show.md"
+extra=$(cd "$OUT" && ls -d ncu report selfcheck.md show.md overhead.md overhead.json peaks.json 2> /dev/null)
+tar czf "$OUT/bundle.tgz" mlruns -C "$OUT" $extra 2> /dev/null
+(cd "$OUT" && rm -rf $extra)
 echo done
