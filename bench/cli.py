@@ -542,7 +542,7 @@ def overhead(
 
 # Packages built on bench add their commands here: a module ``<pkg>.cli`` with ``register(app)``,
 # cheap to import (heavy imports inside the commands). bench itself never imports them otherwise.
-PLUGINS = ("analysis.cli", "sweeps.cli")
+PLUGINS = ("analysis.cli", "sweeps.cli", "kernels.cli")
 
 
 def _register_plugins() -> None:

@@ -1,0 +1,1 @@
+"""Kernel cases: our Triton kernels (forward and backward) against naive PyTorch and torch.compile."""
