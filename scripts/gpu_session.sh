@@ -38,9 +38,11 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       perflab overhead --n 20 --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
   esac
 done
+# The device returns a limited number of files: everything goes into one bundle (logs, tables, raw ncu
+# CSV, report, MLflow artifacts), beside mlflow.db and machine.txt.
+repo=$(pwd)
+tar czf /tmp/perflab-bundle.tgz -C "$OUT" . -C "$repo" mlruns 2> /dev/null
+find "$OUT" -mindepth 1 ! -name machine.txt -delete
+mv /tmp/perflab-bundle.tgz "$OUT/bundle.tgz"
 cp mlflow.db "$OUT/" 2> /dev/null
-# one archive: the device returns a limited number of files
-extra=$(cd "$OUT" && ls -d ncu report selfcheck.md show.md overhead.md overhead.json peaks.json 2> /dev/null)
-tar czf "$OUT/bundle.tgz" mlruns -C "$OUT" $extra 2> /dev/null
-(cd "$OUT" && rm -rf $extra)
 echo done
