@@ -552,7 +552,9 @@ def _register_plugins() -> None:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name != name:
+            # The plugin or its package is absent (e.g. an editable install made before the package
+            # existed): skip it. A module missing *inside* the plugin is a real error.
+            if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
                 raise
             continue
         module.register(app)
