@@ -365,11 +365,7 @@ def selfcheck(
     except ValueError as exc:
         raise PerflabError(str(exc)) from None
     text = markdown(report)
-    console.print(text)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "selfcheck.md").write_text(text)
-        (out / "selfcheck.json").write_text(json.dumps(report, indent=2))
+    _emit(text, report, out, "selfcheck")
     if not no_track:
         from bench.tracking import log_run
 
@@ -527,17 +523,22 @@ def overhead(
     out: Annotated[Path | None, typer.Option(help="also write overhead.md and overhead.json here")] = None,
 ) -> None:
     """Per-variant cost of isolation: fast path (forkserver) vs cold start (fresh interpreter)."""
-    import json
 
     from bench.overhead import markdown, run_overhead
 
     report = run_overhead(n)
-    text = markdown(report)
+    _emit(markdown(report), report, out, "overhead")
+
+
+def _emit(text: str, report: dict[str, Any], out: Path | None, stem: str) -> None:
+    """Print a Markdown table; with ``out``, also keep it and the raw report as <stem>.md / .json."""
+    import json
+
     console.print(text)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "overhead.md").write_text(text)
-        (out / "overhead.json").write_text(json.dumps(report, indent=2))
+        (out / f"{stem}.md").write_text(text)
+        (out / f"{stem}.json").write_text(json.dumps(report, indent=2))
 
 
 # Packages built on bench add their commands here: a module ``<pkg>.cli`` with ``register(app)``,
