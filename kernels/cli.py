@@ -1,11 +1,113 @@
-"""``perflab kernels`` (registered by bench.cli's plugin hook). Cheap to import: torch/triton load inside."""
+"""``perflab kernels`` (registered by bench.cli's plugin hook).
+
+Cheap to import: torch, triton, matplotlib and mlflow load inside the command.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
 
 __all__ = ["register"]
 
+CASE_MODULES = ("kernels.rmsnorm",)  # importing one registers its cases
+
+
+def kernels_cmd(
+    case: Annotated[str, typer.Option(help="case name (rms, add_rms) or 'all'")] = "all",
+    dtype: Annotated[str, typer.Option(help="fp16, bf16, fp32 or all")] = "bf16",
+    provider: Annotated[
+        str, typer.Option(help="comma-separated providers: naive, compiled, triton, compiled_triton (default: all)")
+    ] = "all",
+    plot: Annotated[bool, typer.Option("--plot", help="also write a speedup PNG per CSV")] = False,
+    save_path: Annotated[Path, typer.Option("--save-path", help="directory for the CSVs and plots")] = Path(
+        "kernels-out"
+    ),
+    smoke: Annotated[
+        bool | None, typer.Option("--smoke/--full-size", help="tiny shapes (default: on CPU) or the GPU sweep")
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:N")] = "auto",
+    iterations: Annotated[int | None, typer.Option(help="timed calls per provider (default: adaptive)")] = None,
+    no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
+) -> None:
+    """Triton kernel cases vs naive PyTorch and torch.compile, forward and backward, over shapes and dtypes."""
+    import importlib
+    import os
+
+    import torch
+
+    from bench.config import resolve_config
+    from bench.errors import PerflabError
+
+    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto"
+                       else device)  # fmt: skip
+    if dev.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        os.environ["TRITON_INTERPRET"] = "1"  # read when @triton.jit decorates, i.e. at the import below
+        typer.echo("no GPU: Triton kernels run in the interpreter (TRITON_INTERPRET=1); times are not GPU times")
+    for name in CASE_MODULES:
+        importlib.import_module(name)
+    from kernels.case import CASES, DTYPES, PROVIDERS
+    from kernels.sweep import GPU_SHAPES, SMOKE_SHAPES, geomean, sweep_case, write_outputs
+
+    cases = list(CASES) if case == "all" else [c.strip() for c in case.split(",")]
+    dtypes = list(DTYPES) if dtype == "all" else [d.strip() for d in dtype.split(",")]
+    providers = list(PROVIDERS) if provider == "all" else [p.strip() for p in provider.split(",")]
+    for kind, given, known in (("case", cases, CASES), ("dtype", dtypes, DTYPES), ("provider", providers, PROVIDERS)):
+        bad = [g for g in given if g not in known]
+        if bad:
+            raise PerflabError(f"--{kind} {','.join(bad)} unknown; choose from {', '.join(known)} or all")
+    if "naive" not in providers:
+        providers.insert(0, "naive")  # every speedup is against it
+    smoke = dev.type == "cpu" if smoke is None else smoke
+    shapes = SMOKE_SHAPES if smoke else GPU_SHAPES
+    layer: dict[str, Any] = {"device": str(dev), "smoke": smoke}
+    if iterations is not None:
+        layer["iterations"] = iterations
+    elif smoke:
+        layer.update(iterations=3, warmup=1)  # tiny shapes in the interpreter: a number, not a statistic
+    config = resolve_config(layer)
+
+    metrics: dict[str, float] = {}
+    artifacts: dict[str, str] = {}
+    for c in cases:
+        for d in dtypes:
+            rows = sweep_case(CASES[c], d, shapes, config, dev, providers, check_shape=SMOKE_SHAPES[0],
+                              log=typer.echo)  # fmt: skip
+            artifacts.update(write_outputs(rows, c, d, save_path, plot))
+            for direction, rs in rows.items():
+                key = f"{c}.{d}.{direction}"
+                for r in rs:
+                    metrics.update({f"{key}.{r.shape}.{p}_us": us for p, us in r.us.items()})
+                for against in ("naive", "compiled"):
+                    gm = geomean(r.speedup(against) for r in rs)
+                    if gm is not None:
+                        metrics[f"{key}.speedup_vs_{against}_geomean"] = gm
+                        typer.echo(f"{key}: triton vs {against} geomean {gm:.3f}x")
+                skipped = {p: why for r in rs for p, why in r.skipped.items()}
+                for p, why in skipped.items():
+                    typer.echo(f"{key}: {p} skipped: {why}")
+                    artifacts[f"skipped-{c}-{d}-{direction}-{p}.txt"] = why
+    typer.echo(f"wrote {save_path}")
+    if not no_track:
+        from bench.tracking import log_run
+
+        run_id = log_run(
+            f"perflab kernels {case} {dtype}",
+            params={"cases": cases, "dtypes": dtypes, "providers": providers, "device": str(dev), "smoke": smoke,
+                    "shapes": [str(s) for s in shapes], "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
+                    "timing_mode": config.timing_mode, "iterations": config.iterations},  # fmt: skip
+            metrics=metrics,
+            artifacts=artifacts,
+            tags={"perflab.kind": "kernels"},
+            experiment=experiment,
+            tracking_uri=tracking_uri,
+        )
+        typer.echo(f"logged to MLflow run {run_id}")
+
 
 def register(app: Any) -> None:
-    """Nothing yet: the command lands with the cases."""
+    app.command("kernels")(kernels_cmd)

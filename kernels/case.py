@@ -1,0 +1,91 @@
+"""A kernel case: one operation, a reference module and our Triton module computing the same thing.
+
+A case supplies inputs for a shape and dtype, the two modules (same parameters) and the forward
+call; the harness does the rest (kernels/check.py compares, kernels/sweep.py times). Providers are
+the four ways an operation is run:
+
+* ``naive``: the eager PyTorch reference (statistics in fp32, like our kernels);
+* ``compiled``: ``torch.compile`` of the reference (may be unavailable, e.g. no C++ compiler: skipped);
+* ``triton``: our kernels, wrapped in a ``torch.autograd.Function`` with a Triton backward;
+* ``compiled_triton``: ``torch.compile`` of our module (skipped where it does not compose).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+__all__ = ["CASES", "DIRECTIONS", "DTYPES", "PROVIDERS", "Case", "Shape", "build", "register_case"]
+
+PROVIDERS = ("naive", "compiled", "triton", "compiled_triton")
+DIRECTIONS = ("fwd", "bwd")
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+@dataclass(frozen=True)
+class Shape:
+    batch: int
+    seq_len: int
+    hidden: int
+
+    @property
+    def rows(self) -> int:
+        return self.batch * self.seq_len
+
+    def __str__(self) -> str:
+        return f"{self.batch}x{self.seq_len}x{self.hidden}"
+
+
+class Case(ABC):
+    """One operation. Subclasses set ``name`` and ``description`` and implement the three methods."""
+
+    name: str
+    description: str
+
+    @abstractmethod
+    def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+                    ) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        """Activations for one call, random (never zeros, so a dropped term shows), requiring grad."""
+
+    @abstractmethod
+    def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
+        """The eager PyTorch module, parameters random (not ones: a wrong weight gradient must show)."""
+
+    @abstractmethod
+    def custom(self, reference: nn.Module) -> nn.Module:
+        """Our Triton module, holding copies of ``reference``'s parameters."""
+
+    def forward(self, module: nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        out = module(*inputs)
+        return out if isinstance(out, tuple) else (out,)
+
+    def needs_grad(self, module: nn.Module, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Tensors whose gradients are checked and computed in ``bwd``: the inputs, then the parameters."""
+        return [*inputs, *module.parameters()]
+
+
+CASES: dict[str, Case] = {}
+
+
+def register_case(case: Case) -> Case:
+    if case.name in CASES:
+        raise ValueError(f"case name {case.name!r} is registered twice; pick another name")
+    CASES[case.name] = case
+    return case
+
+
+def build(case: Case, provider: str, reference: nn.Module) -> nn.Module:
+    """The module a provider runs. Compilation is lazy: a compile failure surfaces at the first call."""
+    if provider == "naive":
+        return reference
+    if provider == "compiled":
+        return torch.compile(reference)  # type: ignore[return-value]
+    if provider == "triton":
+        return case.custom(reference)
+    if provider == "compiled_triton":
+        return torch.compile(case.custom(reference))  # type: ignore[return-value]
+    raise ValueError(f"provider={provider!r} is not one of {', '.join(PROVIDERS)}")

@@ -1,0 +1,177 @@
+"""Sweep a case over shapes: check each provider, time the ones that pass, write CSVs and plots.
+
+Timing goes through the harness's clock (``bench.timing.make_clock``) and the config's stop rule;
+nothing here times itself. ``fwd`` times one forward call; ``bwd`` times ``torch.autograd.grad`` of
+a forward recorded once (graph retained), i.e. the backward kernels alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from bench.config import BenchmarkConfig
+from bench.stats import summarize
+from bench.timing import make_clock
+from kernels.case import DTYPES, PROVIDERS, Case, Shape, build
+from kernels.check import check
+
+__all__ = ["GPU_SHAPES", "SMOKE_SHAPES", "Row", "csv_text", "geomean", "plot_png", "sweep_case"]
+
+# The issue's sweep: batch 1/2/4/8 x seq 1024..8192 x hidden 2048/4096 (GPU sizes).
+GPU_SHAPES = [Shape(b, s, h) for h in (2048, 4096) for b in (1, 2, 4, 8) for s in (1024, 2048, 4096, 8192)]
+# CPU / Triton interpreter: tiny and awkward (hidden not a power of two).
+SMOKE_SHAPES = [Shape(2, 3, 37), Shape(1, 5, 64)]
+CSV_COLUMNS = ["dim", "batch_size", "seq_len", *(f"{p}_us" for p in PROVIDERS), "speedup_vs_naive",
+               "speedup_vs_compiled"]  # fmt: skip
+_COMPILED = ("compiled", "compiled_triton")
+
+
+@dataclass
+class Row:
+    """One shape of one case/dtype/direction: median µs per provider that ran, reasons for those that did not."""
+
+    shape: Shape
+    us: dict[str, float] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # provider -> why (compile failed, check failed)
+
+    def speedup(self, against: str, provider: str = "triton") -> float | None:
+        if against in self.us and provider in self.us and self.us[provider] > 0:
+            return self.us[against] / self.us[provider]
+        return None
+
+
+def geomean(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in vals) / len(vals)) if vals else None
+
+
+def _timed_call(case: Case, module: torch.nn.Module, inputs: Sequence[torch.Tensor], direction: str,
+                gen: torch.Generator) -> Callable[[], object]:  # fmt: skip
+    if direction == "fwd":
+        def fwd() -> object:
+            with torch.no_grad():
+                return case.forward(module, inputs)
+        return fwd
+    outs = case.forward(module, inputs)
+    upstream = [torch.randn(o.shape, generator=gen).to(o.device, o.dtype) for o in outs]
+    wanted = case.needs_grad(module, inputs)
+    return lambda: torch.autograd.grad(outs, wanted, upstream, retain_graph=True, allow_unused=True)
+
+
+def time_fn(fn: Callable[[], object], config: BenchmarkConfig, device: torch.device) -> float:
+    """Median µs of ``fn`` through the harness clock: first call, warm-up, then the stop rule."""
+    clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2, calls_per_sample=config.calls_per_sample)
+    clock.first_call(fn)
+    clock.warmup(fn, config.warmup)
+    m = clock.measure(fn, config.iterations, config.stop_rule())
+    return summarize(m.samples_ms).median_ms * 1e3
+
+
+def sweep_case(
+    case: Case, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig, device: torch.device,
+    providers: Sequence[str] = PROVIDERS, check_shape: Shape | None = None, log: Callable[[str], None] = print,
+) -> dict[str, list[Row]]:  # fmt: skip
+    """{direction: rows}. Each provider is checked once (on ``check_shape``, default the first shape);
+    a provider that fails the check, or whose compilation fails, is skipped with the reason."""
+    dtype = DTYPES[dtype_name]
+    reasons: dict[str, str] = {}
+    for p in providers:
+        if p == "naive":
+            continue
+        try:
+            res = check(case, p, check_shape or shapes[0], dtype, device, seed=config.seed)
+        except Exception as exc:  # torch.compile without a compiler, a kernel that does not compose
+            kind = "compile failed" if p in _COMPILED else "raised"
+            reasons[p] = f"{kind}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+        else:
+            if not res.ok:
+                reasons[p] = "check failed: " + "; ".join(res.problems)
+        log(f"check {case.name}/{p} {dtype_name}: {reasons.get(p, 'ok')}")
+    out: dict[str, list[Row]] = {"fwd": [], "bwd": []}
+    for shape in shapes:
+        gen = torch.Generator().manual_seed(config.seed)
+        reference = case.reference(shape.hidden, dtype, device, gen)
+        inputs = case.make_inputs(shape, dtype, device, gen)
+        for direction in ("fwd", "bwd"):
+            row = Row(shape, skipped=dict(reasons))
+            for p in providers:
+                if p in reasons:
+                    continue
+                try:
+                    fn = _timed_call(case, build(case, p, reference), inputs, direction, gen)
+                    row.us[p] = time_fn(fn, config, device)
+                except Exception as exc:
+                    row.skipped[p] = f"timing raised {type(exc).__name__}: {exc}"[:300]
+            out[direction].append(row)
+            log(f"{case.name} {dtype_name} {direction} {shape}: "
+                + ", ".join(f"{p} {us:.1f} µs" for p, us in row.us.items()))  # fmt: skip
+    return out
+
+
+def csv_text(rows: Sequence[Row]) -> str:
+    """dim, batch_size, seq_len, one µs column per provider (empty: not run), speedups of triton."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+
+    def fmt(x: float | None, spec: str) -> str:
+        return "" if x is None else format(x, spec)
+
+    for r in rows:
+        writer.writerow([r.shape.hidden, r.shape.batch, r.shape.seq_len,
+                         *(fmt(r.us.get(p), ".3f") for p in PROVIDERS),
+                         fmt(r.speedup("naive"), ".4f"), fmt(r.speedup("compiled"), ".4f")])  # fmt: skip
+    return buf.getvalue()
+
+
+def csv_name(case: str, dtype_name: str, direction: str) -> str:
+    return f"{case}-{dtype_name}-{direction}-perf.csv"
+
+
+def plot_png(rows: Sequence[Row], title: str) -> bytes:
+    """Speedup of triton vs naive and vs compiled per shape; the geomeans are in the legend and title."""
+    from matplotlib.figure import Figure
+
+    labels = [str(r.shape) for r in rows]
+    fig = Figure(figsize=(max(6.0, 0.45 * len(rows) + 2), 4))
+    ax = fig.subplots()
+    means = []
+    for against, color in (("naive", "#2b6cb0"), ("compiled", "#dd6b20")):
+        ys = [r.speedup(against) for r in rows]
+        gm = geomean(ys)
+        if gm is None:
+            continue
+        means.append(f"vs {against} {gm:.2f}×")
+        ax.plot(labels, [float("nan") if y is None else y for y in ys], "o-", color=color,
+                label=f"triton vs {against} (geomean {gm:.2f}×)")  # fmt: skip
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("shape (batch x seq_len x hidden)")
+    ax.set_ylabel("speedup (provider median / triton median)")
+    ax.tick_params(axis="x", rotation=60, labelsize=7)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{title}: geomean " + (", ".join(means) or "none measured"), fontsize=10)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def write_outputs(rows: dict[str, list[Row]], case: str, dtype_name: str, save_path: Path, plot: bool
+                  ) -> dict[str, str]:  # fmt: skip
+    """Write the CSVs (and PNGs) into ``save_path``; returns {file name: CSV text} for MLflow."""
+    save_path.mkdir(parents=True, exist_ok=True)
+    texts = {}
+    for direction, rs in rows.items():
+        name = csv_name(case, dtype_name, direction)
+        texts[name] = csv_text(rs)
+        (save_path / name).write_text(texts[name])
+        if plot:
+            png = plot_png(rs, f"{case} {dtype_name} {direction}")
+            (save_path / name.replace("-perf.csv", "-speedup.png")).write_bytes(png)
+    return texts
