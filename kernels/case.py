@@ -72,7 +72,10 @@ CASES: dict[str, Case] = {}
 
 
 def register_case(case: Case) -> Case:
-    if case.name in CASES:
+    old = CASES.get(case.name)
+    # A module imported again (tests re-import kernels under TRITON_INTERPRET=1) replaces its own cases.
+    if old is not None and (type(old).__module__, type(old).__qualname__) != (type(case).__module__,
+                                                                              type(case).__qualname__):
         raise ValueError(f"case name {case.name!r} is registered twice; pick another name")
     CASES[case.name] = case
     return case

@@ -48,6 +48,19 @@ def reduction_programs(rows: int, device: torch.device) -> int:
 
 
 @triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def _row_sum(x):
+    # tl.reduce with our own combine rather than tl.sum (and tl.full, not tl.zeros): triton.language's
+    # @jit helpers are decorated when triton is first imported, so a TRITON_INTERPRET=1 set later (tests
+    # that share a process) would leave them uncallable in the interpreter. Our own helpers are fine.
+    return tl.reduce(x, 0, _add)
+
+
+@triton.jit
 def _fwd_kernel(X, R, S, Y, W, RSTD, N, eps, HAS_RES: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
@@ -60,7 +73,7 @@ def _fwd_kernel(X, R, S, Y, W, RSTD, N, eps, HAS_RES: tl.constexpr, BLOCK: tl.co
         tl.store(S + row * N + cols, s, mask=mask)
         x = s.to(tl.float32)
     w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+    rstd = 1.0 / tl.sqrt(_row_sum(x * x) / N + eps)
     tl.store(RSTD + row, rstd)
     tl.store(Y + row * N + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
 
@@ -71,7 +84,7 @@ def _bwd_kernel(DY, DS, X, W, RSTD, DX, DW, M, N, rows_per_program, HAS_DS: tl.c
     cols = tl.arange(0, BLOCK)
     mask = cols < N
     w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    dw = tl.zeros((BLOCK,), dtype=tl.float32)
+    dw = tl.full((BLOCK,), 0.0, tl.float32)
     start = pid.to(tl.int64) * rows_per_program  # int64: rows x hidden may pass 2**31
     end = tl.minimum(start + rows_per_program, M)
     # Pointers advance a row per step (the loop counter is an int32 scalar in compiled code).
@@ -82,7 +95,7 @@ def _bwd_kernel(DY, DS, X, W, RSTD, DX, DW, M, N, rows_per_program, HAS_DS: tl.c
         rstd = tl.load(RSTD + row)
         xhat = x * rstd
         g = dy * w
-        dx = (g - xhat * (tl.sum(g * xhat, axis=0) / N)) * rstd
+        dx = (g - xhat * (_row_sum(g * xhat) / N)) * rstd
         if HAS_DS:  # the sum output's own gradient flows straight through to x and r
             dx += tl.load(DS + offs, mask=mask, other=0.0).to(tl.float32)
         tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)

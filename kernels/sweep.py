@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch._functorch.config  # noqa: F401  (the donated_buffer switch below)
 
 from bench.config import BenchmarkConfig
 from bench.stats import summarize
@@ -95,6 +96,16 @@ def sweep_case(
                 reasons[p] = "check failed: " + "; ".join(res.problems)
         log(f"check {case.name}/{p} {dtype_name}: {reasons.get(p, 'ok')}")
     out: dict[str, list[Row]] = {"fwd": [], "bwd": []}
+    # bwd replays one recorded graph (retain_graph=True); torch.compile's donated buffers forbid that, so
+    # donation is off while compiled graphs are traced (it saves memory, not time, in the timed backward).
+    with torch._functorch.config.patch(donated_buffer=False):
+        _time_shapes(case, dtype, dtype_name, shapes, config, device, providers, reasons, out, log)
+    return out
+
+
+def _time_shapes(case: Case, dtype: torch.dtype, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig,
+                 device: torch.device, providers: Sequence[str], reasons: dict[str, str],
+                 out: dict[str, list[Row]], log: Callable[[str], None]) -> None:  # fmt: skip
     for shape in shapes:
         gen = torch.Generator().manual_seed(config.seed)
         reference = case.reference(shape.hidden, dtype, device, gen)
@@ -112,7 +123,6 @@ def sweep_case(
             out[direction].append(row)
             log(f"{case.name} {dtype_name} {direction} {shape}: "
                 + ", ".join(f"{p} {us:.1f} µs" for p, us in row.us.items()))  # fmt: skip
-    return out
 
 
 def csv_text(rows: Sequence[Row]) -> str:

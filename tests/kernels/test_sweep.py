@@ -1,0 +1,101 @@
+"""CSV columns and speedups, the geomean, timing through the harness clock, the CLI end to end."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from bench.cli import app
+from kernels.case import CASES, Shape
+from kernels.sweep import CSV_COLUMNS, Row, csv_text, geomean, plot_png, sweep_case
+
+CPU = torch.device("cpu")
+
+
+def test_csv_columns_and_speedups() -> None:
+    rows = [
+        Row(Shape(2, 128, 4096), us={"naive": 30.0, "compiled": 15.0, "triton": 10.0}),
+        Row(Shape(1, 5, 37), us={"naive": 8.0, "triton": 16.0}, skipped={"compiled": "compile failed: X"}),
+    ]
+    parsed = list(csv.DictReader(io.StringIO(csv_text(rows))))
+    assert list(parsed[0]) == CSV_COLUMNS
+    assert CSV_COLUMNS[:3] == ["dim", "batch_size", "seq_len"]
+    first, second = parsed
+    assert (first["dim"], first["batch_size"], first["seq_len"]) == ("4096", "2", "128")
+    assert float(first["speedup_vs_naive"]) == pytest.approx(3.0)
+    assert float(first["speedup_vs_compiled"]) == pytest.approx(1.5)
+    assert first["compiled_triton_us"] == ""  # not run: empty, never 0
+    assert float(second["speedup_vs_naive"]) == pytest.approx(0.5)
+    assert second["compiled_us"] == second["speedup_vs_compiled"] == ""
+
+
+def test_geomean_ignores_missing() -> None:
+    assert geomean([2.0, 8.0, None]) == pytest.approx(4.0)
+    assert geomean([None]) is None
+
+
+def test_plot_is_a_png() -> None:
+    png = plot_png([Row(Shape(1, 2, 3), us={"naive": 2.0, "triton": 1.0})], "rms fp32 fwd")
+    assert png.startswith(b"\x89PNG")
+
+
+def test_sweep_times_checked_providers_and_skips_a_wrong_one(interp: ModuleType, monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:  # fmt: skip
+    from bench.config import resolve_config
+
+    config = resolve_config({"device": "cpu", "iterations": 2, "warmup": 0})
+    shapes = [Shape(1, 2, 37)]
+    rows = sweep_case(CASES["rms"], "fp32", shapes, config, CPU, ["naive", "triton"], log=lambda s: None)
+    for direction in ("fwd", "bwd"):
+        (row,) = rows[direction]
+        assert set(row.us) == {"naive", "triton"} and all(math.isfinite(v) and v > 0 for v in row.us.values())
+    # a Triton module with a wrong eps: the check must fail and the provider must not be timed
+    monkeypatch.setattr(CASES["rms"], "custom", lambda ref: _wrong_eps(interp, ref))
+    rows = sweep_case(CASES["rms"], "fp32", shapes, config, CPU, ["naive", "triton"], log=lambda s: None)
+    assert "triton" not in rows["fwd"][0].us
+    assert rows["fwd"][0].skipped["triton"].startswith("check failed")
+
+
+def _wrong_eps(interp: ModuleType, ref: torch.nn.Module) -> torch.nn.Module:
+    mod = interp._retyped(ref, interp.TritonRMSNorm)
+    mod.eps = 0.5
+    return mod
+
+
+def test_cli_smoke_one_case(interp: ModuleType, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["kernels", "--case", "add_rms", "--dtype", "fp32", "--provider", "triton",
+                                      "--smoke", "--plot", "--save-path", str(out), "--no-track"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["add_rms-fp32-bwd-perf.csv", "add_rms-fp32-bwd-speedup.png",
+                     "add_rms-fp32-fwd-perf.csv", "add_rms-fp32-fwd-speedup.png"]  # fmt: skip
+    rows = list(csv.DictReader((out / "add_rms-fp32-fwd-perf.csv").open()))
+    assert len(rows) == 2 and all(float(r["triton_us"]) > 0 and float(r["naive_us"]) > 0 for r in rows)
+    assert "check add_rms/triton fp32: ok" in result.output
+
+
+def test_cli_logs_to_mlflow(interp: ModuleType, tmp_path: Path) -> None:
+    from bench.tracking import read_run
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["--smoke", "--save-path", str(tmp_path / "o"), "--tracking-uri", uri]
+    result = CliRunner().invoke(app, ["kernels", "--case", "rms", "--dtype", "fp32", "--provider", "triton", *args])
+    assert result.exit_code == 0, result.output
+    run_id = result.output.strip().splitlines()[-1].split()[-1]
+    run = read_run(run_id, uri)
+    assert run.tags["perflab.kind"] == "kernels"
+    assert run.metrics["rms.fp32.fwd.2x3x37.triton_us"] > 0
+    assert "rms.fp32.bwd.speedup_vs_naive_geomean" in run.metrics
+
+
+def test_cli_rejects_unknown_case(interp: ModuleType) -> None:
+    result = CliRunner().invoke(app, ["kernels", "--case", "nope", "--no-track"])
+    assert result.exit_code != 0
