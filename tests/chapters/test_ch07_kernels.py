@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ import torch
 from bench.config import resolve_config
 from bench.context import make_context, set_context
 from bench.protocol import import_file
-from chapters.ch07.common import BLOCK, A, B, particles
+from chapters.ch07.common import BLOCK, C_NEIGHBOUR, C_SELF, A, B, gather_pairs, particles
 
 CH07 = Path(__file__).resolve().parents[2] / "chapters" / "ch07"
 COMMON = "chapters.ch07.common"
@@ -45,7 +46,7 @@ def randn(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def run(module: ModuleType, inp: torch.Tensor, out_shape: tuple[int, ...]) -> torch.Tensor:
+def run(module: ModuleType, inp: Any, out_shape: tuple[int, ...]) -> torch.Tensor:
     out = torch.full(out_shape, float("nan"))  # every element must be written
     module.get_benchmark().launch(inp, out)
     return out
@@ -93,3 +94,60 @@ def test_layouts_hold_the_same_particles() -> None:
     assert work_aos == work_soa  # same minimum work: the layout is the only change
     with pytest.raises(ValueError, match="layout='aosoa'"):
         particles("aosoa")
+
+
+@pytest.mark.parametrize("n", [1, BLOCK + 1, 2 * BLOCK + 3])
+def test_gather_locality_orders_write_the_same_tensor(load: dict[str, ModuleType], n: int) -> None:
+    gen = torch.Generator().manual_seed(n)
+    x = torch.randn(n, generator=gen)
+    s = torch.randint(n, (n,), generator=gen).sort().values  # with repeats, as in the benchmark
+    perm = torch.randperm(n, generator=gen)
+    src, dst = s[perm].to(torch.int32), perm.to(torch.int32)  # the pairs (s[j], j), shuffled
+    shuffled = run(load["baseline_gather_locality"], (x, src, dst), (n,))
+    in_order = run(load["optimized_gather_locality"], (x, s.to(torch.int32), torch.arange(n, dtype=torch.int32)), (n,))
+    assert torch.equal(shuffled, x[s]) and torch.equal(in_order, x[s])
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (5, 130, 33), (130, 3, 7)])
+def test_tiled_matmul_matches_reference(load: dict[str, ModuleType], variant: str, mnk: tuple[int, int, int]) -> None:
+    m, n, k = mnk
+    a, b = randn(m, k, seed=m), randn(k, n, seed=n)
+    c = run(load[f"{variant}_tiled_matmul"], (a, b), (m, n))
+    torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, BLOCK + 1), (2, 2 * BLOCK - 1)])
+def test_pipelined_loads_match_reference(load: dict[str, ModuleType], shape: tuple[int, int]) -> None:
+    x = randn(*shape, seed=shape[1])
+    single = run(load["baseline_pipelined_loads"], x, shape[:1])
+    staged = run(load["optimized_pipelined_loads"], x, shape[:1])
+    torch.testing.assert_close(single, x.double().sum(1).float(), rtol=1e-5, atol=1e-5)
+    assert torch.equal(single, staged)  # the stage count changes the schedule, never the sums
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (33, 130), (2, BLOCK + 1), (70, 3)])
+def test_stencil_blocking_matches_reference(load: dict[str, ModuleType], shape: tuple[int, int]) -> None:
+    x = randn(*shape, seed=shape[0])
+    p = torch.nn.functional.pad(x, (1, 1, 1, 1))  # zero outside the grid
+    ref = C_SELF * x + C_NEIGHBOUR * ((p[:-2, 1:-1] + p[2:, 1:-1]) + (p[1:-1, :-2] + p[1:-1, 2:]))
+    rows = run(load["baseline_stencil_blocking"], x, shape)
+    tiles = run(load["optimized_stencil_blocking"], x, shape)
+    torch.testing.assert_close(rows, ref, rtol=1e-6, atol=1e-6)
+    assert torch.equal(rows, tiles)
+
+
+def test_gather_orders_hold_the_same_pairs() -> None:
+    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
+    try:
+        (x, src_r, dst_r), _, work_r = gather_pairs("random")
+        (x_s, src_s, dst_s), _, work_s = gather_pairs("sorted")
+    finally:
+        set_context(None)
+    assert torch.equal(x, x_s) and work_r == work_s
+    assert not torch.equal(dst_r, dst_s)  # shuffled, or the baseline would read in order too
+    order = dst_r.argsort()
+    assert torch.equal(dst_r[order], dst_s) and torch.equal(src_r[order], src_s)  # same (src, dst) pairs
+    assert torch.equal(src_s, src_s.sort().values)
+    with pytest.raises(ValueError, match="order='reversed'"):
+        gather_pairs("reversed")
