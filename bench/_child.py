@@ -301,6 +301,11 @@ def entry(job_path: str, channel: Any, log_path: str, env: dict[str, str], cwd: 
     never initialised there), so what a fresh interpreter would get from its command line and
     environment is set up here, before any benchmark code runs."""
     global _fd, _channel
+    # Triton decides interpreted-or-compiled when its own helpers (tl.sum, tl.zeros, ...) are defined,
+    # at import. A server that imported it in the other mode cannot serve this variant: say so before
+    # anything runs; the parent starts it cold instead.
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET", "") != env.get("TRITON_INTERPRET", ""):
+        os._exit(TRITON_MODE_MISMATCH)
     os.setsid()  # own session and process group: the parent kills the group on a stage timeout
     sys.stdout.flush()
     sys.stderr.flush()
@@ -325,6 +330,8 @@ def entry(job_path: str, channel: Any, log_path: str, env: dict[str, str], cwd: 
 
 
 _channel: Any = None
+# Exit code of a forked child that cannot run in this server (EX_TEMPFAIL): the parent retries cold.
+TRITON_MODE_MISMATCH = 75
 
 
 if __name__ == "__main__":

@@ -142,6 +142,7 @@ class VariantResult(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)  # effective config (all layers applied)
     device: str | None = None  # resolved device, e.g. "cuda:0" or "cpu"
     cuda_visible_devices: str | None = None  # the worker's pinning (--gpus): which physical GPU "cuda:0" was
+    launch: str | None = None  # "forkserver" (fast path) or "cold_start" (fresh interpreter), and why
     timing: Timing | None = None
     memory: Memory | None = None
     output: OutputInfo | None = None

@@ -14,11 +14,13 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench import _child
 from bench.config import BenchmarkConfig, Layer, explicit_fields, resolve_config
 from bench.result import (
     STAGES,
@@ -99,12 +101,38 @@ class _Forked:
         return self._p.exitcode
 
 
-def _server() -> Any:
-    """The forkserver context; its server imports PRELOAD once, on the first variant."""
-    import multiprocessing
+_SERVER_LOCK = threading.Lock()
+_SERVER_STARTED = False
 
+
+def _server(interpret: bool) -> Any:
+    """The forkserver context; its server imports PRELOAD once, on the first variant.
+
+    The server is started in the Triton mode of that first variant (TRITON_INTERPRET set for CPU
+    runs), because Triton fixes its mode at import. A later variant needing the other mode is refused
+    by the child (TRITON_MODE_MISMATCH) and re-run cold.
+    """
+    import multiprocessing
+    import multiprocessing.forkserver
+
+    global _SERVER_STARTED
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)  # takes effect when the server starts
+    with _SERVER_LOCK:
+        if not _SERVER_STARTED:
+            ctx.set_forkserver_preload(PRELOAD)
+            saved = os.environ.get("TRITON_INTERPRET")
+            try:
+                if interpret:
+                    os.environ["TRITON_INTERPRET"] = "1"
+                else:
+                    os.environ.pop("TRITON_INTERPRET", None)
+                multiprocessing.forkserver.ensure_running()  # the server inherits this environment
+            finally:
+                if saved is None:
+                    os.environ.pop("TRITON_INTERPRET", None)
+                else:
+                    os.environ["TRITON_INTERPRET"] = saved
+            _SERVER_STARTED = True
     return ctx
 
 
@@ -240,10 +268,8 @@ def run_variant(
     else:
         from multiprocessing.connection import Connection
 
-        from bench import _child
-
         channel = Connection(write_fd, readable=False)  # pickled to the server as a duplicated fd
-        process = _server().Process(
+        process = _server(environment.get("TRITON_INTERPRET") == "1").Process(
             target=_child.entry, args=(str(wd / "job.json"), channel, str(log_path), environment, str(wd))
         )
         process.start()
@@ -288,8 +314,16 @@ def run_variant(
                 _kill_group(proc)
             else:
                 _kill_group(proc)  # reap any grandchild left in the group
+    forked = not (cold_start or wrapper)
+    if forked and proc.returncode == _child.TRITON_MODE_MISMATCH and not watch.records and not watch.data:
+        result = run_variant(
+            spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper  # cold_start=True
+        )
+        result.launch = "cold_start (fallback: the server imported Triton in the other interpreter mode)"
+        return result
     result = _build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, log_path)
     result.cuda_visible_devices = environment.get("CUDA_VISIBLE_DEVICES")
+    result.launch = "forkserver" if forked else "cold_start"
     return result
 
 

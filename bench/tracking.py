@@ -317,6 +317,7 @@ class Tracker:
             "perflab.torch": result.manifest.get("torch"),
             "perflab.triton": result.manifest.get("triton"),
             "perflab.limit_s": result.limit_s,
+            "perflab.launch": result.launch,
             "perflab.error_kind": result.error.kind if result.error else None,
             "perflab.error": _clip(result.error.message, _MAX_DETAIL_LEN) if result.error else None,
             "perflab.validation": _clip(result.validation, _MAX_DETAIL_LEN) if result.validation else None,
