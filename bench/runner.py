@@ -80,7 +80,7 @@ class _Process(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
 
 
-class _Forked:
+class ForkedProcess:
     """A multiprocessing.Process from the forkserver, with Popen's poll/wait/returncode."""
 
     def __init__(self, process: Any) -> None:
@@ -149,7 +149,7 @@ def _signal_group(pid: int, sig: int) -> bool:
             return False
 
 
-def _kill_group(proc: _Process) -> None:
+def kill_group(proc: _Process) -> None:
     """TERM the child's process group, then KILL whatever is left after the grace period."""
     for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 10.0)):
         if not _signal_group(proc.pid, sig):
@@ -274,7 +274,7 @@ def run_variant(
         )
         process.start()
         channel.close()
-        proc = _Forked(process)
+        proc = ForkedProcess(process)
     watch = _Watch(spec, pre, mode)
     timed_out = False
     buf = b""
@@ -305,15 +305,15 @@ def run_variant(
     finally:
         os.close(read_fd)
         if timed_out:
-            _kill_group(proc)
+            kill_group(proc)
         else:
             try:
                 proc.wait(timeout=watch.limit())
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill_group(proc)
+                kill_group(proc)
             else:
-                _kill_group(proc)  # reap any grandchild left in the group
+                kill_group(proc)  # reap any grandchild left in the group
     forked = not (cold_start or wrapper)
     if forked and proc.returncode == _child.TRITON_MODE_MISMATCH and not watch.records and not watch.data:
         result = run_variant(

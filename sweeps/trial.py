@@ -3,7 +3,7 @@
 Same isolation as ``bench.runner``'s fast path: the child is forked from a forkserver that imported
 torch/h5py once (CUDA never initialised there), calls ``setsid`` so the parent can kill the whole
 group — DataLoader workers included — and reports through a JSON file. A child that exceeds the
-deadline is TERMed, then KILLed (``bench.runner._kill_group``); one that dies without a report is
+deadline is TERMed, then KILLed (``bench.runner.kill_group``); one that dies without a report is
 ``failed`` with its log tail; ``torch.OutOfMemoryError`` (real or simulated) is ``oom``.
 """
 
@@ -73,7 +73,7 @@ def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
 
 def run_trial(job: TrialJob, timeout_s: float, workdir: str | Path | None = None) -> TrialOutcome:
     """Run ``job`` in an isolated child; never raises for the child's faults."""
-    from bench.runner import _kill_group
+    from bench.runner import ForkedProcess, kill_group
 
     with tempfile.TemporaryDirectory(prefix="perflab-trial-") as tmp:
         wd = Path(workdir) if workdir is not None else Path(tmp)
@@ -85,8 +85,8 @@ def run_trial(job: TrialJob, timeout_s: float, workdir: str | Path | None = None
         t0 = time.monotonic()
         process.join(timeout_s)
         elapsed = time.monotonic() - t0
-        proc = _Proc(process)
-        _kill_group(proc)  # on timeout: TERM/KILL; otherwise reaps stray DataLoader workers
+        proc = ForkedProcess(process)
+        kill_group(proc)  # on timeout: TERM/KILL; otherwise reaps stray DataLoader workers
         if process.exitcode is None or (elapsed >= timeout_s and not out.exists()):
             return TrialOutcome(
                 "timeout", error=f"trial exceeded {timeout_s:.1f}s; process group killed", elapsed_s=elapsed
@@ -103,19 +103,3 @@ def run_trial(job: TrialJob, timeout_s: float, workdir: str | Path | None = None
         return TrialOutcome(report["status"], report.get("metrics", {}), error, elapsed)
 
 
-class _Proc:
-    """multiprocessing.Process with the pid/poll/wait that bench.runner._kill_group expects."""
-
-    def __init__(self, process: Any) -> None:
-        self._p, self.pid = process, process.pid
-
-    def poll(self) -> int | None:
-        return self._p.exitcode
-
-    def wait(self, timeout: float | None = None) -> int:
-        import subprocess
-
-        self._p.join(timeout)
-        if self._p.exitcode is None:
-            raise subprocess.TimeoutExpired("trial child", timeout or 0.0)
-        return int(self._p.exitcode)
