@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, Literal
 
 _fd: int = -1
 
@@ -50,7 +50,7 @@ class _Stage:
         if self.mark:
             _push(f"perflab:{self.name}")
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is None:
             if self.mark:
                 _pop()
@@ -126,7 +126,8 @@ def run(job: dict[str, Any]) -> None:
 
             raise ProtocolError(f"{job['path']}: no module-level get_benchmark() function")
         obj = check_benchmark(factory(), job["path"])
-        own = obj.get_config() if callable(getattr(obj, "get_config", None)) else None
+        get_config = getattr(obj, "get_config", None)  # optional protocol methods
+        own = get_config() if callable(get_config) else None
         if own is not None and not isinstance(own, (BenchmarkConfig, dict)):
             raise TypeError(f"get_config() must return a BenchmarkConfig or None, got {type(own).__name__}")
         config = resolve_config(job["suite_layer"], own, job["cli_layer"])
@@ -215,7 +216,8 @@ def run(job: dict[str, Any]) -> None:
         validate = getattr(obj, "validate_result", None)
         message = validate() if callable(validate) else None
         send("validation", message=message)
-        work = obj.get_work() if callable(getattr(obj, "get_work", None)) else None
+        get_work = getattr(obj, "get_work", None)
+        work = get_work() if callable(get_work) else None
         if work is not None:
             send("work", **dict(work))
         if config.enable_memory_tracking:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.result import Comparison, VariantResult, Verification
+from bench.result import Comparison, PairStatus, VariantResult, Verification
 
 # Norm-wise relative error allowed when baseline and optimized differ only in summation order.
 DEFAULT_RTOL: dict[str, float] = {
@@ -108,10 +108,13 @@ def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None) -> Verif
     )
 
 
+_PAIR_STATUS: dict[str, PairStatus] = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}
+
+
 def compare(baseline: VariantResult, optimized: VariantResult) -> Comparison:
     """Pair status, verification and speedup (baseline median / optimized median, never clamped)."""
     spec = optimized.spec
-    common = {
+    common: dict[str, Any] = {
         "chapter": spec.chapter,
         "example": spec.example,
         "variant": spec.variant,
@@ -135,7 +138,7 @@ def compare(baseline: VariantResult, optimized: VariantResult) -> Comparison:
     same_hardware = not verification.detail.startswith("ran on different devices")
     if b is not None and o is not None and o > 0 and same_hardware:  # no speedup across GPU models
         speedup = b / o
-    status = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}[verification.outcome]
+    status: PairStatus = _PAIR_STATUS[verification.outcome]
     return Comparison(**common, speedup=speedup, status=status, verification=verification)
 
 

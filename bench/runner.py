@@ -183,7 +183,7 @@ class _Watch:
         return self.config.stage_limit(self.stage)
 
     def handle(self, msg: dict[str, Any]) -> None:
-        kind = msg.get("t")
+        kind = str(msg.get("t"))
         now = time.monotonic()
         if kind == "stage":
             name = msg["name"]

@@ -35,7 +35,7 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
                 **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
             }
         )
-    good = [p["speedup"] for p in pairs if p["status"] == "ok" and p["speedup"]]
+    good: list[float] = [float(p["speedup"]) for p in pairs if p["status"] == "ok" and p["speedup"]]
     variants = [
         {
             "key": v.spec.key,
@@ -52,7 +52,7 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
         "n_pairs": len(pairs),
         "n_pairs_verified": sum(p["verified"] for p in pairs),
         # Geometric mean over verified, successful pairs only: an unverified speedup is not a success.
-        "geomean_speedup_verified": math.exp(sum(map(math.log, good)) / len(good)) if good else None,
+        "geomean_speedup_verified": math.exp(sum(math.log(x) for x in good) / len(good)) if good else None,
         "unpaired_baselines": suite.unpaired,
         "wall_s": suite.wall_s,
         "pairs": pairs,
