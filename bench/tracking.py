@@ -398,6 +398,46 @@ class Tracker:
         self._log(parent, metrics=counts, tags=tags)
         self._end(RunStatus.FAILED if failed else RunStatus.FINISHED)
 
+    # --- parents whose children are not benchmark variants (sweep trials) -----------------------------
+
+    def log_parent(
+        self,
+        metrics: Mapping[str, float | None] | None = None,
+        params: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        """Params, finite metrics and tags on the parent run."""
+        self._log(self.parent_run_id, metrics=_finite(metrics), params=_params(params), tags=tags)
+
+    def log_child(
+        self,
+        run_name: str,
+        params: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, float | None] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> str:
+        """A finished nested run that is not a benchmark variant (e.g. a sweep trial); only finite metrics."""
+        parent = self.parent_run_id
+        run = self._client.create_run(
+            self.experiment_id,
+            run_name=run_name,
+            tags={**self._context_tags, **(tags or {}), MLFLOW_PARENT_RUN_ID: parent},
+        )
+        run_id = str(run.info.run_id)
+        self._log(run_id, metrics=_finite(metrics), params=_params(params))
+        self._client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+        return run_id
+
+    def close(self, artifacts: Mapping[str, str] | None = None, failed: bool = False) -> None:
+        """End a parent that is not a suite: attach text artifacts ``{file name: content}``, terminate it
+        when this tracker created it (FAILED when ``failed``)."""
+        with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
+            for name, content in (artifacts or {}).items():
+                (Path(tmp) / name).write_text(content)
+            if artifacts:
+                self._client.log_artifacts(self.parent_run_id, tmp)
+        self._end(RunStatus.FAILED if failed else RunStatus.FINISHED)
+
     def _end(self, status: int) -> None:
         self._finished = True
         if self._owns_parent and self._parent_run_id is not None:
@@ -439,6 +479,14 @@ class Tracker:
             m = slice(i * _BATCH_METRICS, (i + 1) * _BATCH_METRICS)
             b = slice(i * _BATCH_PARAMS_TAGS, (i + 1) * _BATCH_PARAMS_TAGS)
             self._client.log_batch(run_id, metrics=ms[m], params=ps[b], tags=rts[b])
+
+
+def _finite(metrics: Mapping[str, float | None] | None) -> dict[str, float]:
+    return {_name(k): float(v) for k, v in (metrics or {}).items() if v is not None and math.isfinite(v)}
+
+
+def _params(params: Mapping[str, Any] | None) -> dict[str, str]:
+    return {_name(k): _param_value(v) for k, v in (params or {}).items()}
 
 
 def _suite_counts(results: list[VariantResult], comparisons: list[Comparison]) -> dict[str, float]:
