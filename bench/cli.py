@@ -205,9 +205,13 @@ def _workers(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, 
 
 
 def _cuda_count() -> int:
+    from bench.runner import _cuda_available  # one cached CUDA check per process
+
+    if not _cuda_available():
+        return 0
     import torch
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return torch.cuda.device_count()
 
 
 def _line(result: VariantResult, comparison: Comparison | None) -> str:
