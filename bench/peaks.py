@@ -20,6 +20,7 @@ from typing import Any
 from bench.result import VariantResult
 
 __all__ = [
+    "binding_ceiling",
     "cache_path",
     "cpu_key",
     "hardware_key",
@@ -131,13 +132,22 @@ def result_dtype(result: VariantResult) -> str:
     return "tf32" if tf32 else "fp32"
 
 
-def peak_metrics(result: VariantResult, path: Path | None = None) -> dict[str, float]:
-    """``pct_of_peak`` for a result with declared work when its hardware has cached ceilings."""
+def binding_ceiling(result: VariantResult, path: Path | None = None) -> tuple[float, str] | None:
+    """(percent, ceiling name) for a result with declared work when its hardware has cached ceilings.
+
+    The name (``copy_gbps``, ``fp32_tflops`` ...) is logged beside the percent: only this side knows
+    the output dtype, and a reader needs it to tell a bandwidth-bound variant from a matmul-like one.
+    """
     derived = result.derived_metrics()
     if not derived:
-        return {}
+        return None
     ceilings = lookup(hardware_key(result), path)
     if ceilings is None:
-        return {}
-    pct = pct_of_peak(derived.get("achieved_gbps"), derived.get("achieved_tflops"), ceilings, result_dtype(result))
+        return None
+    return pct_of_peak(derived.get("achieved_gbps"), derived.get("achieved_tflops"), ceilings, result_dtype(result))
+
+
+def peak_metrics(result: VariantResult, path: Path | None = None) -> dict[str, float]:
+    """``pct_of_peak`` for a result with declared work when its hardware has cached ceilings."""
+    pct = binding_ceiling(result, path)
     return {} if pct is None else {"pct_of_peak": pct[0]}

@@ -41,7 +41,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from bench.peaks import hardware_key, peak_metrics
+from bench.peaks import binding_ceiling, hardware_key, peak_metrics
 from bench.result import Comparison, VariantResult
 
 __all__ = ["DEFAULT_EXPERIMENT", "StoredRun", "Tracker"]
@@ -86,6 +86,14 @@ def _param_value(value: Any) -> str:
 
 def _context_tags(tags: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in tags.items() if k.startswith(_CONTEXT_TAG_PREFIXES)}
+
+
+def _commit_tags(host_manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The suite's commit from the host manifest, as parent tags: MLflow's own git tag is missing on a
+    host whose copy has no history (the manifest then has the commit from ``PERFLAB_GIT_COMMIT``)."""
+    git = host_manifest.get("git") or {}
+    tags = {"perflab.git_commit": git.get("commit"), "perflab.git_dirty": git.get("dirty")}
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in tags.items() if v is not None}
 
 
 def variant_metrics(result: VariantResult) -> dict[str, float]:
@@ -224,13 +232,15 @@ class Tracker:
             self._parent_run_id = run.info.run_id
             self._owns_parent = False
             self._context_tags = _context_tags(run.data.tags)
-            if self._tags:
-                self._log(self._parent_run_id, tags=self._tags)
+            tags = {**self._tags, **_commit_tags(self._host_manifest)}
+            if tags:
+                self._log(self._parent_run_id, tags=tags)
         else:
             self._experiment_id = self._get_or_create_experiment(self._experiment_name)
             context = resolve_tags()  # user, source file, git commit: what fluent runs get for free
             self._context_tags = _context_tags(context)
-            run = self._client.create_run(self._experiment_id, run_name=self._run_name, tags={**context, **self._tags})
+            tags = {**context, **self._tags, **_commit_tags(self._host_manifest)}
+            run = self._client.create_run(self._experiment_id, run_name=self._run_name, tags=tags)
             self._parent_run_id = run.info.run_id
             self._owns_parent = True
         return self._parent_run_id
@@ -313,6 +323,7 @@ class Tracker:
             "perflab.timing_mode": mode,
             "perflab.gpu": gpu.get("name") if isinstance(gpu, Mapping) else None,
             "perflab.hardware": hardware_key(result),  # the peak cache / expectations key
+            "perflab.peak_ceiling": ceiling[1] if (ceiling := binding_ceiling(result)) else None,  # pct_of_peak's
             # Software versions beside the hardware key: regression history is searched on all three.
             "perflab.torch": result.manifest.get("torch"),
             "perflab.triton": result.manifest.get("triton"),
@@ -635,6 +646,20 @@ def benchmark_runs(
     where = " and ".join(f"tags.`perflab.{k}` = {_quoted(v)}" for k, v in keys.items())
     # search_runs returns at most 1000 runs: far more history than a regression check pools.
     runs = client.search_runs([experiment_id], filter_string=where, order_by=["attributes.start_time DESC"])
+    return [_stored(r) for r in runs]
+
+
+def tagged_runs(tags: Mapping[str, str], tracking_uri: str | None = None, max_results: int = 100) -> list[StoredRun]:
+    """Runs of any experiment that carry every tag in ``tags`` (e.g. the peak runs of one hardware key),
+    newest first."""
+    client = MlflowClient(tracking_uri=tracking_uri)
+    where = " and ".join(f"tags.`{k}` = {_quoted(v)}" for k, v in tags.items())
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string=where,
+        order_by=["attributes.start_time DESC"],
+        max_results=max_results,
+    )
     return [_stored(r) for r in runs]
 
 

@@ -57,6 +57,7 @@ def test_flop_bound_result_uses_its_output_dtype(cache: Path) -> None:
     r = r.model_copy(update={"output": OutputInfo(path=None, tensors=[TensorInfo(shape=[1], dtype="torch.bfloat16",
                                                                                   device="cuda:0")])})
     assert peaks.peak_metrics(r)["pct_of_peak"] == pytest.approx(80.0)
+    assert peaks.binding_ceiling(r) == (pytest.approx(80.0), "bf16_tflops")  # the dtype's ceiling, by name
 
 
 def test_slug_and_hardware_key() -> None:
@@ -75,4 +76,5 @@ def test_tracking_logs_pct_of_peak_and_hardware(cache: Path, tmp_path: Path, mon
         run_id = t.log_variant(r)
     run = client.get_run(run_id)
     assert run.data.metrics["pct_of_peak"] == pytest.approx(50.0)
+    assert run.data.tags["perflab.peak_ceiling"] == "copy_gbps"  # which ceiling the percent is of
     assert run.data.tags["perflab.hardware"] == H100

@@ -202,6 +202,8 @@ def test_parent_and_nested_runs(store: dict[str, Any], suite: dict[str, Any]) ->
     # Completed with failing variants: FINISHED, not FAILED.
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["perflab.suite_status"] == "completed"
+    assert parent.data.tags["perflab.git_commit"] == "abc123"  # from the host manifest (no git history needed)
+    assert "perflab.git_dirty" not in parent.data.tags  # unknown: no tag rather than a guess
     children = client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
