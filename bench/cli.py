@@ -358,14 +358,20 @@ def selfcheck(
     out: Annotated[Path | None, typer.Option(help="write selfcheck.md and selfcheck.json here")] = None,
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
     experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="timing settings to check instead of the defaults (a config file)")
+    ] = None,
 ) -> None:
     """Time known workloads with every timing mode and compare each with ground truth."""
     import json
 
     from bench.selfcheck import markdown, run_selfcheck
 
+    layer = load_config_file(config) if config else None
     try:
-        report = run_selfcheck(repeats=repeats, workloads=workload, modes=mode, use_ncu=ncu, log=console.print)
+        report = run_selfcheck(
+            repeats=repeats, workloads=workload, modes=mode, use_ncu=ncu, log=console.print, config_layer=layer
+        )
     except ValueError as exc:
         raise PerflabError(str(exc)) from None
     text = markdown(report)
@@ -382,7 +388,7 @@ def selfcheck(
                 metrics[f"{key}.cv_pct"] = c["cv_pct"]
         run_id = log_run(
             "perflab selfcheck",
-            params={"repeats": repeats, "device": report["device"], "torch": report["torch"]},
+            params={"repeats": repeats, "device": report["device"], "torch": report["torch"], **(layer or {})},
             metrics=metrics,
             artifacts={"selfcheck.md": text, "selfcheck.json": json.dumps(report, indent=2)},
             tags={"perflab.kind": "selfcheck"},

@@ -78,6 +78,10 @@ class BenchmarkConfig(BaseModel):
     # Calls timed together as one sample (the sample is their mean). None = auto: 1, or a batch of
     # ~0.2 ms for launch-bound calls under 5 us on GPU clocks (bench/timing.py).
     calls_per_sample: int | None = Field(None, ge=1, le=100_000)
+    # How a batch of calls (calls_per_sample > 1) runs on GPU clocks: "graph" captures it once in a CUDA
+    # graph and replays it (kernel time without the device's ~2 us per eager launch), falling back to
+    # eager with the reason noted; "eager" launches the calls one by one.
+    launch_batching: Literal["graph", "eager"] = "graph"
     # Flush L2 before every GPU sample, outside the timed window. False = warm-cache numbers,
     # and the result says so.
     flush_l2: bool = True

@@ -22,9 +22,15 @@ end event completes, a device-wide synchronize that still waits noticeably means
 work on other streams that the events did not cover; such samples are counted and flagged.
 Launch-bound calls (a single call under 5 µs after warm-up) are batched: a sample times ~0.2 ms of
 back-to-back calls and divides by their number (``calls_per_sample``, recorded; pin it in the config).
+The batch is captured once into a CUDA graph (``launch_batching="graph"``, the default) and each sample
+replays it: queued eager launches still cost the device ~2 µs each between kernels (an H100 runs a
+1024-element add in 1.0 µs inside a graph, 2.2 µs per kernel back-to-back eagerly; perflab selfcheck),
+so an eager batch measures the launch path, not the kernel. When capture is impossible the batch runs
+eagerly and the reason is recorded; ``launch_batching="eager"`` asks for eager batches.
 
 ``cuda_graph``: ``benchmark_fn`` is captured once into a CUDA graph after warm-up and each sample times
-one replay exactly as ``cuda_event`` times a call (flush, spin, events). Launch overhead between the
+one replay exactly as ``cuda_event`` times a call (flush, spin, events); launch-bound calls are batched
+as ``cuda_event`` batches them (a graph of ``calls_per_sample`` calls). Launch overhead between the
 kernels of one call disappears. When capture is impossible (host syncs, CPU work, dynamic shapes) the
 clock falls back to ``cuda_event`` and records why.
 
@@ -48,6 +54,7 @@ from bench.stopping import Measurement, StopRule, relative_noise, sample_until
 Fn = Callable[[], Any]
 
 MODES = ("auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch")
+BATCHING = ("graph", "eager")
 _MAX_SPIN_MS = 50.0
 # Auto-batching of launch-bound calls (calls_per_sample=None): below this single-call time a sample
 # times back-to-back calls lasting about BATCH_TARGET_MS.
@@ -112,13 +119,46 @@ class CpuClock:
         return sample_until(lambda: self._one(fn), iterations, rule)
 
 
+def capture_graph(fn: Fn, calls: int, device: Any) -> Fn:
+    """``calls`` back-to-back calls of ``fn`` captured in one CUDA graph; its ``replay``. Raises if impossible.
+
+    ``fn`` runs once on a side stream first (allocator warm-up, as torch's CUDA-graph docs require).
+    Only device work is captured: Python side effects of ``fn`` happen at capture, not at replay.
+    """
+    import torch
+
+    try:
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn()
+        graph.replay()
+        torch.cuda.synchronize(device)
+    except Exception:
+        torch.cuda.synchronize(device)
+        raise
+    return graph.replay
+
+
 class CudaEventClock:
     """CUDA events with L2 flush, launch latency hidden behind a spin kernel, side-stream guard."""
 
     mode = "cuda_event"
 
-    def __init__(self, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None) -> None:
+    def __init__(
+        self, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None, launch_batching: str = "graph"
+    ) -> None:
         import torch
+
+        if launch_batching not in BATCHING:
+            raise ValueError(f"launch_batching={launch_batching!r} is not one of {', '.join(BATCHING)}")
+        self.launch_batching = launch_batching
+        self._batch: Fn | None = None  # graph replay of calls_per_sample calls, when captured
 
         self._torch = torch
         self.device = device
@@ -144,7 +184,12 @@ class CudaEventClock:
     @property
     def method(self) -> str:
         flush = "L2 flushed (2x L2 read) before each sample" if self.l2_flushed else "warm L2 (no flush)"
-        per = "per call" if self.calls_per_sample == 1 else f"around {self.calls_per_sample} back-to-back calls / that"
+        if self.calls_per_sample == 1:
+            per = "per call"
+        elif self._batch is not None:
+            per = f"around one CUDA-graph replay of {self.calls_per_sample} calls / that"
+        else:
+            per = f"around {self.calls_per_sample} back-to-back calls / that"
         return f"CUDA events {per}, start queued behind a spin kernel to hide launch latency; {flush}"
 
     def _calibrate(self) -> float:
@@ -166,8 +211,11 @@ class CudaEventClock:
             torch.sum(self._flush, dim=0, dtype=torch.int64, out=self._sink)
         torch.cuda._sleep(int(self._spin_ms * self._cycles_per_ms))
         start.record()
-        for _ in range(self.calls_per_sample):
-            fn()
+        if self._batch is not None:
+            self._batch()
+        else:
+            for _ in range(self.calls_per_sample):
+                fn()
         leaked = start.query()  # GPU reached the start before the host finished enqueueing
         end.record()
         end.synchronize()
@@ -190,6 +238,19 @@ class CudaEventClock:
         torch.cuda.synchronize(self.device)
         return (time.perf_counter() - t0) * 1e3
 
+    def _batch_in_graph(self, fn: Fn) -> None:
+        """Capture the batch into one CUDA graph (launch_batching="graph"); on failure batch eagerly, noted."""
+        if self.launch_batching != "graph":
+            return
+        try:
+            self._batch = capture_graph(fn, self.calls_per_sample, self.device)
+        except Exception as exc:
+            self._batch = None
+            self.notes.append(
+                f"launch-bound batch not captured in a CUDA graph ({type(exc).__name__}: {str(exc)[:200]}); "
+                "batched eagerly, so the samples include the device's per-launch cost"
+            )
+
     def warmup(self, fn: Fn, n: int) -> None:
         samples = [self._one(fn) for _ in range(n)]  # also grows the spin to cover the host's enqueue
         if self._auto_batch and samples:
@@ -198,21 +259,23 @@ class CudaEventClock:
                 # Launch-bound: one call is shorter than the event/launch overheads around it, so a sample
                 # times back-to-back calls (~BATCH_TARGET_MS) and divides (the graph-replay way).
                 self.calls_per_sample = min(MAX_BATCH, max(2, math.ceil(BATCH_TARGET_MS / max(single, 1e-4))))
-                for _ in range(12):  # let the spin grow until it covers enqueueing the whole batch
-                    self.leaks = 0
-                    self._one(fn)
-                    if not self.leaks:
-                        break
+        if self.calls_per_sample > 1 and self._batch is None:
+            self._batch_in_graph(fn)
+            for _ in range(12):  # let the spin grow until it covers enqueueing the whole batch
+                self.leaks = 0
+                self._one(fn)
+                if not self.leaks:
+                    break
         self.leaks = self.side_stream = 0
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         m = sample_until(lambda: self._one(fn), iterations, rule)
         n = len(m.samples_ms)
-        if self.calls_per_sample > 1 and self.l2_flushed:
-            self.notes.append(
-                f"batched: each sample times {self.calls_per_sample} back-to-back calls; L2 is flushed before the "
-                "batch, so calls after the first may hit a warm L2"
-            )
+        if self.calls_per_sample > 1:
+            how = "one CUDA-graph replay of" if self._batch is not None else "back-to-back"
+            warm = "; L2 is flushed before the batch, so calls after the first may hit a warm L2"
+            warm = warm if self.l2_flushed else ""
+            self.notes.append(f"batched: each sample times {how} {self.calls_per_sample} calls{warm}")
         if self.leaks:
             self.notes.append(
                 f"{self.leaks}/{n} samples: the host took longer to enqueue benchmark_fn than the spin "
@@ -230,40 +293,39 @@ class CudaEventClock:
 class CudaGraphClock(CudaEventClock):
     """Times replays of ``benchmark_fn`` captured once in a CUDA graph (falls back to events)."""
 
-    def __init__(self, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None) -> None:
-        super().__init__(device, flush_l2, calls_per_sample)
+    def __init__(
+        self, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None, launch_batching: str = "graph"
+    ) -> None:
+        super().__init__(device, flush_l2, calls_per_sample, launch_batching)
         self.mode = "cuda_graph"
         self._replay: Fn | None = None
+        self._fn: Fn | None = None
 
     @property
     def method(self) -> str:
         base = super().method
+        if self._batch is not None:
+            return base
         return base.replace("CUDA events", "CUDA events (one CUDA-graph replay per call)", 1)
 
     def capture(self, fn: Fn) -> None:
-        torch = self._torch
         try:
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                fn()  # warm the capture stream's allocator pool, as torch's docs require
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                fn()
-            torch.cuda.synchronize(self.device)
-            self._graph = graph
-            self._replay = graph.replay
+            self._replay = capture_graph(fn, 1, self.device)
         except Exception as exc:
-            torch.cuda.synchronize(self.device)
             self.mode = "cuda_event"
             self.fallback = f"cuda_graph capture failed, timed with cuda_event: {type(exc).__name__}: {exc}"[:500]
 
+    def _batch_in_graph(self, fn: Fn) -> None:
+        # A batch is a graph of calls_per_sample calls of benchmark_fn itself (not of replays).
+        if self._replay is not None and self._fn is not None:
+            super()._batch_in_graph(self._fn)
+
     def warmup(self, fn: Fn, n: int) -> None:
-        auto, self._auto_batch = self._auto_batch, False
-        super().warmup(fn, n)
+        for _ in range(n):
+            fn()
+        self._torch.cuda.synchronize(self.device)
+        self._fn = fn
         self.capture(fn)
-        self._auto_batch = auto
         super().warmup(self._replay or fn, max(n, 3))
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
@@ -343,7 +405,9 @@ class PytorchClock(_ExternalClock):
         return Measurement(samples, "torch adaptive_autorange", relative_noise(samples), None)
 
 
-def make_clock(mode: str, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None) -> Clock:
+def make_clock(
+    mode: str, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None, launch_batching: str = "graph"
+) -> Clock:
     """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason."""
     if mode not in MODES:
         raise ValueError(f"timing_mode={mode!r} is not one of {', '.join(MODES)}")
@@ -361,9 +425,9 @@ def make_clock(mode: str, device: Any, flush_l2: bool = True, calls_per_sample: 
             return CpuClock(sync=lambda: torch.cuda.synchronize(device))
         return CpuClock()
     if mode == "cuda_event":
-        return CudaEventClock(device, flush_l2=flush_l2, calls_per_sample=calls_per_sample)
+        return CudaEventClock(device, flush_l2, calls_per_sample, launch_batching)
     if mode == "cuda_graph":
-        return CudaGraphClock(device, flush_l2=flush_l2, calls_per_sample=calls_per_sample)
+        return CudaGraphClock(device, flush_l2, calls_per_sample, launch_batching)
     if mode == "triton":
         return TritonClock(device)
     return PytorchClock(device)

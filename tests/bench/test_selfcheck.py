@@ -27,6 +27,18 @@ def test_cpu_workload_every_cpu_mode_close_to_truth() -> None:
     assert "| cpu_sum | cpu |" in text and "| cpu_sum | pytorch |" in text
 
 
+def test_config_layer_is_what_gets_checked() -> None:
+    """--config: the selfcheck measures with those settings (here a fixed count) and says so."""
+    layer = {"iterations": 7, "warmup": 2}
+    report = run_selfcheck(repeats=2, workloads=["cpu_sum"], modes=["cpu"], use_ncu=False, log=lambda _: None,
+                           config_layer=layer)  # fmt: skip
+    assert report["cells"][0]["samples"] == [7, 7]
+    assert report["config"] == layer and "over the defaults: {'iterations': 7" in markdown(report)
+    with pytest.raises(Exception, match="noise_target"):
+        run_selfcheck(repeats=2, workloads=["cpu_sum"], use_ncu=False, log=lambda _: None,
+                      config_layer={"noise_target": -1})  # fmt: skip
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the skip path of a machine without CUDA")
 def test_gpu_workloads_skip_with_reason_without_cuda() -> None:
     report = run_selfcheck(repeats=2, workloads=[*GPU_WORKLOADS, "cpu_sum"], use_ncu=False, log=lambda _: None)
