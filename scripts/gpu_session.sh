@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
-# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead). Everything
+# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
-#   PERFLAB_TARGETS (default 7), PERFLAB_PYTEST_ARGS (default: the whole suite)
+#   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
+#   PERFLAB_SELFCHECK_CONFIGS (config files for selfcheck_cfg), PERFLAB_OVERHEAD_N (default 20)
 set -uo pipefail
 OUT=${OUT:-/tmp/perflab-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -23,6 +24,13 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     selfcheck)
       PERFLAB_NCU_DUMP="$OUT/ncu" perflab selfcheck --out "$OUT" ${PERFLAB_SELFCHECK_ARGS:-} > "$OUT/selfcheck.log" 2>&1
       echo "selfcheck exit $?"; grep -v "━" "$OUT/selfcheck.log" | tail -40 ;;
+    selfcheck_cfg)  # the timing defaults vs alternatives: one selfcheck per config file, cuda_event only
+      for cfg in ${PERFLAB_SELFCHECK_CONFIGS:-}; do
+        name=$(basename "$cfg" | sed 's/\.[a-z]*$//')
+        timeout 300 perflab selfcheck --no-ncu --mode cuda_event --workload scale_64mib --workload matmul_bf16 \
+          --config "$cfg" --out "$OUT/selfcheck-$name" > "$OUT/selfcheck-$name.log" 2>&1
+        echo "selfcheck $name exit $?"; grep "^| .* | cuda_event" "$OUT/selfcheck-$name/selfcheck.md"
+      done ;;
     chapter)
       mlflow run . -e chapter -P ch="${PERFLAB_TARGETS:-7}" --env-manager local > "$OUT/chapter.log" 2>&1
       echo "mlflow run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee "$OUT/show.md" ;;
@@ -35,7 +43,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       perflab run -t "ch${PERFLAB_TARGETS:-7}" --profile --profile-mode all > "$OUT/profile.log" 2>&1
       echo "profile exit $?"; grep -E "bound|ok|failed" "$OUT/profile.log" | tail -20 ;;
     overhead)
-      perflab overhead --n 20 --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
+      perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
   esac
 done
 # The device returns a limited number of files: everything goes into one bundle (logs, tables, raw ncu
