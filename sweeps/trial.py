@@ -5,6 +5,13 @@ torch/h5py once (CUDA never initialised there), calls ``setsid`` so the parent c
 group — DataLoader workers included — and reports through a JSON file. A child that exceeds the
 deadline is TERMed, then KILLed (``bench.runner.kill_group``); one that dies without a report is
 ``failed`` with its log tail; ``torch.OutOfMemoryError`` (real or simulated) is ``oom``.
+
+What isolation costs is measured per trial (``ok`` trials' metrics, seconds): ``trial_wall_s`` from
+asking the server for a child to the child reaped and its report read; ``steps_time_s`` the
+warm-up and measured steps; ``overhead_s`` = wall − steps, split into ``startup_s`` (fork from the
+server until the child runs), ``setup_s`` (data, model, CUDA context) and ``teardown_s`` (read-out,
+report, exit, reaping the group). The server's own start (imports) is paid once per sweep, in
+:func:`start_server`, not by the first trial.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any, Literal
 
 from sweeps.workload import TrialJob
 
-__all__ = ["TrialOutcome", "run_trial"]
+__all__ = ["TrialOutcome", "run_trial", "start_server"]
 
 Status = Literal["ok", "oom", "timeout", "failed"]
 # torch._dynamo: optimizers import it lazily on first construction (~1.7 s a trial otherwise).
@@ -34,7 +41,7 @@ class TrialOutcome:
     status: Status
     metrics: dict[str, Any] = field(default_factory=dict)  # workload.measure()'s dict when ok
     error: str | None = None
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # launch to reaped (trial_wall_s of an ok trial)
 
 
 def _context() -> Any:
@@ -45,8 +52,26 @@ def _context() -> Any:
     return ctx
 
 
+def _noop() -> None:
+    pass
+
+
+def start_server() -> float:
+    """Start the forkserver and wait until it has imported PRELOAD; the seconds that took (~0 if running).
+
+    ``ensure_running`` returns before the server's imports finish; a first child forked from it
+    waits for them, so one no-op child here keeps the import time out of the first trial's overhead.
+    """
+    t0 = time.monotonic()
+    p = _context().Process(target=_noop)
+    p.start()
+    p.join()
+    return time.monotonic() - t0
+
+
 def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
     """Child: own process group, output to the log, result (or error) to ``out_path``."""
+    entered = time.monotonic()
     os.setsid()
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
@@ -57,7 +82,7 @@ def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
     from sweeps.workload import measure
 
     try:
-        report: dict[str, Any] = {"status": "ok", "metrics": measure(TrialJob(**job))}
+        report: dict[str, Any] = {"status": "ok", "metrics": measure(TrialJob(**job)), "entered": entered}
     except torch.OutOfMemoryError as exc:
         report = {"status": "oom", "error": str(exc).splitlines()[0] if str(exc) else "out of memory"}
     except Exception as exc:
@@ -81,25 +106,44 @@ def run_trial(job: TrialJob, timeout_s: float, workdir: str | Path | None = None
         out, log = wd / "trial.json", wd / "trial.log"
         out.unlink(missing_ok=True)
         process = _context().Process(target=_entry, args=(asdict(job), str(out), str(log)))
+        launched = time.monotonic()
         process.start()  # returns once the (pre-warmed) server forked the child
         t0 = time.monotonic()
         process.join(timeout_s)
-        elapsed = time.monotonic() - t0
+        timed_out = time.monotonic() - t0 >= timeout_s
         proc = ForkedProcess(process)
         kill_group(proc)  # on timeout: TERM/KILL; otherwise reaps stray DataLoader workers
-        if process.exitcode is None or (elapsed >= timeout_s and not out.exists()):
+        if process.exitcode is None or (timed_out and not out.exists()):
             return TrialOutcome(
-                "timeout", error=f"trial exceeded {timeout_s:.1f}s; process group killed", elapsed_s=elapsed
-            )
+                "timeout", error=f"trial exceeded {timeout_s:.1f}s; process group killed",
+                elapsed_s=time.monotonic() - launched,
+            )  # fmt: skip
         if not out.exists():
             tail = log.read_text(errors="replace")[-_LOG_TAIL:] if log.exists() else ""
             return TrialOutcome(
-                "failed", error=f"child exited with code {process.exitcode} without a report\n{tail}", elapsed_s=elapsed
-            )
+                "failed", error=f"child exited with code {process.exitcode} without a report\n{tail}",
+                elapsed_s=time.monotonic() - launched,
+            )  # fmt: skip
         report = json.loads(out.read_text())
+        done = time.monotonic()
         error = report.get("error")
         if report["status"] == "failed" and log.exists():
             error = f"{error}\n{log.read_text(errors='replace')[-_LOG_TAIL:]}"
-        return TrialOutcome(report["status"], report.get("metrics", {}), error, elapsed)
+        metrics = report.get("metrics", {})
+        clock = metrics.pop("clock", None)
+        if clock is not None and "entered" in report:
+            metrics.update(_overhead(launched, report["entered"], clock, done))
+        return TrialOutcome(report["status"], metrics, error, done - launched)
 
 
+def _overhead(launched: float, entered: float, clock: dict[str, float], done: float) -> dict[str, float]:
+    """What the trial cost beyond its steps, from time.monotonic() stamps of parent and child."""
+    steps = clock["steps_end"] - clock["steps_start"]
+    return {
+        "trial_wall_s": done - launched,
+        "steps_time_s": steps,
+        "overhead_s": done - launched - steps,
+        "startup_s": entered - launched,
+        "setup_s": clock["steps_start"] - entered,
+        "teardown_s": done - clock["steps_end"],
+    }

@@ -107,7 +107,12 @@ def estimate_memory_bytes(preset: Preset, features: int, classes: int, batch_siz
 
 
 class _UtilSampler(threading.Thread):
-    """Mean NVML GPU utilisation over the measured steps (bench.machine's reading, polled)."""
+    """Mean NVML GPU utilisation over the measured steps.
+
+    NVML is initialised once and only the utilisation counter is polled: ``bench.machine.snapshot``
+    initialises NVML and reads a dozen counters per call, too much to repeat every 0.1 s beside the
+    steps being timed, and ``stop()`` would wait for a whole snapshot in flight.
+    """
 
     def __init__(self, index: int, interval: float) -> None:
         super().__init__(daemon=True)
@@ -116,15 +121,25 @@ class _UtilSampler(threading.Thread):
         self._stop_event = threading.Event()
 
     def run(self) -> None:
-        from bench.machine import snapshot
+        try:
+            import pynvml  # nvidia-ml-py
 
-        while not self._stop_event.is_set():
-            s = snapshot(self.index)
-            if "nvml" in s:
-                self.reason = s["nvml"]
-                return
-            self.values.append(float(s["utilization_pct"]))
-            self._stop_event.wait(self.interval)
+            pynvml.nvmlInit()
+        except Exception as exc:  # not installed, no driver, container without NVML
+            self.reason = f"NVML unavailable: {exc}"
+            return
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(self.index)
+            while not self._stop_event.is_set():
+                self.values.append(float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu))
+                self._stop_event.wait(self.interval)
+        except Exception as exc:
+            self.reason = f"NVML reading failed: {exc}"
+        finally:
+            try:
+                pynvml.nvmlShutdown()
+            except Exception:
+                pass
 
     def stop(self) -> float | None:
         self._stop_event.set()
@@ -186,6 +201,9 @@ def measure(job: TrialJob) -> dict[str, Any]:
     loss_value = float("nan")
     total = job.warmup_steps + job.steps
     t_start = 0.0
+    # Monotonic stamps (system-wide on Linux, so comparable with the parent's) around all the steps,
+    # warm-up included: the parent subtracts this span from the trial's wall to get its overhead.
+    clock_start = time.monotonic()
     for step in range(total):
         if step == job.warmup_steps:
             if cuda:
@@ -227,6 +245,7 @@ def measure(job: TrialJob) -> dict[str, Any]:
     if cuda:
         torch.cuda.synchronize(dev)
     wall = time.perf_counter() - t_start
+    clock_end = time.monotonic()
     util = sampler.stop() if sampler is not None else None
     loss_value = float(loss.detach().float())
     for e in events:
@@ -264,5 +283,7 @@ def measure(job: TrialJob) -> dict[str, Any]:
         "estimated_memory_gb": est / 1e9,
         "pin_memory_effective": pin,
         "final_loss": loss_value if math.isfinite(loss_value) else None,
+        "steps_time_s": clock_end - clock_start,  # warm-up + measured steps
+        "clock": {"steps_start": clock_start, "steps_end": clock_end},  # time.monotonic() stamps
         "job": asdict(job),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 
@@ -33,6 +34,12 @@ def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, monk
     for r in rows:
         assert r["samples_per_s"] > 0 and r["forward_ms"] > 0 and r["backward_ms"] > 0 and r["optimizer_ms"] > 0
         assert r["step_ms"] >= r["io_wait_ms"] and r["peak_memory_gb"] > 0
+        # what isolation costs beyond warm-up + measured steps, and its split, from both processes' clocks
+        assert 0 < r["steps_time_s"] < r["trial_wall_s"] < 60
+        assert r["overhead_s"] == pytest.approx(r["trial_wall_s"] - r["steps_time_s"])
+        parts = (r["startup_s"], r["setup_s"], r["teardown_s"])
+        assert min(parts) >= 0 and sum(parts) == pytest.approx(r["overhead_s"])
+        assert r["steps_time_s"] >= 3 * r["step_ms"] / 1e3  # the measured steps are inside the span
     assert rec.recommended is not None
     assert (tmp_path / "out" / "results.csv").read_text().count("\n") == 5
     client = MlflowClient(uri)
@@ -42,6 +49,11 @@ def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, monk
     assert len(parents) == 1 and len(trials) == 4
     assert all(t.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for t in trials)
     assert all(t.data.tags["perflab.status"] == "ok" and "samples_per_s" in t.data.metrics for t in trials)
+    assert all(t.data.metrics["overhead_s"] >= 0 and "trial_wall_s" in t.data.metrics for t in trials)
+    parent = parents[0].data.metrics
+    assert parent["median_overhead_s"] == pytest.approx(statistics.median(r["overhead_s"] for r in rows))
+    assert parent["server_start_s"] > 0 and parent["sweep_wall_s"] > sum(r["trial_wall_s"] for r in rows)
+    assert "measurement overhead beyond the training steps" in (tmp_path / "out" / "recommendation.md").read_text()
     names = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
     assert {"results.csv", "recommendation.yaml", "recommendation.md"} <= names
 
