@@ -1,4 +1,4 @@
-"""Commands analysis adds to ``perflab`` (``bench.cli`` PLUGINS): ``peak`` and ``expectations``.
+"""Commands analysis adds to ``perflab`` (``bench.cli`` PLUGINS): ``peak``, ``readme`` and ``expectations``.
 
 Cheap to import: the heavy modules (torch, mlflow, matplotlib) are imported inside the commands.
 """
@@ -102,6 +102,36 @@ def expectations_update(
     console.print(f"wrote {escape(example)} from suite {run_id} into {escape(str(path))}; review and commit it")
 
 
+def readme(
+    run_id: Annotated[str | None, typer.Option(help="suite parent run id (default: the latest completed one)")] = None,
+    chapter: Annotated[
+        list[str] | None, typer.Option("--chapter", help="only this chapter (ch07 or 7); repeatable")
+    ] = None,
+    chapters_dir: Annotated[Path | None, typer.Option(help="chapters root (default: the repo's chapters/)")] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="write nothing; exit 1 when a README differs from what the run gives")
+    ] = False,
+    tracking_uri: TrackingOpt = None,
+) -> None:
+    """Rewrite the marked results (and roofline) sections of each chapter's README.md from a suite run."""
+    from analysis.readme import update_readmes
+    from bench.discovery import default_chapters_dir
+
+    try:
+        suite, outcomes = update_readmes(run_id, chapters_dir or default_chapters_dir(), tracking_uri, chapter, check)
+    except (LookupError, ValueError) as exc:
+        raise _bad_input(exc) from None
+    for o in outcomes:
+        what = f" ({', '.join(o.sections)})" if o.sections else ""
+        console.print(f"{o.state:9} {escape(str(o.path))}{what}" + (f": {escape(o.reason)}" if o.reason else ""))
+    if all(o.state == "skipped" for o in outcomes):
+        err_console.print(f"[red]error:[/] no chapter README of suite {suite.parent.run_id} has results markers")
+        raise typer.Exit(2)
+    if check and any(o.state == "differs" for o in outcomes):
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     app.command("peak")(peak)
+    app.command("readme")(readme)
     app.add_typer(expectations_app, name="expectations")

@@ -52,6 +52,12 @@ def run_cmd(
     steps: Annotated[int | None, typer.Option(help="measured steps per trial")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cuda, cpu")] = None,
     max_memory_gb: Annotated[float | None, typer.Option(help="simulated device memory (GB) for the wall")] = None,
+    trial_timeout: Annotated[
+        float | None, typer.Option("--trial-timeout", help="seconds before a trial is killed (status timeout)")
+    ] = None,
+    time_budget: Annotated[
+        float | None, typer.Option("--time-budget", help="start no trial after this many seconds; resume later")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="also write results.csv, recommendation.md/.yaml here")] = None,
     experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,

@@ -35,6 +35,9 @@ class SweepConfig(BaseModel):
     # Simulated device memory (GB) for the memory wall on a CPU; None = only the real device's wall.
     max_memory_gb: float | None = Field(None, gt=0)
     trial_timeout_s: float = Field(300.0, gt=0)  # a trial still running then is killed: status timeout
+    # No trial starts after this many seconds of the sweep (the running one finishes); the table and
+    # recommendation cover what was measured, and the same study name resumes the rest. None: no limit.
+    time_budget_s: float | None = Field(None, gt=0)
     learning_rate: float = Field(1e-3, gt=0)  # at reference_batch_size; scaled by sqrt(batch / reference)
     reference_batch_size: int = Field(256, ge=1)
     # Recommendation filters: memory at most this % of the device, GPU utilisation at least this %.

@@ -207,7 +207,8 @@ def run_sweep(
     study_name: str = "perflab-sweep",
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
 ) -> optuna.Study:
-    """Run (or resume) the study until ``n_trials`` trials are finished (default: the grid's size)."""
+    """Run (or resume) the study until ``n_trials`` trials are finished (default: the grid's size),
+    starting none after ``cfg.time_budget_s``."""
     space = cfg.space()
     if strategy == "grid":
         sampler: BaseSampler = _QueueAwareGrid(space, seed=cfg.seed)
@@ -266,9 +267,9 @@ def run_sweep(
         done = {_key(p) for p, st, _ in _history(study) if st != "interrupted"}
         todo = len(done) < cfg.grid_size() or waiting
         if todo:
-            study.optimize(objective, n_trials=None, callbacks=list(callbacks), catch=())
+            study.optimize(objective, n_trials=None, timeout=cfg.time_budget_s, callbacks=list(callbacks), catch=())
     elif (remaining := target - _finished(study)) > 0:
-        study.optimize(objective, n_trials=remaining, callbacks=list(callbacks), catch=())
+        study.optimize(objective, n_trials=remaining, timeout=cfg.time_budget_s, callbacks=list(callbacks), catch=())
     return study
 
 

@@ -104,15 +104,20 @@ def pair(base: VariantResult, opt: VariantResult, verified: bool = True) -> Comp
 
 
 def log_suite(
-    store: Store, experiment: str, results: Sequence[VariantResult], verified: dict[str, bool] | None = None
+    store: Store,
+    experiment: str,
+    results: Sequence[VariantResult],
+    verified: dict[str, bool] | None = None,
+    host: dict | None = None,
 ) -> tuple[str, dict[str, str]]:
     """Log one suite; optimized variants are paired with their example's baseline when it is in
-    ``results``. Returns ``(parent run id, {variant key: run id})``."""
+    ``results``; ``host`` is the host manifest (its ``git`` gives the parent's commit tags).
+    Returns ``(parent run id, {variant key: run id})``."""
     if store.client.get_experiment_by_name(experiment) is None:
         store.experiment(experiment)
     baselines = {r.spec.target: r for r in results if r.spec.is_baseline}
     ids = {}
-    with Tracker(experiment=experiment, tracking_uri=store.uri, run_name="perflab run", host_manifest={}) as t:
+    with Tracker(experiment=experiment, tracking_uri=store.uri, run_name="perflab run", host_manifest=host or {}) as t:
         for r in sorted(results, key=lambda r: not r.spec.is_baseline):  # baselines first, as the suite does
             base = baselines.get(r.spec.target)
             cmp = None if r.spec.is_baseline or base is None else pair(base, r, (verified or {}).get(r.spec.key, True))

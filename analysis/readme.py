@@ -1,0 +1,442 @@
+"""``perflab readme``: the figures in a chapter's README, generated from one suite run in MLflow.
+
+A chapter README holds marked sections that only this module writes::
+
+    <!-- perflab:results:start -->   the pairs: medians, speedup, achieved rate, % of ceiling, #7 target
+    <!-- perflab:results:end -->
+    <!-- perflab:roofline:start -->  optional: each variant as a roofline point (intensity, rate, bound)
+    <!-- perflab:roofline:end -->
+
+Everything between the markers is replaced; the rest of the file is left byte for byte. Numbers come
+from the runs' metrics and tags only (rows through ``analysis.report``), so a section can be rebuilt
+from a store copied off the GPU host, without its artifacts; a number the run did not log is '—'.
+The section's first line names the run, its date, device and commit, and the command that wrote it:
+a CPU run's figures are labelled as such, never passed off as a GPU's.
+
+The binding ceiling of a variant is the one its ``pct_of_peak`` was logged against
+(``perflab.peak_ceiling``; for older runs, recovered by matching the percent against the suite's
+ceilings). The issue-7 target per pair: ok, verified, speedup ≥ 1.1, and the optimized variant at
+≥ 80 % of the copy bandwidth when memory-bound or ≥ 60 % of its dtype's matmul peak when compute-bound.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from bench import peaks, tracking
+from bench.tracking import StoredRun
+
+__all__ = [
+    "SECTIONS",
+    "Outcome",
+    "Suite",
+    "binding",
+    "load_suite",
+    "markers",
+    "replace_sections",
+    "results_section",
+    "roofline_section",
+    "target_check",
+    "update_readmes",
+]
+
+SECTIONS = ("results", "roofline")  # marker names; "results" is required in a chapter README
+SPEEDUP_TARGET = 1.1  # issue 7: every pair at least this much faster on the GPU
+PCT_TARGET = {"copy_gbps": 80.0, "tflops": 60.0}  # % of the binding ceiling: copy bandwidth, matmul peak
+_MATCH_REL = 1e-3  # a logged pct_of_peak "is of" a ceiling when achieved ÷ ceiling agrees this closely
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- perflab:{name}:start -->", f"<!-- perflab:{name}:end -->"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One suite as the sections need it: parent run, variant runs, report rows, ceilings, commit."""
+
+    parent: StoredRun
+    runs: list[StoredRun]
+    rows: dict[str, list[dict[str, Any]]]  # chapter → analysis.report pair rows
+    ceilings: dict[str, tuple[dict[str, float], str]]  # hardware key → (ceilings, where they came from)
+    commit: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    chapter: str
+    path: Path
+    state: Literal["written", "unchanged", "differs", "skipped"]
+    reason: str = ""
+    sections: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def _ceilings(hardware: str, parent: StoredRun, tracking_uri: str | None) -> tuple[dict[str, float], str] | None:
+    """The ceilings of ``hardware``: its latest ``perflab peak`` run in the store started before the
+    suite (what the suite's pct_of_peak was computed from), else its latest, else the local cache."""
+    found = tracking.tagged_runs({"perflab.kind": "peak", "perflab.hardware": hardware}, tracking_uri)
+    before = [r for r in found if r.start_time <= parent.start_time]
+    if found:
+        run = (before or found)[0]
+        values = {k: v for k, v in run.metrics.items() if k.endswith(("_gbps", "_tflops"))}
+        if values:
+            return values, f"MLflow peak run `{run.run_id}`"
+    local = peaks.lookup(hardware)
+    return (local, "the local peak cache") if local else None
+
+
+def _commit(parent: StoredRun, runs: list[StoredRun], tracking_uri: str | None) -> str | None:
+    """The suite's commit: its tag, MLflow's git tag, else a variant's manifest.json when the artifacts
+    are reachable (a store copied off a GPU host usually has none: then the commit is unknown)."""
+    t = parent.tags
+    commit = t.get("perflab.git_commit") or t.get("mlflow.source.git.commit")
+    dirty = t.get("perflab.git_dirty") == "true"
+    if not commit and runs:
+        try:
+            git = json.loads(tracking.read_artifact_text(runs[0].run_id, "manifest.json", tracking_uri))["host"]["git"]
+            commit, dirty = git.get("commit"), bool(git.get("dirty"))
+        except (LookupError, KeyError, TypeError, ValueError):
+            return None
+    return f"{commit[:12]}{' (dirty tree)' if dirty else ''}" if commit else None
+
+
+def load_suite(run_id: str | None, tracking_uri: str | None = None) -> Suite:
+    """The suite ``run_id`` (default: the latest completed one). ``LookupError`` for an unknown run,
+    ``ValueError`` for a run that is not a suite's parent."""
+    from analysis.report import build_report
+
+    if not run_id:
+        run_id = tracking.latest_suite_run_id(tracking_uri)
+    parent = tracking.read_run(run_id, tracking_uri)
+    if parent.is_variant:
+        raise ValueError(
+            f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
+        )
+    runs = [r for r in tracking.child_runs(run_id, tracking_uri) if r.is_variant]
+    if not runs:
+        raise ValueError(f"run {run_id!r} ({parent.name!r}) has no benchmark variant runs: it is not a suite")
+    report = build_report(parent, runs)
+    hardware = sorted({h for r in runs if (h := _hardware(r))})
+    ceilings = {h: c for h in hardware if (c := _ceilings(h, parent, tracking_uri))}
+    return Suite(parent, runs, report["chapters"], ceilings, _commit(parent, runs, tracking_uri))
+
+
+def _hardware(run: StoredRun) -> str | None:
+    return run.tags.get("perflab.hardware") or run.tags.get("perflab.gpu")
+
+
+def _ceilings_of(suite: Suite, run: StoredRun) -> dict[str, float] | None:
+    found = suite.ceilings.get(_hardware(run) or "")
+    return found[0] if found else None
+
+
+# ------------------------------------------------------------------------------------------ deciding
+
+
+def binding(run: StoredRun, ceilings: dict[str, float] | None) -> tuple[float | None, str | None]:
+    """(% of the binding ceiling, that ceiling's name); either may be None when the run cannot say.
+
+    As logged when the run names its ceiling. A percent logged without a name is matched against the
+    ceilings. With no percent logged (no peak cached when it ran), one is computed only where the dtype
+    cannot matter: bytes declared and no FLOPs, or an intensity left of every matmul ridge.
+    """
+    m = run.metrics
+    pct, name = m.get("pct_of_peak"), run.tags.get("perflab.peak_ceiling")
+    gbps, tflops = m.get("achieved_gbps"), m.get("achieved_tflops")
+    if pct is not None and name:
+        return pct, name
+    if pct is not None:
+        if not ceilings:
+            return pct, "copy_gbps" if gbps and not tflops else None
+        achieved = {k: gbps if k.endswith("_gbps") else tflops for k in ceilings}
+        close = [
+            k for k, c in ceilings.items()
+            if achieved[k] and c and abs(100.0 * achieved[k] / c - pct) <= _MATCH_REL * pct
+        ]  # fmt: skip
+        return pct, close[0] if len(close) == 1 else None
+    copy = (ceilings or {}).get("copy_gbps")
+    if not gbps or not copy or ceilings is None:
+        return None, None
+    ridges = [v * 1e3 / copy for k, v in ceilings.items() if k.endswith("_tflops") and v]  # FLOP per byte
+    if not tflops or (ridges and tflops * 1e3 / gbps < min(ridges)):
+        return 100.0 * gbps / copy, "copy_gbps"
+    return None, None
+
+
+def _required(name: str | None) -> float | None:
+    if name == "copy_gbps":
+        return PCT_TARGET["copy_gbps"]
+    return PCT_TARGET["tflops"] if name and name.endswith("_tflops") else None
+
+
+def _label(name: str) -> str:
+    """``copy_gbps`` → ``copy``; ``bf16_tflops`` → ``bf16 peak``."""
+    return name.removesuffix("_gbps") if name.endswith("_gbps") else name.removesuffix("_tflops") + " peak"
+
+
+def target_check(row: dict[str, Any], pct: float | None, name: str | None) -> str:
+    """``met``, ``not met: <every shortfall>``, or ``—`` with why it cannot be decided."""
+    misses = []
+    if row["status"] != "ok":
+        misses.append(f"pair {row['status']}")
+    elif not row["verified"]:
+        misses.append("not verified")
+    speedup = row["speedup"]
+    if speedup is None:
+        misses.append("no speedup")
+    elif speedup < SPEEDUP_TARGET:
+        misses.append(f"speedup {speedup:.2f} < {SPEEDUP_TARGET}")
+    need = _required(name)
+    if pct is not None and name and need is not None and pct < need:
+        misses.append(f"{pct:.1f} % of {_label(name)} < {need:.0f} %")
+    if misses:
+        return "not met: " + "; ".join(misses)
+    if pct is None:
+        return "— (no measured ceiling)"
+    if need is None:
+        return "— (ceiling unknown)"
+    return "met"
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+
+def _sig(x: float | None, digits: int = 3) -> str:
+    """``x`` to about ``digits`` significant figures, never in exponent form; '—' for no value."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    if x == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    return f"{x:.{decimals}f}"
+
+
+def _us(ms: float | None) -> str:
+    return _sig(None if ms is None else ms * 1e3, 4)
+
+
+def _achieved(gbps: float | None, tflops: float | None, name: str | None) -> str:
+    """The rate the binding ceiling is in; both when the example declares both and the bound is unknown."""
+    parts = []
+    if gbps is not None and (name is None or name.endswith("_gbps") or tflops is None):
+        parts.append(f"{_sig(gbps)} GB/s")
+    if tflops is not None and (name is None or name.endswith("_tflops") or gbps is None):
+        parts.append(f"{_sig(tflops)} TFLOP/s")
+    return ", ".join(parts) or "—"
+
+
+def _pct(pct: float | None, name: str | None) -> str:
+    if pct is None:
+        return "—"
+    return f"{pct:.1f} % of {_label(name)}" if name else f"{pct:.1f} % (ceiling unknown)"
+
+
+def _device(runs: list[StoredRun]) -> str:
+    gpus = sorted({g for r in runs if (g := r.tags.get("perflab.gpu"))})
+    if gpus:
+        return ", ".join(gpus)
+    cpus = sorted({r.tags.get("perflab.hardware") or r.tags.get("perflab.device") or "?" for r in runs})
+    return "CPU " + ", ".join(cpus)
+
+
+def _versions(runs: list[StoredRun]) -> str:
+    parts = []
+    for lib in ("torch", "triton"):
+        found = sorted({v for r in runs if (v := r.tags.get(f"perflab.{lib}"))})
+        if found:
+            parts.append(f"{lib} {', '.join(found)}")
+    return "; ".join(parts)
+
+
+def _header(suite: Suite, runs: list[StoredRun]) -> list[str]:
+    p = suite.parent
+    date = datetime.fromtimestamp(p.start_time / 1e3, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    device = _device(runs)
+    versions = _versions(runs)
+    targets = p.tags.get("perflab.targets")
+    lines = [
+        f"Generated by `perflab readme --run-id {p.run_id}` from the suite run `{p.run_id}` "
+        f"({p.name or 'unnamed'}{f', targets {targets}' if targets else ''}): {date}, **{device}**"
+        f"{f' ({versions})' if versions else ''}, commit {f'`{suite.commit}`' if suite.commit else 'unknown'}. "
+        "Do not edit by hand: rerun the command.",
+    ]
+    if not any(r.tags.get("perflab.gpu") for r in runs):
+        lines += ["", "These figures come from a CPU, not a GPU: they show that the pairs run and verify "
+                  "(smoke sizes on a CPU); the issue-7 targets are stated for the H100."]  # fmt: skip
+    for hw in sorted({h for r in runs if (h := _hardware(r))}):
+        found = suite.ceilings.get(hw)
+        if found is None:
+            lines += ["", f"No measured ceilings of {hw} in the store or the local cache: % of ceiling is what "
+                      "the run logged, if anything (`perflab peak` on that device)."]  # fmt: skip
+            continue
+        ceilings, source = found
+        shown = [f"{_label(k)} {_sig(v)} {'GB/s' if k.endswith('_gbps') else 'TFLOP/s'}"
+                 for k, v in sorted(ceilings.items())]  # fmt: skip
+        lines += ["", f"Measured ceilings of {hw} ({source}): {', '.join(shown)}."]
+    return lines
+
+
+def _chapter_runs(suite: Suite, chapter: str) -> list[StoredRun]:
+    return [r for r in suite.runs if r.tags.get("perflab.chapter") == chapter]
+
+
+def results_section(suite: Suite, chapter: str) -> str:
+    """The pairs of ``chapter`` in ``suite`` as the README's results section (Markdown)."""
+    runs = _chapter_runs(suite, chapter)
+    by_id = {r.run_id: r for r in runs}
+    lines = _header(suite, runs) + [
+        "",
+        "| example | baseline median µs | optimized median µs | speedup | verified | achieved (optimized) | "
+        "% of measured ceiling | issue-7 target |",
+        "|---|---:|---:|---:|---|---:|---:|---|",
+    ]
+    rows = suite.rows.get(chapter, [])
+    met = 0
+    for x in rows:
+        run = by_id[x["run_id"]]
+        pct, name = binding(run, _ceilings_of(suite, run))
+        check = target_check(x, pct, name)
+        met += check == "met"
+        label = x["example"] if x["variant"] == "optimized" else f"{x['example']} ({x['variant']})"
+        speedup = "—" if x["speedup"] is None else f"{x['speedup']:.2f}×"
+        verified = "yes" if x["verified"] else f"no ({x['status']})" if x["status"] != "ok" else "no"
+        lines.append(
+            f"| {label} | {_us(x['baseline_median_ms'])} | {_us(x['optimized_median_ms'])} | {speedup} | "
+            f"{verified} | {_achieved(x['optimized_gbps'], x['optimized_tflops'], name)} | {_pct(pct, name)} | "
+            f"{check} |"
+        )
+    if not rows:
+        lines.append("| (no pairs of this chapter in the run) | — | — | — | — | — | — | — |")
+    lines += [
+        "",
+        f"{met} of {len(rows)} pair(s) meet the issue-7 target: ok, verified, speedup ≥ {SPEEDUP_TARGET}, and the "
+        f"optimized variant at ≥ {PCT_TARGET['copy_gbps']:.0f} % of the measured copy bandwidth when memory-bound "
+        f"or ≥ {PCT_TARGET['tflops']:.0f} % of its dtype's measured matmul peak when compute-bound (the binding "
+        "ceiling of the roofline, as logged with the run). Medians over the run's samples; achieved rates are "
+        "the example's declared minimum work ÷ median.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def roofline_section(suite: Suite, chapter: str) -> str:
+    """Every variant of ``chapter`` as a roofline point: intensity, achieved rates, what bounds it."""
+    runs = sorted(
+        _chapter_runs(suite, chapter),
+        key=lambda r: (r.tags["perflab.example"], r.tags["perflab.variant"] != "baseline", r.name),
+    )
+    lines = [
+        f"Measured points of the suite run `{suite.parent.run_id}` on **{_device(runs)}** "
+        "(`perflab readme` writes this table; see the results section for the run).",
+    ]
+    for hw in sorted({h for r in runs if (h := _hardware(r))}):
+        found = suite.ceilings.get(hw)
+        if found:
+            ceilings = found[0]
+            copy = ceilings.get("copy_gbps")
+            ridges = [f"{k.removesuffix('_tflops')} {_sig(v * 1e3 / copy)} FLOP/B"
+                      for k, v in sorted(ceilings.items()) if k.endswith("_tflops") and copy]  # fmt: skip
+            if ridges:
+                lines += ["", f"Ridge points of {hw} (measured matmul peak ÷ measured copy bandwidth): "
+                          + ", ".join(ridges) + "."]  # fmt: skip
+    lines += [
+        "",
+        "| example | variant | median µs | intensity FLOP/B | achieved GB/s | achieved TFLOP/s | bound by | "
+        "% of that ceiling |",
+        "|---|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in runs:
+        m = r.metrics
+        pct, name = binding(r, _ceilings_of(suite, r))
+        bound = "—" if name is None else ("memory" if name.endswith("_gbps") else "compute") + f" ({_label(name)})"
+        if r.tags.get("perflab.bound"):  # the profiler's verdict, when the run was profiled
+            bound += f"; profile: {r.tags['perflab.bound']}"
+        if "time_median_ms" not in m:
+            bound = f"{r.tags.get('perflab.status', '?')}: not measured"
+        lines.append(
+            f"| {r.tags['perflab.example']} | {r.tags['perflab.variant']} | {_us(m.get('time_median_ms'))} | "
+            f"{_sig(m.get('arithmetic_intensity'))} | {_sig(m.get('achieved_gbps'))} | "
+            f"{_sig(m.get('achieved_tflops'))} | {bound} | {'—' if pct is None else f'{pct:.1f}'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def replace_sections(text: str, bodies: dict[str, str], where: str = "README") -> tuple[str, list[str]]:
+    """``text`` with the body between each present pair of markers replaced; (new text, names replaced).
+
+    A marker present without its partner, twice, or out of order is a ``ValueError`` naming ``where``.
+    """
+    replaced = []
+    for name, body in bodies.items():
+        start, end = markers(name)
+        n_start, n_end = text.count(start), text.count(end)
+        if n_start == n_end == 0:
+            continue
+        i, j = text.find(start), text.find(end)
+        if n_start != 1 or n_end != 1 or j < i:
+            raise ValueError(
+                f"{where}: the {name} section needs exactly one {start} followed by one {end} "
+                f"(found {n_start} start and {n_end} end marker(s){', end first' if j < i else ''})"
+            )
+        text = f"{text[: i + len(start)]}\n{body.rstrip()}\n{text[j:]}"
+        replaced.append(name)
+    return text, replaced
+
+
+def update_readmes(
+    run_id: str | None,
+    chapters_dir: Path,
+    tracking_uri: str | None = None,
+    chapters: list[str] | None = None,
+    check: bool = False,
+) -> tuple[Suite, list[Outcome]]:
+    """Regenerate the marked sections of ``<chapters_dir>/<chapter>/README.md`` for every chapter of
+    the suite (or ``chapters``); with ``check``, write nothing and report which READMEs differ.
+
+    Every README is read and validated before any is written. A chapter without a README or without
+    results markers is skipped with the reason; naming one the suite lacks is a ``ValueError``.
+    """
+    suite = load_suite(run_id, tracking_uri)
+    in_run = sorted({r.tags["perflab.chapter"] for r in suite.runs})
+    wanted = [_chapter_id(c) for c in chapters] if chapters else in_run
+    missing = [c for c in wanted if c not in in_run]
+    if missing:
+        raise ValueError(f"suite {suite.parent.run_id} has no variants of {', '.join(missing)}; it has {in_run}")
+    outcomes, writes = [], []
+    for chapter in wanted:
+        path = chapters_dir / chapter / "README.md"
+        if not path.is_file():
+            outcomes.append(Outcome(chapter, path, "skipped", "no README.md"))
+            continue
+        old = path.read_text()
+        start, end = markers("results")
+        if start not in old:
+            outcomes.append(Outcome(chapter, path, "skipped", f"no results markers ({start} … {end})"))
+            continue
+        bodies = {"results": results_section(suite, chapter), "roofline": roofline_section(suite, chapter)}
+        new, names = replace_sections(old, bodies, str(path))
+        if new == old:
+            outcomes.append(Outcome(chapter, path, "unchanged", sections=names))
+        else:
+            outcomes.append(Outcome(chapter, path, "differs" if check else "written", sections=names))
+            writes.append((path, new))
+    if not check:
+        for path, new in writes:
+            path.write_text(new)
+    return suite, outcomes
+
+
+def _chapter_id(name: str) -> str:
+    """``7``, ``ch7``, ``ch07`` → ``ch07`` (as runs tag chapters)."""
+    from bench.discovery import chapter_id
+
+    digits = name.removeprefix("ch")
+    if not digits.isdigit():
+        raise ValueError(f"--chapter takes a chapter such as ch07 or 7, but got {name!r}")
+    return chapter_id(digits)

@@ -1,0 +1,216 @@
+"""analysis/readme.py and ``perflab readme``: chapter README sections generated from a synthetic store.
+
+The store is read the way the lead reads one copied off the GPU host: the suites' artifacts are
+deleted after logging and no local peak cache exists, so ceilings come from the store's peak run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from analysis import readme
+from bench import cli, tracking
+from bench.tracking import StoredRun
+from tests.analysis.synthetic import H100, Store, log_suite, result
+
+EXP = "readme"
+CEILINGS = {"copy_gbps": 3000.0, "l2_gbps": 9000.0, "fp32_tflops": 50.0}
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+OPT_MS = 0.125  # every optimized median; constant samples make the percentages exact
+
+BEFORE = "# Chapter 7\n\nHand-written intro | with a pipe.\n\n## Latest figures\n\n"
+AFTER = "\n\n## History\n\nMeasured by hand, kept as is.\n"
+README = f"{BEFORE}{readme.markers('results')[0]}\nNot generated yet.\n{readme.markers('results')[1]}{AFTER}"
+
+
+def flat(median_ms: float) -> list[float]:
+    return [median_ms] * 20
+
+
+@pytest.fixture(scope="module")
+def suite(store: Store, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """ch07, logged with the H100 ceilings cached (pct_of_peak and its ceiling's name logged):
+
+    fast: 90 % of copy, 8x · slow: 60 % of copy, 2x · mm: 40 TFLOP/s fp32 (80 %), 4x ·
+    nowork: no work declared, 1.5x · wrong: 90 % of copy but not verified · broken: optimized timed out.
+    """
+    cache = tmp_path_factory.mktemp("peaks") / "peaks.json"
+    cache.write_text(json.dumps({H100: {"ceilings": CEILINGS}}))
+    store.experiment(EXP)
+    peak_run = tracking.log_run(
+        "perflab peak", params={}, metrics=CEILINGS, artifacts={},
+        tags={"perflab.kind": "peak", "perflab.hardware": H100}, experiment=EXP, tracking_uri=store.uri,
+    )  # fmt: skip
+    gbps = {"fast": 2700.0, "slow": 1800.0, "wrong": 2700.0}
+    results = []
+    for name, gb in gbps.items():
+        work = gb * 1e9 * OPT_MS / 1e3
+        base_ms = OPT_MS * (8 if name == "fast" else 2)
+        results += [result(f"ch07:{name}:baseline", flat(base_ms), work_bytes=work),
+                    result(f"ch07:{name}:optimized", flat(OPT_MS), work_bytes=work)]  # fmt: skip
+    flops = 40e12 * OPT_MS / 1e3
+    results += [
+        result("ch07:mm:baseline", flat(4 * OPT_MS), work_flops=flops),
+        result("ch07:mm:optimized", flat(OPT_MS), work_flops=flops),
+        result("ch07:nowork:baseline", flat(1.5 * OPT_MS)),
+        result("ch07:nowork:optimized", flat(OPT_MS)),
+        result("ch07:broken:baseline", flat(OPT_MS), work_bytes=1e6),
+        result("ch07:broken:optimized", None, status="timeout"),
+    ]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PERFLAB_PEAK_CACHE", str(cache))
+        parent, ids = log_suite(store, EXP, results, verified={"ch07:wrong:optimized": False},
+                                host={"git": {"commit": COMMIT, "dirty": False}})  # fmt: skip
+    shutil.rmtree(store.root / "artifacts" / EXP)  # a store copied off the GPU host: no artifacts here
+    return {"parent": parent, "ids": ids, "peak_run": peak_run}
+
+
+@pytest.fixture(autouse=True)
+def _no_local_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFLAB_PEAK_CACHE", str(tmp_path / "absent" / "peaks.json"))
+
+
+def chapters_tree(root: Path, text: str = README, chapter: str = "ch07") -> Path:
+    (root / chapter).mkdir(parents=True, exist_ok=True)
+    (root / chapter / "README.md").write_text(text)
+    return root
+
+
+def generate(suite: dict[str, Any], store: Store, root: Path, **kw: Any) -> list[readme.Outcome]:
+    return readme.update_readmes(suite["parent"], root, store.uri, **kw)[1]
+
+
+def row(text: str, example: str) -> list[str]:
+    line = next(line for line in text.splitlines() if line.startswith(f"| {example} |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_section_is_replaced_and_the_rest_untouched(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
+    root = chapters_tree(tmp_path)
+    (outcome,) = generate(suite, store, root)
+    assert (outcome.state, outcome.sections) == ("written", ["results"])
+    text = (root / "ch07" / "README.md").read_text()
+    assert text.startswith(BEFORE + readme.markers("results")[0] + "\n")
+    assert text.endswith(readme.markers("results")[1] + AFTER)
+    assert "Not generated yet" not in text
+    header = text[len(BEFORE) :].splitlines()[1]
+    assert f"`perflab readme --run-id {suite['parent']}`" in header
+    assert f"**{H100}**" in header and f"commit `{COMMIT[:12]}`" in header  # commit without the artifacts
+    assert f"MLflow peak run `{suite['peak_run']}`" in text  # ceilings from the store, no local cache
+
+
+def test_rows_carry_the_run_figures(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
+    root = chapters_tree(tmp_path)
+    generate(suite, store, root)
+    text = (root / "ch07" / "README.md").read_text()
+    assert row(text, "fast") == ["fast", "1000", "125.0", "8.00×", "yes", "2700 GB/s", "90.0 % of copy", "met"]
+    mm = row(text, "mm")
+    assert mm[5:] == ["40.0 TFLOP/s", "80.0 % of fp32 peak", "met"]  # a matmul-like row: TFLOP/s vs its dtype
+
+
+def test_missing_metrics_show_a_dash(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
+    root = chapters_tree(tmp_path)
+    generate(suite, store, root)
+    text = (root / "ch07" / "README.md").read_text()
+    assert row(text, "nowork") == ["nowork", "187.5", "125.0", "1.50×", "yes", "—", "—", "— (no measured ceiling)"]
+    broken = row(text, "broken")
+    assert broken[1:7] == ["125.0", "—", "—", "no (failed)", "—", "—"]
+    assert broken[7] == "not met: pair failed; no speedup"
+
+
+def test_target_check_flags_rows_below_the_ceiling_targets(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
+    root = chapters_tree(tmp_path)
+    generate(suite, store, root)
+    text = (root / "ch07" / "README.md").read_text()
+    assert row(text, "slow")[5:] == ["1800 GB/s", "60.0 % of copy", "not met: 60.0 % of copy < 80 %"]
+    assert row(text, "wrong")[-1] == "not met: pair mismatch"  # fast enough, but not verified
+    assert "2 of 6 pair(s) meet the issue-7 target" in text
+
+
+def test_rerun_is_idempotent_and_check_spots_edits(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
+    root = chapters_tree(tmp_path)
+    generate(suite, store, root)
+    path = root / "ch07" / "README.md"
+    first = path.read_text()
+    assert [o.state for o in generate(suite, store, root)] == ["unchanged"]
+    assert path.read_text() == first
+    assert [o.state for o in generate(suite, store, root, check=True)] == ["unchanged"]
+    path.write_text(first.replace("8.00×", "9.00×"))  # a hand edit inside the section
+    assert [o.state for o in generate(suite, store, root, check=True)] == ["differs"]
+    assert "9.00×" in path.read_text()  # --check writes nothing
+    generate(suite, store, root)
+    assert path.read_text() == first
+
+
+def test_roofline_section_when_its_markers_are_present(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
+    start, end = readme.markers("roofline")
+    with_points = README.replace("## Latest", f"## Roofline\n\n{start}\nold points\n{end}\n\n## Latest")
+    root = chapters_tree(tmp_path, with_points)
+    (outcome,) = generate(suite, store, root)
+    assert outcome.sections == ["results", "roofline"]
+    text = (root / "ch07" / "README.md").read_text()
+    points = text[text.index(start) : text.index(end)]
+    assert "old points" not in points and "fp32 16.7 FLOP/B" in points  # ridge: 50 TFLOP/s ÷ 3000 GB/s
+    lines = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): line for line in points.splitlines()[1:]}
+    assert "memory (copy)" in lines[("fast", "baseline")] and "| 338 |" in lines[("fast", "baseline")]
+    assert "compute (fp32 peak)" in lines[("mm", "optimized")]
+    assert "timeout: not measured" in lines[("broken", "optimized")]
+
+
+def test_cpu_runs_say_so(store: Store, tmp_path: Path) -> None:
+    results = [result("ch01:x:baseline", flat(2.0), gpu=None), result("ch01:x:optimized", flat(1.0), gpu=None)]
+    parent, _ = log_suite(store, "readme-cpu", results)
+    suite = readme.load_suite(parent, store.uri)
+    text = readme.results_section(suite, "ch01")
+    assert "**CPU " in text and "not a GPU" in text and "commit unknown" in text
+
+
+def test_cli_writes_checks_and_refuses_bad_input(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
+    root = chapters_tree(tmp_path)
+    args = ["readme", "--run-id", suite["parent"], "--tracking-uri", store.uri, "--chapters-dir", str(root)]
+    out = CliRunner().invoke(cli.app, args)
+    assert out.exit_code == 0, out.output
+    assert "written" in out.output
+    assert CliRunner().invoke(cli.app, [*args, "--check"]).exit_code == 0
+    (root / "ch07" / "README.md").write_text(README)
+    assert CliRunner().invoke(cli.app, [*args, "--check"]).exit_code == 1
+    variant = CliRunner().invoke(cli.app, ["readme", "--run-id", suite["ids"]["ch07:fast:optimized"],
+                                           "--tracking-uri", store.uri, "--chapters-dir", str(root)])  # fmt: skip
+    assert variant.exit_code == 2 and "is the variant run" in variant.output
+    other = CliRunner().invoke(cli.app, [*args, "--chapter", "9"])
+    assert other.exit_code == 2 and "no variants of ch09" in other.output
+    (root / "ch07" / "README.md").write_text("# no markers\n")
+    bare = CliRunner().invoke(cli.app, args)
+    assert bare.exit_code == 2 and "no results markers" in bare.output
+    assert (root / "ch07" / "README.md").read_text() == "# no markers\n"
+
+
+def test_broken_markers_are_refused_before_anything_is_written() -> None:
+    start, end = readme.markers("results")
+    with pytest.raises(ValueError, match="exactly one"):
+        readme.replace_sections(f"{end}\nx\n{start}\n", {"results": "new"}, "ch07/README.md")
+    with pytest.raises(ValueError, match="found 2 start"):
+        readme.replace_sections(f"{start}\n{start}\n{end}\n", {"results": "new"}, "ch07/README.md")
+
+
+def stored(metrics: dict[str, float], tags: dict[str, str] | None = None) -> StoredRun:
+    return StoredRun("r", "ch07:x:optimized", "0", "FINISHED", 0, tags or {}, metrics)
+
+
+def test_binding_ceiling_of_runs_without_the_tag() -> None:
+    # A percent logged before the tag existed: the ceiling it matches names it.
+    assert readme.binding(stored({"achieved_tflops": 40.0, "pct_of_peak": 80.0}), CEILINGS) == (80.0, "fp32_tflops")
+    assert readme.binding(stored({"achieved_gbps": 2400.0, "pct_of_peak": 80.0}), CEILINGS) == (80.0, "copy_gbps")
+    # No percent logged: bytes only, or left of every ridge, is judged against copy; otherwise unknown.
+    assert readme.binding(stored({"achieved_gbps": 1500.0}), CEILINGS) == (50.0, "copy_gbps")
+    low = stored({"achieved_gbps": 1500.0, "achieved_tflops": 1.5})  # 1 FLOP/B, ridge 16.7
+    assert readme.binding(low, CEILINGS) == (50.0, "copy_gbps")
+    high = stored({"achieved_gbps": 100.0, "achieved_tflops": 40.0})  # 400 FLOP/B: the dtype decides
+    assert readme.binding(high, CEILINGS) == (None, None)
+    assert readme.binding(stored({"achieved_gbps": 1500.0}), None) == (None, None)  # nothing invented
