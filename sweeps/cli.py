@@ -69,8 +69,32 @@ def run_cmd(
         config=config, data_path=data_path, strategy=strategy, n_trials=n_trials or None, storage=storage,
         study_name=study_name, out=out, experiment=experiment, track=not no_track, echo=typer.echo,
         overrides={"preset": preset, "batch_sizes": batch_sizes, "num_workers_options": num_workers,
-                   "steps_per_test": steps, "device": device, "max_memory_gb": max_memory_gb},
+                   "steps_per_test": steps, "device": device, "max_memory_gb": max_memory_gb,
+                   "trial_timeout_s": trial_timeout, "time_budget_s": time_budget},
     )  # fmt: skip
+
+
+@sweep_app.command("replay")
+def replay_cmd(
+    results: Annotated[
+        Path | None, typer.Argument(help="a grid sweep's results.csv (from --out or the MLflow artifact)")
+    ] = None,
+    storage: Annotated[str | None, typer.Option(help="or read the grid's Optuna study from this storage")] = None,
+    study_name: Annotated[str | None, typer.Option(help="the grid's study (with --storage)")] = None,
+    seeds: Annotated[int, typer.Option(min=1, help="replay seeds 0..N-1")] = 10,
+    within: Annotated[float, typer.Option(help="target: this fraction of the grid's best samples/s")] = 0.05,
+    out: Annotated[Path | None, typer.Option(help="also write replay.md here")] = None,
+) -> None:
+    """Smart vs grid: replay the smart strategy (and a random order) against a finished grid's measurements."""
+    from sweeps.replay import load_results, replay, replay_markdown
+
+    rows = load_results(results, storage, study_name)
+    source = str(results) if storage is None else f"study {study_name!r} in {storage}"
+    md = replay_markdown(replay(rows, list(range(seeds)), within, source))
+    typer.echo(md)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "replay.md").write_text(md)
 
 
 def register(app: Any) -> None:
