@@ -228,7 +228,8 @@ def _achieved(gbps: float | None, tflops: float | None, name: str | None) -> str
     if gbps is not None and (name is None or name.endswith("_gbps") or tflops is None):
         parts.append(f"{_sig(gbps)} GB/s")
     if tflops is not None and (name is None or name.endswith("_tflops") or gbps is None):
-        parts.append(f"{_sig(tflops)} TFLOP/s")
+        # a CPU's rates are GFLOP/s: "0.00000365 TFLOP/s" reads badly
+        parts.append(f"{_sig(tflops)} TFLOP/s" if tflops >= 0.1 else f"{_sig(tflops * 1e3)} GFLOP/s")
     return ", ".join(parts) or "—"
 
 
@@ -242,8 +243,8 @@ def _device(runs: list[StoredRun]) -> str:
     gpus = sorted({g for r in runs if (g := r.tags.get("perflab.gpu"))})
     if gpus:
         return ", ".join(gpus)
-    cpus = sorted({r.tags.get("perflab.hardware") or r.tags.get("perflab.device") or "?" for r in runs})
-    return "CPU " + ", ".join(cpus)
+    cpus = sorted({h for r in runs if (h := r.tags.get("perflab.hardware"))})
+    return f"CPU ({', '.join(cpus)})" if cpus else "CPU"
 
 
 def _versions(runs: list[StoredRun]) -> str:

@@ -168,7 +168,7 @@ def test_cpu_runs_say_so(store: Store, tmp_path: Path) -> None:
     parent, _ = log_suite(store, "readme-cpu", results)
     suite = readme.load_suite(parent, store.uri)
     text = readme.results_section(suite, "ch01")
-    assert "**CPU " in text and "not a GPU" in text and "commit unknown" in text
+    assert "**CPU (" in text and "not a GPU" in text and "commit unknown" in text
 
 
 def test_cli_writes_checks_and_refuses_bad_input(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
