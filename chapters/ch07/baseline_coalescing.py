@@ -4,7 +4,7 @@ Program p's lane i handles element i * P + p (P = number of programs). Neighbour
 elements (4P bytes) apart, so one warp-wide load or store touches 32 different 32-byte sectors to
 use 4 bytes of each: 8x the sectors of the coalesced version, and no 16-byte vector loads.
 Expected: around 8x slower, the sector ratio (neighbouring programs use the rest of a sector only
-if it is still cached); measured on an H100: 9.2x slower, 320 GB/s of useful traffic (RESULTS.md).
+if it is still cached); measured on an H100: 9.2x slower, 320 GB/s of useful traffic (README.md, measured history).
 
 Traffic (minimum): read 4N + write 4N bytes, N = 64 Mi fp32 -> 512 MiB per call.
 """

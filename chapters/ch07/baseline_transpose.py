@@ -4,7 +4,7 @@ Program (r, j) copies BLOCK consecutive elements of row r of x (M x N) into colu
 The load is coalesced, but lanes store to out[c, r], M elements (32 KiB for M = 8192) apart: each
 warp-wide store touches 32 sectors to write 4 bytes of each, 8x the sectors of a coalesced store
 (programs for neighbouring rows fill in the rest of each sector). Expected: several times slower
-than the tiled version; measured on an H100: 6.6x slower, 440 GB/s (RESULTS.md).
+than the tiled version; measured on an H100: 6.6x slower, 440 GB/s (README.md, measured history).
 
 Traffic (minimum): read 4MN + write 4MN bytes, 8192 x 8192 fp32 -> 512 MiB per call.
 """
