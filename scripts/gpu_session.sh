@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
-# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg). Everything
+# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
 #   PERFLAB_SELFCHECK_CONFIGS (config files for selfcheck_cfg), PERFLAB_OVERHEAD_N (default 20)
+#   PERFLAB_SWEEP_ARGS (extra flags for the sweep step's grid, e.g. "--steps 20")
 set -uo pipefail
 OUT=${OUT:-/tmp/perflab-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -52,6 +53,23 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       echo "profile exit $?"; grep -E "bound|ok|failed" "$OUT/profile.log" | tail -20 ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
+    sweep)  # issue 5: the default grid (128 trials), smart replayed against it, then a live smart sweep of 32
+      # Storage and tables under $OUT (optuna.db beside mlflow.db would not come back); --time-budget stops
+      # starting trials in time for the summary; the same --storage/--study-name resumes in a later call.
+      mkdir -p "$OUT/sweep"
+      $T perflab sweep run --config sweeps/default.yaml --strategy grid --storage "sqlite:///$OUT/sweep/optuna.db" \
+        --study-name grid --out "$OUT/sweep" --time-budget $((left > 150 ? left - 90 : 60)) --trial-timeout 60 ${PERFLAB_SWEEP_ARGS:-} \
+        > "$OUT/sweep.log" 2>&1
+      echo "sweep exit $?"; grep -E "^(sweep:|trial server)|^_measurement|^\*\*" "$OUT/sweep.log"
+      timeout 60 perflab sweep replay "$OUT/sweep/results.csv" --seeds 10 --out "$OUT/sweep" > "$OUT/replay.log" 2>&1
+      echo "replay exit $?"; grep -E "^\*\*|^- grid" "$OUT/replay.log" || tail -3 "$OUT/replay.log"
+      left=$((budget - SECONDS))
+      if [ "$left" -gt 90 ]; then
+        timeout "$left" perflab sweep run --config sweeps/default.yaml --strategy smart --n-trials 32 \
+          --storage "sqlite:///$OUT/sweep/optuna.db" --study-name smart --out "$OUT/sweep-smart" \
+          --time-budget $((left - 45)) --trial-timeout 60 ${PERFLAB_SWEEP_ARGS:-} > "$OUT/sweep-smart.log" 2>&1
+        echo "smart sweep exit $?"; grep -E "^sweep:|^\*\*highest" "$OUT/sweep-smart.log"
+      fi ;;
   esac
 done
 # The device returns a limited number of files: everything goes into one bundle (logs, tables, raw ncu
