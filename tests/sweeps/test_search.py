@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +107,21 @@ def test_resume_continues_without_repeating_finished_trials(tmp_path: Path) -> N
     third = Synthetic()
     run_sweep(cfg, third, "grid", storage=storage, study_name="r")
     assert third.calls == []  # a finished study has nothing left to run
+
+
+def test_time_budget_stops_starting_trials_and_the_study_resumes(tmp_path: Path) -> None:
+    cfg = SweepConfig(batch_sizes=[16, 32, 64], num_workers_options=[0, 2], test_pin_memory=False, preset="tiny",
+                      time_budget_s=0.25)  # fmt: skip
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+
+    class Slow(Synthetic):
+        def __call__(self, p: dict[str, Any]) -> TrialOutcome:
+            time.sleep(0.1)
+            return super().__call__(p)
+
+    first = Slow()
+    run_sweep(cfg, first, "grid", storage=storage, study_name="t")
+    assert 1 <= len(first.calls) <= 6  # ~0.25 s of 0.1 s trials; the one started last finishes
+    rest = Synthetic()
+    run_sweep(cfg.model_copy(update={"time_budget_s": None}), rest, "grid", storage=storage, study_name="t")
+    assert len(first.calls) + len(rest.calls) == cfg.grid_size() == 12
