@@ -134,6 +134,12 @@ def sweep(
     rows = results_rows(study)
     wall = time.monotonic() - t0
     echo(f"sweep: {len(rows)} trials finished in {wall:.1f} s ({strategy}, study {name!r})")
+    seen = {tuple(r[k] for k in ("batch_size", "num_workers", "amp", "pin_memory")) for r in rows}
+    if strategy == "grid" and cfg.time_budget_s is not None and len(seen) < cfg.grid_size():
+        echo(
+            f"time budget of {cfg.time_budget_s:g} s reached: {len(seen)} of {cfg.grid_size()} configurations done; "
+            f"the same --storage and --study-name {name!r} resume the rest"
+        )
     device = "cpu" if cfg.device == "cpu" or not _cuda() else "cuda"
     rules = rules_of(cfg)
     rec = recommend(rows, device, rules)
