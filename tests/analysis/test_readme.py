@@ -86,6 +86,16 @@ def generate(suite: dict[str, Any], store: Store, root: Path, **kw: Any) -> list
     return readme.update_readmes(suite["parent"], root, store.uri, **kw)[1]
 
 
+@pytest.fixture(scope="module")
+def text(suite: dict[str, Any], store: Store, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """ch07's README as generated once from the suite (no local peak cache, as in every test here)."""
+    root = chapters_tree(tmp_path_factory.mktemp("chapters"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PERFLAB_PEAK_CACHE", str(root / "absent" / "peaks.json"))
+        generate(suite, store, root)
+    return (root / "ch07" / "README.md").read_text()
+
+
 def row(text: str, example: str) -> list[str]:
     line = next(line for line in text.splitlines() if line.startswith(f"| {example} |"))
     return [cell.strip() for cell in line.strip("|").split("|")]
@@ -105,29 +115,20 @@ def test_section_is_replaced_and_the_rest_untouched(suite: dict[str, Any], store
     assert f"MLflow peak run `{suite['peak_run']}`" in text  # ceilings from the store, no local cache
 
 
-def test_rows_carry_the_run_figures(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
-    root = chapters_tree(tmp_path)
-    generate(suite, store, root)
-    text = (root / "ch07" / "README.md").read_text()
+def test_rows_carry_the_run_figures(text: str) -> None:
     assert row(text, "fast") == ["fast", "1000", "125.0", "8.00×", "yes", "2700 GB/s", "90.0 % of copy", "met"]
     mm = row(text, "mm")
     assert mm[5:] == ["40.0 TFLOP/s", "80.0 % of fp32 peak", "met"]  # a matmul-like row: TFLOP/s vs its dtype
 
 
-def test_missing_metrics_show_a_dash(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
-    root = chapters_tree(tmp_path)
-    generate(suite, store, root)
-    text = (root / "ch07" / "README.md").read_text()
+def test_missing_metrics_show_a_dash(text: str) -> None:
     assert row(text, "nowork") == ["nowork", "187.5", "125.0", "1.50×", "yes", "—", "—", "— (no measured ceiling)"]
     broken = row(text, "broken")
     assert broken[1:7] == ["125.0", "—", "—", "no (failed)", "—", "—"]
     assert broken[7] == "not met: pair failed; no speedup"
 
 
-def test_target_check_flags_rows_below_the_ceiling_targets(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
-    root = chapters_tree(tmp_path)
-    generate(suite, store, root)
-    text = (root / "ch07" / "README.md").read_text()
+def test_target_check_flags_rows_below_the_ceiling_targets(text: str) -> None:
     assert row(text, "slow")[5:] == ["1800 GB/s", "60.0 % of copy", "not met: 60.0 % of copy < 80 %"]
     assert row(text, "wrong")[-1] == "not met: pair mismatch"  # fast enough, but not verified
     assert "2 of 6 pair(s) meet the issue-7 target" in text
