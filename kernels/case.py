@@ -45,11 +45,14 @@ class Case(ABC):
 
     name: str
     description: str
+    # The GPU sweep when it is not the standard one (kernels.sweep.GPU_SHAPES), e.g. token counts for MoE.
+    sweep_shapes: tuple[Shape, ...] = ()
 
     @abstractmethod
     def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
                     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        """Activations for one call, random (never zeros, so a dropped term shows), requiring grad."""
+        """Activations for one call, random (never zeros, so a dropped term shows), floating ones requiring
+        grad; an index tensor (e.g. MoE group offsets) is an input that does not."""
 
     @abstractmethod
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
@@ -64,8 +67,9 @@ class Case(ABC):
         return out if isinstance(out, tuple) else (out,)
 
     def needs_grad(self, module: nn.Module, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Tensors whose gradients are checked and computed in ``bwd``: the inputs, then the parameters."""
-        return [*inputs, *module.parameters()]
+        """Tensors whose gradients are checked and computed in ``bwd``: the inputs requiring grad, then the
+        parameters."""
+        return [*(t for t in inputs if t.requires_grad), *module.parameters()]
 
 
 CASES: dict[str, Case] = {}

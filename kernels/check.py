@@ -77,7 +77,7 @@ def check(
     want_out, want_grads = run(reference)
     got_out, got_grads = run(module)
     names = [f"output[{i}]" for i in range(len(want_out))]
-    names += [f"grad input[{i}]" for i in range(len(inputs))]
+    names += [f"grad input[{i}]" for i, t in enumerate(inputs) if t.requires_grad]
     names += [f"grad {n}" for n, _ in reference.named_parameters()]
     pairs = list(zip(got_out, want_out, strict=True)) + list(zip(got_grads, want_grads, strict=True))
     for name, (got, want) in zip(names, pairs, strict=False):

@@ -12,12 +12,11 @@ dw is a reduction over rows: a grid of G programs each walks a contiguous block 
 partial in fp32 registers and writes one row of a (G, N) buffer; a torch sum finishes it (G ≪ rows,
 no atomics, deterministic).
 
-Statistics are fp32 inside the kernels; one program per row, BLOCK = next_power_of_2(hidden), masked.
+Statistics are fp32 inside the kernels; one program per row, BLOCK = next_power_of_2(hidden), masked
+(kernels/common.py).
 """
 
 from __future__ import annotations
-
-import copy
 
 import torch
 import triton
@@ -25,19 +24,11 @@ import triton.language as tl
 from torch import nn
 
 from kernels.case import Case, Shape, register_case
+from kernels.common import activation, launch_settings, retyped, row_sum
 
 __all__ = ["AddRMSNorm", "RMSNorm", "TritonAddRMSNorm", "TritonRMSNorm"]
 
 EPS = 1e-6
-
-
-def launch_settings(n: int) -> tuple[int, int]:
-    """BLOCK covering a whole row, and warps enough to keep a long row's registers per thread low."""
-    block = triton.next_power_of_2(n)
-    if block > 65536:
-        raise ValueError(f"hidden={n} needs BLOCK={block} > 65536: one program per row does not fit; split rows")
-    warps = 32 if block >= 32768 else 16 if block >= 8192 else 8 if block >= 2048 else 4
-    return block, warps
 
 
 def reduction_programs(rows: int, device: torch.device) -> int:
@@ -45,19 +36,6 @@ def reduction_programs(rows: int, device: torch.device) -> int:
     if device.type == "cuda":
         return min(rows, 4 * torch.cuda.get_device_properties(device).multi_processor_count)
     return min(rows, 4)
-
-
-@triton.jit
-def _add(a, b):
-    return a + b
-
-
-@triton.jit
-def _row_sum(x):
-    # tl.reduce with our own combine rather than tl.sum (and tl.full, not tl.zeros): triton.language's
-    # @jit helpers are decorated when triton is first imported, so a TRITON_INTERPRET=1 set later (tests
-    # that share a process) would leave them uncallable in the interpreter. Our own helpers are fine.
-    return tl.reduce(x, 0, _add)
 
 
 @triton.jit
@@ -73,7 +51,7 @@ def _fwd_kernel(X, R, S, Y, W, RSTD, N, eps, HAS_RES: tl.constexpr, BLOCK: tl.co
         tl.store(S + row * N + cols, s, mask=mask)
         x = s.to(tl.float32)
     w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(_row_sum(x * x) / N + eps)
+    rstd = 1.0 / tl.sqrt(row_sum(x * x) / N + eps)
     tl.store(RSTD + row, rstd)
     tl.store(Y + row * N + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
 
@@ -95,7 +73,7 @@ def _bwd_kernel(DY, DS, X, W, RSTD, DX, DW, M, N, rows_per_program, HAS_DS: tl.c
         rstd = tl.load(RSTD + row)
         xhat = x * rstd
         g = dy * w
-        dx = (g - xhat * (_row_sum(g * xhat) / N)) * rstd
+        dx = (g - xhat * (row_sum(g * xhat) / N)) * rstd
         if HAS_DS:  # the sum output's own gradient flows straight through to x and r
             dx += tl.load(DS + offs, mask=mask, other=0.0).to(tl.float32)
         tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
@@ -210,31 +188,19 @@ def _random_weight(module: RMSNorm, gen: torch.Generator) -> RMSNorm:
     return module
 
 
-def _retyped(reference: nn.Module, cls: type[RMSNorm]) -> RMSNorm:
-    """A copy of ``reference`` (same parameters, same eps) whose forward is ``cls``'s."""
-    clone = copy.deepcopy(reference)
-    clone.__class__ = cls
-    return clone  # type: ignore[return-value]
-
-
-def _activation(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> torch.Tensor:
-    x = torch.randn((shape.batch, shape.seq_len, shape.hidden), generator=gen).to(device, dtype)
-    return x.requires_grad_()
-
-
 class RMSNormCase(Case):
     name = "rms"
     description = "RMSNorm: one read of x, one write of y"
 
     def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
                     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        return (_activation(shape, dtype, device, gen),)
+        return (activation(shape, dtype, device, gen),)
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _random_weight(RMSNorm(hidden, dtype, device), gen)
 
     def custom(self, reference: nn.Module) -> nn.Module:
-        return _retyped(reference, TritonRMSNorm)
+        return retyped(reference, TritonRMSNorm)
 
 
 class AddRMSNormCase(RMSNormCase):
@@ -243,13 +209,13 @@ class AddRMSNormCase(RMSNormCase):
 
     def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
                     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        return _activation(shape, dtype, device, gen), _activation(shape, dtype, device, gen)
+        return activation(shape, dtype, device, gen), activation(shape, dtype, device, gen)
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _random_weight(AddRMSNorm(hidden, dtype, device), gen)
 
     def custom(self, reference: nn.Module) -> nn.Module:
-        return _retyped(reference, TritonAddRMSNorm)
+        return retyped(reference, TritonAddRMSNorm)
 
 
 register_case(RMSNormCase())

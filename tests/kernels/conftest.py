@@ -8,23 +8,33 @@ from types import ModuleType
 
 import pytest
 
-KERNELS = "kernels.rmsnorm"
+# Every module defining @triton.jit functions, in import order (common's helpers are called by the others).
+KERNELS = ("kernels.common", "kernels.rmsnorm", "kernels.polynorm")
 
 
 @pytest.fixture(scope="session")
 def interp() -> Iterator[ModuleType]:
-    """kernels.rmsnorm imported fresh with TRITON_INTERPRET=1 (read when ``@triton.jit`` decorates).
+    """kernels.rmsnorm (and the other kernel modules) imported fresh with TRITON_INTERPRET=1, which is
+    read when ``@triton.jit`` decorates.
 
-    A copy imported earlier in this process is set aside for these tests and put back after.
+    Copies imported earlier in this process are set aside for these tests and put back after.
     """
     import importlib
 
-    saved = sys.modules.pop(KERNELS, None)
+    saved = {name: sys.modules.pop(name, None) for name in KERNELS}
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("TRITON_INTERPRET", "1")
-            yield importlib.import_module(KERNELS)
+            modules = [importlib.import_module(name) for name in KERNELS]
+            yield modules[1]
     finally:
-        sys.modules.pop(KERNELS, None)
-        if saved is not None:
-            sys.modules[KERNELS] = saved
+        for name, module in saved.items():
+            sys.modules.pop(name, None)
+            if module is not None:
+                sys.modules[name] = module
+
+
+@pytest.fixture(scope="session")
+def poly(interp: ModuleType) -> ModuleType:
+    """kernels.polynorm under the interpreter."""
+    return sys.modules["kernels.polynorm"]

@@ -64,7 +64,7 @@ def test_sweep_times_checked_providers_and_skips_a_wrong_one(interp: ModuleType,
 
 
 def _wrong_eps(interp: ModuleType, ref: torch.nn.Module) -> torch.nn.Module:
-    mod = interp._retyped(ref, interp.TritonRMSNorm)
+    mod = interp.retyped(ref, interp.TritonRMSNorm)
     mod.eps = 0.5
     return mod
 

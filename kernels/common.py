@@ -1,0 +1,56 @@
+"""Pieces every kernel case shares: the row-reduction helper, launch settings, module plumbing.
+
+Row-wise kernels here run one program per row with BLOCK = next_power_of_2(hidden), masked; the
+reductions are fp32.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import triton
+import triton.language as tl
+from torch import nn
+
+from kernels.case import Shape
+
+__all__ = ["activation", "launch_settings", "retyped", "row_sum"]
+
+
+def launch_settings(n: int) -> tuple[int, int]:
+    """BLOCK covering a whole row, and warps enough to keep a long row's registers per thread low."""
+    block = triton.next_power_of_2(n)
+    if block > 65536:
+        raise ValueError(f"hidden={n} needs BLOCK={block} > 65536: one program per row does not fit; split rows")
+    warps = 32 if block >= 32768 else 16 if block >= 8192 else 8 if block >= 2048 else 4
+    return block, warps
+
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def row_sum(x):
+    """Sum of a 1-D block.
+
+    tl.reduce with our own combine rather than tl.sum (and tl.full, not tl.zeros): triton.language's
+    @jit helpers are decorated when triton is first imported, so a TRITON_INTERPRET=1 set later (tests
+    that share a process) would leave them uncallable in the interpreter. Our own helpers are fine.
+    """
+    return tl.reduce(x, 0, _add)
+
+
+def retyped(reference: nn.Module, cls: type[nn.Module]) -> nn.Module:
+    """A copy of ``reference`` (same parameters, same eps) whose forward is ``cls``'s."""
+    clone = copy.deepcopy(reference)
+    clone.__class__ = cls
+    return clone
+
+
+def activation(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> torch.Tensor:
+    """A random (batch, seq_len, hidden) activation requiring grad."""
+    x = torch.randn((shape.batch, shape.seq_len, shape.hidden), generator=gen).to(device, dtype)
+    return x.requires_grad_()

@@ -1,0 +1,92 @@
+"""PolyNorm, fused multiply + PolyNorm and its grouped (MoE) form vs the eager reference: outputs, input,
+weight and bias gradients, through the Triton interpreter."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+import torch
+import triton  # noqa: F401  (imported first without the interpreter, as in the full suite)
+
+from kernels.case import CASES, DTYPES, Shape
+from kernels.check import check
+
+CPU = torch.device("cpu")
+# hidden not a power of two (masked tail), one row, rows not a power of two
+SHAPES = [Shape(2, 3, 37), Shape(1, 1, 64), Shape(3, 7, 130)]
+POLY_CASES = ["poly", "mul_poly", "grouped_mul_poly"]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("case", POLY_CASES)
+def test_triton_matches_reference(poly: ModuleType, case: str, shape: Shape, dtype: str) -> None:
+    result = check(CASES[case], "triton", shape, DTYPES[dtype], CPU, seed=shape.hidden)
+    assert result.ok, str(result)
+
+
+@pytest.mark.parametrize("segment_rows", [128, 8])
+def test_grouped_with_few_experts(poly: ModuleType, monkeypatch: pytest.MonkeyPatch, segment_rows: int) -> None:
+    """Three experts over 300 rows: every expert spans many rows, the dw/db sum several tiles."""
+    monkeypatch.setattr(poly, "SEGMENT_ROWS", segment_rows)
+    result = check(poly.GroupedMulPolyNormCase(experts=3), "triton", Shape(1, 300, 37), torch.float32, CPU)
+    assert result.ok, str(result)
+
+
+def test_grouped_expert_without_tokens(poly: ModuleType) -> None:
+    """Offsets with an empty expert (1) and boundary rows: each row uses its own expert's weights; the
+    empty expert's gradients are exactly zero."""
+    gen = torch.Generator().manual_seed(3)
+    ref = poly._randomized(poly.GroupedMulPolyNorm(4, torch.float32, CPU), gen)
+    mod = poly.GroupedMulPolyNormCase().custom(ref)
+    x, y = (torch.randn(12, 37, generator=gen).requires_grad_() for _ in range(2))
+    offsets = torch.tensor([5, 5, 9, 12], dtype=torch.int32)
+    up = torch.randn(12, 37, generator=gen)
+    want = torch.autograd.grad(ref(x, y, offsets), [x, y, *ref.parameters()], up)
+    out = mod(x, y, offsets)
+    got = torch.autograd.grad(out, [x, y, *mod.parameters()], up)
+    torch.testing.assert_close(out, ref(x, y, offsets), atol=1e-5, rtol=1e-5)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+    assert got[2][1].eq(0).all() and got[3][1] == 0
+
+
+def test_weights_are_random_and_all_checked(poly: ModuleType) -> None:
+    ref = CASES["mul_poly"].reference(37, torch.float32, CPU, torch.Generator().manual_seed(0))
+    assert [n for n, _ in ref.named_parameters()] == ["weight", "bias"]
+    assert ref.bias.abs().item() > 0 and len(set(ref.weight.tolist())) == 3
+
+
+def test_dropped_bias_gradient_is_caught(poly: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = poly.poly_backward
+
+    def no_db(*args):  # type: ignore[no-untyped-def]
+        dx, dy, dw, db = real(*args)
+        return dx, dy, dw, torch.zeros_like(db)
+
+    monkeypatch.setattr(poly, "poly_backward", no_db)
+    result = check(CASES["poly"], "triton", Shape(2, 3, 37), torch.float32, CPU)
+    assert [p.split(":")[0] for p in result.problems] == ["grad bias"]
+
+
+def test_swapped_weights_are_caught(poly: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel pairing w0 with x instead of x³: the output and every gradient but the bias's differ."""
+    real = poly.poly_forward
+    monkeypatch.setattr(poly, "poly_forward", lambda x, y, w, b, offs, eps: real(x, y, w.flip(-1), b, offs, eps))
+    result = check(CASES["mul_poly"], "triton", Shape(2, 3, 37), torch.float32, CPU, directions=("fwd",))
+    assert [p.split(":")[0] for p in result.problems] == ["output[0]"]
+
+
+def test_offsets_have_no_gradient_entry(poly: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Problems are named by the inputs that have gradients: a wrong dy is 'grad input[1]', and the
+    offsets (input 2, integer) are never compared as a gradient."""
+    real = poly.poly_backward
+
+    def wrong_dy(*args):  # type: ignore[no-untyped-def]
+        dx, dy, dw, db = real(*args)
+        return dx, 2 * dy, dw, db
+
+    monkeypatch.setattr(poly, "poly_backward", wrong_dy)
+    result = check(CASES["grouped_mul_poly"], "triton", Shape(1, 9, 37), torch.float32, CPU)
+    assert [p.split(":")[0] for p in result.problems] == ["grad input[1]"]
