@@ -157,11 +157,11 @@ def _config(space: dict[str, list[Any]], seed: int) -> SweepConfig:
             raise ConfigError(
                 f"{name} values {space[name]} cannot be a sweep's space ([False] or [False, True]) ({flag})"
             )
-    return SweepConfig(
-        batch_sizes=space["batch_size"], num_workers_options=space["num_workers"],
-        test_mixed_precision=space["amp"] == [False, True], test_pin_memory=space["pin_memory"] == [False, True],
-        seed=seed,
-    )  # fmt: skip
+    return SweepConfig.model_validate({
+        "batch_sizes": space["batch_size"], "num_workers_options": space["num_workers"],
+        "test_mixed_precision": space["amp"] == [False, True], "test_pin_memory": space["pin_memory"] == [False, True],
+        "seed": seed,
+    })  # fmt: skip
 
 
 def _hit(outcome: Outcome, threshold: float | None) -> bool:

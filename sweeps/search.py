@@ -203,7 +203,7 @@ def run_sweep(
     evaluate: Evaluate,
     strategy: str = "grid",
     n_trials: int | None = None,
-    storage: str | None = None,
+    storage: str | optuna.storages.BaseStorage | None = None,
     study_name: str = "perflab-sweep",
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
 ) -> optuna.Study:
