@@ -35,7 +35,7 @@ from typing import Any
 from bench.config import resolve_config
 from bench.profiling import parse_ncu_csv as parse_kernels
 from bench.stopping import Measurement, StopRule, sample_until
-from bench.timing import make_clock
+from bench.timing import L2Flush, make_clock
 
 GPU_WORKLOADS = ("tiny_add", "scale_64mib", "matmul_bf16")
 CPU_WORKLOADS = ("cpu_sum",)
@@ -118,12 +118,7 @@ def _flushed_graph_ms(fn: Callable[[], Any], calls: int = 50) -> float:
     """
     import torch
 
-    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 50 * 2**20)
-    flush = torch.ones(2 * l2 // 4, dtype=torch.int32, device="cuda")
-    sink = torch.empty((), dtype=torch.int64, device="cuda")
-
-    def read() -> None:
-        torch.sum(flush, dim=0, dtype=torch.int64, out=sink)
+    read = L2Flush(torch.device("cuda", 0))
 
     def both() -> None:
         read()
@@ -300,6 +295,11 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
         cell.wall_s.append(time.perf_counter() - t0)
         cell.medians_ms.append(statistics.median(m.samples_ms))
         cell.samples.append(len(m.samples_ms))
+    notes = [n for n in dict.fromkeys(getattr(clock, "notes", [])) if not n.startswith("batched:")]
+    if getattr(clock, "_batch", None) is not None:
+        notes.append("batch = one CUDA-graph replay")
+    if notes:
+        cell.note = "; ".join(filter(None, [cell.note, *notes]))[:300]
     return cell
 
 

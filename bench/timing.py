@@ -119,6 +119,30 @@ class CpuClock:
         return sample_until(lambda: self._one(fn), iterations, rule)
 
 
+class L2Flush:
+    """Reads a buffer of twice the device's L2 size (INTEGRITY #2): no line of earlier work survives.
+
+    A read, not a write: L2 ends up full of clean lines, so the timed work's evictions cost nothing.
+    A write-based flush (``zero_``) leaves 2x L2 of dirty lines whose write-back lands inside the next
+    sample (+7 us on a 128 MiB op on an H100, measured by perflab selfcheck). The read is an fp32 sum
+    into a preallocated scalar: no temporary (an int32 sum with ``dtype=int64`` first materialises an
+    int64 copy, 2x the buffer *written*: seen on the H100 as +200 MB of peak memory).
+    """
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        props = torch.cuda.get_device_properties(device)
+        l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
+        self._torch = torch
+        self._buf = torch.ones(2 * l2 // 4, dtype=torch.float32, device=device)
+        self._sink = torch.empty((), dtype=torch.float32, device=device)
+        self.bytes = self._buf.numel() * 4 + 4
+
+    def __call__(self) -> None:
+        self._torch.sum(self._buf, dim=0, out=self._sink)
+
+
 def capture_graph(fn: Fn, calls: int, device: Any) -> Fn:
     """``calls`` back-to-back calls of ``fn`` captured in one CUDA graph; its ``replay``. Raises if impossible.
 
@@ -167,15 +191,8 @@ class CudaEventClock:
         self.fallback: str | None = None
         self.leaks = 0
         self.side_stream = 0
-        props = torch.cuda.get_device_properties(device)
-        l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
-        # Twice L2 so no line of the previous sample survives (INTEGRITY #2).
-        # Flushed by *reading* the buffer: L2 ends up full of clean lines, so the timed work's evictions
-        # cost nothing. A write-based flush (zero_) leaves 2x L2 of dirty lines whose write-back lands
-        # inside the next sample (+7 us on a 128 MiB op on an H100, measured by perflab selfcheck).
-        self._flush = torch.ones(2 * l2 // 4, dtype=torch.int32, device=device) if flush_l2 else None
-        self._sink = torch.empty((), dtype=torch.int64, device=device)
-        self.overhead_bytes = self._flush.numel() * 4 + 8 if self._flush is not None else 0
+        self._flush = L2Flush(device) if flush_l2 else None
+        self.overhead_bytes = self._flush.bytes if self._flush is not None else 0
         self.calls_per_sample = calls_per_sample or 1
         self._auto_batch = calls_per_sample is None
         self._cycles_per_ms = self._calibrate()
@@ -208,7 +225,7 @@ class CudaEventClock:
         torch = self._torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if self._flush is not None:
-            torch.sum(self._flush, dim=0, dtype=torch.int64, out=self._sink)
+            self._flush()
         torch.cuda._sleep(int(self._spin_ms * self._cycles_per_ms))
         start.record()
         if self._batch is not None:

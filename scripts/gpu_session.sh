@@ -49,7 +49,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     report)
       $T perflab report --out "$OUT/report" > "$OUT/report.log" 2>&1; echo "report exit $?"; tail -5 "$OUT/report.log" ;;
     profile)
-      $T perflab run -t "ch${PERFLAB_TARGETS:-7}" --profile --profile-mode all > "$OUT/profile.log" 2>&1
+      $T perflab run -t "${PERFLAB_PROFILE_TARGETS:-7}" --profile --profile-mode all > "$OUT/profile.log" 2>&1
       echo "profile exit $?"; grep -E "bound|ok|failed" "$OUT/profile.log" | tail -20 ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
