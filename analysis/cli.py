@@ -103,7 +103,9 @@ def expectations_update(
 
 
 def readme(
-    run_id: Annotated[str | None, typer.Option(help="suite parent run id (default: the latest completed one)")] = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="suite parent run id (default: per chapter, the latest completed suite with it)")
+    ] = None,
     chapter: Annotated[
         list[str] | None, typer.Option("--chapter", help="only this chapter (ch07 or 7); repeatable")
     ] = None,
@@ -117,15 +119,16 @@ def readme(
     from analysis.readme import update_readmes
     from bench.discovery import default_chapters_dir
 
+    root = chapters_dir or default_chapters_dir()
     try:
-        suite, outcomes = update_readmes(run_id, chapters_dir or default_chapters_dir(), tracking_uri, chapter, check)
+        outcomes = update_readmes(run_id, root, tracking_uri, chapter, check)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
     for o in outcomes:
-        what = f" ({', '.join(o.sections)})" if o.sections else ""
+        what = f" ({', '.join(o.sections)}) from suite {o.run_id}" if o.sections else ""
         console.print(f"{o.state:9} {escape(str(o.path))}{what}" + (f": {escape(o.reason)}" if o.reason else ""))
     if all(o.state == "skipped" for o in outcomes):
-        err_console.print(f"[red]error:[/] no chapter README of suite {suite.parent.run_id} has results markers")
+        err_console.print(f"[red]error:[/] no chapter README under {escape(str(root))} was generated")
         raise typer.Exit(2)
     if check and any(o.state == "differs" for o in outcomes):
         raise typer.Exit(1)

@@ -7,9 +7,11 @@ A chapter README holds marked sections that only this module writes::
     <!-- perflab:roofline:start -->  optional: each variant as a roofline point (intensity, rate, bound)
     <!-- perflab:roofline:end -->
 
-Everything between the markers is replaced; the rest of the file is left byte for byte. Numbers come
-from the runs' metrics and tags only (rows through ``analysis.report``), so a section can be rebuilt
-from a store copied off the GPU host, without its artifacts; a number the run did not log is '—'.
+The suite is the one named by ``--run-id``, else per chapter the latest completed suite that ran it
+(a session may run chapter 7 and chapter 1 as two suites). Everything between the markers is
+replaced; the rest of the file is left byte for byte. Numbers come from the runs' metrics and tags
+only (rows through ``analysis.report``), so a section can be rebuilt from a store copied off the GPU
+host, without its artifacts; a number the run did not log is '—'.
 The section's first line names the run, its date, device and commit, and the command that wrote it:
 a CPU run's figures are labelled as such, never passed off as a GPU's.
 
@@ -36,6 +38,7 @@ __all__ = [
     "Outcome",
     "Suite",
     "binding",
+    "latest_suite_with",
     "load_suite",
     "markers",
     "replace_sections",
@@ -72,6 +75,7 @@ class Outcome:
     path: Path
     state: Literal["written", "unchanged", "differs", "skipped"]
     reason: str = ""
+    run_id: str | None = None  # the suite the section came (or would come) from
     sections: list[str] = field(default_factory=list)
 
 
@@ -390,47 +394,87 @@ def replace_sections(text: str, bodies: dict[str, str], where: str = "README") -
     return text, replaced
 
 
+def latest_suite_with(chapter: str, tracking_uri: str | None = None) -> str | None:
+    """The most recent completed suite with variants of ``chapter`` (suites of other chapters, profile
+    runs and crashed suites in between are passed over), or None."""
+    seen = set()
+    for run in tracking.tagged_runs({"perflab.chapter": chapter}, tracking_uri, max_results=1000):
+        parent = run.parent_id
+        if parent and parent not in seen:
+            seen.add(parent)
+            if tracking.read_run(parent, tracking_uri).tags.get("perflab.suite_status") == "completed":
+                return parent
+    return None
+
+
+def _marked_chapters(chapters_dir: Path) -> list[str]:
+    start = markers("results")[0]
+    return sorted(
+        d.name
+        for d in chapters_dir.glob("ch*")
+        if (d / "README.md").is_file() and start in (d / "README.md").read_text()
+    )
+
+
 def update_readmes(
     run_id: str | None,
     chapters_dir: Path,
     tracking_uri: str | None = None,
     chapters: list[str] | None = None,
     check: bool = False,
-) -> tuple[Suite, list[Outcome]]:
-    """Regenerate the marked sections of ``<chapters_dir>/<chapter>/README.md`` for every chapter of
-    the suite (or ``chapters``); with ``check``, write nothing and report which READMEs differ.
+) -> list[Outcome]:
+    """Regenerate the marked sections of ``<chapters_dir>/<chapter>/README.md``; with ``check``, write
+    nothing and report which READMEs differ.
 
-    Every README is read and validated before any is written. A chapter without a README or without
-    results markers is skipped with the reason; naming one the suite lacks is a ``ValueError``.
+    With ``run_id``: the chapters of that suite (or ``chapters``, which it must have). Without: each
+    chapter (``chapters``, else every README with results markers) from the latest completed suite
+    that ran it, so a session that ran chapter 7 and chapter 1 as two suites fills both.
+    Every README is read and validated before any is written; a chapter without a README, without
+    results markers or without a suite is skipped with the reason.
     """
-    suite = load_suite(run_id, tracking_uri)
-    in_run = sorted({r.tags["perflab.chapter"] for r in suite.runs})
-    wanted = [_chapter_id(c) for c in chapters] if chapters else in_run
-    missing = [c for c in wanted if c not in in_run]
-    if missing:
-        raise ValueError(f"suite {suite.parent.run_id} has no variants of {', '.join(missing)}; it has {in_run}")
+    wanted = [_chapter_id(c) for c in chapters] if chapters else None
+    plan: dict[str, Suite | None] = {}
+    if run_id:
+        suite = load_suite(run_id, tracking_uri)
+        in_run = sorted({r.tags["perflab.chapter"] for r in suite.runs})
+        missing = [c for c in wanted or [] if c not in in_run]
+        if missing:
+            raise ValueError(f"suite {suite.parent.run_id} has no variants of {', '.join(missing)}; it has {in_run}")
+        plan = {c: suite for c in wanted or in_run}
+    else:
+        loaded: dict[str, Suite] = {}
+        for chapter in wanted or _marked_chapters(chapters_dir):
+            parent = latest_suite_with(chapter, tracking_uri)
+            if parent is not None and parent not in loaded:
+                loaded[parent] = load_suite(parent, tracking_uri)
+            plan[chapter] = loaded[parent] if parent else None
     outcomes, writes = [], []
-    for chapter in wanted:
+    start, end = markers("results")
+    for chapter, found in plan.items():
         path = chapters_dir / chapter / "README.md"
+        if found is None:
+            outcomes.append(Outcome(chapter, path, "skipped", "no completed suite in the store ran this chapter"))
+            continue
+        run = found.parent.run_id
         if not path.is_file():
-            outcomes.append(Outcome(chapter, path, "skipped", "no README.md"))
+            outcomes.append(Outcome(chapter, path, "skipped", "no README.md", run))
             continue
         old = path.read_text()
-        start, end = markers("results")
         if start not in old:
-            outcomes.append(Outcome(chapter, path, "skipped", f"no results markers ({start} … {end})"))
+            outcomes.append(Outcome(chapter, path, "skipped", f"no results markers ({start} … {end})", run))
             continue
-        bodies = {"results": results_section(suite, chapter), "roofline": roofline_section(suite, chapter)}
+        bodies = {"results": results_section(found, chapter), "roofline": roofline_section(found, chapter)}
         new, names = replace_sections(old, bodies, str(path))
-        if new == old:
-            outcomes.append(Outcome(chapter, path, "unchanged", sections=names))
-        else:
-            outcomes.append(Outcome(chapter, path, "differs" if check else "written", sections=names))
+        state: Literal["written", "unchanged", "differs"] = (
+            "unchanged" if new == old else "differs" if check else "written"
+        )
+        outcomes.append(Outcome(chapter, path, state, "", run, names))
+        if new != old:
             writes.append((path, new))
     if not check:
         for path, new in writes:
             path.write_text(new)
-    return suite, outcomes
+    return outcomes
 
 
 def _chapter_id(name: str) -> str:

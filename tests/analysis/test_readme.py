@@ -83,7 +83,7 @@ def chapters_tree(root: Path, text: str = README, chapter: str = "ch07") -> Path
 
 
 def generate(suite: dict[str, Any], store: Store, root: Path, **kw: Any) -> list[readme.Outcome]:
-    return readme.update_readmes(suite["parent"], root, store.uri, **kw)[1]
+    return readme.update_readmes(suite["parent"], root, store.uri, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +170,22 @@ def test_cpu_runs_say_so(store: Store, tmp_path: Path) -> None:
     suite = readme.load_suite(parent, store.uri)
     text = readme.results_section(suite, "ch01")
     assert "**CPU (" in text and "not a GPU" in text and "commit unknown" in text
+
+
+def test_without_a_run_id_each_chapter_comes_from_its_latest_suite(
+    suite: dict[str, Any], store: Store, tmp_path: Path
+) -> None:
+    ch01 = [result("ch01:y:baseline", flat(2.0)), result("ch01:y:optimized", flat(1.0))]
+    older, _ = log_suite(store, EXP, ch01)
+    newer, _ = log_suite(store, EXP, ch01)  # the latest suite of the store, and it has no ch07
+    root = chapters_tree(chapters_tree(tmp_path), README.replace("Chapter 7", "Chapter 1"), "ch01")
+    chapters_tree(root, "# no markers: not a generated README\n", "ch08")
+    outcomes = {o.chapter: o for o in readme.update_readmes(None, root, store.uri)}
+    assert set(outcomes) == {"ch01", "ch07"}
+    assert (outcomes["ch01"].run_id, outcomes["ch07"].run_id) == (newer, suite["parent"])
+    assert f"--run-id {newer}" in (root / "ch01" / "README.md").read_text() and older != newer
+    (gone,) = readme.update_readmes(None, root, store.uri, chapters=["9"])
+    assert (gone.state, gone.reason) == ("skipped", "no completed suite in the store ran this chapter")
 
 
 def test_cli_writes_checks_and_refuses_bad_input(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
