@@ -159,11 +159,11 @@ def binding(run: StoredRun, ceilings: dict[str, float] | None) -> tuple[float | 
     if pct is not None:
         if not ceilings:
             return pct, "copy_gbps" if gbps and not tflops else None
-        achieved = {k: gbps if k.endswith("_gbps") else tflops for k in ceilings}
-        close = [
-            k for k, c in ceilings.items()
-            if achieved[k] and c and abs(100.0 * achieved[k] / c - pct) <= _MATCH_REL * pct
-        ]  # fmt: skip
+        close = []
+        for k, c in ceilings.items():
+            achieved = gbps if k.endswith("_gbps") else tflops
+            if achieved and c and abs(100.0 * achieved / c - pct) <= _MATCH_REL * pct:
+                close.append(k)
         return pct, close[0] if len(close) == 1 else None
     copy = (ceilings or {}).get("copy_gbps")
     if not gbps or not copy or ceilings is None:
