@@ -82,6 +82,9 @@ class BenchmarkConfig(BaseModel):
     # graph and replays it (kernel time without the device's ~2 us per eager launch), falling back to
     # eager with the reason noted; "eager" launches the calls one by one.
     launch_batching: Literal["graph", "eager"] = "graph"
+    # Initial length of the spin kernel that holds the stream while the host enqueues a sample (GPU
+    # event clocks); it doubles whenever a sample shows the host outran it.
+    launch_spin_ms: float = Field(0.05, ge=0.001, le=50.0)
     # Flush L2 before every GPU sample, outside the timed window. False = warm-cache numbers,
     # and the result says so.
     flush_l2: bool = True

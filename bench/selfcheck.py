@@ -276,7 +276,9 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
     clock: Any = (
         NaiveClock()
         if mode == "naive"
-        else make_clock(mode, device, cfg.flush_l2, cfg.calls_per_sample, cfg.launch_batching)
+        else make_clock(
+            mode, device, cfg.flush_l2, cfg.calls_per_sample, cfg.launch_batching, cfg.launch_spin_ms
+        )
     )
     if getattr(clock, "fallback", None):
         cell.note = clock.fallback

@@ -175,7 +175,12 @@ class CudaEventClock:
     mode = "cuda_event"
 
     def __init__(
-        self, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None, launch_batching: str = "graph"
+        self,
+        device: Any,
+        flush_l2: bool = True,
+        calls_per_sample: int | None = None,
+        launch_batching: str = "graph",
+        spin_ms: float = 0.05,
     ) -> None:
         import torch
 
@@ -196,7 +201,7 @@ class CudaEventClock:
         self.calls_per_sample = calls_per_sample or 1
         self._auto_batch = calls_per_sample is None
         self._cycles_per_ms = self._calibrate()
-        self._spin_ms = 0.05
+        self._spin_ms = spin_ms  # grows (doubling) whenever a sample shows the host outran it
 
     @property
     def method(self) -> str:
@@ -311,9 +316,14 @@ class CudaGraphClock(CudaEventClock):
     """Times replays of ``benchmark_fn`` captured once in a CUDA graph (falls back to events)."""
 
     def __init__(
-        self, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None, launch_batching: str = "graph"
+        self,
+        device: Any,
+        flush_l2: bool = True,
+        calls_per_sample: int | None = None,
+        launch_batching: str = "graph",
+        spin_ms: float = 0.05,
     ) -> None:
-        super().__init__(device, flush_l2, calls_per_sample, launch_batching)
+        super().__init__(device, flush_l2, calls_per_sample, launch_batching, spin_ms)
         self.mode = "cuda_graph"
         self._replay: Fn | None = None
         self._fn: Fn | None = None
@@ -423,7 +433,12 @@ class PytorchClock(_ExternalClock):
 
 
 def make_clock(
-    mode: str, device: Any, flush_l2: bool = True, calls_per_sample: int | None = None, launch_batching: str = "graph"
+    mode: str,
+    device: Any,
+    flush_l2: bool = True,
+    calls_per_sample: int | None = None,
+    launch_batching: str = "graph",
+    spin_ms: float = 0.05,
 ) -> Clock:
     """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason."""
     if mode not in MODES:
@@ -442,9 +457,9 @@ def make_clock(
             return CpuClock(sync=lambda: torch.cuda.synchronize(device))
         return CpuClock()
     if mode == "cuda_event":
-        return CudaEventClock(device, flush_l2, calls_per_sample, launch_batching)
+        return CudaEventClock(device, flush_l2, calls_per_sample, launch_batching, spin_ms)
     if mode == "cuda_graph":
-        return CudaGraphClock(device, flush_l2, calls_per_sample, launch_batching)
+        return CudaGraphClock(device, flush_l2, calls_per_sample, launch_batching, spin_ms)
     if mode == "triton":
         return TritonClock(device)
     return PytorchClock(device)

@@ -36,9 +36,10 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     selfcheck_cfg)  # the timing defaults vs alternatives: one selfcheck per config file, cuda_event only
       for cfg in ${PERFLAB_SELFCHECK_CONFIGS:-}; do
         name=$(basename "$cfg" | sed 's/\.[a-z]*$//')
-        $T perflab selfcheck --no-ncu --mode cuda_event --workload scale_64mib --workload matmul_bf16 \
-          --config "$cfg" --out "$OUT/selfcheck-$name" > "$OUT/selfcheck-$name.log" 2>&1
-        echo "selfcheck $name exit $?"; grep "^| .* | cuda_event" "$OUT/selfcheck-$name/selfcheck.md"
+        wl=$(for w in ${PERFLAB_SELFCHECK_CFG_WORKLOADS:-scale_64mib matmul_bf16}; do printf -- '--workload %s ' "$w"; done)
+        md=$(for m in ${PERFLAB_SELFCHECK_CFG_MODES:-cuda_event}; do printf -- '--mode %s ' "$m"; done)
+        $T perflab selfcheck --no-ncu $wl $md --config "$cfg" --out "$OUT/selfcheck-$name" > "$OUT/selfcheck-$name.log" 2>&1
+        echo "selfcheck $name exit $?"; grep "^| [a-z_0-9]* | cuda" "$OUT/selfcheck-$name/selfcheck.md"
       done ;;
     chapter)
       $T mlflow run . -e chapter -P ch="${PERFLAB_TARGETS:-7}" --env-manager local > "$OUT/chapter.log" 2>&1
