@@ -74,9 +74,11 @@ def git_info(path: str | Path | None = None) -> dict[str, Any]:
     cwd = Path(path) if path else Path(__file__).resolve().parent.parent
     status = _git(["status", "--porcelain"], cwd)
     commit = _git(["rev-parse", "HEAD"], cwd)
-    if commit is None and os.environ.get("PERFLAB_GIT_COMMIT"):
-        # A copied working tree without history (e.g. a GPU host): the caller states the commit.
-        return {"commit": os.environ["PERFLAB_GIT_COMMIT"], "branch": None, "dirty": None, "source": "env"}
+    stated = os.environ.get("PERFLAB_GIT_COMMIT")
+    if stated:
+        # A copied working tree (e.g. a GPU host) has no history or a stale one (an H100 copy reported a
+        # commit from hours before): the caller states the commit, and what git said is kept beside it.
+        return {"commit": stated, "branch": None, "dirty": None, "source": "env", "git_reported": commit}
     return {
         "commit": commit,
         "branch": _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd),

@@ -154,9 +154,13 @@ print("unchanged", after)
     assert "unchanged (False" in done.stdout  # TF32 off: torch's own default
 
 
-def test_git_commit_from_env_only_without_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stated_git_commit_wins_and_git_view_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)  # a repository with no commits
     monkeypatch.setenv("PERFLAB_GIT_COMMIT", "abc123")
-    assert git_info(tmp_path)["commit"] == "abc123" and git_info(tmp_path)["source"] == "env"
-    if _has_history(REPO):  # real history always wins over the variable
-        assert git_info(REPO)["commit"] != "abc123"
+    info = git_info(tmp_path)
+    assert info["commit"] == "abc123" and info["source"] == "env" and info["git_reported"] is None
+    if _has_history(REPO):  # a copied tree's stale history must not override what the caller states
+        info = git_info(REPO)
+        assert info["commit"] == "abc123" and info["git_reported"] not in (None, "abc123")
+    monkeypatch.delenv("PERFLAB_GIT_COMMIT")
+    assert git_info(tmp_path)["commit"] is None and "source" not in git_info(tmp_path)
