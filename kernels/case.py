@@ -5,7 +5,8 @@ call; the harness does the rest (kernels/check.py compares, kernels/sweep.py tim
 the four ways an operation is run:
 
 * ``naive``: the eager PyTorch reference (statistics in fp32, like our kernels);
-* ``compiled``: ``torch.compile`` of the reference (may be unavailable, e.g. no C++ compiler: skipped);
+* ``compiled``: ``torch.compile`` of the reference, or of an equivalent form the case supplies
+  (``Case.compilable``); may be unavailable, e.g. no C++ compiler: skipped;
 * ``triton``: our kernels, wrapped in a ``torch.autograd.Function`` with a Triton backward;
 * ``compiled_triton``: ``torch.compile`` of our module (skipped where it does not compose).
 """
@@ -62,6 +63,11 @@ class Case(ABC):
     def custom(self, reference: nn.Module) -> nn.Module:
         """Our Triton module, holding copies of ``reference``'s parameters."""
 
+    def compilable(self, reference: nn.Module) -> nn.Module:
+        """What the ``compiled`` provider hands to torch.compile: the reference itself, unless the case
+        supplies an equivalent form the compiler can take (checked against the reference like any other)."""
+        return reference
+
     def forward(self, module: nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         out = module(*inputs)
         return out if isinstance(out, tuple) else (out,)
@@ -90,7 +96,7 @@ def build(case: Case, provider: str, reference: nn.Module) -> nn.Module:
     if provider == "naive":
         return reference
     if provider == "compiled":
-        return torch.compile(reference)  # type: ignore[return-value]
+        return torch.compile(case.compilable(reference))  # type: ignore[return-value]
     if provider == "triton":
         return case.custom(reference)
     if provider == "compiled_triton":

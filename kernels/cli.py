@@ -12,16 +12,24 @@ import typer
 
 __all__ = ["register"]
 
-CASE_MODULES = ("kernels.rmsnorm",)  # importing one registers its cases
+CASE_MODULES = ("kernels.rmsnorm", "kernels.polynorm")  # importing one registers its cases
 
 
 def kernels_cmd(
-    case: Annotated[str, typer.Option(help="case name (rms, add_rms) or 'all'")] = "all",
+    case: Annotated[
+        str, typer.Option(help="comma-separated cases (rms, add_rms, poly, mul_poly, grouped_mul_poly) or 'all'")
+    ] = "all",
     dtype: Annotated[str, typer.Option(help="fp16, bf16, fp32 or all")] = "bf16",
     provider: Annotated[
         str, typer.Option(help="comma-separated providers: naive, compiled, triton, compiled_triton (default: all)")
     ] = "all",
     plot: Annotated[bool, typer.Option("--plot", help="also write a speedup PNG per CSV")] = False,
+    profile: Annotated[
+        bool, typer.Option("--profile", help="also a torch.profiler Chrome trace per provider, shape and direction")
+    ] = False,
+    max_shapes: Annotated[
+        int | None, typer.Option(min=1, help="time at most N shapes per case, spread over the sweep's sizes")
+    ] = None,
     save_path: Annotated[Path, typer.Option("--save-path", help="directory for the CSVs and plots")] = Path(
         "kernels-out"
     ),
@@ -35,6 +43,7 @@ def kernels_cmd(
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
     """Triton kernel cases vs naive PyTorch and torch.compile, forward and backward, over shapes and dtypes."""
+    import contextlib
     import importlib
     import os
 
@@ -51,7 +60,7 @@ def kernels_cmd(
     for name in CASE_MODULES:
         importlib.import_module(name)
     from kernels.case import CASES, DTYPES, PROVIDERS
-    from kernels.sweep import GPU_SHAPES, SMOKE_SHAPES, geomean, sweep_case, write_outputs
+    from kernels.sweep import CHECK_SHAPES, SMOKE_SHAPES, sweep_case, sweep_shapes, write_outputs
 
     cases = list(CASES) if case == "all" else [c.strip() for c in case.split(",")]
     dtypes = list(DTYPES) if dtype == "all" else [d.strip() for d in dtype.split(",")]
@@ -63,50 +72,51 @@ def kernels_cmd(
     if "naive" not in providers:
         providers.insert(0, "naive")  # every speedup is against it
     smoke = dev.type == "cpu" if smoke is None else smoke
-    shapes = SMOKE_SHAPES if smoke else GPU_SHAPES
     layer: dict[str, Any] = {"device": str(dev), "smoke": smoke}
     if iterations is not None:
         layer["iterations"] = iterations
     elif smoke:
         layer.update(iterations=3, warmup=1)  # tiny shapes in the interpreter: a number, not a statistic
     config = resolve_config(layer)
+    check_shapes = SMOKE_SHAPES[:1] if smoke else CHECK_SHAPES
+    params = {"cases": cases, "dtypes": dtypes, "providers": providers, "device": str(dev), "smoke": smoke,
+              "max_shapes": max_shapes, "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
+              "timing_mode": config.timing_mode, "iterations": config.iterations}  # fmt: skip
 
-    metrics: dict[str, float] = {}
-    artifacts: dict[str, str] = {}
     for c in cases:
-        for d in dtypes:
-            rows = sweep_case(CASES[c], d, shapes, config, dev, providers, check_shape=SMOKE_SHAPES[0],
-                              log=typer.echo)  # fmt: skip
-            artifacts.update(write_outputs(rows, c, d, save_path, plot))
-            for direction, rs in rows.items():
-                key = f"{c}.{d}.{direction}"
-                for r in rs:
-                    metrics.update({f"{key}.{r.shape}.{p}_us": us for p, us in r.us.items()})
-                for against in ("naive", "compiled"):
-                    gm = geomean(r.speedup(against) for r in rs)
-                    if gm is not None:
-                        metrics[f"{key}.speedup_vs_{against}_geomean"] = gm
-                        typer.echo(f"{key}: triton vs {against} geomean {gm:.3f}x")
-                skipped = {p: why for r in rs for p, why in r.skipped.items()}
-                for p, why in skipped.items():
-                    typer.echo(f"{key}: {p} skipped: {why}")
-                    artifacts[f"skipped-{c}-{d}-{direction}-{p}.txt"] = why
-    typer.echo(f"wrote {save_path}")
-    if not no_track:
-        from bench.tracking import log_run
+        shapes = SMOKE_SHAPES if smoke else sweep_shapes(CASES[c], max_shapes)
+        tracker = None
+        if not no_track:
+            from kernels.tracking import KernelsTracker
 
-        run_id = log_run(
-            f"perflab kernels {case} {dtype}",
-            params={"cases": cases, "dtypes": dtypes, "providers": providers, "device": str(dev), "smoke": smoke,
-                    "shapes": [str(s) for s in shapes], "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
-                    "timing_mode": config.timing_mode, "iterations": config.iterations},  # fmt: skip
-            metrics=metrics,
-            artifacts=artifacts,
-            tags={"perflab.kind": "kernels"},
-            experiment=experiment,
-            tracking_uri=tracking_uri,
-        )
-        typer.echo(f"logged to MLflow run {run_id}")
+            case_params = {f"{c}.shapes": [str(s) for s in shapes], f"{c}.check_shapes": [str(s) for s in check_shapes]}
+            tracker = KernelsTracker(c, {**params, **case_params}, experiment=experiment, tracking_uri=tracking_uri)
+        with tracker or contextlib.nullcontext():
+            for d in dtypes:
+                rows = sweep_case(CASES[c], d, shapes, config, dev, providers, check_shapes=check_shapes,
+                                  log=typer.echo, profile_dir=save_path / "profile" if profile else None)  # fmt: skip
+                files = write_outputs(rows, c, d, save_path, plot)
+                _report(c, d, rows)
+                if tracker is not None:
+                    tracker.log_dtype(d, rows, providers, files)
+        typer.echo(f"wrote {save_path}")
+        if tracker is not None:
+            typer.echo(f"logged {c} to MLflow run {tracker.parent}")
+
+
+def _report(case: str, dtype_name: str, rows: dict[str, Any]) -> None:
+    """Triton's geomean speedups and what was not timed, per direction."""
+    from kernels.sweep import geomean
+
+    for direction, rs in rows.items():
+        key = f"{case}.{dtype_name}.{direction}"
+        for against in ("naive", "compiled"):
+            gm = geomean(r.speedup(against) for r in rs)
+            if gm is not None:
+                typer.echo(f"{key}: triton vs {against} geomean {gm:.3f}x")
+        skipped = {p: why for r in rs for p, why in r.skipped.items()}
+        for p, why in skipped.items():
+            typer.echo(f"{key}: {p} skipped: {why}")
 
 
 def register(app: Any) -> None:

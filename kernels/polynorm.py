@@ -41,8 +41,8 @@ from torch import nn
 from kernels.case import Case, Shape, register_case
 from kernels.common import activation, launch_settings, retyped, row_sum
 
-__all__ = ["GroupedMulPolyNorm", "MulPolyNorm", "PolyNorm", "TritonGroupedMulPolyNorm", "TritonMulPolyNorm",
-           "TritonPolyNorm"]  # fmt: skip
+__all__ = ["GatheredMulPolyNorm", "GroupedMulPolyNorm", "MulPolyNorm", "PolyNorm", "TritonGroupedMulPolyNorm",
+           "TritonMulPolyNorm", "TritonPolyNorm"]  # fmt: skip
 
 EPS = 1e-6
 EXPERTS = 48  # the MoE case of the issue: 48 experts, hidden 1280
@@ -231,13 +231,15 @@ class _PolyNormFn(torch.autograd.Function):
 
 
 def poly_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
-    """poly(x) in fp32, term by term as written; ``w`` (3,), ``b`` a scalar or (1,)."""
-    xf, wf, bf = x.float(), w.float(), b.float()
+    """poly(x) in fp32, term by term as written; ``w`` (3,) and ``b`` one scalar (or (1,)), or one
+    (w, b) per row of a 2-D ``x``: (rows, 3) and (rows,)."""
+    # a row's weights and bias broadcast over its hidden dimension
+    xf, wf, bf = x.float(), w.float().unsqueeze(-2), b.float().unsqueeze(-1)
 
     def norm(u: torch.Tensor) -> torch.Tensor:
         return u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
 
-    return wf[0] * norm(xf.pow(3)) + wf[1] * norm(xf.pow(2)) + wf[2] * norm(xf) + bf
+    return wf[..., 0] * norm(xf.pow(3)) + wf[..., 1] * norm(xf.pow(2)) + wf[..., 2] * norm(xf) + bf
 
 
 class PolyNorm(nn.Module):
@@ -276,6 +278,17 @@ class GroupedMulPolyNorm(nn.Module):
             chunks.append((poly_reference(xe, self.weight[e], self.bias[e], self.eps) * ye.float()).to(x.dtype))
             start = end
         return torch.cat(chunks)
+
+
+class GatheredMulPolyNorm(GroupedMulPolyNorm):
+    """The grouped reference without the loop: each row's (w, b) gathered by its expert index. What
+    torch.compile gets: compiling the loop specializes on every expert's token count, a recompile of a
+    48-way unrolled graph (minutes) for every routing."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        rows = torch.arange(x.shape[0], device=x.device, dtype=offsets.dtype)
+        expert = torch.searchsorted(offsets, rows, right=True).clamp_max(offsets.numel() - 1)
+        return (poly_reference(x, self.weight[expert], self.bias[expert], self.eps) * y.float()).to(x.dtype)
 
 
 class TritonPolyNorm(PolyNorm):
@@ -356,6 +369,9 @@ class GroupedMulPolyNormCase(Case):
 
     def custom(self, reference: nn.Module) -> nn.Module:
         return retyped(reference, TritonGroupedMulPolyNorm)
+
+    def compilable(self, reference: nn.Module) -> nn.Module:
+        return retyped(reference, GatheredMulPolyNorm)
 
 
 register_case(PolyNormCase())

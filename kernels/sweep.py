@@ -2,7 +2,11 @@
 
 Timing goes through the harness's clock (``bench.timing.make_clock``) and the config's stop rule;
 nothing here times itself. ``fwd`` times one forward call; ``bwd`` times ``torch.autograd.grad`` of
-a forward recorded once (graph retained), i.e. the backward kernels alone.
+a forward recorded once (graph retained), i.e. the backward kernels alone. Before any timing, each
+provider is checked against the reference at the check shapes (on GPU: the issue's three configurations
+and an awkward one); one that fails is reported and not timed. With a profile directory, each timed
+call is then profiled apart from its timing (bench.profiling.capture_torch: a Chrome trace, the top
+kernels, kernels per call).
 """
 
 from __future__ import annotations
@@ -18,17 +22,22 @@ import torch
 import torch._functorch.config  # noqa: F401  (the donated_buffer switch below)
 
 from bench.config import BenchmarkConfig
+from bench.profiling import capture_torch
 from bench.stats import summarize
 from bench.timing import make_clock
 from kernels.case import DTYPES, PROVIDERS, Case, Shape, build
 from kernels.check import check
 
-__all__ = ["GPU_SHAPES", "SMOKE_SHAPES", "Row", "csv_text", "geomean", "plot_png", "sweep_case"]
+__all__ = ["CHECK_SHAPES", "GPU_SHAPES", "SMOKE_SHAPES", "Row", "csv_text", "geomean", "plot_png", "sweep_case",
+           "sweep_shapes"]  # fmt: skip
 
 # The issue's sweep: batch 1/2/4/8 x seq 1024..8192 x hidden 2048/4096 (GPU sizes).
 GPU_SHAPES = [Shape(b, s, h) for h in (2048, 4096) for b in (1, 2, 4, 8) for s in (1024, 2048, 4096, 8192)]
 # CPU / Triton interpreter: tiny and awkward (hidden not a power of two).
 SMOKE_SHAPES = [Shape(2, 3, 37), Shape(1, 5, 64)]
+# Correctness before timing at GPU size: the issue's three configurations, then an awkward shape
+# (hidden not a power of two, an odd row count).
+CHECK_SHAPES = [Shape(2, 128, 4096), Shape(8, 4096, 1280), Shape(1, 32768, 1280), Shape(3, 77, 1000)]
 CSV_COLUMNS = ["dim", "batch_size", "seq_len", *(f"{p}_us" for p in PROVIDERS), "speedup_vs_naive",
                "speedup_vs_compiled"]  # fmt: skip
 _COMPILED = ("compiled", "compiled_triton")
@@ -41,11 +50,26 @@ class Row:
     shape: Shape
     us: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # provider -> why (compile failed, check failed)
+    kernels: dict[str, float | None] = field(default_factory=dict)  # provider -> GPU kernels per call (--profile)
 
     def speedup(self, against: str, provider: str = "triton") -> float | None:
         if against in self.us and provider in self.us and self.us[provider] > 0:
             return self.us[against] / self.us[provider]
         return None
+
+
+def sweep_shapes(case: Case, max_shapes: int | None = None) -> list[Shape]:
+    """The case's GPU sweep (its own, else GPU_SHAPES); ``max_shapes`` keeps that many spread evenly over
+    the sizes, smallest and largest included, in sweep order (a quick run)."""
+    shapes = list(case.sweep_shapes) or GPU_SHAPES
+    if max_shapes is None or max_shapes >= len(shapes):
+        return shapes
+    if max_shapes < 1:
+        raise ValueError(f"max_shapes={max_shapes} keeps no shape; pass at least 1")
+    by_size = sorted(shapes, key=lambda s: s.rows * s.hidden)
+    step = (len(by_size) - 1) / max(max_shapes - 1, 1)
+    keep = {by_size[round(i * step)] for i in range(max_shapes)} if max_shapes > 1 else {by_size[-1]}
+    return [s for s in shapes if s in keep]
 
 
 def geomean(xs: Iterable[float | None]) -> float | None:
@@ -77,35 +101,47 @@ def time_fn(fn: Callable[[], object], config: BenchmarkConfig, device: torch.dev
 
 def sweep_case(
     case: Case, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig, device: torch.device,
-    providers: Sequence[str] = PROVIDERS, check_shape: Shape | None = None, log: Callable[[str], None] = print,
+    providers: Sequence[str] = PROVIDERS, check_shapes: Sequence[Shape] | None = None,
+    log: Callable[[str], None] = print, profile_dir: Path | None = None,
 ) -> dict[str, list[Row]]:  # fmt: skip
-    """{direction: rows}. Each provider is checked once (on ``check_shape``, default the first shape);
-    a provider that fails the check, or whose compilation fails, is skipped with the reason."""
+    """{direction: rows}. Each provider is checked first, forward and backward, at every ``check_shapes``
+    (default: the first shape); one that fails a check, or whose compilation fails, is skipped with the
+    reason. ``profile_dir``: also a torch.profiler trace per provider, shape and direction (after timing,
+    never inside it)."""
     dtype = DTYPES[dtype_name]
     reasons: dict[str, str] = {}
     for p in providers:
-        if p == "naive":
-            continue
-        try:
-            res = check(case, p, check_shape or shapes[0], dtype, device, seed=config.seed)
-        except Exception as exc:  # torch.compile without a compiler, a kernel that does not compose
-            kind = "compile failed" if p in _COMPILED else "raised"
-            reasons[p] = f"{kind}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
-        else:
-            if not res.ok:
-                reasons[p] = "check failed: " + "; ".join(res.problems)
-        log(f"check {case.name}/{p} {dtype_name}: {reasons.get(p, 'ok')}")
+        why = None if p == "naive" else _check(case, p, dtype_name, check_shapes or shapes[:1], config, device, log)
+        if why:
+            reasons[p] = why
     out: dict[str, list[Row]] = {"fwd": [], "bwd": []}
     # bwd replays one recorded graph (retain_graph=True); torch.compile's donated buffers forbid that, so
     # donation is off while compiled graphs are traced (it saves memory, not time, in the timed backward).
     with torch._functorch.config.patch(donated_buffer=False):
-        _time_shapes(case, dtype, dtype_name, shapes, config, device, providers, reasons, out, log)
+        _time_shapes(case, dtype, dtype_name, shapes, config, device, providers, reasons, out, log, profile_dir)
     return out
+
+
+def _check(case: Case, provider: str, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig,
+           device: torch.device, log: Callable[[str], None]) -> str | None:  # fmt: skip
+    """Why ``provider`` must not be timed (the first shape it fails at), or None."""
+    for shape in shapes:
+        try:
+            res = check(case, provider, shape, DTYPES[dtype_name], device, seed=config.seed)
+        except Exception as exc:  # torch.compile without a compiler, a kernel that does not compose
+            kind = "compile failed" if provider in _COMPILED else "raised"
+            why = f"{kind} at {shape}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+        else:
+            why = None if res.ok else f"check failed at {shape}: " + "; ".join(res.problems)
+        log(f"check {case.name}/{provider} {dtype_name} {shape}: {why or 'ok'}")
+        if why:
+            return why
+    return None
 
 
 def _time_shapes(case: Case, dtype: torch.dtype, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig,
                  device: torch.device, providers: Sequence[str], reasons: dict[str, str],
-                 out: dict[str, list[Row]], log: Callable[[str], None]) -> None:  # fmt: skip
+                 out: dict[str, list[Row]], log: Callable[[str], None], profile_dir: Path | None) -> None:  # fmt: skip
     for shape in shapes:
         gen = torch.Generator().manual_seed(config.seed)
         reference = case.reference(shape.hidden, dtype, device, gen)
@@ -118,6 +154,9 @@ def _time_shapes(case: Case, dtype: torch.dtype, dtype_name: str, shapes: Sequen
                 try:
                     fn = _timed_call(case, build(case, p, reference), inputs, direction, gen)
                     row.us[p] = time_fn(fn, config, device)
+                    if profile_dir is not None:
+                        trace = profile_dir / f"{case.name}-{dtype_name}-{direction}" / f"{p}-{shape}"
+                        row.kernels[p] = capture_torch(fn, device, str(trace))["metrics"].get("prof_kernel_count")
                 except Exception as exc:
                     row.skipped[p] = f"timing raised {type(exc).__name__}: {exc}"[:300]
             out[direction].append(row)
@@ -173,15 +212,18 @@ def plot_png(rows: Sequence[Row], title: str) -> bytes:
 
 
 def write_outputs(rows: dict[str, list[Row]], case: str, dtype_name: str, save_path: Path, plot: bool
-                  ) -> dict[str, str]:  # fmt: skip
-    """Write the CSVs (and PNGs) into ``save_path``; returns {file name: CSV text} for MLflow."""
+                  ) -> dict[str, str | bytes]:  # fmt: skip
+    """Write the CSVs (and PNGs) into ``save_path``; returns {file name: CSV text or PNG bytes} for MLflow."""
     save_path.mkdir(parents=True, exist_ok=True)
-    texts = {}
+    files: dict[str, str | bytes] = {}
     for direction, rs in rows.items():
         name = csv_name(case, dtype_name, direction)
-        texts[name] = csv_text(rs)
-        (save_path / name).write_text(texts[name])
+        files[name] = csv_text(rs)
         if plot:
-            png = plot_png(rs, f"{case} {dtype_name} {direction}")
-            (save_path / name.replace("-perf.csv", "-speedup.png")).write_bytes(png)
-    return texts
+            files[name.replace("-perf.csv", "-speedup.png")] = plot_png(rs, f"{case} {dtype_name} {direction}")
+    for name, content in files.items():
+        if isinstance(content, bytes):
+            (save_path / name).write_bytes(content)
+        else:
+            (save_path / name).write_text(content)
+    return files

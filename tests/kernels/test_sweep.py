@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from bench.cli import app
 from kernels.case import CASES, Shape
-from kernels.sweep import CSV_COLUMNS, Row, csv_text, geomean, plot_png, sweep_case
+from kernels.sweep import CSV_COLUMNS, GPU_SHAPES, Row, csv_text, geomean, plot_png, sweep_case, sweep_shapes
 
 CPU = torch.device("cpu")
 
@@ -79,23 +79,45 @@ def test_cli_smoke_one_case(interp: ModuleType, tmp_path: Path) -> None:
                      "add_rms-fp32-fwd-perf.csv", "add_rms-fp32-fwd-speedup.png"]  # fmt: skip
     rows = list(csv.DictReader((out / "add_rms-fp32-fwd-perf.csv").open()))
     assert len(rows) == 2 and all(float(r["triton_us"]) > 0 and float(r["naive_us"]) > 0 for r in rows)
-    assert "check add_rms/triton fp32: ok" in result.output
-
-
-def test_cli_logs_to_mlflow(interp: ModuleType, tmp_path: Path) -> None:
-    from bench.tracking import read_run
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    args = ["--smoke", "--save-path", str(tmp_path / "o"), "--tracking-uri", uri]
-    result = CliRunner().invoke(app, ["kernels", "--case", "rms", "--dtype", "fp32", "--provider", "triton", *args])
-    assert result.exit_code == 0, result.output
-    run_id = result.output.strip().splitlines()[-1].split()[-1]
-    run = read_run(run_id, uri)
-    assert run.tags["perflab.kind"] == "kernels"
-    assert run.metrics["rms.fp32.fwd.2x3x37.triton_us"] > 0
-    assert "rms.fp32.bwd.speedup_vs_naive_geomean" in run.metrics
+    assert "check add_rms/triton fp32 2x3x37: ok" in result.output
 
 
 def test_cli_rejects_unknown_case(interp: ModuleType) -> None:
     result = CliRunner().invoke(app, ["kernels", "--case", "nope", "--no-track"])
     assert result.exit_code != 0
+
+
+def test_sweep_shapes_per_case_and_limited(interp: ModuleType) -> None:
+    grouped = sweep_shapes(CASES["grouped_mul_poly"])
+    assert [s.rows for s in grouped] == [1024 << i for i in range(7)] and {s.hidden for s in grouped} == {1280}
+    assert sweep_shapes(CASES["rms"]) == GPU_SHAPES and len(GPU_SHAPES) == 32
+    quick = sweep_shapes(CASES["rms"], max_shapes=6)
+    assert len(quick) == 6 and quick == [s for s in GPU_SHAPES if s in quick]  # sweep order kept
+    sizes = sorted(s.rows * s.hidden for s in GPU_SHAPES)
+    assert {sizes[0], sizes[-1]} <= {s.rows * s.hidden for s in quick}  # smallest and largest kept
+    assert {s.hidden for s in quick} == {2048, 4096}
+    assert sweep_shapes(CASES["poly"], max_shapes=99) == GPU_SHAPES
+
+
+def test_check_failure_names_the_shape(interp: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every check shape is checked; a provider wrong only at a larger hidden is caught there, not timed."""
+    from bench.config import resolve_config
+
+    def wrong_past_64(ref: torch.nn.Module) -> torch.nn.Module:
+        return _wrong_eps(interp, ref) if ref.weight.numel() > 64 else interp.retyped(ref, interp.TritonRMSNorm)
+
+    monkeypatch.setattr(CASES["rms"], "custom", wrong_past_64)
+    config = resolve_config({"device": "cpu", "iterations": 2, "warmup": 0})
+    rows = sweep_case(CASES["rms"], "fp32", [Shape(1, 2, 37)], config, CPU, ["naive", "triton"],
+                      check_shapes=[Shape(1, 2, 37), Shape(1, 3, 100)], log=lambda s: None)  # fmt: skip
+    assert rows["bwd"][0].skipped["triton"].startswith("check failed at 1x3x100: output[0]")
+    assert "triton" not in rows["bwd"][0].us
+
+
+def test_cli_profile_writes_a_trace_per_provider_shape_and_direction(interp: ModuleType, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["kernels", "--case", "poly", "--dtype", "fp32", "--provider", "triton",
+                                      "--smoke", "--profile", "--save-path", str(tmp_path), "--no-track"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    traces = sorted(str(p.relative_to(tmp_path / "profile")) for p in tmp_path.glob("profile/*/*/trace.json"))
+    assert traces == [f"poly-fp32-{d}/{p}-{s}/trace.json" for d in ("bwd", "fwd") for p in ("naive", "triton")
+                      for s in ("1x5x64", "2x3x37")]  # fmt: skip
