@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["CASES", "DIRECTIONS", "DTYPES", "PROVIDERS", "Case", "Shape", "build", "register_case"]
+__all__ = ["CASES", "DIRECTIONS", "DTYPES", "PROVIDERS", "Case", "Shape", "build", "mark_rows_dynamic",
+           "register_case"]
 
 PROVIDERS = ("naive", "compiled", "triton", "compiled_triton")
 DIRECTIONS = ("fwd", "bwd")
@@ -89,6 +90,17 @@ def register_case(case: Case) -> Case:
         raise ValueError(f"case name {case.name!r} is registered twice; pick another name")
     CASES[case.name] = case
     return case
+
+
+def mark_rows_dynamic(inputs: Sequence[torch.Tensor]) -> None:
+    """Tell torch.compile that every dimension of a floating input but the last may vary: one graph serves
+    all row counts (batch, seq_len, tokens), as when a model is compiled once, while hidden, the reduction
+    size, stays a compile-time constant (a new hidden is a new graph, as it would be in a model). No effect
+    on eager providers."""
+    for t in inputs:
+        if t.is_floating_point():
+            for dim in range(t.dim() - 1):
+                torch._dynamo.maybe_mark_dynamic(t, dim)
 
 
 def build(case: Case, provider: str, reference: nn.Module) -> nn.Module:

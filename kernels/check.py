@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kernels.case import Case, Shape, build
+from kernels.case import Case, Shape, build, mark_rows_dynamic
 
 __all__ = ["CheckResult", "check", "tolerance"]
 
@@ -63,6 +63,7 @@ def check(
 
     def run(mod: torch.nn.Module) -> tuple[tuple[torch.Tensor, ...], list[torch.Tensor | None]]:
         ins = [t.detach().clone().requires_grad_(t.requires_grad) for t in inputs]
+        mark_rows_dynamic(ins)
         outs = case.forward(mod, ins)
         if "bwd" not in directions:
             return outs, []

@@ -51,6 +51,10 @@ def retyped(reference: nn.Module, cls: type[nn.Module]) -> nn.Module:
 
 
 def activation(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> torch.Tensor:
-    """A random (batch, seq_len, hidden) activation requiring grad."""
-    x = torch.randn((shape.batch, shape.seq_len, shape.hidden), generator=gen).to(device, dtype)
+    """A random activation requiring grad, (batch·seq_len, hidden): the rows as the kernels see them.
+
+    Flat rather than (batch, seq_len, hidden) for torch.compile's sake: it specializes a dimension of size
+    1, so a batch of 1 would cost every compiled provider a second graph per hidden, dtype and grad mode.
+    """
+    x = torch.randn((shape.rows, shape.hidden), generator=gen).to(device, dtype)
     return x.requires_grad_()

@@ -358,8 +358,7 @@ class GroupedMulPolyNormCase(Case):
 
     def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
                     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        x, y = (torch.randn((shape.rows, shape.hidden), generator=gen).to(device, dtype).requires_grad_()
-                for _ in range(2))  # fmt: skip
+        x, y = activation(shape, dtype, device, gen), activation(shape, dtype, device, gen)
         expert = torch.randint(self.experts, (shape.rows,), generator=gen)
         offsets = torch.bincount(expert, minlength=self.experts).cumsum(0).to(device, torch.int32)
         return x, y, offsets

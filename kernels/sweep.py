@@ -11,21 +11,23 @@ kernels, kernels per call).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch._dynamo
 import torch._functorch.config  # noqa: F401  (the donated_buffer switch below)
 
 from bench.config import BenchmarkConfig
 from bench.profiling import capture_torch
 from bench.stats import summarize
 from bench.timing import make_clock
-from kernels.case import DTYPES, PROVIDERS, Case, Shape, build
+from kernels.case import DTYPES, PROVIDERS, Case, Shape, build, mark_rows_dynamic
 from kernels.check import check
 
 __all__ = ["CHECK_SHAPES", "GPU_SHAPES", "SMOKE_SHAPES", "Row", "csv_text", "geomean", "plot_png", "sweep_case",
@@ -109,17 +111,36 @@ def sweep_case(
     reason. ``profile_dir``: also a torch.profiler trace per provider, shape and direction (after timing,
     never inside it)."""
     dtype = DTYPES[dtype_name]
-    reasons: dict[str, str] = {}
-    for p in providers:
-        why = None if p == "naive" else _check(case, p, dtype_name, check_shapes or shapes[:1], config, device, log)
-        if why:
-            reasons[p] = why
     out: dict[str, list[Row]] = {"fwd": [], "bwd": []}
-    # bwd replays one recorded graph (retain_graph=True); torch.compile's donated buffers forbid that, so
-    # donation is off while compiled graphs are traced (it saves memory, not time, in the timed backward).
-    with torch._functorch.config.patch(donated_buffer=False):
+    torch._dynamo.reset()  # graphs of another case or dtype never count against this one's recompile limit
+    with _compile_settings():
+        reasons: dict[str, str] = {}
+        for p in providers:
+            why = None if p == "naive" else _check(case, p, dtype_name, check_shapes or shapes[:1], config, device, log)
+            if why:
+                reasons[p] = why
         _time_shapes(case, dtype, dtype_name, shapes, config, device, providers, reasons, out, log, profile_dir)
     return out
+
+
+@contextlib.contextmanager
+def _compile_settings() -> Iterator[None]:
+    """How the compiled providers compile during a sweep.
+
+    * Rows dynamic, hidden static (``mark_rows_dynamic`` on the inputs), automatic dynamic shapes off: a
+      graph per hidden, dtype and grad mode, not per shape; left to itself dynamo recompiles at every new
+      shape and grad mode (fwd is timed under no_grad) and passes its limit of 8 within a few shapes.
+    * A recompile limit high enough for a sweep, and an error rather than dynamo's silent fall back to
+      eager when it is hit anyway: an eager time must never be reported as ``compiled``.
+    * No donated buffers: bwd replays one recorded graph (retain_graph=True), which donation forbids (it
+      saves memory, not time, in the timed backward). Checks compile under the same settings, since
+      their graphs are reused by the timed calls.
+    """
+    dynamo = {"automatic_dynamic_shapes": False, "recompile_limit": 64, "cache_size_limit": 64,
+              "fail_on_recompile_limit_hit": True}  # fmt: skip
+    known = {k: v for k, v in dynamo.items() if hasattr(torch._dynamo.config, k)}  # names vary across torch versions
+    with torch._dynamo.config.patch(**known), torch._functorch.config.patch(donated_buffer=False):
+        yield
 
 
 def _check(case: Case, provider: str, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig,
@@ -146,6 +167,7 @@ def _time_shapes(case: Case, dtype: torch.dtype, dtype_name: str, shapes: Sequen
         gen = torch.Generator().manual_seed(config.seed)
         reference = case.reference(shape.hidden, dtype, device, gen)
         inputs = case.make_inputs(shape, dtype, device, gen)
+        mark_rows_dynamic(inputs)
         for direction in ("fwd", "bwd"):
             row = Row(shape, skipped=dict(reasons))
             for p in providers:

@@ -121,3 +121,20 @@ def test_cli_profile_writes_a_trace_per_provider_shape_and_direction(interp: Mod
     traces = sorted(str(p.relative_to(tmp_path / "profile")) for p in tmp_path.glob("profile/*/*/trace.json"))
     assert traces == [f"poly-fp32-{d}/{p}-{s}/trace.json" for d in ("bwd", "fwd") for p in ("naive", "triton")
                       for s in ("1x5x64", "2x3x37")]  # fmt: skip
+
+
+def test_compiled_provider_compiles_per_hidden_not_per_shape(interp: ModuleType) -> None:
+    """Rows are dynamic, hidden static: 4 shapes over 2 hiddens are 2 graphs per grad mode (fwd is timed
+    under no_grad), far from dynamo's recompile limit, past which it would silently run eager."""
+    from torch._dynamo.utils import counters
+
+    from bench.config import resolve_config
+
+    config = resolve_config({"device": "cpu", "iterations": 2, "warmup": 0})
+    shapes = [Shape(1, 8, 64), Shape(2, 8, 64), Shape(3, 16, 64), Shape(1, 8, 96)]
+    counters.clear()
+    rows = sweep_case(CASES["rms"], "fp32", shapes, config, CPU, ["naive", "compiled"], log=lambda s: None)
+    if "compiled" in rows["fwd"][0].skipped:
+        pytest.skip(f"torch.compile unavailable here: {rows['fwd'][0].skipped['compiled']}")
+    assert all("compiled" in r.us for d in ("fwd", "bwd") for r in rows[d])
+    assert counters["stats"]["unique_graphs"] == 4
