@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
-# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep). Everything
+# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
+# kernels). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
 #   PERFLAB_SELFCHECK_CONFIGS (config files for selfcheck_cfg), PERFLAB_OVERHEAD_N (default 20)
 #   PERFLAB_SWEEP_ARGS (extra flags for the sweep step's grid, e.g. "--steps 20")
+#   PERFLAB_KERNEL_CASES (default all), PERFLAB_KERNEL_DTYPE (default bf16), PERFLAB_KERNEL_ARGS (e.g. "--max-shapes 6")
 set -uo pipefail
 OUT=${OUT:-/tmp/perflab-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -52,6 +54,10 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     profile)
       $T perflab run -t "${PERFLAB_PROFILE_TARGETS:-7}" --profile --profile-mode all > "$OUT/profile.log" 2>&1
       echo "profile exit $?"; grep -E "bound|ok|failed" "$OUT/profile.log" | tail -20 ;;
+    kernels)  # issue 9: check, then time, the Triton kernel cases; CSVs and plots under $OUT/kernels
+      perflab kernels --case "${PERFLAB_KERNEL_CASES:-all}" --dtype "${PERFLAB_KERNEL_DTYPE:-bf16}" --plot \
+        --save-path "$OUT/kernels" ${PERFLAB_KERNEL_ARGS:-} > "$OUT/kernels.log" 2>&1
+      echo "kernels exit $?"; grep -E "geomean|skipped|failed|^logged" "$OUT/kernels.log" | cut -c1-300 | tail -60 ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
     sweep)  # issue 5: the default grid (128 trials), smart replayed against it, then a live smart sweep of 32
