@@ -55,7 +55,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       $T perflab run -t "${PERFLAB_PROFILE_TARGETS:-7}" --profile --profile-mode all > "$OUT/profile.log" 2>&1
       echo "profile exit $?"; grep -E "bound|ok|failed" "$OUT/profile.log" | tail -20 ;;
     kernels)  # issue 9: check, then time, the Triton kernel cases; CSVs and plots under $OUT/kernels
-      perflab kernels --case "${PERFLAB_KERNEL_CASES:-all}" --dtype "${PERFLAB_KERNEL_DTYPE:-bf16}" --plot \
+      $T perflab kernels --case "${PERFLAB_KERNEL_CASES:-all}" --dtype "${PERFLAB_KERNEL_DTYPE:-bf16}" --plot \
         --save-path "$OUT/kernels" ${PERFLAB_KERNEL_ARGS:-} > "$OUT/kernels.log" 2>&1
       echo "kernels exit $?"; grep -E "geomean|skipped|failed|^logged" "$OUT/kernels.log" | cut -c1-300 | tail -60 ;;
     overhead)
