@@ -13,9 +13,9 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from kernels.case import Shape
+from kernels.case import Case, Shape
 
-__all__ = ["activation", "launch_settings", "retyped", "row_sum"]
+__all__ = ["ActivationCase", "activation", "launch_settings", "retyped", "row_sum"]
 
 
 def launch_settings(n: int) -> tuple[int, int]:
@@ -58,3 +58,18 @@ def activation(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torc
     """
     x = torch.randn((shape.rows, shape.hidden), generator=gen).to(device, dtype)
     return x.requires_grad_()
+
+
+class ActivationCase(Case):
+    """A case whose inputs are ``n_inputs`` random activations and whose Triton module is a copy of the
+    reference retyped to ``triton_module``: a subclass names the two and builds the reference."""
+
+    n_inputs = 1
+    triton_module: type[nn.Module]
+
+    def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+                    ) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        return tuple(activation(shape, dtype, device, gen) for _ in range(self.n_inputs))
+
+    def custom(self, reference: nn.Module) -> nn.Module:
+        return retyped(reference, self.triton_module)

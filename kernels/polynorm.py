@@ -38,8 +38,8 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from kernels.case import Case, Shape, register_case
-from kernels.common import activation, launch_settings, retyped, row_sum
+from kernels.case import Shape, register_case
+from kernels.common import ActivationCase, launch_settings, retyped, row_sum
 
 __all__ = ["GatheredMulPolyNorm", "GroupedMulPolyNorm", "MulPolyNorm", "PolyNorm", "TritonGroupedMulPolyNorm",
            "TritonMulPolyNorm", "TritonPolyNorm"]  # fmt: skip
@@ -314,37 +314,26 @@ def _randomized(module: nn.Module, gen: torch.Generator) -> nn.Module:
     return module
 
 
-class PolyNormCase(Case):
+class PolyNormCase(ActivationCase):
     name = "poly"
     description = "PolyNorm: three RMS norms of x³, x², x combined in one pass: one read of x, one write"
-
-    def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
-                    ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        return (activation(shape, dtype, device, gen),)
+    triton_module = TritonPolyNorm
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _randomized(PolyNorm(dtype, device), gen)
 
-    def custom(self, reference: nn.Module) -> nn.Module:
-        return retyped(reference, TritonPolyNorm)
 
-
-class MulPolyNormCase(PolyNormCase):
+class MulPolyNormCase(ActivationCase):
     name = "mul_poly"
     description = "PolyNorm(x) · y fused: reads x and y once, writes the product"
-
-    def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
-                    ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        return activation(shape, dtype, device, gen), activation(shape, dtype, device, gen)
+    n_inputs = 2
+    triton_module = TritonMulPolyNorm
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _randomized(MulPolyNorm(dtype, device), gen)
 
-    def custom(self, reference: nn.Module) -> nn.Module:
-        return retyped(reference, TritonMulPolyNorm)
 
-
-class GroupedMulPolyNormCase(Case):
+class GroupedMulPolyNormCase(ActivationCase):
     """MoE tokens (batch·seq_len rows) routed uniformly at random to ``experts`` experts, sorted by expert.
 
     The sweep is over total tokens at hidden 1280; an expert may get no tokens (its gradients are zero)."""
@@ -352,22 +341,21 @@ class GroupedMulPolyNormCase(Case):
     name = "grouped_mul_poly"
     description = "PolyNorm(x) · y per expert, tokens grouped by an offsets tensor: one kernel for all experts"
     sweep_shapes = tuple(Shape(1, 1024 << i, 1280) for i in range(7))  # 1024 .. 65536 tokens
+    n_inputs = 2
+    triton_module = TritonGroupedMulPolyNorm
 
     def __init__(self, experts: int = EXPERTS) -> None:
         self.experts = experts
 
     def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
                     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        x, y = activation(shape, dtype, device, gen), activation(shape, dtype, device, gen)
+        x, y = super().make_inputs(shape, dtype, device, gen)
         expert = torch.randint(self.experts, (shape.rows,), generator=gen)
         offsets = torch.bincount(expert, minlength=self.experts).cumsum(0).to(device, torch.int32)
         return x, y, offsets
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _randomized(GroupedMulPolyNorm(self.experts, dtype, device), gen)
-
-    def custom(self, reference: nn.Module) -> nn.Module:
-        return retyped(reference, TritonGroupedMulPolyNorm)
 
     def compilable(self, reference: nn.Module) -> nn.Module:
         return retyped(reference, GatheredMulPolyNorm)

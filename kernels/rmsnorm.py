@@ -23,8 +23,8 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from kernels.case import Case, Shape, register_case
-from kernels.common import activation, launch_settings, retyped, row_sum
+from kernels.case import register_case
+from kernels.common import ActivationCase, launch_settings, row_sum
 
 __all__ = ["AddRMSNorm", "RMSNorm", "TritonAddRMSNorm", "TritonRMSNorm"]
 
@@ -188,34 +188,23 @@ def _random_weight(module: RMSNorm, gen: torch.Generator) -> RMSNorm:
     return module
 
 
-class RMSNormCase(Case):
+class RMSNormCase(ActivationCase):
     name = "rms"
     description = "RMSNorm: one read of x, one write of y"
-
-    def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
-                    ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        return (activation(shape, dtype, device, gen),)
+    triton_module = TritonRMSNorm
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _random_weight(RMSNorm(hidden, dtype, device), gen)
 
-    def custom(self, reference: nn.Module) -> nn.Module:
-        return retyped(reference, TritonRMSNorm)
 
-
-class AddRMSNormCase(RMSNormCase):
+class AddRMSNormCase(ActivationCase):
     name = "add_rms"
     description = "residual add + RMSNorm fused: reads x and r once, writes the sum and y"
-
-    def make_inputs(self, shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator
-                    ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        return activation(shape, dtype, device, gen), activation(shape, dtype, device, gen)
+    n_inputs = 2
+    triton_module = TritonAddRMSNorm
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _random_weight(AddRMSNorm(hidden, dtype, device), gen)
-
-    def custom(self, reference: nn.Module) -> nn.Module:
-        return retyped(reference, TritonAddRMSNorm)
 
 
 register_case(RMSNormCase())

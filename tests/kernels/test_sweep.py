@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from bench.cli import app
 from kernels.case import CASES, Shape
+from kernels.common import retyped
 from kernels.sweep import CSV_COLUMNS, GPU_SHAPES, Row, csv_text, geomean, plot_png, sweep_case, sweep_shapes
 
 CPU = torch.device("cpu")
@@ -64,7 +65,7 @@ def test_sweep_times_checked_providers_and_skips_a_wrong_one(interp: ModuleType,
 
 
 def _wrong_eps(interp: ModuleType, ref: torch.nn.Module) -> torch.nn.Module:
-    mod = interp.retyped(ref, interp.TritonRMSNorm)
+    mod = retyped(ref, interp.TritonRMSNorm)
     mod.eps = 0.5
     return mod
 
@@ -104,7 +105,7 @@ def test_check_failure_names_the_shape(interp: ModuleType, monkeypatch: pytest.M
     from bench.config import resolve_config
 
     def wrong_past_64(ref: torch.nn.Module) -> torch.nn.Module:
-        return _wrong_eps(interp, ref) if ref.weight.numel() > 64 else interp.retyped(ref, interp.TritonRMSNorm)
+        return _wrong_eps(interp, ref) if ref.weight.numel() > 64 else retyped(ref, interp.TritonRMSNorm)
 
     monkeypatch.setattr(CASES["rms"], "custom", wrong_past_64)
     config = resolve_config({"device": "cpu", "iterations": 2, "warmup": 0})

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from bench.cli import app
 from bench.tracking import child_runs, log_run, read_artifact_text, read_run
 from kernels.case import CASES
+from kernels.common import retyped
 
 SMOKE = ["--dtype", "fp32", "--provider", "triton", "--smoke"]
 
@@ -49,7 +50,7 @@ def test_parent_per_case_child_per_provider(interp: ModuleType, tmp_path: Path) 
 def test_failed_check_is_logged_not_timed(interp: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:  # fmt: skip
     def wrong_eps(ref: torch.nn.Module) -> torch.nn.Module:
-        mod = interp.retyped(ref, interp.TritonRMSNorm)
+        mod = retyped(ref, interp.TritonRMSNorm)
         mod.eps = 0.5
         return mod
 
