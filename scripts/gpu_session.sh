@@ -43,6 +43,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
         $T perflab selfcheck --no-ncu $wl $md --config "$cfg" --out "$OUT/selfcheck-$name" > "$OUT/selfcheck-$name.log" 2>&1
         echo "selfcheck $name exit $?"; grep "^| [a-z_0-9]* | cuda" "$OUT/selfcheck-$name/selfcheck.md"
       done ;;
+    probe)  # NVML clocks/power/throttle reasons while an 8192³ bf16 matmul runs (scripts/timing/matmul_clocks.py)
+      $T python3 scripts/timing/matmul_clocks.py --seconds 4 > "$OUT/matmul_clocks.md" 2>&1
+      echo "probe exit $?"; tail -3 "$OUT/matmul_clocks.md" ;;
     chapter)
       $T mlflow run . -e chapter -P ch="${PERFLAB_TARGETS:-7}" --env-manager local > "$OUT/chapter.log" 2>&1
       echo "mlflow run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee "$OUT/show.md" ;;
