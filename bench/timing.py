@@ -20,12 +20,14 @@ if it already fired, the spin was shorter than the host's enqueue time, the samp
 the spin is doubled and the leak is counted in ``notes``. Side-stream guard (INTEGRITY #3): after the
 end event completes, a device-wide synchronize that still waits noticeably means ``benchmark_fn`` left
 work on other streams that the events did not cover; such samples are counted and flagged.
-Launch-bound calls (a single call under 5 µs after warm-up) are batched: a sample times ~0.2 ms of
-back-to-back calls and divides by their number (``calls_per_sample``, recorded; pin it in the config).
+Launch-bound calls (a single call under 5 µs after warm-up) are batched: a sample times back-to-back
+calls and divides by their number (``calls_per_sample``, recorded; pin it in the config).
 The batch is captured once into a CUDA graph (``launch_batching="graph"``, the default) and each sample
 replays it: queued eager launches still cost the device ~2 µs each between kernels (an H100 runs a
-1024-element add in 1.0 µs inside a graph, 2.2 µs per kernel back-to-back eagerly; perflab selfcheck),
-so an eager batch measures the launch path, not the kernel. When capture is impossible the batch runs
+1024-element add in 1.0 µs inside a graph, 2.0-2.2 µs per kernel back-to-back eagerly; perflab
+selfcheck), so an eager batch measures the launch path, not the kernel. A graph launch itself costs
+the device ~20 µs before its first kernel, so a graph batch spans ~4 ms of calls (at most 4000),
+an eager one ~0.2 ms (at most 1000). When capture is impossible the batch runs
 eagerly and the reason is recorded; ``launch_batching="eager"`` asks for eager batches.
 
 ``cuda_graph``: ``benchmark_fn`` is captured once into a CUDA graph after warm-up and each sample times
@@ -61,6 +63,11 @@ _MAX_SPIN_MS = 50.0
 BATCH_BELOW_MS = 0.005
 BATCH_TARGET_MS = 0.2
 MAX_BATCH = 1000
+# A batch captured in one CUDA graph: a graph launch costs the device ~20 us before its first kernel
+# (H100: a 52-call graph of a 1.0 us add read 1.42 us per call; the 1000-call truth 1.02 us), so graph
+# batches are sized to amortise it (~4 ms of calls: under 1 % of it per call).
+GRAPH_BATCH_TARGET_MS = 4.0
+MAX_GRAPH_BATCH = 4000
 # A device-wide sync still waiting this long after the end event means work on another stream.
 _SIDE_STREAM_MIN_MS = 0.05
 _SIDE_STREAM_FRACTION = 0.1
@@ -280,9 +287,13 @@ class CudaEventClock:
             if single < BATCH_BELOW_MS:
                 # Launch-bound: one call is shorter than the event/launch overheads around it, so a sample
                 # times back-to-back calls (~BATCH_TARGET_MS) and divides (the graph-replay way).
-                self.calls_per_sample = min(MAX_BATCH, max(2, math.ceil(BATCH_TARGET_MS / max(single, 1e-4))))
+                graph = self.launch_batching == "graph"
+                target, cap = (GRAPH_BATCH_TARGET_MS, MAX_GRAPH_BATCH) if graph else (BATCH_TARGET_MS, MAX_BATCH)
+                self.calls_per_sample = min(cap, max(2, math.ceil(target / max(single, 1e-4))))
         if self.calls_per_sample > 1 and self._batch is None:
             self._batch_in_graph(fn)
+            if self._batch is None and self._auto_batch and self.calls_per_sample > MAX_BATCH:
+                self.calls_per_sample = max(2, self.calls_per_sample * MAX_BATCH // MAX_GRAPH_BATCH)  # eager size
             for _ in range(12):  # let the spin grow until it covers enqueueing the whole batch
                 self.leaks = 0
                 self._one(fn)

@@ -205,13 +205,27 @@ def stencil5(x_ptr, out_ptr, M, N, c_self, c_nb, TILE_M: tl.constexpr, TILE_N: t
     tl.store(out_ptr + i * N + j, c_self * centre + c_nb * ((north + south) + (west + east)), mask=inside)
 
 
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's 2nd (and 3rd) dimension; the 1st allows 2**31 - 1
+
+
+def stencil_programs(m: int, n: int, tile_m: int, tile_n: int, cols_fast: bool) -> tuple[int, int]:
+    """The launch grid: (column blocks, row blocks) when ``cols_fast``, else (row blocks, column blocks)."""
+    rows, cols = triton.cdiv(m, tile_m), triton.cdiv(n, tile_n)
+    grid = (cols, rows) if cols_fast else (rows, cols)
+    if grid[1] > MAX_GRID_Y:
+        raise ValueError(
+            f"stencil grid {grid} for a {m} x {n} input with {tile_m} x {tile_n} tiles: the second dimension "
+            f"exceeds CUDA's {MAX_GRID_Y}; walk the longer dimension first (cols_fast={not cols_fast})"
+        )
+    return grid
+
+
 def stencil_launch(tile_m: int, tile_n: int, num_warps: int, cols_fast: bool = False) -> Launch:
     """Launch ``stencil5`` with tile_m x tile_n tiles; ``cols_fast``: row-major program order."""
 
     def launch(x: torch.Tensor, out: torch.Tensor) -> None:
         m, n = x.shape
-        rows, cols = triton.cdiv(m, tile_m), triton.cdiv(n, tile_n)
-        grid = (cols, rows) if cols_fast else (rows, cols)
+        grid = stencil_programs(m, n, tile_m, tile_n, cols_fast)
         stencil5[grid](
             x, out, m, n, C_SELF, C_NEIGHBOUR, TILE_M=tile_m, TILE_N=tile_n, COLS_FAST=cols_fast, num_warps=num_warps
         )

@@ -18,4 +18,4 @@ from chapters.ch07.common import Example, stencil_grid, stencil_launch
 
 
 def get_benchmark() -> Example:
-    return Example(stencil_grid, stencil_launch(16, 128, num_warps=8))
+    return Example(stencil_grid, stencil_launch(16, 128, num_warps=8, cols_fast=True))

@@ -137,6 +137,18 @@ def test_stencil_blocking_matches_reference(load: dict[str, ModuleType], shape: 
     assert torch.equal(rows, tiles)
 
 
+def test_stencil_grids_fit_cuda_at_full_size(load: dict[str, ModuleType]) -> None:
+    """The H100 run of the first 16 x 16 Mi design failed with 'invalid argument': 131072 column blocks
+    on the grid's 2nd dimension (limit 65535). The interpreter does not enforce the limit; this does."""
+    from chapters.ch07.common import MAX_GRID_Y, stencil_programs
+
+    m, n = 16, 16 * 2**20  # stencil_grid()'s full size
+    for tile_m, tile_n in ((1, BLOCK), (16, 128)):
+        assert stencil_programs(m, n, tile_m, tile_n, cols_fast=True)[1] <= MAX_GRID_Y
+    with pytest.raises(ValueError, match="exceeds CUDA's 65535; walk the longer dimension first"):
+        stencil_programs(m, n, 16, 128, cols_fast=False)
+
+
 def test_gather_orders_hold_the_same_pairs() -> None:
     set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
     try:
