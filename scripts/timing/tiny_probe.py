@@ -51,6 +51,22 @@ def main() -> None:
         "sync + read flush + 10 x 64 MiB scale": lambda: (torch.sum(read_buf, dim=0, out=sink),
                                                           [torch.mul(big, 2.0, out=big_out) for _ in range(10)]),
     }  # fmt: skip
+    for label, query in (("harness pattern: flush, 0.4 ms spin, start, replay, end", False),
+                         ("same + start.query() after the replay (the leak check)", True)):
+        per = []
+        for _ in range(30):
+            torch.cuda.synchronize()
+            torch.sum(read_buf, dim=0, out=sink)
+            torch.cuda._sleep(int(0.4 * cycles_per_ms))
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            graph.replay()
+            if query:
+                s.query()
+            e.record()
+            e.synchronize()
+            per.append(s.elapsed_time(e) * 1e3 / calls)
+        print(f"{label}: {statistics.median(per):.3f} µs per add (min {min(per):.3f}, max {max(per):.3f})")
     print("| before the replay | µs per add (median of 30) | min | max |")
     print("|---|---:|---:|---:|")
     for label, prep in before.items():
