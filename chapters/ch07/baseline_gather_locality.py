@@ -10,6 +10,7 @@ whole (HBM has no byte masks, so possibly read first). The index reads stay coal
 Predicted (not measured): about 8 B of indices + 32 B of x + 32-64 B of out per pair, against
 about 16 B in address order, so 4-7x slower than the sorted version on an H100, DRAM sector
 rate-bound rather than byte-bound.
+Measured on an H100 (2026-11-21): 6.86 ms, 19.97x slower than the sorted version (run 0b39ff5f).
 
 Traffic (minimum): 8 B of indices per pair, 4 B per distinct x element read (about 0.63N), 4 B
 written per pair; N = 64 Mi -> about 930 MiB per call.

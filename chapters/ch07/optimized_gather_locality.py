@@ -13,6 +13,7 @@ N keys per call would cost several passes over them.
 
 Predicted (not measured): about 16 B moved per pair (8 B indices, 4 B x, 4 B out), near copy
 bandwidth: 4-7x faster than the random order on an H100.
+Measured on an H100 (2026-11-21): 343 µs, 2840 GB/s of declared bytes, 19.97x faster (run 0b39ff5f).
 
 Traffic (minimum): 8 B of indices per pair, 4 B per distinct x element read (about 0.63N), 4 B
 written per pair; N = 64 Mi -> about 930 MiB per call.

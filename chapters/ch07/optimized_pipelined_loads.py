@@ -15,6 +15,7 @@ interpreter (TRITON_INTERPRET=1) pipelining does not exist and the two versions 
 code; only a GPU run shows a difference.
 
 Predicted (not measured): 2-3x faster than the baseline on an H100, near copy bandwidth.
+Measured on an H100 (2026-11-21): 95.9 µs, 2798 GB/s, 1.21x faster (run 0b39ff5f): less than predicted.
 
 Traffic (minimum): read 4MN + write 4M bytes, 256 x 256 Ki fp32 -> 256 MiB per call.
 """

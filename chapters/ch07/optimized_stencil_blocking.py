@@ -10,6 +10,7 @@ bit.
 
 Predicted (not measured): ~1.6-1.9x faster than the row-major baseline on an H100, near copy
 bandwidth; 16 x 128 on 8 warps is not tuned.
+Measured on an H100 (2026-11-21): 768 µs, 2797 GB/s (93 % of copy bandwidth), 1.73x faster (run 0b39ff5f).
 
 Traffic (minimum): read 4MN + write 4MN bytes, 16 x 16 Mi fp32 -> 2 GiB per call; 6 flops per point.
 """

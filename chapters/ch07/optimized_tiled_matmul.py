@@ -13,6 +13,7 @@ orders, so outputs agree to fp32 rounding (the default fp32 rtol), not bit for b
 
 Predicted (not measured): 4-10x faster than the baseline on an H100, a few ms per call (torch's fp32 matmul without
 TF32 runs at 50 TFLOP/s there, ../shared/INTEGRITY.md); tiles 128 x 128 x 32 are not tuned.
+Measured on an H100 (2026-11-21): 3.19 ms, 43.0 TFLOP/s (84 % of the measured fp32 peak), 7.37x faster (run 0b39ff5f).
 
 Traffic (minimum): read A and B once, write C once, 4(MK + KN + MN) bytes (192 MiB at 4096^3);
 2MNK flops (137 GFLOP).
