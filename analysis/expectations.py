@@ -170,6 +170,10 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
         raise ValueError(f"{chapter}:{example} in suite {run_id} has no single hardware key: {keys}")
     (key,) = hardware
     assert key is not None
+    # The commit perflab stated for the suite (PERFLAB_GIT_COMMIT on a copied tree) wins over MLflow's
+    # own git tag, which a copied tree with a stale .git gets wrong.
+    parent_tags = tracking.read_run(run_id, tracking_uri).tags
+    commit = parent_tags.get("perflab.git_commit")
     path = expectation_file(root, key, chapter)
     doc = _load(path) or {"hardware": key, "chapter": chapter, "examples": {}}
     doc["examples"][example] = {
@@ -178,7 +182,7 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
             "pct_of_peak": r.metrics.get("pct_of_peak"),  # None: no peak was cached when it ran
             "run_id": r.run_id,
             "parent_run_id": run_id,
-            "commit": r.tags.get("mlflow.source.git.commit"),
+            "commit": commit or r.tags.get("mlflow.source.git.commit"),
         }
         for r in sorted(optimized, key=lambda r: r.name)
     }

@@ -85,6 +85,20 @@ def test_update_refuses_unverified_and_failed(suite: dict[str, Any], tmp_path: P
     assert res.exit_code == 2 and "refusing" in res.output
 
 
+def test_update_records_the_commit_perflab_stated(suite: dict[str, Any], tmp_path: Path, store: Store) -> None:
+    """A copied tree's stale .git fools MLflow's commit tag; the suite's perflab.git_commit wins."""
+    before = store.client.get_run(suite["parent"]).data.tags.get("perflab.git_commit")
+    store.client.set_tag(suite["parent"], "perflab.git_commit", "stated0123")
+    try:
+        doc = yaml.safe_load(update(suite["parent"], "ch07:good", tmp_path, store.uri).read_text())
+    finally:
+        if before is None:
+            store.client.delete_tag(suite["parent"], "perflab.git_commit")
+        else:
+            store.client.set_tag(suite["parent"], "perflab.git_commit", before)
+    assert doc["examples"]["good"]["optimized"]["commit"] == "stated0123"
+
+
 def test_update_writes_exactly_one_example(suite: dict[str, Any], root: Path, store: Store) -> None:
     path = update(suite["parent"], "ch7:slow", root, store.uri)
     doc = yaml.safe_load(path.read_text())
@@ -96,5 +110,7 @@ def test_update_writes_exactly_one_example(suite: dict[str, Any], root: Path, st
     assert slow["speedup"] == run.data.metrics["speedup"]  # exact, not rounded or clamped
     assert slow["run_id"] == run.info.run_id and slow["parent_run_id"] == suite["parent"]
     assert set(doc["examples"]) == set(EXPECTED["examples"])
+    parent_tags = store.client.get_run(suite["parent"]).data.tags
+    assert slow["commit"] == parent_tags.get("perflab.git_commit", run.data.tags.get("mlflow.source.git.commit"))
     # now recorded from this very run, the same suite passes
     assert {r.example: r.status for r in check(suite["parent"], root, 0.05, store.uri)[1]}["slow"] == "pass"
