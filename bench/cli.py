@@ -361,6 +361,9 @@ def selfcheck(
     config: Annotated[
         Path | None, typer.Option("--config", help="timing settings to check instead of the defaults (a config file)")
     ] = None,
+    in_process: Annotated[
+        bool, typer.Option("--in-process", help="measure everything in this process (default: each cell fresh)")
+    ] = False,
 ) -> None:
     """Time known workloads with every timing mode and compare each with ground truth."""
     import json
@@ -370,7 +373,13 @@ def selfcheck(
     layer = load_config_file(config) if config else None
     try:
         report = run_selfcheck(
-            repeats=repeats, workloads=workload, modes=mode, use_ncu=ncu, log=console.print, config_layer=layer
+            repeats=repeats,
+            workloads=workload,
+            modes=mode,
+            use_ncu=ncu,
+            log=console.print,
+            config_layer=layer,
+            isolate=not in_process,
         )
     except ValueError as exc:
         raise PerflabError(str(exc)) from None

@@ -250,6 +250,7 @@ class Cell:
     ncu_ms: float | None = None
     note: str | None = None
     calls_per_sample: int = 1
+    pid: int = 0  # the process that measured it
 
     @property
     def median_ms(self) -> float | None:
@@ -271,7 +272,7 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
     import torch
 
     cfg = resolve_config(config_layer)  # the harness defaults (adaptive, 0.5 % target, L2 flush) or the given ones
-    cell = Cell(w.name, mode)
+    cell = Cell(w.name, mode, pid=os.getpid())
     device = torch.device(w.device if w.device == "cpu" else "cuda:0")
     clock: Any = (
         NaiveClock()
@@ -305,6 +306,31 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
     return cell
 
 
+def _truth_task(name: str, bandwidth: float | None) -> tuple[float, str]:
+    return truth_ms(build(name), bandwidth)
+
+
+def _cell_task(name: str, mode: str, repeats: int, config_layer: dict[str, Any] | None) -> Cell:
+    return measure_cell(build(name), mode, repeats, config_layer)
+
+
+def _in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a new process forked from the harness's pre-warmed server (bench.runner).
+
+    Each variant the harness times runs in a fresh process, so the selfcheck measures each truth and
+    each cell the same way. A process's history changes what a 1 µs kernel costs: on an H100 the
+    clock read 1.003 µs per tiny add in a fresh process and 1.35 µs inside a selfcheck that had built
+    and timed other workloads first, whose own graph truth moved 1.01 → 1.20 µs between two builds.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    from bench.runner import _server
+
+    ctx = _server(os.environ.get("TRITON_INTERPRET") == "1")
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx, max_tasks_per_child=1) as pool:
+        return pool.submit(fn, *args).result()
+
+
 def run_selfcheck(
     repeats: int = 7,
     workloads: list[str] | None = None,
@@ -312,34 +338,43 @@ def run_selfcheck(
     use_ncu: bool = True,
     log: Callable[[str], None] = print,
     config_layer: dict[str, Any] | None = None,
+    isolate: bool = True,
 ) -> dict[str, Any]:
+    """The selfcheck report; ``isolate`` (default) measures every truth and cell in a fresh process."""
     import torch
 
     resolve_config(config_layer)  # rejects bad settings before anything is measured
 
+    def call(fn: Callable[..., Any], *args: Any) -> Any:
+        return _in_fresh_process(fn, *args) if isolate else fn(*args)
+
     cuda = torch.cuda.is_available()
     names = workloads or [*(GPU_WORKLOADS if cuda else ()), *CPU_WORKLOADS]
+    unknown = [n for n in names if n not in GPU_WORKLOADS + CPU_WORKLOADS]
+    if unknown:
+        raise ValueError(f"workload={unknown[0]!r} is not one of {', '.join(GPU_WORKLOADS + CPU_WORKLOADS)}")
+    for mode in modes or ():
+        if mode not in GPU_MODES:
+            raise ValueError(f"mode={mode!r} is not one of {', '.join(GPU_MODES)}")
     skipped = {
         n: "needs a CUDA device; torch.cuda.is_available() is False" for n in names if n in GPU_WORKLOADS and not cuda
     }
-    bandwidth = copy_bandwidth_gbps() if cuda and "scale_64mib" in names else None
+    bandwidth = call(copy_bandwidth_gbps) if cuda and "scale_64mib" in names else None
     cells: list[Cell] = []
     truths: dict[str, dict[str, Any]] = {}
     for name in names:
         if name in skipped:
             log(f"skip {name}: {skipped[name]}")
             continue
-        w = build(name)
-        t, how = truth_ms(w, bandwidth)
-        ncu_ms, ncu_how = ncu_truth_ms(name) if (use_ncu and w.device == "cuda") else (None, "not requested")
+        device = "cuda" if name in GPU_WORKLOADS else "cpu"
+        t, how = call(_truth_task, name, bandwidth)
+        ncu_ms, ncu_how = ncu_truth_ms(name) if (use_ncu and device == "cuda") else (None, "not requested")
         truths[name] = {"truth_ms": t, "truth_method": how, "ncu_ms": ncu_ms, "ncu_method": ncu_how}
         log(f"{name}: truth {t * 1e3:.2f} us ({how}); ncu: {ncu_ms and round(ncu_ms * 1e3, 2)} ({ncu_how})")
-        for mode in modes or (GPU_MODES if w.device == "cuda" else CPU_MODES):
-            if mode not in GPU_MODES:
-                raise ValueError(f"mode={mode!r} is not one of {', '.join(GPU_MODES)}")
-            if w.device == "cpu" and mode not in CPU_MODES:
+        for mode in modes or (GPU_MODES if device == "cuda" else CPU_MODES):
+            if device == "cpu" and mode not in CPU_MODES:
                 continue
-            cell = measure_cell(w, mode, repeats, config_layer)
+            cell = call(_cell_task, name, mode, repeats, config_layer)
             cell.truth_ms, cell.ncu_ms = t, ncu_ms
             cells.append(cell)
             log(
@@ -347,14 +382,11 @@ def run_selfcheck(
                 f"cv {cell.cv_pct or 0:5.2f} %  samples {statistics.median(cell.samples):.0f}  "
                 f"wall {statistics.median(cell.wall_s):.2f} s" + (f"  ({cell.note})" if cell.note else "")
             )
-        del w
-        if cuda:
-            torch.cuda.empty_cache()
-    device = torch.cuda.get_device_name(0) if cuda else "cpu"
     return {
-        "device": device,
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "torch": torch.__version__,
         "repeats": repeats,
+        "isolated": isolate,
         "config": config_layer or {},
         "copy_bandwidth_gbps": bandwidth,
         "truths": truths,
@@ -365,7 +397,8 @@ def run_selfcheck(
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [
-        f"Device: {report['device']}, torch {report['torch']}; {report['repeats']} repeats per cell, "
+        f"Device: {report['device']}, torch {report['torch']}; {report['repeats']} repeats per cell"
+        + (", each truth and cell in a fresh process; " if report.get("isolated") else ", all in one process; ")
         + (
             f"each a measurement with these settings over the defaults: {report['config']}."
             if report.get("config")

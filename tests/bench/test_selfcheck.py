@@ -27,6 +27,18 @@ def test_cpu_workload_every_cpu_mode_close_to_truth() -> None:
     assert "| cpu_sum | cpu |" in text and "| cpu_sum | pytorch |" in text
 
 
+def test_each_cell_is_measured_in_a_fresh_process() -> None:
+    """Like the harness's variants: a process's history must not leak into a cell (see _in_fresh_process)."""
+    import os
+
+    report = run_selfcheck(repeats=2, workloads=["cpu_sum"], use_ncu=False, log=lambda _: None)
+    pids = [c["pid"] for c in report["cells"]]
+    assert report["isolated"] and len(set(pids)) == len(pids) == 2 and os.getpid() not in pids
+    local = run_selfcheck(repeats=2, workloads=["cpu_sum"], modes=["cpu"], use_ncu=False, log=lambda _: None,
+                          isolate=False)  # fmt: skip
+    assert [c["pid"] for c in local["cells"]] == [os.getpid()] and "all in one process" in markdown(local)
+
+
 def test_config_layer_is_what_gets_checked() -> None:
     """--config: the selfcheck measures with those settings (here a fixed count) and says so."""
     layer = {"iterations": 7, "warmup": 2}
