@@ -43,6 +43,8 @@ class SweepConfig(BaseModel):
     # Recommendation filters: memory at most this % of the device, GPU utilisation at least this %.
     max_memory_pct: float = Field(80.0, gt=0, le=100)
     min_gpu_util_pct: float = Field(70.0, ge=0, le=100)
+    # Diagnosis: a GPU busy less than this % of the step is host/launch-bound (Python, kernel launches).
+    host_bound_util_pct: float = Field(30.0, ge=0, le=100)
     seed: int = 0
 
     @field_validator("batch_sizes", "num_workers_options")

@@ -1,14 +1,21 @@
 """From the results table to a recommendation: best throughput, best efficiency, the config to train with.
 
-Rules (thresholds in ``Rules``; ``SweepConfig`` carries the two filters):
+Rules (thresholds in ``Rules``; ``SweepConfig`` carries the two filters and ``host_bound_util_pct``):
 
 * highest throughput — max samples/s over ``ok`` trials;
 * best efficiency — max samples/s per GB of peak memory;
 * recommended — highest throughput with memory ≤ ``max_memory_pct`` of the device and, on a GPU,
   utilisation ≥ ``min_gpu_util_pct`` (skipped, with the reason, on a CPU or without NVML readings);
-* diagnosis per configuration — ``memory-bound`` at ≥ ``memory_bound_pct`` of the device;
-  ``I/O-bound`` when waiting for data is ≥ ``io_bound_frac`` of the step, and ``more workers help``
-  when the same settings with more workers were ≥ ``workers_gain`` faster; else ``compute-bound``.
+* diagnosis per configuration, the first rule that applies — ``memory-bound`` at ≥ ``memory_bound_pct``
+  of the device (or an OOM); ``I/O-bound`` when waiting for data is ≥ ``io_bound_frac`` of the step, and
+  ``more workers help`` when the same settings with more workers were ≥ ``workers_gain`` faster; then by
+  the measured GPU utilisation: ``host/launch-bound`` below ``host_bound_util_pct`` (the GPU idles while
+  Python launches kernels: the model is too small for the device), ``compute-bound`` at ≥
+  ``min_gpu_util_pct``, ``partly host-bound`` between the two; without a reading (a CPU run, or no NVML)
+  the diagnosis says so instead of guessing — step time alone cannot tell compute from host overhead.
+
+When nothing is recommended, ``Recommendation.why_none`` says why: no configuration fits the memory line,
+or none keeps the GPU busy enough (with the busiest one seen and what would help).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ class Rules:
     io_bound_frac: float = 0.3  # data wait / step time at or above which the loader is the bottleneck
     workers_gain: float = 1.05  # "more workers help": ≥ 5 % more samples/s with more workers
     memory_bound_pct: float = 90.0  # this close to the wall, memory limits the batch
+    host_bound_util_pct: float = 30.0  # GPU busy less than this: the host (Python, launches) bounds the step
     learning_rate: float = 1e-3  # at reference_batch_size
     reference_batch_size: int = 256
 
@@ -38,9 +46,15 @@ class Recommendation:
     recommended: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)  # why a filter was skipped, or why nothing qualified
     diagnoses: list[dict[str, Any]] = field(default_factory=list)  # row + "diagnosis"
+    why_none: str | None = None  # set when recommended is None: the filter nothing passed, and what would help
 
 
-def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules) -> str:
+def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, device: str | None = None) -> str:
+    """The bottleneck of one configuration (``row``) by the module docstring's rules, first match wins.
+
+    ``rows`` is the whole table (for the "more workers" comparison); ``device`` is "cpu" or a GPU name,
+    only used to say why a row has no GPU utilisation.
+    """
     if row["status"] == "oom" or (row.get("memory_pct") or 0) >= rules.memory_bound_pct:
         return "memory-bound"
     if row["status"] != "ok":
@@ -57,21 +71,34 @@ def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules) -> s
         if max(r["samples_per_s"] for r in same) >= rules.workers_gain * row["samples_per_s"]:
             return "I/O-bound (more workers help)"
         return "I/O-bound (more workers do not help: storage or decode)"
-    return "compute-bound"
+    util = row.get("gpu_util_pct")
+    if util is None:
+        if device == "cpu":
+            return "CPU run: compute vs host overhead not told apart (no GPU utilisation)"
+        return "GPU utilisation not measured (no NVML reading): compute- or host-bound unknown"
+    if util < rules.host_bound_util_pct:
+        return f"host/launch-bound (GPU busy {util:.0f} %: a larger batch, torch.compile or CUDA graphs help)"
+    if util >= rules.min_gpu_util_pct:
+        return "compute-bound"
+    return f"partly host-bound (GPU busy {util:.0f} %: torch.compile or CUDA graphs may help)"
 
 
-def recommend(rows: list[dict[str, Any]], device: str, rules: Rules | None = None) -> Recommendation:
-    """``device`` is "cpu" or a GPU name (the trials' ``device``)."""
+def recommend(
+    rows: list[dict[str, Any]], device: str, rules: Rules | None = None, preset: str | None = None
+) -> Recommendation:
+    """``device`` is "cpu" or a GPU name (the trials' ``device``); ``preset`` (the model measured) only
+    shapes the advice when no configuration keeps the GPU busy."""
     rules = rules or Rules()
     ok = [r for r in rows if r["status"] == "ok" and r.get("samples_per_s") is not None]
     notes: list[str] = []
-    diag = [{**r, "diagnosis": diagnose(r, rows, rules)} for r in rows]
+    diag = [{**r, "diagnosis": diagnose(r, rows, rules, device)} for r in rows]
     if not ok:
-        return Recommendation(None, None, None, ["no trial finished ok"], diag)
+        return Recommendation(None, None, None, ["no trial finished ok"], diag, "no trial finished ok")
     fastest = max(ok, key=lambda r: r["samples_per_s"])
     with_mem = [r for r in ok if r.get("peak_memory_gb")]
     efficient = max(with_mem, key=lambda r: r["samples_per_s"] / r["peak_memory_gb"]) if with_mem else None
-    fits = [r for r in ok if r.get("memory_pct") is not None and r["memory_pct"] <= rules.max_memory_pct]
+    in_memory = [r for r in ok if r.get("memory_pct") is not None and r["memory_pct"] <= rules.max_memory_pct]
+    fits = in_memory
     if device == "cpu":
         notes.append("GPU utilisation condition skipped: CPU run (no GPU to utilise)")
     elif any(r.get("gpu_util_pct") is None for r in fits):
@@ -80,12 +107,59 @@ def recommend(rows: list[dict[str, Any]], device: str, rules: Rules | None = Non
     else:
         fits = [r for r in fits if r["gpu_util_pct"] >= rules.min_gpu_util_pct]
     chosen = max(fits, key=lambda r: r["samples_per_s"]) if fits else None
+    why = None
     if chosen is None:
-        notes.append(
+        why = (
             f"no ok trial has memory <= {rules.max_memory_pct:g} % of the device"
-            + ("" if device == "cpu" else f" and GPU utilisation >= {rules.min_gpu_util_pct:g} %")
+            if not in_memory
+            else _why_gpu_idle(ok, in_memory, rules, preset)
         )
-    return Recommendation(fastest, efficient, chosen, notes, diag)
+        notes.append(why)
+    return Recommendation(fastest, efficient, chosen, notes, diag, why)
+
+
+def _why_gpu_idle(ok: list[dict[str, Any]], in_memory: list[dict[str, Any]], rules: Rules, preset: str | None) -> str:
+    """Why no configuration within the memory line passed the utilisation filter, and what would help.
+
+    Only called on a GPU when every trial within the memory line has a reading below ``min_gpu_util_pct``.
+    """
+    busiest = max(in_memory, key=lambda r: r["gpu_util_pct"])
+    util = busiest["gpu_util_pct"]
+    why = (
+        f"no configuration keeps the GPU >= {rules.min_gpu_util_pct:g} % busy; the highest GPU utilisation "
+        f"seen was {util:.0f} % (trial {busiest.get('trial')})"
+    )
+    if util < rules.host_bound_util_pct:
+        why += f": the model is too small for this device (host/launch-bound) — {_larger_model_hint(preset)}"
+    else:
+        why += ": the GPU is partly idle — torch.compile, CUDA graphs or a larger batch may close the gap"
+    busy_over = [  # all over the memory line: a busy trial within it would have been recommended
+        r for r in ok if (r.get("gpu_util_pct") or 0) >= rules.min_gpu_util_pct and r.get("memory_pct") is not None
+    ]
+    if busy_over:
+        r = max(busy_over, key=lambda r: r["samples_per_s"])
+        why += (
+            f"; trial {r.get('trial')} reaches {r['gpu_util_pct']:.0f} % but needs "
+            f"{r.get('memory_pct', float('nan')):.0f} % of device memory (over {rules.max_memory_pct:g} %)"
+        )
+    return why
+
+
+def _larger_model_hint(preset: str | None) -> str:
+    """The presets after ``preset`` in ``sweeps.workload.PRESETS`` (ordered smallest first), as CLI advice."""
+    from sweeps.workload import PRESETS
+
+    names = list(PRESETS)
+    if preset not in names:
+        return f"try a larger model (--preset {_either(names[-2:])})"
+    larger = names[names.index(preset) + 1 :]
+    if not larger:
+        return f"{preset!r} is already the largest preset: train a larger model, or raise the batch size"
+    return f"try --preset {_either(larger)}"
+
+
+def _either(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def scaled_lr(batch_size: int, rules: Rules) -> float:
@@ -130,8 +204,9 @@ def table_markdown(rec: Recommendation) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     for label, r in (("highest throughput", rec.highest_throughput), ("best efficiency", rec.best_efficiency),
                      ("recommended", rec.recommended)):  # fmt: skip
-        lines.append(f"\n**{label}**: " + ("none" if r is None else _describe(r)))
-    lines += [f"\n_{n}_" for n in rec.notes]
+        none = "none" + (f" — {rec.why_none}" if label == "recommended" and rec.why_none else "")
+        lines.append(f"\n**{label}**: " + (none if r is None else _describe(r)))
+    lines += [f"\n_{n}_" for n in rec.notes if n != rec.why_none]
     return "\n".join(lines)
 
 

@@ -35,6 +35,7 @@ def evaluator(cfg: SweepConfig, data_path: str) -> Callable[[dict[str, Any]], Tr
 def rules_of(cfg: SweepConfig) -> Rules:
     return Rules(
         max_memory_pct=cfg.max_memory_pct, min_gpu_util_pct=cfg.min_gpu_util_pct,
+        host_bound_util_pct=cfg.host_bound_util_pct,
         learning_rate=cfg.learning_rate, reference_batch_size=cfg.reference_batch_size,
     )  # fmt: skip
 
@@ -142,7 +143,7 @@ def sweep(
         )
     device = "cpu" if cfg.device == "cpu" or not _cuda() else "cuda"
     rules = rules_of(cfg)
-    rec = recommend(rows, device, rules)
+    rec = recommend(rows, device, rules, preset=cfg.preset)
     overhead_line, overhead_metrics = overhead_summary(rows)
     md, snippet = table_markdown(rec) + f"\n\n_{overhead_line}_", snippet_yaml(rec, rules)
     echo(md)
