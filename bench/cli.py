@@ -121,6 +121,10 @@ def run(
     if not examples:
         raise PerflabError(f"no examples found under {catalog.root}")
     n_variants = sum(len(e.variants) for e in examples)
+    if not cold_start:
+        from bench.runner import prestart_server
+
+        prestart_server(effective)  # the server's imports overlap the MLflow start-up below
     tracker = None
     if not no_track:
         from bench.manifest import host_manifest

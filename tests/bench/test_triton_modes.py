@@ -90,3 +90,35 @@ def test_child_needing_the_other_triton_mode_is_rerun_cold(tmp_path: Path) -> No
     r = _run(tmp_path, {"TRITON_INTERPRET": "0"})  # the server imports Triton compiled
     assert r["status"] == "ok", r["error"]
     assert r["launch"].startswith("cold_start (fallback")
+
+
+PRESTART = '''
+import json, sys
+import multiprocessing.forkserver as fs
+from bench.config import resolve_config
+from bench.result import VariantSpec
+from bench.runner import prestart_server, run_variant
+
+path, wd = sys.argv[1], sys.argv[2]
+layer = {"iterations": 2, "warmup": 1, "device": "cpu"}
+interpret = prestart_server(resolve_config(layer))
+server = fs._forkserver._forkserver_pid  # running before any variant asked for it
+spec = VariantSpec(chapter="ch98", example="rowsum", variant="baseline", path=path)
+r = run_variant(spec, wd, cli_layer=layer)
+print(json.dumps({"interpret": interpret, "server": server, "same": server == fs._forkserver._forkserver_pid,
+                  "status": r.status, "launch": r.launch, "error": r.error and r.error.message}))
+'''
+
+
+def test_prestarted_server_is_the_one_variants_use(tmp_path: Path) -> None:
+    """perflab run starts the server before opening MLflow, so its imports overlap; variants reuse it."""
+    bench_file = tmp_path / "ch98" / "baseline_rowsum.py"
+    bench_file.parent.mkdir(parents=True)
+    bench_file.write_text(KERNEL)
+    done = subprocess.run([sys.executable, "-c", PRESTART, str(bench_file), str(tmp_path / "wd")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert r["interpret"] is True and r["server"] and r["same"]  # CPU run: the interpreter's mode
+    assert r["status"] == "ok", r["error"]
+    assert r["launch"] == "forkserver"
