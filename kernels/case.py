@@ -9,6 +9,10 @@ the four ways an operation is run:
   (``Case.compilable``); may be unavailable, e.g. no C++ compiler: skipped;
 * ``triton``: our kernels, wrapped in a ``torch.autograd.Function`` with a Triton backward;
 * ``compiled_triton``: ``torch.compile`` of our module (skipped where it does not compose).
+
+A case also states the traffic its operation cannot avoid (``bytes_per_call``, the least bytes read +
+written per call) and the size of its activations (``activation_bytes``): the sweep turns the first into
+achieved GB/s and a percentage of the device's measured copy bandwidth.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["CASES", "DIRECTIONS", "DTYPES", "PROVIDERS", "Case", "Shape", "build", "mark_rows_dynamic",
+__all__ = ["CASES", "DIRECTIONS", "DTYPES", "PROVIDERS", "Case", "Shape", "build", "is_fwd", "mark_rows_dynamic",
            "register_case"]
 
 PROVIDERS = ("naive", "compiled", "triton", "compiled_triton")
@@ -42,8 +46,15 @@ class Shape:
         return f"{self.batch}x{self.seq_len}x{self.hidden}"
 
 
+def is_fwd(direction: str) -> bool:
+    """True for ``fwd``, False for ``bwd``; anything else is an error (a typo must not count as bwd)."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction={direction!r} is not one of {', '.join(DIRECTIONS)}")
+    return direction == "fwd"
+
+
 class Case(ABC):
-    """One operation. Subclasses set ``name`` and ``description`` and implement the three methods."""
+    """One operation. Subclasses set ``name`` and ``description`` and implement the abstract methods."""
 
     name: str
     description: str
@@ -63,6 +74,23 @@ class Case(ABC):
     @abstractmethod
     def custom(self, reference: nn.Module) -> nn.Module:
         """Our Triton module, holding copies of ``reference``'s parameters."""
+
+    @abstractmethod
+    def bytes_per_call(self, shape: Shape, dtype: torch.dtype, direction: str) -> int:
+        """The least bytes one call must read + write, whatever the implementation: the roofline numerator.
+
+        ``fwd``: every input read once, every parameter read once, every output written once. ``bwd`` (the
+        backward alone, as the sweep times it: ``torch.autograd.grad`` of a recorded forward): the gradients
+        of every output read once, the saved tensors the gradients need (an input, or a forward output that
+        replaces it) and the parameters read once, the gradient of every input and parameter written once
+        (one tensor when two gradients are the same tensor). Not counted: statistics a kernel keeps for
+        its backward (an fp32 rstd per row: under 1 % of the traffic at the sweep's hidden sizes), which a
+        minimal implementation may recompute. Each case states its formula in its docstring."""
+
+    @abstractmethod
+    def activation_bytes(self, shape: Shape, dtype: torch.dtype) -> int:
+        """Bytes of the activations one forward call takes (its floating-point inputs), the size the
+        bandwidth target is stated at."""
 
     def compilable(self, reference: nn.Module) -> nn.Module:
         """What the ``compiled`` provider hands to torch.compile: the reference itself, unless the case

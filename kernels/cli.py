@@ -28,7 +28,8 @@ def kernels_cmd(
         bool, typer.Option("--profile", help="also a torch.profiler Chrome trace per provider, shape and direction")
     ] = False,
     max_shapes: Annotated[
-        int | None, typer.Option(min=1, help="time at most N shapes per case, spread over the sweep's sizes")
+        int | None,
+        typer.Option(min=0, help="time at most N shapes per case, spread over the sweep's sizes (0: all)"),
     ] = None,
     save_path: Annotated[Path, typer.Option("--save-path", help="directory for the CSVs and plots")] = Path(
         "kernels-out"
@@ -60,7 +61,7 @@ def kernels_cmd(
     for name in CASE_MODULES:
         importlib.import_module(name)
     from kernels.case import CASES, DTYPES, PROVIDERS
-    from kernels.sweep import CHECK_SHAPES, SMOKE_SHAPES, sweep_case, sweep_shapes, write_outputs
+    from kernels.sweep import CHECK_SHAPES, SMOKE_SHAPES, copy_ceiling, sweep_case, sweep_shapes, write_outputs
 
     cases = list(CASES) if case == "all" else [c.strip() for c in case.split(",")]
     dtypes = list(DTYPES) if dtype == "all" else [d.strip() for d in dtype.split(",")]
@@ -72,6 +73,7 @@ def kernels_cmd(
     if "naive" not in providers:
         providers.insert(0, "naive")  # every speedup is against it
     smoke = dev.type == "cpu" if smoke is None else smoke
+    max_shapes = max_shapes or None  # 0 (the MLproject default) is the whole sweep
     layer: dict[str, Any] = {"device": str(dev), "smoke": smoke}
     if iterations is not None:
         layer["iterations"] = iterations
@@ -79,9 +81,13 @@ def kernels_cmd(
         layer.update(iterations=3, warmup=1)  # tiny shapes in the interpreter: a number, not a statistic
     config = resolve_config(layer)
     check_shapes = SMOKE_SHAPES[:1] if smoke else CHECK_SHAPES
+    hardware, copy_gbps = copy_ceiling(dev)
+    typer.echo(f"copy bandwidth of {hardware}: " + (f"{copy_gbps:.1f} GB/s (cached by `perflab peak`)" if copy_gbps
+               else "none cached (run `perflab peak` first): GB/s only, % of copy bandwidth '—'"))  # fmt: skip
     params = {"cases": cases, "dtypes": dtypes, "providers": providers, "device": str(dev), "smoke": smoke,
               "max_shapes": max_shapes, "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
-              "timing_mode": config.timing_mode, "iterations": config.iterations}  # fmt: skip
+              "timing_mode": config.timing_mode, "iterations": config.iterations, "hardware": hardware,
+              "copy_gbps": f"{copy_gbps:.1f}" if copy_gbps else "none cached"}  # fmt: skip
 
     for c in cases:
         shapes = SMOKE_SHAPES if smoke else sweep_shapes(CASES[c], max_shapes)
@@ -94,7 +100,8 @@ def kernels_cmd(
         with tracker or contextlib.nullcontext():
             for d in dtypes:
                 rows = sweep_case(CASES[c], d, shapes, config, dev, providers, check_shapes=check_shapes,
-                                  log=typer.echo, profile_dir=save_path / "profile" if profile else None)  # fmt: skip
+                                  log=typer.echo, profile_dir=save_path / "profile" if profile else None,
+                                  copy_gbps=copy_gbps)  # fmt: skip
                 files = write_outputs(rows, c, d, save_path, plot)
                 _report(c, d, rows)
                 if tracker is not None:
@@ -105,9 +112,13 @@ def kernels_cmd(
 
 
 def _report(case: str, dtype_name: str, rows: dict[str, Any]) -> None:
-    """Triton's geomean speedups and what was not timed, per direction."""
-    from kernels.sweep import geomean
+    """Triton's geomean speedups and what was not timed, per direction; the bandwidth target's line for
+    the cases it covers (rms, add_rms forward)."""
+    from kernels.sweep import bandwidth_target, geomean
 
+    target = bandwidth_target(case, dtype_name, rows.get("fwd", []))
+    if target is not None:
+        typer.echo(target.line)
     for direction, rs in rows.items():
         key = f"{case}.{dtype_name}.{direction}"
         for against in ("naive", "compiled"):

@@ -73,3 +73,7 @@ class ActivationCase(Case):
 
     def custom(self, reference: nn.Module) -> nn.Module:
         return retyped(reference, self.triton_module)
+
+    def activation_bytes(self, shape: Shape, dtype: torch.dtype) -> int:
+        """``n_inputs`` activations of batch·seq_len·hidden elements (an index tensor is not one)."""
+        return self.n_inputs * shape.rows * shape.hidden * dtype.itemsize

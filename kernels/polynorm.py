@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from kernels.case import Shape, register_case
+from kernels.case import Shape, is_fwd, register_case
 from kernels.common import ActivationCase, launch_settings, retyped, row_sum
 
 __all__ = ["GatheredMulPolyNorm", "GroupedMulPolyNorm", "MulPolyNorm", "PolyNorm", "TritonGroupedMulPolyNorm",
@@ -319,6 +319,14 @@ class PolyNormCase(ActivationCase):
     description = "PolyNorm: three RMS norms of x³, x², x combined in one pass: one read of x, one write"
     triton_module = TritonPolyNorm
 
+    def bytes_per_call(self, shape: Shape, dtype: torch.dtype, direction: str) -> int:
+        """M = batch·seq_len rows, N = hidden, e = element size; w has 3 elements, b 1.
+
+        fwd: read x (M·N), w, b (4); write out (M·N)                      → (2·M·N + 4)·e
+        bwd: read x, dout (2·M·N), w, b (4); write dx (M·N), dw, db (4) → (3·M·N + 8)·e"""
+        m, n = shape.rows, shape.hidden
+        return (2 * m * n + 4 if is_fwd(direction) else 3 * m * n + 8) * dtype.itemsize
+
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _randomized(PolyNorm(dtype, device), gen)
 
@@ -328,6 +336,14 @@ class MulPolyNormCase(ActivationCase):
     description = "PolyNorm(x) · y fused: reads x and y once, writes the product"
     n_inputs = 2
     triton_module = TritonMulPolyNorm
+
+    def bytes_per_call(self, shape: Shape, dtype: torch.dtype, direction: str) -> int:
+        """M = batch·seq_len rows, N = hidden, e = element size; w has 3 elements, b 1.
+
+        fwd: read x, y (2·M·N), w, b (4); write out (M·N)                           → (3·M·N + 4)·e
+        bwd: read x, y, dout (3·M·N), w, b (4); write dx, dy (2·M·N), dw, db (4) → (5·M·N + 8)·e"""
+        m, n = shape.rows, shape.hidden
+        return (3 * m * n + 4 if is_fwd(direction) else 5 * m * n + 8) * dtype.itemsize
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _randomized(MulPolyNorm(dtype, device), gen)
@@ -353,6 +369,17 @@ class GroupedMulPolyNormCase(ActivationCase):
         expert = torch.randint(self.experts, (shape.rows,), generator=gen)
         offsets = torch.bincount(expert, minlength=self.experts).cumsum(0).to(device, torch.int32)
         return x, y, offsets
+
+    def bytes_per_call(self, shape: Shape, dtype: torch.dtype, direction: str) -> int:
+        """M = tokens (batch·seq_len rows), N = hidden, e = element size, X = experts; per expert w has 3
+        elements and b 1; the offsets are X int32 (4 bytes each), read in both directions.
+
+        fwd: read x, y (2·M·N), w, b (4·X), offsets; write out (M·N)              → (3·M·N + 4·X)·e + 4·X
+        bwd: read x, y, dout (3·M·N), w, b (4·X), offsets; write dx, dy (2·M·N), dw, db (4·X)
+                                                                                   → (5·M·N + 8·X)·e + 4·X"""
+        m, n, x = shape.rows, shape.hidden, self.experts
+        elems = 3 * m * n + 4 * x if is_fwd(direction) else 5 * m * n + 8 * x
+        return elems * dtype.itemsize + x * torch.int32.itemsize
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _randomized(GroupedMulPolyNorm(self.experts, dtype, device), gen)

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from kernels.case import register_case
+from kernels.case import Shape, is_fwd, register_case
 from kernels.common import ActivationCase, launch_settings, row_sum
 
 __all__ = ["AddRMSNorm", "RMSNorm", "TritonAddRMSNorm", "TritonRMSNorm"]
@@ -193,6 +193,14 @@ class RMSNormCase(ActivationCase):
     description = "RMSNorm: one read of x, one write of y"
     triton_module = TritonRMSNorm
 
+    def bytes_per_call(self, shape: Shape, dtype: torch.dtype, direction: str) -> int:
+        """M = batch·seq_len rows, N = hidden, e = element size (the weight has the activations' dtype).
+
+        fwd: read x (M·N), w (N); write y (M·N)            → (2·M·N + N)·e
+        bwd: read x (M·N), dy (M·N), w (N); write dx (M·N), dw (N) → (3·M·N + 2·N)·e"""
+        m, n = shape.rows, shape.hidden
+        return (2 * m * n + n if is_fwd(direction) else 3 * m * n + 2 * n) * dtype.itemsize
+
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _random_weight(RMSNorm(hidden, dtype, device), gen)
 
@@ -202,6 +210,15 @@ class AddRMSNormCase(ActivationCase):
     description = "residual add + RMSNorm fused: reads x and r once, writes the sum and y"
     n_inputs = 2
     triton_module = TritonAddRMSNorm
+
+    def bytes_per_call(self, shape: Shape, dtype: torch.dtype, direction: str) -> int:
+        """M = batch·seq_len rows, N = hidden, e = element size.
+
+        fwd: read x, r (2·M·N), w (N); write s = x + r and y (2·M·N) → (4·M·N + N)·e
+        bwd: read ds, dy (the two outputs' gradients, 2·M·N), s (M·N: the saved sum replaces x and r), w (N);
+             write dx (M·N; dr is the same tensor: d(x + r)/dx = d(x + r)/dr), dw (N) → (4·M·N + 2·N)·e"""
+        m, n = shape.rows, shape.hidden
+        return (4 * m * n + n if is_fwd(direction) else 4 * m * n + 2 * n) * dtype.itemsize
 
     def reference(self, hidden: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> nn.Module:
         return _random_weight(AddRMSNorm(hidden, dtype, device), gen)

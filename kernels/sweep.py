@@ -7,6 +7,12 @@ provider is checked against the reference at the check shapes (on GPU: the issue
 and an awkward one); one that fails is reported and not timed. With a profile directory, each timed
 call is then profiled apart from its timing (bench.profiling.capture_torch: a Chrome trace, the top
 kernels, kernels per call).
+
+Bandwidth: each row also carries the case's minimum bytes per call (``Case.bytes_per_call``), so a
+provider's median gives achieved GB/s, and, where ``perflab peak`` has cached this device's copy
+bandwidth (bench.peaks), a percentage of it. ``bandwidth_target`` judges the issue's target on those:
+triton's forward RMSNorm and fused add + RMSNorm at ≥ 64 MB of activations reach ≥ 80 % of the copy
+bandwidth.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import torch
 import torch._dynamo
 import torch._functorch.config  # noqa: F401  (the donated_buffer switch below)
 
+from bench import peaks
 from bench.config import BenchmarkConfig
 from bench.profiling import capture_torch
 from bench.stats import summarize
@@ -30,8 +37,8 @@ from bench.timing import make_clock
 from kernels.case import DTYPES, PROVIDERS, Case, Shape, build, mark_rows_dynamic
 from kernels.check import check
 
-__all__ = ["CHECK_SHAPES", "GPU_SHAPES", "SMOKE_SHAPES", "Row", "csv_text", "geomean", "plot_png", "sweep_case",
-           "sweep_shapes"]  # fmt: skip
+__all__ = ["CHECK_SHAPES", "CSV_COLUMNS", "GPU_SHAPES", "SMOKE_SHAPES", "BandwidthTarget", "Row", "bandwidth_target",
+           "copy_ceiling", "csv_text", "geomean", "plot_png", "sweep_case", "sweep_shapes"]  # fmt: skip
 
 # The issue's sweep: batch 1/2/4/8 x seq 1024..8192 x hidden 2048/4096 (GPU sizes).
 GPU_SHAPES = [Shape(b, s, h) for h in (2048, 4096) for b in (1, 2, 4, 8) for s in (1024, 2048, 4096, 8192)]
@@ -40,8 +47,17 @@ SMOKE_SHAPES = [Shape(2, 3, 37), Shape(1, 5, 64)]
 # Correctness before timing at GPU size: the issue's three configurations, then an awkward shape
 # (hidden not a power of two, an odd row count).
 CHECK_SHAPES = [Shape(2, 128, 4096), Shape(8, 4096, 1280), Shape(1, 32768, 1280), Shape(3, 77, 1000)]
+# The issue's columns, first and unchanged; the bandwidth columns follow them.
 CSV_COLUMNS = ["dim", "batch_size", "seq_len", *(f"{p}_us" for p in PROVIDERS), "speedup_vs_naive",
                "speedup_vs_compiled"]  # fmt: skip
+BANDWIDTH_COLUMNS = ["bytes_per_call", "activation_bytes", *(f"{p}_gbps" for p in PROVIDERS),
+                     *(f"{p}_pct_of_copy" for p in PROVIDERS), "copy_gbps"]  # fmt: skip
+# The issue's bandwidth target: these cases' forward, at shapes with at least this many bytes of activations
+# (Case.activation_bytes; 64 MB, which on the sweep's power-of-two sizes is 64 MiB), reach this share of the
+# measured copy bandwidth.
+TARGET_CASES = ("rms", "add_rms")
+TARGET_MIN_ACTIVATION_BYTES = 64_000_000
+TARGET_PCT_OF_COPY = 80.0
 _COMPILED = ("compiled", "compiled_triton")
 
 
@@ -53,11 +69,24 @@ class Row:
     us: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # provider -> why (compile failed, check failed)
     kernels: dict[str, float | None] = field(default_factory=dict)  # provider -> GPU kernels per call (--profile)
+    bytes: int | None = None  # the case's minimum bytes read + written per call (Case.bytes_per_call)
+    activation_bytes: int | None = None  # the forward's activations (Case.activation_bytes)
+    copy_gbps: float | None = None  # this device's measured copy bandwidth (copy_ceiling); None: none cached
 
     def speedup(self, against: str, provider: str = "triton") -> float | None:
         if against in self.us and provider in self.us and self.us[provider] > 0:
             return self.us[against] / self.us[provider]
         return None
+
+    def gbps(self, provider: str) -> float | None:
+        """Achieved GB/s: the minimum bytes per call over the median time (None: not timed, or no bytes)."""
+        us = self.us.get(provider)
+        return self.bytes / (us * 1e3) if self.bytes and us and us > 0 else None
+
+    def pct_of_copy(self, provider: str) -> float | None:
+        """Achieved GB/s as a percentage of the measured copy bandwidth (None: not timed, or none cached)."""
+        gbps = self.gbps(provider)
+        return 100.0 * gbps / self.copy_gbps if gbps is not None and self.copy_gbps else None
 
 
 def sweep_shapes(case: Case, max_shapes: int | None = None) -> list[Shape]:
@@ -72,6 +101,16 @@ def sweep_shapes(case: Case, max_shapes: int | None = None) -> list[Shape]:
     step = (len(by_size) - 1) / max(max_shapes - 1, 1)
     keep = {by_size[round(i * step)] for i in range(max_shapes)} if max_shapes > 1 else {by_size[-1]}
     return [s for s in shapes if s in keep]
+
+
+def copy_ceiling(device: torch.device, path: Path | None = None) -> tuple[str, float | None]:
+    """(hardware key, copy bandwidth in GB/s counting bytes read + written) for ``device``: the ceiling
+    ``perflab peak`` cached for this hardware (bench.peaks: the GPU's name, else this host's CPU key), or
+    None when it has not been measured here."""
+    key = torch.cuda.get_device_name(device) if device.type == "cuda" else peaks.cpu_key()
+    ceilings = peaks.lookup(key, path) or {}
+    copy = ceilings.get("copy_gbps")
+    return key, float(copy) if copy else None
 
 
 def geomean(xs: Iterable[float | None]) -> float | None:
@@ -104,12 +143,13 @@ def time_fn(fn: Callable[[], object], config: BenchmarkConfig, device: torch.dev
 def sweep_case(
     case: Case, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig, device: torch.device,
     providers: Sequence[str] = PROVIDERS, check_shapes: Sequence[Shape] | None = None,
-    log: Callable[[str], None] = print, profile_dir: Path | None = None,
+    log: Callable[[str], None] = print, profile_dir: Path | None = None, copy_gbps: float | None = None,
 ) -> dict[str, list[Row]]:  # fmt: skip
     """{direction: rows}. Each provider is checked first, forward and backward, at every ``check_shapes``
     (default: the first shape); one that fails a check, or whose compilation fails, is skipped with the
     reason. ``profile_dir``: also a torch.profiler trace per provider, shape and direction (after timing,
-    never inside it)."""
+    never inside it). ``copy_gbps``: the device's measured copy bandwidth (``copy_ceiling``), which the
+    rows' percentages are of; None: GB/s only."""
     dtype = DTYPES[dtype_name]
     out: dict[str, list[Row]] = {"fwd": [], "bwd": []}
     torch._dynamo.reset()  # graphs of another case or dtype never count against this one's recompile limit
@@ -119,7 +159,8 @@ def sweep_case(
             why = None if p == "naive" else _check(case, p, dtype_name, check_shapes or shapes[:1], config, device, log)
             if why:
                 reasons[p] = why
-        _time_shapes(case, dtype, dtype_name, shapes, config, device, providers, reasons, out, log, profile_dir)
+        _time_shapes(case, dtype, dtype_name, shapes, config, device, providers, reasons, out, log, profile_dir,
+                     copy_gbps)  # fmt: skip
     return out
 
 
@@ -162,14 +203,16 @@ def _check(case: Case, provider: str, dtype_name: str, shapes: Sequence[Shape], 
 
 def _time_shapes(case: Case, dtype: torch.dtype, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig,
                  device: torch.device, providers: Sequence[str], reasons: dict[str, str],
-                 out: dict[str, list[Row]], log: Callable[[str], None], profile_dir: Path | None) -> None:  # fmt: skip
+                 out: dict[str, list[Row]], log: Callable[[str], None], profile_dir: Path | None,
+                 copy_gbps: float | None) -> None:  # fmt: skip
     for shape in shapes:
         gen = torch.Generator().manual_seed(config.seed)
         reference = case.reference(shape.hidden, dtype, device, gen)
         inputs = case.make_inputs(shape, dtype, device, gen)
         mark_rows_dynamic(inputs)
         for direction in ("fwd", "bwd"):
-            row = Row(shape, skipped=dict(reasons))
+            row = Row(shape, skipped=dict(reasons), bytes=case.bytes_per_call(shape, dtype, direction),
+                      activation_bytes=case.activation_bytes(shape, dtype), copy_gbps=copy_gbps)  # fmt: skip
             for p in providers:
                 if p in reasons:
                     continue
@@ -183,23 +226,83 @@ def _time_shapes(case: Case, dtype: torch.dtype, dtype_name: str, shapes: Sequen
                     row.skipped[p] = f"timing raised {type(exc).__name__}: {exc}"[:300]
             out[direction].append(row)
             log(f"{case.name} {dtype_name} {direction} {shape}: "
-                + ", ".join(f"{p} {us:.1f} µs" for p, us in row.us.items()))  # fmt: skip
+                + ", ".join(f"{p} {us:.1f} µs ({_fmt(row.gbps(p), '.1f')} GB/s, {_fmt(row.pct_of_copy(p), '.1f')} % of "
+                            "copy)" for p, us in row.us.items()))  # fmt: skip
+
+
+def _fmt(x: float | None, spec: str, missing: str = "—") -> str:
+    return missing if x is None else format(x, spec)
 
 
 def csv_text(rows: Sequence[Row]) -> str:
-    """dim, batch_size, seq_len, one µs column per provider (empty: not run), speedups of triton."""
+    """The issue's columns (dim, batch_size, seq_len, one µs column per provider, speedups of triton), then
+    the bandwidth ones (BANDWIDTH_COLUMNS: the minimum bytes per call, the activations' bytes, GB/s and %
+    of the copy bandwidth per provider, that bandwidth). Empty: not run, or no copy bandwidth cached;
+    never 0."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow(CSV_COLUMNS + BANDWIDTH_COLUMNS)
 
     def fmt(x: float | None, spec: str) -> str:
-        return "" if x is None else format(x, spec)
+        return _fmt(x, spec, missing="")
 
     for r in rows:
         writer.writerow([r.shape.hidden, r.shape.batch, r.shape.seq_len,
                          *(fmt(r.us.get(p), ".3f") for p in PROVIDERS),
-                         fmt(r.speedup("naive"), ".4f"), fmt(r.speedup("compiled"), ".4f")])  # fmt: skip
+                         fmt(r.speedup("naive"), ".4f"), fmt(r.speedup("compiled"), ".4f"),
+                         fmt(r.bytes, "d"), fmt(r.activation_bytes, "d"),
+                         *(fmt(r.gbps(p), ".6g") for p in PROVIDERS),
+                         *(fmt(r.pct_of_copy(p), ".6g") for p in PROVIDERS),
+                         fmt(r.copy_gbps, ".1f")])  # fmt: skip
     return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class BandwidthTarget:
+    """The bandwidth target for one case, dtype and provider: ``verdict`` met | not met | not measured,
+    ``line`` the summary that says why, ``min_pct`` the lowest % of copy bandwidth over the shapes the
+    target covers (None when none was measured)."""
+
+    verdict: str
+    line: str
+    min_pct: float | None
+
+
+def bandwidth_target(case: str, dtype_name: str, rows: Sequence[Row], provider: str = "triton"
+                     ) -> BandwidthTarget | None:  # fmt: skip
+    """The issue's target on the forward ``rows`` of one case and dtype: at every shape with ≥ 64 MB of
+    activations, ``provider`` reaches ≥ 80 % of the measured copy bandwidth. None for a case it does not
+    cover. ``not met`` as soon as one such shape is measured below 80 %; ``met`` only when all are measured
+    and reach it; otherwise (no such shape, no copy bandwidth cached, the provider not timed at some)
+    ``not measured``."""
+    if case not in TARGET_CASES:
+        return None
+    head = (f"{case}.{dtype_name}.fwd: target {provider} ≥ {TARGET_PCT_OF_COPY:.0f} % of copy bandwidth at "
+            f"≥ {TARGET_MIN_ACTIVATION_BYTES / 1e6:.0f} MB of activations:")  # fmt: skip
+    big = [r for r in rows if (r.activation_bytes or 0) >= TARGET_MIN_ACTIVATION_BYTES]
+    if not big:
+        largest = max((r.activation_bytes or 0 for r in rows), default=0)
+        return BandwidthTarget("not measured", f"{head} not measured — no such shape in this sweep (largest "
+                                               f"{largest / 1e6:.3g} MB)", None)  # fmt: skip
+    if not any(r.copy_gbps for r in big):
+        return BandwidthTarget("not measured", f"{head} not measured — no copy bandwidth cached for this "
+                                               "device (run `perflab peak`)", None)  # fmt: skip
+    measured = [(pct, r) for r in big if (pct := r.pct_of_copy(provider)) is not None]
+    if not measured:
+        why = next((r.skipped[provider] for r in big if provider in r.skipped), f"{provider} not timed")
+        return BandwidthTarget("not measured", f"{head} not measured — {why}"[:400], None)
+    low, at = min(measured, key=lambda m: m[0])
+    passed = sum(pct >= TARGET_PCT_OF_COPY for pct, _ in measured)
+    detail = (f"min {low:.1f} % ({at.gbps(provider):.0f} of {at.copy_gbps:.0f} GB/s) at {at.shape}; "
+              f"{passed}/{len(big)} shapes ≥ {TARGET_PCT_OF_COPY:.0f} %")  # fmt: skip
+    if low < TARGET_PCT_OF_COPY:
+        verdict = "not met"
+    elif len(measured) == len(big):
+        verdict = "met"
+    else:
+        verdict = "not measured"
+        detail += f", {len(big) - len(measured)} not timed"
+    return BandwidthTarget(verdict, f"{head} {verdict} — {detail}", low)
 
 
 def csv_name(case: str, dtype_name: str, direction: str) -> str:

@@ -6,13 +6,19 @@ every case's parent, so nothing logged on a parent may differ between cases: its
 invocation's (identical for all cases) or carry the case name, and so do its metrics and artifacts.
 
 * Parent ``perflab kernels <case>`` (tag ``perflab.kind=kernels``): params (cases, dtypes, providers,
-  device, timing settings, ``<case>.shapes``, ``<case>.check_shapes``); metrics
-  ``<case>.<dtype>.<direction>.speedup_vs_<naive|compiled>_geomean`` (triton's, over the sweep);
-  artifacts: the CSVs, the speedup PNGs, a ``<case>-skipped.txt`` naming what was not timed and why.
+  device, timing settings, the hardware key and its cached copy bandwidth ``copy_gbps``, ``<case>.shapes``,
+  ``<case>.check_shapes``); metrics ``<case>.<dtype>.<direction>.speedup_vs_<naive|compiled>_geomean``
+  (triton's, over the sweep); for the bandwidth target's cases (rms, add_rms) the tag
+  ``perflab.target.<case>.<dtype>.fwd_pct_of_copy`` = met | not met | not measured and, when measured,
+  the metric ``<case>.<dtype>.fwd.min_pct_of_copy_at_64mb`` (triton's lowest % of the copy bandwidth at
+  ≥ 64 MB of activations); artifacts: the CSVs, the speedup PNGs, a ``<case>-skipped.txt`` naming what
+  was not timed and why, a ``<case>-targets.txt`` with the target's summary lines.
 * Child ``kernels:<case>:<dtype>:<provider>`` (tags ``perflab.kind=kernels-provider``, ``perflab.case``,
   ``perflab.dtype``, ``perflab.provider``, ``perflab.status`` = ok | partial | skipped, ``perflab.reason``):
-  metrics ``<direction>.<shape>_us`` (median µs), ``<direction>.speedup_vs_<naive|compiled>_geomean`` of
-  this provider, ``<direction>.<shape>.kernels_per_call`` with ``--profile``. Only measured numbers.
+  metrics ``<direction>.<shape>_us`` (median µs), ``<direction>.<shape>_gbps`` (the case's minimum bytes
+  per call over it), ``<direction>.<shape>.pct_of_copy`` (of the cached copy bandwidth; absent when none
+  is cached), ``<direction>.speedup_vs_<naive|compiled>_geomean`` of this provider,
+  ``<direction>.<shape>.kernels_per_call`` with ``--profile``. Only measured numbers.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 
 from bench.manifest import host_manifest
 from bench.tracking import Tracker, log_text_artifacts
-from kernels.sweep import Row, geomean
+from kernels.sweep import Row, bandwidth_target, geomean
 
 __all__ = ["KernelsTracker"]
 
@@ -42,11 +48,12 @@ class KernelsTracker:
         self._tracker.log_parent(params=params)
         self._files: dict[str, str | bytes] = {}
         self._skipped: list[str] = []
+        self._targets: list[str] = []
 
     def log_dtype(self, dtype_name: str, rows: Mapping[str, Sequence[Row]], providers: Sequence[str],
                   files: Mapping[str, str | bytes]) -> dict[str, float]:  # fmt: skip
-        """A child run per provider; triton's geomean speedups on the parent (returned); ``files`` (the
-        CSVs and plots) are attached when the case finishes."""
+        """A child run per provider; triton's geomean speedups and the bandwidth target on the parent (the
+        metrics returned); ``files`` (the CSVs and plots) are attached when the case finishes."""
         for p in providers:
             self._log_provider(dtype_name, p, rows)
         metrics: dict[str, float] = {}
@@ -55,7 +62,14 @@ class KernelsTracker:
                 gm = geomean(r.speedup(against) for r in rs)
                 if gm is not None:
                     metrics[f"{self.case}.{dtype_name}.{direction}.speedup_vs_{against}_geomean"] = gm
-        self._tracker.log_parent(metrics=metrics)
+        tags: dict[str, str] = {}
+        target = bandwidth_target(self.case, dtype_name, rows.get("fwd", []))
+        if target is not None:
+            tags[f"perflab.target.{self.case}.{dtype_name}.fwd_pct_of_copy"] = target.verdict
+            if target.min_pct is not None:
+                metrics[f"{self.case}.{dtype_name}.fwd.min_pct_of_copy_at_64mb"] = target.min_pct
+            self._targets.append(target.line)
+        self._tracker.log_parent(metrics=metrics, tags=tags)
         self._files.update(files)
         return metrics
 
@@ -66,6 +80,8 @@ class KernelsTracker:
             for r in rs:
                 if provider in r.us:
                     metrics[f"{direction}.{r.shape}_us"] = r.us[provider]
+                    metrics[f"{direction}.{r.shape}_gbps"] = r.gbps(provider)
+                    metrics[f"{direction}.{r.shape}.pct_of_copy"] = r.pct_of_copy(provider)
                     metrics[f"{direction}.{r.shape}.kernels_per_call"] = r.kernels.get(provider)
                 elif provider in r.skipped:
                     reasons[r.skipped[provider]] = None  # a failed check: one reason for every shape
@@ -94,6 +110,8 @@ class KernelsTracker:
             return
         if self._skipped:
             self._files[f"{self.case}-skipped.txt"] = "\n".join(self._skipped) + "\n"
+        if self._targets:
+            self._files[f"{self.case}-targets.txt"] = "\n".join(self._targets) + "\n"
         if self._files:
             log_text_artifacts(self.parent, self._files, self._tracker.tracking_uri)
         self._tracker.close()

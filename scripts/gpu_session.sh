@@ -60,7 +60,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     kernels)  # issue 9: check, then time, the Triton kernel cases; CSVs and plots under $OUT/kernels
       $T perflab kernels --case "${PERFLAB_KERNEL_CASES:-all}" --dtype "${PERFLAB_KERNEL_DTYPE:-bf16}" --plot \
         --save-path "$OUT/kernels" ${PERFLAB_KERNEL_ARGS:-} > "$OUT/kernels.log" 2>&1
-      echo "kernels exit $?"; grep -E "geomean|skipped|failed|^logged" "$OUT/kernels.log" | cut -c1-300 | tail -60 ;;
+      echo "kernels exit $?"; grep -E "geomean|target|skipped|failed|^logged|^copy bandwidth" "$OUT/kernels.log" | cut -c1-300 | tail -60 ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
     sweep)  # issue 5: the default grid (128 trials), smart replayed against it, then a live smart sweep of 32
