@@ -35,7 +35,7 @@ from typing import Any
 from bench.config import resolve_config
 from bench.profiling import parse_ncu_csv as parse_kernels
 from bench.stopping import Measurement, StopRule, sample_until
-from bench.timing import L2Flush, make_clock
+from bench.timing import L2Flush, capture_graph, make_clock
 
 GPU_WORKLOADS = ("tiny_add", "scale_64mib", "matmul_bf16")
 CPU_WORKLOADS = ("cpu_sum",)
@@ -87,23 +87,12 @@ def _graph_replay_ms(fn: Callable[[], Any], calls: int, replays: int = 20) -> fl
     """Median time of one replay of a CUDA graph holding ``calls`` back-to-back calls of ``fn``."""
     import torch
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
+    replay = capture_graph(fn, calls, torch.device("cuda", 0))
     times = []
     for _ in range(replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        graph.replay()
+        replay()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))

@@ -326,15 +326,8 @@ class CudaEventClock:
 class CudaGraphClock(CudaEventClock):
     """Times replays of ``benchmark_fn`` captured once in a CUDA graph (falls back to events)."""
 
-    def __init__(
-        self,
-        device: Any,
-        flush_l2: bool = True,
-        calls_per_sample: int | None = None,
-        launch_batching: str = "graph",
-        spin_ms: float = 0.05,
-    ) -> None:
-        super().__init__(device, flush_l2, calls_per_sample, launch_batching, spin_ms)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # CudaEventClock's parameters
+        super().__init__(*args, **kwargs)
         self.mode = "cuda_graph"
         self._replay: Fn | None = None
         self._fn: Fn | None = None
