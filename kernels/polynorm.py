@@ -288,7 +288,11 @@ class GatheredMulPolyNorm(GroupedMulPolyNorm):
     def forward(self, x: torch.Tensor, y: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         rows = torch.arange(x.shape[0], device=x.device, dtype=offsets.dtype)
         expert = torch.searchsorted(offsets, rows, right=True).clamp_max(offsets.numel() - 1)
-        return (poly_reference(x, self.weight[expert], self.bias[expert], self.eps) * y.float()).to(x.dtype)
+        # Gather from fp32 copies: the backward of a gather is a scatter-add of one gradient per row, which on
+        # the 16-bit parameters themselves accumulates in 16 bits (H100, bf16, 256 tokens: dw off by up to 2
+        # against the loop's fp32 reductions). The forward is unchanged: poly_reference works in fp32 anyway.
+        w, b = self.weight.float()[expert], self.bias.float()[expert]
+        return (poly_reference(x, w, b, self.eps) * y.float()).to(x.dtype)
 
 
 class TritonPolyNorm(PolyNorm):
