@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# kernels). Everything
+# kernels wall). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
@@ -61,6 +61,16 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       $T perflab kernels --case "${PERFLAB_KERNEL_CASES:-all}" --dtype "${PERFLAB_KERNEL_DTYPE:-bf16}" --plot \
         --save-path "$OUT/kernels" ${PERFLAB_KERNEL_ARGS:-} > "$OUT/kernels.log" 2>&1
       echo "kernels exit $?"; grep -E "geomean|target|skipped|failed|^logged|^copy bandwidth" "$OUT/kernels.log" | cut -c1-300 | tail -60 ;;
+    wall)  # issue 4: the chapter's wall time on PERFLAB_WALL_GPUS sets of GPUs (default "0,1 0": the
+      # several-GPU run first, so a cache it fills can only favour the one-GPU run), MLflow start included
+      for gpus in ${PERFLAB_WALL_GPUS:-0,1 0}; do
+        tag=$(echo "$gpus" | tr , _); t0=$(date +%s.%N)
+        $T perflab run -t "${PERFLAB_TARGETS:-7}" --gpus "$gpus" --tracking-uri "sqlite:///$OUT/wall-$tag.db" \
+          > "$OUT/wall-$tag.log" 2>&1
+        rc=$?; t1=$(date +%s.%N)
+        echo "gpus=$gpus exit=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 2))")" | tee -a "$OUT/wall.txt"
+        left=$((budget - SECONDS)); T="timeout $left"
+      done ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
     sweep)  # issue 5: the default grid (128 trials), smart replayed against it, then a live smart sweep of 32
