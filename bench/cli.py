@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -16,6 +17,9 @@ from bench.config import load_config_file, resolve_config
 from bench.discovery import Catalog, Example, discover, select
 from bench.errors import PerflabError
 from bench.result import Comparison, SuiteResult, VariantResult
+
+if TYPE_CHECKING:
+    from bench.tracking import Tracker
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="perflab: honest baseline vs optimized benchmarks")
 # No emoji codes: a key like "ch07:x:baseline" would print as "ch07❌baseline". Text from names,
@@ -125,22 +129,28 @@ def run(
         from bench.runner import prestart_server
 
         prestart_server(effective)  # the server's imports overlap the MLflow start-up below
-    tracker = None
+    from bench.suite import BackgroundSink, run_suite
+
+    sink = None
     if not no_track:
-        from bench.manifest import host_manifest
-        from bench.tracking import Tracker
-
         target_text = ",".join(targets or ["all"])
-        tracker = Tracker(
-            experiment=experiment,
-            tracking_uri=tracking_uri,
-            run_name=f"perflab run {target_text}",
-            host_manifest=host_manifest(),
-            tags={"perflab.targets": target_text, "perflab.cold_start": str(cold_start).lower()},
-        )
-        tracker.start()
 
-    from bench.suite import run_suite
+        def open_tracker() -> Tracker:
+            from bench.manifest import host_manifest
+            from bench.tracking import Tracker
+
+            tracker = Tracker(
+                experiment=experiment,
+                tracking_uri=tracking_uri,
+                run_name=f"perflab run {target_text}",
+                host_manifest=host_manifest(),
+                tags={"perflab.targets": target_text, "perflab.cold_start": str(cold_start).lower()},
+            )
+            tracker.start()
+            return tracker
+
+        # MLflow opens (import + store: ~10 s on a GPU host) while the first variants run.
+        sink = BackgroundSink(open_tracker)
 
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -157,7 +167,7 @@ def run(
                 examples,
                 suite_layer=suite_layer,
                 cli_layer=cli_layer,
-                sink=tracker,
+                sink=sink,
                 on_result=on_result,
                 workdir=keep_workdir,
                 keep_workdir=keep_workdir is not None,
@@ -165,9 +175,13 @@ def run(
                 workers=workers,
             )
         except BaseException:
-            if tracker is not None:
-                tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True}, failed=True)
+            if sink is not None:
+                with contextlib.suppress(Exception):  # the store may be what failed; keep the original error
+                    tracker = cast("Tracker", sink.close())
+                    tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True},
+                                   failed=True)  # fmt: skip
             raise
+    tracker = cast("Tracker", sink.close()) if sink is not None else None
     from bench.summary import summary_dict, summary_markdown
 
     summary = summary_dict(suite)
@@ -176,7 +190,7 @@ def run(
     console.print(_table(suite))
     console.print(
         f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
-        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified"
+        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s"
         + (f", MLflow parent run {tracker.parent_run_id}" if tracker is not None else "")
     )
     if not suite.all_ok:

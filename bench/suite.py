@@ -9,6 +9,7 @@ from __future__ import annotations
 import queue
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from typing import Protocol
 from bench.compare import compare
 from bench.config import Layer
 from bench.discovery import Example
+from bench.errors import PerflabError
 from bench.result import Comparison, SuiteResult, VariantResult
 from bench.runner import run_variant
 
@@ -29,6 +31,63 @@ class Sink(Protocol):
 
 
 OnResult = Callable[[VariantResult, Comparison | None], None]
+
+
+class BackgroundSink:
+    """A sink opened and fed on a thread of its own, so the suite waits neither for it nor on it.
+
+    ``open_sink`` builds the real sink (for MLflow: import mlflow and open the store, ~10 s on a GPU host,
+    ~5 s of it a new SQLite store's migrations) while the first variants already run; results queue until
+    it is ready and are logged in the order they finished, and logging one never holds up the next
+    variant. A sink that fails to open or to log stops the suite before its next variant (``check``, which
+    ``run_suite`` calls): nothing may run that cannot be recorded. ``close`` waits until everything queued
+    is logged and returns the sink (for its summary), or raises what went wrong.
+    """
+
+    def __init__(self, open_sink: Callable[[], Sink]) -> None:
+        self._queue: queue.SimpleQueue[tuple[VariantResult, Comparison | None] | None] = queue.SimpleQueue()
+        self._sink: Sink | None = None
+        self._error: BaseException | None = None
+        self._lost: list[str] = []  # variants queued but never logged, because the sink failed
+        self._thread = threading.Thread(target=self._loop, args=(open_sink,), name="perflab-sink", daemon=True)
+        self._thread.start()
+
+    def _loop(self, open_sink: Callable[[], Sink]) -> None:
+        try:
+            self._sink = open_sink()
+        except BaseException as exc:  # recorded, raised by check/close in the suite's threads
+            self._error = exc
+        while (item := self._queue.get()) is not None:
+            if self._error is not None:
+                self._lost.append(item[0].spec.key)
+                continue
+            try:
+                self._sink.log_variant(*item)  # type: ignore[union-attr]
+            except BaseException as exc:
+                self._error = exc
+                self._lost.append(item[0].spec.key)
+
+    def log_variant(self, result: VariantResult, comparison: Comparison | None = None) -> str:
+        """Queue one result; returns at once (the run id is not known yet: "")."""
+        self._queue.put((result, comparison))
+        return ""
+
+    def check(self) -> None:
+        """Raise if the sink failed: the suite must not start another variant it cannot record."""
+        if self._error is not None:
+            lost = f"; not logged: {', '.join(self._lost)}" if self._lost else ""
+            raise PerflabError(f"results cannot be logged ({type(self._error).__name__}: {self._error}){lost}") from (
+                self._error
+            )
+
+    def close(self) -> Sink:
+        """Wait until every queued result is logged; the opened sink, or the error that stopped it."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self.check()
+        assert self._sink is not None
+        return self._sink
 
 
 Worker = Mapping[str, str]  # environment of one worker, e.g. {"CUDA_VISIBLE_DEVICES": "1"}
@@ -96,7 +155,10 @@ def _run_example(
     variants: list[VariantResult] = []
     comparisons: list[Comparison] = []
     baseline = None
+    check = getattr(sink, "check", None)  # a BackgroundSink that failed stops the suite
     for spec in example.variants:
+        if check is not None:
+            check()
         wd = root / spec.chapter / spec.example / spec.variant
         result = run_variant(
             spec, wd, suite_layer=suite_layer, cli_layer=cli_layer, cold_start=cold_start, env=dict(env)

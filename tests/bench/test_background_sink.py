@@ -1,0 +1,79 @@
+"""BackgroundSink: the store opens and logs on its own thread; the suite neither waits for it nor outruns it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.discovery import discover, select
+from bench.errors import PerflabError
+from bench.result import Comparison, VariantResult
+from bench.suite import BackgroundSink, run_suite
+
+FAST = {"warmup": 1, "iterations": 3, "device": "cpu"}
+
+
+class ListSink:
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.logged: list[tuple[str, Comparison | None]] = []
+        self.fail_on = fail_on
+
+    def log_variant(self, result: VariantResult, comparison: Comparison | None = None) -> str:
+        if result.spec.key == self.fail_on:
+            raise OSError("disk full")
+        self.logged.append((result.spec.key, comparison))
+        return str(len(self.logged))
+
+
+@pytest.fixture
+def pair(chapters: Any) -> list[Any]:
+    return select(discover(chapters({"ch07/baseline_a.py": {}, "ch07/optimized_a.py": {}})))
+
+
+def test_variants_run_before_the_sink_is_open_and_all_are_logged_in_order(pair: list[Any]) -> None:
+    """The sink opens only once the first variant has finished: a suite that waited for it would hang here
+    (the open gives up after 120 s and the suite then fails)."""
+    first_done = threading.Event()
+    sink = ListSink()
+
+    def open_sink() -> ListSink:
+        if not first_done.wait(120):
+            raise TimeoutError("no variant finished while the sink was opening")
+        return sink
+
+    background = BackgroundSink(open_sink)
+    suite = run_suite(pair, cli_layer=FAST, sink=background, on_result=lambda r, c: first_done.set())
+    assert background.close() is sink
+    assert [key for key, _ in sink.logged] == ["ch07:a:baseline", "ch07:a:optimized"]
+    assert sink.logged[0][1] is None and sink.logged[1][1] is suite.comparisons[0]
+
+
+def test_a_sink_that_cannot_open_stops_the_suite_before_a_variant_runs(pair: list[Any]) -> None:
+    def open_sink() -> ListSink:
+        raise ConnectionError("tracking server refused the connection")
+
+    background = BackgroundSink(open_sink)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the open fails on the sink's thread; wait until it has
+        try:
+            background.check()
+        except PerflabError:
+            break
+        time.sleep(0.01)
+    ran: list[str] = []
+    with pytest.raises(PerflabError, match="cannot be logged.*ConnectionError.*refused"):
+        run_suite(pair, cli_layer=FAST, sink=background, on_result=lambda r, c: ran.append(r.spec.key))
+    assert ran == []
+    with pytest.raises(PerflabError, match="refused"):
+        background.close()
+
+
+def test_a_sink_that_fails_to_log_names_what_was_not_logged(pair: list[Any], tmp_path: Path) -> None:
+    background = BackgroundSink(lambda: ListSink(fail_on="ch07:a:baseline"))
+    with pytest.raises(PerflabError, match=r"OSError: disk full.*not logged: ch07:a:baseline"):
+        run_suite(pair, cli_layer=FAST, sink=background)  # may stop before the optimized variant ...
+        background.close()  # ... or, if it outran the sink's thread, fail here
