@@ -556,15 +556,47 @@ def regressions(
 
 @app.command()
 def overhead(
-    n: Annotated[int, typer.Option("--n", min=2, help="trivial variants per launch path")] = 10,
+    n: Annotated[int, typer.Option("--n", min=0, help="trivial variants per launch path (0: skip)")] = 10,
     out: Annotated[Path | None, typer.Option(help="also write overhead.md and overhead.json here")] = None,
+    chapter_wall: Annotated[
+        str | None,
+        typer.Option(help="also time `perflab run -t TARGET` on one worker vs all (--gpus, else --jobs)"),
+    ] = None,
+    gpus: Annotated[str | None, typer.Option(help="with --chapter-wall: GPU indices (default: every visible)")] = None,
+    jobs: Annotated[int | None, typer.Option(min=2, help="with --chapter-wall on the CPU: parallel jobs")] = None,
+    smoke: Annotated[bool | None, typer.Option("--smoke/--full-size", help="with --chapter-wall")] = None,
+    chapters_dir: ChaptersOpt = None,
 ) -> None:
-    """Per-variant cost of isolation: fast path (forkserver) vs cold start (fresh interpreter)."""
+    """Per-variant cost of isolation: fast path (forkserver) vs cold start (fresh interpreter); with
+    --chapter-wall, a chapter's wall time on one worker vs several."""
+    from bench.overhead import chapter_wall as time_chapter
+    from bench.overhead import chapter_wall_markdown, markdown, run_overhead
 
-    from bench.overhead import markdown, run_overhead
-
-    report = run_overhead(n)
-    _emit(markdown(report), report, out, "overhead")
+    if n == 1:
+        raise PerflabError("--n 1 is too small; use at least 2 variants per path, or 0 to skip")
+    if n:
+        report = run_overhead(n)
+        _emit(markdown(report), report, out, "overhead")
+    if chapter_wall is None:
+        return
+    if gpus is not None and jobs is not None:
+        raise PerflabError("--gpus and --jobs exclude each other: --gpus compares GPUs, --jobs CPU workers")
+    store = out / "chapter_wall.db" if out is not None else None  # the three runs' MLflow store, kept with --out
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    extra = [*(["--smoke"] if smoke else ["--full-size"] if smoke is False else [])]
+    extra += ["--chapters-dir", str(chapters_dir)] if chapters_dir else []
+    if jobs is not None:
+        wall = time_chapter(chapter_wall, [str(i) for i in range(jobs)], "--jobs", [*extra, "--device", "cpu"], store)
+    else:
+        ids = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else [str(i) for i in range(_cuda_count())]
+        if len(ids) < 2 or not all(g.isdigit() for g in ids):
+            raise PerflabError(
+                f"--chapter-wall compares one worker with several: --gpus {gpus or ','.join(ids)!r} names "
+                f"{len(ids)} GPU(s); pass at least two GPU indices (e.g. 0,1), or --jobs K on the CPU"
+            )
+        wall = time_chapter(chapter_wall, ids, "--gpus", extra, store)
+    _emit(chapter_wall_markdown(wall), wall, out, "chapter_wall")
 
 
 def _emit(text: str, report: dict[str, Any], out: Path | None, stem: str) -> None:

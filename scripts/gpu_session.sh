@@ -61,18 +61,11 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       $T perflab kernels --case "${PERFLAB_KERNEL_CASES:-all}" --dtype "${PERFLAB_KERNEL_DTYPE:-bf16}" --plot \
         --save-path "$OUT/kernels" ${PERFLAB_KERNEL_ARGS:-} > "$OUT/kernels.log" 2>&1
       echo "kernels exit $?"; grep -E "geomean|target|skipped|failed|^logged|^copy bandwidth" "$OUT/kernels.log" | cut -c1-300 | tail -60 ;;
-    wall)  # issue 4: the chapter's wall time on each of PERFLAB_WALL_GPUS (default "0 0,1 0": the first run
-      # fills the compile caches and creates the store, as a user's first run does; the next two compare
-      # k GPUs with one on equal terms), whole command timed: start-up, MLflow and summary included
-      i=0
-      for gpus in ${PERFLAB_WALL_GPUS:-0 0,1 0}; do
-        i=$((i + 1)); tag=$i-$(echo "$gpus" | tr , _); t0=$(date +%s.%N)
-        $T perflab run -t "${PERFLAB_TARGETS:-7}" --gpus "$gpus" --tracking-uri "sqlite:///$OUT/wall.db" \
-          > "$OUT/wall-$tag.log" 2>&1
-        rc=$?; t1=$(date +%s.%N)
-        echo "run $i gpus=$gpus exit=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 2))")" | tee -a "$OUT/wall.txt"
-        left=$((budget - SECONDS)); T="timeout $left"
-      done ;;
+    wall)  # issue 4: `perflab run -t TARGETS` on one GPU (warm-up), on every GPU (or PERFLAB_WALL_GPUS), on one;
+      # whole commands timed, one MLflow store ($OUT/chapter_wall.db)
+      $T perflab overhead --n 0 --chapter-wall "${PERFLAB_TARGETS:-7}" ${PERFLAB_WALL_GPUS:+--gpus "$PERFLAB_WALL_GPUS"} \
+        --out "$OUT" > "$OUT/wall.log" 2>&1
+      echo "wall exit $?"; cat "$OUT/chapter_wall.md" 2> /dev/null || tail -20 "$OUT/wall.log" ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
     sweep)  # issue 5: the default grid (128 trials), smart replayed against it, then a live smart sweep of 32

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from bench.overhead import markdown, run_overhead
@@ -19,3 +22,41 @@ def test_fast_path_overhead_is_below_cold_start() -> None:
 def test_too_few_variants_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="n=1"):
         run_overhead(1)
+
+
+def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path, write_benchmark: Any) -> None:
+    from bench.overhead import chapter_wall, chapter_wall_markdown
+
+    root = tmp_path / "chapters"
+    for name in ("a", "b"):
+        write_benchmark(root / "ch07" / f"baseline_{name}.py")
+        write_benchmark(root / "ch07" / f"optimized_{name}.py")
+    extra = ["--chapters-dir", str(root), "--device", "cpu", "--iterations", "3", "--warmup", "1"]
+    report = chapter_wall("7", ["0", "1"], "--jobs", extra, store=tmp_path / "wall.db")
+    assert [(r["run"], r["workers"], r["jobs"], r["exit_code"]) for r in report["runs"]] == [
+        ("warm-up", 1, "1", 0), ("k workers", 2, "2", 0), ("one worker", 1, "1", 0)
+    ]
+    for r in report["runs"]:  # the command includes start-up and MLflow: longer than the suite inside it
+        assert r["suite_wall_s"] is not None and 0 < r["suite_wall_s"] < r["wall_s"]
+    assert report["ratio"] == pytest.approx(report["runs"][1]["wall_s"] / report["runs"][2]["wall_s"])
+    assert (tmp_path / "wall.db").exists()  # one store for the three runs, the one asked for
+    assert "2 workers take" in chapter_wall_markdown(report)
+
+
+def test_chapter_wall_refuses_a_single_worker_and_unknown_flags() -> None:
+    from bench.overhead import chapter_wall
+
+    with pytest.raises(ValueError, match=r"workers=\['0'\].*at least 2"):
+        chapter_wall("7", ["0"])
+    with pytest.raises(ValueError, match="flag='--cpus'"):
+        chapter_wall("7", ["0", "1"], "--cpus")
+
+
+def test_overhead_cli_rejects_one_gpu_for_the_chapter_wall() -> None:
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    result = CliRunner().invoke(app, ["overhead", "--n", "0", "--chapter-wall", "7", "--gpus", "0"])
+    assert result.exit_code != 0
+    assert "--gpus '0' names 1 GPU(s); pass at least two" in str(result.exception or result.output)
