@@ -161,6 +161,7 @@ def run(job: dict[str, Any]) -> None:
         config.calls_per_sample,
         config.launch_batching,
         config.launch_spin_ms,
+        config.min_warmup_seconds,
     )
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -190,7 +191,8 @@ def run(job: dict[str, Any]) -> None:
         method=clock.method,
         samples_ms=m.samples_ms,
         first_call_ms=first,
-        warmup_calls=config.warmup,
+        # The CPU clock may warm up longer than asked (CpuClock.min_warmup_s): the calls actually made.
+        warmup_calls=(first is not None) + getattr(clock, "warmup_done", max(config.warmup - 1, 0)),
         l2_flushed=clock.l2_flushed,
         notes=clock.notes + m.notes,
         stop_reason=m.stop_reason,

@@ -42,6 +42,9 @@ class BenchmarkConfig(BaseModel):
     max_measure_seconds: float = Field(1.0, gt=0)
     # Untimed calls before measurement: JIT/compile, autotuning, allocator warm-up happen here.
     warmup: int = Field(5, ge=0, le=1_000_000)
+    # The cpu clock keeps warming up until this much time has passed, however few calls that takes: on
+    # the H100 host a fresh process ran a CPU op ~1.6x slower for its first ~0.3 s (bench.timing.CpuClock).
+    min_warmup_seconds: float = Field(0.3, ge=0, le=60)
     # Seed for random, numpy, torch and CUDA, set in the child before setup().
     seed: int = Field(42, ge=0, le=2**32 - 1)
     # Deterministic algorithms (torch.use_deterministic_algorithms, cuDNN deterministic,

@@ -285,7 +285,8 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
         NaiveClock()
         if mode == "naive"
         else make_clock(
-            mode, device, cfg.flush_l2, cfg.calls_per_sample, cfg.launch_batching, cfg.launch_spin_ms
+            mode, device, cfg.flush_l2, cfg.calls_per_sample, cfg.launch_batching, cfg.launch_spin_ms,
+            cfg.min_warmup_seconds,
         )
     )
     if getattr(clock, "fallback", None):

@@ -93,9 +93,17 @@ class Clock(Protocol):
 
 @dataclass
 class CpuClock:
-    """perf_counter around each call; synchronizes the GPU first when the variant runs on one."""
+    """perf_counter around each call; synchronizes the GPU first when the variant runs on one.
+
+    Warm-up lasts at least ``min_warmup_s`` of calls, however few the configured count: on the H100
+    host a fresh process ran a 2.5 µs CPU op at ~4 µs for its first ~0.3 s (perflab selfcheck's
+    cpu_sum: repeats 4.28, 3.93, then 2.47-2.78 µs in one process), so a count of calls alone let the
+    first measurement catch that phase.
+    """
 
     sync: Callable[[], None] | None = None
+    min_warmup_s: float = 0.3
+    warmup_done: int = 0  # warm-up calls actually made (the count asked for, or more to fill min_warmup_s)
     mode: str = "cpu"
     l2_flushed: bool = False
     notes: list[str] = field(default_factory=list)
@@ -104,7 +112,7 @@ class CpuClock:
     @property
     def method(self) -> str:
         extra = ", device synchronized before start and stop" if self.sync else ""
-        return f"time.perf_counter around each call{extra}"
+        return f"time.perf_counter around each call{extra}; warm-up at least {self.min_warmup_s:g} s of calls"
 
     def _one(self, fn: Fn) -> float:
         if self.sync:
@@ -119,8 +127,12 @@ class CpuClock:
         return self._one(fn)
 
     def warmup(self, fn: Fn, n: int) -> None:
-        for _ in range(n):
+        t_end = time.perf_counter() + self.min_warmup_s
+        done = 0
+        while done < n or time.perf_counter() < t_end:
             self._one(fn)
+            done += 1
+        self.warmup_done = done
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         return sample_until(lambda: self._one(fn), iterations, rule)
@@ -379,7 +391,7 @@ class _ExternalClock:
         self.notes: list[str] = []
         self.fallback: str | None = None
         sync = (lambda: torch.cuda.synchronize(device)) if getattr(device, "type", "") == "cuda" else None
-        self._inner = CpuClock(sync=sync)
+        self._inner = CpuClock(sync=sync, min_warmup_s=0.0)  # their own warm-up and sampling rules
 
     def first_call(self, fn: Fn) -> float:
         return self._inner.first_call(fn)
@@ -446,23 +458,25 @@ def make_clock(
     calls_per_sample: int | None = None,
     launch_batching: str = "graph",
     spin_ms: float = 0.05,
+    min_warmup_s: float = 0.3,
 ) -> Clock:
-    """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason."""
+    """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason.
+    ``min_warmup_s``: the cpu clock's shortest warm-up (``BenchmarkConfig.min_warmup_seconds``)."""
     if mode not in MODES:
         raise ValueError(f"timing_mode={mode!r} is not one of {', '.join(MODES)}")
     is_cuda = getattr(device, "type", str(device)) == "cuda"
     if mode == "auto":
         mode = "cuda_event" if is_cuda else "cpu"
     if not is_cuda and mode in ("cuda_event", "cuda_graph", "triton"):
-        clock = CpuClock()
+        clock = CpuClock(min_warmup_s=min_warmup_s)
         clock.fallback = f"timing_mode={mode!r} needs a CUDA device; device is {device!s}, timed with 'cpu'"
         return clock
     if mode == "cpu":
         if is_cuda:
             import torch
 
-            return CpuClock(sync=lambda: torch.cuda.synchronize(device))
-        return CpuClock()
+            return CpuClock(sync=lambda: torch.cuda.synchronize(device), min_warmup_s=min_warmup_s)
+        return CpuClock(min_warmup_s=min_warmup_s)
     if mode == "cuda_event":
         return CudaEventClock(device, flush_l2, calls_per_sample, launch_batching, spin_ms)
     if mode == "cuda_graph":

@@ -133,7 +133,8 @@ def _timed_call(case: Case, module: torch.nn.Module, inputs: Sequence[torch.Tens
 
 def time_fn(fn: Callable[[], object], config: BenchmarkConfig, device: torch.device) -> float:
     """Median µs of ``fn`` through the harness clock: first call, warm-up, then the stop rule."""
-    clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2, calls_per_sample=config.calls_per_sample)
+    clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2, calls_per_sample=config.calls_per_sample,
+                       min_warmup_s=config.min_warmup_seconds)  # fmt: skip
     clock.first_call(fn)
     clock.warmup(fn, config.warmup)
     m = clock.measure(fn, config.iterations, config.stop_rule())

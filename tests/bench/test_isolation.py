@@ -38,7 +38,8 @@ TIGHT = {
 TIGHT_LIMIT_S = 2.0
 # Enough to start a child, far below the 1000 s a hung fixture sleeps.
 WELL_BELOW_THE_HANG_S = 60.0
-FAST = {"warmup": 2, "iterations": 3}
+# No warm-up time floor for the cpu clock: the fault fixtures count calls to know warm-up from measurement.
+FAST = {"warmup": 2, "iterations": 3, "min_warmup_seconds": 0.0}
 
 # The suite: (file, knobs). Layers: suite config < get_config() < CLI. The seed stays the same
 # for every variant: baseline and optimized must see the same inputs.
@@ -181,7 +182,9 @@ def test_ok_run_has_every_stage_record_and_data(suite: SuiteResult) -> None:
     assert r.device == DEVICE
     assert r.timing is not None and r.timing.mode == CLOCK
     assert len(r.timing.samples_ms) == 5 and all(x > 0 for x in r.timing.samples_ms)
-    assert r.timing.warmup_calls == 2 and r.timing.first_call_ms is not None
+    # The CPU clock warms up for at least 0.3 s (CpuClock.min_warmup_s) and records the calls it made.
+    assert (r.timing.warmup_calls == 2 if CLOCK != "cpu" else r.timing.warmup_calls > 2)
+    assert r.timing.first_call_ms is not None
     assert r.memory is not None and r.memory.rss_peak_mb is not None and r.memory.rss_peak_mb > 0
     assert r.work is not None and r.derived_metrics()["achieved_gbps"] > 0
     assert r.output is not None and r.output.timed_calls_wrote_output is True

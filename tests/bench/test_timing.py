@@ -54,13 +54,32 @@ def test_clock_contract_fixed_iterations(mode: str, device: str) -> None:
 
 def test_cpu_sample_is_one_call_and_includes_host_time() -> None:
     fn = Counter(sleep_s=0.002)
-    clock = CpuClock()
+    clock = CpuClock(min_warmup_s=0.0)
     clock.first_call(fn)
     clock.warmup(fn, 2)
     m = clock.measure(fn, 5, RULE)
-    assert fn.calls == 1 + 2 + 5  # one call per sample, nothing hidden
+    assert fn.calls == 1 + 2 + 5 and clock.warmup_done == 2  # one call per sample, nothing hidden
     assert m.stop_reason == "fixed_iterations"
     assert all(2.0 <= s < 1000 for s in m.samples_ms)
+
+
+def test_cpu_warmup_lasts_at_least_its_floor_and_counts_its_calls() -> None:
+    """A process whose first 0.1 s runs an op 4x slower (as the H100 host's did): the warm-up outlasts it,
+    so the measurement reads the steady rate; the calls made are counted, not the count asked for."""
+    start = time.perf_counter()
+
+    def op() -> None:  # busy-waits 400 µs in the slow phase, 100 µs after it
+        spin_s = 400e-6 if time.perf_counter() - start < 0.1 else 100e-6
+        t = time.perf_counter()
+        while time.perf_counter() - t < spin_s:
+            pass
+
+    clock = CpuClock()
+    clock.warmup(op, 2)
+    assert clock.warmup_done > 2 and time.perf_counter() - start >= clock.min_warmup_s
+    m = clock.measure(op, 9, RULE)
+    assert max(sorted(m.samples_ms)[:5]) < 0.3  # 0.1 ms, not the slow phase's 0.4 ms
+    assert "warm-up at least 0.3 s" in clock.method
 
 
 def test_cpu_adaptive_stops_on_noise_target_with_min_samples() -> None:
