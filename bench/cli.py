@@ -579,18 +579,17 @@ def overhead(
         _emit(markdown(report), report, out, "overhead")
     if chapter_wall is None:
         return
-    if gpus is not None and jobs is not None:
-        raise PerflabError("--gpus and --jobs exclude each other: --gpus compares GPUs, --jobs CPU workers")
     store = out / "chapter_wall.db" if out is not None else None  # the three runs' MLflow store, kept with --out
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     extra = [*(["--smoke"] if smoke else ["--full-size"] if smoke is False else [])]
     extra += ["--chapters-dir", str(chapters_dir)] if chapters_dir else []
-    if jobs is not None:
+    if jobs is not None and gpus is None:
         wall = time_chapter(chapter_wall, [str(i) for i in range(jobs)], "--jobs", [*extra, "--device", "cpu"], store)
     else:
-        ids = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else [str(i) for i in range(_cuda_count())]
-        if len(ids) < 2 or not all(g.isdigit() for g in ids):
+        # --gpus parsed (and refused beside --jobs) as `perflab run` does; without it, every visible GPU
+        ids = [env["CUDA_VISIBLE_DEVICES"] for env in _workers("cuda", gpus, jobs) if "CUDA_VISIBLE_DEVICES" in env]
+        if len(ids) < 2:
             raise PerflabError(
                 f"--chapter-wall compares one worker with several: --gpus {gpus or ','.join(ids)!r} names "
                 f"{len(ids)} GPU(s); pass at least two GPU indices (e.g. 0,1), or --jobs K on the CPU"
