@@ -7,6 +7,7 @@ appended at its end; see that file for the knobs.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,5 +53,27 @@ def chapters(tmp_path: Path) -> Callable[[dict[str, dict[str, Any]]], Path]:
         for rel, knobs in files.items():
             _write_benchmark(root / rel, **knobs)
         return root
+
+    return make
+
+
+SlowStart = Callable[[float, float], Callable[[], None]]
+
+
+@pytest.fixture
+def slow_start() -> SlowStart:
+    """Factory: ``slow_start(slow_s, fast_s)`` → an op that busy-waits ``slow_s`` per call during the first
+    0.1 s after it was made, ``fast_s`` after that (a fresh process's slow start, as on the H100 host)."""
+
+    def make(slow_s: float, fast_s: float) -> Callable[[], None]:
+        start = time.perf_counter()
+
+        def op() -> None:
+            spin_s = slow_s if time.perf_counter() - start < 0.1 else fast_s
+            t = time.perf_counter()
+            while time.perf_counter() - t < spin_s:
+                pass
+
+        return op
 
     return make

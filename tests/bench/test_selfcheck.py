@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -80,21 +81,11 @@ def test_parse_ncu_csv_units_and_thousands_separators() -> None:
     assert parse_ncu_csv("no csv here") == []
 
 
-def test_cpu_truth_waits_out_a_slow_start() -> None:
+def test_cpu_truth_waits_out_a_slow_start(slow_start: Any) -> None:
     """A CPU op that runs 4x slower for the first 0.1 s of a process (the H100 host's first ~0.3 s read
     4.0 µs for a 2.5 µs op): the truth is timed after its warm-up, in blocks, so it reads the fast rate."""
-    import time
-
     from bench.selfcheck import _cpu_truth_ms
 
-    start = time.perf_counter()
-
-    def op() -> None:  # busy-waits 40 µs during the slow phase, 10 µs after it
-        spin_s = 40e-6 if time.perf_counter() - start < 0.1 else 10e-6
-        t = time.perf_counter()
-        while time.perf_counter() - t < spin_s:
-            pass
-
-    ms, how = _cpu_truth_ms(op)
+    ms, how = _cpu_truth_ms(slow_start(40e-6, 10e-6))
     assert 0.009 < ms < 0.02, ms  # 10 µs, never the 40 µs of the start (a slip of units is 1000x)
     assert how.startswith("median of 7 blocks")

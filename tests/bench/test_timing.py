@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -63,17 +64,11 @@ def test_cpu_sample_is_one_call_and_includes_host_time() -> None:
     assert all(2.0 <= s < 1000 for s in m.samples_ms)
 
 
-def test_cpu_warmup_lasts_at_least_its_floor_and_counts_its_calls() -> None:
+def test_cpu_warmup_lasts_at_least_its_floor_and_counts_its_calls(slow_start: Any) -> None:
     """A process whose first 0.1 s runs an op 4x slower (as the H100 host's did): the warm-up outlasts it,
     so the measurement reads the steady rate; the calls made are counted, not the count asked for."""
     start = time.perf_counter()
-
-    def op() -> None:  # busy-waits 400 µs in the slow phase, 100 µs after it
-        spin_s = 400e-6 if time.perf_counter() - start < 0.1 else 100e-6
-        t = time.perf_counter()
-        while time.perf_counter() - t < spin_s:
-            pass
-
+    op = slow_start(400e-6, 100e-6)
     clock = CpuClock()
     clock.warmup(op, 2)
     assert clock.warmup_done > 2 and time.perf_counter() - start >= clock.min_warmup_s
