@@ -332,9 +332,11 @@ def _in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
     """
     from concurrent.futures import ProcessPoolExecutor
 
-    from bench.runner import _server
+    from bench.runner import _server, child_env
 
-    ctx = _server(os.environ.get("TRITON_INTERPRET") == "1")
+    # The Triton mode the harness's own variants need (interpreter without CUDA), not this process's: a
+    # server started in the other mode would make every later variant of the process re-run cold.
+    ctx = _server(child_env(resolve_config()).get("TRITON_INTERPRET") == "1")
     with ProcessPoolExecutor(max_workers=1, mp_context=ctx, max_tasks_per_child=1) as pool:
         return pool.submit(fn, *args).result()
 
