@@ -118,17 +118,20 @@ def run(
         noise_target=noise_target,
     )
     effective = resolve_config(suite_layer, cli_layer)  # reject bad flags before anything starts
-    workers = _workers(effective.device, gpus, jobs)
     catalog, examples = _examples(targets, chapters_dir)
     for orphan in catalog.orphans:
         err_console.print(f"[yellow]warning:[/] {escape(orphan)} has no baseline_ partner; skipped")
     if not examples:
         raise PerflabError(f"no examples found under {catalog.root}")
+    _check_workers(gpus, jobs)
     n_variants = sum(len(e.variants) for e in examples)
     if not cold_start:
         from bench.runner import prestart_server
 
-        prestart_server(effective)  # the server's imports overlap the MLflow start-up below
+        # First: the server's imports (torch) overlap everything below, counting GPUs (which imports
+        # torch here) and the MLflow start-up included.
+        prestart_server(effective)
+    workers = _workers(effective.device, gpus, jobs)
     from bench.suite import BackgroundSink, run_suite
 
     sink = None
@@ -197,16 +200,24 @@ def run(
         raise typer.Exit(1)
 
 
+def _check_workers(gpus: str | None, jobs: int | None) -> list[str] | None:
+    """The GPU indices of ``--gpus`` (None without it); errors in the flags, before anything starts."""
+    if gpus is None:
+        return None
+    ids = [g.strip() for g in gpus.split(",") if g.strip()]
+    if not ids or not all(g.isdigit() for g in ids):
+        raise PerflabError(f"--gpus {gpus!r} is not a comma-separated list of GPU indices such as '0,1'")
+    if jobs is not None:
+        raise PerflabError("--gpus and --jobs exclude each other: --gpus runs one worker per GPU")
+    return ids
+
+
 def _workers(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, str]]:
     """One environment per worker: pinned to a GPU each, or plain CPU jobs."""
     import os
 
-    if gpus is not None:
-        ids = [g.strip() for g in gpus.split(",") if g.strip()]
-        if not ids or not all(g.isdigit() for g in ids):
-            raise PerflabError(f"--gpus {gpus!r} is not a comma-separated list of GPU indices such as '0,1'")
-        if jobs is not None:
-            raise PerflabError("--gpus and --jobs exclude each other: --gpus runs one worker per GPU")
+    ids = _check_workers(gpus, jobs)
+    if ids is not None:
         return [{"CUDA_VISIBLE_DEVICES": g} for g in ids]
     if device == "cpu" or not _cuda_count():
         return [{} for _ in range(jobs or 1)]
@@ -218,8 +229,8 @@ def _workers(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, 
     if device.startswith("cuda:"):
         return [{}]  # the user picked one device
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    ids = [g.strip() for g in visible.split(",")] if visible else [str(i) for i in range(_cuda_count())]
-    return [{"CUDA_VISIBLE_DEVICES": g} for g in ids] if len(ids) > 1 else [{}]
+    visible_ids = [g.strip() for g in visible.split(",")] if visible else [str(i) for i in range(_cuda_count())]
+    return [{"CUDA_VISIBLE_DEVICES": g} for g in visible_ids] if len(visible_ids) > 1 else [{}]
 
 
 def _cuda_count() -> int:

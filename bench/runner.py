@@ -69,6 +69,7 @@ def _cuda_available() -> bool:
 # Imported once by the fast path's server, never again per variant (CUDA is never initialised there).
 PRELOAD = [
     "bench._child", "bench.config", "bench.context", "bench.manifest", "bench.timing", "numpy", "torch", "triton",
+    "bench._warm",  # after triton: its per-process caches (bench/_warm.py), never CUDA
 ]  # fmt: skip
 
 
@@ -136,15 +137,49 @@ def _server(interpret: bool) -> Any:
     return ctx
 
 
+def cuda_likely() -> bool:
+    """Whether torch will see a CUDA device, without importing torch (~4 s on a GPU host): a CUDA build
+    of torch (``torch/lib/libtorch_cuda.so``), NVML reporting a GPU, and CUDA_VISIBLE_DEVICES not hiding
+    them all. Only for guesses that a wrong answer cannot make wrong (the server's Triton mode: a variant
+    needing the other one is re-run cold); ``_cuda_available`` answers exactly."""
+    if _CUDA is not None:
+        return _CUDA
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")  # locates the package; does not import it
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    if not any((Path(r) / "lib" / "libtorch_cuda.so").exists() for r in roots):
+        return False
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and (not visible.strip() or visible.strip().startswith("-")):
+        return False
+    try:
+        import pynvml  # nvidia-ml-py: no CUDA context, safe before the fork
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount() > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return _cuda_available()  # no NVML: ask torch
+
+
 def prestart_server(config: BenchmarkConfig) -> bool:
     """Start the forkserver now, in the Triton mode ``config``'s variants will need; returns that mode.
 
-    Its imports (torch, triton: ~6 s on an H100 host) then run in the server process while the parent
+    Its imports (torch, triton: ~4-6 s on a GPU host) then run in the server process while the parent
     goes on (importing mlflow and opening the store take ~10 s there) instead of delaying the first
-    variant. A variant that turns out to need the other mode is re-run cold, as always.
+    variant. The mode comes from ``cuda_likely()``, not from importing torch here: that import would
+    delay the server by as long again. A variant that turns out to need the other mode is re-run cold.
+    Meanwhile the parent imports torch on a thread (it needs it for the exact CUDA check and to compare
+    outputs), so the first comparison does not wait for it either.
     """
-    interpret = child_env(config).get("TRITON_INTERPRET") == "1"
+    on_cpu = config.device == "cpu" or (config.device == "auto" and not cuda_likely())
+    # As child_env decides: CPU variants get TRITON_INTERPRET=1 unless the user set it otherwise.
+    interpret = os.environ.get("TRITON_INTERPRET", "1" if on_cpu else "") == "1"
     _server(interpret)
+    threading.Thread(target=_cuda_available, name="perflab-import-torch", daemon=True).start()
     return interpret
 
 
