@@ -38,7 +38,10 @@ def _load(result: VariantResult) -> list[Any] | None:
 
     if result.output is None or result.output.path is None:
         return None
-    return list(torch.load(result.output.path, map_location="cpu", weights_only=True))
+    try:  # mapped, not read into fresh memory: the comparison touches each page once (0.16 vs 0.44 s for 2 x 256 MiB)
+        return list(torch.load(result.output.path, map_location="cpu", weights_only=True, mmap=True))
+    except RuntimeError:  # a file torch cannot map (not the zip format)
+        return list(torch.load(result.output.path, map_location="cpu", weights_only=True))
 
 
 def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None) -> Verification:
@@ -69,27 +72,33 @@ def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None) -> Verif
             return Verification(verified=False, detail=f"{name}: empty tensor proves nothing")
         tol = rtol if rtol is not None else default_rtol(rd)
         used_rtol = max(used_rtol, tol)
-        if r.is_floating_point() or r.is_complex():
-            if not bool(torch.isfinite(r).all()) or not bool(torch.isfinite(o).all()):
-                return Verification(
-                    verified=False, detail=f"{name}: NaN or Inf in the output", rtol=tol, outcome="mismatch"
-                )
-            r64, o64 = (
-                r.to(torch.complex128 if r.is_complex() else torch.float64),
-                o.to(torch.complex128 if o.is_complex() else torch.float64),
-            )
+        fast = _fast_error(r, o, name, tol) if r.is_floating_point() else None
+        if isinstance(fast, Verification):
+            return fast
+        if fast is not None:
+            err = fast
         else:
-            r64, o64 = r.to(torch.float64), o.to(torch.float64)
-        ref_norm = float(torch.linalg.vector_norm(r64))
-        if ref_norm == 0.0:
-            return Verification(
-                verified=False, detail=f"{name}: reference is all zeros; it cannot detect a wrong result"
-            )
-        if r.numel() > 1 and bool((r64 == r64.flatten()[0]).all()):
-            return Verification(
-                verified=False, detail=f"{name}: reference is constant; it cannot detect a wrong result"
-            )
-        err = float(torch.linalg.vector_norm(o64 - r64)) / ref_norm
+            if r.is_floating_point() or r.is_complex():
+                if not bool(torch.isfinite(r).all()) or not bool(torch.isfinite(o).all()):
+                    return Verification(
+                        verified=False, detail=f"{name}: NaN or Inf in the output", rtol=tol, outcome="mismatch"
+                    )
+                r64, o64 = (
+                    r.to(torch.complex128 if r.is_complex() else torch.float64),
+                    o.to(torch.complex128 if o.is_complex() else torch.float64),
+                )
+            else:
+                r64, o64 = r.to(torch.float64), o.to(torch.float64)
+            ref_norm = float(torch.linalg.vector_norm(r64))
+            if ref_norm == 0.0:
+                return Verification(
+                    verified=False, detail=f"{name}: reference is all zeros; it cannot detect a wrong result"
+                )
+            if r.numel() > 1 and bool((r64 == r64.flatten()[0]).all()):
+                return Verification(
+                    verified=False, detail=f"{name}: reference is constant; it cannot detect a wrong result"
+                )
+            err = float(torch.linalg.vector_norm(o64 - r64)) / ref_norm
         worst = max(worst, err)
         if not err <= tol:
             return Verification(
@@ -106,6 +115,41 @@ def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None) -> Verif
         max_rel_error=worst,
         rtol=used_rtol,
     )
+
+
+# Magnitudes (largest |value| of either tensor) inside which the norms are exact enough in fp32: no
+# square overflows (2^80 per element, 2^120 summed over 2^40 elements), and what underflows is
+# negligible against a norm of at least 2^-40. Outside, the float64 path.
+_FP32_SAFE = (2.0**-40, 2.0**40)
+
+
+def _fast_error(r: Any, o: Any, name: str, tol: float) -> float | Verification | None:
+    """The norm-wise relative error of a real floating output in few passes and no float64 copies.
+
+    One ``aminmax`` per tensor finds NaN/Inf (it propagates NaN; an Inf is an extreme) and a constant
+    reference (min == max); the difference and the norms run in float32, which is exact for the
+    difference of two fp32 values within 2x of each other (Sterbenz) and ~1e-7 relative otherwise. On
+    the 2-core CI machine a 64 Mi-element fp32 pair took 1.16 s the float64 way; the aminmax pass 7 ms
+    where two isfinite passes took 0.44 s. None: use the float64 path (float64 outputs, fp8, or
+    magnitudes outside _FP32_SAFE)."""
+    import torch
+
+    if r.dtype == torch.float64 or r.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return None
+    r32, o32 = r.float(), o.float()  # no copy for fp32
+    (r_min, r_max), (o_min, o_max) = torch.aminmax(r32), torch.aminmax(o32)
+    extremes = torch.stack([r_min, r_max, o_min, o_max])
+    if not bool(torch.isfinite(extremes).all()):
+        return Verification(verified=False, detail=f"{name}: NaN or Inf in the output", rtol=tol, outcome="mismatch")
+    big = float(extremes.abs().max())
+    if big == 0.0 or float(r_min) == float(r_max):  # all zeros, constant
+        return None  # the float64 path words the verdict
+    if not _FP32_SAFE[0] <= big <= _FP32_SAFE[1]:
+        return None
+    ref_norm = float(torch.linalg.vector_norm(r32))
+    if ref_norm == 0.0:
+        return None
+    return float(torch.linalg.vector_norm(o32 - r32)) / ref_norm
 
 
 _PAIR_STATUS: dict[str, PairStatus] = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}

@@ -156,6 +156,45 @@ def test_second_output_checked_too() -> None:
     assert v.outcome == "mismatch" and "output[1]" in v.detail
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("rel", [3e-6, 1e-3, 0.3])
+def test_fp32_fast_path_error_matches_float64(dtype: torch.dtype, rel: float) -> None:
+    """The aminmax + fp32 path reports the same relative error as a float64 computation."""
+    from bench.compare import _fast_error
+
+    r = ref(4096, dtype)
+    o = perturbed(r, rel)
+    fast = _fast_error(r, o, "output[0]", 1.0)
+    r64, o64 = r.double(), o.double()
+    exact = float(torch.linalg.vector_norm(o64 - r64) / torch.linalg.vector_norm(r64))
+    assert isinstance(fast, float) and fast == pytest.approx(exact, rel=1e-5)
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e-30])
+def test_huge_or_tiny_magnitudes_still_verified(scale: float) -> None:
+    """fp32 squares of 1e30 overflow and of 1e-30 underflow: such outputs take the float64 path."""
+    r = ref() * scale
+    assert compare_tensors([r], [r.clone()], None).verified
+    v = compare_tensors([r], [perturbed(r, 1e-2)], None)
+    assert v.outcome == "mismatch" and v.max_rel_error == pytest.approx(1e-2, rel=1e-3)
+
+
+@pytest.mark.parametrize("where", [0, 999])
+def test_nan_found_anywhere_by_the_fast_path(where: int) -> None:
+    r = ref()
+    broken = r.clone()
+    broken[where] = float("nan")
+    assert compare_tensors([r], [broken], None).outcome == "mismatch"
+    assert compare_tensors([broken], [r], None).outcome == "mismatch"
+
+
+def test_constant_reference_found_by_the_fast_path() -> None:
+    r = torch.full((1000,), 2.5)
+    o = r.clone()
+    o[7] = 2.6  # a different optimized output does not make the reference informative
+    assert compare_tensors([r], [o], None).outcome == "inconclusive"
+
+
 # ------------------------------------------------------------------------------------ compare
 
 
