@@ -162,6 +162,7 @@ def run(job: dict[str, Any]) -> None:
         config.launch_batching,
         config.launch_spin_ms,
         config.min_warmup_seconds,
+        config.sample_gap,
     )
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)

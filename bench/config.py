@@ -88,6 +88,11 @@ class BenchmarkConfig(BaseModel):
     # Initial length of the spin kernel that holds the stream while the host enqueues a sample (GPU
     # event clocks); it doubles whenever a sample shows the host outran it.
     launch_spin_ms: float = Field(0.05, ge=0.001, le=50.0)
+    # GPU event clocks: after each sample, leave the GPU idle for this multiple of the sample's span
+    # (host sleep). 0 = back to back. Under a power cap, a long kernel timed back to back runs at
+    # whatever clock the power controller has settled on; idle gaps start each sample from the same
+    # state (an experiment for issue 3's matmul CV; see docs/results).
+    sample_gap: float = Field(0.0, ge=0.0, le=100.0)
     # Flush L2 before every GPU sample, outside the timed window. False = warm-cache numbers,
     # and the result says so.
     flush_l2: bool = True

@@ -286,7 +286,7 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
         if mode == "naive"
         else make_clock(
             mode, device, cfg.flush_l2, cfg.calls_per_sample, cfg.launch_batching, cfg.launch_spin_ms,
-            cfg.min_warmup_seconds,
+            cfg.min_warmup_seconds, cfg.sample_gap,
         )
     )
     if getattr(clock, "fallback", None):

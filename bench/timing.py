@@ -200,6 +200,7 @@ class CudaEventClock:
         calls_per_sample: int | None = None,
         launch_batching: str = "graph",
         spin_ms: float = 0.05,
+        sample_gap: float = 0.0,
     ) -> None:
         import torch
 
@@ -221,6 +222,7 @@ class CudaEventClock:
         self._auto_batch = calls_per_sample is None
         self._cycles_per_ms = self._calibrate()
         self._spin_ms = spin_ms  # grows (doubling) whenever a sample shows the host outran it
+        self.sample_gap = sample_gap  # idle after each sample, as a multiple of its span
 
     @property
     def method(self) -> str:
@@ -231,7 +233,8 @@ class CudaEventClock:
             per = f"around one CUDA-graph replay of {self.calls_per_sample} calls / that"
         else:
             per = f"around {self.calls_per_sample} back-to-back calls / that"
-        return f"CUDA events {per}, start queued behind a spin kernel to hide launch latency; {flush}"
+        gap = f"; GPU idle {self.sample_gap:g}x the sample's span after each sample" if self.sample_gap else ""
+        return f"CUDA events {per}, start queued behind a spin kernel to hide launch latency; {flush}{gap}"
 
     def _calibrate(self) -> float:
         torch = self._torch
@@ -272,6 +275,8 @@ class CudaEventClock:
         if leaked:
             self.leaks += 1
             self._spin_ms = min(self._spin_ms * 2, _MAX_SPIN_MS)
+        if self.sample_gap > 0:
+            time.sleep(self.sample_gap * span / 1e3)
         return sample
 
     def first_call(self, fn: Fn) -> float:
@@ -459,9 +464,11 @@ def make_clock(
     launch_batching: str = "graph",
     spin_ms: float = 0.05,
     min_warmup_s: float = 0.3,
+    sample_gap: float = 0.0,
 ) -> Clock:
     """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason.
-    ``min_warmup_s``: the cpu clock's shortest warm-up (``BenchmarkConfig.min_warmup_seconds``)."""
+    ``min_warmup_s``: the cpu clock's shortest warm-up (``BenchmarkConfig.min_warmup_seconds``);
+    ``sample_gap``: idle after each GPU-event sample, a multiple of its span (``BenchmarkConfig.sample_gap``)."""
     if mode not in MODES:
         raise ValueError(f"timing_mode={mode!r} is not one of {', '.join(MODES)}")
     is_cuda = getattr(device, "type", str(device)) == "cuda"
@@ -478,9 +485,9 @@ def make_clock(
             return CpuClock(sync=lambda: torch.cuda.synchronize(device), min_warmup_s=min_warmup_s)
         return CpuClock(min_warmup_s=min_warmup_s)
     if mode == "cuda_event":
-        return CudaEventClock(device, flush_l2, calls_per_sample, launch_batching, spin_ms)
+        return CudaEventClock(device, flush_l2, calls_per_sample, launch_batching, spin_ms, sample_gap)
     if mode == "cuda_graph":
-        return CudaGraphClock(device, flush_l2, calls_per_sample, launch_batching, spin_ms)
+        return CudaGraphClock(device, flush_l2, calls_per_sample, launch_batching, spin_ms, sample_gap)
     if mode == "triton":
         return TritonClock(device)
     return PytorchClock(device)

@@ -133,6 +133,29 @@ def test_event_clocks_count_device_time(cls: type) -> None:
 
 
 @gpu
+def test_sample_gap_idles_after_each_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sample_gap=k: after every sample the host sleeps k x the span the events measured."""
+    import bench.timing as timing
+
+    slept: list[float] = []
+    monkeypatch.setattr(timing.time, "sleep", lambda s: slept.append(s))
+    x = torch.randn(2**22, device="cuda")
+    clock = make_clock("cuda_event", torch.device("cuda", 0), sample_gap=2.0)
+    m = clock.measure(lambda: x.mul_(1.0), 12, RULE)
+    assert len(slept) == len(m.samples_ms) == 12
+    assert slept == pytest.approx([2.0 * t / 1e3 for t in m.samples_ms])  # one call per sample here
+    assert "idle 2x" in clock.method
+
+
+def test_sample_gap_is_validated() -> None:
+    from bench.config import BenchmarkConfig
+
+    with pytest.raises(ValueError, match="sample_gap"):
+        BenchmarkConfig(sample_gap=-1.0)
+    assert make_clock("cuda_event", torch.device("cpu"), sample_gap=1.0).mode == "cpu"  # falls back, no error
+
+
+@gpu
 def test_side_stream_work_is_flagged() -> None:
     side = torch.cuda.Stream()
     clock = CudaEventClock(torch.device("cuda", 0), calls_per_sample=1)
