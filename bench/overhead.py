@@ -123,6 +123,9 @@ def chapter_wall(
             t0 = time.monotonic()
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
             wall = time.monotonic() - t0
+            if store is not None:  # each run's output beside the store, for the record
+                log = Path(store).parent / f"wall-{len(runs) + 1}-{label.replace(' ', '_')}.log"
+                log.write_text(f"$ {' '.join(cmd)}\n# exit {done.returncode}, {wall:.2f} s\n{done.stdout}{done.stderr}")
             suite = re.search(r"pairs verified in ([0-9.]+) s", done.stdout)
             runs.append({
                 "run": label, "workers": len(workers) if label == "k workers" else 1, flag.lstrip("-"): value,

@@ -40,6 +40,9 @@ def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path
         assert r["suite_wall_s"] is not None and 0 < r["suite_wall_s"] < r["wall_s"]
     assert report["ratio"] == pytest.approx(report["runs"][1]["wall_s"] / report["runs"][2]["wall_s"])
     assert (tmp_path / "wall.db").exists()  # one store for the three runs, the one asked for
+    logs = sorted(p.name for p in tmp_path.glob("wall-*.log"))  # each run's output kept beside it
+    assert logs == ["wall-1-warm-up.log", "wall-2-k_workers.log", "wall-3-one_worker.log"]
+    assert "pairs verified" in (tmp_path / "wall-2-k_workers.log").read_text()
     assert "2 workers take" in chapter_wall_markdown(report)
 
 
