@@ -138,6 +138,7 @@ def device_manifest(device: Any) -> dict[str, Any]:
             "memory_gb": round(props.total_memory / 1e9, 2),
             "multiprocessors": props.multi_processor_count,
             "l2_cache_mb": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
+            "uuid": str(getattr(props, "uuid", "")) or None,  # the physical GPU, whatever the pinning
         }
         info["gpu_state"] = snapshot(device.index or 0)
     return info

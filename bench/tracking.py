@@ -329,6 +329,8 @@ class Tracker:
             "perflab.triton": result.manifest.get("triton"),
             "perflab.limit_s": result.limit_s,
             "perflab.launch": result.launch,
+            # Which physical GPU "cuda:0" was (the worker's CUDA_VISIBLE_DEVICES under --gpus).
+            "perflab.cuda_visible_devices": result.cuda_visible_devices,
             "perflab.error_kind": result.error.kind if result.error else None,
             "perflab.error": _clip(result.error.message, _MAX_DETAIL_LEN) if result.error else None,
             "perflab.validation": _clip(result.validation, _MAX_DETAIL_LEN) if result.validation else None,

@@ -70,6 +70,7 @@ def ok_result(variant: str, samples: list[float], profile_dir: str | None = None
         work=Work(bytes=2 * 4096 * 4096 * 4, flops=None),
         manifest=GPU_MANIFEST,
         profile=Profile(dir=profile_dir) if profile_dir else None,
+        cuda_visible_devices="1",  # a worker pinned to the second GPU (--gpus 0,1)
     )
 
 
@@ -228,6 +229,7 @@ def test_variant_tags(suite: dict[str, Any]) -> None:
         "perflab.gpu": "NVIDIA H100 80GB HBM3",
         "perflab.torch": "2.5",  # software key of regression histories, from the device manifest
         "perflab.cold_start": "false",  # caller tags reach variant runs too
+        "perflab.cuda_visible_devices": "1",  # which physical GPU cuda:0 was
     }
     assert {k: tags.get(k) for k in expected} == expected
     assert "perflab.failed_stage" not in tags
