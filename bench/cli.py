@@ -132,7 +132,10 @@ def run(
         # torch here) and the MLflow start-up included.
         prestart_server(effective)
     workers = _workers(effective.device, gpus, jobs)
-    from bench.suite import BackgroundSink, run_suite
+    from bench.suite import BackgroundSink, load_durations, run_suite, save_durations
+
+    durations = _durations_path()
+    signature = f"device={effective.device} smoke={effective.smoke} cold_start={cold_start}"
 
     sink = None
     if not no_track:
@@ -176,6 +179,7 @@ def run(
                 keep_workdir=keep_workdir is not None,
                 cold_start=cold_start,
                 workers=workers,
+                expected_s=load_durations(durations, signature) if len(workers) > 1 else None,
             )
         except BaseException:
             if sink is not None:
@@ -184,6 +188,7 @@ def run(
                     tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True},
                                    failed=True)  # fmt: skip
             raise
+    save_durations(durations, signature, suite)
     tracker = cast("Tracker", sink.close()) if sink is not None else None
     from bench.summary import summary_dict, summary_markdown
 
@@ -196,8 +201,22 @@ def run(
         f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s"
         + (f", MLflow parent run {tracker.parent_run_id}" if tracker is not None else "")
     )
+    if b := suite.time_breakdown():
+        console.print(
+            f"time: first variant started at {b['first_start_s']:.1f} s; {b['workers']} worker(s) ran variants "
+            f"{b['run_s']:.1f} s, compared outputs {b['compare_s']:.1f} s, idled {b['idle_s']:.1f} s"
+        )
     if not suite.all_ok:
         raise typer.Exit(1)
+
+
+def _durations_path() -> Path:
+    """``$PERFLAB_DURATIONS``, else ``~/.cache/perflab/durations.json``: each variant's last time, the
+    order hint for parallel suites (longest first)."""
+    import os
+
+    env = os.environ.get("PERFLAB_DURATIONS")
+    return Path(env) if env else Path.home() / ".cache" / "perflab" / "durations.json"
 
 
 def _check_workers(gpus: str | None, jobs: int | None) -> list[str] | None:

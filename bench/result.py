@@ -196,6 +196,27 @@ class SuiteResult(BaseModel):
     comparisons: list[Comparison]
     unpaired: list[str] = Field(default_factory=list)  # baselines without an optimized partner
     wall_s: float = 0.0
+    # Where the suite's wall went, one entry per variant in the order they started: key, worker,
+    # start_s (from the suite's start), run_s (its isolated run, child start to exit), compare_s (the
+    # parent's output check against the baseline), end_s.
+    timeline: list[dict[str, Any]] = Field(default_factory=list)
+
+    def time_breakdown(self) -> dict[str, Any]:
+        """Sums over the timeline: what the workers did, how long they idled, when the first variant began."""
+        if not self.timeline:
+            return {}
+        workers = len({t["worker"] for t in self.timeline})
+        run = sum(t["run_s"] for t in self.timeline)
+        compare = sum(t["compare_s"] for t in self.timeline)
+        busy = run + compare + sum(t["other_s"] for t in self.timeline)
+        return {
+            "workers": workers,
+            "first_start_s": min(t["start_s"] for t in self.timeline),
+            "last_end_s": max(t["end_s"] for t in self.timeline),
+            "run_s": run,
+            "compare_s": compare,
+            "idle_s": max(workers * self.wall_s - busy, 0.0),  # a worker waiting: for work, or at the start/end
+        }
 
     @property
     def all_ok(self) -> bool:

@@ -6,6 +6,7 @@ suite runs on. Results are handed to the tracker as they finish, so an interrupt
 
 from __future__ import annotations
 
+import math
 import queue
 import shutil
 import tempfile
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from bench.compare import compare
 from bench.config import Layer
@@ -103,35 +104,47 @@ def run_suite(
     keep_workdir: bool = False,
     cold_start: bool = False,
     workers: Sequence[Worker] | None = None,
+    expected_s: Mapping[str, float] | None = None,
 ) -> SuiteResult:
     """Run every variant of ``examples``, baseline first; compare each optimized with its baseline.
 
     ``workers``: one environment per parallel worker (``--gpus 0,1`` → one worker per GPU pinned with
     CUDA_VISIBLE_DEVICES; ``--jobs N`` → N plain workers). A whole example runs on one worker, so a
     baseline and its optimized partners share a GPU. Results are returned in example order.
+    ``expected_s``: seconds per variant key from an earlier run (``load_durations``); with several
+    workers the examples start longest first, so the last to start is a short one and the workers end
+    together (unknown examples first of all: they may be the long ones). The order never changes what
+    a variant measures, only which worker is idle at the end.
     """
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
     t0 = time.monotonic()
+    pool = list(workers or [{}])
+    order = list(enumerate(examples))
+    if len(pool) > 1 and expected_s:
+        order.sort(key=lambda item: -_expected(item[1], expected_s))
     pending: queue.SimpleQueue[tuple[int, Example]] = queue.SimpleQueue()
-    for item in enumerate(examples):
+    for item in order:
         pending.put(item)
     done: dict[int, tuple[list[VariantResult], list[Comparison]]] = {}
+    timeline: list[dict[str, Any]] = []
 
-    def work(env: Worker) -> None:
+    def work(index_of_worker: int, env: Worker) -> None:
         while True:
             try:
                 index, example = pending.get_nowait()
             except queue.Empty:
                 return
-            done[index] = _run_example(example, root, suite_layer, cli_layer, sink, on_result, cold_start, env)
+            done[index] = _run_example(
+                example, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
+                lambda entry: timeline.append({**entry, "worker": index_of_worker}), t0,
+            )  # fmt: skip
 
     try:
-        pool = list(workers or [{}])
         if len(pool) == 1:
-            work(pool[0])
+            work(0, pool[0])
         else:
             with ThreadPoolExecutor(max_workers=len(pool), thread_name_prefix="perflab-worker") as ex:
-                for future in [ex.submit(work, env) for env in pool]:
+                for future in [ex.submit(work, i, env) for i, env in enumerate(pool)]:
                     future.result()  # re-raise a harness error from any worker
     finally:
         if not keep_workdir:
@@ -139,7 +152,18 @@ def run_suite(
     variants = [v for i in sorted(done) for v in done[i][0]]
     comparisons = [c for i in sorted(done) for c in done[i][1]]
     unpaired = [e.target for e in examples if not e.optimized]
-    return SuiteResult(variants=variants, comparisons=comparisons, unpaired=unpaired, wall_s=time.monotonic() - t0)
+    return SuiteResult(
+        variants=variants,
+        comparisons=comparisons,
+        unpaired=unpaired,
+        wall_s=time.monotonic() - t0,
+        timeline=sorted(timeline, key=lambda t: t["start_s"]),
+    )
+
+
+def _expected(example: Example, expected_s: Mapping[str, float]) -> float:
+    known = [expected_s.get(spec.key) for spec in example.variants]
+    return math.inf if any(k is None for k in known) else float(sum(k for k in known if k is not None))
 
 
 def _run_example(
@@ -151,6 +175,8 @@ def _run_example(
     on_result: OnResult | None,
     cold_start: bool,
     env: Worker,
+    record: Callable[[dict[str, Any]], None] = lambda entry: None,
+    t0: float = 0.0,
 ) -> tuple[list[VariantResult], list[Comparison]]:
     variants: list[VariantResult] = []
     comparisons: list[Comparison] = []
@@ -160,9 +186,11 @@ def _run_example(
         if check is not None:
             check()
         wd = root / spec.chapter / spec.example / spec.variant
+        start = time.monotonic()
         result = run_variant(
             spec, wd, suite_layer=suite_layer, cli_layer=cli_layer, cold_start=cold_start, env=dict(env)
         )
+        ran = time.monotonic()
         if result.status == "ok" and result.config.get("enable_profiling"):
             # After the timed child has exited, in children of their own: no profiler overhead in the
             # samples, and the same GPU (the worker's) as the timed run.
@@ -172,14 +200,58 @@ def _run_example(
                 spec, wd, suite_layer, cli_layer, timed=result, cold_start=cold_start, env=dict(env)
             ).profile
         comparison = None
+        compare_s = 0.0
         if spec.is_baseline:
             baseline = result
         elif baseline is not None:
+            c0 = time.monotonic()
             comparison = compare(baseline, result)
+            compare_s = time.monotonic() - c0
             comparisons.append(comparison)
         variants.append(result)
         if sink is not None:
             sink.log_variant(result, comparison)
         if on_result is not None:
             on_result(result, comparison)
+        end = time.monotonic()
+        record({
+            "key": spec.key, "start_s": start - t0, "run_s": ran - start, "compare_s": compare_s,
+            "other_s": end - ran - compare_s, "end_s": end - t0,
+        })  # fmt: skip
     return variants, comparisons
+
+
+def load_durations(path: str | Path, signature: str) -> dict[str, float]:
+    """Seconds per variant key recorded by ``save_durations`` under ``signature`` (device, sizes); {} if none."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+        table = data.get(signature, {})
+        return {str(k): float(v) for k, v in table.items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}  # a hint only: no file, or one this version cannot read
+
+
+def save_durations(path: str | Path, signature: str, suite: SuiteResult) -> None:
+    """Add this suite's per-variant worker time (run + compare) to ``path``, under ``signature``."""
+    import json
+    import os
+
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError):
+        data = {}  # none yet, or unreadable: start again
+    try:
+        if not isinstance(data, dict):
+            data = {}
+        table = data.setdefault(signature, {})
+        for t in suite.timeline:
+            table[t["key"]] = round(t["run_s"] + t["compare_s"], 3)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(p)
+    except (OSError, ValueError):
+        pass  # a hint only: never fail a suite over it

@@ -55,6 +55,8 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
         "geomean_speedup_verified": math.exp(sum(math.log(x) for x in good) / len(good)) if good else None,
         "unpaired_baselines": suite.unpaired,
         "wall_s": suite.wall_s,
+        "time_breakdown": suite.time_breakdown(),
+        "timeline": suite.timeline,
         "pairs": pairs,
         "variants": variants,
     }

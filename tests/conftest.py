@@ -35,6 +35,20 @@ def _write_benchmark(path: Path, *, extra: str = "", **knobs: Any) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_durations_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """perflab run records each variant's time in ~/.cache/perflab/durations.json; not from tests."""
+    import os
+
+    saved = os.environ.get("PERFLAB_DURATIONS")
+    os.environ["PERFLAB_DURATIONS"] = str(tmp_path_factory.mktemp("durations") / "durations.json")
+    yield
+    if saved is None:
+        os.environ.pop("PERFLAB_DURATIONS", None)
+    else:
+        os.environ["PERFLAB_DURATIONS"] = saved
+
+
 @pytest.fixture(scope="session")
 def write_benchmark() -> WriteBenchmark:
     return _write_benchmark
