@@ -106,6 +106,11 @@ def _seed_everything(seed: int, deterministic: bool) -> None:
 
 
 def run(job: dict[str, Any]) -> None:
+    if "cuda_expected" in job:  # the parent built this environment on a guess (runner.cuda_guess): check it
+        import torch
+
+        if torch.cuda.is_available() != job["cuda_expected"]:
+            os._exit(TRITON_MODE_MISMATCH)  # before any message: the parent re-runs this variant cold
     with _Stage("startup"):
         import torch
 

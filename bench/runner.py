@@ -47,7 +47,7 @@ def child_env(config: BenchmarkConfig, base: dict[str, str] | None = None) -> di
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
-    if config.device == "cpu" or (config.device == "auto" and not _cuda_available()):
+    if config.device == "cpu" or (config.device == "auto" and not cuda_guess()[0]):
         env.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU through the interpreter
     if config.deterministic:
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # must precede CUDA init
@@ -135,6 +135,16 @@ def _server(interpret: bool) -> Any:
                     os.environ["TRITON_INTERPRET"] = saved
             _SERVER_STARTED = True
     return ctx
+
+
+def cuda_guess() -> tuple[bool, bool]:
+    """(CUDA available, exactly known): torch's answer once this process has it, else ``cuda_likely()``.
+
+    The parent imports torch on a thread (``prestart_server``); until it is done (7 s on the H200 host
+    with MLflow importing beside it) the first variants go by the guess instead of waiting. A child
+    told a guess checks it against torch before anything else and exits with TRITON_MODE_MISMATCH
+    when it was wrong; the parent then asks torch and re-runs the variant cold (run_variant)."""
+    return (_CUDA, True) if _CUDA is not None else (cuda_likely(), False)
 
 
 def cuda_likely() -> bool:
@@ -284,6 +294,9 @@ def run_variant(
         "mode": mode,  # "run", "verify" (startup + setup + teardown) or "profile"
         "profile_tool": profile_tool,
     }
+    guess, exact = cuda_guess()
+    if pre.device == "auto" and not exact:
+        job["cuda_expected"] = guess  # the child verifies the guess its environment was built on
     (wd / "job.json").write_text(json.dumps(job))
     log_path = wd / "child.log"
     if wrapper:
@@ -362,11 +375,19 @@ def run_variant(
             else:
                 kill_group(proc)  # reap any grandchild left in the group
     forked = not (cold_start or wrapper)
-    if forked and proc.returncode == _child.TRITON_MODE_MISMATCH and not watch.records and not watch.data:
+    mismatch = proc.returncode == _child.TRITON_MODE_MISMATCH and not watch.records and not watch.data
+    if mismatch and "cuda_expected" in job:
+        _cuda_available()  # the guess was wrong: ask torch; the cold re-run's environment is then exact
+    if mismatch and (forked or "cuda_expected" in job):
         result = run_variant(
             spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper  # cold_start=True
         )
-        result.launch = "cold_start (fallback: the server imported Triton in the other interpreter mode)"
+        result.launch = (
+            f"cold_start (fallback: CUDA was guessed {'' if job['cuda_expected'] else 'un'}available, torch says "
+            "otherwise)"
+            if "cuda_expected" in job
+            else "cold_start (fallback: the server imported Triton in the other interpreter mode)"
+        )
         return result
     result = _build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, log_path)
     result.cuda_visible_devices = environment.get("CUDA_VISIBLE_DEVICES")

@@ -85,6 +85,34 @@ def test_cuda_likely_defers_to_an_exact_answer(monkeypatch: pytest.MonkeyPatch) 
     assert runner.cuda_likely() is True
 
 
+@pytest.mark.parametrize("cold_start", [True, False])
+def test_a_wrong_cuda_guess_is_caught_and_rerun_cold(
+    tmp_path: Path, write_benchmark: Any, monkeypatch: pytest.MonkeyPatch, cold_start: bool
+) -> None:
+    """Before torch answers, children's environments go by cuda_likely(); guessed wrong (a GPU seen by
+    NVML, yet torch without one), the child refuses before its first stage, and the variant re-runs
+    cold in the environment torch's answer gives: never a CPU run in compiled-Triton mode."""
+    from bench.result import VariantSpec
+    from bench.runner import run_variant
+
+    path = write_benchmark(tmp_path / "ch01" / "baseline_guess.py")
+    spec = VariantSpec(chapter="ch01", example="guess", variant="baseline", path=str(path))
+    runner._server(interpret=not _torch_cuda())  # the mode this machine's variants need (no-op if started)
+    monkeypatch.setattr(runner, "_CUDA", None)
+    monkeypatch.setattr(runner, "cuda_likely", lambda: not _torch_cuda())
+    layer = {"iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0}
+    result = run_variant(spec, tmp_path / "wd", cli_layer=layer, cold_start=cold_start)
+    assert result.status == "ok", result.error
+    assert result.launch is not None and "guessed" in result.launch
+    assert runner._CUDA == _torch_cuda()  # asked torch once the guess failed
+
+
+def _torch_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def test_server_preloads_the_warm_up_after_triton() -> None:
     assert runner.PRELOAD.index("bench._warm") > runner.PRELOAD.index("triton")
 
