@@ -89,10 +89,13 @@ class BenchmarkConfig(BaseModel):
     # event clocks); it doubles whenever a sample shows the host outran it.
     launch_spin_ms: float = Field(0.05, ge=0.001, le=50.0)
     # GPU event clocks: after each sample, leave the GPU idle for this multiple of the sample's span
-    # (host sleep). 0 = back to back. Under a power cap, a long kernel timed back to back runs at
-    # whatever clock the power controller has settled on; idle gaps start each sample from the same
-    # state (an experiment for issue 3's matmul CV; see docs/results).
-    sample_gap: float = Field(0.0, ge=0.0, le=100.0)
+    # (host sleep); 0 = back to back. Back to back, a long kernel runs at whatever clock the power
+    # controller has settled on (an 8192^3 bf16 matmul on the H100 at its 700 W cap: CV of 7 medians
+    # 0.52-2.31 %, +1.7-6.8 % against ncu's kernel time); with a gap as long as the sample each one
+    # starts from the same state: CV 0.04 %, +0.1 % against ncu (docs/results/h100.md, session 4).
+    # The measurement's wall time stays bounded by min/max_measure_seconds: fewer samples, not longer.
+    # 0 measures the sustained, power-capped regime instead.
+    sample_gap: float = Field(1.0, ge=0.0, le=100.0)
     # Flush L2 before every GPU sample, outside the timed window. False = warm-cache numbers,
     # and the result says so.
     flush_l2: bool = True

@@ -147,6 +147,18 @@ def test_sample_gap_idles_after_each_sample(monkeypatch: pytest.MonkeyPatch) -> 
     assert "idle 2x" in clock.method
 
 
+def test_batch_decision_ignores_warmup_samples_the_host_outran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch-bound call is batched by its fastest warm-up sample: samples with a launch gap inside only
+    read slower (H100: a median of such samples read > 5 us for a 1 us add, which then went unbatched)."""
+    clock = CudaEventClock.__new__(CudaEventClock)  # the decision only; no device needed
+    clock._auto_batch, clock.calls_per_sample, clock.launch_batching = True, 1, "eager"
+    clock._batch, clock.leaks, clock.side_stream = None, 0, 0
+    samples = iter([0.009, 0.0036, 0.008, 0.007] + [0.2] * 12)  # ms: three warm-up samples with gaps
+    monkeypatch.setattr(clock, "_one", lambda fn: next(samples))
+    clock.warmup(lambda: None, 4)
+    assert clock.calls_per_sample == 56  # ceil(0.2 ms / 3.6 us)
+
+
 def test_sample_gap_is_validated() -> None:
     from bench.config import BenchmarkConfig
 
