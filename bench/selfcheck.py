@@ -153,7 +153,10 @@ def truth_ms(w: Workload, bandwidth_gbps: float | None) -> tuple[float, str]:
             f"minus 50 flushes gives {graph * 1e3:.2f} µs per call, write-back of its output included"
         )
     if w.name == "matmul_bf16":
-        return _graph_replay_ms(w.fn, calls=10) / 10, "CUDA graph of 10 calls, replay / 10"
+        return _graph_replay_ms(w.fn, calls=10) / 10, (
+            "CUDA graph of 10 calls, replay / 10: back to back, the sustained regime (at an H100's power cap); "
+            "the harness idles between samples (sample_gap), the regime of ncu's replayed kernel"
+        )
     return _cpu_truth_ms(w.fn)
 
 
