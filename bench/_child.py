@@ -120,7 +120,7 @@ def run(job: dict[str, Any]) -> None:
         from bench.manifest import device_manifest
         from bench.markers import per_call
         from bench.protocol import check_benchmark, import_file
-        from bench.timing import make_clock
+        from bench.timing import clock_for
 
         module = import_file(job["path"])
 
@@ -159,16 +159,7 @@ def run(job: dict[str, Any]) -> None:
     # The benchmark's own peak so far (inputs, outputs); the harness's L2-flush buffer comes next
     # and must not be billed to the variant.
     setup_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    clock = make_clock(
-        config.timing_mode,
-        device,
-        config.flush_l2,
-        config.calls_per_sample,
-        config.launch_batching,
-        config.launch_spin_ms,
-        config.min_warmup_seconds,
-        config.sample_gap,
-    )
+    clock = clock_for(config, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     # A range per call only while an NVTX tool listens (never in a timed child): see bench.markers.

@@ -36,7 +36,7 @@ from typing import Any
 from bench.config import resolve_config
 from bench.profiling import parse_ncu_csv as parse_kernels
 from bench.stopping import Measurement, StopRule, sample_until
-from bench.timing import L2Flush, capture_graph, make_clock
+from bench.timing import L2Flush, capture_graph, clock_for
 
 GPU_WORKLOADS = ("tiny_add", "scale_64mib", "matmul_bf16")
 CPU_WORKLOADS = ("cpu_sum",)
@@ -287,10 +287,7 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
     clock: Any = (
         NaiveClock()
         if mode == "naive"
-        else make_clock(
-            mode, device, cfg.flush_l2, cfg.calls_per_sample, cfg.launch_batching, cfg.launch_spin_ms,
-            cfg.min_warmup_seconds, cfg.sample_gap,
-        )
+        else clock_for(cfg, device, mode)
     )
     if getattr(clock, "fallback", None):
         cell.note = clock.fallback

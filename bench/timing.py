@@ -49,9 +49,12 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.stopping import Measurement, StopRule, relative_noise, sample_until
+
+if TYPE_CHECKING:
+    from bench.config import BenchmarkConfig
 
 Fn = Callable[[], Any]
 
@@ -494,3 +497,18 @@ def make_clock(
     if mode == "triton":
         return TritonClock(device)
     return PytorchClock(device)
+
+
+def clock_for(config: BenchmarkConfig, device: Any, mode: str | None = None) -> Clock:
+    """``make_clock`` with every clock setting taken from ``config`` (``mode`` overrides its timing_mode):
+    the one mapping from configuration to clock, for variants, the selfcheck and the kernel sweeps."""
+    return make_clock(
+        mode or config.timing_mode,
+        device,
+        config.flush_l2,
+        config.calls_per_sample,
+        config.launch_batching,
+        config.launch_spin_ms,
+        config.min_warmup_seconds,
+        config.sample_gap,
+    )

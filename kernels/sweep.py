@@ -1,6 +1,6 @@
 """Sweep a case over shapes: check each provider, time the ones that pass, write CSVs and plots.
 
-Timing goes through the harness's clock (``bench.timing.make_clock``) and the config's stop rule;
+Timing goes through the harness's clock (``bench.timing.clock_for``) and the config's stop rule;
 nothing here times itself. ``fwd`` times one forward call; ``bwd`` times ``torch.autograd.grad`` of
 a forward recorded once (graph retained), i.e. the backward kernels alone. Before any timing, each
 provider is checked against the reference at the check shapes (on GPU: the issue's three configurations
@@ -33,7 +33,7 @@ from bench import peaks
 from bench.config import BenchmarkConfig
 from bench.profiling import capture_torch
 from bench.stats import summarize
-from bench.timing import make_clock
+from bench.timing import clock_for
 from kernels.case import DTYPES, PROVIDERS, Case, Shape, build, mark_rows_dynamic
 from kernels.check import check
 
@@ -133,8 +133,7 @@ def _timed_call(case: Case, module: torch.nn.Module, inputs: Sequence[torch.Tens
 
 def time_fn(fn: Callable[[], object], config: BenchmarkConfig, device: torch.device) -> float:
     """Median µs of ``fn`` through the harness clock: first call, warm-up, then the stop rule."""
-    clock = make_clock(config.timing_mode, device, flush_l2=config.flush_l2, calls_per_sample=config.calls_per_sample,
-                       min_warmup_s=config.min_warmup_seconds)  # fmt: skip
+    clock = clock_for(config, device)
     clock.first_call(fn)
     clock.warmup(fn, config.warmup)
     m = clock.measure(fn, config.iterations, config.stop_rule())
