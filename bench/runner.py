@@ -8,6 +8,7 @@ it. Crashes (segfault, ``os._exit``, OOM kill, exceptions) become a structured `
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -152,8 +153,12 @@ def cuda_likely() -> bool:
     of torch (``torch/lib/libtorch_cuda.so``), NVML reporting a GPU, and CUDA_VISIBLE_DEVICES not hiding
     them all. Only for guesses that a wrong answer cannot make wrong (the server's Triton mode: a variant
     needing the other one is re-run cold); ``_cuda_available`` answers exactly."""
-    if _CUDA is not None:
-        return _CUDA
+    return _CUDA if _CUDA is not None else _probe_cuda()
+
+
+@functools.cache
+def _probe_cuda() -> bool:
+    """cuda_likely's probe, once per process (every variant asks while torch is still importing)."""
     import importlib.util
 
     spec = importlib.util.find_spec("torch")  # locates the package; does not import it

@@ -6,7 +6,9 @@ suite runs on. Results are handed to the tracker as they finish, so an interrupt
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import queue
 import shutil
 import tempfile
@@ -223,8 +225,6 @@ def _run_example(
 
 def load_durations(path: str | Path, signature: str) -> dict[str, float]:
     """Seconds per variant key recorded by ``save_durations`` under ``signature`` (device, sizes); {} if none."""
-    import json
-
     try:
         data = json.loads(Path(path).read_text())
         table = data.get(signature, {})
@@ -235,9 +235,6 @@ def load_durations(path: str | Path, signature: str) -> dict[str, float]:
 
 def save_durations(path: str | Path, signature: str, suite: SuiteResult) -> None:
     """Add this suite's per-variant worker time (run + compare) to ``path``, under ``signature``."""
-    import json
-    import os
-
     p = Path(path)
     try:
         data = json.loads(p.read_text())

@@ -31,7 +31,7 @@ def test_cuda_likely_does_not_import_torch() -> None:
 
 
 @pytest.fixture
-def fake_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def fake_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
     """A torch package location with or without libtorch_cuda.so, and a fake NVML; returns a setter."""
     import importlib.util
 
@@ -41,6 +41,8 @@ def fake_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec if name == "torch" else real(name, *a))
     monkeypatch.setattr(runner, "_CUDA", None)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    runner._probe_cuda.cache_clear()  # each case probes its own fake machine
+    request.addfinalizer(runner._probe_cuda.cache_clear)
 
     def make(cuda_build: bool, gpus: int) -> None:
         lib = tmp_path / "lib" / "libtorch_cuda.so"
