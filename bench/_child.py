@@ -304,40 +304,23 @@ def main() -> None:
     _finish(sys.argv[1])
 
 
-def entry(job_path: str, channel: Any, log_path: str, env: dict[str, str], cwd: str) -> None:
-    """Fast path: forked from the pre-warmed server (torch, triton, numpy, the harness imported; CUDA
-    never initialised there), so what a fresh interpreter would get from its command line and
-    environment is set up here, before any benchmark code runs."""
-    global _fd, _channel
+def entry(job_path: str, fd: int) -> None:
+    """Fast path: forked from the pre-warmed server (bench.server: torch, triton, numpy, the harness
+    imported; CUDA never initialised there), which has already given this process what a fresh
+    interpreter would get from the caller (environment, import path, working directory, own session,
+    output to the log); ``fd`` is the message pipe."""
+    global _fd
     # Triton decides interpreted-or-compiled when its own helpers (tl.sum, tl.zeros, ...) are defined,
     # at import. A server that imported it in the other mode cannot serve this variant: say so before
-    # anything runs; the parent starts it cold instead.
-    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET", "") != env.get("TRITON_INTERPRET", ""):
+    # anything runs; the parent starts it cold instead. (Servers are keyed by mode: a safeguard.)
+    if "triton" in sys.modules and _IMPORT_MODE != os.environ.get("TRITON_INTERPRET", ""):
         os._exit(TRITON_MODE_MISMATCH)
-    os.setsid()  # own session and process group: the parent kills the group on a stage timeout
-    sys.stdout.flush()
-    sys.stderr.flush()
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    # The server's environment is the suite's at server start; this variant's (TRITON_INTERPRET,
-    # CUDA_VISIBLE_DEVICES, CUBLAS_WORKSPACE_CONFIG) is applied before CUDA or any kernel is touched.
-    os.environ.clear()
-    os.environ.update(env)
-    for entry_path in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):  # as a fresh interpreter would
-        if entry_path and entry_path not in sys.path:
-            sys.path.insert(0, entry_path)
-    os.chdir(cwd)
-    _channel = channel  # keep the connection (and so its descriptor) alive
-    _fd = channel.fileno()
+    _fd = fd
     _finish(job_path)
 
 
-_channel: Any = None
+# The Triton mode this module was imported in (in the server: the server's mode).
+_IMPORT_MODE = os.environ.get("TRITON_INTERPRET", "")
 # Exit code of a forked child that cannot run in this server (EX_TEMPFAIL): the parent retries cold.
 TRITON_MODE_MISMATCH = 75
 

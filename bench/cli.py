@@ -161,7 +161,7 @@ def run(
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), console=console, transient=False,
-    ) as progress:
+    ) as progress:  # fmt: skip
         task = progress.add_task("running", total=n_variants)
 
         def on_result(result: VariantResult, comparison: Comparison | None) -> None:
@@ -205,6 +205,19 @@ def run(
         console.print(
             f"time: first variant started at {b['first_start_s']:.1f} s; {b['workers']} worker(s) ran variants "
             f"{b['run_s']:.1f} s, compared outputs {b['compare_s']:.1f} s, idled {b['idle_s']:.1f} s"
+        )
+    if sink is not None and sink.ready_s is not None and sink.wait_s is not None:
+        console.print(
+            f"MLflow: import and store open took {sink.ready_s:.1f} s (on a thread, beside the variants); after "
+            f"the last variant, {sink.wait_s:.1f} s went on logging results still queued"
+        )
+    if not cold_start:
+        from bench import server
+
+        console.print(
+            "server: started by this command (its imports delayed the first variant)"
+            if server.STARTED_HERE
+            else "server: kept from an earlier command (`perflab server stop` ends it)"
         )
     if not suite.all_ok:
         raise typer.Exit(1)
@@ -253,13 +266,54 @@ def _workers(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, 
 
 
 def _cuda_count() -> int:
-    from bench.runner import _cuda_available  # one cached CUDA check per process
+    """GPUs a worker each: NVML's count (no torch import in this process: ~4 s on a GPU host), unless
+    a GPU is in MIG mode or NVML is missing, where torch answers (MIG instances are not NVML devices)."""
+    from bench.runner import _cuda_available, cuda_likely, nvml_gpu_count
 
+    if not cuda_likely():
+        return 0
+    count = nvml_gpu_count()
+    if count is not None:
+        return count
     if not _cuda_available():
         return 0
     import torch
 
     return torch.cuda.device_count()
+
+
+server_app = typer.Typer(
+    no_args_is_help=True, help="the pre-warmed server variants are forked from (kept between runs)"
+)
+app.add_typer(server_app, name="server")
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """List this user's servers: pid, Triton mode, uptime, children running."""
+    from bench import server
+
+    found = server.servers()
+    if not found:
+        console.print(f"no server running (socket directory {server.runtime_dir()})")
+    for s in found:
+        if s.get("starting"):
+            console.print(f"server {s['pid']} key {s['key']}: starting (importing torch)")
+            continue
+        errors = f", preload errors: {s['preload_errors']}" if s["preload_errors"] else ""
+        console.print(
+            f"server {s['pid']} key {s['key']}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, "
+            f"{s['children']} child(ren), exits after {s['idle_limit_s']:.0f} s idle{escape(errors)}"
+        )
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop this user's servers (their running children are killed); the next run starts a fresh one."""
+    from bench import server
+
+    pids = server.stop_all()
+    console.print(f"stopped {len(pids)} server(s)" + (f": {', '.join(map(str, pids))}" if pids else ""))
 
 
 def _line(result: VariantResult, comparison: Comparison | None) -> str:
@@ -596,16 +650,23 @@ def overhead(
     jobs: Annotated[int | None, typer.Option(min=2, help="with --chapter-wall on the CPU: parallel jobs")] = None,
     smoke: Annotated[bool | None, typer.Option("--smoke/--full-size", help="with --chapter-wall")] = None,
     chapters_dir: ChaptersOpt = None,
+    fresh_server: Annotated[
+        bool,
+        typer.Option(
+            "--fresh-server",
+            help="stop this user's servers first (their running children are killed): the first variant pays a start",
+        ),
+    ] = False,
 ) -> None:
-    """Per-variant cost of isolation: fast path (forkserver) vs cold start (fresh interpreter); with
-    --chapter-wall, a chapter's wall time on one worker vs several."""
+    """Per-variant cost of isolation: fast path (a fork of the pre-warmed server) vs cold start (fresh
+    interpreter); with --chapter-wall, a chapter's wall time on one worker vs several."""
     from bench.overhead import chapter_wall as time_chapter
     from bench.overhead import chapter_wall_markdown, markdown, run_overhead
 
     if n == 1:
         raise PerflabError("--n 1 is too small; use at least 2 variants per path, or 0 to skip")
     if n:
-        report = run_overhead(n)
+        report = run_overhead(n, fresh_server=fresh_server)
         _emit(markdown(report), report, out, "overhead")
     if chapter_wall is None:
         return

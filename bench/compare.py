@@ -33,17 +33,6 @@ def default_rtol(dtype: str) -> float:
     return DEFAULT_RTOL.get(dtype, 0.0)
 
 
-def _load(result: VariantResult) -> list[Any] | None:
-    import torch
-
-    if result.output is None or result.output.path is None:
-        return None
-    try:  # mapped, not read into fresh memory: the comparison touches each page once (0.16 vs 0.44 s for 2 x 256 MiB)
-        return list(torch.load(result.output.path, map_location="cpu", weights_only=True, mmap=True))
-    except RuntimeError:  # a file torch cannot map (not the zip format)
-        return list(torch.load(result.output.path, map_location="cpu", weights_only=True))
-
-
 def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None) -> Verification:
     """Compare two lists of CPU tensors (baseline = reference)."""
     import torch
@@ -155,8 +144,12 @@ def _fast_error(r: Any, o: Any, name: str, tol: float) -> float | Verification |
 _PAIR_STATUS: dict[str, PairStatus] = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}
 
 
-def compare(baseline: VariantResult, optimized: VariantResult) -> Comparison:
-    """Pair status, verification and speedup (baseline median / optimized median, never clamped)."""
+def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool = False) -> Comparison:
+    """Pair status, verification and speedup (baseline median / optimized median, never clamped).
+
+    ``in_server``: load and compare the outputs in a fresh child of the pre-warmed server (bench.server),
+    so the parent never imports torch (~4 s on a GPU host, which the first comparison would wait for);
+    should that child fail, here."""
     spec = optimized.spec
     common: dict[str, Any] = {
         "chapter": spec.chapter,
@@ -176,7 +169,7 @@ def compare(baseline: VariantResult, optimized: VariantResult) -> Comparison:
             status="failed",
             verification=Verification(verified=False, detail=f"{which} {bad.status}: {reason}"),
         )
-    verification = _verify(baseline, optimized)
+    verification = _verify(baseline, optimized, in_server)
     speedup = None
     b, o = baseline.median_ms, optimized.median_ms
     same_hardware = not verification.detail.startswith("ran on different devices")
@@ -191,18 +184,45 @@ def _gpu(result: VariantResult) -> str | None:
     return gpu.get("name") if isinstance(gpu, dict) else None
 
 
-def _verify(baseline: VariantResult, optimized: VariantResult) -> Verification:
+def _verify(baseline: VariantResult, optimized: VariantResult, in_server: bool = False) -> Verification:
     if baseline.device != optimized.device or _gpu(baseline) != _gpu(optimized):
         return Verification(
             verified=False,
             detail=f"ran on different devices: baseline {baseline.device} ({_gpu(baseline)}) vs "
             f"optimized {optimized.device} ({_gpu(optimized)}); no comparison across devices",
         )
-    ref, out = _load(baseline), _load(optimized)
-    if ref is None or out is None:
-        missing = " and ".join(n for n, t in (("baseline", ref), ("optimized", out)) if t is None)
+    missing = " and ".join(
+        n for n, r in (("baseline", baseline), ("optimized", optimized)) if r.output is None or r.output.path is None
+    )
+    if missing:
         return Verification(
             verified=False, detail=f"no output from {missing} (get_output() missing or None): not verified"
         )
-    rtol = optimized.config.get("rtol")
-    return compare_tensors(ref, out, rtol)
+    assert baseline.output is not None and optimized.output is not None
+    ref, out, rtol = baseline.output.path, optimized.output.path, optimized.config.get("rtol")
+    if in_server:
+        from bench.config import BenchmarkConfig
+        from bench.runner import in_server as run_in_server
+        from bench.server import ServerError
+
+        try:
+            return run_in_server(
+                verify_files, ref, out, rtol, timeout=BenchmarkConfig(**optimized.config).stage_limit("check")
+            )
+        except (OSError, ServerError):
+            pass  # the child failed (not the comparison): compare here
+    return verify_files(ref, out, rtol)
+
+
+def verify_files(ref_path: str, out_path: str, rtol: float | None) -> Verification:
+    """Load two saved output lists (baseline = reference) and compare them."""
+    import torch
+
+    def load(path: str) -> list[Any]:
+        # Mapped, not read into fresh memory: the comparison touches each page once (0.16 vs 0.44 s, 2 x 256 MiB).
+        try:
+            return list(torch.load(path, map_location="cpu", weights_only=True, mmap=True))
+        except RuntimeError:  # a file torch cannot map (not the zip format)
+            return list(torch.load(path, map_location="cpu", weights_only=True))
+
+    return compare_tensors(load(ref_path), load(out_path), rtol)

@@ -1,15 +1,18 @@
-"""``perflab overhead``: what isolation costs per variant, fast path (forkserver) vs cold start (spawn),
-and what parallel workers buy on a real chapter.
+"""``perflab overhead``: what isolation costs per variant, fast path (a fork of the pre-warmed server,
+bench.server) vs cold start (spawn), and what parallel workers buy on a real chapter.
 
 Runs the same trivial variant ``n`` times on each path. Per-variant overhead =
 (wall time of the n runs − Σ time inside the measured stages) / n, where the measured stages are
 setup, warmup, measurement, check and teardown as the parent saw them; what is left is process start,
-imports, pipe traffic and reaping — the price of isolation. The fast path's first variant also pays
-for starting the server (one ``import torch``); it is included, and reported apart as well.
+imports, pipe traffic and reaping — the price of isolation. The server outlives the command; if none was
+running (``fresh_server`` stops any first), the fast path's first variant pays for starting it (one
+``import torch``): included, and reported apart as well (``overhead_first_s``, ``server_was_running``).
 
 ``chapter_wall`` times whole ``perflab run`` commands (start-up, MLflow and summary included, as a user
-waits for them) on one worker and on k: a warm-up run on one worker first (it fills the compile caches
-and creates the store, as a user's first run does), then k workers, then one, all on one store.
+waits for them) on one worker and on k: a warm-up run on one worker first (it fills the compile caches,
+creates the store and starts the server, as a user's first run does), then k workers, then one, all on
+one store, with the server kept from the run before (as when a user runs again); then k and one again,
+each with the server stopped before it (as a user's first run after the server's idle exit).
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
     from bench.runner import _cuda_available
 
     _cuda_available()
+    from bench import server
+
+    running = bool(server.servers())
     t_start = time.monotonic()
     for i in range(n):
         t0 = time.monotonic()
@@ -79,7 +85,8 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
         statuses.append(r.status)
     total = time.monotonic() - t_start
     return {
-        "path": "cold_start (spawn)" if cold_start else "fast (forkserver)",
+        "path": "cold_start (spawn)" if cold_start else "fast (server)",
+        "server_was_running": None if cold_start else running,
         "n": n,
         "wall_s": total,
         "overhead_per_variant_s": sum(per_variant) / n,
@@ -90,10 +97,15 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
     }
 
 
-def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Both paths on the same trivial variant; the fast path first (its server start is counted)."""
+def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None, fresh_server: bool = False) -> dict[str, Any]:
+    """Both paths on the same trivial variant; the fast path first. ``fresh_server``: stop this user's
+    servers first (killing what their children run), so the first variant's figure includes a start."""
     if n < 2:
         raise ValueError(f"n={n} is too small; use at least 2 variants per path")
+    if fresh_server:
+        from bench import server
+
+        server.stop_all()
     with tempfile.TemporaryDirectory(prefix="perflab-overhead-") as tmp:
         fast = measure(n, False, Path(tmp), cli_layer)
         cold = measure(n, True, Path(tmp), cli_layer)
@@ -123,30 +135,41 @@ def chapter_wall(
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="perflab-wall-") as tmp:
         uri = f"sqlite:///{store or Path(tmp) / 'wall.db'}"
-        for label, value in (("warm-up", one), ("k workers", all_), ("one worker", one)):
+        plan = [("warm-up", one, False), ("k workers", all_, False), ("one worker", one, False),
+                ("k workers, fresh server", all_, True), ("one worker, fresh server", one, True)]  # fmt: skip
+        for label, value, fresh in plan:
+            if fresh:
+                from bench import server
+
+                server.stop_all()
             cmd = [sys.executable, "-m", "bench.cli", "run", "-t", target, flag, value, "--tracking-uri", uri, *extra]
             t0 = time.monotonic()
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
             wall = time.monotonic() - t0
             if store is not None:  # each run's output beside the store, for the record
-                log = Path(store).parent / f"wall-{len(runs) + 1}-{label.replace(' ', '_')}.log"
+                name = label.replace(", ", "-").replace(" ", "_")
+                log = Path(store).parent / f"wall-{len(runs) + 1}-{name}.log"
                 log.write_text(f"$ {' '.join(cmd)}\n# exit {done.returncode}, {wall:.2f} s\n{done.stdout}{done.stderr}")
             suite = re.search(r"pairs verified in ([0-9.]+) s", done.stdout)
             runs.append({
-                "run": label, "workers": len(workers) if label == "k workers" else 1, flag.lstrip("-"): value,
+                "run": label, "workers": len(workers) if value == all_ else 1, flag.lstrip("-"): value,
                 "exit_code": done.returncode, "wall_s": wall, "suite_wall_s": float(suite.group(1)) if suite else None,
                 "tail": (done.stdout + done.stderr)[-2000:] if done.returncode not in (0, 1) else "",
             })  # fmt: skip
-    k, single = runs[1], runs[2]
     ok = all(r["exit_code"] in (0, 1) for r in runs)  # 1: the suite ran, some variant failed
+
+    def ratio(k: dict[str, Any], single: dict[str, Any], key: str) -> float | None:
+        return k[key] / single[key] if ok and k[key] and single[key] else None
+
     return {
         "target": target,
         "runs": runs,
         "k": len(workers),
-        "ratio": k["wall_s"] / single["wall_s"] if ok else None,
-        "suite_ratio": k["suite_wall_s"] / single["suite_wall_s"] if ok and k["suite_wall_s"] and single["suite_wall_s"]
-        else None,
-    }  # fmt: skip
+        "ratio": ratio(runs[1], runs[2], "wall_s"),
+        "suite_ratio": ratio(runs[1], runs[2], "suite_wall_s"),
+        "fresh_server_ratio": ratio(runs[3], runs[4], "wall_s"),
+        "fresh_server_suite_ratio": ratio(runs[3], runs[4], "suite_wall_s"),
+    }
 
 
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
@@ -164,7 +187,13 @@ def chapter_wall_markdown(report: dict[str, Any]) -> str:
         lines.append("No ratio: a run did not complete (see the runs' tails in the JSON).")
     else:
         suite = f"; the suite part alone {report['suite_ratio']:.3f}×" if report["suite_ratio"] else ""
-        lines.append(f"{report['k']} workers take {report['ratio']:.3f}× the one-worker wall{suite}.")
+        lines.append(f"{report['k']} workers take {report['ratio']:.3f}× the one-worker wall{suite} (server kept).")
+        if report.get("fresh_server_ratio"):
+            lines.append("")
+            lines.append(
+                f"With the server stopped before each run: {report['fresh_server_ratio']:.3f}× "
+                f"(suite part {report['fresh_server_suite_ratio']:.3f}×)."
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -179,6 +208,14 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {r['path']} | {r['n']} | {r['wall_s']:.2f} | {r['overhead_per_variant_s']:.3f} | "
             f"{r['overhead_first_s']:.3f} | {r['overhead_median_s']:.3f} | {after} | {r['all_ok']} |"
+        )
+    running = report["fast"].get("server_was_running")
+    if running is not None:
+        lines.append("")
+        lines.append(
+            "The server was already running: no variant paid for its start."
+            if running
+            else "No server was running: the fast path's first variant includes starting one (its imports)."
         )
     if report["cold_over_fast"]:
         lines.append("")

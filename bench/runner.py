@@ -8,6 +8,7 @@ it. Crashes (segfault, ``os._exit``, OOM kill, exceptions) become a structured `
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -15,7 +16,6 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,13 +67,6 @@ def _cuda_available() -> bool:
     return _CUDA
 
 
-# Imported once by the fast path's server, never again per variant (CUDA is never initialised there).
-PRELOAD = [
-    "bench._child", "bench.config", "bench.context", "bench.manifest", "bench.timing", "numpy", "torch", "triton",
-    "bench._warm",  # after triton: its per-process caches (bench/_warm.py), never CUDA
-]  # fmt: skip
-
-
 class _Process(Protocol):
     pid: int
 
@@ -83,7 +76,7 @@ class _Process(Protocol):
 
 
 class ForkedProcess:
-    """A multiprocessing.Process from the forkserver, with Popen's poll/wait/returncode."""
+    """A multiprocessing.Process from a forkserver (the sweeps' trials), with Popen's poll/wait/returncode."""
 
     def __init__(self, process: Any) -> None:
         self._p = process
@@ -103,39 +96,20 @@ class ForkedProcess:
         return self._p.exitcode
 
 
-_SERVER_LOCK = threading.Lock()
-_SERVER_STARTED = False
+def server_interpret(config: BenchmarkConfig, env: dict[str, str] | None = None) -> bool:
+    """The Triton mode of the server ``config``'s variants are forked from (as ``child_env`` decides)."""
+    return child_env(config, env).get("TRITON_INTERPRET") == "1"
 
 
-def _server(interpret: bool) -> Any:
-    """The forkserver context; its server imports PRELOAD once, on the first variant.
+_MODE: bool | None = None  # the Triton mode of the server this process last used (prestart or a variant)
 
-    The server is started in the Triton mode of that first variant (TRITON_INTERPRET set for CPU
-    runs), because Triton fixes its mode at import. A later variant needing the other mode is refused
-    by the child (TRITON_MODE_MISMATCH) and re-run cold.
-    """
-    import multiprocessing
-    import multiprocessing.forkserver
 
-    global _SERVER_STARTED
-    ctx = multiprocessing.get_context("forkserver")
-    with _SERVER_LOCK:
-        if not _SERVER_STARTED:
-            ctx.set_forkserver_preload(PRELOAD)
-            saved = os.environ.get("TRITON_INTERPRET")
-            try:
-                if interpret:
-                    os.environ["TRITON_INTERPRET"] = "1"
-                else:
-                    os.environ.pop("TRITON_INTERPRET", None)
-                multiprocessing.forkserver.ensure_running()  # the server inherits this environment
-            finally:
-                if saved is None:
-                    os.environ.pop("TRITON_INTERPRET", None)
-                else:
-                    os.environ["TRITON_INTERPRET"] = saved
-            _SERVER_STARTED = True
-    return ctx
+def in_server(fn: Any, *args: Any, timeout: float) -> Any:
+    """``fn(*args)`` in a fresh child of the pre-warmed server (torch imported there, not here)."""
+    from bench import server
+
+    interpret = _MODE if _MODE is not None else server_interpret(resolve_config())
+    return server.call(fn, *args, interpret=interpret, timeout=timeout)
 
 
 def cuda_guess() -> tuple[bool, bool]:
@@ -180,21 +154,48 @@ def _probe_cuda() -> bool:
         return _cuda_available()  # no NVML: ask torch
 
 
-def prestart_server(config: BenchmarkConfig) -> bool:
-    """Start the forkserver now, in the Triton mode ``config``'s variants will need; returns that mode.
+def nvml_gpu_count() -> int | None:
+    """The GPUs NVML sees, or None where NVML is missing or a GPU is in MIG mode (then ask torch)."""
+    try:
+        import pynvml
 
-    Its imports (torch, triton: ~4-6 s on a GPU host) then run in the server process while the parent
-    goes on (importing mlflow and opening the store take ~10 s there) instead of delaying the first
-    variant. The mode comes from ``cuda_likely()``, not from importing torch here: that import would
-    delay the server by as long again. A variant that turns out to need the other mode is re-run cold.
-    Meanwhile the parent imports torch on a thread (it needs it for the exact CUDA check and to compare
-    outputs), so the first comparison does not wait for it either.
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        for i in range(count):
+            try:
+                current, _ = pynvml.nvmlDeviceGetMigMode(pynvml.nvmlDeviceGetHandleByIndex(i))
+            except pynvml.NVMLError:
+                continue  # not MIG-capable
+            if current:
+                return None
+        return count
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def prestart_server(config: BenchmarkConfig) -> bool:
+    """Make sure this user's pre-warmed server for ``config``'s Triton mode is running; returns that mode.
+
+    A server kept from an earlier command answers at once; otherwise one starts now and imports torch and
+    triton (~4 s on a GPU host) while the parent goes on (importing mlflow, opening the store) instead of
+    delaying the first variant. The mode comes from ``cuda_likely()``, not from importing torch here:
+    that import would cost as long again, and the parent needs no torch (outputs are compared in a child
+    of the server). A variant that turns out to need the other mode is re-run cold.
     """
+    global _MODE
+    from bench import server
+
     on_cpu = config.device == "cpu" or (config.device == "auto" and not cuda_likely())
     # As child_env decides: CPU variants get TRITON_INTERPRET=1 unless the user set it otherwise.
     interpret = os.environ.get("TRITON_INTERPRET", "1" if on_cpu else "") == "1"
-    _server(interpret)
-    threading.Thread(target=_cuda_available, name="perflab-import-torch", daemon=True).start()
+    server.connect(interpret).close()  # connected: it listens (a new one is importing; requests wait)
+    _MODE = interpret
     return interpret
 
 
@@ -331,15 +332,22 @@ def run_variant(
         if write_fd >= 0:
             os.close(write_fd)
     else:
-        from multiprocessing.connection import Connection
+        from bench import server
 
-        channel = Connection(write_fd, readable=False)  # pickled to the server as a duplicated fd
-        process = _server(environment.get("TRITON_INTERPRET") == "1").Process(
-            target=_child.entry, args=(str(wd / "job.json"), channel, str(log_path), environment, str(wd))
-        )
-        process.start()
-        channel.close()
-        proc = ForkedProcess(process)
+        interpret = environment.get("TRITON_INTERPRET") == "1"
+        try:
+            proc = server.spawn(
+                "bench._child:entry", [str(wd / "job.json")], write_fd, environment, str(wd), str(log_path), interpret
+            )
+        except (OSError, server.ServerError) as exc:  # nothing is lost: the variant runs cold instead
+            os.close(read_fd)
+            os.close(write_fd)
+            result = run_variant(spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper)
+            result.launch = f"cold_start (fallback: the server failed: {exc})"
+            return result
+        os.close(write_fd)
+        global _MODE
+        _MODE = interpret
     watch = _Watch(spec, pre, mode)
     timed_out = False
     buf = b""
@@ -386,7 +394,7 @@ def run_variant(
     if mismatch and (forked or "cuda_expected" in job):
         result = run_variant(
             spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper  # cold_start=True
-        )
+        )  # fmt: skip
         result.launch = (
             f"cold_start (fallback: CUDA was guessed {'' if job['cuda_expected'] else 'un'}available, torch says "
             "otherwise)"
@@ -396,7 +404,7 @@ def run_variant(
         return result
     result = _build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, log_path)
     result.cuda_visible_devices = environment.get("CUDA_VISIBLE_DEVICES")
-    result.launch = "forkserver" if forked else "cold_start"
+    result.launch = "server" if forked else "cold_start"
     return result
 
 

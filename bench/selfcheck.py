@@ -284,11 +284,7 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
     cfg = resolve_config(config_layer)  # the harness defaults (adaptive, 0.5 % target, L2 flush) or the given ones
     cell = Cell(w.name, mode, pid=os.getpid())
     device = torch.device(w.device if w.device == "cpu" else "cuda:0")
-    clock: Any = (
-        NaiveClock()
-        if mode == "naive"
-        else clock_for(cfg, device, mode)
-    )
+    clock: Any = NaiveClock() if mode == "naive" else clock_for(cfg, device, mode)
     if getattr(clock, "fallback", None):
         cell.note = clock.fallback
     if mode != "naive":
@@ -330,15 +326,14 @@ def _in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
     clock read 1.003 µs per tiny add in a fresh process and 1.35 µs inside a selfcheck that had built
     and timed other workloads first, whose own graph truth moved 1.01 → 1.20 µs between two builds.
     """
-    from concurrent.futures import ProcessPoolExecutor
+    from bench import server
+    from bench.runner import server_interpret
 
-    from bench.runner import _server, child_env
+    # The Triton mode the harness's own variants need (interpreter without CUDA), not this process's.
+    return server.call(fn, *args, interpret=server_interpret(resolve_config()), timeout=_FRESH_PROCESS_LIMIT_S)
 
-    # The Triton mode the harness's own variants need (interpreter without CUDA), not this process's: a
-    # server started in the other mode would make every later variant of the process re-run cold.
-    ctx = _server(child_env(resolve_config()).get("TRITON_INTERPRET") == "1")
-    with ProcessPoolExecutor(max_workers=1, mp_context=ctx, max_tasks_per_child=1) as pool:
-        return pool.submit(fn, *args).result()
+
+_FRESH_PROCESS_LIMIT_S = 1800.0  # one truth or one cell of repeats; a hung one is killed, not waited for
 
 
 def run_selfcheck(

@@ -52,6 +52,9 @@ class BackgroundSink:
         self._sink: Sink | None = None
         self._error: BaseException | None = None
         self._lost: list[str] = []  # variants queued but never logged, because the sink failed
+        self._t0 = time.monotonic()
+        self.ready_s: float | None = None  # seconds from creation until the sink was open
+        self.wait_s: float | None = None  # seconds ``close`` waited for the queue to drain
         self._thread = threading.Thread(target=self._loop, args=(open_sink,), name="perflab-sink", daemon=True)
         self._thread.start()
 
@@ -60,6 +63,7 @@ class BackgroundSink:
             self._sink = open_sink()
         except BaseException as exc:  # recorded, raised by check/close in the suite's threads
             self._error = exc
+        self.ready_s = time.monotonic() - self._t0
         while (item := self._queue.get()) is not None:
             if self._error is not None:
                 self._lost.append(item[0].spec.key)
@@ -85,9 +89,11 @@ class BackgroundSink:
 
     def close(self) -> Sink:
         """Wait until every queued result is logged; the opened sink, or the error that stopped it."""
+        t0 = time.monotonic()
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+        self.wait_s = time.monotonic() - t0
         self.check()
         assert self._sink is not None
         return self._sink
@@ -207,7 +213,7 @@ def _run_example(
             baseline = result
         elif baseline is not None:
             c0 = time.monotonic()
-            comparison = compare(baseline, result)
+            comparison = compare(baseline, result, in_server=not cold_start)
             compare_s = time.monotonic() - c0
             comparisons.append(comparison)
         variants.append(result)

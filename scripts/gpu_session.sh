@@ -67,7 +67,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
         --out "$OUT" > "$OUT/wall.log" 2>&1
       echo "wall exit $?"; cat "$OUT/chapter_wall.md" 2> /dev/null || tail -20 "$OUT/wall.log" ;;
     overhead)
-      $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
+      $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --fresh-server --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
     sweep)  # issue 5: the default grid (128 trials), smart replayed against it, then a live smart sweep of 32
       # Storage and tables under $OUT (optuna.db beside mlflow.db would not come back); --time-budget stops
       # starting trials in time for the summary; the same --storage/--study-name resumes in a later call.
@@ -87,6 +87,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       fi ;;
   esac
 done
+perflab server stop > /dev/null 2>&1  # the pre-warmed servers outlive commands: not this call
 # The device returns a limited number of files: everything goes into one bundle (logs, tables, raw ncu
 # CSV, report, MLflow artifacts), beside mlflow.db and machine.txt.
 repo=$(pwd)

@@ -49,6 +49,26 @@ def _private_durations_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
         os.environ["PERFLAB_DURATIONS"] = saved
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_servers(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Tests' pre-warmed servers (bench.server) live in a directory of their own, and are stopped when the
+    session ends (with an idle exit of their own should the session be killed)."""
+    import os
+
+    saved = {k: os.environ.get(k) for k in ("PERFLAB_RUNTIME_DIR", "PERFLAB_SERVER_IDLE_S")}
+    os.environ["PERFLAB_RUNTIME_DIR"] = str(tmp_path_factory.mktemp("servers"))
+    os.environ["PERFLAB_SERVER_IDLE_S"] = "300"
+    yield
+    from bench import server
+
+    server.stop_all()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(scope="session")
 def write_benchmark() -> WriteBenchmark:
     return _write_benchmark

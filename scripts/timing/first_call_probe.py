@@ -2,7 +2,7 @@
 
     python scripts/timing/first_call_probe.py chapters/ch07/baseline_aos_soa.py [...] [--no-warm] [--top 12]
 
-Imports what the fast path's server imports (bench.runner.PRELOAD; with --no-warm, without
+Imports what the fast path's server imports (bench.server.PRELOAD; with --no-warm, without
 bench._warm), then for each variant forks a child, as the server does, that imports the module,
 runs setup, and profiles the first call of benchmark_fn (synchronized) with cProfile, then times a
 second call. Prints, per variant: setup s, first call ms, second call ms, and the functions with the
@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--no-warm", action="store_true", help="do not import bench._warm before forking")
     ap.add_argument("--top", type=int, default=12)
     args = ap.parse_args()
-    from bench.runner import PRELOAD
+    from bench.server import PRELOAD
 
     t0 = time.perf_counter()
     for name in PRELOAD:

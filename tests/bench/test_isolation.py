@@ -90,7 +90,7 @@ def single_cases(pid_dir: Path) -> dict[str, tuple[dict[str, Any], dict[str, Any
 
 # The whole matrix runs on both launch paths (STYLE 12): a fork of the pre-warmed server, the default,
 # and a brand-new interpreter per variant (--cold-start).
-@pytest.fixture(scope="module", params=["forkserver", "cold_start"])
+@pytest.fixture(scope="module", params=["server", "cold_start"])
 def matrix(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, write_benchmark: Any
 ) -> Iterator[dict[str, Future[Any]]]:
@@ -353,6 +353,20 @@ def test_no_orphan_after_timeout(matrix: dict[str, Future[Any]]) -> None:
     pid_file = Path(r.spec.path).parents[2] / "grandchild.pid"
     pid = int(pid_file.read_text())  # the grandchild did start
     assert pid_gone(pid), f"grandchild {pid} (sleep 1000) survived its parent's timeout"
+
+
+def test_the_server_keeps_no_child_after_the_matrix(
+    matrix: dict[str, Future[Any]], request: pytest.FixtureRequest
+) -> None:
+    """The server outlives the suite (that is its point); what it forked for the suite must not."""
+    if request.node.callspec.params["matrix"] != "server":
+        pytest.skip("cold start: no server involved")
+    from bench import server
+
+    for future in matrix.values():
+        future.result()  # every case of the matrix has finished
+    running = [s for s in server.servers(timeout=30.0) if s.get("children")]
+    assert running == [], f"server(s) still running children after the suite: {running}"
 
 
 def test_forked_grandchild_neither_stalls_the_run_nor_survives(matrix: dict[str, Future[Any]]) -> None:

@@ -16,7 +16,7 @@ def test_fast_path_overhead_is_below_cold_start() -> None:
     # After the server has started, a fork skips the interpreter start and `import torch` (>1 s here);
     # the target (>= 5x) is a benchmark figure in docs/results, this only checks the direction.
     assert report["fast"]["overhead_after_first_s"] < report["cold"]["overhead_after_first_s"]
-    assert "fast (forkserver)" in markdown(report)
+    assert "fast (server)" in markdown(report)
 
 
 def test_too_few_variants_is_a_clear_error() -> None:
@@ -34,16 +34,26 @@ def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path
     extra = ["--chapters-dir", str(root), "--device", "cpu", "--iterations", "3", "--warmup", "1"]
     report = chapter_wall("7", ["0", "1"], "--jobs", extra, store=tmp_path / "wall.db")
     assert [(r["run"], r["workers"], r["jobs"], r["exit_code"]) for r in report["runs"]] == [
-        ("warm-up", 1, "1", 0), ("k workers", 2, "2", 0), ("one worker", 1, "1", 0)
-    ]
+        ("warm-up", 1, "1", 0), ("k workers", 2, "2", 0), ("one worker", 1, "1", 0),
+        ("k workers, fresh server", 2, "2", 0), ("one worker, fresh server", 1, "1", 0),
+    ]  # fmt: skip
     for r in report["runs"]:  # the command includes start-up and MLflow: longer than the suite inside it
         assert r["suite_wall_s"] is not None and 0 < r["suite_wall_s"] < r["wall_s"]
     assert report["ratio"] == pytest.approx(report["runs"][1]["wall_s"] / report["runs"][2]["wall_s"])
-    assert (tmp_path / "wall.db").exists()  # one store for the three runs, the one asked for
+    assert report["fresh_server_ratio"] == pytest.approx(report["runs"][3]["wall_s"] / report["runs"][4]["wall_s"])
+    assert (tmp_path / "wall.db").exists()  # one store for the runs, the one asked for
     logs = sorted(p.name for p in tmp_path.glob("wall-*.log"))  # each run's output kept beside it
-    assert logs == ["wall-1-warm-up.log", "wall-2-k_workers.log", "wall-3-one_worker.log"]
-    assert "pairs verified" in (tmp_path / "wall-2-k_workers.log").read_text()
+    assert logs == [
+        "wall-1-warm-up.log", "wall-2-k_workers.log", "wall-3-one_worker.log",
+        "wall-4-k_workers-fresh_server.log", "wall-5-one_worker-fresh_server.log",
+    ]  # fmt: skip
+    text = {p.name: p.read_text() for p in tmp_path.glob("wall-*.log")}
+    assert "pairs verified" in text["wall-2-k_workers.log"]
+    # Runs 2 and 3 found the server of the run before; runs 4 and 5 each started their own.
+    assert "server: kept from an earlier command" in text["wall-3-one_worker.log"]
+    assert "server: started by this command" in text["wall-5-one_worker-fresh_server.log"]
     assert "2 workers take" in chapter_wall_markdown(report)
+    assert "server stopped before each run" in chapter_wall_markdown(report)
 
 
 def test_chapter_wall_refuses_a_single_worker_and_unknown_flags() -> None:

@@ -99,7 +99,6 @@ def test_a_wrong_cuda_guess_is_caught_and_rerun_cold(
 
     path = write_benchmark(tmp_path / "ch01" / "baseline_guess.py")
     spec = VariantSpec(chapter="ch01", example="guess", variant="baseline", path=str(path))
-    runner._server(interpret=not _torch_cuda())  # the mode this machine's variants need (no-op if started)
     monkeypatch.setattr(runner, "_CUDA", None)
     monkeypatch.setattr(runner, "cuda_likely", lambda: not _torch_cuda())
     layer = {"iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0}
@@ -116,7 +115,9 @@ def _torch_cuda() -> bool:
 
 
 def test_server_preloads_the_warm_up_after_triton() -> None:
-    assert runner.PRELOAD.index("bench._warm") > runner.PRELOAD.index("triton")
+    from bench.server import PRELOAD
+
+    assert PRELOAD.index("bench._warm") > PRELOAD.index("triton")
 
 
 triton = pytest.importorskip("triton")

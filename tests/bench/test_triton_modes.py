@@ -1,8 +1,8 @@
 """The fast path and Triton's interpreter: Triton fixes its mode at import, the server imports it once.
 
-A server started for CPU runs imports Triton with TRITON_INTERPRET=1, so kernels that call Triton's
-own jit helpers (tl.sum, tl.zeros) work in forked children; a child needing the other mode is
-re-run cold, and its result says so. Each case runs in a fresh interpreter (the server is per process).
+A server for CPU runs imports Triton with TRITON_INTERPRET=1, so kernels that call Triton's own jit
+helpers (tl.sum, tl.zeros) work in forked children; a variant needing the other mode goes to a server
+of that mode (servers are keyed by it). Each case runs in a fresh interpreter, as a command would.
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ layer = {"iterations": 2, "warmup": 1, "device": "cpu"}
 if first_env is not None:  # start the server in the other Triton mode first
     run_variant(spec, wd + "/first", cli_layer=layer, env=first_env)
 r = run_variant(spec, wd + "/second", cli_layer=layer)
-print(json.dumps({"status": r.status, "launch": r.launch, "error": r.error and r.error.message}))
+from bench import server
+live = {s["key"]: s["triton_interpret"] for s in server.servers()}  # this interpreter's servers, by mode
+modes = sorted(live[k] for k in (server.server_key(False), server.server_key(True)) if k in live)
+print(json.dumps({"status": r.status, "launch": r.launch, "error": r.error and r.error.message, "modes": modes}))
 '''
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,18 +86,20 @@ def _run(tmp_path: Path, first_env: dict[str, str] | None) -> dict[str, str]:
 def test_interpreted_kernel_with_triton_helpers_runs_on_the_fast_path(tmp_path: Path) -> None:
     r = _run(tmp_path, None)
     assert r["status"] == "ok", r["error"]
-    assert r["launch"] == "forkserver"
+    assert r["launch"] == "server"
+    assert "1" in r["modes"]
 
 
-def test_child_needing_the_other_triton_mode_is_rerun_cold(tmp_path: Path) -> None:
-    r = _run(tmp_path, {"TRITON_INTERPRET": "0"})  # the server imports Triton compiled
+def test_each_triton_mode_has_its_own_server(tmp_path: Path) -> None:
+    r = _run(tmp_path, {"TRITON_INTERPRET": "0"})  # first a variant whose server imports Triton compiled
     assert r["status"] == "ok", r["error"]
-    assert r["launch"].startswith("cold_start (fallback")
+    assert r["launch"] == "server"  # the interpreted variant was not sent to the compiled server
+    assert r["modes"] == ["", "1"]
 
 
 PRESTART = '''
 import json, sys
-import multiprocessing.forkserver as fs
+from bench import server
 from bench.config import resolve_config
 from bench.result import VariantSpec
 from bench.runner import prestart_server, run_variant
@@ -102,10 +107,10 @@ from bench.runner import prestart_server, run_variant
 path, wd = sys.argv[1], sys.argv[2]
 layer = {"iterations": 2, "warmup": 1, "device": "cpu"}
 interpret = prestart_server(resolve_config(layer))
-server = fs._forkserver._forkserver_pid  # running before any variant asked for it
+before = [s["pid"] for s in server.servers(timeout=0.1)]  # running before any variant asked for it
 spec = VariantSpec(chapter="ch98", example="rowsum", variant="baseline", path=path)
 r = run_variant(spec, wd, cli_layer=layer)
-print(json.dumps({"interpret": interpret, "server": server, "same": server == fs._forkserver._forkserver_pid,
+print(json.dumps({"interpret": interpret, "server": before, "same": before == [s["pid"] for s in server.servers()],
                   "status": r.status, "launch": r.launch, "error": r.error and r.error.message}))
 '''
 
@@ -121,4 +126,4 @@ def test_prestarted_server_is_the_one_variants_use(tmp_path: Path) -> None:
     r = json.loads(done.stdout.strip().splitlines()[-1])
     assert r["interpret"] is True and r["server"] and r["same"]  # CPU run: the interpreter's mode
     assert r["status"] == "ok", r["error"]
-    assert r["launch"] == "forkserver"
+    assert r["launch"] == "server"
