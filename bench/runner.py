@@ -112,6 +112,15 @@ def in_server(fn: Any, *args: Any, timeout: float) -> Any:
     return server.call(fn, *args, interpret=interpret, timeout=timeout)
 
 
+def _confirm_cuda(answer: bool) -> None:
+    """A child checked the guess against torch and went on: the answer is exact from now on, and later
+    children skip the check (``torch.cuda.is_available()``: ~0.08 s of each variant's start-up on the
+    H200 host, where the parent no longer imports torch to learn it)."""
+    global _CUDA
+    if _CUDA is None:
+        _CUDA = answer
+
+
 def cuda_guess() -> tuple[bool, bool]:
     """(CUDA available, exactly known): torch's answer once this process has it, else ``cuda_likely()``.
 
@@ -402,6 +411,8 @@ def run_variant(
             else "cold_start (fallback: the server imported Triton in the other interpreter mode)"
         )
         return result
+    if "cuda_expected" in job and (watch.records or watch.data):
+        _confirm_cuda(bool(job["cuda_expected"]))
     result = _build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, log_path)
     result.cuda_visible_devices = environment.get("CUDA_VISIBLE_DEVICES")
     result.launch = "server" if forked else "cold_start"

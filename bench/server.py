@@ -554,6 +554,9 @@ class _Server:
         self.kill_at: dict[int, float] = {}  # pid → when TERM turns into KILL
         self.listening = True
         self.last_busy = time.monotonic()
+        self.spawns = 0
+        self.check_s = 0.0  # time spent on the stale-code check, in all
+        self.fork_s = 0.0  # time spent in fork(), in all
         self.sel = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe()
 
@@ -656,6 +659,8 @@ class _Server:
             "pid": os.getpid(), "key": self.key, "triton_interpret": self.mode, "listening": self.listening,
             "children": len(self.children), "uptime_s": round(time.time() - self.started, 1),
             "idle_limit_s": self.idle, "preload_errors": self.preload_errors, "python": sys.executable,
+            "spawns": self.spawns, "files_checked": len(self.files), "check_s": round(self.check_s, 4),
+            "fork_s": round(self.fork_s, 4),
         }  # fmt: skip
 
     def spawn(self, conn: socket.socket, msg: dict[str, Any], fds: list[int]) -> None:
@@ -667,16 +672,21 @@ class _Server:
             _send(conn, {"error": f"TRITON_INTERPRET={msg.get('interpret')!r} asked of a server in mode {self.mode!r}"})
             conn.close()
             return
+        t0 = time.perf_counter()
         changed = _changed(self.files)
+        self.check_s += time.perf_counter() - t0
         if changed:
             print(f"stale: {changed}; exiting once {len(self.children)} children are done", flush=True)
             self.stop_listening()
             _send(conn, {"stale": changed})
             conn.close()
             return
+        t0 = time.perf_counter()
         pid = os.fork()
         if pid == 0:
             self._child(conn, msg, fds)  # never returns
+        self.fork_s += time.perf_counter() - t0
+        self.spawns += 1
         self.children[pid] = conn
         conn.settimeout(None)
         self.sel.register(conn, selectors.EVENT_READ, pid)
