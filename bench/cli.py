@@ -649,6 +649,9 @@ def overhead(
     gpus: Annotated[str | None, typer.Option(help="with --chapter-wall: GPU indices (default: every visible)")] = None,
     jobs: Annotated[int | None, typer.Option(min=2, help="with --chapter-wall on the CPU: parallel jobs")] = None,
     smoke: Annotated[bool | None, typer.Option("--smoke/--full-size", help="with --chapter-wall")] = None,
+    repeats: Annotated[
+        int, typer.Option(min=1, help="with --chapter-wall: (k, one) pairs of runs; the ratio is their median")
+    ] = 1,
     chapters_dir: ChaptersOpt = None,
     fresh_server: Annotated[
         bool,
@@ -676,7 +679,9 @@ def overhead(
     extra = [*(["--smoke"] if smoke else ["--full-size"] if smoke is False else [])]
     extra += ["--chapters-dir", str(chapters_dir)] if chapters_dir else []
     if jobs is not None and gpus is None:
-        wall = time_chapter(chapter_wall, [str(i) for i in range(jobs)], "--jobs", [*extra, "--device", "cpu"], store)
+        wall = time_chapter(
+            chapter_wall, [str(i) for i in range(jobs)], "--jobs", [*extra, "--device", "cpu"], store, repeats=repeats
+        )
     else:
         # --gpus parsed (and refused beside --jobs) as `perflab run` does; without it, every visible GPU
         ids = [env["CUDA_VISIBLE_DEVICES"] for env in _workers("cuda", gpus, jobs) if "CUDA_VISIBLE_DEVICES" in env]
@@ -685,7 +690,7 @@ def overhead(
                 f"--chapter-wall compares one worker with several: --gpus {gpus or ','.join(ids)!r} names "
                 f"{len(ids)} GPU(s); pass at least two GPU indices (e.g. 0,1), or --jobs K on the CPU"
             )
-        wall = time_chapter(chapter_wall, ids, "--gpus", extra, store)
+        wall = time_chapter(chapter_wall, ids, "--gpus", extra, store, repeats=repeats)
     _emit(chapter_wall_markdown(wall), wall, out, "chapter_wall")
 
 

@@ -120,13 +120,18 @@ def chapter_wall(
     extra: Sequence[str] = (),
     store: Path | None = None,
     timeout_s: float = 1800.0,
+    repeats: int = 1,
 ) -> dict[str, Any]:
     """Whole-command wall of ``perflab run -t target`` on ``workers[0]`` and on all of them.
 
     ``flag`` is ``--gpus`` (``workers`` are GPU indices, one worker each) or ``--jobs`` (CPU: ``workers``
-    only counts them). Runs: one worker (warm-up), k workers, one worker; the ratio is run 2 / run 3.
-    ``extra``: more ``perflab run`` flags (``--smoke``, ``--device cpu``, ``--chapters-dir D``).
+    only counts them). Runs: one worker (warm-up), then ``repeats`` × (k workers, one worker) with the
+    server kept, then (k, one) each with the server stopped first. ``ratio``: the median over the repeats
+    of k / one (a host's run-to-run spread reached ±10 % on the H200 host: one pair of runs is not a
+    figure). ``extra``: more ``perflab run`` flags (``--smoke``, ``--device cpu``, ``--chapters-dir D``).
     """
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats!r}: at least 1")
     if flag not in ("--gpus", "--jobs"):
         raise ValueError(f"flag={flag!r} is not one of --gpus, --jobs")
     if len(workers) < 2:
@@ -135,8 +140,11 @@ def chapter_wall(
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="perflab-wall-") as tmp:
         uri = f"sqlite:///{store or Path(tmp) / 'wall.db'}"
-        plan = [("warm-up", one, False), ("k workers", all_, False), ("one worker", one, False),
-                ("k workers, fresh server", all_, True), ("one worker, fresh server", one, True)]  # fmt: skip
+        tag = (lambda r: f" #{r + 1}") if repeats > 1 else (lambda r: "")
+        plan = [("warm-up", one, False)]
+        for r in range(repeats):
+            plan += [(f"k workers{tag(r)}", all_, False), (f"one worker{tag(r)}", one, False)]
+        plan += [("k workers, fresh server", all_, True), ("one worker, fresh server", one, True)]
         for label, value, fresh in plan:
             if fresh:
                 from bench import server
@@ -147,7 +155,7 @@ def chapter_wall(
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
             wall = time.monotonic() - t0
             if store is not None:  # each run's output beside the store, for the record
-                name = label.replace(", ", "-").replace(" ", "_")
+                name = label.replace(", ", "-").replace(" #", "-").replace(" ", "_")
                 log = Path(store).parent / f"wall-{len(runs) + 1}-{name}.log"
                 log.write_text(f"$ {' '.join(cmd)}\n# exit {done.returncode}, {wall:.2f} s\n{done.stdout}{done.stderr}")
             suite = re.search(r"pairs verified in ([0-9.]+) s", done.stdout)
@@ -161,14 +169,20 @@ def chapter_wall(
     def ratio(k: dict[str, Any], single: dict[str, Any], key: str) -> float | None:
         return k[key] / single[key] if ok and k[key] and single[key] else None
 
+    def median_ratio(key: str) -> float | None:
+        pairs = [ratio(runs[1 + 2 * r], runs[2 + 2 * r], key) for r in range(repeats)]
+        return statistics.median(p for p in pairs if p is not None) if all(p is not None for p in pairs) else None
+
     return {
         "target": target,
         "runs": runs,
         "k": len(workers),
-        "ratio": ratio(runs[1], runs[2], "wall_s"),
-        "suite_ratio": ratio(runs[1], runs[2], "suite_wall_s"),
-        "fresh_server_ratio": ratio(runs[3], runs[4], "wall_s"),
-        "fresh_server_suite_ratio": ratio(runs[3], runs[4], "suite_wall_s"),
+        "repeats": repeats,
+        "ratios": [ratio(runs[1 + 2 * r], runs[2 + 2 * r], "wall_s") for r in range(repeats)],
+        "ratio": median_ratio("wall_s"),
+        "suite_ratio": median_ratio("suite_wall_s"),
+        "fresh_server_ratio": ratio(runs[-2], runs[-1], "wall_s"),
+        "fresh_server_suite_ratio": ratio(runs[-2], runs[-1], "suite_wall_s"),
     }
 
 
@@ -187,7 +201,11 @@ def chapter_wall_markdown(report: dict[str, Any]) -> str:
         lines.append("No ratio: a run did not complete (see the runs' tails in the JSON).")
     else:
         suite = f"; the suite part alone {report['suite_ratio']:.3f}×" if report["suite_ratio"] else ""
-        lines.append(f"{report['k']} workers take {report['ratio']:.3f}× the one-worker wall{suite} (server kept).")
+        each = report.get("ratios") or []
+        spread = f", median of {len(each)}: {', '.join(f'{r:.3f}' for r in each)}" if len(each) > 1 else ""
+        lines.append(
+            f"{report['k']} workers take {report['ratio']:.3f}× the one-worker wall{suite} (server kept{spread})."
+        )
         if report.get("fresh_server_ratio"):
             lines.append("")
             lines.append(

@@ -107,7 +107,7 @@ class TensorInfo(BaseModel):
 
 
 class OutputInfo(BaseModel):
-    path: str | None  # .pt file with the output tensors moved to CPU, for the parent's comparison
+    path: str | None  # directory of the output tensors' raw files (bench/outputs.py), for the comparison
     tensors: list[TensorInfo]
     timed_calls_wrote_output: bool | None = None  # None: poisoning not applicable
 

@@ -146,6 +146,9 @@ def run_suite(
                 example, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
                 lambda entry: timeline.append({**entry, "worker": index_of_worker}), t0,
             )  # fmt: skip
+            if not keep_workdir:  # compared: a long suite must not keep every output on disk (1 GiB each here)
+                for spec in example.variants:
+                    shutil.rmtree(root / spec.chapter / spec.example / spec.variant / "outputs", ignore_errors=True)
 
     try:
         if len(pool) == 1:

@@ -63,7 +63,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       echo "kernels exit $?"; grep -E "geomean|target|skipped|failed|^logged|^copy bandwidth" "$OUT/kernels.log" | cut -c1-300 | tail -60 ;;
     wall)  # issue 4: `perflab run -t TARGETS` on one GPU (warm-up), on every GPU (or PERFLAB_WALL_GPUS), on one;
       # whole commands timed, one MLflow store ($OUT/chapter_wall.db)
-      $T perflab overhead --n 0 --chapter-wall "${PERFLAB_TARGETS:-7}" ${PERFLAB_WALL_GPUS:+--gpus "$PERFLAB_WALL_GPUS"} \
+      $T perflab overhead --n 0 --chapter-wall "${PERFLAB_TARGETS:-7}" ${PERFLAB_WALL_GPUS:+--gpus "$PERFLAB_WALL_GPUS"} --repeats "${PERFLAB_WALL_REPEATS:-1}" \
         --out "$OUT" > "$OUT/wall.log" 2>&1
       echo "wall exit $?"; cat "$OUT/chapter_wall.md" 2> /dev/null || tail -20 "$OUT/wall.log" ;;
     overhead)

@@ -35,10 +35,12 @@ def variant(
     config: dict[str, Any] | None = None,
 ) -> VariantResult:
     """A VariantResult as the runner builds it, its outputs saved as the child saves them."""
-    path = None
+    path, infos = None, []
     if outputs is not None:
-        path = tmp_path / f"{name}.pt"
-        torch.save(outputs, path)
+        from bench import outputs as saved
+
+        path = tmp_path / f"{name}-outputs"
+        infos = saved.save(outputs, str(path))
     samples = [median_ms * f for f in (0.9, 1.0, 1.1)]
     timing = Timing(mode="cpu", method="test", samples_ms=samples, stats=summarize(samples)) if status == "ok" else None
     return VariantResult(
@@ -47,7 +49,7 @@ def variant(
         error=None if status == "ok" else ErrorInfo(kind="exception", message="RuntimeError: boom"),
         device=device,
         timing=timing,
-        output=None if path is None else OutputInfo(path=str(path), tensors=[]),
+        output=None if path is None else OutputInfo(path=str(path), tensors=infos),
         config=config or {},
     )
 

@@ -73,3 +73,33 @@ def test_overhead_cli_rejects_one_gpu_for_the_chapter_wall() -> None:
     result = CliRunner().invoke(app, ["overhead", "--n", "0", "--chapter-wall", "7", "--gpus", "0"])
     assert result.exit_code != 0
     assert "--gpus '0' names 1 GPU(s); pass at least two" in str(result.exception or result.output)
+
+
+def test_chapter_wall_ratio_is_the_median_of_repeated_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With repeats, each (k, one) pair gives a ratio; the figure is their median, each one kept."""
+    import subprocess
+    import time as time_module
+
+    from bench import overhead
+
+    walls = iter([9.0, 5.0, 10.0, 7.0, 10.0, 5.0, 11.0, 6.0, 10.0])  # warm-up, 3 x (k, one), fresh (k, one)
+    clock = [0.0]
+
+    def fake_run(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        clock[0] += next(walls)
+        return subprocess.CompletedProcess(cmd, 0, "1/1 pairs verified in 1.0 s\n", "")
+
+    monkeypatch.setattr(overhead.subprocess, "run", fake_run)
+    monkeypatch.setattr(time_module, "monotonic", lambda: clock[0])
+    monkeypatch.setattr("bench.server.stop_all", lambda *a, **k: [])
+    report = overhead.chapter_wall("7", ["0", "1"], repeats=3)
+    labels = [r["run"] for r in report["runs"]]
+    assert labels == [
+        "warm-up", "k workers #1", "one worker #1", "k workers #2", "one worker #2", "k workers #3",
+        "one worker #3", "k workers, fresh server", "one worker, fresh server",
+    ]  # fmt: skip
+    assert report["ratios"] == pytest.approx([0.5, 0.7, 5.0 / 11.0])
+    assert report["ratio"] == pytest.approx(0.5)
+    assert report["fresh_server_ratio"] == pytest.approx(6.0 / 10.0)
+    with pytest.raises(ValueError, match="repeats=0"):
+        overhead.chapter_wall("7", ["0", "1"], repeats=0)

@@ -189,14 +189,14 @@ def test_the_key_covers_mode_and_import_time_settings_but_not_per_variant_ones()
 def test_outputs_compared_in_the_server_as_in_the_parent(tmp_path: Path) -> None:
     import torch
 
+    from bench import outputs
     from bench.compare import verify_files
 
-    ref, out = tmp_path / "ref.pt", tmp_path / "out.pt"
     x = torch.randn(1000)
-    torch.save([x], ref)
-    torch.save([x + 1e-3 * torch.randn(1000)], out)
-    here = verify_files(str(ref), str(out), None)
-    there = server.call(verify_files, str(ref), str(out), None, interpret=_interpret(), timeout=120)
+    ref = (str(tmp_path / "ref"), outputs.save([x], str(tmp_path / "ref")))
+    out = (str(tmp_path / "out"), outputs.save([x + 1e-3 * torch.randn(1000)], str(tmp_path / "out")))
+    here = verify_files(ref, out, None)
+    there = server.call(verify_files, ref, out, None, interpret=_interpret(), timeout=120)
     assert here == there and not here.verified and here.outcome == "mismatch"
-    torch.save([x.clone()], out)
-    assert server.call(verify_files, str(ref), str(out), None, interpret=_interpret(), timeout=120).verified
+    same = (str(tmp_path / "same"), outputs.save([x.clone()], str(tmp_path / "same")))
+    assert server.call(verify_files, ref, same, None, interpret=_interpret(), timeout=120).verified

@@ -78,3 +78,23 @@ def test_durations_round_trip_per_signature(tmp_path: Path, write_benchmark: Any
     assert load_durations(path, "device=cpu") == {}  # a hint only: a bad file is ignored
     save_durations(path, "device=cpu", suite)  # and replaced
     assert set(load_durations(path, "device=cpu")) == set(got)
+
+
+def test_outputs_are_deleted_once_their_example_is_compared(tmp_path: Path, write_benchmark: Any) -> None:
+    """A long suite keeps no output on disk beyond its example (one chapter-7 output is 1 GiB); with
+    keep_workdir everything stays."""
+    root = chapters(tmp_path, write_benchmark, "ab")
+    work = tmp_path / "work"
+    seen: dict[str, bool] = {}
+
+    def on_result(result: Any, comparison: Any) -> None:
+        if result.spec.key == "ch07:b:baseline":  # example a is finished and compared by now
+            seen["a_outputs"] = (work / "ch07" / "a" / "optimized" / "outputs").exists()
+            seen["b_outputs"] = (work / "ch07" / "b" / "baseline" / "outputs" / "output-0.bin").exists()
+
+    suite = run_suite(select(discover(root)), cli_layer=FAST, workdir=work, on_result=on_result)
+    assert all(c.verification.verified for c in suite.comparisons)  # compared before they went
+    assert seen == {"a_outputs": False, "b_outputs": True}
+    kept = tmp_path / "kept"
+    run_suite(select(discover(root)), cli_layer=FAST, workdir=kept, keep_workdir=True)
+    assert (kept / "ch07" / "a" / "optimized" / "outputs" / "output-0.bin").exists()
