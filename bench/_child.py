@@ -116,7 +116,7 @@ def run(job: dict[str, Any]) -> None:
 
         from bench.config import BenchmarkConfig, resolve_config
         from bench.context import make_context, set_context
-        from bench.machine import flags, snapshot
+        from bench.machine import flags, gpu_uuid, snapshot
         from bench.manifest import device_manifest
         from bench.markers import per_call
         from bench.protocol import check_benchmark, import_file
@@ -177,9 +177,10 @@ def run(job: dict[str, Any]) -> None:
                     t.fill_(float("nan"))
                     poisoned = True
             _sync(device)
-        before = snapshot(device.index or 0) if device.type == "cuda" else {}
+        uuid = gpu_uuid(device) if device.type == "cuda" else None
+        before = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
         m = clock.measure(fn, config.iterations, config.stop_rule())
-        after = snapshot(device.index or 0) if device.type == "cuda" else {}
+        after = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
     send(
         "timing",
         mode=clock.mode,

@@ -19,8 +19,41 @@ _SLOWDOWN_REASONS = {
 }
 
 
-def snapshot(index: int = 0) -> dict[str, Any]:
-    """NVML readings of GPU ``index``; ``{"nvml": reason}`` when they cannot be read."""
+def gpu_uuid(device: Any) -> str | None:
+    """The UUID CUDA reports for ``device`` (a torch device), the key NVML knows the same GPU by."""
+    try:
+        import torch
+
+        uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
+    except Exception:
+        return None
+    return uuid or None
+
+
+def _handle(pynvml: Any, index: int, uuid: str | None) -> tuple[Any, str] | str:
+    """NVML's handle of the GPU that CUDA calls ``cuda:index`` (and how it was found), or why not.
+
+    NVML numbers GPUs as the driver does and ignores CUDA_VISIBLE_DEVICES: under ``--gpus 0,1`` the
+    worker pinned to GPU 1 sees it as cuda:0, which NVML index 0 is not. Reading NVML index 0 there
+    read the other worker's GPU: its clocks, its throttling, and its variant flagged as "another
+    process on the GPU" (H200 x 2, session 5). The UUID names one physical GPU for both."""
+    if uuid:
+        name = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+        try:
+            return pynvml.nvmlDeviceGetHandleByUUID(name), "uuid"
+        except Exception:
+            pass
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and [v.strip() for v in visible.split(",")][: index + 1] != [
+        str(i) for i in range(index + 1)
+    ]:
+        return f"cannot tell which NVML device is cuda:{index} under CUDA_VISIBLE_DEVICES={visible!r} (no UUID match)"
+    return pynvml.nvmlDeviceGetHandleByIndex(index), "index"
+
+
+def snapshot(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
+    """NVML readings of the GPU CUDA calls ``cuda:index`` (found by ``uuid`` when given, see ``_handle``);
+    ``{"nvml": reason}`` when they cannot be read."""
     try:
         import pynvml  # nvidia-ml-py
     except ImportError:
@@ -30,8 +63,12 @@ def snapshot(index: int = 0) -> dict[str, Any]:
     except Exception as exc:  # no driver / container without NVML
         return {"nvml": f"unavailable: {exc}"}
     try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        found = _handle(pynvml, index, uuid)
+        if isinstance(found, str):
+            return {"nvml": found}
+        h, how = found
         state: dict[str, Any] = {
+            "nvml_device_by": how,
             "driver": pynvml.nvmlSystemGetDriverVersion(),
             "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
             "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),

@@ -140,5 +140,5 @@ def device_manifest(device: Any) -> dict[str, Any]:
             "l2_cache_mb": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
             "uuid": str(getattr(props, "uuid", "")) or None,  # the physical GPU, whatever the pinning
         }
-        info["gpu_state"] = snapshot(device.index or 0)
+        info["gpu_state"] = snapshot(device.index or 0, info["gpu"]["uuid"])
     return info
