@@ -6,24 +6,25 @@ initialised CUDA. The server is kept between commands, so the next ``perflab run
 imported: without it, that import was the largest serial part of a chapter run on two GPUs (STATUS).
 
 One server per *key*: the interpreter, Python's version, the harness's import path, the import path the
-caller's children get, the Triton mode (interpreted or compiled: Triton fixes it at import) and the
+caller's children get, the Triton mode (interpreted or compiled: Triton fixes it at import), the
 environment variables the preloaded modules read at import (TORCH*, TRITON*, CUDA* but the per-variant
-CUDA_VISIBLE_DEVICES and CUBLAS_WORKSPACE_CONFIG, LD_*, OMP_*, ...). A server never serves stale code:
-before each fork it compares every module file it has loaded (outside the standard library: the harness,
-torch, triton, numpy, ...) with the size and mtime it had at import; on any change it refuses, stops
-listening and exits, and the caller starts a new one. It exits by itself after ``PERFLAB_SERVER_IDLE_S``
-seconds (default 900) with no child and no caller; ``perflab server stop`` stops it at once.
+CUDA_VISIBLE_DEVICES and CUBLAS_WORKSPACE_CONFIG, LD_*, OMP_*, ...), and the caller's cgroups and
+resource limits (a command in a batch job never gets children outside that job's limits). A server
+never serves stale code: before each fork it compares every module file it has loaded (outside the
+standard library: the harness, torch, triton, numpy, ...) with the size and mtime it had at import; on
+any change it refuses, stops listening and exits, and the caller starts a new one. It exits by itself
+after ``PERFLAB_SERVER_IDLE_S`` seconds (default 900) with no child and no caller; ``perflab server
+stop`` stops it at once.
 
 Its socket lives in a directory only its user can enter (``$PERFLAB_RUNTIME_DIR``, else
 ``$XDG_RUNTIME_DIR/perflab``, else ``/tmp/perflab-<uid>``; mode 0700, checked), and it serves only
 callers of its own uid (SO_PEERCRED). A child gets the caller's environment, import path, working
-directory and CPU affinity, its own session (so its process group can be killed as a whole) and the
-caller's message pipe, passed as a descriptor over the socket. The caller watches the child by pid and
-learns its exit status from the server; if the caller goes away first (killed, crashed), the server
-kills the child's process group: nothing outlives the command that asked for it.
+directory, CPU affinity, umask and nice level, its own session (so its process group can be killed as a
+whole) and the caller's message pipe, passed as a descriptor over the socket. The caller watches the
+child by pid and learns its exit status from the server; if the caller goes away first (killed,
+crashed), the server kills the child's process group: nothing outlives the command that asked for it.
 
-Resource limits, cgroup and nice level are the server's (those of the command that started it), not
-the caller's. ``--cold-start`` bypasses the server altogether.
+``--cold-start`` bypasses the server altogether.
 """
 
 from __future__ import annotations
@@ -150,8 +151,40 @@ def server_key(interpret: bool, env: dict[str, str] | None = None) -> str:
         "path": server_path(),
         "preload": _preload(),
         "env": keyed,
+        "confinement": confinement(),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def confinement() -> dict[str, Any]:
+    """What the kernel confines this process by and a fork cannot change: its cgroups (a batch job's
+    memory, CPU and GPU-device limits: SLURM) and its resource limits. Part of the key, so a command in
+    another job or under another ``ulimit`` never gets children of a server started outside them."""
+    import resource
+
+    try:
+        with open("/proc/self/cgroup") as f:
+            cgroup = f.read()
+    except OSError:
+        cgroup = ""
+    limits = {
+        name: resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_") and isinstance(getattr(resource, name), int)
+    }
+    return {"cgroup": cgroup, "rlimits": limits}
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (os.umask sets it: a race with other threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 # --- messages: a 4-byte length, then JSON --------------------------------------------------------------
@@ -330,7 +363,8 @@ def spawn(
     once this returns. A stale server (its code changed) is replaced once, transparently."""
     request = {
         "op": "spawn", "target": target, "args": list(args), "env": env, "cwd": cwd, "log": log_path,
-        "path": list(sys.path), "affinity": sorted(os.sched_getaffinity(0)),
+        "path": list(sys.path), "affinity": sorted(os.sched_getaffinity(0)), "umask": _umask(),
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
         "interpret": "1" if interpret else "",
     }  # fmt: skip
     for attempt in (1, 2):
@@ -714,7 +748,8 @@ class _Server:
             os.close(devnull)
             # What a fresh interpreter of the caller would have: its environment (CUDA_VISIBLE_DEVICES,
             # CUBLAS_WORKSPACE_CONFIG are read at CUDA's initialisation, which comes later), import path
-            # (PYTHONPATH first), working directory and CPU affinity.
+            # (PYTHONPATH first), working directory, CPU affinity, umask and nice level (its cgroups and
+            # resource limits are the server's own: they are in the key).
             os.environ.clear()
             os.environ.update(msg["env"])
             extra = [p for p in msg["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -722,6 +757,9 @@ class _Server:
             os.chdir(msg["cwd"])
             with contextlib.suppress(OSError, ValueError):
                 os.sched_setaffinity(0, msg["affinity"])
+            os.umask(msg["umask"])
+            with contextlib.suppress(OSError):  # lowering the priority always works; raising may not
+                os.setpriority(os.PRIO_PROCESS, 0, msg["nice"])
             module, name = msg["target"].split(":")
             fn = getattr(importlib.import_module(module), name)
             fn(*msg["args"], fds[0])

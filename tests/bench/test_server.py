@@ -186,6 +186,33 @@ def test_the_key_covers_mode_and_import_time_settings_but_not_per_variant_ones()
     assert server.server_key(True, {**base, "TERM": "dumb"}) == key
 
 
+def test_the_key_covers_cgroups_and_resource_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command in another batch job (cgroup) or under another ulimit gets a server of its own."""
+    base = dict(os.environ)
+    key = server.server_key(True, base)
+    real = server.confinement()
+    monkeypatch.setattr(server, "confinement", lambda: {**real, "cgroup": "0::/slurm/job_2\n"})
+    assert server.server_key(True, base) != key
+    limits = {**real["rlimits"], "RLIMIT_AS": (1 << 33, 1 << 33)}
+    monkeypatch.setattr(server, "confinement", lambda: {**real, "rlimits": limits})
+    assert server.server_key(True, base) != key
+    monkeypatch.setattr(server, "confinement", lambda: real)
+    assert server.server_key(True, base) == key
+
+
+def test_the_child_gets_the_callers_umask_and_nice_level() -> None:
+    old = os.umask(0o027)
+    try:
+        got = server.call(_umask_and_nice, interpret=_interpret(), timeout=60)
+    finally:
+        os.umask(old)
+    assert got == (0o027, os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def _umask_and_nice() -> tuple[int, int]:
+    return server._umask(), os.getpriority(os.PRIO_PROCESS, 0)
+
+
 def test_outputs_compared_in_the_server_as_in_the_parent(tmp_path: Path) -> None:
     import torch
 
