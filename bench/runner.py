@@ -447,10 +447,14 @@ def _build_result(
             watch.error.traceback = (watch.error.traceback or "") + _tail_section(log_path)
     elif not watch.done or returncode != 0:
         status, watch.failed_stage = "failed", watch.stage
+        from bench.server import SERVER_LOST
+
         how = (
             f"killed by signal {signal.Signals(-returncode).name}"
             if returncode and returncode < 0
-            else (f"exited with code {returncode}")
+            else "ended with its exit status unknown: the pre-warmed server that forked it died first"
+            if returncode == SERVER_LOST
+            else f"exited with code {returncode}"
         )
         watch.error = ErrorInfo(
             kind="crash",

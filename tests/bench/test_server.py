@@ -227,3 +227,33 @@ def test_outputs_compared_in_the_server_as_in_the_parent(tmp_path: Path) -> None
     assert here == there and not here.verified and here.outcome == "mismatch"
     same = (str(tmp_path / "same"), outputs.save([x.clone()], str(tmp_path / "same")))
     assert server.call(verify_files, ref, same, None, interpret=_interpret(), timeout=120).verified
+
+
+def test_a_killed_server_is_replaced_and_its_childs_result_still_arrives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL the server while its child works: the child finishes (its result comes through its own
+    pipe), the caller learns the exit status is unknown rather than hanging, and the next request starts
+    a new server on the dead one's socket."""
+    import signal
+    import threading
+
+    monkeypatch.setenv("PERFLAB_TEST_KILLED", "1")  # keyed: a server of this test's own
+    interpret = _interpret()
+    key = server.server_key(interpret)
+    server.call(operator.neg, 1, interpret=interpret, timeout=120)
+    first = _server_pid(key)
+    got: dict[str, object] = {}
+    worker = threading.Thread(
+        target=lambda: got.update(v=server.call(_sleep_then, 1.5, 7, interpret=interpret, timeout=60))
+    )
+    worker.start()
+    time.sleep(0.5)
+    os.kill(first, signal.SIGKILL)
+    worker.join(30)
+    assert not worker.is_alive() and got == {"v": 7}
+    assert server.call(operator.neg, 2, interpret=interpret, timeout=120) == -2
+    assert _server_pid(key) != first
+
+
+def _sleep_then(seconds: float, value: int) -> int:
+    time.sleep(seconds)
+    return value
