@@ -358,7 +358,7 @@ def run_variant(
         global _MODE
         _MODE = interpret
     watch = _Watch(spec, pre, mode)
-    timed_out = False
+    timed_out = interrupted = False
     buf = b""
     try:
         while True:
@@ -384,9 +384,12 @@ def run_variant(
             for line in lines:
                 if line.strip():
                     watch.handle(json.loads(line))
+    except BaseException:  # Ctrl-C, or a fault of the harness: the child must not run on unwatched
+        interrupted = True
+        raise
     finally:
         os.close(read_fd)
-        if timed_out:
+        if timed_out or interrupted:
             kill_group(proc)
         else:
             try:

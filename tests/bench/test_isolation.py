@@ -395,3 +395,38 @@ def test_parallel_workers_keep_example_order_and_pin_each_worker(tmp_path: Path,
         by_example.setdefault(v.spec.example, set()).add(v.cuda_visible_devices)
     assert all(len(pins) == 1 for pins in by_example.values())  # a pair never straddles two workers
     assert set().union(*by_example.values()) <= {"0", "1"}
+
+
+@pytest.mark.parametrize("cold", [False, True], ids=["server", "cold_start"])
+def test_interrupted_parent_kills_the_child_at_once(
+    tmp_path: Path, write_benchmark: Any, monkeypatch: pytest.MonkeyPatch, cold: bool
+) -> None:
+    """Ctrl-C while a variant runs: the parent neither waits out the stage (30 s of setup here) nor
+    leaves the child running."""
+    import select as select_module
+
+    from bench import runner
+    from bench.result import VariantSpec
+
+    pid_file = str(tmp_path / "pid")
+    path = write_benchmark(
+        tmp_path / "ch07" / "baseline_slow.py", SETUP_SLEEP=30.0,
+        extra=f"import os as _os\nopen({pid_file!r}, 'w').write(str(_os.getpid()))",  # the child's own pid
+    )  # fmt: skip
+    spec = VariantSpec(chapter="ch07", example="slow", variant="baseline", path=str(path))
+    real = select_module.select
+    raised: list[bool] = []
+
+    def interrupting(*args: Any) -> Any:  # Ctrl-C once, a second into the child's setup; then select as usual
+        pid = tmp_path / "pid"  # written at the benchmark's import, just before its setup sleeps
+        if not raised and pid.exists() and pid.read_text() and time.time() - pid.stat().st_mtime > 1.0:
+            raised.append(True)
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(runner.select, "select", interrupting)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_variant(spec, tmp_path / "wd", cli_layer={**FAST, "setup_timeout_seconds": 60.0}, cold_start=cold)
+    assert time.monotonic() - t0 < 20.0
+    assert pid_gone(int((tmp_path / "pid").read_text())), "the child survived its interrupted parent"
