@@ -257,3 +257,22 @@ def test_a_killed_server_is_replaced_and_its_childs_result_still_arrives(monkeyp
 def _sleep_then(seconds: float, value: int) -> int:
     time.sleep(seconds)
     return value
+
+
+def test_cli_server_status_and_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("PERFLAB_TEST_CLI", "1")  # keyed: a server of this test's own
+    interpret = _interpret()
+    server.call(operator.neg, 1, interpret=interpret, timeout=120)
+    pid = _server_pid(server.server_key(interpret))
+    status = CliRunner().invoke(app, ["server", "status"])
+    assert status.exit_code == 0 and f"server {pid} key {server.server_key(interpret)}" in status.output
+    assert f"TRITON_INTERPRET={'1' if interpret else ''!r}" in status.output
+    stop = CliRunner().invoke(app, ["server", "stop"])
+    assert stop.exit_code == 0 and "stopped" in stop.output and str(pid) in stop.output
+    assert not server._alive(pid)
+    assert "no server running" in CliRunner().invoke(app, ["server", "status"]).output
