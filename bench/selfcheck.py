@@ -306,7 +306,7 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
     if getattr(clock, "_batch", None) is not None:
         notes.append("batch = one CUDA-graph replay")
     if notes:
-        cell.note = "; ".join(filter(None, [cell.note, *notes]))[:300]
+        cell.note = "; ".join(filter(None, [cell.note, *notes]))[:2000]  # whole: counts and tail times
     return cell
 
 
