@@ -128,8 +128,7 @@ def run(
     if not cold_start:
         from bench.runner import prestart_server
 
-        # First: the server's imports (torch) overlap everything below, counting GPUs (which imports
-        # torch here) and the MLflow start-up included.
+        # First: the server's imports (torch) overlap everything below, the MLflow start-up included.
         prestart_server(effective)
     workers = _workers(effective.device, gpus, jobs)
     from bench.suite import BackgroundSink, load_durations, run_suite, save_durations

@@ -10,6 +10,7 @@ the elements, contiguous, in the tensor's dtype. On the 2-core CI machine a 256 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -39,16 +40,14 @@ def save(tensors: Sequence[Any], directory: str) -> list[dict[str, Any]]:
     return infos
 
 
-def load(directory: str, infos: Sequence[Any]) -> list[Any]:
-    """The tensors ``save`` wrote, on the CPU, mapped from their files (not read into fresh memory)."""
+def load(directory: str, infos: Sequence[dict[str, Any]]) -> list[Any]:
+    """The tensors ``save`` wrote (``infos``: what it returned), on the CPU, mapped from their files (not
+    read into fresh memory)."""
     import torch
 
-    tensors = []
-    for i, info in enumerate(infos):
-        shape = list(info["shape"] if isinstance(info, dict) else info.shape)
-        dtype = getattr(torch, str(info["dtype"] if isinstance(info, dict) else info.dtype))
-        numel = 1
-        for n in shape:
-            numel *= n
-        tensors.append(torch.from_file(_file(directory, i), shared=False, size=numel, dtype=dtype).view(shape))
-    return tensors
+    return [
+        torch.from_file(
+            _file(directory, i), shared=False, size=math.prod(info["shape"]), dtype=getattr(torch, info["dtype"])
+        ).view(info["shape"])
+        for i, info in enumerate(infos)
+    ]

@@ -66,8 +66,8 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
     layer = {"iterations": 5, "warmup": 1, **(cli_layer or {})}
     per_variant: list[float] = []
     statuses: list[str] = []
-    # Torch's exact CUDA answer first (as `perflab run` has it a few seconds in): on a guess each child
-    # would check it with its own cuInit inside "startup", billing ~0.17 s of setup work to isolation.
+    # Torch's exact CUDA answer first (as `perflab run` has it after its first variant): told a guess, a
+    # child checks it with its own cuInit inside "startup", billing ~0.17 s of setup work to isolation.
     from bench.runner import _cuda_available
 
     _cuda_available()

@@ -124,10 +124,10 @@ def _confirm_cuda(answer: bool) -> None:
 def cuda_guess() -> tuple[bool, bool]:
     """(CUDA available, exactly known): torch's answer once this process has it, else ``cuda_likely()``.
 
-    The parent imports torch on a thread (``prestart_server``); until it is done (7 s on the H200 host
-    with MLflow importing beside it) the first variants go by the guess instead of waiting. A child
-    told a guess checks it against torch before anything else and exits with TRITON_MODE_MISMATCH
-    when it was wrong; the parent then asks torch and re-runs the variant cold (run_variant)."""
+    The parent does not import torch (~4 s on a GPU host), so variants go by the guess: a child told a
+    guess checks it against torch before anything else and exits with TRITON_MODE_MISMATCH when it was
+    wrong (the parent then asks torch and re-runs the variant cold); when it was right, the answer is
+    exact from then on (``_confirm_cuda``)."""
     return (_CUDA, True) if _CUDA is not None else (cuda_likely(), False)
 
 
@@ -151,22 +151,15 @@ def _probe_cuda() -> bool:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and (not visible.strip() or visible.strip().startswith("-")):
         return False
-    try:
-        import pynvml  # nvidia-ml-py: no CUDA context, safe before the fork
-
-        pynvml.nvmlInit()
-        try:
-            return pynvml.nvmlDeviceGetCount() > 0
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return _cuda_available()  # no NVML: ask torch
+    count = nvml_gpu_count()
+    return count > 0 if count is not None else _cuda_available()  # no NVML (or MIG): ask torch
 
 
 def nvml_gpu_count() -> int | None:
-    """The GPUs NVML sees, or None where NVML is missing or a GPU is in MIG mode (then ask torch)."""
+    """The GPUs NVML sees (no CUDA context: safe before a fork), or None where NVML is missing or a GPU
+    is in MIG mode (then ask torch)."""
     try:
-        import pynvml
+        import pynvml  # nvidia-ml-py
 
         pynvml.nvmlInit()
     except Exception:
@@ -176,8 +169,8 @@ def nvml_gpu_count() -> int | None:
         for i in range(count):
             try:
                 current, _ = pynvml.nvmlDeviceGetMigMode(pynvml.nvmlDeviceGetHandleByIndex(i))
-            except pynvml.NVMLError:
-                continue  # not MIG-capable
+            except Exception:  # NVMLError: not MIG-capable; AttributeError: an NVML without MIG
+                continue
             if current:
                 return None
         return count
@@ -193,16 +186,14 @@ def prestart_server(config: BenchmarkConfig) -> bool:
 
     A server kept from an earlier command answers at once; otherwise one starts now and imports torch and
     triton (~4 s on a GPU host) while the parent goes on (importing mlflow, opening the store) instead of
-    delaying the first variant. The mode comes from ``cuda_likely()``, not from importing torch here:
+    delaying the first variant. The mode comes from ``cuda_guess()``, not from importing torch here:
     that import would cost as long again, and the parent needs no torch (outputs are compared in a child
     of the server). A variant that turns out to need the other mode is re-run cold.
     """
     global _MODE
     from bench import server
 
-    on_cpu = config.device == "cpu" or (config.device == "auto" and not cuda_likely())
-    # As child_env decides: CPU variants get TRITON_INTERPRET=1 unless the user set it otherwise.
-    interpret = os.environ.get("TRITON_INTERPRET", "1" if on_cpu else "") == "1"
+    interpret = server_interpret(config)
     server.connect(interpret).close()  # connected: it listens (a new one is importing; requests wait)
     _MODE = interpret
     return interpret

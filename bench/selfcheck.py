@@ -326,11 +326,9 @@ def _in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
     clock read 1.003 µs per tiny add in a fresh process and 1.35 µs inside a selfcheck that had built
     and timed other workloads first, whose own graph truth moved 1.01 → 1.20 µs between two builds.
     """
-    from bench import server
-    from bench.runner import server_interpret
+    from bench.runner import in_server
 
-    # The Triton mode the harness's own variants need (interpreter without CUDA), not this process's.
-    return server.call(fn, *args, interpret=server_interpret(resolve_config()), timeout=_FRESH_PROCESS_LIMIT_S)
+    return in_server(fn, *args, timeout=_FRESH_PROCESS_LIMIT_S)  # the server the harness's variants use
 
 
 _FRESH_PROCESS_LIMIT_S = 1800.0  # one truth or one cell of repeats; a hung one is killed, not waited for

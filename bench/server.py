@@ -398,8 +398,6 @@ def call(
     *args: Any,
     interpret: bool,
     timeout: float,
-    log_path: str | None = None,
-    env: dict[str, str] | None = None,
 ) -> Any:
     """``fn(*args)`` in a fresh child of the server; its return value, or its exception re-raised.
 
@@ -410,17 +408,13 @@ def call(
 
     payload = base64.b64encode(pickle.dumps((fn, args))).decode()
     read_fd, write_fd = os.pipe()
-    own_log = log_path is None
-    if own_log:
-        fd, log_path = tempfile.mkstemp(prefix="perflab-call-", suffix=".log")
-        os.close(fd)
-    assert log_path is not None
+    fd, log_path = tempfile.mkstemp(prefix="perflab-call-", suffix=".log")  # the child's output
+    os.close(fd)
     try:
         try:
             child = spawn(
-                "bench.server:_call_entry", [payload], write_fd, dict(os.environ if env is None else env),
-                os.getcwd(), log_path, interpret,
-            )  # fmt: skip
+                "bench.server:_call_entry", [payload], write_fd, dict(os.environ), os.getcwd(), log_path, interpret
+            )
         finally:
             os.close(write_fd)
         data = b""
@@ -445,8 +439,7 @@ def call(
         raise value
     finally:
         os.close(read_fd)
-        if own_log:
-            os.unlink(log_path)
+        os.unlink(log_path)
 
 
 def _name(fn: Callable[..., Any]) -> str:
@@ -476,27 +469,43 @@ def _call_entry(payload: str, fd: int) -> None:
     os.close(fd)
 
 
-def servers(timeout: float = 2.0) -> list[dict[str, Any]]:
-    """Every live server of this user (this runtime directory): pid, key, Triton mode, uptime, children.
-    One still importing cannot answer within ``timeout``: it is listed with ``"starting": True``."""
+def _servers() -> list[tuple[Path, int]]:
+    """(pid file, pid) of every live server in this user's runtime directory; a dead one's files go."""
     found = []
     for pid_file in sorted(runtime_dir().glob("*.pid")):
         try:
             pid = int(pid_file.read_text())
         except (OSError, ValueError):
             continue
-        if not _is_server(pid):
-            continue
-        reply = None
-        sock = _connect(pid_file.with_suffix(".sock"))
-        if sock is not None:
-            with sock:
-                sock.settimeout(timeout)
-                with contextlib.suppress(OSError):
-                    _send(sock, {"op": "ping"})
-                    reply, _ = _recv(sock)
-        found.append(reply if reply is not None else {"pid": pid, "key": pid_file.stem, "starting": True})
+        if _is_server(pid):
+            found.append((pid_file, pid))
+        else:
+            pid_file.unlink(missing_ok=True)
+            pid_file.with_suffix(".sock").unlink(missing_ok=True)
     return found
+
+
+def _ask(pid_file: Path, op: str, timeout: float) -> dict[str, Any] | None:
+    """The server's answer to ``op``, or None when it cannot answer within ``timeout`` (still importing)."""
+    sock = _connect(pid_file.with_suffix(".sock"))
+    if sock is None:
+        return None
+    with sock:
+        sock.settimeout(timeout)
+        try:
+            _send(sock, {"op": op})
+            return _recv(sock)[0]
+        except OSError:
+            return None
+
+
+def servers(timeout: float = 2.0) -> list[dict[str, Any]]:
+    """Every live server of this user (this runtime directory): pid, key, Triton mode, uptime, children.
+    One still importing cannot answer within ``timeout``: it is listed with ``"starting": True``."""
+    return [
+        _ask(pid_file, "ping", timeout) or {"pid": pid, "key": pid_file.stem, "starting": True}
+        for pid_file, pid in _servers()
+    ]
 
 
 def stop_all(wait_s: float = 10.0) -> list[int]:
@@ -504,26 +513,9 @@ def stop_all(wait_s: float = 10.0) -> list[int]:
     (one still importing, which cannot answer yet, gets SIGTERM). Returns their pids; waits up to
     ``wait_s`` for them to be gone."""
     pids = []
-    d = runtime_dir()
-    for pid_file in sorted(d.glob("*.pid")):
-        try:
-            pid = int(pid_file.read_text())
-        except (OSError, ValueError):
-            continue
-        if not _is_server(pid):
-            pid_file.unlink(missing_ok=True)
-            pid_file.with_suffix(".sock").unlink(missing_ok=True)
-            continue
+    for pid_file, pid in _servers():
         pids.append(pid)
-        reply = None
-        sock = _connect(pid_file.with_suffix(".sock"))
-        if sock is not None:
-            with sock:
-                sock.settimeout(2.0)
-                with contextlib.suppress(OSError):
-                    _send(sock, {"op": "stop"})
-                    reply, _ = _recv(sock)
-        if reply is None:
+        if _ask(pid_file, "stop", 2.0) is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + wait_s
