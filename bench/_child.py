@@ -142,6 +142,8 @@ def run(job: dict[str, Any]) -> None:
         device = ctx.device
         if device.type == "cuda":
             torch.cuda.set_device(device)
+        if job.get("gate"):
+            _wait_at_gate(device)
         _seed_everything(config.seed, config.deterministic)
         obj.setup()
         _sync(device)
@@ -231,6 +233,21 @@ def run(job: dict[str, Any]) -> None:
         obj.teardown()
         set_context(None)
     send("done")
+
+
+def _wait_at_gate(device: Any) -> None:
+    """Started ahead (runner.Gate): make the CUDA context and open NVML now, while the previous variant
+    on this GPU finishes; then wait for the parent's go, before the benchmark's setup() allocates."""
+    if device.type == "cuda":
+        import torch
+
+        from bench.machine import nvml_ready
+
+        torch.cuda.synchronize(device)  # creates the primary context
+        nvml_ready()
+    send("gate")
+    if os.read(_fd, 1) != b"g":  # EOF: the parent is gone
+        os._exit(4)
 
 
 def _memory(device: Any, setup_peak: int = 0, harness_bytes: int = 0) -> dict[str, Any]:

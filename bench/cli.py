@@ -99,6 +99,15 @@ def run(
         str | None, typer.Option(help="GPU indices, e.g. 0,1: one worker per GPU (default: every visible GPU)")
     ] = None,
     jobs: Annotated[int | None, typer.Option(min=1, help="parallel workers for CPU-only runs")] = None,
+    overlap: Annotated[
+        bool,
+        typer.Option(
+            "--overlap/--no-overlap",
+            envvar="PERFLAB_OVERLAP",
+            help="start each variant's child (start-up, CUDA context) while the previous one on its GPU checks "
+            "its outputs and exits; held before setup() until that child is gone (never during a measurement)",
+        ),
+    ] = True,
 ) -> None:
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -179,6 +188,7 @@ def run(
                 cold_start=cold_start,
                 workers=workers,
                 expected_s=load_durations(durations, signature) if len(workers) > 1 else None,
+                overlap=overlap,
             )
         except BaseException:
             if sink is not None:
@@ -204,6 +214,7 @@ def run(
         console.print(
             f"time: first variant started at {b['first_start_s']:.1f} s; {b['workers']} worker(s) ran variants "
             f"{b['run_s']:.1f} s, compared outputs {b['compare_s']:.1f} s, idled {b['idle_s']:.1f} s"
+            + (f"; children started ahead ran {b['ahead_s']:.1f} s beside the previous variant" if b["ahead_s"] else "")
         )
     if sink is not None and sink.ready_s is not None and sink.wait_s is not None:
         console.print(

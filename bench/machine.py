@@ -51,15 +51,39 @@ def _handle(pynvml: Any, index: int, uuid: str | None) -> tuple[Any, str] | str:
     return pynvml.nvmlDeviceGetHandleByIndex(index), "index"
 
 
+# (pynvml module, pid) that initialised NVML in this process: a variant's child takes three snapshots
+# (set-up, before and after measurement), and each nvmlInit opens every GPU of the host, the other
+# workers' included. Kept initialised for the process's life; a fork initialises it again.
+_NVML: tuple[Any, int] | None = None
+
+
+def _nvml() -> Any:
+    """pynvml, initialised once in this process (raises ImportError or NVMLError)."""
+    global _NVML
+    import pynvml  # nvidia-ml-py
+
+    if _NVML is None or _NVML[0] is not pynvml or _NVML[1] != os.getpid():
+        pynvml.nvmlInit()
+        _NVML = (pynvml, os.getpid())
+    return pynvml
+
+
+def nvml_ready() -> bool:
+    """Initialise NVML now (ahead of the first snapshot, off the critical path); False without it."""
+    try:
+        _nvml()
+    except Exception:
+        return False
+    return True
+
+
 def snapshot(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
     """NVML readings of the GPU CUDA calls ``cuda:index`` (found by ``uuid`` when given, see ``_handle``);
     ``{"nvml": reason}`` when they cannot be read."""
     try:
-        import pynvml  # nvidia-ml-py
+        pynvml = _nvml()
     except ImportError:
         return {"nvml": "nvidia-ml-py not installed"}
-    try:
-        pynvml.nvmlInit()
     except Exception as exc:  # no driver / container without NVML
         return {"nvml": f"unavailable: {exc}"}
     try:
@@ -89,11 +113,6 @@ def snapshot(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
         return state
     except Exception as exc:
         return {"nvml": f"unavailable: {exc}"}
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def flags(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

@@ -17,6 +17,7 @@ each with the server stopped before it (as a user's first run after the server's
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import subprocess
@@ -175,6 +176,7 @@ def chapter_wall(
 
     return {
         "target": target,
+        "overlap": os.environ.get("PERFLAB_OVERLAP", "on (default)"),  # perflab run's --overlap, inherited
         "runs": runs,
         "k": len(workers),
         "repeats": repeats,
@@ -188,7 +190,8 @@ def chapter_wall(
 
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
     lines = [
-        f"`perflab run -t {report['target']}` on one worker and on {report['k']}:",
+        f"`perflab run -t {report['target']}` on one worker and on {report['k']} (PERFLAB_OVERLAP: "
+        f"{report.get('overlap', 'on (default)')}):",
         "",
         "| run | workers | exit | command wall s | suite wall s |",
         "|---|---:|---:|---:|---:|",

@@ -142,7 +142,10 @@ class VariantResult(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)  # effective config (all layers applied)
     device: str | None = None  # resolved device, e.g. "cuda:0" or "cpu"
     cuda_visible_devices: str | None = None  # the worker's pinning (--gpus): which physical GPU "cuda:0" was
-    launch: str | None = None  # "forkserver" (fast path) or "cold_start" (fresh interpreter), and why
+    launch: str | None = None  # "server" (fast path) or "cold_start" (fresh interpreter), and why
+    # Seconds its child ran before the previous variant on the same worker was over (start-up, CUDA
+    # context; held before setup(): runner.Gate); None when it was not started ahead.
+    ahead_s: float | None = None
     timing: Timing | None = None
     memory: Memory | None = None
     output: OutputInfo | None = None
@@ -197,8 +200,9 @@ class SuiteResult(BaseModel):
     unpaired: list[str] = Field(default_factory=list)  # baselines without an optimized partner
     wall_s: float = 0.0
     # Where the suite's wall went, one entry per variant in the order they started: key, worker,
-    # start_s (from the suite's start), run_s (its isolated run, child start to exit), compare_s (the
-    # parent's output check against the baseline), end_s.
+    # start_s (from the suite's start; for a child started ahead, when its gate opened), run_s (its
+    # isolated run from then until its child exited), ahead_s (what its child ran before, beside the
+    # previous variant), compare_s (the parent's output check against the baseline), end_s.
     timeline: list[dict[str, Any]] = Field(default_factory=list)
 
     def time_breakdown(self) -> dict[str, Any]:
@@ -216,6 +220,8 @@ class SuiteResult(BaseModel):
             "run_s": run,
             "compare_s": compare,
             "idle_s": max(workers * self.wall_s - busy, 0.0),  # a worker waiting: for work, or at the start/end
+            # children started ahead (runner.Gate), running beside the previous variant: in no one's busy time
+            "ahead_s": sum(t.get("ahead_s", 0.0) for t in self.timeline),
         }
 
     @property

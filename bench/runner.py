@@ -11,13 +11,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,6 +42,7 @@ from bench.stats import summarize
 
 KILL_GRACE_S = 2.0
 _EXIT_POLL_S = 0.2  # how often the parent checks whether a silent child has exited
+_GATE_POLL_S = 0.01  # how often a child held at its gate is checked for the gate's opening
 _LOG_TAIL = 4000
 
 
@@ -227,6 +231,38 @@ def kill_group(proc: _Process) -> None:
         return
 
 
+class Gate:
+    """Holds a variant started ahead at its gate until the previous variant on the same GPU is over.
+
+    A child started ahead (``run_variant(gate=...)``) runs its start-up and the first part of set-up
+    (benchmark object, config, CUDA context, NVML) while the previous variant's child checks its outputs,
+    tears down and exits and its outputs are compared; then it stops, before the benchmark's
+    ``setup()``, until ``open()``. Nothing of the previous variant's measurement overlaps it (the next
+    one starts only after that measurement ended), and nothing of it overlaps the next one's: the gate
+    opens after the previous child has exited. The wait counts against no stage's limit."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self.opened_at: float | None = None  # time.monotonic() of open()
+
+    def open(self) -> None:
+        self.opened_at = time.monotonic()
+        self._open.set()
+
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    def wait(self, cancel: threading.Event | None) -> None:
+        """Until opened; raises Cancelled when ``cancel`` is set first."""
+        while not self._open.wait(_EXIT_POLL_S):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("cancelled at its gate")
+
+
+class Cancelled(Exception):
+    """``run_variant``'s ``cancel`` was set: its child was killed (an interrupted suite)."""
+
+
 class _Watch:
     """State the parent keeps while one child runs."""
 
@@ -241,6 +277,7 @@ class _Watch:
         self.error: ErrorInfo | None = None
         self.failed_stage: str | None = None
         self.done = False
+        self.gated_since: float | None = None  # the child waits at its gate (run_variant's ``gate``)
 
     def limit(self) -> float:
         return self.config.stage_limit(self.stage)
@@ -264,6 +301,8 @@ class _Watch:
             self.error = ErrorInfo(kind=msg["kind"], message=msg["message"], traceback=msg.get("traceback"))
         elif kind == "done":
             self.done = True
+        elif kind == "gate":
+            self.gated_since = now
         else:
             self.data[kind] = msg
 
@@ -279,6 +318,9 @@ def run_variant(
     env: dict[str, str] | None = None,
     profile_tool: str | None = None,
     wrapper: Sequence[str] | None = None,
+    gate: Gate | None = None,
+    on_measured: Callable[[], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> VariantResult:
     """Run one variant in a fresh child process and return its result; never raises for the child's faults.
 
@@ -288,7 +330,16 @@ def run_variant(
     ``mode``: "run" (timed), "verify" (setup only) or "profile" (``profile_tool``'s profiled calls,
     bench.profiling). ``wrapper``: a command prefix (ncu, nsys) for a cold-started child; messages then
     travel through a FIFO, as a profiler need not pass descriptors through to the process it launches.
+    ``gate``: start the child ahead and hold it before the benchmark's ``setup()`` until the gate opens
+    (``Gate``; mode "run" without a wrapper only); if it ends before reaching the gate (a CUDA context
+    that did not fit beside the previous variant's memory, say), it runs again plainly once the gate is
+    open. ``on_measured``: called (on this thread) as soon as the child's measurement stage has ended.
+    ``cancel``: when set (by another thread: an interrupted suite), the child's group is killed and
+    ``Cancelled`` raised.
     """
+    if gate is not None and (mode != "run" or wrapper):
+        gate.wait(cancel)  # only timed runs are held at a gate; the others start once it is open
+        gate = None
     pre = resolve_config(suite_layer, cli_layer)
     wd = Path(workdir)
     wd.mkdir(parents=True, exist_ok=True)
@@ -299,6 +350,7 @@ def run_variant(
         "cli_layer": explicit_fields(cli_layer),
         "mode": mode,  # "run", "verify" (startup + setup + teardown) or "profile"
         "profile_tool": profile_tool,
+        "gate": gate is not None,
     }
     guess, exact = cuda_guess()
     if pre.device == "auto" and not exact:
@@ -311,6 +363,10 @@ def run_variant(
         os.mkfifo(fifo)
         # Opened read-write: no EOF before the child opens its end, so its exit is noticed by polling.
         read_fd, write_fd, channel_arg = os.open(fifo, os.O_RDWR | os.O_NONBLOCK), -1, str(fifo)
+    elif gate is not None:  # both ways: messages up, the gate's "go" down
+        parent_end, child_end = socket.socketpair()
+        read_fd, write_fd = parent_end.detach(), child_end.detach()
+        channel_arg = str(write_fd)
     else:
         read_fd, write_fd = os.pipe()
         channel_arg = str(write_fd)
@@ -342,7 +398,11 @@ def run_variant(
         except (OSError, server.ServerError) as exc:  # nothing is lost: the variant runs cold instead
             os.close(read_fd)
             os.close(write_fd)
-            result = run_variant(spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper)
+            if gate is not None:
+                gate.wait(cancel)
+            result = run_variant(
+                spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper, cancel=cancel
+            )  # fmt: skip
             result.launch = f"cold_start (fallback: the server failed: {exc})"
             return result
         os.close(write_fd)
@@ -351,13 +411,28 @@ def run_variant(
     watch = _Watch(spec, pre, mode)
     timed_out = interrupted = False
     buf = b""
+    ahead_s: float | None = None  # spawn until the gate opened, for a child held at one
+    measured = False
     try:
         while True:
-            remaining = watch.stage_t0 + watch.limit() - time.monotonic()
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"{spec.key}: cancelled")
+            if watch.gated_since is not None and gate is not None and gate.is_open():
+                now = time.monotonic()
+                watch.stage_t0 += now - watch.gated_since  # the wait counts against no limit
+                watch.gated_since = None
+                ahead_s = max(0.0, (gate.opened_at or now) - t0)  # the part run beside the previous variant
+                with contextlib.suppress(OSError):  # a child that died meanwhile: its EOF ends the loop
+                    os.write(read_fd, b"g")
+            if watch.gated_since is not None:
+                remaining, poll = math.inf, _GATE_POLL_S
+            else:
+                remaining = watch.stage_t0 + watch.limit() - time.monotonic()
+                poll = min(remaining, _EXIT_POLL_S)
             if remaining <= 0:
                 timed_out = True
                 break
-            ready, _, _ = select.select([read_fd], [], [], min(remaining, _EXIT_POLL_S))
+            ready, _, _ = select.select([read_fd], [], [], poll)
             if not ready:
                 # A grandchild forked by the benchmark (DataLoader-style worker) inherits the pipe, so
                 # EOF may never come: stop once the child has exited and the pipe holds nothing more.
@@ -375,6 +450,9 @@ def run_variant(
             for line in lines:
                 if line.strip():
                     watch.handle(json.loads(line))
+            if on_measured is not None and not measured and "measurement" in watch.records:
+                measured = True
+                on_measured()
     except BaseException:  # Ctrl-C, or a fault of the harness: the child must not run on unwatched
         interrupted = True
         raise
@@ -391,13 +469,23 @@ def run_variant(
             else:
                 kill_group(proc)  # reap any grandchild left in the group
     forked = not (cold_start or wrapper)
+    if gate is not None and ahead_s is None and not timed_out:
+        # It ended before its gate opened (or never reached it): run it plainly once the gate is open,
+        # so a failure of the start ahead (a CUDA context that found no room beside the previous
+        # variant's memory, a benchmark object that allocated too much) is never the variant's record.
+        gate.wait(cancel)
+        result = run_variant(
+            spec, wd, suite_layer, cli_layer, python, mode, cold_start, env, profile_tool, wrapper, cancel=cancel
+        )  # fmt: skip
+        result.launch = f"{result.launch} (again, without starting ahead: the first child ended before its gate)"
+        return result
     mismatch = proc.returncode == _child.TRITON_MODE_MISMATCH and not watch.records and not watch.data
     if mismatch and "cuda_expected" in job:
         _cuda_available()  # the guess was wrong: ask torch; the cold re-run's environment is then exact
     if mismatch and (forked or "cuda_expected" in job):
         result = run_variant(
-            spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper  # cold_start=True
-        )  # fmt: skip
+            spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper, cancel=cancel
+        )  # fmt: skip  (cold_start=True)
         result.launch = (
             f"cold_start (fallback: CUDA was guessed {'' if job['cuda_expected'] else 'un'}available, torch says "
             "otherwise)"
@@ -409,6 +497,7 @@ def run_variant(
         _confirm_cuda(bool(job["cuda_expected"]))
     result = _build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, log_path)
     result.cuda_visible_devices = environment.get("CUDA_VISIBLE_DEVICES")
+    result.ahead_s = ahead_s
     result.launch = "server" if forked else "cold_start"
     return result
 

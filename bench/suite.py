@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.compare import compare
-from bench.config import Layer
+from bench.config import Layer, resolve_config
 from bench.discovery import Example
 from bench.errors import PerflabError
-from bench.result import Comparison, SuiteResult, VariantResult
-from bench.runner import run_variant
+from bench.result import Comparison, SuiteResult, VariantResult, VariantSpec
+from bench.runner import KILL_GRACE_S, Gate, run_variant
 
 
 class Sink(Protocol):
@@ -113,6 +113,7 @@ def run_suite(
     cold_start: bool = False,
     workers: Sequence[Worker] | None = None,
     expected_s: Mapping[str, float] | None = None,
+    overlap: bool = True,
 ) -> SuiteResult:
     """Run every variant of ``examples``, baseline first; compare each optimized with its baseline.
 
@@ -123,6 +124,11 @@ def run_suite(
     workers the examples start longest first, so the last to start is a short one and the workers end
     together (unknown examples first of all: they may be the long ones). The order never changes what
     a variant measures, only which worker is idle at the end.
+    ``overlap``: on a worker, start each variant's child once the previous variant's measurement has
+    ended, and hold it before its ``setup()`` until that variant is over (``runner.Gate``): its start-up
+    and CUDA context overlap the previous one's output check, exit and comparison, never a measurement.
+    Off with ``cold_start`` (cold numbers) and when profiling is asked for (profile children then run
+    beside no other context).
     """
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
     t0 = time.monotonic()
@@ -135,20 +141,15 @@ def run_suite(
         pending.put(item)
     done: dict[int, tuple[list[VariantResult], list[Comparison]]] = {}
     timeline: list[dict[str, Any]] = []
+    overlap = overlap and not cold_start and not resolve_config(suite_layer, cli_layer).enable_profiling
 
     def work(index_of_worker: int, env: Worker) -> None:
-        while True:
-            try:
-                index, example = pending.get_nowait()
-            except queue.Empty:
-                return
-            done[index] = _run_example(
-                example, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
-                lambda entry: timeline.append({**entry, "worker": index_of_worker}), t0,
-            )  # fmt: skip
-            if not keep_workdir:  # compared: a long suite must not keep every output on disk (1 GiB each here)
-                for spec in example.variants:
-                    shutil.rmtree(root / spec.chapter / spec.example / spec.variant / "outputs", ignore_errors=True)
+        lane = _Lane(
+            pending, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
+            lambda entry: timeline.append({**entry, "worker": index_of_worker}), t0, keep_workdir,
+        )  # fmt: skip
+        lane.run(overlap)
+        done.update(lane.done)
 
     try:
         if len(pool) == 1:
@@ -177,30 +178,124 @@ def _expected(example: Example, expected_s: Mapping[str, float]) -> float:
     return math.inf if any(k is None for k in known) else float(sum(k for k in known if k is not None))
 
 
-def _run_example(
-    example: Example,
-    root: Path,
-    suite_layer: Layer,
-    cli_layer: Layer,
-    sink: Sink | None,
-    on_result: OnResult | None,
-    cold_start: bool,
-    env: Worker,
-    record: Callable[[dict[str, Any]], None] = lambda entry: None,
-    t0: float = 0.0,
-) -> tuple[list[VariantResult], list[Comparison]]:
-    variants: list[VariantResult] = []
-    comparisons: list[Comparison] = []
-    baseline = None
-    check = getattr(sink, "check", None)  # a BackgroundSink that failed stops the suite
-    for spec in example.variants:
+class _Started:
+    """One variant's ``run_variant`` on a thread of its own. ``measured`` is set once the child's
+    measurement has ended (or the run is over): the moment the next variant may start ahead."""
+
+    def __init__(self, item: tuple[int, Example, VariantSpec], wd: Path, gate: Gate | None, **kwargs: Any) -> None:
+        self.item = item
+        self.gate = gate
+        self.measured = threading.Event()
+        self.cancelled = threading.Event()
+        self.started = time.monotonic()
+        self._result: VariantResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._go, args=(item[2], wd, kwargs), name=f"perflab-{item[2].key}", daemon=True
+        )
+        self._thread.start()
+
+    def _go(self, spec: VariantSpec, wd: Path, kwargs: dict[str, Any]) -> None:
+        try:
+            self._result = run_variant(
+                spec, wd, gate=self.gate, on_measured=self.measured.set, cancel=self.cancelled, **kwargs
+            )  # fmt: skip
+        except BaseException as exc:  # raised again by result(), on the worker's thread
+            self._error = exc
+        finally:
+            self.measured.set()
+
+    def wait_measured(self) -> None:
+        while not self.measured.wait(0.5):  # in slices: the main thread stays interruptible (Ctrl-C)
+            pass
+
+    def result(self) -> VariantResult:
+        while self._thread.is_alive():
+            self._thread.join(0.5)
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def cancel(self) -> None:
+        """Kill its child (an interrupted suite) and wait until the thread is done with it."""
+        self.cancelled.set()
+        self._thread.join(KILL_GRACE_S + 15.0)
+
+
+class _Lane:
+    """One worker: takes examples from the shared queue and runs their variants one after another, each
+    started ahead (``overlap``) while the previous one finishes; compares, logs and records them."""
+
+    def __init__(
+        self,
+        pending: queue.SimpleQueue[tuple[int, Example]],
+        root: Path,
+        suite_layer: Layer,
+        cli_layer: Layer,
+        sink: Sink | None,
+        on_result: OnResult | None,
+        cold_start: bool,
+        env: Worker,
+        record: Callable[[dict[str, Any]], None],
+        t0: float,
+        keep_workdir: bool,
+    ) -> None:
+        self.pending, self.root, self.sink, self.on_result = pending, root, sink, on_result
+        self.suite_layer, self.cli_layer, self.cold_start, self.env = suite_layer, cli_layer, cold_start, env
+        self.record, self.t0, self.keep_workdir = record, t0, keep_workdir
+        self.done: dict[int, tuple[list[VariantResult], list[Comparison]]] = {}
+        self._baseline: dict[int, VariantResult] = {}
+        self._queue: list[tuple[int, Example, VariantSpec]] = []  # the rest of the current example
+
+    def _next(self) -> tuple[int, Example, VariantSpec] | None:
+        if not self._queue:
+            try:
+                index, example = self.pending.get_nowait()
+            except queue.Empty:
+                return None
+            self.done[index] = ([], [])
+            self._queue = [(index, example, spec) for spec in example.variants]
+        return self._queue.pop(0)
+
+    def _start(self, item: tuple[int, Example, VariantSpec], gate: Gate | None) -> _Started:
+        check = getattr(self.sink, "check", None)  # a BackgroundSink that failed stops the suite
         if check is not None:
             check()
-        wd = root / spec.chapter / spec.example / spec.variant
-        start = time.monotonic()
-        result = run_variant(
-            spec, wd, suite_layer=suite_layer, cli_layer=cli_layer, cold_start=cold_start, env=dict(env)
-        )
+        spec = item[2]
+        return _Started(
+            item, self.root / spec.chapter / spec.example / spec.variant, gate,
+            suite_layer=self.suite_layer, cli_layer=self.cli_layer, cold_start=self.cold_start, env=dict(self.env),
+        )  # fmt: skip
+
+    def run(self, overlap: bool) -> None:
+        current: _Started | None = None
+        ahead: _Started | None = None
+        try:
+            item = self._next()
+            current = self._start(item, None) if item is not None else None
+            while current is not None:
+                current.wait_measured()
+                item = self._next()
+                if overlap and item is not None:
+                    ahead = self._start(item, Gate())
+                self._finish(current, current.result())
+                if ahead is not None:
+                    assert ahead.gate is not None
+                    ahead.gate.open()
+                    current, ahead = ahead, None
+                else:
+                    current = self._start(item, None) if item is not None else None
+        except BaseException:
+            for started in (ahead, current):
+                if started is not None:
+                    started.cancel()
+            raise
+
+    def _finish(self, started: _Started, result: VariantResult) -> None:
+        """After the variant's child has exited: profile it, compare it with its baseline, log it."""
+        index, example, spec = started.item
+        wd = self.root / spec.chapter / spec.example / spec.variant
         ran = time.monotonic()
         if result.status == "ok" and result.config.get("enable_profiling"):
             # After the timed child has exited, in children of their own: no profiler overhead in the
@@ -208,28 +303,38 @@ def _run_example(
             from bench.profiling import profile_variant
 
             result.profile = profile_variant(
-                spec, wd, suite_layer, cli_layer, timed=result, cold_start=cold_start, env=dict(env)
-            ).profile
+                spec, wd, self.suite_layer, self.cli_layer, timed=result, cold_start=self.cold_start,
+                env=dict(self.env),
+            ).profile  # fmt: skip
         comparison = None
         compare_s = 0.0
+        variants, comparisons = self.done[index]
         if spec.is_baseline:
-            baseline = result
-        elif baseline is not None:
+            self._baseline[index] = result
+        elif index in self._baseline:
             c0 = time.monotonic()
-            comparison = compare(baseline, result, in_server=not cold_start)
+            comparison = compare(self._baseline[index], result, in_server=not self.cold_start)
             compare_s = time.monotonic() - c0
             comparisons.append(comparison)
         variants.append(result)
-        if sink is not None:
-            sink.log_variant(result, comparison)
-        if on_result is not None:
-            on_result(result, comparison)
+        if self.sink is not None:
+            self.sink.log_variant(result, comparison)
+        if self.on_result is not None:
+            self.on_result(result, comparison)
+        if spec is example.variants[-1]:
+            self._baseline.pop(index, None)
+            if not self.keep_workdir:  # compared: a long suite must not keep every output on disk (1 GiB each)
+                for s in example.variants:
+                    shutil.rmtree(self.root / s.chapter / s.example / s.variant / "outputs", ignore_errors=True)
         end = time.monotonic()
-        record({
-            "key": spec.key, "start_s": start - t0, "run_s": ran - start, "compare_s": compare_s,
-            "other_s": end - ran - compare_s, "end_s": end - t0,
+        # A variant started ahead begins, for the timeline, when its gate opened: before that it ran beside
+        # the previous variant (ahead_s), which the previous variant's entry already covers.
+        opened = started.gate.opened_at if started.gate is not None else None
+        begin = opened if opened is not None and result.ahead_s is not None else started.started
+        self.record({
+            "key": spec.key, "start_s": begin - self.t0, "run_s": ran - begin, "ahead_s": begin - started.started,
+            "compare_s": compare_s, "other_s": end - ran - compare_s, "end_s": end - self.t0,
         })  # fmt: skip
-    return variants, comparisons
 
 
 def load_durations(path: str | Path, signature: str) -> dict[str, float]:

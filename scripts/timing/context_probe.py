@@ -3,7 +3,8 @@
 On the H200 x 2 host (session 5, call R), chapter 7's variants took 23 % longer in all on two GPUs than
 on one, nearly all of it in set-up (CUDA context creation), start-up and process exit (context
 teardown). This probe isolates that: fresh children of the pre-warmed server, each pinned to one GPU,
-create a context (``torch.empty(1, device="cuda")`` + synchronize), report how long it took, and exit;
+create a context (cuInit, the primary context, the first allocation, each timed), take the harness's NVML
+snapshots (first, kept-initialised and the old init/shutdown way), report the times, and exit;
 the parent times each child's exit (last byte until its exit status). First one GPU at a time, then
 all GPUs at once (children started together), ``rounds`` times each. Medians in ms.
 Usage: ``python scripts/timing/context_probe.py [ROUNDS]``.
@@ -25,16 +26,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench import server  # noqa: E402
 from bench.runner import nvml_gpu_count  # noqa: E402
 
+PARTS = ("cuda_init", "context", "first_alloc", "nvml_init", "nvml_snapshot", "nvml_old_way")
+
 
 def create(fd: int) -> None:
-    """A child: time the CUDA context's creation, send it (a double, seconds), exit."""
+    """A child: time the CUDA start in parts, and NVML's (the harness's snapshot, first with its
+    nvmlInit, then with NVML kept initialised, then the old way: init + snapshot + shutdown); send the
+    times (doubles, seconds, in PARTS' order) and exit."""
+    import pynvml
     import torch
 
+    from bench import machine
+
+    times = []
     t0 = time.perf_counter()
-    torch.empty(1, device="cuda")
+    torch.cuda.init()  # cuInit, device count
+    times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    torch.cuda.synchronize()  # the primary context
+    times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    torch.empty(1, device="cuda")  # the caching allocator's first block
     torch.cuda.synchronize()
-    os.write(fd, struct.pack("d", time.perf_counter() - t0))
+    times.append(time.perf_counter() - t0)
+    uuid = machine.gpu_uuid(torch.device("cuda", 0))
+    t0 = time.perf_counter()
+    machine.snapshot(0, uuid)
+    times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    machine.snapshot(0, uuid)
+    times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    pynvml.nvmlInit()  # a second reference: the old way's init/shutdown pair, without closing NVML
+    machine.snapshot(0, uuid)
+    pynvml.nvmlShutdown()
+    times.append(time.perf_counter() - t0)
+    os.write(fd, struct.pack(f"{len(PARTS)}d", *times))
     os._exit(0)
+
+
+def _rows() -> dict[str, list[float]]:
+    return {k: [] for k in (*PARTS, "exit")}
 
 
 def one_child(gpu: int, out: dict[str, list[float]], barrier: threading.Barrier | None) -> None:
@@ -44,11 +76,15 @@ def one_child(gpu: int, out: dict[str, list[float]], barrier: threading.Barrier 
         barrier.wait()
     child = server.spawn("scripts.timing.context_probe:create", [], w, env, os.getcwd(), os.devnull, False)
     os.close(w)
-    data = os.read(r, 8)
+    size = struct.calcsize(f"{len(PARTS)}d")
+    data = b""
+    while len(data) < size and (chunk := os.read(r, size - len(data))):
+        data += chunk
     t_byte = time.perf_counter()
     child.wait(60)
     out["exit"].append(time.perf_counter() - t_byte)
-    out["create"].append(struct.unpack("d", data)[0])
+    for k, v in zip(PARTS, struct.unpack(f"{len(PARTS)}d", data), strict=True):
+        out[k].append(v)
     os.close(r)
 
 
@@ -60,9 +96,8 @@ def main() -> None:
         return
     os.environ["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # children import this script
     report: dict[str, dict[str, float]] = {}
-    alone: dict[str, list[float]] = {"create": [], "exit": []}
-    together: dict[str, list[float]] = {"create": [], "exit": []}
-    one_child(0, {"create": [], "exit": []}, None)  # the server's start and the first context: not counted
+    alone, together = _rows(), _rows()
+    one_child(0, _rows(), None)  # the server's start and the first context: not counted
     for _ in range(rounds):
         for g in range(gpus):
             one_child(g, alone, None)
@@ -74,9 +109,9 @@ def main() -> None:
             for t in threads:
                 t.join()
     for name, rows in (("one GPU at a time", alone), (f"{gpus} GPUs at once", together)):
-        if rows["create"]:
+        if rows["exit"]:
             report[name] = {k: round(1000 * statistics.median(v), 1) for k, v in rows.items()}
-            report[name]["children"] = len(rows["create"])
+            report[name]["children"] = len(rows["exit"])
     print(json.dumps({"gpus": gpus, "rounds": rounds, "median_ms": report}, indent=1))
 
 

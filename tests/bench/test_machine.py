@@ -99,3 +99,30 @@ def test_unpinned_index_is_nvmls_index(nvml: FakeNvml, monkeypatch: pytest.Monke
     assert state["nvml_device_by"] == "index" and state["other_pids"] == [4242]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     assert machine.snapshot(1, None)["sm_clock_mhz"] == 1500
+
+
+def test_nvml_is_initialised_once_per_process(nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three snapshots per variant: one nvmlInit (each opens every GPU of the host), none shut down;
+    a forked child (another pid) initialises its own."""
+    calls: list[str] = []
+    monkeypatch.setattr(nvml, "nvmlInit", lambda: calls.append("init"), raising=False)
+    monkeypatch.setattr(nvml, "nvmlShutdown", lambda: calls.append("shutdown"), raising=False)
+    monkeypatch.setattr(machine, "_NVML", None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for _ in range(3):
+        assert machine.snapshot(0, "aaaa")["nvml_device_by"] == "uuid"
+    assert calls == ["init"]
+    monkeypatch.setattr(machine, "_NVML", (nvml, -1))  # as a fork sees it: initialised by another pid
+    machine.snapshot(0, "aaaa")
+    assert calls == ["init", "init"]
+
+
+def test_nvml_init_failure_is_reported_and_retried(nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail() -> None:
+        raise nvml.NVMLError("driver not loaded")
+
+    monkeypatch.setattr(machine, "_NVML", None)
+    monkeypatch.setattr(nvml, "nvmlInit", fail, raising=False)
+    assert machine.snapshot(0, "aaaa") == {"nvml": "unavailable: driver not loaded"}
+    monkeypatch.setattr(nvml, "nvmlInit", lambda: None, raising=False)
+    assert machine.snapshot(0, "aaaa")["nvml_device_by"] == "uuid"

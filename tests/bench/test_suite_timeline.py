@@ -28,7 +28,9 @@ def test_timeline_accounts_for_every_variant(tmp_path: Path, write_benchmark: An
     assert keys == ["ch07:a:baseline", "ch07:a:optimized", "ch07:b:baseline", "ch07:b:optimized"]
     for t, v in zip(suite.timeline, suite.variants, strict=True):
         assert t["worker"] == 0 and 0 <= t["start_s"] < t["end_s"] <= suite.wall_s
-        assert t["run_s"] >= v.elapsed_s  # the run includes the child's whole life, as the result's elapsed
+        # The child's whole life: the part run ahead, beside the previous variant (ahead_s), and the rest.
+        assert t["run_s"] + t["ahead_s"] >= v.elapsed_s and (t["ahead_s"] > 0) == (v.ahead_s is not None)
+        assert (v.ahead_s is not None) == (v.spec.key != keys[0])  # every variant but the first started ahead
         assert (t["compare_s"] > 0) == (v.spec.variant == "optimized")  # only an optimized is compared
     starts = [t["start_s"] for t in suite.timeline]
     assert starts == sorted(starts)
