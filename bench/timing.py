@@ -66,6 +66,13 @@ _MAX_SPIN_MS = 50.0
 # times back-to-back calls lasting about BATCH_TARGET_MS.
 BATCH_BELOW_MS = 0.005
 BATCH_TARGET_MS = 0.2
+# ... and up to PROBE_BELOW_MS, a call whose single-call sample reads OVERHEAD_RATIO x or more its time per
+# call back to back: the sample is mostly the host's per-sample cost (events, the kernel's launch on the
+# device), which differs by host. The H200 x 2 host read a 1 us add's sample as 5.1-5.5 us (H100 and a
+# one-GPU H200 host: 3.5 us; graph per call 1.0-1.1 us on all three): the fixed 5 us line left it
+# unbatched in some runs (+400 %), session 6.
+PROBE_BELOW_MS = 0.05
+OVERHEAD_RATIO = 1.5
 MAX_BATCH = 1000
 # A batch captured in one CUDA graph: a graph launch costs the device ~20 us before its first kernel
 # (H100: a 52-call graph of a 1.0 us add read 1.42 us per call; the 1000-call truth 1.02 us), so graph
@@ -320,7 +327,7 @@ class CudaEventClock:
             # and a fresh process's host is slow for its first ~0.3 s. On the H100 (session 4) the
             # median of 4 such samples once read > 5 us for a 1 us add, and it went unbatched: +258 %.
             single = min(samples)
-            if single < BATCH_BELOW_MS:
+            if single < BATCH_BELOW_MS or (single < PROBE_BELOW_MS and self._overhead_bound(fn, single)):
                 # Launch-bound: one call is shorter than the event/launch overheads around it, so a sample
                 # times back-to-back calls (~BATCH_TARGET_MS) and divides (the graph-replay way).
                 graph = self.launch_batching == "graph"
@@ -337,6 +344,23 @@ class CudaEventClock:
                     break
         self.leaks = self.side_stream = 0
         self.tails_ms, self.idle_sync_ms = [], []
+
+    def _overhead_bound(self, fn: Fn, single: float) -> bool:
+        """Whether the single-call sample (``single`` ms) is OVERHEAD_RATIO x or more the time per call of
+        ~BATCH_TARGET_MS of back-to-back eager calls: then it times the host's per-sample cost more than
+        the call, and the call is batched. The evidence goes into the notes."""
+        self.calls_per_sample = max(8, min(MAX_BATCH, math.ceil(BATCH_TARGET_MS / max(single, 1e-4))))
+        try:
+            per_call = min(self._one(fn) for _ in range(3))
+        finally:
+            batch, self.calls_per_sample = self.calls_per_sample, 1
+        bound = single >= OVERHEAD_RATIO * per_call
+        if bound:
+            self.notes.append(
+                f"launch-bound: a single-call sample read {1e3 * single:.2f} µs, {1e3 * per_call:.2f} µs per call "
+                f"in {batch} back-to-back calls ({single / per_call:.1f}x; batched from {OVERHEAD_RATIO:g}x)"
+            )
+        return bound
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         m = sample_until(lambda: self._one(fn), iterations, rule)

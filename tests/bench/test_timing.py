@@ -229,3 +229,38 @@ def test_cuda_graph_falls_back_when_capture_is_impossible() -> None:
     clock.warmup(fn, 1)
     assert clock.mode == "cuda_event" and clock.fallback and "capture failed" in clock.fallback
     assert len(clock.measure(fn, 3, RULE).samples_ms) == 3
+
+
+class _ModelClock(CudaEventClock):
+    """A cuda_event clock whose samples follow a model instead of a GPU: each sample costs the host
+    ``overhead_ms`` once plus ``call_ms`` per call (runs on the CPU, for the batching decision alone)."""
+
+    def __init__(self, overhead_ms: float, call_ms: float) -> None:  # no CUDA: none of the parent's set-up
+        self.overhead_ms, self.call_ms = overhead_ms, call_ms
+        self.launch_batching, self._batch, self._auto_batch, self.calls_per_sample = "graph", None, True, 1
+        self.notes, self.leaks, self.side_stream, self.tails_ms, self.idle_sync_ms = [], 0, 0, [], []
+
+    def _one(self, fn: Any) -> float:
+        return (self.overhead_ms + self.calls_per_sample * self.call_ms) / self.calls_per_sample
+
+    def _batch_in_graph(self, fn: Any) -> None:
+        self._batch = fn
+
+
+@pytest.mark.parametrize(
+    ("overhead_us", "call_us", "batched"),
+    [
+        (4.2, 1.0, True),  # the H200 x 2 host's 1 µs add: a 5.2 µs sample, over the fixed 5 µs line
+        (2.5, 1.0, True),  # the H100's: 3.5 µs, under it
+        (2.5, 20.0, False),  # a 20 µs kernel: the sample is 12 % overhead, timed per call as before
+        (2.5, 43.0, False),  # the selfcheck's 64 MiB op
+        (2.5, 60.0, False),  # beyond PROBE_BELOW_MS: not probed
+    ],
+)
+def test_a_call_whose_sample_is_mostly_per_sample_overhead_is_batched(
+    overhead_us: float, call_us: float, batched: bool
+) -> None:
+    clock = _ModelClock(overhead_us / 1e3, call_us / 1e3)
+    clock.warmup(lambda: None, 4)
+    assert (clock.calls_per_sample > 1) == batched, (clock.calls_per_sample, clock.notes)
+    assert any("launch-bound" in n for n in clock.notes) == (batched and overhead_us + call_us >= 5.0)
