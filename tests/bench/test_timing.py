@@ -235,12 +235,16 @@ class _ModelClock(CudaEventClock):
     """A cuda_event clock whose samples follow a model instead of a GPU: each sample costs the host
     ``overhead_ms`` once plus ``call_ms`` per call (runs on the CPU, for the batching decision alone)."""
 
-    def __init__(self, overhead_ms: float, call_ms: float) -> None:  # no CUDA: none of the parent's set-up
-        self.overhead_ms, self.call_ms = overhead_ms, call_ms
+    def __init__(self, overhead_ms: float, call_ms: float, leaky_batches: int = 0) -> None:  # no CUDA set-up
+        self.overhead_ms, self.call_ms, self.leaky_batches = overhead_ms, call_ms, leaky_batches
         self.launch_batching, self._batch, self._auto_batch, self.calls_per_sample = "graph", None, True, 1
         self.notes, self.leaks, self.side_stream, self.tails_ms, self.idle_sync_ms = [], 0, 0, [], []
 
     def _one(self, fn: Any) -> float:
+        if self.calls_per_sample > 1 and self.leaky_batches > 0:  # the host outran the spin: its launch rate
+            self.leaky_batches -= 1
+            self.leaks += 1
+            return 0.005
         return (self.overhead_ms + self.calls_per_sample * self.call_ms) / self.calls_per_sample
 
     def _batch_in_graph(self, fn: Any) -> None:
@@ -264,3 +268,11 @@ def test_a_call_whose_sample_is_mostly_per_sample_overhead_is_batched(
     clock.warmup(lambda: None, 4)
     assert (clock.calls_per_sample > 1) == batched, (clock.calls_per_sample, clock.notes)
     assert any("launch-bound" in n for n in clock.notes) == (batched and overhead_us + call_us >= 5.0)
+
+
+def test_the_batching_probe_ignores_batches_the_host_outran() -> None:
+    """The probe's first back-to-back batches can leak (the spin too short for 40 launches): they time the
+    host's ~5 µs per launch, not the device's 1 µs call, and would have kept the add unbatched (H200 x 2)."""
+    clock = _ModelClock(4.2e-3, 1.0e-3, leaky_batches=3)
+    clock.warmup(lambda: None, 4)
+    assert clock.calls_per_sample > 1 and any("launch-bound" in n for n in clock.notes), clock.notes
