@@ -356,6 +356,16 @@ def run_variant(
     if pre.device == "auto" and not exact:
         job["cuda_expected"] = guess  # the child verifies the guess its environment was built on
     (wd / "job.json").write_text(json.dumps(job))
+
+    def again(cold: bool) -> VariantResult:
+        """This variant once more (cold, or plainly after a start ahead that ended early), once its gate
+        is open; the caller says why in ``launch``."""
+        if gate is not None:
+            gate.wait(cancel)
+        return run_variant(
+            spec, wd, suite_layer, cli_layer, python, mode, cold, env, profile_tool, wrapper, cancel=cancel
+        )  # fmt: skip
+
     log_path = wd / "child.log"
     if wrapper:
         fifo = wd / "messages.fifo"
@@ -398,11 +408,7 @@ def run_variant(
         except (OSError, server.ServerError) as exc:  # nothing is lost: the variant runs cold instead
             os.close(read_fd)
             os.close(write_fd)
-            if gate is not None:
-                gate.wait(cancel)
-            result = run_variant(
-                spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper, cancel=cancel
-            )  # fmt: skip
+            result = again(cold=True)
             result.launch = f"cold_start (fallback: the server failed: {exc})"
             return result
         os.close(write_fd)
@@ -473,19 +479,14 @@ def run_variant(
         # It ended before its gate opened (or never reached it): run it plainly once the gate is open,
         # so a failure of the start ahead (a CUDA context that found no room beside the previous
         # variant's memory, a benchmark object that allocated too much) is never the variant's record.
-        gate.wait(cancel)
-        result = run_variant(
-            spec, wd, suite_layer, cli_layer, python, mode, cold_start, env, profile_tool, wrapper, cancel=cancel
-        )  # fmt: skip
+        result = again(cold=cold_start)
         result.launch = f"{result.launch} (again, without starting ahead: the first child ended before its gate)"
         return result
     mismatch = proc.returncode == _child.TRITON_MODE_MISMATCH and not watch.records and not watch.data
     if mismatch and "cuda_expected" in job:
         _cuda_available()  # the guess was wrong: ask torch; the cold re-run's environment is then exact
     if mismatch and (forked or "cuda_expected" in job):
-        result = run_variant(
-            spec, wd, suite_layer, cli_layer, python, mode, True, env, profile_tool, wrapper, cancel=cancel
-        )  # fmt: skip  (cold_start=True)
+        result = again(cold=True)
         result.launch = (
             f"cold_start (fallback: CUDA was guessed {'' if job['cuda_expected'] else 'un'}available, torch says "
             "otherwise)"

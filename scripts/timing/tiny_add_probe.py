@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -19,6 +20,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from bench.timing import CudaEventClock, capture_graph  # noqa: E402
+
+
+def _event_ms(call: Callable[[], object], n: int) -> float:
+    """Median over ``n`` of CUDA events around one ``call()`` on an idle device (no spin, no flush), ms."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
 
 
 def main() -> None:
@@ -48,26 +63,8 @@ def main() -> None:
             "then_calls_per_sample": clock.calls_per_sample,
             "then_graph": clock._batch is not None,
         }
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    bare = []
-    for _ in range(20):
-        torch.cuda.synchronize()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        bare.append(1e3 * start.elapsed_time(end))
-    report["bare_us_median"] = round(statistics.median(bare), 2)
-    graph = capture_graph(fn, 1000, dev)
-    times = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        start.record()
-        graph()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    report["graph_1000_us_per_call"] = round(statistics.median(times), 3)
+    report["bare_us_median"] = round(1e3 * _event_ms(fn, 20), 2)
+    report["graph_1000_us_per_call"] = round(_event_ms(capture_graph(fn, 1000, dev), 5), 3)  # ms / 1000 calls
     print(json.dumps(report, indent=1))
 
 
