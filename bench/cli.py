@@ -176,6 +176,7 @@ def run(
             progress.console.print(_line(result, comparison))
             progress.advance(task)
 
+        before_s = _process_age_s()  # interpreter start, imports, discovery, server and MLflow threads started
         try:
             suite = run_suite(
                 examples,
@@ -214,8 +215,15 @@ def run(
         console.print(
             f"time: first variant started at {b['first_start_s']:.1f} s; {b['workers']} worker(s) ran variants "
             f"{b['run_s']:.1f} s, compared outputs {b['compare_s']:.1f} s, idled {b['idle_s']:.1f} s"
-            + (f"; children started ahead ran {b['ahead_s']:.1f} s beside the previous variant" if b["ahead_s"] else "")
+            + (
+                f"; children started ahead ran {b['ahead_s']:.1f} s beside the previous variant, and kept their "
+                f"workers waiting {b['late_s']:.1f} s at open gates (start-up, CUDA context)"
+                if b["ahead_s"]
+                else ""
+            )
         )
+    if before_s is not None:
+        console.print(f"command: the suite began {before_s:.2f} s after the command started (interpreter, imports)")
     if sink is not None and sink.ready_s is not None and sink.wait_s is not None:
         console.print(
             f"MLflow: import and store open took {sink.ready_s:.1f} s (on a thread, beside the variants); after "
@@ -231,6 +239,20 @@ def run(
         )
     if not suite.all_ok:
         raise typer.Exit(1)
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux: /proc, 10 ms resolution); None elsewhere."""
+    import os
+
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = float(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _durations_path() -> Path:

@@ -160,9 +160,11 @@ def chapter_wall(
                 log = Path(store).parent / f"wall-{len(runs) + 1}-{name}.log"
                 log.write_text(f"$ {' '.join(cmd)}\n# exit {done.returncode}, {wall:.2f} s\n{done.stdout}{done.stderr}")
             suite = re.search(r"pairs verified in ([0-9.]+) s", done.stdout)
+            before = re.search(r"the suite began ([0-9.]+) s after the command started", done.stdout)
             runs.append({
                 "run": label, "workers": len(workers) if value == all_ else 1, flag.lstrip("-"): value,
                 "exit_code": done.returncode, "wall_s": wall, "suite_wall_s": float(suite.group(1)) if suite else None,
+                "before_suite_s": float(before.group(1)) if before else None,
                 "tail": (done.stdout + done.stderr)[-2000:] if done.returncode not in (0, 1) else "",
             })  # fmt: skip
     ok = all(r["exit_code"] in (0, 1) for r in runs)  # 1: the suite ran, some variant failed
@@ -177,6 +179,7 @@ def chapter_wall(
     return {
         "target": target,
         "overlap": os.environ.get("PERFLAB_OVERLAP", "on (default)"),  # perflab run's --overlap, inherited
+        "cuda_start_lock": os.environ.get("PERFLAB_CUDA_START_LOCK", "on (default)"),  # runner.cuda_lock_path
         "runs": runs,
         "k": len(workers),
         "repeats": repeats,
@@ -191,14 +194,16 @@ def chapter_wall(
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"`perflab run -t {report['target']}` on one worker and on {report['k']} (PERFLAB_OVERLAP: "
-        f"{report.get('overlap', 'on (default)')}):",
+        f"{report.get('overlap', 'on (default)')}; PERFLAB_CUDA_START_LOCK: "
+        f"{report.get('cuda_start_lock', 'on (default)')}):",
         "",
-        "| run | workers | exit | command wall s | suite wall s |",
-        "|---|---:|---:|---:|---:|",
+        "| run | workers | exit | command wall s | suite wall s | before the suite s |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for r in report["runs"]:
         suite = f"{r['suite_wall_s']:.1f}" if r["suite_wall_s"] is not None else "—"
-        lines.append(f"| {r['run']} | {r['workers']} | {r['exit_code']} | {r['wall_s']:.2f} | {suite} |")
+        before = f"{r['before_suite_s']:.2f}" if r.get("before_suite_s") is not None else "—"
+        lines.append(f"| {r['run']} | {r['workers']} | {r['exit_code']} | {r['wall_s']:.2f} | {suite} | {before} |")
     lines.append("")
     if report["ratio"] is None:
         lines.append("No ratio: a run did not complete (see the runs' tails in the JSON).")

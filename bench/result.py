@@ -146,6 +146,13 @@ class VariantResult(BaseModel):
     # Seconds its child ran before the previous variant on the same worker was over (start-up, CUDA
     # context; held before setup(): runner.Gate); None when it was not started ahead.
     ahead_s: float | None = None
+    # Started ahead, when its child reached the gate after the gate had opened: how long the worker then
+    # waited for it (start-up, CUDA context taking longer than the previous variant's end).
+    gate_late_s: float | None = None
+    # Seconds to create its CUDA context (cuInit + primary context), and waited before for the host's
+    # CUDA-start lock (runner.cuda_lock_path; None without it); None on the CPU.
+    cuda_start_s: float | None = None
+    cuda_lock_wait_s: float | None = None
     timing: Timing | None = None
     memory: Memory | None = None
     output: OutputInfo | None = None
@@ -222,6 +229,9 @@ class SuiteResult(BaseModel):
             "idle_s": max(workers * self.wall_s - busy, 0.0),  # a worker waiting: for work, or at the start/end
             # children started ahead (runner.Gate), running beside the previous variant: in no one's busy time
             "ahead_s": sum(t.get("ahead_s", 0.0) for t in self.timeline),
+            # ... and, of those, the time their workers waited for them at an open gate (start-up, CUDA context
+            # not done when the previous variant was over): inside run_s
+            "late_s": sum(t.get("late_s", 0.0) for t in self.timeline),
         }
 
     @property

@@ -231,6 +231,21 @@ def kill_group(proc: _Process) -> None:
         return
 
 
+def cuda_lock_path() -> str | None:
+    """The lock (this user's, host-wide) a child holds while it creates its CUDA context
+    (``bench._child._cuda_start``), so that children on different GPUs do not create theirs at the same
+    moment; None with ``PERFLAB_CUDA_START_LOCK=0`` (each child then starts CUDA as soon as it gets there),
+    or when this user's runtime directory cannot be had."""
+    if os.environ.get("PERFLAB_CUDA_START_LOCK", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    from bench.server import ServerError, runtime_dir
+
+    try:
+        return str(runtime_dir() / "cuda-start.lock")
+    except (OSError, ServerError):
+        return None
+
+
 class Gate:
     """Holds a variant started ahead at its gate until the previous variant on the same GPU is over.
 
@@ -351,6 +366,7 @@ def run_variant(
         "mode": mode,  # "run", "verify" (startup + setup + teardown) or "profile"
         "profile_tool": profile_tool,
         "gate": gate is not None,
+        "cuda_lock": cuda_lock_path(),
     }
     guess, exact = cuda_guess()
     if pre.device == "auto" and not exact:
@@ -418,6 +434,7 @@ def run_variant(
     timed_out = interrupted = False
     buf = b""
     ahead_s: float | None = None  # spawn until the gate opened, for a child held at one
+    gate_late_s: float | None = None
     measured = False
     try:
         while True:
@@ -426,8 +443,10 @@ def run_variant(
             if watch.gated_since is not None and gate is not None and gate.is_open():
                 now = time.monotonic()
                 watch.stage_t0 += now - watch.gated_since  # the wait counts against no limit
-                watch.gated_since = None
                 ahead_s = max(0.0, (gate.opened_at or now) - t0)  # the part run beside the previous variant
+                # The gate opened before the child got there: the worker waited for its start-up/CUDA context.
+                gate_late_s = max(0.0, watch.gated_since - (gate.opened_at or now))
+                watch.gated_since = None
                 with contextlib.suppress(OSError):  # a child that died meanwhile: its EOF ends the loop
                     os.write(read_fd, b"g")
             if watch.gated_since is not None:
@@ -499,6 +518,7 @@ def run_variant(
     result = _build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, log_path)
     result.cuda_visible_devices = environment.get("CUDA_VISIBLE_DEVICES")
     result.ahead_s = ahead_s
+    result.gate_late_s = gate_late_s
     result.launch = "server" if forked else "cold_start"
     return result
 
@@ -582,6 +602,9 @@ def _build_result(
         )
     if "validation" in data:
         result.validation = data["validation"]["message"]
+    if "cuda_start" in data:
+        result.cuda_start_s = data["cuda_start"]["start_s"]
+        result.cuda_lock_wait_s = data["cuda_start"]["lock_wait_s"]
     if result.status == "ok":
         _apply_checks(result)
     return result

@@ -334,6 +334,7 @@ class _Lane:
         self.record({
             "key": spec.key, "start_s": begin - self.t0, "run_s": ran - begin, "ahead_s": begin - started.started,
             "compare_s": compare_s, "other_s": end - ran - compare_s, "end_s": end - self.t0,
+            "late_s": result.gate_late_s or 0.0,
         })  # fmt: skip
 
 

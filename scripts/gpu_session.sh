@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# kernels wall context). Everything
+# kernels wall context neighbour). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
@@ -69,6 +69,10 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     context)  # issue 4: CUDA start (init, context, first allocation), NVML and exit, one GPU at a time vs all at once
       $T python3 scripts/timing/context_probe.py "${PERFLAB_CONTEXT_ROUNDS:-5}" > "$OUT/context_probe.txt" 2>&1
       echo "context exit $?"; tail -40 "$OUT/context_probe.txt" ;;
+    neighbour)  # issue 4: kernel samples on GPU 0 while other processes start and end CUDA on GPU 0 / GPU 1
+      $T python3 scripts/timing/neighbour_probe.py "${PERFLAB_NEIGHBOUR_S:-1.5}" "${PERFLAB_NEIGHBOUR_REPS:-3}" \
+        > "$OUT/neighbour_probe.txt" 2>&1
+      echo "neighbour exit $?"; grep "^|" "$OUT/neighbour_probe.txt" || tail -20 "$OUT/neighbour_probe.txt" ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --fresh-server --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
     sweep)  # issue 5: the default grid (128 trials), smart replayed against it, then a live smart sweep of 32

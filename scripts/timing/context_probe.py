@@ -6,7 +6,10 @@ teardown). This probe isolates that: fresh children of the pre-warmed server, ea
 create a context (cuInit, the primary context, the first allocation, each timed), take the harness's NVML
 snapshots (first, kept-initialised and the old init/shutdown way), report the times, and exit;
 the parent times each child's exit (last byte until its exit status). First one GPU at a time, then
-all GPUs at once (children started together), ``rounds`` times each. Medians in ms.
+all GPUs at once (children started together), then all at once again with the harness's host lock
+around cuInit + context (bench._child.host_lock: children create their contexts in turn), ``rounds``
+times each. Medians in ms; with the lock, "lock_wait" is each child's wait and "ready" its time from
+the start to a usable context (wait + cuInit + context).
 Usage: ``python scripts/timing/context_probe.py [ROUNDS]``.
 """
 
@@ -25,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import server  # noqa: E402
 from bench.runner import nvml_gpu_count  # noqa: E402
+from bench.server import runtime_dir  # noqa: E402
 
-PARTS = ("cuda_init", "context", "first_alloc", "nvml_init", "nvml_snapshot", "nvml_old_way")
+PARTS = ("lock_wait", "cuda_init", "context", "first_alloc", "nvml_init", "nvml_snapshot", "nvml_old_way")
 
 
 def create(fd: int) -> None:
@@ -37,14 +41,17 @@ def create(fd: int) -> None:
     import torch
 
     from bench import machine
+    from bench._child import host_lock
 
     times = []
-    t0 = time.perf_counter()
-    torch.cuda.init()  # cuInit, device count
-    times.append(time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    torch.cuda.synchronize()  # the primary context
-    times.append(time.perf_counter() - t0)
+    with host_lock(os.environ.get("PROBE_LOCK")) as waited:
+        times.append(waited or 0.0)
+        t0 = time.perf_counter()
+        torch.cuda.init()  # cuInit, device count
+        times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        torch.cuda.synchronize()  # the primary context
+        times.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
     torch.empty(1, device="cuda")  # the caching allocator's first block
     torch.cuda.synchronize()
@@ -69,9 +76,9 @@ def _rows() -> dict[str, list[float]]:
     return {k: [] for k in (*PARTS, "exit")}
 
 
-def one_child(gpu: int, out: dict[str, list[float]], barrier: threading.Barrier | None) -> None:
+def one_child(gpu: int, out: dict[str, list[float]], barrier: threading.Barrier | None, lock: str = "") -> None:
     r, w = os.pipe()
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), "PROBE_LOCK": lock}
     if barrier is not None:
         barrier.wait()
     child = server.spawn("scripts.timing.context_probe:create", [], w, env, os.getcwd(), os.devnull, False)
@@ -96,21 +103,29 @@ def main() -> None:
         return
     os.environ["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # children import this script
     report: dict[str, dict[str, float]] = {}
-    alone, together = _rows(), _rows()
+    alone, together, locked = _rows(), _rows(), _rows()
+    lock = str(runtime_dir() / "context-probe.lock")
     one_child(0, _rows(), None)  # the server's start and the first context: not counted
     for _ in range(rounds):
         for g in range(gpus):
             one_child(g, alone, None)
-        if gpus > 1:
+        for rows, with_lock in ((together, ""), (locked, lock)) if gpus > 1 else ():
             barrier = threading.Barrier(gpus)
-            threads = [threading.Thread(target=one_child, args=(g, together, barrier)) for g in range(gpus)]
+            threads = [threading.Thread(target=one_child, args=(g, rows, barrier, with_lock)) for g in range(gpus)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
-    for name, rows in (("one GPU at a time", alone), (f"{gpus} GPUs at once", together)):
+    for rows in (alone, together, locked):
+        parts = zip(rows["lock_wait"], rows["cuda_init"], rows["context"], strict=True)
+        rows["ready"] = [w + i + c for w, i, c in parts]
+    named = (
+        ("one GPU at a time", alone), (f"{gpus} GPUs at once", together), (f"{gpus} GPUs at once, host lock", locked)
+    )  # fmt: skip
+    for name, rows in named:
         if rows["exit"]:
             report[name] = {k: round(1000 * statistics.median(v), 1) for k, v in rows.items()}
+            report[name]["ready_max"] = round(1000 * max(rows["ready"]), 1)
             report[name]["children"] = len(rows["exit"])
     print(json.dumps({"gpus": gpus, "rounds": rounds, "median_ms": report}, indent=1))
 

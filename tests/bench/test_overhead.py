@@ -39,6 +39,8 @@ def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path
     ]  # fmt: skip
     for r in report["runs"]:  # the command includes start-up and MLflow: longer than the suite inside it
         assert r["suite_wall_s"] is not None and 0 < r["suite_wall_s"] < r["wall_s"]
+        # ... and the part before the suite (interpreter, imports) is reported by the command itself
+        assert r["before_suite_s"] is not None and 0 < r["before_suite_s"] < r["wall_s"] - r["suite_wall_s"] + 0.1
     assert report["ratio"] == pytest.approx(report["runs"][1]["wall_s"] / report["runs"][2]["wall_s"])
     assert report["fresh_server_ratio"] == pytest.approx(report["runs"][3]["wall_s"] / report["runs"][4]["wall_s"])
     assert (tmp_path / "wall.db").exists()  # one store for the runs, the one asked for

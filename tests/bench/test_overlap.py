@@ -29,6 +29,7 @@ BENCH = '''
 import json, os, time
 EVENTS = {events!r}
 TEARDOWN_S = {teardown_s!r}
+FACTORY_S = {factory_s!r}
 FAIL_ONCE = {fail_once!r}
 CONFIG = {config!r}
 
@@ -70,19 +71,26 @@ def get_benchmark():
         os.unlink(FAIL_ONCE)
         _log("failed_ahead")
         raise RuntimeError("fails once, ahead")
+    time.sleep(FACTORY_S)
     _log("factory")
     return B()
 '''
 
 
 def write(
-    root: Path, name: str, events: Path, teardown_s: float = 0.0, fail_once: str = "", optimized_config: Any = None
+    root: Path,
+    name: str,
+    events: Path,
+    teardown_s: float = 0.0,
+    fail_once: str = "",
+    optimized_config: Any = None,
+    factory_s: float = 0.0,
 ) -> None:
     for variant in ("baseline", "optimized"):
         path = root / "ch07" / f"{variant}_{name}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         text = BENCH.format(
-            events=str(events), fail_once=fail_once, name=f"{name}:{variant}",
+            events=str(events), fail_once=fail_once, name=f"{name}:{variant}", factory_s=factory_s,
             teardown_s=0.0 if variant == "optimized" and optimized_config else teardown_s,
             config=optimized_config if variant == "optimized" else None,
         )  # fmt: skip
@@ -112,9 +120,28 @@ def test_next_variant_starts_early_but_sets_up_only_after_the_previous_exited(tm
         assert by[(nxt, "setup")]["previous_alive"] is False, (prev, nxt)
     assert [v.ahead_s is not None for v in suite.variants] == [False, True, True, True]
     assert all(v.ahead_s is None or v.ahead_s > 0.3 for v in suite.variants)  # it waited out the teardown
+    # Each was at its gate long before it opened: no worker waited for a child's start.
+    assert [v.gate_late_s for v in suite.variants] == [None, 0.0, 0.0, 0.0]
     # The wait is nobody's stage time: setup() itself is quick.
     setup = {v.spec.key: next(s for s in v.stages if s.name == "setup") for v in suite.variants}
     assert all(s.duration_s is not None and s.duration_s < 0.3 for s in setup.values()), setup
+
+
+def test_a_child_still_starting_when_its_gate_opens_is_recorded_late(tmp_path: Path) -> None:
+    """The optimized child's start (here a 0.8 s get_benchmark(); on a GPU its CUDA context) outlasts the
+    baseline's end: the worker waits for it at the open gate, and that wait is reported, not hidden."""
+    root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
+    log.touch()
+    write(root, "a", log, factory_s=0.8)
+    suite = run_suite(select(discover(root)), cli_layer=FAST)
+    base, opt = suite.variants
+    assert base.status == opt.status == "ok", [v.error for v in suite.variants]
+    assert base.gate_late_s is None and opt.ahead_s is not None
+    assert opt.gate_late_s is not None and 0.3 < opt.gate_late_s < opt.elapsed_s, opt.gate_late_s
+    late = suite.time_breakdown()["late_s"]
+    assert late == pytest.approx(opt.gate_late_s)
+    gated = [e for e in events(log) if e["name"] == "a:optimized"]
+    assert [e["what"] for e in gated] == ["factory", "setup", "teardown_end"]  # one child: late, not re-run
 
 
 def test_the_wait_at_the_gate_counts_against_no_stage_limit(tmp_path: Path) -> None:
