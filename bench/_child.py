@@ -8,13 +8,11 @@ keeps what was measured before it. This process never imports mlflow and never d
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import json
 import os
 import sys
 import traceback
-from collections.abc import Iterator
 from typing import Any, Literal
 
 _fd: int = -1
@@ -143,7 +141,7 @@ def run(job: dict[str, Any]) -> None:
         set_context(ctx)
         device = ctx.device
         if device.type == "cuda":
-            _cuda_start(device, job.get("cuda_lock"))
+            _cuda_start(device)
         if job.get("gate"):
             _wait_at_gate(device)
         _seed_everything(config.seed, config.deterministic)
@@ -241,43 +239,21 @@ def run(job: dict[str, Any]) -> None:
     send("done")
 
 
-def _cuda_start(device: Any, lock_path: str | None) -> None:
+def _cuda_start(device: Any) -> None:
     """Create this process's CUDA context (cuInit, primary context) and report how long it took.
 
-    With ``lock_path`` (runner.cuda_lock_path), one child of this user's on the host at a time: the
-    driver serialises most of a context's creation across GPUs anyway (H200 x 2, session 6: 261 ms
-    alone, ~467 ms each when two processes start at once on two GPUs), so two at once make both late
-    where in turn the first is ready in 261 ms."""
+    Two children doing this at once on two GPUs each take ~1.8x as long as one alone: the driver
+    serialises most of it across GPUs (H200 x 2, session 6). Taking turns under a host-wide lock did
+    not help (session 7, call Z1: chapter 7's two-GPU ratio 0.658 with the lock, 0.640 without; each
+    child then waited for the other's context or its exit instead), so children start as they come."""
     import time
 
     import torch
 
-    with host_lock(lock_path) as waited_s:
-        t0 = time.monotonic()
-        torch.cuda.set_device(device)
-        torch.cuda.synchronize(device)  # the primary context exists once this returns
-        start_s = time.monotonic() - t0
-    send("cuda_start", start_s=start_s, lock_wait_s=waited_s)
-
-
-@contextlib.contextmanager
-def host_lock(path: str | None) -> Iterator[float | None]:
-    """Hold the ``flock`` on ``path`` (created 0600) for the block; yields the seconds waited for it
-    (None, and no lock, without a path). A process that dies holding it (killed on a stage limit,
-    crashed) releases it with its last descriptor: no stale lock to clear."""
-    if not path:
-        yield None
-        return
-    import fcntl
-    import time
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        t0 = time.monotonic()
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield time.monotonic() - t0
-    finally:
-        os.close(fd)  # releases the lock
+    t0 = time.monotonic()
+    torch.cuda.set_device(device)
+    torch.cuda.synchronize(device)  # the primary context exists once this returns
+    send("cuda_start", start_s=time.monotonic() - t0)
 
 
 def _wait_at_gate(device: Any) -> None:

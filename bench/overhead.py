@@ -179,7 +179,6 @@ def chapter_wall(
     return {
         "target": target,
         "overlap": os.environ.get("PERFLAB_OVERLAP", "on (default)"),  # perflab run's --overlap, inherited
-        "cuda_start_lock": os.environ.get("PERFLAB_CUDA_START_LOCK", "on (default)"),  # runner.cuda_lock_path
         "runs": runs,
         "k": len(workers),
         "repeats": repeats,
@@ -194,8 +193,7 @@ def chapter_wall(
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"`perflab run -t {report['target']}` on one worker and on {report['k']} (PERFLAB_OVERLAP: "
-        f"{report.get('overlap', 'on (default)')}; PERFLAB_CUDA_START_LOCK: "
-        f"{report.get('cuda_start_lock', 'on (default)')}):",
+        f"{report.get('overlap', 'on (default)')}):",
         "",
         "| run | workers | exit | command wall s | suite wall s | before the suite s |",
         "|---|---:|---:|---:|---:|---:|",

@@ -149,10 +149,8 @@ class VariantResult(BaseModel):
     # Started ahead, when its child reached the gate after the gate had opened: how long the worker then
     # waited for it (start-up, CUDA context taking longer than the previous variant's end).
     gate_late_s: float | None = None
-    # Seconds to create its CUDA context (cuInit + primary context), and waited before for the host's
-    # CUDA-start lock (runner.cuda_lock_path; None without it); None on the CPU.
+    # Seconds its child took to create its CUDA context (cuInit + primary context); None on the CPU.
     cuda_start_s: float | None = None
-    cuda_lock_wait_s: float | None = None
     timing: Timing | None = None
     memory: Memory | None = None
     output: OutputInfo | None = None

@@ -231,21 +231,6 @@ def kill_group(proc: _Process) -> None:
         return
 
 
-def cuda_lock_path() -> str | None:
-    """The lock (this user's, host-wide) a child holds while it creates its CUDA context
-    (``bench._child._cuda_start``), so that children on different GPUs do not create theirs at the same
-    moment; None with ``PERFLAB_CUDA_START_LOCK=0`` (each child then starts CUDA as soon as it gets there),
-    or when this user's runtime directory cannot be had."""
-    if os.environ.get("PERFLAB_CUDA_START_LOCK", "1").strip().lower() in ("0", "false", "no", "off"):
-        return None
-    from bench.server import ServerError, runtime_dir
-
-    try:
-        return str(runtime_dir() / "cuda-start.lock")
-    except (OSError, ServerError):
-        return None
-
-
 class Gate:
     """Holds a variant started ahead at its gate until the previous variant on the same GPU is over.
 
@@ -366,7 +351,6 @@ def run_variant(
         "mode": mode,  # "run", "verify" (startup + setup + teardown) or "profile"
         "profile_tool": profile_tool,
         "gate": gate is not None,
-        "cuda_lock": cuda_lock_path(),
     }
     guess, exact = cuda_guess()
     if pre.device == "auto" and not exact:
@@ -604,7 +588,6 @@ def _build_result(
         result.validation = data["validation"]["message"]
     if "cuda_start" in data:
         result.cuda_start_s = data["cuda_start"]["start_s"]
-        result.cuda_lock_wait_s = data["cuda_start"]["lock_wait_s"]
     if result.status == "ok":
         _apply_checks(result)
     return result

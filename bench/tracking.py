@@ -145,9 +145,8 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
             out[_name(f"stage_{stage.name}_s")] = stage.duration_s
     if result.elapsed_s > 0:  # 0.0 is the model's default for "never started", not a measurement
         out["elapsed_s"] = result.elapsed_s
-    # How the child got going: its CUDA context, the host's CUDA-start lock, its start ahead (runner.Gate).
+    # How the child got going: its CUDA context, its start ahead (runner.Gate).
     out["cuda_start_s"] = result.cuda_start_s
-    out["cuda_lock_wait_s"] = result.cuda_lock_wait_s
     out["ahead_s"] = result.ahead_s
     out["gate_late_s"] = result.gate_late_s
     return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}

@@ -6,15 +6,18 @@ teardown). This probe isolates that: fresh children of the pre-warmed server, ea
 create a context (cuInit, the primary context, the first allocation, each timed), take the harness's NVML
 snapshots (first, kept-initialised and the old init/shutdown way), report the times, and exit;
 the parent times each child's exit (last byte until its exit status). First one GPU at a time, then
-all GPUs at once (children started together), then all at once again with the harness's host lock
-around cuInit + context (bench._child.host_lock: children create their contexts in turn), ``rounds``
-times each. Medians in ms; with the lock, "lock_wait" is each child's wait and "ready" its time from
-the start to a usable context (wait + cuInit + context).
+all GPUs at once (children started together), then all at once again with a host-wide lock (flock)
+around cuInit + context (children create their contexts in turn), ``rounds``
+times each. Medians in ms; "dlopen" is loading libcuda (before cuInit; 0 if importing torch did it),
+"lock_wait" each child's wait for the lock, "ready" its time to a usable context (all four).
 Usage: ``python scripts/timing/context_probe.py [ROUNDS]``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import fcntl
 import json
 import os
 import statistics
@@ -22,6 +25,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -30,7 +34,9 @@ from bench import server  # noqa: E402
 from bench.runner import nvml_gpu_count  # noqa: E402
 from bench.server import runtime_dir  # noqa: E402
 
-PARTS = ("lock_wait", "cuda_init", "context", "first_alloc", "nvml_init", "nvml_snapshot", "nvml_old_way")
+PARTS = (
+    "dlopen", "lock_wait", "cuda_init", "context", "first_alloc", "nvml_init", "nvml_snapshot", "nvml_old_way"
+)  # fmt: skip
 
 
 def create(fd: int) -> None:
@@ -41,11 +47,13 @@ def create(fd: int) -> None:
     import torch
 
     from bench import machine
-    from bench._child import host_lock
 
     times = []
-    with host_lock(os.environ.get("PROBE_LOCK")) as waited:
-        times.append(waited or 0.0)
+    t0 = time.perf_counter()
+    ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)  # the driver library (0 if torch's import loaded it)
+    times.append(time.perf_counter() - t0)
+    with _locked(os.environ.get("PROBE_LOCK")) as waited:
+        times.append(waited)
         t0 = time.perf_counter()
         torch.cuda.init()  # cuInit, device count
         times.append(time.perf_counter() - t0)
@@ -70,6 +78,21 @@ def create(fd: int) -> None:
     times.append(time.perf_counter() - t0)
     os.write(fd, struct.pack(f"{len(PARTS)}d", *times))
     os._exit(0)
+
+
+@contextlib.contextmanager
+def _locked(path: str | None) -> Iterator[float]:
+    """Hold an flock on ``path`` for the block (none without a path); yields the seconds waited."""
+    if not path:
+        yield 0.0
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        t0 = time.perf_counter()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield time.perf_counter() - t0
+    finally:
+        os.close(fd)
 
 
 def _rows() -> dict[str, list[float]]:
@@ -117,8 +140,8 @@ def main() -> None:
             for t in threads:
                 t.join()
     for rows in (alone, together, locked):
-        parts = zip(rows["lock_wait"], rows["cuda_init"], rows["context"], strict=True)
-        rows["ready"] = [w + i + c for w, i, c in parts]
+        parts = zip(rows["dlopen"], rows["lock_wait"], rows["cuda_init"], rows["context"], strict=True)
+        rows["ready"] = [sum(p) for p in parts]
     named = (
         ("one GPU at a time", alone), (f"{gpus} GPUs at once", together), (f"{gpus} GPUs at once, host lock", locked)
     )  # fmt: skip
