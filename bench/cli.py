@@ -214,7 +214,9 @@ def run(
     if b := suite.time_breakdown():
         console.print(
             f"time: first variant started at {b['first_start_s']:.1f} s; {b['workers']} worker(s) ran variants "
-            f"{b['run_s']:.1f} s, compared outputs {b['compare_s']:.1f} s, idled {b['idle_s']:.1f} s"
+            f"{b['run_s']:.1f} s, compared outputs {b['compare_s']:.1f} s"
+            + (f" ({b['compare_beside_s']:.1f} s of it beside the next variant)" if b["compare_beside_s"] else "")
+            + f", idled {b['idle_s']:.1f} s"
             + (
                 f"; children started ahead ran {b['ahead_s']:.1f} s beside the previous variant, and kept their "
                 f"workers waiting {b['late_s']:.1f} s at open gates (start-up, CUDA context)"

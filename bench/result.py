@@ -207,7 +207,9 @@ class SuiteResult(BaseModel):
     # Where the suite's wall went, one entry per variant in the order they started: key, worker,
     # start_s (from the suite's start; for a child started ahead, when its gate opened), run_s (its
     # isolated run from then until its child exited), ahead_s (what its child ran before, beside the
-    # previous variant), compare_s (the parent's output check against the baseline), end_s.
+    # previous variant), late_s (its worker waited for it at the open gate), compare_s (the output check
+    # against the baseline), other_s (logging, removing outputs), beside (compare and other ran while the
+    # next variant already ran: suite._compare_beside), end_s.
     timeline: list[dict[str, Any]] = Field(default_factory=list)
 
     def time_breakdown(self) -> dict[str, Any]:
@@ -217,13 +219,17 @@ class SuiteResult(BaseModel):
         workers = len({t["worker"] for t in self.timeline})
         run = sum(t["run_s"] for t in self.timeline)
         compare = sum(t["compare_s"] for t in self.timeline)
-        busy = run + compare + sum(t["other_s"] for t in self.timeline)
+        beside = [t for t in self.timeline if t.get("beside")]
+        compare_beside = sum(t["compare_s"] for t in beside)
+        # What ran beside the next variant kept no worker from its next one: not busy time.
+        busy = run + sum(t["compare_s"] + t["other_s"] for t in self.timeline if not t.get("beside"))
         return {
             "workers": workers,
             "first_start_s": min(t["start_s"] for t in self.timeline),
             "last_end_s": max(t["end_s"] for t in self.timeline),
             "run_s": run,
             "compare_s": compare,
+            "compare_beside_s": compare_beside,  # of compare_s: beside the next variant (suite._compare_beside)
             "idle_s": max(workers * self.wall_s - busy, 0.0),  # a worker waiting: for work, or at the start/end
             # children started ahead (runner.Gate), running beside the previous variant: in no one's busy time
             "ahead_s": sum(t.get("ahead_s", 0.0) for t in self.timeline),

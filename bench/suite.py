@@ -279,10 +279,16 @@ class _Lane:
                 item = self._next()
                 if overlap and item is not None:
                     ahead = self._start(item, Gate())
-                self._finish(current, current.result())
+                result = current.result()  # its child has exited
+                beside = ahead is not None and _compare_beside(result)
+                if beside:
+                    assert ahead is not None and ahead.gate is not None
+                    ahead.gate.open()
+                self._finish(current, result, beside)
                 if ahead is not None:
                     assert ahead.gate is not None
-                    ahead.gate.open()
+                    if not ahead.gate.is_open():
+                        ahead.gate.open()
                     current, ahead = ahead, None
                 else:
                     current = self._start(item, None) if item is not None else None
@@ -292,8 +298,9 @@ class _Lane:
                     started.cancel()
             raise
 
-    def _finish(self, started: _Started, result: VariantResult) -> None:
-        """After the variant's child has exited: profile it, compare it with its baseline, log it."""
+    def _finish(self, started: _Started, result: VariantResult, beside: bool = False) -> None:
+        """After the variant's child has exited: profile it, compare it with its baseline, log it.
+        ``beside``: the next variant's gate is already open (``_compare_beside``)."""
         index, example, spec = started.item
         wd = self.root / spec.chapter / spec.example / spec.variant
         ran = time.monotonic()
@@ -335,7 +342,18 @@ class _Lane:
             "key": spec.key, "start_s": begin - self.t0, "run_s": ran - begin, "ahead_s": begin - started.started,
             "compare_s": compare_s, "other_s": end - ran - compare_s, "end_s": end - self.t0,
             "late_s": result.gate_late_s or 0.0,
+            "beside": beside,  # compare_s and other_s ran beside the next variant, not before it
         })  # fmt: skip
+
+
+def _compare_beside(result: VariantResult) -> bool:
+    """Whether the next variant on the worker may start its set-up and measurement while this one's
+    outputs are compared and its result logged, rather than after: for a GPU variant whose child has
+    exited. The comparison runs on the CPU (a server child, bench.compare) and the log in the parent,
+    neither on the GPU; on two GPUs one worker's comparison already runs beside the other's measurement,
+    with nothing to show for it (call Z1's neighbour probe: not even CUDA starting on the other GPU moved
+    a sample). A CPU variant's measurement would share the CPU with it: compared first."""
+    return (result.device or "").startswith("cuda")
 
 
 def load_durations(path: str | Path, signature: str) -> dict[str, float]:

@@ -144,6 +144,59 @@ def test_a_child_still_starting_when_its_gate_opens_is_recorded_late(tmp_path: P
     assert [e["what"] for e in gated] == ["factory", "setup", "teardown_end"]  # one child: late, not re-run
 
 
+def _slow_compare(monkeypatch: pytest.MonkeyPatch, times: list[tuple[float, float]]) -> None:
+    """bench.suite's compare, 0.8 s slower; (start, end) of each call appended to ``times``."""
+    import bench.suite as suite_module
+
+    real = suite_module.compare
+
+    def slow(baseline: Any, optimized: Any, **kwargs: Any) -> Any:
+        t0 = time.time()
+        time.sleep(0.8)
+        out = real(baseline, optimized, **kwargs)
+        times.append((t0, time.time()))
+        return out
+
+    monkeypatch.setattr(suite_module, "compare", slow)
+
+
+@pytest.mark.parametrize("gpu", [True, False])
+def test_a_gpu_variant_is_compared_beside_the_next_one_a_cpu_variant_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu: bool
+) -> None:
+    """Once a GPU variant's child has exited, the next variant's gate opens: it sets up and measures while
+    the pair's outputs are compared (on the CPU) and logged. A CPU variant's measurement would share the
+    CPU with that comparison, so there the comparison comes first. (The rule, suite._compare_beside, is
+    forced on for the GPU case: these are CPU benchmarks.)"""
+    import bench.suite as suite_module
+
+    if gpu:
+        monkeypatch.setattr(suite_module, "_compare_beside", lambda result: True)
+    compares: list[tuple[float, float]] = []
+    _slow_compare(monkeypatch, compares)
+    root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
+    log.touch()
+    write(root, "a", log)
+    write(root, "b", log)
+    suite = run_suite(select(discover(root)), cli_layer=FAST)
+    assert all(v.status == "ok" for v in suite.variants), [v.error for v in suite.variants]
+    assert all(c.verification.verified for c in suite.comparisons) and len(compares) == 2
+    by = {(r["name"], r["what"]): r for r in events(log)}
+    setup_b = by[("b:baseline", "setup")]
+    assert setup_b["previous_alive"] is False  # either way, only once a:optimized's child is gone
+    if gpu:
+        assert setup_b["t"] < compares[0][1]  # b set up while a's outputs were still being compared
+    else:
+        assert setup_b["t"] > compares[0][1]
+    beside = {t["key"]: t["beside"] for t in suite.timeline}
+    assert beside == {
+        "ch07:a:baseline": gpu, "ch07:a:optimized": gpu, "ch07:b:baseline": gpu, "ch07:b:optimized": False
+    }  # fmt: skip
+    b = suite.time_breakdown()
+    assert b["compare_s"] > 1.6
+    assert b["compare_beside_s"] == (pytest.approx(b["compare_s"] / 2, rel=0.2) if gpu else 0.0)
+
+
 def test_the_wait_at_the_gate_counts_against_no_stage_limit(tmp_path: Path) -> None:
     """The baseline's teardown (1.5 s, within its limit of 30 s) outlasts the optimized variant's own
     set-up limit (1 s, from its get_config(); its own teardown is quick); held at its gate meanwhile, it
