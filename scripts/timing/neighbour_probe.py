@@ -5,13 +5,15 @@ context created (or torn down) beside a measurement might disturb it. That rule 
 two-GPU ratio (docs/STATUS.md). This probe measures the disturbance instead of assuming it: this
 process times two kernels on GPU 0 (cuda events around each call, L2 flushed before each, as the
 cuda_event clock does) in blocks, while a "churner" thread keeps forking children of the pre-warmed
-server that create a CUDA context, allocate and fill 1 GiB, and exit, one after another:
+server, one after another, each pinned to one GPU:
 
 * ``quiet``: no churn;
-* ``same GPU``: the children on GPU 0, the measured GPU (what starting a child during the previous
-  measurement would do);
-* ``other GPU``: the children on GPU 1 (what two workers do today: one's child starts while the other
-  measures).
+* ``same GPU: context``: children on GPU 0, the measured GPU, that create a CUDA context, wait 50 ms
+  and exit: what starting the next variant's child during the previous measurement would do (it would
+  be held with its context at its gate; here each also exits, which is more);
+* ``same GPU: context + 1 GiB fill``: the same, plus allocating and writing 1 GiB (a kernel of their own);
+* ``other GPU: context + 1 GiB fill``: such children on GPU 1 (what two workers do today: one's child
+  starts, sets up and exits while the other measures).
 
 Blocks alternate (quiet, same, other, ...) ``reps`` times per kernel. Per kernel and mode: samples,
 median, p90, p99, max, the share of samples over 1.05x the quiet median, the block medians, and the
@@ -36,25 +38,32 @@ from bench.runner import nvml_gpu_count  # noqa: E402
 
 
 def churn_child(fd: int) -> None:
-    """A server child: CUDA context, 1 GiB allocated and written, exit (the context torn down)."""
+    """A server child: a CUDA context (cuInit, primary context); with CHURN=fill also 1 GiB allocated
+    and written (a kernel on that GPU); then exit (the context torn down)."""
     import torch
 
-    x = torch.empty(2**28, device="cuda")
-    x.fill_(1.0)
-    torch.cuda.synchronize()
+    torch.cuda.init()
+    torch.cuda.synchronize()  # the primary context, nothing on the GPU from this process yet
+    if os.environ.get("CHURN") == "fill":
+        x = torch.empty(2**28, device="cuda")
+        x.fill_(1.0)
+        torch.cuda.synchronize()
+    else:
+        time.sleep(0.05)  # held a moment, as a child started ahead is held at its gate
     os.write(fd, b"k")
     os._exit(0)
 
 
 class Churner(threading.Thread):
-    def __init__(self, gpu: int) -> None:
+    def __init__(self, gpu: int, kind: str) -> None:
         super().__init__(daemon=True)
         self.gpu = gpu
+        self.kind = kind
         self.stop = threading.Event()
         self.children = 0
 
     def run(self) -> None:
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(self.gpu)}
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(self.gpu), "CHURN": self.kind}
         while not self.stop.is_set():
             r, w = os.pipe()
             target = "scripts.timing.neighbour_probe:churn_child"
@@ -64,6 +73,15 @@ class Churner(threading.Thread):
             os.close(r)
             child.wait(60)
             self.children += 1
+
+
+# mode: (GPU of the churning children, what they do); None: no churn
+MODES: dict[str, tuple[int, str] | None] = {
+    "quiet": None,
+    "same GPU: context": (0, "context"),
+    "same GPU: context + 1 GiB fill": (0, "fill"),
+    "other GPU: context + 1 GiB fill": (1, "fill"),
+}
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -109,18 +127,19 @@ def main() -> None:
 
     for fn in kernels.values():  # warm: cuBLAS handle, kernels loaded, clocks up
         block(fn)
-    warm = Churner(0)  # starts the server (its imports) and runs its first children: not counted
+    warm = Churner(0, "context")  # starts the server (its imports) and runs its first children: not counted
     warm.start()
     time.sleep(1.0)
     warm.stop.set()
     warm.join()
-    modes = ["quiet", "same GPU"] + (["other GPU"] if gpus > 1 else [])
+    modes = [m for m, how in MODES.items() if how is None or how[0] < gpus]
     data: dict[str, dict[str, list[list[float]]]] = {k: {m: [] for m in modes} for k in kernels}
     children: dict[str, dict[str, int]] = {k: dict.fromkeys(modes, 0) for k in kernels}
     for _ in range(reps):
         for name, fn in kernels.items():
             for mode in modes:
-                churner = None if mode == "quiet" else Churner(0 if mode == "same GPU" else 1)
+                how = MODES[mode]
+                churner = None if how is None else Churner(*how)
                 if churner is not None:
                     churner.start()
                     time.sleep(0.3)  # its first child is under way
