@@ -108,6 +108,16 @@ def run(
             "its outputs and exits; held before setup() until that child is gone (never during a measurement)",
         ),
     ] = True,
+    split_pairs: Annotated[
+        bool,
+        typer.Option(
+            "--split-pairs",
+            envvar="PERFLAB_SPLIT_PAIRS",
+            help="with several GPUs (of one model), run an example that would alone outlast the others' share "
+            "as separate variants, its baseline and optimized side by side on two GPUs (its speedup is then "
+            "across GPUs, and marked so); default: every pair on one GPU",
+        ),
+    ] = False,
 ) -> None:
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -190,6 +200,7 @@ def run(
                 workers=workers,
                 expected_s=load_durations(durations, signature) if len(workers) > 1 else None,
                 overlap=overlap,
+                split_pairs=split_pairs,
             )
         except BaseException:
             if sink is not None:
@@ -361,6 +372,8 @@ def _line(result: VariantResult, comparison: Comparison | None) -> str:
         text += f"  speedup {comparison.speedup:.2f}x"
     if comparison is not None:
         text += "  verified" if comparison.verification.verified else f"  NOT verified ({comparison.status})"
+        if comparison.across_gpus is not None:
+            text += escape(f"  [across GPUs {comparison.across_gpus}]")
     if result.profile is not None:
         from bench.profiling import summary_line
 

@@ -12,15 +12,22 @@ call inside ``perflab_call``.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-try:
-    import nvtx as _nvtx
-except ImportError:  # optional at run time: ranges become no-ops
-    _nvtx = None
+
+@functools.cache
+def _module() -> Any:
+    """The nvtx package, imported at the first range (it imports numpy: ~0.06-0.2 s the CLI's start-up,
+    which imports this module, need not pay); None when it is not installed (ranges are no-ops)."""
+    try:
+        import nvtx
+    except ImportError:
+        return None
+    return nvtx
 
 TIMED_RANGE = "perflab_timed"
 CALL_RANGE = "perflab_call"
@@ -29,19 +36,20 @@ CALL_RANGE = "perflab_call"
 @contextmanager
 def nvtx_range(name: str) -> Iterator[None]:
     """An NVTX push/pop range around a block (``with bench.nvtx_range("softmax"):``); no-op without nvtx."""
-    if _nvtx is None:
+    nvtx = _module()
+    if nvtx is None:
         yield
         return
-    _nvtx.push_range(name)
+    nvtx.push_range(name)
     try:
         yield
     finally:
-        _nvtx.pop_range()
+        nvtx.pop_range()
 
 
 def tool_attached() -> bool:
     """Whether an NVTX tool (ncu, nsys) listens in this process."""
-    return _nvtx is not None and bool(os.environ.get("NVTX_INJECTION64_PATH"))
+    return bool(os.environ.get("NVTX_INJECTION64_PATH")) and _module() is not None
 
 
 def per_call(fn: Callable[[], Any], name: str = CALL_RANGE) -> Callable[[], Any]:
@@ -53,8 +61,7 @@ def per_call(fn: Callable[[], Any], name: str = CALL_RANGE) -> Callable[[], Any]
     """
     if not tool_attached():
         return fn
-    assert _nvtx is not None
-    push, pop = _nvtx.push_range, _nvtx.pop_range
+    push, pop = _module().push_range, _module().pop_range
 
     def marked() -> Any:
         push(name)

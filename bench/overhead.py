@@ -179,6 +179,7 @@ def chapter_wall(
     return {
         "target": target,
         "overlap": os.environ.get("PERFLAB_OVERLAP", "on (default)"),  # perflab run's --overlap, inherited
+        "split_pairs": os.environ.get("PERFLAB_SPLIT_PAIRS", "off (default)"),  # --split-pairs, inherited
         "runs": runs,
         "k": len(workers),
         "repeats": repeats,
@@ -193,7 +194,7 @@ def chapter_wall(
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"`perflab run -t {report['target']}` on one worker and on {report['k']} (PERFLAB_OVERLAP: "
-        f"{report.get('overlap', 'on (default)')}):",
+        f"{report.get('overlap', 'on (default)')}; PERFLAB_SPLIT_PAIRS: {report.get('split_pairs', 'off (default)')}):",
         "",
         "| run | workers | exit | command wall s | suite wall s | before the suite s |",
         "|---|---:|---:|---:|---:|---:|",

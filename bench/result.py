@@ -197,6 +197,9 @@ class Comparison(BaseModel):
     speedup: float | None = None  # baseline median / optimized median; never clamped
     status: PairStatus
     verification: Verification
+    # The two ran on different GPUs (of one model: a speedup across models is refused), e.g. "0 vs 1" (their
+    # workers' CUDA_VISIBLE_DEVICES); None when they shared one (the default: run_suite(split_pairs=)).
+    across_gpus: str | None = None
 
 
 class SuiteResult(BaseModel):

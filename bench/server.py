@@ -57,7 +57,7 @@ from bench.errors import PerflabError
 # Imported once by each server, never again per variant (CUDA is never initialised there).
 PRELOAD = [
     "bench._child", "bench.compare", "bench.config", "bench.context", "bench.manifest", "bench.timing", "numpy",
-    "torch", "triton",
+    "nvtx", "torch", "triton",
     "bench._warm",  # after triton: its per-process caches (bench/_warm.py), never CUDA
 ]  # fmt: skip
 PROTOCOL = 1  # bump when the messages change: a server of another protocol gets another key

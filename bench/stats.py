@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from bench.result import TimingStats
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (25.0, 50.0, 75.0, 90.0, 95.0, 99.0)
@@ -22,6 +20,8 @@ def summarize(samples_ms: Sequence[float], percentiles: Sequence[float] = DEFAUL
     nearest rank, so p99 of 30 samples lies between the two largest rather than being the max by fiat.
     The standard percentiles p25/p50/p75/p90/p95/p99 are always present.
     """
+    import numpy as np  # here, not at import: the parent's first summary comes after its start-up
+
     x = np.asarray(samples_ms, dtype=np.float64)
     if x.size == 0:
         raise ValueError("summarize() needs at least one sample, got an empty sequence")

@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 
 def relative_noise(samples_ms: Sequence[float]) -> float:
     """Relative standard error of the median of ``samples_ms`` (inf for fewer than 2 samples)."""
     if len(samples_ms) < 2:
         return math.inf
+    import numpy as np  # here, not at import: the CLI's start-up imports this module (numpy: ~0.2 s there)
+
     x = np.asarray(samples_ms, dtype=np.float64)
     median = float(np.median(x))
     if median <= 0:

@@ -114,6 +114,7 @@ def run_suite(
     workers: Sequence[Worker] | None = None,
     expected_s: Mapping[str, float] | None = None,
     overlap: bool = True,
+    split_pairs: bool = False,
 ) -> SuiteResult:
     """Run every variant of ``examples``, baseline first; compare each optimized with its baseline.
 
@@ -129,27 +130,33 @@ def run_suite(
     and CUDA context overlap the previous one's output check, exit and comparison, never a measurement.
     Off with ``cold_start`` (cold numbers) and when profiling is asked for (profile children then run
     beside no other context).
+    ``split_pairs`` (several workers, ``expected_s`` known): an example expected to take longer than the
+    whole suite's share of one worker (``_split``) would alone set the suite's wall; its variants are
+    queued one by one instead, so its baseline and optimized run side by side on two workers (GPUs of
+    the same model: ``compare`` refuses a speedup across models) and the comparison says so
+    (``Comparison.across_gpus``). Other examples stay whole.
     """
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
     t0 = time.monotonic()
     pool = list(workers or [{}])
-    order = list(enumerate(examples))
+    items: list[tuple[int, Example, list[VariantSpec]]] = [(i, e, list(e.variants)) for i, e in enumerate(examples)]
     if len(pool) > 1 and expected_s:
-        order.sort(key=lambda item: -_expected(item[1], expected_s))
-    pending: queue.SimpleQueue[tuple[int, Example]] = queue.SimpleQueue()
-    for item in order:
+        if split_pairs:
+            items = _split(items, expected_s, len(pool))
+        items.sort(key=lambda item: -_expected(item[2], expected_s))
+    pending: queue.SimpleQueue[tuple[int, Example, list[VariantSpec]]] = queue.SimpleQueue()
+    for item in items:
         pending.put(item)
-    done: dict[int, tuple[list[VariantResult], list[Comparison]]] = {}
+    pairs = _Pairs()
     timeline: list[dict[str, Any]] = []
     overlap = overlap and not cold_start and not resolve_config(suite_layer, cli_layer).enable_profiling
 
     def work(index_of_worker: int, env: Worker) -> None:
         lane = _Lane(
-            pending, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
+            pending, pairs, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
             lambda entry: timeline.append({**entry, "worker": index_of_worker}), t0, keep_workdir,
         )  # fmt: skip
         lane.run(overlap)
-        done.update(lane.done)
 
     try:
         if len(pool) == 1:
@@ -161,8 +168,10 @@ def run_suite(
     finally:
         if not keep_workdir:
             shutil.rmtree(root, ignore_errors=True)
-    variants = [v for i in sorted(done) for v in done[i][0]]
-    comparisons = [c for i in sorted(done) for c in done[i][1]]
+    done = pairs.done
+    position = {(i, spec.key): n for i, e in enumerate(examples) for n, spec in enumerate(e.variants)}
+    variants = [v for i in sorted(done) for v in sorted(done[i][0], key=lambda v: position[(i, v.spec.key)])]
+    comparisons = [c for i in sorted(done) for c in sorted(done[i][1], key=lambda c: position[(i, _key(c))])]
     unpaired = [e.target for e in examples if not e.optimized]
     return SuiteResult(
         variants=variants,
@@ -173,9 +182,43 @@ def run_suite(
     )
 
 
-def _expected(example: Example, expected_s: Mapping[str, float]) -> float:
-    known = [expected_s.get(spec.key) for spec in example.variants]
+def _expected(specs: Sequence[VariantSpec], expected_s: Mapping[str, float]) -> float:
+    known = [expected_s.get(spec.key) for spec in specs]
     return math.inf if any(k is None for k in known) else float(sum(k for k in known if k is not None))
+
+
+def _split(
+    items: list[tuple[int, Example, list[VariantSpec]]], expected_s: Mapping[str, float], workers: int
+) -> list[tuple[int, Example, list[VariantSpec]]]:
+    """Each example expected to take longer than the suite's share of one worker (total / workers) as one
+    item per variant; the rest as they are. Nothing is split while any duration is unknown."""
+    times = [_expected(specs, expected_s) for _, _, specs in items]
+    if not all(math.isfinite(t) for t in times):
+        return items
+    share = sum(times) / workers
+    out: list[tuple[int, Example, list[VariantSpec]]] = []
+    for (index, example, specs), t in zip(items, times, strict=True):
+        split = t > share and len(specs) > 1
+        out += [(index, example, [spec]) for spec in specs] if split else [(index, example, specs)]
+    return out
+
+
+def _key(comparison: Comparison) -> str:
+    return f"{comparison.chapter}:{comparison.example}:{comparison.variant}"
+
+
+class _Pairs:
+    """What the workers share: each example's results and comparisons, its baseline once finished, the
+    optimized results that finished before their baseline (a split example, ``run_suite(split_pairs=)``),
+    and how many of its variants are done. One lock: a baseline is logged before it becomes visible, so
+    its optimized partners are always logged after it (their runs name the baseline's)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done: dict[int, tuple[list[VariantResult], list[Comparison]]] = {}
+        self.baseline: dict[int, VariantResult] = {}
+        self.waiting: dict[int, list[VariantResult]] = {}
+        self.compared: dict[int, int] = {}  # variants of the example finished and, if optimized, compared
 
 
 class _Started:
@@ -229,7 +272,8 @@ class _Lane:
 
     def __init__(
         self,
-        pending: queue.SimpleQueue[tuple[int, Example]],
+        pending: queue.SimpleQueue[tuple[int, Example, list[VariantSpec]]],
+        pairs: _Pairs,
         root: Path,
         suite_layer: Layer,
         cli_layer: Layer,
@@ -241,21 +285,18 @@ class _Lane:
         t0: float,
         keep_workdir: bool,
     ) -> None:
-        self.pending, self.root, self.sink, self.on_result = pending, root, sink, on_result
+        self.pending, self.pairs, self.root, self.sink, self.on_result = pending, pairs, root, sink, on_result
         self.suite_layer, self.cli_layer, self.cold_start, self.env = suite_layer, cli_layer, cold_start, env
         self.record, self.t0, self.keep_workdir = record, t0, keep_workdir
-        self.done: dict[int, tuple[list[VariantResult], list[Comparison]]] = {}
-        self._baseline: dict[int, VariantResult] = {}
-        self._queue: list[tuple[int, Example, VariantSpec]] = []  # the rest of the current example
+        self._queue: list[tuple[int, Example, VariantSpec]] = []  # the rest of the current item
 
     def _next(self) -> tuple[int, Example, VariantSpec] | None:
         if not self._queue:
             try:
-                index, example = self.pending.get_nowait()
+                index, example, specs = self.pending.get_nowait()
             except queue.Empty:
                 return None
-            self.done[index] = ([], [])
-            self._queue = [(index, example, spec) for spec in example.variants]
+            self._queue = [(index, example, spec) for spec in specs]
         return self._queue.pop(0)
 
     def _start(self, item: tuple[int, Example, VariantSpec], gate: Gate | None) -> _Started:
@@ -298,6 +339,12 @@ class _Lane:
                     started.cancel()
             raise
 
+    def _log(self, result: VariantResult, comparison: Comparison | None) -> None:
+        if self.sink is not None:
+            self.sink.log_variant(result, comparison)
+        if self.on_result is not None:
+            self.on_result(result, comparison)
+
     def _finish(self, started: _Started, result: VariantResult, beside: bool = False) -> None:
         """After the variant's child has exited: profile it, compare it with its baseline, log it.
         ``beside``: the next variant's gate is already open (``_compare_beside``)."""
@@ -313,23 +360,34 @@ class _Lane:
                 spec, wd, self.suite_layer, self.cli_layer, timed=result, cold_start=self.cold_start,
                 env=dict(self.env),
             ).profile  # fmt: skip
-        comparison = None
         compare_s = 0.0
-        variants, comparisons = self.done[index]
-        if spec.is_baseline:
-            self._baseline[index] = result
-        elif index in self._baseline:
+        with self.pairs.lock:
+            variants, comparisons = self.pairs.done.setdefault(index, ([], []))
+            variants.append(result)
+            if spec.is_baseline:
+                self.pairs.baseline[index] = result
+                self._log(result, None)  # before any partner: theirs name its run
+                ready = self.pairs.waiting.pop(index, [])
+                self.pairs.compared[index] = self.pairs.compared.get(index, 0) + 1
+            elif index in self.pairs.baseline:
+                ready = [result]
+            else:  # a split example: its baseline still runs on another worker, which compares this then
+                self.pairs.waiting.setdefault(index, []).append(result)
+                ready = []
+            baseline = self.pairs.baseline.get(index)
+        for optimized in ready:
+            assert baseline is not None
             c0 = time.monotonic()
-            comparison = compare(self._baseline[index], result, in_server=not self.cold_start)
-            compare_s = time.monotonic() - c0
-            comparisons.append(comparison)
-        variants.append(result)
-        if self.sink is not None:
-            self.sink.log_variant(result, comparison)
-        if self.on_result is not None:
-            self.on_result(result, comparison)
-        if spec is example.variants[-1]:
-            self._baseline.pop(index, None)
+            comparison = compare(baseline, optimized, in_server=not self.cold_start)
+            compare_s += time.monotonic() - c0
+            with self.pairs.lock:
+                comparisons.append(comparison)
+                self._log(optimized, comparison)
+                self.pairs.compared[index] = self.pairs.compared.get(index, 0) + 1
+        with self.pairs.lock:
+            complete = self.pairs.compared.get(index, 0) == len(example.variants)
+        if complete:
+            self.pairs.baseline.pop(index, None)
             if not self.keep_workdir:  # compared: a long suite must not keep every output on disk (1 GiB each)
                 for s in example.variants:
                     shutil.rmtree(self.root / s.chapter / s.example / s.variant / "outputs", ignore_errors=True)

@@ -366,6 +366,8 @@ class Tracker:
         baseline = self._run_ids.get(f"{comparison.chapter}:{comparison.example}:baseline")
         if baseline is not None:
             tags["perflab.baseline_run_id"] = baseline
+        if comparison.across_gpus is not None:  # baseline and optimized on two GPUs of one model
+            tags["perflab.across_gpus"] = comparison.across_gpus
         return tags
 
     def _log_variant_artifacts(self, run_id: str, result: VariantResult) -> None:

@@ -177,7 +177,7 @@ def test_nvtx_range_public_and_per_call_costs_nothing_without_a_tool(monkeypatch
     fn = lambda: 7  # noqa: E731
     monkeypatch.delenv("NVTX_INJECTION64_PATH", raising=False)
     assert markers.per_call(fn) is fn  # the timed child runs benchmark_fn itself, unwrapped
-    if markers._nvtx is not None:
+    if markers._module() is not None:
         monkeypatch.setenv("NVTX_INJECTION64_PATH", "/nonexistent/libinjection.so")
         wrapped = markers.per_call(fn)
         assert wrapped is not fn and wrapped() == 7
