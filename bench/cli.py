@@ -235,6 +235,11 @@ def run(
                 else ""
             )
         )
+    if b and b.get("alone_wait_s"):
+        console.print(
+            f"host-bound measurements (timed on the host's clock) waited {b['alone_wait_s']:.1f} s in all to run "
+            "alone on the host"
+        )
     if before_s is not None:
         console.print(f"command: the suite began {before_s:.2f} s after the command started (interpreter, imports)")
     if sink is not None and sink.ready_s is not None and sink.wait_s is not None:

@@ -244,6 +244,7 @@ class Gate:
     def __init__(self) -> None:
         self._open = threading.Event()
         self.opened_at: float | None = None  # time.monotonic() of open()
+        self.arrived = threading.Event()  # the child has reached the gate (its CUDA context made)
 
     def open(self) -> None:
         self.opened_at = time.monotonic()
@@ -321,6 +322,7 @@ def run_variant(
     gate: Gate | None = None,
     on_measured: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
+    before_go: Callable[[BenchmarkConfig], None] | None = None,
 ) -> VariantResult:
     """Run one variant in a fresh child process and return its result; never raises for the child's faults.
 
@@ -335,7 +337,9 @@ def run_variant(
     that did not fit beside the previous variant's memory, say), it runs again plainly once the gate is
     open. ``on_measured``: called (on this thread) as soon as the child's measurement stage has ended.
     ``cancel``: when set (by another thread: an interrupted suite), the child's group is killed and
-    ``Cancelled`` raised.
+    ``Cancelled`` raised. ``before_go``: with a gate, called with the child's effective config once the
+    child is at the open gate, before it is let through; it may wait (a host-bound measurement waiting to
+    be alone on the host: suite._Host), which counts against no limit.
     """
     if gate is not None and (mode != "run" or wrapper):
         gate.wait(cancel)  # only timed runs are held at a gate; the others start once it is open
@@ -418,6 +422,10 @@ def run_variant(
     timed_out = interrupted = False
     buf = b""
     ahead_s: float | None = None  # spawn until the gate opened, for a child held at one
+    # A gate already open at the spawn (suite._Host holds every child of several workers at one): no start
+    # ahead, only the host's admission.
+    pre_opened = gate is not None and gate.is_open()
+    let_through = False  # the child was sent its "go"
     gate_late_s: float | None = None
     measured = False
     try:
@@ -425,12 +433,16 @@ def run_variant(
             if cancel is not None and cancel.is_set():
                 raise Cancelled(f"{spec.key}: cancelled")
             if watch.gated_since is not None and gate is not None and gate.is_open():
+                if before_go is not None:
+                    before_go(watch.config)
                 now = time.monotonic()
                 watch.stage_t0 += now - watch.gated_since  # the wait counts against no limit
-                ahead_s = max(0.0, (gate.opened_at or now) - t0)  # the part run beside the previous variant
-                # The gate opened before the child got there: the worker waited for its start-up/CUDA context.
-                gate_late_s = max(0.0, watch.gated_since - (gate.opened_at or now))
+                if not pre_opened:
+                    ahead_s = max(0.0, (gate.opened_at or now) - t0)  # the part run beside the previous variant
+                    # The gate opened before the child got there: the worker waited for its start-up/CUDA context.
+                    gate_late_s = max(0.0, watch.gated_since - (gate.opened_at or now))
                 watch.gated_since = None
+                let_through = True
                 with contextlib.suppress(OSError):  # a child that died meanwhile: its EOF ends the loop
                     os.write(read_fd, b"g")
             if watch.gated_since is not None:
@@ -459,6 +471,8 @@ def run_variant(
             for line in lines:
                 if line.strip():
                     watch.handle(json.loads(line))
+            if gate is not None and watch.gated_since is not None:
+                gate.arrived.set()
             if on_measured is not None and not measured and "measurement" in watch.records:
                 measured = True
                 on_measured()
@@ -478,7 +492,7 @@ def run_variant(
             else:
                 kill_group(proc)  # reap any grandchild left in the group
     forked = not (cold_start or wrapper)
-    if gate is not None and ahead_s is None and not timed_out:
+    if gate is not None and not let_through and not timed_out:
         # It ended before its gate opened (or never reached it): run it plainly once the gate is open,
         # so a failure of the start ahead (a CUDA context that found no room beside the previous
         # variant's memory, a benchmark object that allocated too much) is never the variant's record.

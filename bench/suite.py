@@ -24,7 +24,7 @@ from bench.config import Layer, resolve_config
 from bench.discovery import Example
 from bench.errors import PerflabError
 from bench.result import Comparison, SuiteResult, VariantResult, VariantSpec
-from bench.runner import KILL_GRACE_S, Gate, run_variant
+from bench.runner import KILL_GRACE_S, Cancelled, Gate, run_variant
 
 
 class Sink(Protocol):
@@ -151,12 +151,21 @@ def run_suite(
     timeline: list[dict[str, Any]] = []
     overlap = overlap and not cold_start and not resolve_config(suite_layer, cli_layer).enable_profiling
 
-    def work(index_of_worker: int, env: Worker) -> None:
-        lane = _Lane(
+    host = _Host() if len(pool) > 1 else None
+    lanes = [
+        _Lane(
             pending, pairs, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
-            lambda entry: timeline.append({**entry, "worker": index_of_worker}), t0, keep_workdir,
+            lambda entry, i=i: timeline.append({**entry, "worker": i}), t0, keep_workdir,
         )  # fmt: skip
-        lane.run(overlap)
+        for i, env in enumerate(pool)
+    ]
+    for lane in lanes:
+        lane.host = host
+    if host is not None:
+        host.lanes = lanes
+
+    def work(index_of_worker: int, env: Worker) -> None:
+        lanes[index_of_worker].run(overlap)
 
     try:
         if len(pool) == 1:
@@ -221,15 +230,74 @@ class _Pairs:
         self.compared: dict[int, int] = {}  # variants of the example finished and, if optimized, compared
 
 
+def _host_bound(config: Any) -> bool:
+    """A measurement the host can disturb: timed on the host's wall clock (``timing_mode`` "cpu"), its
+    samples include the host's driver calls, copies and CPU work. On the H200 x 2 (session 7, call Z2)
+    chapter 1's training_step baseline (pageable copies) read 64.0 ms on two GPUs against 20.5 ms on one,
+    while every GPU-clocked variant read the same on both."""
+    return getattr(config, "timing_mode", None) == "cpu"
+
+
+class _Host:
+    """With several workers on one host: a host-bound measurement (``_host_bound``) runs alone.
+
+    Before it is let through its gate, every other worker must be quiet: no child of theirs doing anything
+    (each gone, or held at a gate with its CUDA context made) and no comparison running; meanwhile none of
+    them starts a child, opens a gate or compares (``checkpoint``). Once its measurement has ended, they go
+    on. GPU-clocked measurements run side by side as before: another worker's children moved none of them
+    (chapters 1 and 7, H200 x 2, session 7)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.owner: _Lane | None = None  # the worker whose measurement runs alone, or waits to
+        self.lanes: list[_Lane] = []
+
+    def checkpoint(self, lane: _Lane) -> None:
+        """Before ``lane`` starts a child, opens a gate or compares: wait while another runs alone."""
+        with self.cond:
+            while self.owner is not None and self.owner is not lane:
+                self.cond.wait(0.05)
+
+    def alone(self, lane: _Lane, cancel: threading.Event) -> None:
+        with self.cond:
+            while self.owner is not None and self.owner is not lane:
+                if cancel.is_set():
+                    raise Cancelled("cancelled while waiting to measure alone")
+                self.cond.wait(0.05)
+            self.owner = lane
+            while not all(other.quiet() for other in self.lanes if other is not lane) or lane.finishing:
+                if cancel.is_set():
+                    self.owner = None
+                    self.cond.notify_all()
+                    raise Cancelled("cancelled while waiting to measure alone")
+                self.cond.wait(0.01)  # polled: children end and reach gates without telling
+
+    def release(self, lane: _Lane) -> None:
+        with self.cond:
+            if self.owner is lane:
+                self.owner = None
+                self.cond.notify_all()
+
+
 class _Started:
     """One variant's ``run_variant`` on a thread of its own. ``measured`` is set once the child's
     measurement has ended (or the run is over): the moment the next variant may start ahead."""
 
-    def __init__(self, item: tuple[int, Example, VariantSpec], wd: Path, gate: Gate | None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        item: tuple[int, Example, VariantSpec],
+        wd: Path,
+        gate: Gate | None,
+        lane: _Lane | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.item = item
         self.gate = gate
+        self.lane = lane  # its worker, when several share the host (_Host)
         self.measured = threading.Event()
         self.cancelled = threading.Event()
+        self.admitting = False  # at its open gate, waiting to measure alone on the host (_Host.alone)
+        self.alone_wait_s: float | None = None
         self.started = time.monotonic()
         self._result: VariantResult | None = None
         self._error: BaseException | None = None
@@ -241,12 +309,38 @@ class _Started:
     def _go(self, spec: VariantSpec, wd: Path, kwargs: dict[str, Any]) -> None:
         try:
             self._result = run_variant(
-                spec, wd, gate=self.gate, on_measured=self.measured.set, cancel=self.cancelled, **kwargs
+                spec, wd, gate=self.gate, on_measured=self._measured, cancel=self.cancelled,
+                before_go=self._admit if self.lane is not None and self.lane.host is not None else None, **kwargs,
             )  # fmt: skip
         except BaseException as exc:  # raised again by result(), on the worker's thread
             self._error = exc
         finally:
-            self.measured.set()
+            self._measured()
+
+    def _measured(self) -> None:
+        if self.lane is not None and self.lane.host is not None:
+            self.lane.host.release(self.lane)  # a host-bound measurement is over: the others go on
+        self.measured.set()
+
+    def _admit(self, config: Any) -> None:
+        """At its open gate (runner's ``before_go``): a host-bound measurement waits to be alone."""
+        assert self.lane is not None and self.lane.host is not None
+        if not _host_bound(config):
+            return
+        t0 = time.monotonic()
+        self.admitting = True
+        try:
+            self.lane.host.alone(self.lane, self.cancelled)
+        finally:
+            self.admitting = False
+        self.alone_wait_s = time.monotonic() - t0
+
+    def parked(self) -> bool:
+        """Its child does nothing on the host now: gone, held at a closed gate with its CUDA context made,
+        or waiting at its open gate to measure alone."""
+        if not self._thread.is_alive() or self.admitting:
+            return True
+        return self.gate is not None and not self.gate.is_open() and self.gate.arrived.is_set()
 
     def wait_measured(self) -> None:
         while not self.measured.wait(0.5):  # in slices: the main thread stays interruptible (Ctrl-C)
@@ -289,6 +383,14 @@ class _Lane:
         self.suite_layer, self.cli_layer, self.cold_start, self.env = suite_layer, cli_layer, cold_start, env
         self.record, self.t0, self.keep_workdir = record, t0, keep_workdir
         self._queue: list[tuple[int, Example, VariantSpec]] = []  # the rest of the current item
+        self.host: _Host | None = None  # set by run_suite when several workers share the host
+        self.children: list[_Started] = []  # its children not yet finished (current, ahead)
+        self.finishing = False  # comparing and logging a finished variant
+        self.done = False
+
+    def quiet(self) -> bool:
+        """Nothing of this worker's runs on the host (``_Host``): its children parked, no comparison."""
+        return self.done or (not self.finishing and all(c.parked() for c in self.children))
 
     def _next(self) -> tuple[int, Example, VariantSpec] | None:
         if not self._queue:
@@ -303,11 +405,23 @@ class _Lane:
         check = getattr(self.sink, "check", None)  # a BackgroundSink that failed stops the suite
         if check is not None:
             check()
+        if self.host is not None:
+            self.host.checkpoint(self)
+            if gate is None:  # held at its gate all the same, until a host-bound measurement may go alone
+                gate = Gate()
+                gate.open()
         spec = item[2]
-        return _Started(
-            item, self.root / spec.chapter / spec.example / spec.variant, gate,
+        started = _Started(
+            item, self.root / spec.chapter / spec.example / spec.variant, gate, self if self.host else None,
             suite_layer=self.suite_layer, cli_layer=self.cli_layer, cold_start=self.cold_start, env=dict(self.env),
         )  # fmt: skip
+        self.children.append(started)
+        return started
+
+    def _open(self, gate: Gate) -> None:
+        if self.host is not None:
+            self.host.checkpoint(self)
+        gate.open()
 
     def run(self, overlap: bool) -> None:
         current: _Started | None = None
@@ -321,19 +435,28 @@ class _Lane:
                 if overlap and item is not None:
                     ahead = self._start(item, Gate())
                 result = current.result()  # its child has exited
+                self.children.remove(current)
                 beside = ahead is not None and _compare_beside(result)
                 if beside:
                     assert ahead is not None and ahead.gate is not None
-                    ahead.gate.open()
-                self._finish(current, result, beside)
+                    self._open(ahead.gate)
+                if self.host is not None:
+                    self.host.checkpoint(self)
+                self.finishing = True
+                try:
+                    self._finish(current, result, beside)
+                finally:
+                    self.finishing = False
                 if ahead is not None:
                     assert ahead.gate is not None
                     if not ahead.gate.is_open():
-                        ahead.gate.open()
+                        self._open(ahead.gate)
                     current, ahead = ahead, None
                 else:
                     current = self._start(item, None) if item is not None else None
+            self.done = True
         except BaseException:
+            self.done = True
             for started in (ahead, current):
                 if started is not None:
                     started.cancel()
@@ -401,6 +524,7 @@ class _Lane:
             "compare_s": compare_s, "other_s": end - ran - compare_s, "end_s": end - self.t0,
             "late_s": result.gate_late_s or 0.0,
             "beside": beside,  # compare_s and other_s ran beside the next variant, not before it
+            "alone_wait_s": started.alone_wait_s,  # a host-bound measurement waited this long to run alone
         })  # fmt: skip
 
 

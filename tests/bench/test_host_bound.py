@@ -1,0 +1,133 @@
+"""bench/suite._Host: with several workers, a host-bound measurement (timed on the host's clock) runs alone.
+
+On the H200 x 2 (session 7), chapter 1's training_step baseline read 64 ms on two GPUs and 20.5 ms on one:
+the other worker's children (CUDA starts, copies, exits) slowed its host-side work. What must hold: while
+such a variant warms up and measures, no other worker's child sets up, measures, checks or tears down
+(children held at their gates may wait, their CUDA context made), yet other variants still run side by
+side; all results stay right.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.discovery import discover, select
+from bench.suite import run_suite
+
+BENCH = '''
+import json, os, time
+EVENTS = {events!r}
+NAME = {name!r}
+CONFIG = {config!r}
+CALL_S = {call_s!r}
+TEARDOWN_S = {teardown_s!r}
+
+def _log(what, t=None):
+    with open(EVENTS, "a") as f:
+        f.write(json.dumps({{"what": what, "t": t or time.time(), "name": NAME}}) + "\\n")
+
+class B:
+    def get_config(self):
+        return CONFIG
+    def setup(self):
+        import torch
+        _log("setup")
+        self.calls = []
+        self.x = torch.arange(8.0) + 1
+        self.out = torch.empty(8)
+    def benchmark_fn(self):
+        self.calls.append(time.time())
+        time.sleep(CALL_S)
+        self.out.copy_(self.x)
+    def get_output(self):
+        return self.out
+    def teardown(self):
+        if self.calls:
+            _log("first_call", self.calls[0])
+            _log("last_call", self.calls[-1] + CALL_S)
+        time.sleep(TEARDOWN_S)
+        _log("teardown_end")
+
+def get_benchmark():
+    return B()
+'''
+
+FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu", "min_measure_seconds": 0.0}
+
+
+def _write(root: Path, name: str, events: Path, host_bound: bool) -> None:
+    for variant in ("baseline", "optimized"):
+        path = root / "ch07" / f"{variant}_{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            BENCH.format(
+                events=str(events), name=f"{name}:{variant}",
+                config={"timing_mode": "cpu", "iterations": 8} if host_bound else None,
+                call_s=0.05 if host_bound else 0.001, teardown_s=0.0 if host_bound else 0.3,
+            )  # fmt: skip
+        )
+
+
+def _intervals(events: Path) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]]:
+    """(each child's active part: setup .. end of teardown, each child's calls: first .. last)."""
+    rows = [json.loads(line) for line in events.read_text().splitlines()]
+    at = {(r["name"], r["what"]): r["t"] for r in rows}
+    names = {r["name"] for r in rows}
+    active = {n: (at[(n, "setup")], at[(n, "teardown_end")]) for n in names}
+    calls = {n: (at[(n, "first_call")], at[(n, "last_call")]) for n in names if (n, "first_call") in at}
+    return active, calls
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_a_host_bound_measurement_runs_alone_and_the_rest_side_by_side(tmp_path: Path) -> None:
+    root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
+    log.touch()
+    for name in "abc":
+        _write(root, name, log, host_bound=False)
+    _write(root, "x", log, host_bound=True)
+    suite = run_suite(select(discover(root)), cli_layer=FAST, workers=[{}, {}])
+    assert all(v.status == "ok" for v in suite.variants), [v.error for v in suite.variants]
+    assert all(c.verification.verified for c in suite.comparisons)
+    active, calls = _intervals(log)
+    for x in ("x:baseline", "x:optimized"):
+        others = [n for n in active if not n.startswith("x:")]
+        hit = [n for n in others if _overlap(calls[x], active[n])]
+        assert not hit, f"{x} measured while {hit} ran"
+    # ... while the other examples did run side by side on the two workers
+    plain = [n for n in active if not n.startswith("x:")]
+    assert any(_overlap(active[m], active[n]) for m in plain for n in plain if m < n)
+    waits = {t["key"]: t["alone_wait_s"] for t in suite.timeline}
+    assert waits["ch07:x:baseline"] is not None and waits["ch07:x:optimized"] is not None
+    assert all(waits[k] is None for k in waits if ":x:" not in k)
+
+
+def test_one_worker_needs_no_host_coordination(tmp_path: Path) -> None:
+    root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
+    log.touch()
+    _write(root, "x", log, host_bound=True)
+    suite = run_suite(select(discover(root)), cli_layer=FAST)
+    assert [v.status for v in suite.variants] == ["ok", "ok"]
+    assert all(t["alone_wait_s"] is None for t in suite.timeline)
+    assert suite.variants[0].ahead_s is None and suite.variants[1].ahead_s is not None
+
+
+def test_several_workers_report_no_start_ahead_for_a_first_child(tmp_path: Path) -> None:
+    """Every child of several workers is held at a gate (open from the start for a worker's first): that
+    is no start ahead, nor lateness, and the child is not run twice."""
+    root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
+    log.touch()
+    for name in "ab":
+        _write(root, name, log, host_bound=False)
+    suite = run_suite(select(discover(root)), cli_layer=FAST, workers=[{}, {}])
+    by: dict[str, Any] = {v.spec.key: v for v in suite.variants}
+    for name in "ab":
+        first, second = by[f"ch07:{name}:baseline"], by[f"ch07:{name}:optimized"]
+        assert first.ahead_s is None and first.gate_late_s is None and "again" not in (first.launch or "")
+        assert second.ahead_s is not None
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sum(r["what"] == "setup" for r in rows) == 4  # each child once
