@@ -155,6 +155,8 @@ def run(job: dict[str, Any]) -> None:
         obj.setup()
         _sync(device)
         send("device", device=str(device), manifest=device_manifest(device))
+        if job.get("measure_gate") and job.get("mode") == "run":
+            _wait_to_measure()
 
     if job.get("mode") == "verify":  # import + instantiate + setup only, no timing
         with _Stage("teardown"):
@@ -273,6 +275,14 @@ def _wait_at_gate(device: Any) -> None:
         nvml_ready()
     send("gate")
     if os.read(_fd, 1) != b"g":  # EOF: the parent is gone
+        os._exit(4)
+
+
+def _wait_to_measure() -> None:
+    """Set up: tell the parent, and wait for its go before the warm-up (runner's ``before_measure``: with
+    several workers, a host-bound measurement runs alone on the host, and the others wait for it here)."""
+    send("ready")
+    if os.read(_fd, 1) != b"m":  # EOF: the parent is gone
         os._exit(4)
 
 

@@ -279,6 +279,7 @@ class _Watch:
         self.failed_stage: str | None = None
         self.done = False
         self.gated_since: float | None = None  # the child waits at its gate (run_variant's ``gate``)
+        self.ready_since: float | None = None  # set up, it waits to measure (run_variant's ``before_measure``)
 
     def limit(self) -> float:
         return self.config.stage_limit(self.stage)
@@ -304,6 +305,8 @@ class _Watch:
             self.done = True
         elif kind == "gate":
             self.gated_since = now
+        elif kind == "ready":
+            self.ready_since = now
         else:
             self.data[kind] = msg
 
@@ -322,7 +325,7 @@ def run_variant(
     gate: Gate | None = None,
     on_measured: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
-    before_go: Callable[[BenchmarkConfig], None] | None = None,
+    before_measure: Callable[[BenchmarkConfig], None] | None = None,
 ) -> VariantResult:
     """Run one variant in a fresh child process and return its result; never raises for the child's faults.
 
@@ -337,9 +340,10 @@ def run_variant(
     that did not fit beside the previous variant's memory, say), it runs again plainly once the gate is
     open. ``on_measured``: called (on this thread) as soon as the child's measurement stage has ended.
     ``cancel``: when set (by another thread: an interrupted suite), the child's group is killed and
-    ``Cancelled`` raised. ``before_go``: with a gate, called with the child's effective config once the
-    child is at the open gate, before it is let through; it may wait (a host-bound measurement waiting to
-    be alone on the host: suite._Host), which counts against no limit.
+    ``Cancelled`` raised. ``before_measure``: the child stops after its set-up, before its warm-up, and
+    this is called with its effective config; it may wait (a host-bound measurement waiting to be alone on
+    the host: suite._Host), and the wait counts against no limit; then the child goes on (mode "run",
+    without a wrapper).
     """
     if gate is not None and (mode != "run" or wrapper):
         gate.wait(cancel)  # only timed runs are held at a gate; the others start once it is open
@@ -355,6 +359,7 @@ def run_variant(
         "mode": mode,  # "run", "verify" (startup + setup + teardown) or "profile"
         "profile_tool": profile_tool,
         "gate": gate is not None,
+        "measure_gate": before_measure is not None and mode == "run" and not wrapper,
     }
     guess, exact = cuda_guess()
     if pre.device == "auto" and not exact:
@@ -377,7 +382,7 @@ def run_variant(
         os.mkfifo(fifo)
         # Opened read-write: no EOF before the child opens its end, so its exit is noticed by polling.
         read_fd, write_fd, channel_arg = os.open(fifo, os.O_RDWR | os.O_NONBLOCK), -1, str(fifo)
-    elif gate is not None:  # both ways: messages up, the gate's "go" down
+    elif gate is not None or job["measure_gate"]:  # both ways: messages up, the gates' "go" down
         parent_end, child_end = socket.socketpair()
         read_fd, write_fd = parent_end.detach(), child_end.detach()
         channel_arg = str(write_fd)
@@ -422,10 +427,7 @@ def run_variant(
     timed_out = interrupted = False
     buf = b""
     ahead_s: float | None = None  # spawn until the gate opened, for a child held at one
-    # A gate already open at the spawn (suite._Host holds every child of several workers at one): no start
-    # ahead, only the host's admission.
-    pre_opened = gate is not None and gate.is_open()
-    let_through = False  # the child was sent its "go"
+    let_through = False  # the child was sent its "go" at its gate
     gate_late_s: float | None = None
     measured = False
     try:
@@ -433,14 +435,11 @@ def run_variant(
             if cancel is not None and cancel.is_set():
                 raise Cancelled(f"{spec.key}: cancelled")
             if watch.gated_since is not None and gate is not None and gate.is_open():
-                if before_go is not None:
-                    before_go(watch.config)
                 now = time.monotonic()
                 watch.stage_t0 += now - watch.gated_since  # the wait counts against no limit
-                if not pre_opened:
-                    ahead_s = max(0.0, (gate.opened_at or now) - t0)  # the part run beside the previous variant
-                    # The gate opened before the child got there: the worker waited for its start-up/CUDA context.
-                    gate_late_s = max(0.0, watch.gated_since - (gate.opened_at or now))
+                ahead_s = max(0.0, (gate.opened_at or now) - t0)  # the part run beside the previous variant
+                # The gate opened before the child got there: the worker waited for its start-up/CUDA context.
+                gate_late_s = max(0.0, watch.gated_since - (gate.opened_at or now))
                 watch.gated_since = None
                 let_through = True
                 with contextlib.suppress(OSError):  # a child that died meanwhile: its EOF ends the loop
@@ -473,6 +472,12 @@ def run_variant(
                     watch.handle(json.loads(line))
             if gate is not None and watch.gated_since is not None:
                 gate.arrived.set()
+            if watch.ready_since is not None and before_measure is not None:  # set up: may it measure now?
+                before_measure(watch.config)
+                watch.stage_t0 += time.monotonic() - watch.ready_since  # the wait counts against no limit
+                watch.ready_since = None
+                with contextlib.suppress(OSError):  # a child that died meanwhile: its EOF ends the loop
+                    os.write(read_fd, b"m")
             if on_measured is not None and not measured and "measurement" in watch.records:
                 measured = True
                 on_measured()

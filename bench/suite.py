@@ -241,10 +241,12 @@ def _host_bound(config: Any) -> bool:
 class _Host:
     """With several workers on one host: a host-bound measurement (``_host_bound``) runs alone.
 
-    Before it is let through its gate, every other worker must be quiet: no child of theirs doing anything
-    (each gone, or held at a gate with its CUDA context made) and no comparison running; meanwhile none of
-    them starts a child, opens a gate or compares (``checkpoint``). Once its measurement has ended, they go
-    on. GPU-clocked measurements run side by side as before: another worker's children moved none of them
+    Every child of several workers stops after its set-up, before its warm-up (runner's ``before_measure``).
+    A host-bound one goes on only once every other worker is quiet: no child of theirs doing anything (each
+    gone, held at a gate with its CUDA context made, or set up and waiting to measure) and no comparison
+    running; meanwhile none of them starts a child, opens a gate, compares or measures (``checkpoint``).
+    Once its measurement has ended, they go on. Set-up is not measured: it runs beside the others.
+    GPU-clocked measurements run side by side as before: another worker's children moved none of them
     (chapters 1 and 7, H200 x 2, session 7)."""
 
     def __init__(self) -> None:
@@ -252,10 +254,12 @@ class _Host:
         self.owner: _Lane | None = None  # the worker whose measurement runs alone, or waits to
         self.lanes: list[_Lane] = []
 
-    def checkpoint(self, lane: _Lane) -> None:
-        """Before ``lane`` starts a child, opens a gate or compares: wait while another runs alone."""
+    def checkpoint(self, lane: _Lane, cancel: threading.Event | None = None) -> None:
+        """Before ``lane`` starts a child, opens a gate, compares or measures: wait while another runs alone."""
         with self.cond:
             while self.owner is not None and self.owner is not lane:
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled("cancelled while another worker measured alone")
                 self.cond.wait(0.05)
 
     def alone(self, lane: _Lane, cancel: threading.Event) -> None:
@@ -310,7 +314,8 @@ class _Started:
         try:
             self._result = run_variant(
                 spec, wd, gate=self.gate, on_measured=self._measured, cancel=self.cancelled,
-                before_go=self._admit if self.lane is not None and self.lane.host is not None else None, **kwargs,
+                before_measure=self._admit if self.lane is not None and self.lane.host is not None else None,
+                **kwargs,
             )  # fmt: skip
         except BaseException as exc:  # raised again by result(), on the worker's thread
             self._error = exc
@@ -323,21 +328,23 @@ class _Started:
         self.measured.set()
 
     def _admit(self, config: Any) -> None:
-        """At its open gate (runner's ``before_go``): a host-bound measurement waits to be alone."""
+        """Set up, before its warm-up (runner's ``before_measure``): a host-bound measurement waits to be
+        alone on the host; any other waits while one is."""
         assert self.lane is not None and self.lane.host is not None
-        if not _host_bound(config):
-            return
         t0 = time.monotonic()
         self.admitting = True
         try:
-            self.lane.host.alone(self.lane, self.cancelled)
+            if _host_bound(config):
+                self.lane.host.alone(self.lane, self.cancelled)
+                self.alone_wait_s = time.monotonic() - t0
+            else:
+                self.lane.host.checkpoint(self.lane, self.cancelled)
         finally:
             self.admitting = False
-        self.alone_wait_s = time.monotonic() - t0
 
     def parked(self) -> bool:
         """Its child does nothing on the host now: gone, held at a closed gate with its CUDA context made,
-        or waiting at its open gate to measure alone."""
+        or set up and waiting to measure."""
         if not self._thread.is_alive() or self.admitting:
             return True
         return self.gate is not None and not self.gate.is_open() and self.gate.arrived.is_set()
@@ -407,9 +414,6 @@ class _Lane:
             check()
         if self.host is not None:
             self.host.checkpoint(self)
-            if gate is None:  # held at its gate all the same, until a host-bound measurement may go alone
-                gate = Gate()
-                gate.open()
         spec = item[2]
         started = _Started(
             item, self.root / spec.chapter / spec.example / spec.variant, gate, self if self.host else None,

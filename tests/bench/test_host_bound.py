@@ -131,3 +131,15 @@ def test_several_workers_report_no_start_ahead_for_a_first_child(tmp_path: Path)
         assert second.ahead_s is not None
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert sum(r["what"] == "setup" for r in rows) == 4  # each child once
+
+
+def test_cold_started_children_wait_to_measure_too(tmp_path: Path) -> None:
+    root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
+    log.touch()
+    _write(root, "a", log, host_bound=False)
+    _write(root, "x", log, host_bound=True)
+    suite = run_suite(select(discover(root)), cli_layer=FAST, workers=[{}, {}], cold_start=True)
+    assert all(v.status == "ok" and v.launch == "cold_start" for v in suite.variants), [v.error for v in suite.variants]
+    assert all(c.verification.verified for c in suite.comparisons)
+    waits = {t["key"]: t["alone_wait_s"] for t in suite.timeline}
+    assert waits["ch07:x:baseline"] is not None and waits["ch07:a:baseline"] is None
