@@ -300,7 +300,7 @@ class _Started:
         self.lane = lane  # its worker, when several share the host (_Host)
         self.measured = threading.Event()
         self.cancelled = threading.Event()
-        self.admitting = False  # at its open gate, waiting to measure alone on the host (_Host.alone)
+        self.admitting = False  # set up, at its measure gate (runner's before_measure): waiting to measure
         self.alone_wait_s: float | None = None
         self.started = time.monotonic()
         self._result: VariantResult | None = None
@@ -397,7 +397,7 @@ class _Lane:
 
     def quiet(self) -> bool:
         """Nothing of this worker's runs on the host (``_Host``): its children parked, no comparison."""
-        return self.done or (not self.finishing and all(c.parked() for c in self.children))
+        return self.done or (not self.finishing and all(c.parked() for c in tuple(self.children)))
 
     def _next(self) -> tuple[int, Example, VariantSpec] | None:
         if not self._queue:
