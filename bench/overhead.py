@@ -17,6 +17,7 @@ each with the server stopped before it (as a user's first run after the server's
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import statistics
@@ -160,13 +161,17 @@ def chapter_wall(
                 log = Path(store).parent / f"wall-{len(runs) + 1}-{name}.log"
                 log.write_text(f"$ {' '.join(cmd)}\n# exit {done.returncode}, {wall:.2f} s\n{done.stdout}{done.stderr}")
             suite = re.search(r"pairs verified in ([0-9.]+) s", done.stdout)
+            parent = re.search(r"MLflow parent run\s+([0-9a-f]{32})", done.stdout)
             before = re.search(r"the suite began ([0-9.]+) s after the command started", done.stdout)
             runs.append({
                 "run": label, "workers": len(workers) if value == all_ else 1, flag.lstrip("-"): value,
                 "exit_code": done.returncode, "wall_s": wall, "suite_wall_s": float(suite.group(1)) if suite else None,
                 "before_suite_s": float(before.group(1)) if before else None,
+                "parent_run_id": parent.group(1) if parent else None,
                 "tail": (done.stdout + done.stderr)[-2000:] if done.returncode not in (0, 1) else "",
             })  # fmt: skip
+        # Each variant's median on k workers and on one, read back while the store still exists.
+        medians = _medians_across(runs, uri, repeats)
     ok = all(r["exit_code"] in (0, 1) for r in runs)  # 1: the suite ran, some variant failed
 
     def ratio(k: dict[str, Any], single: dict[str, Any], key: str) -> float | None:
@@ -188,7 +193,35 @@ def chapter_wall(
         "suite_ratio": median_ratio("suite_wall_s"),
         "fresh_server_ratio": ratio(runs[-2], runs[-1], "wall_s"),
         "fresh_server_suite_ratio": ratio(runs[-2], runs[-1], "suite_wall_s"),
+        "medians": medians,
     }
+
+
+MEDIAN_DEVIATION = 0.05  # a variant whose median on k workers differs more from one worker's is reported
+
+
+def _medians_across(runs: list[dict[str, Any]], uri: str, repeats: int) -> list[dict[str, Any]]:
+    """Per variant: its median (``time_median_ms``) on k workers and on one, each the median over the
+    repeats, and k / one; largest deviation first. Parallel workers must not change what a variant
+    measures: on the H200 x 2 (session 7) a host-clocked variant read 3x slower on two GPUs, which only
+    this comparison showed."""
+    from bench.tracking import child_runs
+
+    seen: dict[str, dict[str, list[float]]] = {}
+    for r in range(repeats):
+        for side, run in (("k", runs[1 + 2 * r]), ("one", runs[2 + 2 * r])):
+            if not run.get("parent_run_id"):
+                continue
+            for child in child_runs(run["parent_run_id"], uri):
+                median = child.metrics.get("time_median_ms")
+                if median is not None and median > 0:
+                    seen.setdefault(child.name, {"k": [], "one": []})[side].append(median)
+    rows = []
+    for name, sides in seen.items():
+        if sides["k"] and sides["one"]:
+            k, one = statistics.median(sides["k"]), statistics.median(sides["one"])
+            rows.append({"variant": name, "one_ms": one, "k_ms": k, "k_over_one": k / one, "k_runs_ms": sides["k"]})
+    return sorted(rows, key=lambda row: -abs(math.log(row["k_over_one"])))
 
 
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
@@ -219,6 +252,20 @@ def chapter_wall_markdown(report: dict[str, Any]) -> str:
                 f"With the server stopped before each run: {report['fresh_server_ratio']:.3f}× "
                 f"(suite part {report['fresh_server_suite_ratio']:.3f}×)."
             )
+    medians = report.get("medians") or []
+    if medians:
+        off = [m for m in medians if abs(m["k_over_one"] - 1.0) > MEDIAN_DEVIATION]
+        lines.append("")
+        lines.append(
+            f"Medians on {report['k']} workers vs one (each over the repeats): {len(off)} of {len(medians)} "
+            f"variants differ by more than {100 * MEDIAN_DEVIATION:.0f} %"
+            + (": their numbers from the parallel runs are not to be trusted." if off else ".")
+        )
+        lines.append("")
+        lines.append("| variant | one worker ms | k workers ms | k / one |")
+        lines.append("|---|---:|---:|---:|")
+        for m in medians[: max(5, len(off))]:
+            lines.append(f"| {m['variant']} | {m['one_ms']:.4f} | {m['k_ms']:.4f} | {m['k_over_one']:.3f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,33 @@ def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path
     # Runs 2 and 3 found the server of the run before; runs 4 and 5 each started their own.
     assert "server: kept from an earlier command" in text["wall-3-one_worker.log"]
     assert "server: started by this command" in text["wall-5-one_worker-fresh_server.log"]
+    # Each variant's median on 2 workers against one, read back from the store (4 variants, all measured)
+    assert sorted(m["variant"] for m in report["medians"]) == [
+        "ch07:a:baseline", "ch07:a:optimized", "ch07:b:baseline", "ch07:b:optimized",
+    ]  # fmt: skip
+    for m in report["medians"]:
+        assert m["one_ms"] > 0 and m["k_ms"] > 0 and m["k_over_one"] == pytest.approx(m["k_ms"] / m["one_ms"])
+    devs = [abs(math.log(m["k_over_one"])) for m in report["medians"]]
+    assert devs == sorted(devs, reverse=True)  # largest deviation first
+    assert "variants differ by more than 5 %" in chapter_wall_markdown(report)
     assert "2 workers take" in chapter_wall_markdown(report)
     assert "server stopped before each run" in chapter_wall_markdown(report)
+
+
+def test_chapter_wall_report_names_variants_whose_medians_moved_on_k_workers() -> None:
+    from bench.overhead import chapter_wall_markdown
+
+    run = {"run": "x", "workers": 1, "exit_code": 0, "wall_s": 10.0, "suite_wall_s": 9.0}
+    report = {
+        "target": "1", "k": 2, "runs": [run], "ratio": 0.8, "suite_ratio": 0.8, "ratios": [0.8],
+        "medians": [
+            {"variant": "ch01:training_step:baseline", "one_ms": 20.5, "k_ms": 64.0, "k_over_one": 64.0 / 20.5},
+            {"variant": "ch01:fusion:baseline", "one_ms": 0.5136, "k_ms": 0.5134, "k_over_one": 0.5134 / 0.5136},
+        ],
+    }  # fmt: skip
+    text = chapter_wall_markdown(report)
+    assert "1 of 2 variants differ by more than 5 %: their numbers from the parallel runs are not to be trusted" in text
+    assert "| ch01:training_step:baseline | 20.5000 | 64.0000 | 3.122 |" in text
 
 
 def test_chapter_wall_refuses_a_single_worker_and_unknown_flags() -> None:
