@@ -184,21 +184,17 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
 def _across(baseline: VariantResult, optimized: VariantResult) -> str | None:
     """"<baseline's GPU> vs <optimized's>" when the two ran on different physical GPUs (by the GPU's UUID in
     their manifests, else their workers' CUDA_VISIBLE_DEVICES); None when on one, or on the CPU."""
-    b_uuid, o_uuid = (_gpu_field(r, "uuid") for r in (baseline, optimized))
+    b_uuid, o_uuid = (_gpu(r, "uuid") for r in (baseline, optimized))
     b_vis, o_vis = baseline.cuda_visible_devices, optimized.cuda_visible_devices
     differ = b_uuid != o_uuid if b_uuid and o_uuid else (b_vis is not None and o_vis is not None and b_vis != o_vis)
     return f"{b_vis or b_uuid} vs {o_vis or o_uuid}" if differ else None
 
 
-def _gpu_field(result: VariantResult, field: str) -> str | None:
+def _gpu(result: VariantResult, field: str = "name") -> str | None:
+    """A field of the GPU in the variant's manifest (its model name by default); None on the CPU."""
     gpu = result.manifest.get("gpu")
     value = gpu.get(field) if isinstance(gpu, dict) else None
     return str(value) if value else None
-
-
-def _gpu(result: VariantResult) -> str | None:
-    gpu = result.manifest.get("gpu")
-    return gpu.get("name") if isinstance(gpu, dict) else None
 
 
 def _verify(baseline: VariantResult, optimized: VariantResult, in_server: bool = False) -> Verification:

@@ -61,7 +61,8 @@ def per_call(fn: Callable[[], Any], name: str = CALL_RANGE) -> Callable[[], Any]
     """
     if not tool_attached():
         return fn
-    push, pop = _module().push_range, _module().pop_range
+    nvtx = _module()
+    push, pop = nvtx.push_range, nvtx.pop_range
 
     def marked() -> Any:
         push(name)

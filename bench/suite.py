@@ -297,7 +297,7 @@ class _Started:
     ) -> None:
         self.item = item
         self.gate = gate
-        self.lane = lane  # its worker, when several share the host (_Host)
+        self.lane = lane  # its worker, only when several share the host (_Lane.host set)
         self.measured = threading.Event()
         self.cancelled = threading.Event()
         self.admitting = False  # set up, at its measure gate (runner's before_measure): waiting to measure
@@ -314,7 +314,7 @@ class _Started:
         try:
             self._result = run_variant(
                 spec, wd, gate=self.gate, on_measured=self._measured, cancel=self.cancelled,
-                before_measure=self._admit if self.lane is not None and self.lane.host is not None else None,
+                before_measure=self._admit if self.lane is not None else None,
                 **kwargs,
             )  # fmt: skip
         except BaseException as exc:  # raised again by result(), on the worker's thread
@@ -458,13 +458,13 @@ class _Lane:
                     current, ahead = ahead, None
                 else:
                     current = self._start(item, None) if item is not None else None
-            self.done = True
         except BaseException:
-            self.done = True
             for started in (ahead, current):
                 if started is not None:
                     started.cancel()
             raise
+        finally:
+            self.done = True
 
     def _log(self, result: VariantResult, comparison: Comparison | None) -> None:
         if self.sink is not None:
