@@ -172,6 +172,7 @@ def chapter_wall(
             })  # fmt: skip
         # Each variant's median on k workers and on one, read back while the store still exists.
         medians = _medians_across(runs, uri, repeats)
+        estimates = [_no_slowdown(runs[2 + 2 * r], len(workers), uri) for r in range(repeats)]
     ok = all(r["exit_code"] in (0, 1) for r in runs)  # 1: the suite ran, some variant failed
 
     def ratio(k: dict[str, Any], single: dict[str, Any], key: str) -> float | None:
@@ -185,6 +186,7 @@ def chapter_wall(
         "target": target,
         "overlap": os.environ.get("PERFLAB_OVERLAP", "on (default)"),  # perflab run's --overlap, inherited
         "split_pairs": os.environ.get("PERFLAB_SPLIT_PAIRS", "off (default)"),  # --split-pairs, inherited
+        "switch_interval": os.environ.get("PERFLAB_SWITCH_INTERVAL", "default"),  # the parent's GIL, inherited
         "runs": runs,
         "k": len(workers),
         "repeats": repeats,
@@ -194,7 +196,48 @@ def chapter_wall(
         "fresh_server_ratio": ratio(runs[-2], runs[-1], "wall_s"),
         "fresh_server_suite_ratio": ratio(runs[-2], runs[-1], "suite_wall_s"),
         "medians": medians,
+        "no_slowdown_ratios": estimates,
+        "no_slowdown_ratio": statistics.median(estimates) if estimates and None not in estimates else None,
     }
+
+
+def lane_times(timeline: Sequence[dict[str, Any]], k: int) -> list[float]:
+    """A one-worker run's examples spread over ``k`` workers as ``run_suite`` orders them (longest first,
+    each to the worker free first), each taking as long as it took on one worker: each lane's seconds.
+
+    An example's time is its variants' share of the worker: from the moment each began (its gate opened)
+    until the next one began, the last until it ended; so the examples' times add up to the suite's."""
+    rows = sorted(timeline, key=lambda t: t["start_s"])
+    spans: dict[str, float] = {}
+    for i, t in enumerate(rows):
+        until = rows[i + 1]["start_s"] if i + 1 < len(rows) else t["end_s"]
+        example = t["key"].rsplit(":", 1)[0]
+        spans[example] = spans.get(example, 0.0) + until - t["start_s"]
+    lanes = [0.0] * k
+    for span in sorted(spans.values(), reverse=True):
+        lanes[lanes.index(min(lanes))] += span
+    return lanes
+
+
+def _no_slowdown(one: dict[str, Any], k: int, uri: str) -> float | None:
+    """The k-worker / one-worker wall ratio if no variant ran slower on k workers than on one: the
+    one-worker command's wall, with its suite's last end replaced by the longest of ``lane_times``. What
+    the measured ratio has on top is what the workers cost each other (the driver, the host, the parent);
+    each worker's first variant, started without a predecessor to start ahead beside, is not counted."""
+    if not one.get("parent_run_id") or not one.get("wall_s"):
+        return None
+    import json
+
+    from bench.tracking import read_artifact_text
+
+    try:
+        timeline = json.loads(read_artifact_text(one["parent_run_id"], "summary.json", uri)).get("timeline") or []
+    except Exception:  # noqa: BLE001 -- an estimate only: a run without its summary has none
+        return None
+    if not timeline:
+        return None
+    last_end = max(t["end_s"] for t in timeline)
+    return (one["wall_s"] - last_end + max(lane_times(timeline, k))) / one["wall_s"]
 
 
 MEDIAN_DEVIATION = 0.05  # a variant whose median on k workers differs more from one worker's is reported
@@ -227,7 +270,8 @@ def _medians_across(runs: list[dict[str, Any]], uri: str, repeats: int) -> list[
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"`perflab run -t {report['target']}` on one worker and on {report['k']} (PERFLAB_OVERLAP: "
-        f"{report.get('overlap', 'on (default)')}; PERFLAB_SPLIT_PAIRS: {report.get('split_pairs', 'off (default)')}):",
+        f"{report.get('overlap', 'on (default)')}; PERFLAB_SPLIT_PAIRS: {report.get('split_pairs', 'off (default)')}; "
+        f"PERFLAB_SWITCH_INTERVAL: {report.get('switch_interval', 'default')}):",
         "",
         "| run | workers | exit | command wall s | suite wall s | before the suite s |",
         "|---|---:|---:|---:|---:|---:|",
@@ -246,6 +290,15 @@ def chapter_wall_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"{report['k']} workers take {report['ratio']:.3f}× the one-worker wall{suite} (server kept{spread})."
         )
+        if report.get("no_slowdown_ratio"):
+            each = report.get("no_slowdown_ratios") or []
+            lines.append("")
+            lines.append(
+                f"Had no variant run slower on {report['k']} workers than on one: {report['no_slowdown_ratio']:.3f}× "
+                f"(each one-worker run's examples, as long as they took there, spread longest first over "
+                f"{report['k']} workers; {', '.join(f'{e:.3f}' for e in each)}). The rest is what the workers cost "
+                "each other."
+            )
         if report.get("fresh_server_ratio"):
             lines.append("")
             lines.append(

@@ -20,6 +20,7 @@ import ctypes
 import fcntl
 import json
 import os
+import resource
 import statistics
 import struct
 import sys
@@ -35,7 +36,8 @@ from bench.runner import nvml_gpu_count  # noqa: E402
 from bench.server import runtime_dir  # noqa: E402
 
 PARTS = (
-    "dlopen", "lock_wait", "cuda_init", "context", "first_alloc", "nvml_init", "nvml_snapshot", "nvml_old_way"
+    "dlopen", "lock_wait", "cuda_init", "context", "first_alloc", "nvml_init", "nvml_snapshot", "nvml_old_way",
+    "cuda_init_user", "cuda_init_sys", "context_user", "context_sys",
 )  # fmt: skip
 
 
@@ -52,14 +54,19 @@ def create(fd: int) -> None:
     t0 = time.perf_counter()
     ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)  # the driver library (0 if torch's import loaded it)
     times.append(time.perf_counter() - t0)
+    cpu: list[float] = []  # user and system CPU seconds of cuInit, then of the context (all threads)
     with _locked(os.environ.get("PROBE_LOCK")) as waited:
         times.append(waited)
-        t0 = time.perf_counter()
+        t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         torch.cuda.init()  # cuInit, device count
         times.append(time.perf_counter() - t0)
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu += [r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime]
         t0 = time.perf_counter()
         torch.cuda.synchronize()  # the primary context
         times.append(time.perf_counter() - t0)
+        r2 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu += [r2.ru_utime - r1.ru_utime, r2.ru_stime - r1.ru_stime]
     t0 = time.perf_counter()
     torch.empty(1, device="cuda")  # the caching allocator's first block
     torch.cuda.synchronize()
@@ -76,6 +83,7 @@ def create(fd: int) -> None:
     machine.snapshot(0, uuid)
     pynvml.nvmlShutdown()
     times.append(time.perf_counter() - t0)
+    times += cpu
     os.write(fd, struct.pack(f"{len(PARTS)}d", *times))
     os._exit(0)
 

@@ -8,6 +8,8 @@ cuda_event clock does) in blocks, while a "churner" thread keeps forking childre
 server, one after another, each pinned to one GPU:
 
 * ``quiet``: no churn;
+* ``same GPU: cuInit only``: children on GPU 0 that initialise the driver (cuInit), create no context,
+  wait 50 ms and exit: could a child do that much while the previous variant measures?
 * ``same GPU: context``: children on GPU 0, the measured GPU, that create a CUDA context, wait 50 ms
   and exit: what starting the next variant's child during the previous measurement would do (it would
   be held with its context at its gate; here each also exits, which is more);
@@ -39,10 +41,14 @@ from bench.runner import nvml_gpu_count  # noqa: E402
 
 def churn_child(fd: int) -> None:
     """A server child: a CUDA context (cuInit, primary context); with CHURN=fill also 1 GiB allocated
-    and written (a kernel on that GPU); then exit (the context torn down)."""
+    and written (a kernel on that GPU); with CHURN=init only cuInit; then exit (the context torn down)."""
     import torch
 
-    torch.cuda.init()
+    torch.cuda.init()  # cuInit
+    if os.environ.get("CHURN") == "init":  # no context: what a child could do before its GPU is free
+        time.sleep(0.05)
+        os.write(fd, b"k")
+        os._exit(0)
     torch.cuda.synchronize()  # the primary context, nothing on the GPU from this process yet
     if os.environ.get("CHURN") == "fill":
         x = torch.empty(2**28, device="cuda")
@@ -78,6 +84,7 @@ class Churner(threading.Thread):
 # mode: (GPU of the churning children, what they do); None: no churn
 MODES: dict[str, tuple[int, str] | None] = {
     "quiet": None,
+    "same GPU: cuInit only": (0, "init"),
     "same GPU: context": (0, "context"),
     "same GPU: context + 1 GiB fill": (0, "fill"),
     "other GPU: context + 1 GiB fill": (1, "fill"),

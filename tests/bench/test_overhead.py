@@ -66,6 +66,10 @@ def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path
     assert "variants differ by more than 5 %" in chapter_wall_markdown(report)
     assert "2 workers take" in chapter_wall_markdown(report)
     assert "server stopped before each run" in chapter_wall_markdown(report)
+    # The ratio had no variant run slower on 2 workers: from the one-worker run's timeline (its summary.json)
+    (estimate,) = report["no_slowdown_ratios"]
+    assert estimate == report["no_slowdown_ratio"] and 0.3 < estimate < 1.0
+    assert "Had no variant run slower on 2 workers than on one" in chapter_wall_markdown(report)
 
 
 def test_chapter_wall_report_names_variants_whose_medians_moved_on_k_workers() -> None:
@@ -131,3 +135,21 @@ def test_chapter_wall_ratio_is_the_median_of_repeated_pairs(monkeypatch: pytest.
     assert report["fresh_server_ratio"] == pytest.approx(6.0 / 10.0)
     with pytest.raises(ValueError, match="repeats=0"):
         overhead.chapter_wall("7", ["0", "1"], repeats=0)
+
+
+def test_lane_times_spread_a_one_worker_timeline_longest_first() -> None:
+    """Examples take what their variants took of the one worker (start to the next start); spread longest
+    first, each to the lane free first: a (3 s) and b (2.5 s) on two lanes, c (1 s) after b."""
+    from bench.overhead import lane_times
+
+    timeline = [  # one worker; start_s is when each variant's gate opened, end_s when it was logged
+        {"key": "ch07:a:baseline", "start_s": 0.0, "end_s": 1.2},
+        {"key": "ch07:a:optimized", "start_s": 1.0, "end_s": 3.3},
+        {"key": "ch07:b:baseline", "start_s": 3.0, "end_s": 4.0},
+        {"key": "ch07:b:optimized", "start_s": 4.0, "end_s": 5.6},
+        {"key": "ch07:c:baseline", "start_s": 5.5, "end_s": 6.0},
+        {"key": "ch07:c:optimized", "start_s": 6.0, "end_s": 6.5},
+    ]
+    assert lane_times(timeline, 2) == pytest.approx([3.0, 3.5])
+    assert lane_times(list(reversed(timeline)), 1) == pytest.approx([6.5])  # the order given does not matter
+    assert sum(lane_times(timeline, 3)) == pytest.approx(6.5)
