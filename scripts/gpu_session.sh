@@ -65,7 +65,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       # whole commands timed, one MLflow store ($OUT/chapter_wall.db)
       $T perflab overhead --n 0 --chapter-wall "${PERFLAB_TARGETS:-7}" ${PERFLAB_WALL_GPUS:+--gpus "$PERFLAB_WALL_GPUS"} --repeats "${PERFLAB_WALL_REPEATS:-1}" \
         --out "$OUT" > "$OUT/wall.log" 2>&1
-      echo "wall exit $?"; cat "$OUT/chapter_wall.md" 2> /dev/null || tail -20 "$OUT/wall.log" ;;
+      echo "wall exit $?"; cat "$OUT/chapter_wall.md" 2> /dev/null || tail -20 "$OUT/wall.log"
+      # each run's time line and per-stage sums, read while the artifacts are where the store says
+      timeout 120 python3 scripts/timing/wall_tables.py "$OUT" > "$OUT/timelines.txt" 2>&1; tail -12 "$OUT/timelines.txt" ;;
     context)  # issue 4: CUDA start (init, context, first allocation), NVML and exit, one GPU at a time vs all at once
       $T python3 scripts/timing/context_probe.py "${PERFLAB_CONTEXT_ROUNDS:-5}" > "$OUT/context_probe.txt" 2>&1
       echo "context exit $?"; tail -40 "$OUT/context_probe.txt" ;;
