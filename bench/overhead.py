@@ -186,7 +186,6 @@ def chapter_wall(
         "target": target,
         "overlap": os.environ.get("PERFLAB_OVERLAP", "on (default)"),  # perflab run's --overlap, inherited
         "split_pairs": os.environ.get("PERFLAB_SPLIT_PAIRS", "off (default)"),  # --split-pairs, inherited
-        "switch_interval": os.environ.get("PERFLAB_SWITCH_INTERVAL", "default"),  # the parent's GIL, inherited
         "runs": runs,
         "k": len(workers),
         "repeats": repeats,
@@ -270,8 +269,7 @@ def _medians_across(runs: list[dict[str, Any]], uri: str, repeats: int) -> list[
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"`perflab run -t {report['target']}` on one worker and on {report['k']} (PERFLAB_OVERLAP: "
-        f"{report.get('overlap', 'on (default)')}; PERFLAB_SPLIT_PAIRS: {report.get('split_pairs', 'off (default)')}; "
-        f"PERFLAB_SWITCH_INTERVAL: {report.get('switch_interval', 'default')}):",
+        f"{report.get('overlap', 'on (default)')}; PERFLAB_SPLIT_PAIRS: {report.get('split_pairs', 'off (default)')}):",
         "",
         "| run | workers | exit | command wall s | suite wall s | before the suite s |",
         "|---|---:|---:|---:|---:|---:|",

@@ -11,7 +11,6 @@ import math
 import os
 import queue
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -102,30 +101,6 @@ class BackgroundSink:
 
 Worker = Mapping[str, str]  # environment of one worker, e.g. {"CUDA_VISIBLE_DEVICES": "1"}
 
-# The parent's GIL hand-over interval while a suite runs (Python's default: 5 ms). Beside the workers'
-# threads, which mostly wait on their children and answer them (gates, the measure gate, results), the
-# parent runs CPU-bound Python: MLflow's import and store open (4-5 s on the GPU hosts, most of a
-# two-GPU chapter-7 suite) and each result's logging. A thread woken by its child's message then waits up
-# to the interval for the GIL, at every wake-up: a round trip to a child measured 0.17 ms alone, 7.9 ms
-# beside a CPU-bound thread at 5 ms, 0.78 ms at 0.5 ms. ``$PERFLAB_SWITCH_INTERVAL`` (seconds) sets it.
-SWITCH_INTERVAL_S = 0.0005
-
-
-def switch_interval() -> float:
-    """``$PERFLAB_SWITCH_INTERVAL`` (seconds, 1e-6 to 0.1), else ``SWITCH_INTERVAL_S``."""
-    raw = os.environ.get("PERFLAB_SWITCH_INTERVAL")
-    if raw is None or raw == "":
-        return SWITCH_INTERVAL_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 1e-6 <= value <= 0.1:
-        raise PerflabError(
-            f"PERFLAB_SWITCH_INTERVAL={raw!r} is not a number of seconds from 1e-6 to 0.1 (Python's default: 0.005)"
-        )
-    return value
-
 
 def run_suite(
     examples: Sequence[Example],
@@ -161,7 +136,6 @@ def run_suite(
     the same model: ``compare`` refuses a speedup across models) and the comparison says so
     (``Comparison.across_gpus``). Other examples stay whole.
     """
-    interval = switch_interval()  # a bad value fails before anything starts
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
     t0 = time.monotonic()
     pool = list(workers or [{}])
@@ -193,8 +167,6 @@ def run_suite(
     def work(index_of_worker: int, env: Worker) -> None:
         lanes[index_of_worker].run(overlap)
 
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(interval)
     try:
         if len(pool) == 1:
             work(0, pool[0])
@@ -203,7 +175,6 @@ def run_suite(
                 for future in [ex.submit(work, i, env) for i, env in enumerate(pool)]:
                     future.result()  # re-raise a harness error from any worker
     finally:
-        sys.setswitchinterval(previous)
         if not keep_workdir:
             shutil.rmtree(root, ignore_errors=True)
     done = pairs.done

@@ -161,34 +161,3 @@ def test_without_split_pairs_a_dominant_example_stays_on_one_worker(tmp_path: Pa
     by = {t["key"]: t for t in suite.timeline}
     assert by["ch07:a:baseline"]["worker"] == by["ch07:a:optimized"]["worker"]
     assert all(c.across_gpus is None for c in suite.comparisons)
-
-
-def test_the_parent_hands_the_gil_over_quickly_while_a_suite_runs(
-    tmp_path: Path, write_benchmark: Any, monkeypatch: Any
-) -> None:
-    """Workers' threads answer their children (gates, results) beside CPU-bound Python (MLflow's import and
-    logging): while the suite runs the GIL's switch interval is SWITCH_INTERVAL_S (or the variable's value);
-    afterwards the caller's again."""
-    import sys
-
-    import pytest
-
-    from bench.errors import PerflabError
-    from bench.suite import SWITCH_INTERVAL_S
-
-    root = chapters(tmp_path, write_benchmark, "a")
-    before = sys.getswitchinterval()
-    seen: list[float] = []
-    run_suite(select(discover(root)), cli_layer=FAST, on_result=lambda r, c: seen.append(sys.getswitchinterval()))
-    assert seen == [SWITCH_INTERVAL_S, SWITCH_INTERVAL_S] and SWITCH_INTERVAL_S != before
-    assert sys.getswitchinterval() == before
-    monkeypatch.setenv("PERFLAB_SWITCH_INTERVAL", "0.002")
-    seen.clear()
-    run_suite(select(discover(root)), cli_layer=FAST, on_result=lambda r, c: seen.append(sys.getswitchinterval()))
-    assert seen == [0.002, 0.002] and sys.getswitchinterval() == before
-    for bad in ("fast", "0", "1"):
-        monkeypatch.setenv("PERFLAB_SWITCH_INTERVAL", bad)
-        seen.clear()
-        with pytest.raises(PerflabError, match=f"PERFLAB_SWITCH_INTERVAL='{bad}'.*1e-6 to 0.1"):
-            run_suite(select(discover(root)), cli_layer=FAST, on_result=lambda r, c: seen.append(0.0))
-        assert seen == []  # refused before any variant ran
