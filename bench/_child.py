@@ -279,8 +279,8 @@ def _wait_at_gate(device: Any) -> None:
 
 
 def _wait_to_measure() -> None:
-    """Set up: tell the parent, and wait for its go before the warm-up (runner's ``before_measure``: with
-    several workers, a host-bound measurement runs alone on the host, and the others wait for it here)."""
+    """Set up: tell the parent, and wait for its go before the warm-up (runner's ``before_measure``: a
+    host-bound measurement runs alone on the host, and the other workers wait for it here; suite._Host)."""
     send("ready")
     if os.read(_fd, 1) != b"m":  # EOF: the parent is gone
         os._exit(4)

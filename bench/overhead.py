@@ -171,7 +171,7 @@ def chapter_wall(
                 "tail": (done.stdout + done.stderr)[-2000:] if done.returncode not in (0, 1) else "",
             })  # fmt: skip
         # Each variant's median on k workers and on one, read back while the store still exists.
-        medians = _medians_across(runs, uri, repeats)
+        medians = _medians_across(runs, uri)
         estimates = [_no_slowdown(runs[2 + 2 * r], len(workers), uri) for r in range(repeats)]
     ok = all(r["exit_code"] in (0, 1) for r in runs)  # 1: the suite ran, some variant failed
 
@@ -239,31 +239,44 @@ def _no_slowdown(one: dict[str, Any], k: int, uri: str) -> float | None:
     return (one["wall_s"] - last_end + max(lane_times(timeline, k))) / one["wall_s"]
 
 
-MEDIAN_DEVIATION = 0.05  # a variant whose median on k workers differs more from one worker's is reported
+MEDIAN_DEVIATION = 0.05  # a variant whose median on k workers differs more from one worker's is examined
 
 
-def _medians_across(runs: list[dict[str, Any]], uri: str, repeats: int) -> list[dict[str, Any]]:
-    """Per variant: its median (``time_median_ms``) on k workers and on one, each the median over the
-    repeats, and k / one; largest deviation first. Parallel workers must not change what a variant
-    measures: on the H200 x 2 (session 7) a host-clocked variant read 3x slower on two GPUs, which only
-    this comparison showed."""
+def _medians_across(runs: list[dict[str, Any]], uri: str) -> list[dict[str, Any]]:
+    """Per variant: its median (``time_median_ms``) in every run on k workers and in every run on one (the
+    warm-up and the fresh-server runs included: each is a measurement of the same code), the median of
+    each side, k / one, and whether the k-worker median lies outside the range of the one-worker runs.
+    Largest deviation first. Parallel workers must not change what a variant measures: on the H200 x 2
+    (session 7) a host-clocked variant read 3x slower on two GPUs, which only this comparison showed. A
+    deviation inside the one-worker runs' own spread is the host's run-to-run noise, not the workers'
+    doing (session 8: ch01's host-clocked training_step read 18.8-24.0 ms over four one-worker runs)."""
     from bench.tracking import child_runs
 
     seen: dict[str, dict[str, list[float]]] = {}
-    for r in range(repeats):
-        for side, run in (("k", runs[1 + 2 * r]), ("one", runs[2 + 2 * r])):
-            if not run.get("parent_run_id"):
-                continue
-            for child in child_runs(run["parent_run_id"], uri):
-                median = child.metrics.get("time_median_ms")
-                if median is not None and median > 0:
-                    seen.setdefault(child.name, {"k": [], "one": []})[side].append(median)
+    for run in runs:
+        if not run.get("parent_run_id"):
+            continue
+        side = "k" if run["workers"] > 1 else "one"
+        for child in child_runs(run["parent_run_id"], uri):
+            median = child.metrics.get("time_median_ms")
+            if median is not None and median > 0:
+                seen.setdefault(child.name, {"k": [], "one": []})[side].append(median)
     rows = []
     for name, sides in seen.items():
         if sides["k"] and sides["one"]:
             k, one = statistics.median(sides["k"]), statistics.median(sides["one"])
-            rows.append({"variant": name, "one_ms": one, "k_ms": k, "k_over_one": k / one, "k_runs_ms": sides["k"]})
+            rows.append({
+                "variant": name, "one_ms": one, "k_ms": k, "k_over_one": k / one,
+                "k_runs_ms": sides["k"], "one_runs_ms": sides["one"],
+                "outside_one_range": not min(sides["one"]) <= k <= max(sides["one"]),
+            })  # fmt: skip
     return sorted(rows, key=lambda row: -abs(math.log(row["k_over_one"])))
+
+
+def moved(row: dict[str, Any]) -> bool:
+    """A variant whose k-worker median differs from one worker's by more than MEDIAN_DEVIATION and lies
+    outside the one-worker runs' range: the workers changed what it measures."""
+    return abs(row["k_over_one"] - 1.0) > MEDIAN_DEVIATION and row.get("outside_one_range", True)
 
 
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
@@ -305,18 +318,30 @@ def chapter_wall_markdown(report: dict[str, Any]) -> str:
             )
     medians = report.get("medians") or []
     if medians:
-        off = [m for m in medians if abs(m["k_over_one"] - 1.0) > MEDIAN_DEVIATION]
+        off = [m for m in medians if moved(m)]
+        noisy = [m for m in medians if abs(m["k_over_one"] - 1.0) > MEDIAN_DEVIATION and not moved(m)]
         lines.append("")
         lines.append(
-            f"Medians on {report['k']} workers vs one (each over the repeats): {len(off)} of {len(medians)} "
-            f"variants differ by more than {100 * MEDIAN_DEVIATION:.0f} %"
+            f"Medians on {report['k']} workers vs one (each the median of every run on that side): {len(off)} of "
+            f"{len(medians)} variants differ by more than {100 * MEDIAN_DEVIATION:.0f} % and lie outside the "
+            "one-worker runs' range"
             + (": their numbers from the parallel runs are not to be trusted." if off else ".")
+            + (
+                f" {len(noisy)} more differ by more than {100 * MEDIAN_DEVIATION:.0f} % but within the one-worker "
+                "runs' own spread: the host's run-to-run noise, not told apart from the workers' doing."
+                if noisy
+                else ""
+            )
         )
         lines.append("")
-        lines.append("| variant | one worker ms | k workers ms | k / one |")
-        lines.append("|---|---:|---:|---:|")
-        for m in medians[: max(5, len(off))]:
-            lines.append(f"| {m['variant']} | {m['one_ms']:.4f} | {m['k_ms']:.4f} | {m['k_over_one']:.3f} |")
+        lines.append("| variant | one worker ms | one-worker runs ms | k workers ms | k / one | |")
+        lines.append("|---|---:|---:|---:|---:|---|")
+        for m in medians[: max(5, len(off) + len(noisy))]:
+            runs = m.get("one_runs_ms") or []
+            spread = f"{min(runs):.4f}–{max(runs):.4f}" if runs else "—"
+            verdict = "moved" if moved(m) else "noise" if abs(m["k_over_one"] - 1.0) > MEDIAN_DEVIATION else ""
+            ratio = f"{m['k_over_one']:.3f}"
+            lines.append(f"| {m['variant']} | {m['one_ms']:.4f} | {spread} | {m['k_ms']:.4f} | {ratio} | {verdict} |")
     return "\n".join(lines) + "\n"
 
 

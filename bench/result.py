@@ -239,7 +239,7 @@ class SuiteResult(BaseModel):
             # ... and, of those, the time their workers waited for them at an open gate (start-up, CUDA context
             # not done when the previous variant was over): inside run_s
             "late_s": sum(t.get("late_s", 0.0) for t in self.timeline),
-            # host-bound measurements waiting to run alone on the host (several workers: suite._Host)
+            # host-bound measurements waiting to run alone on the host (suite._Host)
             "alone_wait_s": sum(t.get("alone_wait_s") or 0.0 for t in self.timeline),
         }
 

@@ -53,6 +53,13 @@ class BackgroundSink:
         self._error: BaseException | None = None
         self._lost: list[str] = []  # variants queued but never logged, because the sink failed
         self._t0 = time.monotonic()
+        # Opening and logging are CPU-bound Python (MLflow's import, SQLite): a host-clocked measurement
+        # runs while neither does (``hold``; ``_Host``).
+        self._lock = threading.Lock()
+        self._busy = True  # opening, or logging one result
+        self._go = threading.Event()  # clear while held: no result is logged
+        self._go.set()
+        self.opened = threading.Event()  # the sink is open, or failed to open
         self.ready_s: float | None = None  # seconds from creation until the sink was open
         self.wait_s: float | None = None  # seconds ``close`` waited for the queue to drain
         self._thread = threading.Thread(target=self._loop, args=(open_sink,), name="perflab-sink", daemon=True)
@@ -64,15 +71,39 @@ class BackgroundSink:
         except BaseException as exc:  # recorded, raised by check/close in the suite's threads
             self._error = exc
         self.ready_s = time.monotonic() - self._t0
+        with self._lock:
+            self._busy = False
+        self.opened.set()
         while (item := self._queue.get()) is not None:
             if self._error is not None:
                 self._lost.append(item[0].spec.key)
                 continue
+            while True:  # not while held
+                self._go.wait()
+                with self._lock:
+                    if self._go.is_set():
+                        self._busy = True
+                        break
             try:
                 self._sink.log_variant(*item)  # type: ignore[union-attr]
             except BaseException as exc:
                 self._error = exc
                 self._lost.append(item[0].spec.key)
+            finally:
+                with self._lock:
+                    self._busy = False
+
+    def hold(self) -> bool:
+        """Stop logging (results queue meanwhile) if the sink is idle now: open and not logging; False
+        (nothing held) otherwise. ``release`` lets it go on."""
+        with self._lock:
+            if self._busy:
+                return False
+            self._go.clear()
+            return True
+
+    def release(self) -> None:
+        self._go.set()
 
     def log_variant(self, result: VariantResult, comparison: Comparison | None = None) -> str:
         """Queue one result; returns at once (the run id is not known yet: "")."""
@@ -90,6 +121,7 @@ class BackgroundSink:
     def close(self) -> Sink:
         """Wait until every queued result is logged; the opened sink, or the error that stopped it."""
         t0 = time.monotonic()
+        self.release()  # never held past the suite
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
@@ -151,7 +183,7 @@ def run_suite(
     timeline: list[dict[str, Any]] = []
     overlap = overlap and not cold_start and not resolve_config(suite_layer, cli_layer).enable_profiling
 
-    host = _Host() if len(pool) > 1 else None
+    host = _Host(sink)
     lanes = [
         _Lane(
             pending, pairs, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
@@ -239,20 +271,24 @@ def _host_bound(config: Any) -> bool:
 
 
 class _Host:
-    """With several workers on one host: a host-bound measurement (``_host_bound``) runs alone.
+    """A host-bound measurement (``_host_bound``) runs alone on the host.
 
-    Every child of several workers stops after its set-up, before its warm-up (runner's ``before_measure``).
-    A host-bound one goes on only once every other worker is quiet: no child of theirs doing anything (each
-    gone, held at a gate with its CUDA context made, or set up and waiting to measure) and no comparison
-    running; meanwhile none of them starts a child, opens a gate, compares or measures (``checkpoint``).
-    Once its measurement has ended, they go on. Set-up is not measured: it runs beside the others.
-    GPU-clocked measurements run side by side as before: another worker's children moved none of them
-    (chapters 1 and 7, H200 x 2, session 7)."""
+    Every child stops after its set-up, before its warm-up (runner's ``before_measure``). A host-bound one
+    goes on only once the sink is open (MLflow's import and store, seconds of CPU-bound Python in this
+    process) and then once everything else is quiet: every other worker (no child of theirs doing
+    anything: each gone, held at a gate with its CUDA context made, or set up and waiting to measure; no
+    comparison running), its own worker (the previous variant's comparison and logging, which may run
+    beside the next variant: ``_compare_beside``), and the sink (not logging; held until the measurement
+    ends). Meanwhile no other worker starts a child, opens a gate, compares or measures (``checkpoint``).
+    Set-up is not measured: it runs beside the others. GPU-clocked measurements run side by side as
+    before: another worker's children moved none of them (chapters 1 and 7, H200 x 2, session 7)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Any = None) -> None:
         self.cond = threading.Condition()
         self.owner: _Lane | None = None  # the worker whose measurement runs alone, or waits to
         self.lanes: list[_Lane] = []
+        self.sink = sink if hasattr(sink, "hold") else None  # a BackgroundSink; others log in _finish
+        self.held = False  # the sink held for the owner's measurement
 
     def checkpoint(self, lane: _Lane, cancel: threading.Event | None = None) -> None:
         """Before ``lane`` starts a child, opens a gate, compares or measures: wait while another runs alone."""
@@ -263,23 +299,38 @@ class _Host:
                 self.cond.wait(0.05)
 
     def alone(self, lane: _Lane, cancel: threading.Event) -> None:
+        while self.sink is not None and not self.sink.opened.wait(0.05):  # the others run on meanwhile
+            if cancel.is_set():
+                raise Cancelled("cancelled while waiting to measure alone")
         with self.cond:
             while self.owner is not None and self.owner is not lane:
                 if cancel.is_set():
                     raise Cancelled("cancelled while waiting to measure alone")
                 self.cond.wait(0.05)
             self.owner = lane
-            while not all(other.quiet() for other in self.lanes if other is not lane) or lane.finishing:
+            while not self._quiet_but(lane):
                 if cancel.is_set():
                     self.owner = None
                     self.cond.notify_all()
                     raise Cancelled("cancelled while waiting to measure alone")
                 self.cond.wait(0.01)  # polled: children end and reach gates without telling
 
+    def _quiet_but(self, lane: _Lane) -> bool:
+        """Nothing but ``lane``'s measurement runs: the other workers and ``lane``'s own comparison quiet,
+        and the sink idle (then held: the last condition, taken only when the others hold)."""
+        if lane.finishing or not all(other.quiet() for other in self.lanes if other is not lane):
+            return False
+        if self.sink is not None and not self.held:
+            self.held = self.sink.hold()
+        return self.sink is None or self.held
+
     def release(self, lane: _Lane) -> None:
         with self.cond:
             if self.owner is lane:
                 self.owner = None
+                if self.held:
+                    self.sink.release()
+                    self.held = False
                 self.cond.notify_all()
 
 
@@ -390,7 +441,7 @@ class _Lane:
         self.suite_layer, self.cli_layer, self.cold_start, self.env = suite_layer, cli_layer, cold_start, env
         self.record, self.t0, self.keep_workdir = record, t0, keep_workdir
         self._queue: list[tuple[int, Example, VariantSpec]] = []  # the rest of the current item
-        self.host: _Host | None = None  # set by run_suite when several workers share the host
+        self.host: _Host | None = None  # set by run_suite: the host the workers share
         self.children: list[_Started] = []  # its children not yet finished (current, ahead)
         self.finishing = False  # comparing and logging a finished variant
         self.done = False

@@ -1,4 +1,4 @@
-"""bench/suite._Host: with several workers, a host-bound measurement (timed on the host's clock) runs alone.
+"""bench/suite._Host: a host-bound measurement (timed on the host's clock) runs alone on the host.
 
 On the H200 x 2 (session 7), chapter 1's training_step baseline read 64 ms on two GPUs and 20.5 ms on one:
 the other worker's children (CUDA starts, copies, exits) slowed its host-side work. What must hold: while
@@ -113,13 +113,48 @@ def test_a_host_bound_measurement_runs_alone_and_the_rest_side_by_side(tmp_path:
     assert all(waits[k] is None for k in waits if ":x:" not in k)
 
 
-def test_one_worker_needs_no_host_coordination(tmp_path: Path) -> None:
+def test_one_worker_measures_a_host_bound_variant_while_the_sink_neither_opens_nor_logs(tmp_path: Path) -> None:
+    """MLflow's import and store open, and each result's logging, are CPU-bound Python in the parent (the
+    BackgroundSink's thread): a host-clocked measurement waits until the sink is open and idle, and the
+    sink logs nothing until it has ended; results queued meanwhile are all logged afterwards."""
+    import threading
+    import time
+
+    from bench.suite import BackgroundSink
+
+    busy: list[Span] = []
+    logged: list[str] = []
+    lock = threading.Lock()
+
+    class SlowSink:
+        def log_variant(self, result: Any, comparison: Any = None) -> str:
+            t0 = time.time()
+            time.sleep(0.4)
+            with lock:
+                busy.append((t0, time.time()))
+                logged.append(result.spec.key)
+            return ""
+
+    def open_sink() -> SlowSink:
+        t0 = time.time()
+        time.sleep(1.5)  # the import and the store
+        busy.append((t0, time.time()))
+        return SlowSink()
+
     root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
     log.touch()
+    _write(root, "a", log, host_bound=False)
     _write(root, "x", log, host_bound=True)
-    suite = run_suite(select(discover(root)), cli_layer=FAST)
-    assert [v.status for v in suite.variants] == ["ok", "ok"]
-    assert all(t["alone_wait_s"] is None for t in suite.timeline)
+    sink = BackgroundSink(open_sink)
+    suite = run_suite(select(discover(root)), cli_layer=FAST, sink=sink)
+    sink.close()
+    assert [v.status for v in suite.variants] == ["ok"] * 4
+    assert sorted(logged) == sorted(v.spec.key for v in suite.variants)  # nothing lost while held
+    _, calls = _intervals(log)
+    for x in ("x:baseline", "x:optimized"):
+        assert not _overlap(calls[x], busy), f"{x} measured while the sink opened or logged"
+    waits = {t["key"]: t["alone_wait_s"] for t in suite.timeline}
+    assert waits["ch07:x:baseline"] is not None and waits["ch07:a:baseline"] is None
     assert suite.variants[0].ahead_s is None and suite.variants[1].ahead_s is not None
 
 

@@ -61,9 +61,12 @@ def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path
     ]  # fmt: skip
     for m in report["medians"]:
         assert m["one_ms"] > 0 and m["k_ms"] > 0 and m["k_over_one"] == pytest.approx(m["k_ms"] / m["one_ms"])
+        # every run on each side: the warm-up and the fresh-server runs too (3 on one worker, 2 on two)
+        assert len(m["one_runs_ms"]) == 3 and len(m["k_runs_ms"]) == 2
+        assert m["outside_one_range"] == (not min(m["one_runs_ms"]) <= m["k_ms"] <= max(m["one_runs_ms"]))
     devs = [abs(math.log(m["k_over_one"])) for m in report["medians"]]
     assert devs == sorted(devs, reverse=True)  # largest deviation first
-    assert "variants differ by more than 5 %" in chapter_wall_markdown(report)
+    assert "differ by more than 5 % and lie outside the one-worker runs' range" in chapter_wall_markdown(report)
     assert "2 workers take" in chapter_wall_markdown(report)
     assert "server stopped before each run" in chapter_wall_markdown(report)
     # The ratio had no variant run slower on 2 workers: from the one-worker run's timeline (its summary.json)
@@ -79,13 +82,23 @@ def test_chapter_wall_report_names_variants_whose_medians_moved_on_k_workers() -
     report = {
         "target": "1", "k": 2, "runs": [run], "ratio": 0.8, "suite_ratio": 0.8, "ratios": [0.8],
         "medians": [
-            {"variant": "ch01:training_step:baseline", "one_ms": 20.5, "k_ms": 64.0, "k_over_one": 64.0 / 20.5},
-            {"variant": "ch01:fusion:baseline", "one_ms": 0.5136, "k_ms": 0.5134, "k_over_one": 0.5134 / 0.5136},
+            {"variant": "ch01:training_step:baseline", "one_ms": 20.5, "k_ms": 64.0, "k_over_one": 64.0 / 20.5,
+             "one_runs_ms": [20.1, 20.5, 21.0], "outside_one_range": True},
+            {"variant": "ch01:cuda_graph:baseline", "one_ms": 0.82, "k_ms": 0.885, "k_over_one": 0.885 / 0.82,
+             "one_runs_ms": [1.19, 0.817, 0.772, 0.823], "outside_one_range": False},
+            {"variant": "ch01:fusion:baseline", "one_ms": 0.5136, "k_ms": 0.5134, "k_over_one": 0.5134 / 0.5136,
+             "one_runs_ms": [0.5136], "outside_one_range": True},
         ],
     }  # fmt: skip
     text = chapter_wall_markdown(report)
-    assert "1 of 2 variants differ by more than 5 %: their numbers from the parallel runs are not to be trusted" in text
-    assert "| ch01:training_step:baseline | 20.5000 | 64.0000 | 3.122 |" in text
+    assert (
+        "1 of 3 variants differ by more than 5 % and lie outside the one-worker runs' range: their numbers from "
+        "the parallel runs are not to be trusted. 1 more differ by more than 5 % but within the one-worker runs' "
+        "own spread"
+    ) in text
+    assert "| ch01:training_step:baseline | 20.5000 | 20.1000–21.0000 | 64.0000 | 3.122 | moved |" in text
+    assert "| ch01:cuda_graph:baseline | 0.8200 | 0.7720–1.1900 | 0.8850 | 1.079 | noise |" in text
+    assert "| ch01:fusion:baseline | 0.5136 | 0.5136–0.5136 | 0.5134 | 1.000 |  |" in text  # within 5 %: neither
 
 
 def test_chapter_wall_refuses_a_single_worker_and_unknown_flags() -> None:
