@@ -121,7 +121,7 @@ def run(job: dict[str, Any]) -> None:
     with _Stage("startup"):
         import torch
 
-        from bench.config import BenchmarkConfig, resolve_config
+        from bench.config import BenchmarkConfig, host_clocked, resolve_config
         from bench.context import make_context, set_context
         from bench.machine import flags, gpu_uuid, snapshot
         from bench.manifest import device_manifest
@@ -155,7 +155,8 @@ def run(job: dict[str, Any]) -> None:
         obj.setup()
         _sync(device)
         send("device", device=str(device), manifest=device_manifest(device))
-        if job.get("measure_gate") and job.get("mode") == "run":
+        gate = job.get("measure_gate")
+        if gate and job.get("mode") == "run" and (gate != "host_bound" or host_clocked(config)):
             _wait_to_measure()
 
     if job.get("mode") == "verify":  # import + instantiate + setup only, no timing

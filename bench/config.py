@@ -153,6 +153,12 @@ class BenchmarkConfig(BaseModel):
 Layer = BenchmarkConfig | Mapping[str, Any] | None
 
 
+def host_clocked(config: Any) -> bool:
+    """Timed on the host's wall clock (``timing_mode`` "cpu"): its samples include the host's driver calls,
+    copies and CPU work, so anything else on the host can move them (bench.suite._Host)."""
+    return getattr(config, "timing_mode", None) == "cpu"
+
+
 def explicit_fields(layer: Layer) -> dict[str, Any]:
     if layer is None:
         return {}

@@ -326,6 +326,7 @@ def run_variant(
     on_measured: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
     before_measure: Callable[[BenchmarkConfig], None] | None = None,
+    measure_gate: str = "all",
 ) -> VariantResult:
     """Run one variant in a fresh child process and return its result; never raises for the child's faults.
 
@@ -343,7 +344,8 @@ def run_variant(
     ``Cancelled`` raised. ``before_measure``: the child stops after its set-up, before its warm-up, and
     this is called with its effective config; it may wait (a host-bound measurement waiting to be alone on
     the host: suite._Host), and the wait counts against no limit; then the child goes on (mode "run",
-    without a wrapper).
+    without a wrapper). ``measure_gate``: "all" (every child stops there) or "host_bound" (only one timed
+    on the host's clock: ``bench.config.host_clocked``, decided by the child from its effective config).
     """
     if gate is not None and (mode != "run" or wrapper):
         gate.wait(cancel)  # only timed runs are held at a gate; the others start once it is open
@@ -359,7 +361,7 @@ def run_variant(
         "mode": mode,  # "run", "verify" (startup + setup + teardown) or "profile"
         "profile_tool": profile_tool,
         "gate": gate is not None,
-        "measure_gate": before_measure is not None and mode == "run" and not wrapper,
+        "measure_gate": measure_gate if before_measure is not None and mode == "run" and not wrapper else False,
     }
     guess, exact = cuda_guess()
     if pre.device == "auto" and not exact:
@@ -372,7 +374,8 @@ def run_variant(
         if gate is not None:
             gate.wait(cancel)
         return run_variant(
-            spec, wd, suite_layer, cli_layer, python, mode, cold, env, profile_tool, wrapper, cancel=cancel
+            spec, wd, suite_layer, cli_layer, python, mode, cold, env, profile_tool, wrapper, cancel=cancel,
+            before_measure=before_measure, measure_gate=measure_gate,
         )  # fmt: skip
 
     log_path = wd / "child.log"

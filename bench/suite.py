@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.compare import compare
-from bench.config import Layer, resolve_config
+from bench.config import Layer, host_clocked, resolve_config
 from bench.discovery import Example
 from bench.errors import PerflabError
 from bench.result import Comparison, SuiteResult, VariantResult, VariantSpec
@@ -263,25 +263,25 @@ class _Pairs:
 
 
 def _host_bound(config: Any) -> bool:
-    """A measurement the host can disturb: timed on the host's wall clock (``timing_mode`` "cpu"), its
-    samples include the host's driver calls, copies and CPU work. On the H200 x 2 (session 7, call Z2)
-    chapter 1's training_step baseline (pageable copies) read 64.0 ms on two GPUs against 20.5 ms on one,
-    while every GPU-clocked variant read the same on both."""
-    return getattr(config, "timing_mode", None) == "cpu"
+    """A measurement the host can disturb (``bench.config.host_clocked``). On the H200 x 2 (session 7, call
+    Z2) chapter 1's training_step baseline (pageable copies) read 64.0 ms on two GPUs against 20.5 ms on
+    one, while every GPU-clocked variant read the same on both."""
+    return host_clocked(config)
 
 
 class _Host:
     """A host-bound measurement (``_host_bound``) runs alone on the host.
 
-    Every child stops after its set-up, before its warm-up (runner's ``before_measure``). A host-bound one
-    goes on only once the sink is open (MLflow's import and store, seconds of CPU-bound Python in this
-    process) and then once everything else is quiet: every other worker (no child of theirs doing
-    anything: each gone, held at a gate with its CUDA context made, or set up and waiting to measure; no
-    comparison running), its own worker (the previous variant's comparison and logging, which may run
-    beside the next variant: ``_compare_beside``), and the sink (not logging; held until the measurement
-    ends). Meanwhile no other worker starts a child, opens a gate, compares or measures (``checkpoint``).
-    Set-up is not measured: it runs beside the others. GPU-clocked measurements run side by side as
-    before: another worker's children moved none of them (chapters 1 and 7, H200 x 2, session 7)."""
+    A host-bound child stops after its set-up, before its warm-up (runner's ``before_measure``); with
+    several workers every child does. A host-bound one goes on only once the sink is open (MLflow's import
+    and store: seconds of CPU-bound Python in this process) and then once everything else is quiet: every
+    other worker (no child of theirs doing anything: each gone, held at a gate with its CUDA context made,
+    or set up and waiting to measure; no comparison running), its own worker (the previous variant's
+    comparison and logging, which may run beside the next variant: ``_compare_beside``), and the sink (not
+    logging; held until the measurement ends). Meanwhile no other worker starts a child, opens a gate,
+    compares or measures (``checkpoint``). Set-up is not measured: it runs beside the others. GPU-clocked
+    measurements run side by side as before: another worker's children moved none of them (chapters 1
+    and 7, H200 x 2, session 7)."""
 
     def __init__(self, sink: Any = None) -> None:
         self.cond = threading.Condition()
@@ -366,6 +366,9 @@ class _Started:
             self._result = run_variant(
                 spec, wd, gate=self.gate, on_measured=self._measured, cancel=self.cancelled,
                 before_measure=self._admit if self.lane is not None else None,
+                # one worker: only a host-bound child stops (it waits for its own worker's comparison and
+                # the sink); several: every child, so that the others can be parked while one measures alone
+                measure_gate="all" if self.lane is not None and self.lane.several() else "host_bound",
                 **kwargs,
             )  # fmt: skip
         except BaseException as exc:  # raised again by result(), on the worker's thread
@@ -445,6 +448,10 @@ class _Lane:
         self.children: list[_Started] = []  # its children not yet finished (current, ahead)
         self.finishing = False  # comparing and logging a finished variant
         self.done = False
+
+    def several(self) -> bool:
+        """Other workers share the host."""
+        return self.host is not None and len(self.host.lanes) > 1
 
     def quiet(self) -> bool:
         """Nothing of this worker's runs on the host (``_Host``): its children parked, no comparison."""

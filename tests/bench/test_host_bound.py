@@ -146,8 +146,12 @@ def test_one_worker_measures_a_host_bound_variant_while_the_sink_neither_opens_n
     _write(root, "a", log, host_bound=False)
     _write(root, "x", log, host_bound=True)
     sink = BackgroundSink(open_sink)
-    suite = run_suite(select(discover(root)), cli_layer=FAST, sink=sink)
+    kept = tmp_path / "work"
+    suite = run_suite(select(discover(root)), cli_layer=FAST, sink=sink, workdir=kept, keep_workdir=True)
     sink.close()
+    # one worker: only a host-bound child stops before its warm-up (it decides from its effective config)
+    jobs = [json.loads(p.read_text()) for p in kept.rglob("job.json")]
+    assert len(jobs) == 4 and all(j["measure_gate"] == "host_bound" for j in jobs)
     assert [v.status for v in suite.variants] == ["ok"] * 4
     assert sorted(logged) == sorted(v.spec.key for v in suite.variants)  # nothing lost while held
     _, calls = _intervals(log)
@@ -173,6 +177,15 @@ def test_several_workers_report_no_start_ahead_for_a_first_child(tmp_path: Path)
         assert second.ahead_s is not None
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert sum(r["what"] == "setup" for r in rows) == 4  # each child once
+
+
+def test_the_child_decides_whether_it_waits_to_measure() -> None:
+    """With one worker only a host-clocked child stops before its warm-up; with several, every child."""
+    from bench.config import host_clocked, resolve_config
+
+    assert host_clocked(resolve_config({"timing_mode": "cpu"}))
+    assert not host_clocked(resolve_config({"timing_mode": "cuda_event"}))
+    assert not host_clocked(resolve_config({}))  # "auto": a GPU clock on a GPU
 
 
 def test_cold_started_children_wait_to_measure_too(tmp_path: Path) -> None:
