@@ -17,6 +17,7 @@ each with the server stopped before it (as a user's first run after the server's
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -225,13 +226,11 @@ def _no_slowdown(one: dict[str, Any], k: int, uri: str) -> float | None:
     each worker's first variant, started without a predecessor to start ahead beside, is not counted."""
     if not one.get("parent_run_id") or not one.get("wall_s"):
         return None
-    import json
-
     from bench.tracking import read_artifact_text
 
     try:
         timeline = json.loads(read_artifact_text(one["parent_run_id"], "summary.json", uri)).get("timeline") or []
-    except Exception:  # noqa: BLE001 -- an estimate only: a run without its summary has none
+    except (LookupError, ValueError):  # an estimate only: a run without a readable summary has none
         return None
     if not timeline:
         return None
@@ -273,10 +272,14 @@ def _medians_across(runs: list[dict[str, Any]], uri: str) -> list[dict[str, Any]
     return sorted(rows, key=lambda row: -abs(math.log(row["k_over_one"])))
 
 
+def _deviates(row: dict[str, Any]) -> bool:
+    return abs(row["k_over_one"] - 1.0) > MEDIAN_DEVIATION
+
+
 def moved(row: dict[str, Any]) -> bool:
     """A variant whose k-worker median differs from one worker's by more than MEDIAN_DEVIATION and lies
     outside the one-worker runs' range: the workers changed what it measures."""
-    return abs(row["k_over_one"] - 1.0) > MEDIAN_DEVIATION and row.get("outside_one_range", True)
+    return _deviates(row) and row.get("outside_one_range", True)
 
 
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
@@ -319,7 +322,7 @@ def chapter_wall_markdown(report: dict[str, Any]) -> str:
     medians = report.get("medians") or []
     if medians:
         off = [m for m in medians if moved(m)]
-        noisy = [m for m in medians if abs(m["k_over_one"] - 1.0) > MEDIAN_DEVIATION and not moved(m)]
+        noisy = [m for m in medians if _deviates(m) and not moved(m)]
         lines.append("")
         lines.append(
             f"Medians on {report['k']} workers vs one (each the median of every run on that side): {len(off)} of "
@@ -339,7 +342,7 @@ def chapter_wall_markdown(report: dict[str, Any]) -> str:
         for m in medians[: max(5, len(off) + len(noisy))]:
             runs = m.get("one_runs_ms") or []
             spread = f"{min(runs):.4f}–{max(runs):.4f}" if runs else "—"
-            verdict = "moved" if moved(m) else "noise" if abs(m["k_over_one"] - 1.0) > MEDIAN_DEVIATION else ""
+            verdict = "moved" if moved(m) else "noise" if _deviates(m) else ""
             ratio = f"{m['k_over_one']:.3f}"
             lines.append(f"| {m['variant']} | {m['one_ms']:.4f} | {spread} | {m['k_ms']:.4f} | {ratio} | {verdict} |")
     return "\n".join(lines) + "\n"

@@ -187,14 +187,11 @@ def run_suite(
     lanes = [
         _Lane(
             pending, pairs, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
-            lambda entry, i=i: timeline.append({**entry, "worker": i}), t0, keep_workdir,
+            lambda entry, i=i: timeline.append({**entry, "worker": i}), t0, keep_workdir, host,
         )  # fmt: skip
         for i, env in enumerate(pool)
     ]
-    for lane in lanes:
-        lane.host = host
-    if host is not None:
-        host.lanes = lanes
+    host.lanes = lanes
 
     def work(index_of_worker: int, env: Worker) -> None:
         lanes[index_of_worker].run(overlap)
@@ -262,15 +259,10 @@ class _Pairs:
         self.compared: dict[int, int] = {}  # variants of the example finished and, if optimized, compared
 
 
-def _host_bound(config: Any) -> bool:
-    """A measurement the host can disturb (``bench.config.host_clocked``). On the H200 x 2 (session 7, call
-    Z2) chapter 1's training_step baseline (pageable copies) read 64.0 ms on two GPUs against 20.5 ms on
-    one, while every GPU-clocked variant read the same on both."""
-    return host_clocked(config)
-
-
 class _Host:
-    """A host-bound measurement (``_host_bound``) runs alone on the host.
+    """A host-bound measurement (``bench.config.host_clocked``) runs alone on the host. On the H200 x 2
+    (session 7, call Z2) chapter 1's training_step baseline (pageable copies) read 64.0 ms on two GPUs
+    against 20.5 ms on one, while every GPU-clocked variant read the same on both.
 
     A host-bound child stops after its set-up, before its warm-up (runner's ``before_measure``); with
     several workers every child does. A host-bound one goes on only once the sink is open (MLflow's import
@@ -343,12 +335,12 @@ class _Started:
         item: tuple[int, Example, VariantSpec],
         wd: Path,
         gate: Gate | None,
-        lane: _Lane | None = None,
+        lane: _Lane,
         **kwargs: Any,
     ) -> None:
         self.item = item
         self.gate = gate
-        self.lane = lane  # its worker, only when several share the host (_Lane.host set)
+        self.lane = lane  # its worker
         self.measured = threading.Event()
         self.cancelled = threading.Event()
         self.admitting = False  # set up, at its measure gate (runner's before_measure): waiting to measure
@@ -365,10 +357,10 @@ class _Started:
         try:
             self._result = run_variant(
                 spec, wd, gate=self.gate, on_measured=self._measured, cancel=self.cancelled,
-                before_measure=self._admit if self.lane is not None else None,
+                before_measure=self._admit,
                 # one worker: only a host-bound child stops (it waits for its own worker's comparison and
                 # the sink); several: every child, so that the others can be parked while one measures alone
-                measure_gate="all" if self.lane is not None and self.lane.several() else "host_bound",
+                measure_gate="all" if len(self.lane.host.lanes) > 1 else "host_bound",
                 **kwargs,
             )  # fmt: skip
         except BaseException as exc:  # raised again by result(), on the worker's thread
@@ -377,18 +369,16 @@ class _Started:
             self._measured()
 
     def _measured(self) -> None:
-        if self.lane is not None and self.lane.host is not None:
-            self.lane.host.release(self.lane)  # a host-bound measurement is over: the others go on
+        self.lane.host.release(self.lane)  # a host-bound measurement is over: the others go on
         self.measured.set()
 
     def _admit(self, config: Any) -> None:
         """Set up, before its warm-up (runner's ``before_measure``): a host-bound measurement waits to be
         alone on the host; any other waits while one is."""
-        assert self.lane is not None and self.lane.host is not None
         t0 = time.monotonic()
         self.admitting = True
         try:
-            if _host_bound(config):
+            if host_clocked(config):
                 self.lane.host.alone(self.lane, self.cancelled)
                 self.alone_wait_s = time.monotonic() - t0
             else:
@@ -439,19 +429,16 @@ class _Lane:
         record: Callable[[dict[str, Any]], None],
         t0: float,
         keep_workdir: bool,
+        host: _Host,
     ) -> None:
         self.pending, self.pairs, self.root, self.sink, self.on_result = pending, pairs, root, sink, on_result
         self.suite_layer, self.cli_layer, self.cold_start, self.env = suite_layer, cli_layer, cold_start, env
         self.record, self.t0, self.keep_workdir = record, t0, keep_workdir
         self._queue: list[tuple[int, Example, VariantSpec]] = []  # the rest of the current item
-        self.host: _Host | None = None  # set by run_suite: the host the workers share
+        self.host = host  # what the workers share
         self.children: list[_Started] = []  # its children not yet finished (current, ahead)
         self.finishing = False  # comparing and logging a finished variant
         self.done = False
-
-    def several(self) -> bool:
-        """Other workers share the host."""
-        return self.host is not None and len(self.host.lanes) > 1
 
     def quiet(self) -> bool:
         """Nothing of this worker's runs on the host (``_Host``): its children parked, no comparison."""
@@ -470,19 +457,17 @@ class _Lane:
         check = getattr(self.sink, "check", None)  # a BackgroundSink that failed stops the suite
         if check is not None:
             check()
-        if self.host is not None:
-            self.host.checkpoint(self)
+        self.host.checkpoint(self)
         spec = item[2]
         started = _Started(
-            item, self.root / spec.chapter / spec.example / spec.variant, gate, self if self.host else None,
+            item, self.root / spec.chapter / spec.example / spec.variant, gate, self,
             suite_layer=self.suite_layer, cli_layer=self.cli_layer, cold_start=self.cold_start, env=dict(self.env),
         )  # fmt: skip
         self.children.append(started)
         return started
 
     def _open(self, gate: Gate) -> None:
-        if self.host is not None:
-            self.host.checkpoint(self)
+        self.host.checkpoint(self)
         gate.open()
 
     def run(self, overlap: bool) -> None:
@@ -502,8 +487,7 @@ class _Lane:
                 if beside:
                     assert ahead is not None and ahead.gate is not None
                     self._open(ahead.gate)
-                if self.host is not None:
-                    self.host.checkpoint(self)
+                self.host.checkpoint(self)
                 self.finishing = True
                 try:
                     self._finish(current, result, beside)
