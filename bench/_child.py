@@ -63,6 +63,9 @@ class _Stage:
                 _pop()
             send("stage", name=self.name, event="end")
             return False
+        if type(exc).__name__ == "Skip":  # context().require()/skip(): this host cannot run the variant
+            send("skipped", stage=self.name, reason=str(exc))
+            os._exit(0)
         kind = "protocol" if type(exc).__name__ == "ProtocolError" else "exception"
         send(
             "error",
@@ -155,6 +158,8 @@ def run(job: dict[str, Any]) -> None:
         obj.setup()
         _sync(device)
         send("device", device=str(device), manifest=device_manifest(device))
+        if ctx.sizes:
+            send("sizes", sizes=ctx.sizes)
         gate = job.get("measure_gate")
         if gate and job.get("mode") == "run" and (gate != "host_bound" or host_clocked(config)):
             _wait_to_measure()

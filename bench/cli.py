@@ -367,8 +367,10 @@ def server_stop() -> None:
 
 
 def _line(result: VariantResult, comparison: Comparison | None) -> str:
-    colour = "green" if result.status == "ok" else "red"
+    colour = {"ok": "green", "skipped": "yellow"}.get(result.status, "red")
     text = f"[{colour}]{result.status:>7}[/] {escape(result.spec.key)}"
+    if result.skip_reason:
+        text += escape(f"  ({result.skip_reason})")
     if result.median_ms is not None:
         text += f"  median {result.median_ms:.4f} ms"
     if result.status != "ok" and result.error:

@@ -160,6 +160,10 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
         "baseline_median_ms": baseline.median_ms,
         "optimized_median_ms": optimized.median_ms,
     }
+    skipped = [r for r in (baseline, optimized) if r.status == "skipped"]
+    if skipped:
+        reasons = "; ".join(f"{r.spec.variant}: {r.skip_reason}" for r in skipped)
+        return Comparison(**common, status="skipped", verification=Verification(verified=False, detail=f"skipped ({reasons})"))
     if baseline.status != "ok" or optimized.status != "ok":
         which = "baseline" if baseline.status != "ok" else "optimized"
         bad = baseline if which == "baseline" else optimized

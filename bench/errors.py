@@ -15,3 +15,8 @@ class TargetError(PerflabError, LookupError):
 
 class ProtocolError(PerflabError, TypeError):
     """A benchmark module or object that does not follow the benchmark protocol."""
+
+
+class Skip(PerflabError):
+    """Raised through ``context().require(...)`` / ``context().skip(reason)``: this host cannot run the
+    variant (two GPUs, FP8, a tool). The variant ends ``skipped`` with the reason, never failed."""

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Status = Literal["ok", "failed", "timeout", "skipped", "invalid"]
 StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
-PairStatus = Literal["ok", "mismatch", "unverified", "failed"]
+PairStatus = Literal["ok", "mismatch", "unverified", "failed", "skipped"]
 
 # Order of the stages. A timed child ("run") has all but profiling; a profile child ("profile"):
 # startup, setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
@@ -139,7 +139,10 @@ class VariantResult(BaseModel):
     limit_s: float | None = None  # the limit of the failed stage, when it timed out
     stages: list[StageRecord] = Field(default_factory=list)
     error: ErrorInfo | None = None
+    skip_reason: str | None = None  # status "skipped": what the host lacks (context().require / skip)
     config: dict[str, Any] = Field(default_factory=dict)  # effective config (all layers applied)
+    # Sizes the benchmark asked for or recorded through its context (working_set, record): what ran.
+    sizes: dict[str, int | float | str] = Field(default_factory=dict)
     device: str | None = None  # resolved device, e.g. "cuda:0" or "cpu"
     cuda_visible_devices: str | None = None  # the worker's pinning (--gpus): which physical GPU "cuda:0" was
     launch: str | None = None  # "server" (fast path) or "cold_start" (fresh interpreter), and why
@@ -245,4 +248,7 @@ class SuiteResult(BaseModel):
 
     @property
     def all_ok(self) -> bool:
-        return all(v.status == "ok" for v in self.variants) and all(c.status == "ok" for c in self.comparisons)
+        """Every variant ok and every pair verified; a variant skipped for what the host lacks is no failure."""
+        return all(v.status in ("ok", "skipped") for v in self.variants) and all(
+            c.status in ("ok", "skipped") for c in self.comparisons
+        )

@@ -550,6 +550,8 @@ def _build_result(
             message=f"stage {watch.stage!r} exceeded its limit of {limit_s:.1f}s; process group killed",
             traceback=_log_tail(log_path) or None,
         )
+    elif "skipped" in watch.data:
+        status = "skipped"
     elif watch.error is not None:
         status = "invalid" if watch.error.kind == "protocol" else "failed"
         watch.error.exit_code = returncode
@@ -586,6 +588,8 @@ def _build_result(
         config=cfg.model_dump(),
         device=data.get("device", {}).get("device"),
         manifest=data.get("device", {}).get("manifest", {}),
+        skip_reason=data["skipped"]["reason"] if status == "skipped" else None,
+        sizes=data.get("sizes", {}).get("sizes", {}),
     )
     if "timing" in data:
         t = data["timing"]

@@ -159,6 +159,7 @@ def variant_params(result: VariantResult) -> dict[str, str]:
     filters on, so it takes the key and the requested value moves to ``device_requested``.
     """
     params = {_name(k): _param_value(v) for k, v in result.config.items()}
+    params.update({_name(f"size.{k}"): _param_value(v) for k, v in result.sizes.items()})  # context().working_set
     requested = params.get("device")
     if result.device is not None:
         params["device"] = result.device
@@ -338,6 +339,7 @@ class Tracker:
             "perflab.error_kind": result.error.kind if result.error else None,
             "perflab.error": _clip(result.error.message, _MAX_DETAIL_LEN) if result.error else None,
             "perflab.validation": _clip(result.validation, _MAX_DETAIL_LEN) if result.validation else None,
+            "perflab.skip_reason": _clip(result.skip_reason, _MAX_DETAIL_LEN) if result.skip_reason else None,
         }
         t = result.timing
         if t is not None:
