@@ -124,14 +124,16 @@ def run(job: dict[str, Any]) -> None:
     with _Stage("startup"):
         import torch
 
+        from bench import guard
         from bench.config import BenchmarkConfig, host_clocked, resolve_config
         from bench.context import make_context, set_context
         from bench.machine import flags, gpu_uuid, snapshot
         from bench.manifest import device_manifest
         from bench.markers import per_call
         from bench.protocol import check_benchmark, import_file
-        from bench.timing import clock_for
+        from bench.timing import clock_for, drift_note
 
+        guard.bind_harness()  # the clocks as they are before any benchmark code runs (INTEGRITY #12)
         module = import_file(job["path"])
 
     with _Stage("setup"):
@@ -160,8 +162,10 @@ def run(job: dict[str, Any]) -> None:
         send("device", device=str(device), manifest=device_manifest(device))
         if ctx.sizes:
             send("sizes", sizes=ctx.sizes)
+        inputs, prints = _watch_inputs(obj, config)
+        _check_timers("setup")
         gate = job.get("measure_gate")
-        if gate and job.get("mode") == "run" and (gate != "host_bound" or host_clocked(config)):
+        if gate and job.get("mode") == "run" and (gate != "host_bound" or host_clocked(config, str(device))):
             _wait_to_measure()
 
     if job.get("mode") == "verify":  # import + instantiate + setup only, no timing
@@ -182,7 +186,7 @@ def run(job: dict[str, Any]) -> None:
     # A range per call only while an NVTX tool listens (never in a timed child): see bench.markers.
     fn = per_call(obj.benchmark_fn)
     with _Stage("warmup"):
-        first = clock.first_call(fn) if config.warmup > 0 else None
+        first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
         clock.warmup(fn, max(config.warmup - 1, 0))
 
     poisoned = False
@@ -196,8 +200,19 @@ def run(job: dict[str, Any]) -> None:
             _sync(device)
         uuid = gpu_uuid(device) if device.type == "cuda" else None
         before = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
+        host_before, own_before = guard.cpu_times(), guard.process_cpu_s()
         m = clock.measure(fn, config.iterations, config.stop_rule())
+        host_after, own_after = guard.cpu_times(), guard.process_cpu_s()
         after = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
+    _check_timers("measurement")
+    machine_flags = flags(before, after) if device.type == "cuda" else []
+    if host_before and host_after:
+        busy = guard.host_busy_share(host_before, host_after, own_after - own_before)
+        if busy is not None and busy > HOST_BUSY_SHARE:
+            machine_flags.append(
+                f"host busy: other processes used {100 * busy:.0f} % of the host's CPU time during the measurement"
+            )
+    notes = clock.notes + m.notes + [n for n in [drift_note(m.samples_ms)] if n]
     send(
         "timing",
         mode=clock.mode,
@@ -206,18 +221,18 @@ def run(job: dict[str, Any]) -> None:
         method=clock.method,
         samples_ms=m.samples_ms,
         first_call_ms=first,
-        # The CPU clock may warm up longer than asked (CpuClock.min_warmup_s): the calls actually made.
-        warmup_calls=(first is not None) + getattr(clock, "warmup_done", max(config.warmup - 1, 0)),
+        warmup_calls=1 + clock.warmup_done,
+        warmup_stable=clock.stable,
         l2_flushed=clock.l2_flushed,
-        notes=clock.notes + m.notes,
+        notes=notes,
+        invalid=clock.invalid,
         stop_reason=m.stop_reason,
-        calls_per_sample=getattr(clock, "calls_per_sample", 1),
         noise=m.noise,
         noise_target=m.noise_target,
         target_met=m.target_met,
         machine_before=before,
         machine_after=after,
-        machine_flags=flags(before, after) if device.type == "cuda" else [],
+        machine_flags=machine_flags,
     )
 
     # The variant's memory, taken before the check: the harness's own NaN check below allocates (a bool
@@ -227,6 +242,7 @@ def run(job: dict[str, Any]) -> None:
     with _Stage("check"):
         tensors = _outputs(obj)
         output: dict[str, Any] = {"path": None, "tensors": [], "timed_calls_wrote_output": None}
+        timed_sample = guard.subsample(tensors) if tensors is not None else None
         if tensors is not None:
             from bench import outputs
 
@@ -247,11 +263,105 @@ def run(job: dict[str, Any]) -> None:
             send("work", **dict(work))
         if memory is not None:
             send("memory", **memory)
+        mutated = [f"{k}: {guard.describe(inputs[k])}" for k in guard.changed(prints, guard.fingerprints(inputs))]
+
+    if config.measure_batch:
+        with _Stage("batch"):
+            import statistics
+
+            batch = clock.measure_batch(fn, statistics.median(m.samples_ms))
+            if batch is not None:
+                send("batch", **{k: v for k, v in vars(batch).items()}, invalid=clock.invalid)
+        _check_timers("batch")
+
+    if config.check_inputs:
+        with _Stage("recheck"):
+            if mutated:  # set up again: the tensors to change next are the new set-up's
+                inputs = _restored_call(obj, config, clock, fn, timed_sample, mutated)
+            _changed_inputs(obj, inputs, fn, device, job)
 
     with _Stage("teardown"):
         obj.teardown()
         set_context(None)
     send("done")
+
+
+# Other processes using more than this share of the host's CPU time during a measurement flag it: a
+# 2-thread op read 16 ms instead of 0.03 ms on the 2-core CI machine beside a busy process.
+HOST_BUSY_SHARE = 0.25
+
+
+def _check_timers(stage: str) -> None:
+    """A benchmark that replaced a clock the harness times with ends here as invalid (bench.guard)."""
+    from bench import guard
+
+    replaced = guard.tampered()
+    if replaced:
+        send("tampered", stage=stage, names=replaced[:20])
+        os._exit(0)
+
+
+def _watch_inputs(obj: Any, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The tensors set up in setup() (or declared by ``get_inputs()``) and their fingerprints."""
+    if not config.check_inputs:
+        return {}, {}
+    from bench import guard
+
+    inputs = guard.setup_tensors(obj, _outputs(obj) or [], _declared_inputs(obj))
+    return inputs, guard.fingerprints(inputs)
+
+
+def _declared_inputs(obj: Any) -> Any:
+    get = getattr(obj, "get_inputs", None)
+    return get() if callable(get) else None
+
+
+def _restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutated: list[str]) -> dict[str, Any]:
+    """The timed calls changed tensors set up in setup() (INTEGRITY #6): set up again and time one call from
+    that state. Slower than the timed calls by far, or a different output, means the timed calls ran on
+    what earlier calls left behind (an input sorted in place, an answer written into an input)."""
+    from bench import guard
+    from bench.compare import compare_tensors
+    from bench.context import make_context, set_context
+
+    obj.teardown()
+    ctx = make_context(config)
+    set_context(ctx)
+    _seed_everything(config.seed, config.deterministic)
+    obj.setup()
+    _sync(ctx.device)
+    inputs, _ = _watch_inputs(obj, config)
+    t = clock.one(fn)
+    after = _outputs(obj)
+    same = None
+    if timed is not None and after is not None:
+        same = compare_tensors(timed, guard.subsample(after), config.rtol).verified
+    send("restore", mutated=mutated, time_ms=t, same_output=same)
+    return inputs
+
+
+def _changed_inputs(obj: Any, inputs: dict[str, Any], fn: Any, device: Any, job: Any) -> None:
+    """Change every floating tensor set up in setup() (``inputs``: not those made later, a cache among them)
+    in place (bench.guard.perturb), make one call, and keep a sample of its output: it must differ from
+    before, and match the baseline's on the same change."""
+    from bench import guard, outputs
+
+    before = _outputs(obj)
+    if before is None:
+        return
+    sample = guard.subsample(before)
+    changed = guard.perturb(inputs)
+    if not changed:
+        send("fresh", perturbed=0, path=None, tensors=[], output_changed=None)
+        return
+    fn()
+    _sync(device)
+    fresh = guard.subsample(_outputs(obj) or [])
+    differs = len(fresh) != len(sample) or any(
+        a.shape != b.shape or not bool((a == b).all()) for a, b in zip(sample, fresh, strict=False)
+    )
+    path = os.path.join(job["workdir"], "fresh")
+    send("fresh", perturbed=changed, path=path, tensors=outputs.save(fresh, path), output_changed=differs)
 
 
 def _cuda_start(device: Any) -> None:

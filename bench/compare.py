@@ -143,22 +143,30 @@ def _fast_error(r: Any, o: Any, name: str, tol: float) -> float | Verification |
 
 _PAIR_STATUS: dict[str, PairStatus] = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}
 
+# The spread of one run's median between processes (relative standard deviation) when the config leaves
+# run_noise unset: samples of one process cannot show it (memory placement, clocks, the host's state).
+RUN_NOISE = {"gpu": 0.005, "host": 0.02}
+BOOTSTRAP = 2000
+
 
 def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool = False) -> Comparison:
-    """Pair status, verification and speedup (baseline median / optimized median, never clamped).
+    """Pair status, verification and speedup (baseline median / optimized median, never clamped) with its
+    95 % interval, on the time the optimized variant's config names (``speedup_time``: cold or batch).
 
     ``in_server``: load and compare the outputs in a fresh child of the pre-warmed server (bench.server),
     so the parent never imports torch (~4 s on a GPU host, which the first comparison would wait for);
     should that child fail, here."""
     spec = optimized.spec
+    basis, base_samples, opt_samples = _basis(baseline, optimized)
     common: dict[str, Any] = {
         "chapter": spec.chapter,
         "example": spec.example,
         "variant": spec.variant,
         "baseline_status": baseline.status,
         "optimized_status": optimized.status,
-        "baseline_median_ms": baseline.median_ms,
-        "optimized_median_ms": optimized.median_ms,
+        "baseline_median_ms": _median(base_samples),
+        "optimized_median_ms": _median(opt_samples),
+        "speedup_time": basis,
     }
     skipped = [r for r in (baseline, optimized) if r.status == "skipped"]
     if skipped:
@@ -174,15 +182,78 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
             verification=Verification(verified=False, detail=f"{which} {bad.status}: {reason}"),
         )
     verification = _verify(baseline, optimized, in_server)
-    speedup = None
-    b, o = baseline.median_ms, optimized.median_ms
+    speedup = low = high = None
+    b, o = common["baseline_median_ms"], common["optimized_median_ms"]
     same_hardware = not verification.detail.startswith("ran on different devices")
     if b is not None and o is not None and o > 0 and same_hardware:  # no speedup across GPU models
         speedup = b / o
+        noise = optimized.config.get("run_noise")
+        if noise is None:
+            host = optimized.timing is not None and optimized.timing.mode == "cpu"
+            noise = RUN_NOISE["host" if host else "gpu"]
+        interval = speedup_interval(base_samples, opt_samples, noise)
+        if interval is not None:
+            low, high = interval
     status: PairStatus = _PAIR_STATUS[verification.outcome]
+    significance = None
+    if low is not None and high is not None:
+        significance = "faster" if low > 1.0 else "slower" if high < 1.0 else "no significant difference"
     return Comparison(
-        **common, speedup=speedup, status=status, verification=verification, across_gpus=_across(baseline, optimized)
+        **common,
+        speedup=speedup,
+        speedup_ci_low=low,
+        speedup_ci_high=high,
+        significance=significance,
+        status=status,
+        verification=verification,
+        across_gpus=_across(baseline, optimized),
     )
+
+
+def _basis(baseline: VariantResult, optimized: VariantResult) -> tuple[str, list[float], list[float]]:
+    """The time the speedup is on and both sides' raw per-call samples of it: batch when the optimized
+    variant's config asks for it and both sides measured it, else cold (the primary)."""
+    if optimized.config.get("speedup_time") == "batch" and baseline.batch and optimized.batch:
+        return "batch", baseline.batch.samples_ms, optimized.batch.samples_ms
+    cold = [r.timing.samples_ms if r.timing else [] for r in (baseline, optimized)]
+    return "cold", cold[0], cold[1]
+
+
+def _median(samples: list[float]) -> float | None:
+    import statistics
+
+    return statistics.median(samples) if samples else None
+
+
+def speedup_interval(
+    baseline_ms: list[float], optimized_ms: list[float], run_noise: float, n: int = BOOTSTRAP, seed: int = 0
+) -> tuple[float, float] | None:
+    """95 % interval of median(baseline) / median(optimized): a percentile bootstrap over both sides' raw
+    samples (resampled independently), each half-width then widened in log space by the run-to-run term
+    1.96·√2·``run_noise`` (two runs, each its median's spread between processes), added in quadrature.
+    None with fewer than 2 samples on a side."""
+    if len(baseline_ms) < 2 or len(optimized_ms) < 2:
+        return None
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    b, o = np.asarray(baseline_ms, dtype=np.float64), np.asarray(optimized_ms, dtype=np.float64)
+    ratios = []
+    chunk = max(1, 2_000_000 // max(b.size, o.size))  # bounded memory for long sample lists
+    for start in range(0, n, chunk):
+        k = min(chunk, n - start)
+        mb = np.median(b[rng.integers(0, b.size, (k, b.size))], axis=1)
+        mo = np.median(o[rng.integers(0, o.size, (k, o.size))], axis=1)
+        ratios.append(mb / mo)
+    r = np.concatenate(ratios)
+    lo, hi = np.percentile(r, [2.5, 97.5])
+    center = math.log(float(np.median(b)) / float(np.median(o)))
+    extra = 1.96 * math.sqrt(2.0) * run_noise
+    down = math.sqrt(max(center - math.log(lo), 0.0) ** 2 + extra**2)
+    up = math.sqrt(max(math.log(hi) - center, 0.0) ** 2 + extra**2)
+    return math.exp(center - down), math.exp(center + up)
 
 
 def _across(baseline: VariantResult, optimized: VariantResult) -> str | None:
@@ -215,9 +286,14 @@ def _verify(baseline: VariantResult, optimized: VariantResult, in_server: bool =
         return Verification(
             verified=False, detail=f"no output from {missing} (get_output() missing or None): not verified"
         )
+    work = _work_differs(baseline, optimized)
+    if work:
+        return Verification(verified=False, outcome="mismatch", detail=work)
     assert baseline.output is not None and optimized.output is not None
-    ref = (baseline.output.path, [t.model_dump() for t in baseline.output.tensors])
-    out = (optimized.output.path, [t.model_dump() for t in optimized.output.tensors])
+    pairs = [_files(baseline.output, optimized.output)]
+    fresh = [r.recheck.fresh if r.recheck else None for r in (baseline, optimized)]
+    if fresh[0] is not None and fresh[1] is not None:
+        pairs.append(_files(fresh[0], fresh[1]))
     rtol = optimized.config.get("rtol")
     if in_server:
         from bench.config import BenchmarkConfig
@@ -225,12 +301,67 @@ def _verify(baseline: VariantResult, optimized: VariantResult, in_server: bool =
         from bench.server import ServerError
 
         try:
-            return run_in_server(
-                verify_files, ref, out, rtol, timeout=BenchmarkConfig(**optimized.config).stage_limit("check")
+            results = run_in_server(
+                verify_all, pairs, rtol, timeout=BenchmarkConfig(**optimized.config).stage_limit("check")
             )
         except (OSError, ServerError):
-            pass  # the child failed (not the comparison): compare here
-    return verify_files(ref, out, rtol)
+            results = verify_all(pairs, rtol)  # the child failed (not the comparison): compare here
+    else:
+        results = verify_all(pairs, rtol)
+    main = results[0]
+    if not main.verified:
+        return main
+    if len(results) == 1:
+        why = _why_not_rechecked(baseline, optimized)
+        return main.model_copy(update={"detail": f"{main.detail}; {why}"})
+    again = results[1]
+    if not again.verified:
+        return again.model_copy(
+            update={
+                "detail": "outputs match on the set-up inputs but not once the inputs were changed (a cached or "
+                f"precomputed result?): {again.detail}"
+            }
+        )
+    return main.model_copy(update={"detail": f"{main.detail}; again on changed inputs ({again.detail})"})
+
+
+def _files(a: Any, b: Any) -> tuple[tuple[str, list[Any]], tuple[str, list[Any]]]:
+    return (a.path, [t.model_dump() for t in a.tensors]), (b.path, [t.model_dump() for t in b.tensors])
+
+
+def _why_not_rechecked(baseline: VariantResult, optimized: VariantResult) -> str:
+    for name, r in (("baseline", baseline), ("optimized", optimized)):
+        if not r.config.get("check_inputs", True):
+            return f"not checked on changed inputs ({name}: check_inputs is off)"
+        if r.recheck is None or r.recheck.fresh is None:
+            if r.recheck is not None and r.recheck.perturbed == 0:
+                return f"not checked on changed inputs ({name} has no floating tensor set up in setup())"
+            return f"not checked on changed inputs ({name} made no such call)"
+    return "not checked on changed inputs"
+
+
+def _work_differs(baseline: VariantResult, optimized: VariantResult) -> str | None:
+    """Both sides of a pair do the same work (INTEGRITY #4): declared work counts must agree."""
+    b = baseline.work.model_dump(exclude_none=True) if baseline.work else {}
+    o = optimized.work.model_dump(exclude_none=True) if optimized.work else {}
+    if b != o:
+        return (
+            f"declared work differs: baseline {b or 'none'} vs optimized {o or 'none'}; both sides of a pair do "
+            "the same work and declare it alike (get_work())"
+        )
+    return None
+
+
+def verify_all(
+    pairs: list[tuple[tuple[str, list[Any]], tuple[str, list[Any]]]], rtol: float | None
+) -> list[Verification]:
+    """``verify_files`` for each (reference, output) pair, stopping at the first that does not verify."""
+    out = []
+    for ref, got in pairs:
+        out.append(verify_files(ref, got, rtol))
+        if not out[-1].verified:
+            break
+    return out
 
 
 def verify_files(ref: tuple[str, list[Any]], out: tuple[str, list[Any]], rtol: float | None) -> Verification:

@@ -40,11 +40,13 @@ class BenchmarkConfig(BaseModel):
     min_measure_seconds: float = Field(0.1, ge=0)
     # Upper bound on adaptive sampling; also capped at 80 % of the measurement stage's limit.
     max_measure_seconds: float = Field(1.0, gt=0)
-    # Untimed calls before measurement: JIT/compile, autotuning, allocator warm-up happen here.
+    # Untimed calls before measurement, at least (JIT/compile, autotuning, allocator warm-up): warm-up
+    # goes on until the calls are steady and min_warmup_seconds have passed.
     warmup: int = Field(5, ge=0, le=1_000_000)
-    # The cpu clock keeps warming up until this much time has passed, however few calls that takes: on
-    # the H100 host a fresh process ran a CPU op ~1.6x slower for its first ~0.3 s (bench.timing.CpuClock).
-    min_warmup_seconds: float = Field(0.3, ge=0, le=60)
+    # Warm-up lasts at least this long, whatever ``warmup`` says, and then until calls are steady
+    # (bench.timing.warm_up). None: 0.3 s on the host's clock (on the H100 host a fresh process ran a CPU
+    # op ~1.6x slower for its first ~0.3 s), 0.05 s on GPU clocks.
+    min_warmup_seconds: float | None = Field(None, ge=0, le=60)
     # Seed for random, numpy, torch and CUDA, set in the child before setup().
     seed: int = Field(42, ge=0, le=2**32 - 1)
     # Deterministic algorithms (torch.use_deterministic_algorithms, cuDNN deterministic,
@@ -78,13 +80,15 @@ class BenchmarkConfig(BaseModel):
     # Clock: "auto" picks cuda_event on GPU, cpu (perf_counter) otherwise; cuda_graph, triton
     # (do_bench) and pytorch (torch.utils.benchmark) on request (bench/timing.py says what each does).
     timing_mode: TimingMode = "auto"
-    # Calls timed together as one sample (the sample is their mean). None = auto: 1, or a batch of
-    # ~0.2 ms for launch-bound calls under 5 us on GPU clocks (bench/timing.py).
-    calls_per_sample: int | None = Field(None, ge=1, le=100_000)
-    # How a batch of calls (calls_per_sample > 1) runs on GPU clocks: "graph" captures it once in a CUDA
-    # graph and replays it (kernel time without the device's ~2 us per eager launch), falling back to
-    # eager with the reason noted; "eager" launches the calls one by one.
-    launch_batching: Literal["graph", "eager"] = "graph"
+    # Which of the two measured times a pair's speedup uses: "cold" (the primary time_*: single calls, L2
+    # flushed, launch latency hidden) or "batch" (batch_time_*: back-to-back calls in a CUDA-graph replay,
+    # warm L2) — batch for launch-bound microbenchmarks whose point is a stream of calls.
+    speedup_time: Literal["cold", "batch"] = "cold"
+    # Also measure back-to-back calls (batch_time_*) after the cold samples.
+    measure_batch: bool = True
+    # Spread of one run's median between processes (relative standard deviation), added to the speedup's
+    # bootstrap interval: samples of one process cannot show it. None: by clock (bench.compare).
+    run_noise: float | None = Field(None, ge=0, lt=1)
     # Initial length of the spin kernel that holds the stream while the host enqueues a sample (GPU
     # event clocks); it doubles whenever a sample shows the host outran it.
     launch_spin_ms: float = Field(0.05, ge=0.001, le=50.0)
@@ -108,6 +112,10 @@ class BenchmarkConfig(BaseModel):
     # Fill floating outputs with NaN before measurement and require the timed calls to overwrite
     # them: catches results precomputed in setup and reused (INTEGRITY #6).
     poison_outputs: bool = True
+    # After the measurement: a call from the set-up state again when the timed calls changed the tensors
+    # set up in setup(), and one call on changed inputs whose output must follow (bench.guard). Off only
+    # for a benchmark whose inputs cannot be changed (the result says it was off).
+    check_inputs: bool = True
 
     @field_validator("device")
     @classmethod
@@ -143,6 +151,8 @@ class BenchmarkConfig(BaseModel):
             "measurement": self.measurement_timeout_seconds,
             "profiling": self.profiling_timeout_seconds,
             "check": self.setup_timeout_seconds,
+            "batch": self.measurement_timeout_seconds,
+            "recheck": self.setup_timeout_seconds,
             "teardown": self.setup_timeout_seconds,
         }
         if stage not in base:
@@ -153,10 +163,17 @@ class BenchmarkConfig(BaseModel):
 Layer = BenchmarkConfig | Mapping[str, Any] | None
 
 
-def host_clocked(config: Any) -> bool:
-    """Timed on the host's wall clock (``timing_mode`` "cpu"): its samples include the host's driver calls,
-    copies and CPU work, so anything else on the host can move them (bench.suite._Host)."""
-    return getattr(config, "timing_mode", None) == "cpu"
+def host_clocked(config: Any, device: str | None = None) -> bool:
+    """Timed on the host's wall clock: ``timing_mode`` "cpu", or any host-timed mode on a CPU device (``device``:
+    the resolved one, e.g. "cpu" or "cuda:0"; a config's own may say "auto"). Its samples include the host's
+    CPU work, so anything else on the host can move them (bench.suite._Host): on the 2-core CI machine a
+    2-thread op read 16 ms instead of 0.03 ms while MLflow imported beside it (OpenMP waits for a thread
+    the scheduler took away)."""
+    mode = getattr(config, "timing_mode", None)
+    if mode == "cpu":
+        return True
+    on_cpu = (device or getattr(config, "device", "auto") or "auto").startswith("cpu")
+    return on_cpu and mode in ("auto", "pytorch")
 
 
 def explicit_fields(layer: Layer) -> dict[str, Any]:

@@ -14,9 +14,12 @@ Status = Literal["ok", "failed", "timeout", "skipped", "invalid"]
 StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
 PairStatus = Literal["ok", "mismatch", "unverified", "failed", "skipped"]
 
-# Order of the stages. A timed child ("run") has all but profiling; a profile child ("profile"):
-# startup, setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
-STAGES: tuple[str, ...] = ("startup", "setup", "warmup", "measurement", "check", "profiling", "teardown")
+# Order of the stages. A timed child ("run") has all but profiling (batch: back-to-back calls, when
+# measured; recheck: the set-up state restored and the inputs changed, bench.guard); a profile child
+# ("profile"): startup, setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
+STAGES: tuple[str, ...] = (
+    "startup", "setup", "warmup", "measurement", "check", "batch", "recheck", "profiling", "teardown"
+)  # fmt: skip
 
 
 class VariantSpec(BaseModel):
@@ -79,16 +82,40 @@ class Timing(BaseModel):
     stats: TimingStats
     first_call_ms: float | None = None  # first warm-up call alone (compile/JIT/autotune included)
     warmup_calls: int = 0
+    warmup_stable: bool | None = None  # warm-up reached a steady state (bench.timing.warm_up)
     l2_flushed: bool = False
     notes: list[str] = Field(default_factory=list)  # anything that weakens the number
     stop_reason: str | None = None  # fixed_iterations, noise_target, max_time, or the timer's own
-    calls_per_sample: int = 1  # >1: each sample is the mean of that many back-to-back calls
+    invalid: str | None = None  # why these samples cannot stand (work on an unjoined side stream)
     noise: float | None = None  # relative standard error of the median reached
     noise_target: float | None = None
     target_met: bool | None = None  # None: no target (fixed iterations, external timers)
     machine_before: dict[str, Any] = Field(default_factory=dict)  # NVML state (bench.machine)
     machine_after: dict[str, Any] = Field(default_factory=dict)
     machine_flags: list[str] = Field(default_factory=list)  # throttled / shared GPU
+
+
+class BatchTiming(BaseModel):
+    """Back-to-back calls (nvbench's batch GPU time): warm L2, per-call times."""
+
+    samples_ms: list[float]  # each: one batch's span / its calls
+    stats: TimingStats
+    calls: int  # calls per batch
+    method: str
+    stop_reason: str | None = None
+    noise: float | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class Recheck(BaseModel):
+    """What the recheck stage found (bench.guard): the timed calls against the set-up state and changed inputs."""
+
+    mutated: list[str] = Field(default_factory=list)  # set-up tensors the timed calls changed
+    restored_ms: float | None = None  # one call from the set-up state again (when mutated)
+    restored_same_output: bool | None = None
+    perturbed: int | None = None  # set-up tensors changed in place before one more call
+    output_changed: bool | None = None  # the output followed the changed inputs
+    fresh: "OutputInfo | None" = None  # a sample of that output, compared with the baseline's
 
 
 class Memory(BaseModel):
@@ -155,6 +182,9 @@ class VariantResult(BaseModel):
     # Seconds its child took to create its CUDA context (cuInit + primary context); None on the CPU.
     cuda_start_s: float | None = None
     timing: Timing | None = None
+    batch: BatchTiming | None = None
+    recheck: Recheck | None = None
+    tampered: list[str] = Field(default_factory=list)  # clocks the benchmark replaced (bench.guard)
     memory: Memory | None = None
     output: OutputInfo | None = None
     work: Work | None = None
@@ -180,6 +210,9 @@ class VariantResult(BaseModel):
         return out
 
 
+Recheck.model_rebuild()
+
+
 class Verification(BaseModel):
     verified: bool
     # match: checked and equal; mismatch: checked and different; inconclusive: could not be checked
@@ -198,6 +231,13 @@ class Comparison(BaseModel):
     baseline_median_ms: float | None = None
     optimized_median_ms: float | None = None
     speedup: float | None = None  # baseline median / optimized median; never clamped
+    speedup_time: Literal["cold", "batch"] = "cold"  # which time the speedup is on (BenchmarkConfig.speedup_time)
+    # 95 % interval of the speedup: bootstrap of the ratio of medians over both sides' raw samples, widened by
+    # the run-to-run spread (bench.compare.speedup_interval)
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    # "faster" / "slower": the interval lies above / below 1.0; "no significant difference": it holds 1.0
+    significance: Literal["faster", "slower", "no significant difference"] | None = None
     status: PairStatus
     verification: Verification
     # The two ran on different GPUs (of one model: a speedup across models is refused), e.g. "0 vs 1" (their

@@ -27,6 +27,8 @@ from typing import Any, Protocol
 from bench import _child
 from bench.config import BenchmarkConfig, Layer, explicit_fields, resolve_config
 from bench.result import (
+    BatchTiming,
+    Recheck,
     STAGES,
     ErrorInfo,
     Memory,
@@ -278,6 +280,7 @@ class _Watch:
         self.error: ErrorInfo | None = None
         self.failed_stage: str | None = None
         self.done = False
+        self.counts: dict[str, int] = {}  # data messages by kind: each is sent once by the harness
         self.gated_since: float | None = None  # the child waits at its gate (run_variant's ``gate``)
         self.ready_since: float | None = None  # set up, it waits to measure (run_variant's ``before_measure``)
 
@@ -309,6 +312,7 @@ class _Watch:
             self.ready_since = now
         else:
             self.data[kind] = msg
+            self.counts[kind] = self.counts.get(kind, 0) + 1
 
 
 def run_variant(
@@ -325,7 +329,7 @@ def run_variant(
     gate: Gate | None = None,
     on_measured: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
-    before_measure: Callable[[BenchmarkConfig], None] | None = None,
+    before_measure: Callable[[BenchmarkConfig, str | None], None] | None = None,
     measure_gate: str = "all",
 ) -> VariantResult:
     """Run one variant in a fresh child process and return its result; never raises for the child's faults.
@@ -476,7 +480,7 @@ def run_variant(
             if gate is not None and watch.gated_since is not None:
                 gate.arrived.set()
             if watch.ready_since is not None and before_measure is not None:  # set up: may it measure now?
-                before_measure(watch.config)
+                before_measure(watch.config, watch.data.get("device", {}).get("device"))
                 watch.stage_t0 += time.monotonic() - watch.ready_since  # the wait counts against no limit
                 watch.ready_since = None
                 with contextlib.suppress(OSError):  # a child that died meanwhile: its EOF ends the loop
@@ -550,6 +554,10 @@ def _build_result(
             message=f"stage {watch.stage!r} exceeded its limit of {limit_s:.1f}s; process group killed",
             traceback=_log_tail(log_path) or None,
         )
+    elif "tampered" in watch.data:
+        status, watch.failed_stage = "invalid", watch.data["tampered"]["stage"]
+        names = ", ".join(watch.data["tampered"]["names"])
+        watch.error = ErrorInfo(kind="invalid", message=f"timer replaced: {names} changed since the harness bound it")
     elif "skipped" in watch.data:
         status = "skipped"
     elif watch.error is not None:
@@ -598,6 +606,24 @@ def _build_result(
                 **{k: v for k, v in t.items() if k != "t" and not (k == "noise" and v == float("inf"))},
                 stats=summarize(t["samples_ms"], cfg.percentiles),
             )
+    if "batch" in data and data["batch"]["samples_ms"]:
+        b = data["batch"]
+        result.batch = BatchTiming(
+            **{k: v for k, v in b.items() if k in BatchTiming.model_fields and k != "stats"},
+            stats=summarize(b["samples_ms"], cfg.percentiles),
+        )
+    if "restore" in data or "fresh" in data:
+        r, f = data.get("restore", {}), data.get("fresh", {})
+        result.recheck = Recheck(
+            mutated=r.get("mutated", []),
+            restored_ms=r.get("time_ms"),
+            restored_same_output=r.get("same_output"),
+            perturbed=f.get("perturbed"),
+            output_changed=f.get("output_changed"),
+            fresh=OutputInfo(path=f["path"], tensors=f["tensors"]) if f.get("path") else None,
+        )
+    if "tampered" in data:
+        result.tampered = list(data["tampered"]["names"])
     if "memory" in data:
         result.memory = Memory(**{k: v for k, v in data["memory"].items() if k != "t"})
     if "work" in data:
@@ -615,7 +641,7 @@ def _build_result(
     if "cuda_start" in data:
         result.cuda_start_s = data["cuda_start"]["start_s"]
     if result.status == "ok":
-        _apply_checks(result)
+        _apply_checks(result, watch.counts)
     return result
 
 
@@ -624,20 +650,88 @@ def _tail_section(log_path: Path) -> str:
     return f"\n--- child output (tail) ---\n{tail}" if tail.strip() else ""
 
 
-def _apply_checks(result: VariantResult) -> None:
-    """A run that finished but whose own result is wrong is ``invalid``, with the reason."""
-    reason = None
+def _apply_checks(result: VariantResult, counts: dict[str, int] | None = None) -> None:
+    """A run that finished but whose own numbers or result cannot stand is ``invalid``, with the reason
+    and the stage where it showed (INTEGRITY #13: a problem seen is never counted as ok)."""
+    stage, reason = _invalid_reason(result, counts or {})
+    if reason:
+        result.status = "invalid"
+        result.failed_stage = stage
+        result.error = ErrorInfo(kind="invalid", message=reason)
+
+
+def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str | None, str | None]:
+    repeated = sorted(k for k, n in counts.items() if n > 1)
+    if repeated:
+        return "measurement", f"messages the harness sends once arrived more than once ({', '.join(repeated)})"
+    t = result.timing
+    if t is not None and t.invalid:
+        return "measurement", t.invalid
     if result.validation:
-        reason = f"validate_result(): {result.validation}"
-    elif result.output and result.output.timed_calls_wrote_output is False:
-        reason = (
+        return "check", f"validate_result(): {result.validation}"
+    if result.output and result.output.timed_calls_wrote_output is False:
+        return "check", (
             "output still holds the NaN poison written before measurement: the timed calls did not "
             "(fully) write the output (result precomputed in setup?) or they produced NaN"
         )
-    if reason:
-        result.status = "invalid"
-        result.failed_stage = "check"
-        result.error = ErrorInfo(kind="invalid", message=reason)
+    r = result.recheck
+    if r is not None and r.mutated and result.median_ms:
+        what = ", ".join(r.mutated[:4])
+        if r.restored_same_output is False:
+            return "recheck", (
+                f"the timed calls changed tensors set up in setup() ({what}), and a call from the set-up state "
+                "gives a different output: the timed calls ran on what earlier calls left behind"
+            )
+        if r.restored_ms is not None and t is not None and r.restored_ms > max(2.0 * t.stats.median_ms,
+                                                                            t.stats.percentiles_ms.get("p99", 0.0)):
+            return "recheck", (
+                f"the timed calls changed tensors set up in setup() ({what}), and a call from the set-up state "
+                f"takes {r.restored_ms / t.stats.median_ms:.1f}x their median ({r.restored_ms:.4g} vs "
+                f"{t.stats.median_ms:.4g} ms): the timed calls did less work than a call on the inputs"
+            )  # fmt: skip
+    if r is not None and r.output_changed is False:
+        return "recheck", (
+            f"the output did not change when the {r.perturbed} tensor(s) set up in setup() were changed: a cached "
+            "or precomputed result (a benchmark whose output truly ignores them declares get_inputs())"
+        )
+    implausible = _faster_than_hardware(result)
+    if implausible:
+        return "measurement", implausible
+    return None, None
+
+
+# A variant may beat a measured ceiling by this much (clock and measurement spread) before it is refused.
+PLAUSIBLE_MARGIN = 1.10
+
+
+def _faster_than_hardware(result: VariantResult) -> str | None:
+    """Achieved bandwidth above the device's measured L2 bandwidth, or FLOP/s above its fastest measured
+    matmul, by more than 10 %: no real kernel does that (INTEGRITY #13). Needs `perflab peak`'s cache."""
+    from bench.peaks import hardware_key, lookup
+
+    derived = result.derived_metrics()
+    if not derived:
+        return None
+    ceilings = lookup(hardware_key(result))
+    if not ceilings:
+        return None
+    gbps, tflops = derived.get("achieved_gbps"), derived.get("achieved_tflops")
+    l2 = ceilings.get("l2_gbps")
+    if gbps and l2 and gbps > PLAUSIBLE_MARGIN * l2:
+        return (
+            f"faster than the hardware: {gbps:.0f} GB/s of declared traffic is more than {PLAUSIBLE_MARGIN:.2f}x the "
+            f"measured L2 bandwidth ({l2:.0f} GB/s, perflab peak)"
+        )
+    matmul = {k: v for k, v in ceilings.items() if k.endswith("_tflops")}
+    if tflops and matmul:
+        name, peak = max(matmul.items(), key=lambda kv: kv[1])
+        if tflops > PLAUSIBLE_MARGIN * peak:
+            return (
+                f"faster than the hardware: {tflops:.1f} TFLOP/s of declared work is more than "
+                f"{PLAUSIBLE_MARGIN:.2f}x the fastest measured matmul ({name.removesuffix('_tflops')}: {peak:.0f} "
+                "TFLOP/s, perflab peak)"
+            )
+    return None
 
 
 def _stage_records(watch: _Watch, status: str, limit_s: float | None) -> list[StageRecord]:

@@ -372,13 +372,13 @@ class _Started:
         self.lane.host.release(self.lane)  # a host-bound measurement is over: the others go on
         self.measured.set()
 
-    def _admit(self, config: Any) -> None:
+    def _admit(self, config: Any, device: str | None = None) -> None:
         """Set up, before its warm-up (runner's ``before_measure``): a host-bound measurement waits to be
         alone on the host; any other waits while one is."""
         t0 = time.monotonic()
         self.admitting = True
         try:
-            if host_clocked(config):
+            if host_clocked(config, device):
                 self.lane.host.alone(self.lane, self.cancelled)
                 self.alone_wait_s = time.monotonic() - t0
             else:

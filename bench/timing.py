@@ -1,57 +1,43 @@
 """Clocks: how calls of ``benchmark_fn`` become raw samples. Examples never time themselves.
 
-Every clock has one surface — ``first_call(fn)``, ``warmup(fn, n)``, ``measure(fn, iterations, rule)``
-— so timing modes plug in without touching the runner. ``iterations=None`` means adaptive: sample
-until the relative standard error of the median is under the rule's noise target (bench.stopping).
+Two measurement kinds, as nvbench names them, both kept:
 
-Modes
------
-``cpu``: ``time.perf_counter`` around each call; on a GPU variant the device is synchronized before
-the clock starts and before it stops, so asynchronous work is counted (host launch cost included).
+* **cold** (the primary ``time_*`` metrics): one call per sample, outside the timed window L2 flushed
+  (a read of twice the device's L2, INTEGRITY #2) and the start event queued behind a spin kernel, so
+  neither warm caches nor the host's launch latency (10-20 µs on an H100, INTEGRITY #1) are in it. A
+  1 µs kernel reads ~3.5 µs here: the device's own cost of starting one kernel after another is part
+  of a single call.
+* **batch** (``batch_time_*``): back-to-back calls captured in one CUDA graph (~4 ms of them) and
+  replayed, the replay timed with events and divided by its calls: what a call costs in a stream of
+  calls, with warm L2 (INTEGRITY #14). Eager back-to-back calls when capture is impossible, noted.
 
-``cuda_event`` (default on GPU): per sample, outside the timed window, (1) L2 is flushed by reading a
-buffer of twice the device's L2 size, leaving only clean lines (INTEGRITY #2; off with ``flush_l2=False``,
-"warm" then), (2) a
-spin kernel (``torch.cuda._sleep``) is queued, then the start event, ``benchmark_fn``'s kernels and the
-end event are queued behind it. The GPU is still spinning while the host enqueues the work, so the start
-event fires only once the work is queued: the host's launch latency (10–20 µs on an H100, INTEGRITY #1)
-stays out of the sample. Right after the host returns from ``benchmark_fn`` the start event is queried;
-if it already fired, the spin was shorter than the host's enqueue time, the sample may hold launch gaps,
-the spin is doubled and the leak is counted in ``notes``. Side-stream guard (INTEGRITY #3): after the
-end event completes, a device-wide synchronize that still waits noticeably means ``benchmark_fn`` left
-work on other streams that the events did not cover; such samples are counted and flagged.
-Launch-bound calls (a single call under 5 µs after warm-up) are batched: a sample times back-to-back
-calls and divides by their number (``calls_per_sample``, recorded; pin it in the config).
-The batch is captured once into a CUDA graph (``launch_batching="graph"``, the default) and each sample
-replays it: queued eager launches still cost the device ~2 µs each between kernels (an H100 runs a
-1024-element add in 1.0 µs inside a graph, 2.0-2.2 µs per kernel back-to-back eagerly; perflab
-selfcheck), so an eager batch measures the launch path, not the kernel. A graph launch itself costs
-the device ~20 µs before its first kernel, so a graph batch spans ~4 ms of calls (at most 4000),
-an eager one ~0.2 ms (at most 1000). When capture is impossible the batch runs
-eagerly and the reason is recorded; ``launch_batching="eager"`` asks for eager batches.
+A pair's speedup uses cold unless its config asks for batch (``speedup_time``), and says which.
 
-``cuda_graph``: ``benchmark_fn`` is captured once into a CUDA graph after warm-up and each sample times
-one replay exactly as ``cuda_event`` times a call (flush, spin, events); launch-bound calls are batched
-as ``cuda_event`` batches them (a graph of ``calls_per_sample`` calls). Launch overhead between the
-kernels of one call disappears. When capture is impossible (host syncs, CPU work, dynamic shapes) the
-clock falls back to ``cuda_event`` and records why.
+Every clock has one surface: ``first_call(fn)``, ``warmup(fn, n)``, ``measure(fn, iterations, rule)``,
+``measure_batch(fn, per_call_ms, rule)``. Clocks call only the functions ``bench.guard.BOUND`` captured
+before any benchmark code ran; a benchmark that replaces a timer is caught by ``bench.guard.tampered``.
 
-``triton``: ``triton.testing.do_bench`` (its own 256 MB cache flush, events per call, no launch-gap
-hiding); all of its per-call times are kept as samples. GPU only.
+Warm-up (INTEGRITY #8, #15): at least the configured count and ``min_warmup_s``, then on until the
+median of the last ``STABLE_WINDOW`` samples is within ``STABLE_TOLERANCE`` of the window's before (a
+steady state), at most ``max_warmup_s``. Sampling stops on a noise target (bench.stopping).
 
-``pytorch``: ``torch.utils.benchmark.Timer.adaptive_autorange``; each sample is the mean of one block
-of calls (the Timer's unit), CPU or GPU (it synchronizes CUDA itself).
+Modes: ``cpu`` (``perf_counter`` around each call; on a GPU variant the device is synchronized before
+the clock starts and before it stops, so all streams' work and the host's launch cost are counted);
+``cuda_event`` (default on GPU: the cold protocol above; work still running on another stream after the
+end event makes the variant invalid, INTEGRITY #3); ``cuda_graph`` (each cold sample one replay of a
+graph of one call: launch overhead between a call's kernels disappears; falls back to ``cuda_event``
+with the reason); ``triton`` (``triton.testing.do_bench``); ``pytorch`` (``torch.utils.benchmark``).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bench.guard import BOUND
 from bench.stopping import Measurement, StopRule, relative_noise, sample_until
 
 if TYPE_CHECKING:
@@ -60,30 +46,37 @@ if TYPE_CHECKING:
 Fn = Callable[[], Any]
 
 MODES = ("auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch")
-BATCHING = ("graph", "eager")
 _MAX_SPIN_MS = 50.0
-# Auto-batching of launch-bound calls (calls_per_sample=None): below this single-call time a sample
-# times back-to-back calls lasting about BATCH_TARGET_MS.
-BATCH_BELOW_MS = 0.005
-BATCH_TARGET_MS = 0.2
-# ... and up to PROBE_BELOW_MS, a call whose single-call sample reads OVERHEAD_RATIO x or more its time per
-# call back to back: the sample is mostly the host's per-sample cost (events, the kernel's launch on the
-# device), which differs by host. The H200 x 2 host read a 1 us add's sample as 5.1-5.5 us (H100 and a
-# one-GPU H200 host: 3.5 us; graph per call 1.0-1.1 us on all three): the fixed 5 us line left it
-# unbatched in some runs (+400 %), session 6.
-PROBE_BELOW_MS = 0.05
-OVERHEAD_RATIO = 1.5
-MAX_BATCH = 1000
-# A batch captured in one CUDA graph: a graph launch costs the device ~20 us before its first kernel
-# (H100: a 52-call graph of a 1.0 us add read 1.42 us per call; the 1000-call truth 1.02 us), so graph
-# batches are sized to amortise it (~4 ms of calls: under 1 % of it per call).
+# Batch sizes: a graph launch costs the device ~20 µs before its first kernel (H100: a 52-call graph of a
+# 1.0 µs add read 1.42 µs per call, 1000 calls 1.02 µs), so graph batches span ~4 ms of calls.
 GRAPH_BATCH_TARGET_MS = 4.0
 MAX_GRAPH_BATCH = 4000
-# A device-wide sync still waiting this long after the end event means work on another stream.
+EAGER_BATCH_TARGET_MS = 1.0
+MAX_EAGER_BATCH = 1000
+# Warm-up to a steady state: the last window's median within this of the window before.
+STABLE_WINDOW = 5
+STABLE_TOLERANCE = 0.10
+# A device-wide sync still waiting this long after the end event means work on another stream ...
 _SIDE_STREAM_MIN_MS = 0.05
 _SIDE_STREAM_FRACTION = 0.1
-# ... in at least this share of the samples (fewer is host jitter: 1-7 of ~240 on an H100 host).
-SIDE_STREAM_MIN_SHARE = 0.2
+# ... in at least this share of the samples: the variant is invalid (fewer is host jitter: 1-7 of ~240
+# samples on an H100 host; a side stream shows in nearly every sample).
+SIDE_STREAM_INVALID_SHARE = 0.5
+SIDE_STREAM_NOTE_SHARE = 0.2
+# The batch measurement's effort: enough samples for its median, a fraction of the cold one's time.
+BATCH_RULE = StopRule(min_samples=10, min_seconds=0.02, max_seconds=0.3)
+
+
+@dataclass
+class Batch:
+    """Back-to-back calls, per-call times (``samples_ms``: each sample one batch / its calls)."""
+
+    samples_ms: list[float]
+    calls: int
+    method: str
+    stop_reason: str
+    noise: float | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 class Clock(Protocol):
@@ -91,6 +84,9 @@ class Clock(Protocol):
     l2_flushed: bool
     notes: list[str]
     fallback: str | None  # why the requested mode could not be used
+    invalid: str | None  # why the samples cannot be trusted at all (side streams)
+    warmup_done: int
+    stable: bool | None
 
     @property
     def method(self) -> str: ...
@@ -99,54 +95,124 @@ class Clock(Protocol):
 
     def warmup(self, fn: Fn, n: int) -> None: ...
 
+    def one(self, fn: Fn) -> float: ...
+
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement: ...
+
+    def measure_batch(self, fn: Fn, per_call_ms: float, rule: StopRule = BATCH_RULE) -> Batch | None: ...
+
+
+def warm_up(one: Callable[[], float], n: int, min_s: float, max_s: float) -> tuple[list[float], bool]:
+    """Samples of ``one()`` (ms): at least ``n`` and ``min_s`` seconds of them, then until the median of the
+    last ``STABLE_WINDOW`` is within ``STABLE_TOLERANCE`` of the window's before, or ``max_s`` has passed
+    (then ``False``: no steady state). A count alone let a fresh process's slow first calls become the
+    sample (INTEGRITY #15)."""
+    now = BOUND.perf_counter
+    t0 = now()
+    samples: list[float] = []
+    while True:
+        samples.append(one())
+        elapsed = now() - t0
+        if len(samples) >= n and elapsed >= min_s and _stable(samples):
+            return samples, True
+        if len(samples) >= n and elapsed >= max_s:
+            return samples, False
+
+
+def _stable(samples: list[float]) -> bool:
+    if len(samples) < 2 * STABLE_WINDOW:
+        return False
+    last = statistics.median(samples[-STABLE_WINDOW:])
+    before = statistics.median(samples[-2 * STABLE_WINDOW : -STABLE_WINDOW])
+    return abs(last - before) <= STABLE_TOLERANCE * max(before, 1e-9)
+
+
+def drift_note(samples_ms: list[float]) -> str | None:
+    """A note when the first third of the samples and the last third differ beyond their noise (and by
+    more than 2 %): the machine or the code was not in a steady state while it was measured."""
+    n = len(samples_ms)
+    if n < 9:
+        return None
+    k = n // 3
+    early, late = samples_ms[:k], samples_ms[-k:]
+    m_early, m_late = statistics.median(early), statistics.median(late)
+    noise = max(relative_noise(early), relative_noise(late))
+    if not math.isfinite(noise) or m_early <= 0:
+        return None
+    change = m_late / m_early - 1.0
+    if abs(change) > max(0.02, 3.0 * math.sqrt(2.0) * noise):
+        return (
+            f"drift: the first {k} samples' median {1e3 * m_early:.2f} µs, the last {k}' {1e3 * m_late:.2f} µs "
+            f"({100 * change:+.1f} %, beyond their noise): not a steady state"
+        )
+    return None
 
 
 @dataclass
 class CpuClock:
-    """perf_counter around each call; synchronizes the GPU first when the variant runs on one.
-
-    Warm-up lasts at least ``min_warmup_s`` of calls, however few the configured count: on the H100
-    host a fresh process ran a 2.5 µs CPU op at ~4 µs for its first ~0.3 s (perflab selfcheck's
-    cpu_sum: repeats 4.28, 3.93, then 2.47-2.78 µs in one process), so a count of calls alone let the
-    first measurement catch that phase.
-    """
+    """``perf_counter`` around each call; synchronizes the GPU first when the variant runs on one."""
 
     sync: Callable[[], None] | None = None
     min_warmup_s: float = 0.3
-    warmup_done: int = 0  # warm-up calls actually made (the count asked for, or more to fill min_warmup_s)
+    max_warmup_s: float = 5.0
+    warmup_done: int = 0
+    stable: bool | None = None
     mode: str = "cpu"
     l2_flushed: bool = False
     notes: list[str] = field(default_factory=list)
     fallback: str | None = None
+    invalid: str | None = None
 
     @property
     def method(self) -> str:
         extra = ", device synchronized before start and stop" if self.sync else ""
-        return f"time.perf_counter around each call{extra}; warm-up at least {self.min_warmup_s:g} s of calls"
+        return f"time.perf_counter around each call{extra}"
 
-    def _one(self, fn: Fn) -> float:
+    def one(self, fn: Fn) -> float:
         if self.sync:
             self.sync()
-        t0 = time.perf_counter()
+        t0 = BOUND.perf_counter()
         fn()
         if self.sync:
             self.sync()
-        return (time.perf_counter() - t0) * 1e3
+        return (BOUND.perf_counter() - t0) * 1e3
 
     def first_call(self, fn: Fn) -> float:
-        return self._one(fn)
+        return self.one(fn)
 
     def warmup(self, fn: Fn, n: int) -> None:
-        t_end = time.perf_counter() + self.min_warmup_s
-        done = 0
-        while done < n or time.perf_counter() < t_end:
-            self._one(fn)
-            done += 1
-        self.warmup_done = done
+        samples, self.stable = warm_up(lambda: self.one(fn), n, self.min_warmup_s, self.max_warmup_s)
+        self.warmup_done = len(samples)
+        if not self.stable:
+            self.notes.append(_unsteady(samples, self.max_warmup_s))
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
-        return sample_until(lambda: self._one(fn), iterations, rule)
+        return sample_until(lambda: self.one(fn), iterations, rule)
+
+    def measure_batch(self, fn: Fn, per_call_ms: float, rule: StopRule = BATCH_RULE) -> Batch | None:
+        calls = min(MAX_EAGER_BATCH, max(2, math.ceil(EAGER_BATCH_TARGET_MS / max(per_call_ms, 1e-4))))
+
+        def one() -> float:
+            if self.sync:
+                self.sync()
+            t0 = BOUND.perf_counter()
+            for _ in range(calls):
+                fn()
+            if self.sync:
+                self.sync()
+            return (BOUND.perf_counter() - t0) * 1e3 / calls
+
+        m = sample_until(one, None, rule)
+        how = f"perf_counter around {calls} back-to-back calls / {calls}" + (", device synchronized" if self.sync else "")
+        return Batch(m.samples_ms, calls, how, m.stop_reason, m.noise)
+
+
+def _unsteady(samples: list[float], max_s: float) -> str:
+    tail = ", ".join(f"{1e3 * s:.2f}" for s in samples[-2 * STABLE_WINDOW :])
+    return (
+        f"warm-up: no steady state after {len(samples)} calls and {max_s:g} s (the last calls, µs: {tail}); "
+        "the machine may be busy"
+    )
 
 
 class L2Flush:
@@ -154,9 +220,8 @@ class L2Flush:
 
     A read, not a write: L2 ends up full of clean lines, so the timed work's evictions cost nothing.
     A write-based flush (``zero_``) leaves 2x L2 of dirty lines whose write-back lands inside the next
-    sample (+7 us on a 128 MiB op on an H100, measured by perflab selfcheck). The read is an fp32 sum
-    into a preallocated scalar: no temporary (an int32 sum with ``dtype=int64`` first materialises an
-    int64 copy, 2x the buffer *written*: seen on the H100 as +200 MB of peak memory).
+    sample (+7 µs on a 128 MiB op on an H100, measured by perflab selfcheck). The read is an fp32 sum
+    into a preallocated scalar: no temporary.
     """
 
     def __init__(self, device: Any) -> None:
@@ -183,24 +248,24 @@ def capture_graph(fn: Fn, calls: int, device: Any) -> Fn:
 
     try:
         side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
+        side.wait_stream(BOUND.current_stream(device))
         with torch.cuda.stream(side):
             fn()
-        torch.cuda.current_stream(device).wait_stream(side)
+        BOUND.current_stream(device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             for _ in range(calls):
                 fn()
         graph.replay()
-        torch.cuda.synchronize(device)
+        BOUND.synchronize(device)
     except Exception:
-        torch.cuda.synchronize(device)
+        BOUND.synchronize(device)
         raise
     return graph.replay
 
 
 class CudaEventClock:
-    """CUDA events with L2 flush, launch latency hidden behind a spin kernel, side-stream guard."""
+    """CUDA events, L2 flushed and launch latency hidden behind a spin kernel (cold); graph batches (batch)."""
 
     mode = "cuda_event"
 
@@ -208,235 +273,181 @@ class CudaEventClock:
         self,
         device: Any,
         flush_l2: bool = True,
-        calls_per_sample: int | None = None,
-        launch_batching: str = "graph",
         spin_ms: float = 0.05,
         sample_gap: float = 1.0,
+        min_warmup_s: float = 0.05,
+        max_warmup_s: float = 5.0,
     ) -> None:
-        import torch
-
-        if launch_batching not in BATCHING:
-            raise ValueError(f"launch_batching={launch_batching!r} is not one of {', '.join(BATCHING)}")
-        self.launch_batching = launch_batching
-        self._batch: Fn | None = None  # graph replay of calls_per_sample calls, when captured
-
-        self._torch = torch
+        BOUND.bind_torch()
         self.device = device
         self.l2_flushed = flush_l2
         self.notes: list[str] = []
         self.fallback: str | None = None
+        self.invalid: str | None = None
         self.leaks = 0
         self.side_stream = 0
         self.tails_ms: list[float] = []  # per sample: the device-wide sync's wait after the end event,
         self.idle_sync_ms: list[float] = []  # and a second sync's, with nothing left to wait for
         self._flush = L2Flush(device) if flush_l2 else None
         self.overhead_bytes = self._flush.bytes if self._flush is not None else 0
-        self.calls_per_sample = calls_per_sample or 1
-        self._auto_batch = calls_per_sample is None
         self._cycles_per_ms = self._calibrate()
         self._spin_ms = spin_ms  # grows (doubling) whenever a sample shows the host outran it
         self.sample_gap = sample_gap  # idle after each sample, as a multiple of its span
+        self.min_warmup_s, self.max_warmup_s = min_warmup_s, max_warmup_s
+        self.warmup_done = 0
+        self.stable: bool | None = None
 
     @property
     def method(self) -> str:
-        flush = "L2 flushed (2x L2 read) before each sample" if self.l2_flushed else "warm L2 (no flush)"
-        if self.calls_per_sample == 1:
-            per = "per call"
-        elif self._batch is not None:
-            per = f"around one CUDA-graph replay of {self.calls_per_sample} calls / that"
-        else:
-            per = f"around {self.calls_per_sample} back-to-back calls / that"
+        flush = "L2 flushed (2x L2 read) before each call" if self.l2_flushed else "warm L2 (no flush)"
         gap = f"; GPU idle {self.sample_gap:g}x the sample's span after each sample" if self.sample_gap else ""
-        return f"CUDA events {per}, start queued behind a spin kernel to hide launch latency; {flush}{gap}"
+        return f"CUDA events per call, start queued behind a spin kernel to hide launch latency; {flush}{gap}"
 
     def _calibrate(self) -> float:
-        torch = self._torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = BOUND.Event(enable_timing=True), BOUND.Event(enable_timing=True)
         cycles = 1_000_000
-        torch.cuda._sleep(cycles)  # first launch loads the kernel
-        torch.cuda.synchronize(self.device)
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        end.synchronize()
-        return cycles / max(start.elapsed_time(end), 1e-3)
+        BOUND.spin(cycles)  # the first launch loads the kernel
+        BOUND.synchronize(self.device)
+        BOUND.record(start)
+        BOUND.spin(cycles)
+        BOUND.record(end)
+        BOUND.event_synchronize(end)
+        return cycles / max(BOUND.elapsed_time(start, end), 1e-3)
 
-    def _one(self, fn: Fn) -> float:
-        torch = self._torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if self._flush is not None:
+    def _span(self, work: Fn, flush: bool) -> float:
+        """Milliseconds between events around ``work`` queued behind the spin kernel; counts leaks (the
+        host outran the spin) and side streams (the device still busy after the end event)."""
+        start, end = BOUND.Event(enable_timing=True), BOUND.Event(enable_timing=True)
+        if flush and self._flush is not None:
             self._flush()
-        torch.cuda._sleep(int(self._spin_ms * self._cycles_per_ms))
-        start.record()
-        if self._batch is not None:
-            self._batch()
-        else:
-            for _ in range(self.calls_per_sample):
-                fn()
-        leaked = start.query()  # GPU reached the start before the host finished enqueueing
-        end.record()
-        end.synchronize()
-        t0 = time.perf_counter()
-        torch.cuda.synchronize(self.device)  # device-wide: waits for other streams too
-        t1 = time.perf_counter()
-        torch.cuda.synchronize(self.device)  # nothing left: what a synchronize costs this host right now
-        t2 = time.perf_counter()
+        BOUND.spin(int(self._spin_ms * self._cycles_per_ms))
+        BOUND.record(start)
+        work()
+        leaked = BOUND.query(start)  # the GPU reached the start before the host finished enqueueing
+        BOUND.record(end)
+        BOUND.event_synchronize(end)
+        t0 = BOUND.perf_counter()
+        BOUND.synchronize(self.device)  # device-wide: waits for other streams too
+        t1 = BOUND.perf_counter()
+        BOUND.synchronize(self.device)  # nothing left: what a synchronize costs this host right now
+        t2 = BOUND.perf_counter()
         # Work on another stream is what the first sync waited beyond the cost of a sync itself (a host
-        # whose synchronize alone took > 50 µs flagged a plain 43 µs kernel in 40 % of samples, H100 call N).
+        # whose synchronize alone took > 50 µs flagged a plain 43 µs kernel in 40 % of samples, H100).
         self.tails_ms.append((t1 - t0) * 1e3)
         self.idle_sync_ms.append((t2 - t1) * 1e3)
         tail_ms = ((t1 - t0) - (t2 - t1)) * 1e3
-        span = float(start.elapsed_time(end))
-        sample = span / self.calls_per_sample
-        # Against the span the events covered (the whole batch), not the per-call share: a batch of 1000
-        # 1 µs calls spans 1 ms, and its host's ordinary jitter after it is not another stream's work.
+        span = float(BOUND.elapsed_time(start, end))
         if tail_ms > max(_SIDE_STREAM_MIN_MS, _SIDE_STREAM_FRACTION * span):
             self.side_stream += 1
         if leaked:
             self.leaks += 1
             self._spin_ms = min(self._spin_ms * 2, _MAX_SPIN_MS)
         if self.sample_gap > 0:
-            time.sleep(self.sample_gap * span / 1e3)
-        return sample
+            BOUND.sleep(self.sample_gap * span / 1e3)
+        return span
+
+    def one(self, fn: Fn) -> float:
+        return self._span(fn, flush=True)
 
     def first_call(self, fn: Fn) -> float:
-        torch = self._torch
-        torch.cuda.synchronize(self.device)
-        t0 = time.perf_counter()
+        BOUND.synchronize(self.device)
+        t0 = BOUND.perf_counter()
         fn()
-        torch.cuda.synchronize(self.device)
-        return (time.perf_counter() - t0) * 1e3
-
-    def _batch_in_graph(self, fn: Fn) -> None:
-        """Capture the batch into one CUDA graph (launch_batching="graph"); on failure batch eagerly, noted."""
-        if self.launch_batching != "graph":
-            return
-        try:
-            self._batch = capture_graph(fn, self.calls_per_sample, self.device)
-        except Exception as exc:
-            self._batch = None
-            self.notes.append(
-                f"launch-bound batch not captured in a CUDA graph ({type(exc).__name__}: {str(exc)[:200]}); "
-                "batched eagerly, so the samples include the device's per-launch cost"
-            )
+        BOUND.synchronize(self.device)
+        return (BOUND.perf_counter() - t0) * 1e3
 
     def warmup(self, fn: Fn, n: int) -> None:
-        samples = [self._one(fn) for _ in range(n)]  # also grows the spin to cover the host's enqueue
-        if self._auto_batch and samples:
-            # The fastest warm-up sample: one the host outran (a launch gap inside it) only reads slower,
-            # and a fresh process's host is slow for its first ~0.3 s. On the H100 (session 4) the
-            # median of 4 such samples once read > 5 us for a 1 us add, and it went unbatched: +258 %.
-            single = min(samples)
-            if single < BATCH_BELOW_MS or (single < PROBE_BELOW_MS and self._overhead_bound(fn, single)):
-                # Launch-bound: one call is shorter than the event/launch overheads around it, so a sample
-                # times back-to-back calls (~BATCH_TARGET_MS) and divides (the graph-replay way).
-                graph = self.launch_batching == "graph"
-                target, cap = (GRAPH_BATCH_TARGET_MS, MAX_GRAPH_BATCH) if graph else (BATCH_TARGET_MS, MAX_BATCH)
-                self.calls_per_sample = min(cap, max(2, math.ceil(target / max(single, 1e-4))))
-        if self.calls_per_sample > 1 and self._batch is None:
-            self._batch_in_graph(fn)
-            if self._batch is None and self._auto_batch and self.calls_per_sample > MAX_BATCH:
-                self.calls_per_sample = max(2, self.calls_per_sample * MAX_BATCH // MAX_GRAPH_BATCH)  # eager size
-            for _ in range(12):  # let the spin grow until it covers enqueueing the whole batch
-                self.leaks = 0
-                self._one(fn)
-                if not self.leaks:
-                    break
+        # Cold samples as the measurement takes them: they also grow the spin to cover the host's enqueue.
+        samples, self.stable = warm_up(lambda: self.one(fn), n, self.min_warmup_s, self.max_warmup_s)
+        self.warmup_done = len(samples)
+        if not self.stable:
+            self.notes.append(_unsteady(samples, self.max_warmup_s))
+        self._reset_counts()
+
+    def _reset_counts(self) -> None:
         self.leaks = self.side_stream = 0
         self.tails_ms, self.idle_sync_ms = [], []
 
-    def _overhead_bound(self, fn: Fn, single: float) -> bool:
-        """Whether the single-call sample (``single`` ms) is OVERHEAD_RATIO x or more the time per call of
-        ~BATCH_TARGET_MS of back-to-back eager calls: then it times the host's per-sample cost more than
-        the call, and the call is batched. The evidence goes into the notes."""
-        self.calls_per_sample = max(8, min(MAX_BATCH, math.ceil(BATCH_TARGET_MS / max(single, 1e-4))))
-        clean: list[float] = []
-        try:
-            # Only samples the host did not outrun: a leaked one times the host's enqueueing of the calls
-            # (~5 µs per eager launch on the H200 x 2 host), not the device (each leak doubles the spin).
-            for _ in range(15):
-                self.leaks = 0
-                t = self._one(fn)
-                if not self.leaks:
-                    clean.append(t)
-                if len(clean) == 3:
-                    break
-        finally:
-            batch, self.calls_per_sample, self.leaks = self.calls_per_sample, 1, 0
-        if not clean:
-            return False  # never a clean batch: no evidence either way, the fixed line decides
-        per_call = min(clean)
-        bound = single >= OVERHEAD_RATIO * per_call
-        if bound:
-            self.notes.append(
-                f"launch-bound: a single-call sample read {1e3 * single:.2f} µs, {1e3 * per_call:.2f} µs per call "
-                f"in {batch} back-to-back calls ({single / per_call:.1f}x; batched from {OVERHEAD_RATIO:g}x)"
-            )
-        return bound
-
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
-        m = sample_until(lambda: self._one(fn), iterations, rule)
-        n = len(m.samples_ms)
-        if self.calls_per_sample > 1:
-            how = "one CUDA-graph replay of" if self._batch is not None else "back-to-back"
-            warm = "; L2 is flushed before the batch, so calls after the first may hit a warm L2"
-            warm = warm if self.l2_flushed else ""
-            self.notes.append(f"batched: each sample times {how} {self.calls_per_sample} calls{warm}")
+        m = sample_until(lambda: self.one(fn), iterations, rule)
+        self._judge(len(m.samples_ms), "")
+        return m
+
+    def _judge(self, n: int, what: str) -> None:
+        """Notes on leaks; side streams in most samples make the measurement invalid (INTEGRITY #3, #13)."""
         if self.leaks:
             self.notes.append(
-                f"{self.leaks}/{n} samples: the host took longer to enqueue benchmark_fn than the spin "
-                f"kernel ran (now {self._spin_ms:.2f} ms); those samples may include launch gaps"
+                f"{what}{self.leaks}/{n} samples: the host took longer to enqueue the work than the spin kernel "
+                f"ran (now {self._spin_ms:.2f} ms); those samples may include launch gaps"
             )
-        # One slow synchronize is host jitter (an interrupt, the GC); a side stream shows up again and again.
-        if self.side_stream >= max(2, math.ceil(SIDE_STREAM_MIN_SHARE * n)):
-            self.notes.append(
-                f"side streams: in {self.side_stream}/{n} samples the device was still busy after the end "
-                "event; benchmark_fn leaves work on other streams that events on the current stream miss "
+        if n and self.side_stream >= max(2, math.ceil(SIDE_STREAM_NOTE_SHARE * n)):
+            detail = (
+                f"in {self.side_stream}/{n} {what}samples the device was still busy after the end event: "
+                "benchmark_fn leaves work on another stream that it does not join to the current one "
                 f"(device-wide sync after the end event: median {1e3 * statistics.median(self.tails_ms):.0f} µs, "
                 f"max {1e3 * max(self.tails_ms):.0f} µs; a sync with nothing pending: median "
                 f"{1e3 * statistics.median(self.idle_sync_ms):.0f} µs)"
             )
-        return m
+            if self.side_stream >= SIDE_STREAM_INVALID_SHARE * n:
+                self.invalid = "work on an unjoined side stream: " + detail
+            else:
+                self.notes.append("side streams? " + detail)
+        self._reset_counts()
+
+    def measure_batch(self, fn: Fn, per_call_ms: float, rule: StopRule = BATCH_RULE) -> Batch | None:
+        calls = min(MAX_GRAPH_BATCH, max(2, math.ceil(GRAPH_BATCH_TARGET_MS / max(per_call_ms, 1e-4))))
+        notes: list[str] = []
+        try:
+            work = capture_graph(fn, calls, self.device)
+            how = f"one CUDA-graph replay of {calls} back-to-back calls / {calls}"
+        except Exception as exc:
+            calls = min(MAX_EAGER_BATCH, max(2, math.ceil(EAGER_BATCH_TARGET_MS / max(per_call_ms, 1e-4))))
+
+            def work() -> None:
+                for _ in range(calls):
+                    fn()
+
+            how = f"{calls} eager back-to-back calls / {calls}"
+            notes.append(
+                f"batch not captured in a CUDA graph ({type(exc).__name__}: {str(exc)[:200]}); eager calls, so "
+                "it includes the device's per-launch cost"
+            )
+        self._span(work, flush=False)  # grows the spin to cover enqueueing the batch
+        self._reset_counts()
+        m = sample_until(lambda: self._span(work, flush=False) / calls, None, rule)
+        self._judge(len(m.samples_ms), "batch ")
+        how += ", warm L2, start behind the spin kernel"
+        return Batch(m.samples_ms, calls, how, m.stop_reason, m.noise, notes)
 
 
 class CudaGraphClock(CudaEventClock):
-    """Times replays of ``benchmark_fn`` captured once in a CUDA graph (falls back to events)."""
+    """Each cold sample times one replay of ``benchmark_fn`` captured in a CUDA graph (falls back to events)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # CudaEventClock's parameters
         super().__init__(*args, **kwargs)
         self.mode = "cuda_graph"
         self._replay: Fn | None = None
-        self._fn: Fn | None = None
 
     @property
     def method(self) -> str:
         base = super().method
-        if self._batch is not None:
+        if self._replay is None:
             return base
-        return base.replace("CUDA events", "CUDA events (one CUDA-graph replay per call)", 1)
+        return base.replace("CUDA events per call", "CUDA events around one CUDA-graph replay of a call", 1)
 
-    def capture(self, fn: Fn) -> None:
+    def warmup(self, fn: Fn, n: int) -> None:
         try:
             self._replay = capture_graph(fn, 1, self.device)
         except Exception as exc:
             self.mode = "cuda_event"
             self.fallback = f"cuda_graph capture failed, timed with cuda_event: {type(exc).__name__}: {exc}"[:500]
-
-    def _batch_in_graph(self, fn: Fn) -> None:
-        # A batch is a graph of calls_per_sample calls of benchmark_fn itself (not of replays).
-        if self._replay is not None and self._fn is not None:
-            super()._batch_in_graph(self._fn)
-
-    def warmup(self, fn: Fn, n: int) -> None:
-        for _ in range(n):
-            fn()
-        self._torch.cuda.synchronize(self.device)
-        self._fn = fn
-        self.capture(fn)
-        super().warmup(self._replay or fn, max(n, 3))
+        super().warmup(self._replay or fn, n)
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         return super().measure(self._replay or fn, iterations, rule)
+
+    def one(self, fn: Fn) -> float:
+        return self._span(self._replay or fn, flush=True)
 
 
 class _ExternalClock:
@@ -444,21 +455,37 @@ class _ExternalClock:
 
     mode = "external"
     l2_flushed = False
+    invalid: str | None = None
 
-    def __init__(self, device: Any) -> None:
-        import torch
-
+    def __init__(self, device: Any, min_warmup_s: float = 0.0, max_warmup_s: float = 5.0) -> None:
         self.device = device
         self.notes: list[str] = []
         self.fallback: str | None = None
-        sync = (lambda: torch.cuda.synchronize(device)) if getattr(device, "type", "") == "cuda" else None
-        self._inner = CpuClock(sync=sync, min_warmup_s=0.0)  # their own warm-up and sampling rules
+        sync = (lambda: BOUND.synchronize(device)) if getattr(device, "type", "") == "cuda" else None
+        if sync is not None:
+            BOUND.bind_torch()
+        self._inner = CpuClock(sync=sync, min_warmup_s=min_warmup_s, max_warmup_s=max_warmup_s)
+
+    @property
+    def warmup_done(self) -> int:
+        return self._inner.warmup_done
+
+    @property
+    def stable(self) -> bool | None:
+        return self._inner.stable
 
     def first_call(self, fn: Fn) -> float:
         return self._inner.first_call(fn)
 
     def warmup(self, fn: Fn, n: int) -> None:
         self._inner.warmup(fn, n)
+        self.notes += self._inner.notes
+
+    def one(self, fn: Fn) -> float:
+        return self._inner.one(fn)
+
+    def measure_batch(self, fn: Fn, per_call_ms: float, rule: StopRule = BATCH_RULE) -> Batch | None:
+        return None  # the library's own timer decides how calls are grouped
 
 
 class TritonClock(_ExternalClock):
@@ -477,7 +504,7 @@ class TritonClock(_ExternalClock):
         if iterations is None:
             rep_ms = max(rule.min_seconds, min(rule.max_seconds, 1.0)) * 1e3 * 0.5
         else:  # do_bench sizes its repeat count from a time budget: aim for ~iterations calls
-            per_call = max(self._inner._one(fn), 1e-3)
+            per_call = max(self._inner.one(fn), 1e-3)
             rep_ms = per_call * iterations
         samples = [float(t) for t in do_bench(fn, warmup=0, rep=rep_ms, return_mode="all")]
         if iterations is not None:
@@ -512,41 +539,48 @@ class PytorchClock(_ExternalClock):
         return Measurement(samples, "torch adaptive_autorange", relative_noise(samples), None)
 
 
+# The floor of warm-up by clock, when the config leaves it unset: on the H100 host a fresh process ran a
+# 2.5 µs CPU op ~1.6x slower for its first ~0.3 s (perflab selfcheck's cpu_sum); GPU samples reach a
+# steady state within a few calls, which the stability rule checks.
+HOST_MIN_WARMUP_S = 0.3
+GPU_MIN_WARMUP_S = 0.05
+
+
 def make_clock(
     mode: str,
     device: Any,
     flush_l2: bool = True,
-    calls_per_sample: int | None = None,
-    launch_batching: str = "graph",
     spin_ms: float = 0.05,
-    min_warmup_s: float = 0.3,
+    min_warmup_s: float | None = None,
     sample_gap: float = 1.0,
+    max_warmup_s: float = 5.0,
 ) -> Clock:
     """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason.
-    ``min_warmup_s``: the cpu clock's shortest warm-up (``BenchmarkConfig.min_warmup_seconds``);
-    ``sample_gap``: idle after each GPU-event sample, a multiple of its span (``BenchmarkConfig.sample_gap``)."""
+    ``min_warmup_s``: the shortest warm-up (None: by clock); ``sample_gap``: idle after each GPU-event
+    sample, a multiple of its span; ``max_warmup_s``: the longest warm-up chasing a steady state."""
     if mode not in MODES:
         raise ValueError(f"timing_mode={mode!r} is not one of {', '.join(MODES)}")
     is_cuda = getattr(device, "type", str(device)) == "cuda"
     if mode == "auto":
         mode = "cuda_event" if is_cuda else "cpu"
+    host_min = HOST_MIN_WARMUP_S if min_warmup_s is None else min_warmup_s
+    gpu_min = GPU_MIN_WARMUP_S if min_warmup_s is None else min_warmup_s
     if not is_cuda and mode in ("cuda_event", "cuda_graph", "triton"):
-        clock = CpuClock(min_warmup_s=min_warmup_s)
+        clock = CpuClock(min_warmup_s=host_min, max_warmup_s=max_warmup_s)
         clock.fallback = f"timing_mode={mode!r} needs a CUDA device; device is {device!s}, timed with 'cpu'"
         return clock
     if mode == "cpu":
         if is_cuda:
-            import torch
-
-            return CpuClock(sync=lambda: torch.cuda.synchronize(device), min_warmup_s=min_warmup_s)
-        return CpuClock(min_warmup_s=min_warmup_s)
+            BOUND.bind_torch()
+            return CpuClock(lambda: BOUND.synchronize(device), host_min, max_warmup_s)
+        return CpuClock(min_warmup_s=host_min, max_warmup_s=max_warmup_s)
     if mode == "cuda_event":
-        return CudaEventClock(device, flush_l2, calls_per_sample, launch_batching, spin_ms, sample_gap)
+        return CudaEventClock(device, flush_l2, spin_ms, sample_gap, gpu_min, max_warmup_s)
     if mode == "cuda_graph":
-        return CudaGraphClock(device, flush_l2, calls_per_sample, launch_batching, spin_ms, sample_gap)
+        return CudaGraphClock(device, flush_l2, spin_ms, sample_gap, gpu_min, max_warmup_s)
     if mode == "triton":
-        return TritonClock(device)
-    return PytorchClock(device)
+        return TritonClock(device, gpu_min, max_warmup_s)
+    return PytorchClock(device, host_min if not is_cuda else gpu_min, max_warmup_s)
 
 
 def clock_for(config: BenchmarkConfig, device: Any, mode: str | None = None) -> Clock:
@@ -556,9 +590,8 @@ def clock_for(config: BenchmarkConfig, device: Any, mode: str | None = None) -> 
         mode or config.timing_mode,
         device,
         config.flush_l2,
-        config.calls_per_sample,
-        config.launch_batching,
         config.launch_spin_ms,
         config.min_warmup_seconds,
         config.sample_gap,
+        max_warmup_s=0.5 * config.stage_limit("warmup"),
     )

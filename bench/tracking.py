@@ -118,6 +118,7 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
             out[_name(f"time_{label}_ms")] = value
         if result.timing.first_call_ms is not None:
             out["time_first_call_ms"] = result.timing.first_call_ms
+        out["warmup_calls"] = float(result.timing.warmup_calls)
         if result.timing.noise is not None:
             out["timing_noise_pct"] = 100.0 * result.timing.noise
         if result.timing.target_met is not None:
@@ -125,6 +126,20 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
         sm = result.timing.machine_after.get("sm_clock_mhz")
         if sm is not None:
             out["gpu_sm_clock_after_mhz"] = float(sm)
+    if result.batch is not None:  # back-to-back calls, warm L2 (bench.timing: the batch kind)
+        bt = result.batch.stats
+        out.update(
+            batch_time_median_ms=bt.median_ms,
+            batch_time_min_ms=bt.min_ms,
+            batch_time_iqr_ms=bt.iqr_ms,
+            batch_calls=float(result.batch.calls),
+            batch_n_samples=float(bt.n),
+        )
+        for label in ("p90", "p99"):
+            if label in bt.percentiles_ms:
+                out[f"batch_time_{label}_ms"] = bt.percentiles_ms[label]
+    if result.recheck is not None and result.recheck.restored_ms is not None:
+        out["recheck_restored_ms"] = result.recheck.restored_ms
     if result.memory is not None:
         mem = result.memory
         out["mem_peak_mb"] = mem.peak_mb
@@ -150,6 +165,18 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
     out["ahead_s"] = result.ahead_s
     out["gate_late_s"] = result.gate_late_s
     return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def _recheck_summary(r: Any) -> str:
+    parts = []
+    if r.mutated:
+        same = {True: "same output", False: "a different output", None: "output not compared"}[r.restored_same_output]
+        parts.append(f"timed calls changed {', '.join(r.mutated[:4])}; a call from the set-up state: {same}")
+    if r.perturbed == 0:
+        parts.append("no floating tensor to change")
+    elif r.perturbed is not None:
+        parts.append(f"{r.perturbed} set-up tensor(s) changed: output {'followed' if r.output_changed else 'did not change'}")
+    return "; ".join(parts) or "nothing to report"
 
 
 def variant_params(result: VariantResult) -> dict[str, str]:
@@ -291,8 +318,10 @@ class Tracker:
             tags = {**self._tags, **self._variant_tags(result)}
             if comparison is not None:
                 tags.update(self._comparison_tags(comparison))
-                if comparison.speedup is not None and math.isfinite(comparison.speedup):
-                    metrics["speedup"] = float(comparison.speedup)
+                for name in ("speedup", "speedup_ci_low", "speedup_ci_high"):
+                    value = getattr(comparison, name)
+                    if value is not None and math.isfinite(value):
+                        metrics[name] = float(value)
                 rel = comparison.verification.max_rel_error
                 if rel is not None and math.isfinite(rel):
                     metrics["max_rel_error"] = float(rel)
@@ -347,7 +376,18 @@ class Tracker:
                 optional["perflab.timing_notes"] = _clip("; ".join(t.notes), _MAX_DETAIL_LEN)
             optional["perflab.timing_fallback"] = t.fallback
             optional["perflab.timing_stop"] = t.stop_reason
+            # The tag describes the primary time_* (cold: one call per sample); batch_time_* is always warm.
             optional["perflab.l2"] = "flushed" if t.l2_flushed else "warm"
+            optional["perflab.warmup"] = "steady" if t.warmup_stable else "unsteady" if t.warmup_stable is False else None
+            drift = next((n for n in t.notes if n.startswith("drift:")), None)
+            optional["perflab.drift"] = _clip(drift, _MAX_DETAIL_LEN) if drift else None
+        if result.batch is not None:
+            optional["perflab.batch"] = _clip(result.batch.method, _MAX_DETAIL_LEN)
+        if result.tampered:
+            optional["perflab.tampered"] = _clip(", ".join(result.tampered), _MAX_DETAIL_LEN)
+        r = result.recheck
+        if r is not None:
+            optional["perflab.recheck"] = _clip(_recheck_summary(r), _MAX_DETAIL_LEN)
             if t.machine_flags:
                 optional["perflab.machine_flags"] = _clip("; ".join(t.machine_flags), _MAX_DETAIL_LEN)
         p = result.profile
@@ -364,7 +404,10 @@ class Tracker:
             "perflab.pair_status": comparison.status,
             "perflab.verified": "true" if v.verified else "false",
             "perflab.verification": _clip(v.detail, _MAX_DETAIL_LEN),
+            "perflab.speedup_time": comparison.speedup_time,
         }
+        if comparison.significance is not None:
+            tags["perflab.significance"] = comparison.significance
         baseline = self._run_ids.get(f"{comparison.chapter}:{comparison.example}:baseline")
         if baseline is not None:
             tags["perflab.baseline_run_id"] = baseline
