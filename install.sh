@@ -11,8 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
-extras="triton"
-[ "${1:-}" = "--test" ] && extras="triton,test"
+extras=""
+[ "${1:-}" = "--test" ] && extras="[test]"
 pip_q() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
 
 if [ -n "${PERFLAB_WHEELS:-}" ]; then
@@ -22,6 +22,6 @@ else
   if ! "$PY" -c "import torch" 2> /dev/null; then
     pip_q "${TORCH_SPEC:-torch==2.13.0}"
   fi
-  pip_q -e ".[$extras]"
+  pip_q -e ".$extras"
 fi
 "$PY" -c "import bench, torch, mlflow; print('perflab installed: torch', torch.__version__, '| mlflow', mlflow.__version__)"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import peaks, tracking
+from bench.summary import speedup_text
 from bench.tracking import StoredRun
 
 __all__ = ["CSV_COLUMNS", "build_report", "charts", "report_csv", "report_markdown", "write_report"]
@@ -75,6 +76,10 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "baseline_median_ms": baseline.metrics.get("time_median_ms") if baseline else None,
         "optimized_median_ms": m.get("time_median_ms"),
         "speedup": speedup,
+        "speedup_ci_low": m.get("speedup_ci_low"),
+        "speedup_ci_high": m.get("speedup_ci_high"),
+        "speedup_time": t.get("perflab.speedup_time", "cold"),
+        "significance": t.get("perflab.significance"),
         "verified": verified,
         "status": status,
         "counted": bool(verified and status == "ok" and speedup and speedup > 0 and math.isfinite(speedup)),
@@ -124,6 +129,8 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
         "pairs": len(rows),
         "pairs_verified": sum(x["verified"] for x in rows),
         "pairs_counted": len(counted),
+        # successes: counted, and the speedup's 95 % interval above 1.0
+        "pairs_faster": sum(x["counted"] and x["significance"] == "faster" for x in rows),
         "speedup_geomean": _geomean(counted),
         "speedup_max": max(counted) if counted else None,
         "speedup_min": min(counted) if counted else None,
@@ -158,7 +165,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"{o['succeeded']} succeeded, {o['failed']} failed, {o['skipped']} skipped",
         f"- {o['pairs']} pair(s), {o['pairs_verified']} verified; speedup over the {o['pairs_counted']} verified ok "
         f"pair(s): geomean {_f(o['speedup_geomean'], '.3f')}×, max {_f(o['speedup_max'], '.3f')}×, "
-        f"min {_f(o['speedup_min'], '.3f')}×",
+        f"min {_f(o['speedup_min'], '.3f')}×; {o.get('pairs_faster', 0)} significantly faster (95 % interval above 1)",
     ]
     for chapter, rows in sorted(report["chapters"].items()):
         lines += [
@@ -170,7 +177,7 @@ def report_markdown(report: dict[str, Any]) -> str:
             "|---|---|---:|---:|---:|---|---|---:|---:|---:|",
         ]
         for x in rows:
-            speedup = _f(x["speedup"], ".3f") + ("×" if x["speedup"] is not None else "")
+            speedup = speedup_text(x)
             if x["speedup"] is not None and not x["counted"]:
                 speedup += " (not counted)"
             lines.append(

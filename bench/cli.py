@@ -376,7 +376,9 @@ def _line(result: VariantResult, comparison: Comparison | None) -> str:
     if result.status != "ok" and result.error:
         text += escape(f"  [{result.failed_stage}] {result.error.message.splitlines()[0][:120]}")
     if comparison is not None and comparison.speedup is not None:
-        text += f"  speedup {comparison.speedup:.2f}x"
+        from bench.summary import speedup_text
+
+        text += "  speedup " + escape(speedup_text(comparison.model_dump()))
     if comparison is not None:
         text += "  verified" if comparison.verification.verified else f"  NOT verified ({comparison.status})"
         if comparison.across_gpus is not None:
@@ -389,6 +391,8 @@ def _line(result: VariantResult, comparison: Comparison | None) -> str:
 
 
 def _table(suite: SuiteResult) -> Table:
+    from bench.summary import speedup_text
+
     table = Table(title="perflab results")
     for col in ("example", "variant", "baseline ms", "optimized ms", "speedup", "verified", "status"):
         table.add_column(col, justify="right" if "ms" in col or col == "speedup" else "left")
@@ -398,7 +402,7 @@ def _table(suite: SuiteResult) -> Table:
             c.variant,
             f"{c.baseline_median_ms:.4f}" if c.baseline_median_ms is not None else "—",
             f"{c.optimized_median_ms:.4f}" if c.optimized_median_ms is not None else "—",
-            f"{c.speedup:.2f}x" if c.speedup is not None else "—",
+            speedup_text(c.model_dump()),
             "yes" if c.verification.verified else "no",
             c.status,
         )

@@ -164,16 +164,15 @@ Layer = BenchmarkConfig | Mapping[str, Any] | None
 
 
 def host_clocked(config: Any, device: str | None = None) -> bool:
-    """Timed on the host's wall clock: ``timing_mode`` "cpu", or any host-timed mode on a CPU device (``device``:
-    the resolved one, e.g. "cpu" or "cuda:0"; a config's own may say "auto"). Its samples include the host's
-    CPU work, so anything else on the host can move them (bench.suite._Host): on the 2-core CI machine a
-    2-thread op read 16 ms instead of 0.03 ms while MLflow imported beside it (OpenMP waits for a thread
-    the scheduler took away)."""
-    mode = getattr(config, "timing_mode", None)
-    if mode == "cpu":
+    """Timed on the host's wall clock: any variant on a CPU device (``device``: the resolved one, e.g. "cpu"
+    or "cuda:0"; a config's own may say "auto"), and on a GPU the ``cpu`` and ``pytorch`` clocks. Its samples
+    include the host's CPU work, so anything else on the host can move them (bench.suite._Host): on the
+    2-core CI machine a 2-thread op read 16 ms instead of 0.03 ms while MLflow imported beside it (OpenMP
+    waits for a thread the scheduler took away)."""
+    on = device or getattr(config, "device", None) or "auto"
+    if on.startswith("cpu"):
         return True
-    on_cpu = (device or getattr(config, "device", "auto") or "auto").startswith("cpu")
-    return on_cpu and mode in ("auto", "pytorch")
+    return getattr(config, "timing_mode", None) in ("cpu", "pytorch")
 
 
 def explicit_fields(layer: Layer) -> dict[str, Any]:

@@ -12,7 +12,10 @@ and optionally:
 * ``get_output()`` — a tensor or tuple of tensors produced by the *last* ``benchmark_fn`` call,
   compared with the baseline's (no output ⇒ not verified);
 * ``validate_result() -> str | None`` — a message when the result is wrong, None when it is fine;
-* ``get_work() -> dict | None`` — ``{"bytes": ..., "flops": ...}`` moved/done per call.
+* ``get_work() -> dict | None`` — ``{"bytes": ..., "flops": ...}`` moved/done per call, the same on both
+  sides of a pair;
+* ``get_inputs()`` — the tensors that are this benchmark's inputs (a tensor, a list, a dict); the harness
+  changes them to check that the output follows (bench.guard). Without it: every tensor set up in setup().
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from bench.errors import ProtocolError
 
 REQUIRED = ("setup", "benchmark_fn", "teardown")
-OPTIONAL = ("get_config", "get_output", "validate_result", "get_work")
+OPTIONAL = ("get_config", "get_output", "validate_result", "get_work", "get_inputs")
 
 
 @runtime_checkable

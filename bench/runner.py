@@ -287,6 +287,14 @@ class _Watch:
     def limit(self) -> float:
         return self.config.stage_limit(self.stage)
 
+    def timed_done(self) -> bool:
+        """Every stage that calls benchmark_fn on the clock is over: the measurement, the batch and the
+        recheck, as far as the config runs them (or the child is past them)."""
+        timed = ["measurement"]
+        timed += ["batch"] if self.config.measure_batch else []
+        timed += ["recheck"] if self.config.check_inputs else []
+        return self.stage == "teardown" or all(name in self.records for name in timed)
+
     def handle(self, msg: dict[str, Any]) -> None:
         kind = str(msg.get("t"))
         now = time.monotonic()
@@ -343,7 +351,8 @@ def run_variant(
     ``gate``: start the child ahead and hold it before the benchmark's ``setup()`` until the gate opens
     (``Gate``; mode "run" without a wrapper only); if it ends before reaching the gate (a CUDA context
     that did not fit beside the previous variant's memory, say), it runs again plainly once the gate is
-    open. ``on_measured``: called (on this thread) as soon as the child's measurement stage has ended.
+    open. ``on_measured``: called (on this thread) as soon as the child's timed stages (measurement, batch,
+    recheck) have ended.
     ``cancel``: when set (by another thread: an interrupted suite), the child's group is killed and
     ``Cancelled`` raised. ``before_measure``: the child stops after its set-up, before its warm-up, and
     this is called with its effective config; it may wait (a host-bound measurement waiting to be alone on
@@ -485,7 +494,7 @@ def run_variant(
                 watch.ready_since = None
                 with contextlib.suppress(OSError):  # a child that died meanwhile: its EOF ends the loop
                     os.write(read_fd, b"m")
-            if on_measured is not None and not measured and "measurement" in watch.records:
+            if on_measured is not None and not measured and watch.timed_done():
                 measured = True
                 on_measured()
     except BaseException:  # Ctrl-C, or a fault of the harness: the child must not run on unwatched
@@ -561,7 +570,9 @@ def _build_result(
     elif "skipped" in watch.data:
         status = "skipped"
     elif watch.error is not None:
-        status = "invalid" if watch.error.kind == "protocol" else "failed"
+        # A benchmark that does not follow the protocol failed at its set-up: "invalid" is kept for a result
+        # the timed calls did not produce (or cannot stand).
+        status = "failed"
         watch.error.exit_code = returncode
         if watch.error.kind != "protocol":
             watch.error.traceback = (watch.error.traceback or "") + _tail_section(log_path)
@@ -617,6 +628,7 @@ def _build_result(
         result.recheck = Recheck(
             mutated=r.get("mutated", []),
             restored_ms=r.get("time_ms"),
+            reference_ms=r.get("reference_ms"),
             restored_same_output=r.get("same_output"),
             perturbed=f.get("perturbed"),
             output_changed=f.get("output_changed"),
@@ -682,13 +694,15 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
                 f"the timed calls changed tensors set up in setup() ({what}), and a call from the set-up state "
                 "gives a different output: the timed calls ran on what earlier calls left behind"
             )
-        if r.restored_ms is not None and t is not None and r.restored_ms > max(2.0 * t.stats.median_ms,
-                                                                            t.stats.percentiles_ms.get("p99", 0.0)):
+        usual = r.reference_ms or (t.stats.median_ms if t is not None else None)
+        high = max(2.0 * usual, t.stats.percentiles_ms.get("p99", 0.0) if r.reference_ms is None and t else 0.0) \
+            if usual else None  # fmt: skip
+        if r.restored_ms is not None and usual and high and r.restored_ms > high:
             return "recheck", (
                 f"the timed calls changed tensors set up in setup() ({what}), and a call from the set-up state "
-                f"takes {r.restored_ms / t.stats.median_ms:.1f}x their median ({r.restored_ms:.4g} vs "
-                f"{t.stats.median_ms:.4g} ms): the timed calls did less work than a call on the inputs"
-            )  # fmt: skip
+                f"takes {r.restored_ms / usual:.1f}x a usual call ({r.restored_ms:.4g} vs {usual:.4g} ms): the "
+                "timed calls did less work than a call on the inputs"
+            )
     if r is not None and r.output_changed is False:
         return "recheck", (
             f"the output did not change when the {r.perturbed} tensor(s) set up in setup() were changed: a cached "

@@ -4,6 +4,9 @@ Workloads (GPU ones skipped with a reason on a machine without CUDA):
 
 * ``tiny_add`` — a 1024-element fp32 add: launch-bound, ~1-2 µs of device time.
   Truth: a CUDA graph of 1000 back-to-back calls, replayed; replay time / 1000.
+* ``scale_8mib`` — ``out = 2 * x`` over 8 MiB of fp32: L2-resident when warm (INTEGRITY #14: 6.8 µs cold
+  by ncu, 3.5 µs back to back). Truth: ncu's cold time where ncu exists, else a CUDA graph of 50 ×
+  (L2 flush, call) minus 50 flushes.
 * ``scale_64mib`` — ``out = 2 * x`` over 64 MiB of fp32 (128 MiB moved): memory-bound.
   Truth: bytes / copy bandwidth (1 GiB copies, plain launches). Printed beside it: a CUDA graph of
   50 × (L2 flush, call) minus the 50 flushes, / 50, which also charges the write-back of the call's
@@ -14,6 +17,9 @@ Workloads (GPU ones skipped with a reason on a machine without CUDA):
 
 When ``ncu`` is on the PATH, each GPU workload is also run under Nsight Compute
 (``gpu__time_duration.sum``, ``--clock-control none``, NVTX-filtered to the timed calls) as a second truth.
+
+Every GPU clock that measures a batch (back-to-back calls, ``batch_time_*``) adds a row ``<mode> batch``
+whose truth is a CUDA graph of ~4 ms of back-to-back calls, replayed.
 
 Each mode measures each workload ``repeats`` times (adaptive sampling, the default configuration);
 the table reports the median of the repeats' medians, its error against truth, the CV of the repeats'
@@ -38,7 +44,7 @@ from bench.profiling import parse_ncu_csv as parse_kernels
 from bench.stopping import Measurement, StopRule, sample_until
 from bench.timing import L2Flush, capture_graph, clock_for
 
-GPU_WORKLOADS = ("tiny_add", "scale_64mib", "matmul_bf16")
+GPU_WORKLOADS = ("tiny_add", "scale_8mib", "scale_64mib", "matmul_bf16")
 CPU_WORKLOADS = ("cpu_sum",)
 GPU_MODES = ("naive", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch")
 CPU_MODES = ("cpu", "pytorch")
@@ -63,8 +69,8 @@ def build(name: str) -> Workload:
         a, b = (torch.randn(1024, device="cuda", generator=g) for _ in range(2))
         out = torch.empty_like(a)
         return Workload(name, lambda: torch.add(a, b, out=out), "cuda", bytes=3 * 4 * 1024)
-    if name == "scale_64mib":
-        x = torch.randn(16 * 2**20, device="cuda", generator=g)
+    if name in ("scale_8mib", "scale_64mib"):
+        x = torch.randn((2 if name == "scale_8mib" else 16) * 2**20, device="cuda", generator=g)
         y = torch.empty_like(x)
         return Workload(name, lambda: torch.mul(x, 2.0, out=y), "cuda", bytes=2 * 4 * x.numel())
     if name == "matmul_bf16":
@@ -152,12 +158,20 @@ def truth_ms(w: Workload, bandwidth_gbps: float | None) -> tuple[float, str]:
             f"bytes / measured copy bandwidth ({bandwidth_gbps:.0f} GB/s); a CUDA graph of 50 (L2 flush, call) "
             f"minus 50 flushes gives {graph * 1e3:.2f} µs per call, write-back of its output included"
         )
+    if w.name == "scale_8mib":
+        return _flushed_graph_ms(w.fn), "a CUDA graph of 50 (L2 flush, call) minus 50 flushes, / 50"
     if w.name == "matmul_bf16":
         return _graph_replay_ms(w.fn, calls=10) / 10, (
             "CUDA graph of 10 calls, replay / 10: back to back, the sustained regime (at an H100's power cap); "
             "the harness idles between samples (sample_gap), the regime of ncu's replayed kernel"
         )
     return _cpu_truth_ms(w.fn)
+
+
+def batch_truth_ms(w: Workload, per_call_ms: float) -> tuple[float, str]:
+    """Back-to-back calls: a CUDA graph of ~4 ms of calls (at least 10), replayed; replay time / calls."""
+    calls = max(10, min(4000, int(4.0 / max(per_call_ms, 1e-4))))
+    return _graph_replay_ms(w.fn, calls) / calls, f"CUDA graph of {calls} back-to-back calls, replay / {calls}"
 
 
 def _cpu_truth_ms(fn: Callable[[], Any], warm_s: float = 0.3, block_s: float = 0.02, blocks: int = 7
@@ -261,6 +275,7 @@ class Cell:
     note: str | None = None
     calls_per_sample: int = 1
     pid: int = 0  # the process that measured it
+    batch: Cell | None = None  # the same clock's back-to-back calls, when it measures them
 
     @property
     def median_ms(self) -> float | None:
@@ -295,16 +310,26 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
     else:
         for _ in range(cfg.warmup):
             w.fn()
-    cell.calls_per_sample = getattr(clock, "calls_per_sample", 1)
+    batch = Cell(w.name, f"{mode} batch", pid=os.getpid())
     for _ in range(repeats):
         t0 = time.perf_counter()
         m = clock.measure(w.fn, cfg.iterations, cfg.stop_rule())
         cell.wall_s.append(time.perf_counter() - t0)
         cell.medians_ms.append(statistics.median(m.samples_ms))
         cell.samples.append(len(m.samples_ms))
-    notes = [n for n in dict.fromkeys(getattr(clock, "notes", [])) if not n.startswith("batched:")]
-    if getattr(clock, "_batch", None) is not None:
-        notes.append("batch = one CUDA-graph replay")
+        if mode != "naive" and w.device == "cuda":
+            t0 = time.perf_counter()
+            b = clock.measure_batch(w.fn, cell.medians_ms[-1])
+            if b is not None:
+                batch.wall_s.append(time.perf_counter() - t0)
+                batch.medians_ms.append(statistics.median(b.samples_ms))
+                batch.samples.append(len(b.samples_ms))
+                batch.calls_per_sample = b.calls
+                batch.note = b.method
+    cell.batch = batch if batch.medians_ms else None
+    notes = list(dict.fromkeys(getattr(clock, "notes", [])))
+    if getattr(clock, "_with_call", None) is not None:
+        notes.append("cold = graph [flush, call] minus graph [flush]")
     if notes:
         cell.note = "; ".join(filter(None, [cell.note, *notes]))[:2000]  # whole: counts and tail times
     return cell
@@ -312,6 +337,10 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
 
 def _truth_task(name: str, bandwidth: float | None) -> tuple[float, str]:
     return truth_ms(build(name), bandwidth)
+
+
+def _batch_truth_task(name: str, per_call_ms: float) -> tuple[float, str]:
+    return batch_truth_ms(build(name), per_call_ms)
 
 
 def _cell_task(name: str, mode: str, repeats: int, config_layer: dict[str, Any] | None) -> Cell:
@@ -380,6 +409,14 @@ def run_selfcheck(
             cell = call(_cell_task, name, mode, repeats, config_layer)
             cell.truth_ms, cell.ncu_ms = t, ncu_ms
             cells.append(cell)
+            if cell.batch is not None and cell.median_ms is not None:
+                if "batch_truth_ms" not in truths[name]:
+                    bt, bhow = call(_batch_truth_task, name, cell.median_ms)
+                    truths[name].update(batch_truth_ms=bt, batch_truth_method=bhow)
+                    log(f"{name}: batch truth {bt * 1e3:.2f} us ({bhow})")
+                cell.batch.truth_ms = truths[name]["batch_truth_ms"]
+                cells.append(cell.batch)
+                cell.batch = None
             log(
                 f"  {mode:>10}: median {cell.median_ms * 1e3:9.2f} us  err {cell.error_pct:+7.1f} %  "
                 f"cv {cell.cv_pct or 0:5.2f} %  samples {statistics.median(cell.samples):.0f}  "
@@ -394,7 +431,10 @@ def run_selfcheck(
         "copy_bandwidth_gbps": bandwidth,
         "truths": truths,
         "skipped": skipped,
-        "cells": [{**asdict(c), "median_ms": c.median_ms, "error_pct": c.error_pct, "cv_pct": c.cv_pct} for c in cells],
+        "cells": [
+            {**asdict(c), "median_ms": c.median_ms, "error_pct": c.error_pct, "cv_pct": c.cv_pct}
+            for c in cells
+        ],
     }
 
 
@@ -415,6 +455,7 @@ def markdown(report: dict[str, Any]) -> str:
         ncu = f"{t['ncu_ms'] * 1e3:.2f} µs" if t["ncu_ms"] else "—"
         lines.append(
             f"- {name}: truth {t['truth_ms'] * 1e3:.2f} µs ({t['truth_method']}); ncu {ncu} ({t['ncu_method']})"
+            + (f"; batch truth {t['batch_truth_ms'] * 1e3:.2f} µs ({t['batch_truth_method']})" if "batch_truth_ms" in t else "")
         )
     for name, why in report["skipped"].items():
         lines.append(f"- {name}: skipped, {why}")

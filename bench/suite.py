@@ -36,6 +36,13 @@ class Sink(Protocol):
 OnResult = Callable[[VariantResult, Comparison | None], None]
 
 
+class _Marker:
+    """Queued by ``BackgroundSink.drain``: set once everything queued before it has been handled."""
+
+    def __init__(self, done: threading.Event) -> None:
+        self.done = done
+
+
 class BackgroundSink:
     """A sink opened and fed on a thread of its own, so the suite waits neither for it nor on it.
 
@@ -48,7 +55,7 @@ class BackgroundSink:
     """
 
     def __init__(self, open_sink: Callable[[], Sink]) -> None:
-        self._queue: queue.SimpleQueue[tuple[VariantResult, Comparison | None] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[VariantResult, Comparison | None] | _Marker | None] = queue.SimpleQueue()
         self._sink: Sink | None = None
         self._error: BaseException | None = None
         self._lost: list[str] = []  # variants queued but never logged, because the sink failed
@@ -75,6 +82,9 @@ class BackgroundSink:
             self._busy = False
         self.opened.set()
         while (item := self._queue.get()) is not None:
+            if isinstance(item, _Marker):
+                item.done.set()
+                continue
             if self._error is not None:
                 self._lost.append(item[0].spec.key)
                 continue
@@ -117,6 +127,15 @@ class BackgroundSink:
             raise PerflabError(f"results cannot be logged ({type(self._error).__name__}: {self._error}){lost}") from (
                 self._error
             )
+
+    def drain(self) -> None:
+        """Wait until every result queued so far is logged (or the sink failed): files a result points to
+        (a profile's trace) must still exist when it is logged."""
+        self.release()
+        done = threading.Event()
+        self._queue.put(_Marker(done))
+        while self._thread.is_alive() and not done.wait(0.1):
+            pass
 
     def close(self) -> Sink:
         """Wait until every queued result is logged; the opened sink, or the error that stopped it."""
@@ -204,6 +223,9 @@ def run_suite(
                 for future in [ex.submit(work, i, env) for i, env in enumerate(pool)]:
                     future.result()  # re-raise a harness error from any worker
     finally:
+        drain = getattr(sink, "drain", None)
+        if drain is not None:  # the results still queued may point into the work directory (profiles)
+            drain()
         if not keep_workdir:
             shutil.rmtree(root, ignore_errors=True)
     done = pairs.done

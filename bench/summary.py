@@ -28,6 +28,10 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
                 "baseline_median_ms": c.baseline_median_ms,
                 "optimized_median_ms": c.optimized_median_ms,
                 "speedup": c.speedup,
+                "speedup_ci_low": c.speedup_ci_low,
+                "speedup_ci_high": c.speedup_ci_high,
+                "speedup_time": c.speedup_time,
+                "significance": c.significance,
                 "verified": c.verification.verified,
                 "verification": c.verification.detail,
                 "max_rel_error": c.verification.max_rel_error,
@@ -36,6 +40,7 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
             }
         )
     good: list[float] = [float(p["speedup"]) for p in pairs if p["status"] == "ok" and p["speedup"]]
+    faster = [p for p in pairs if p["status"] == "ok" and p["significance"] == "faster"]
     variants = [
         {
             "key": v.spec.key,
@@ -51,6 +56,8 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
         "n_variants_ok": sum(v.status == "ok" for v in suite.variants),
         "n_pairs": len(pairs),
         "n_pairs_verified": sum(p["verified"] for p in pairs),
+        # A success: verified, ok, and the speedup's 95 % interval above 1.0.
+        "n_pairs_faster": len(faster),
         # Geometric mean over verified, successful pairs only: an unverified speedup is not a success.
         "geomean_speedup_verified": math.exp(sum(math.log(x) for x in good) / len(good)) if good else None,
         "unpaired_baselines": suite.unpaired,
@@ -67,15 +74,16 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         "# perflab summary",
         "",
         f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
-        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified, "
+        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified "
+        f"({summary.get('n_pairs_faster', 0)} significantly faster), "
         f"geomean speedup of verified pairs: {_fmt(summary['geomean_speedup_verified'], '.2f')}×, "
         f"wall {summary['wall_s']:.1f} s",
         "",
-        "| example | variant | baseline ms | optimized ms | speedup | verified | status | GB/s |",
+        "| example | variant | baseline ms | optimized ms | speedup (95 % interval) | verified | status | GB/s |",
         "|---|---|---:|---:|---:|---|---|---:|",
     ]
     for p in summary["pairs"]:
-        speedup = _fmt(p["speedup"], ".2f") + "×" if p["speedup"] else "—"
+        speedup = speedup_text(p)
         if p["speedup"] and p["status"] != "ok":
             speedup += " (not a success)"
         lines.append(
@@ -96,3 +104,22 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     if summary["unpaired_baselines"]:
         lines += ["", "Baselines without an optimized partner: " + ", ".join(summary["unpaired_baselines"])]
     return "\n".join(lines) + "\n"
+
+
+def speedup_text(pair: dict[str, Any]) -> str:
+    """``1.73× [1.70, 1.76]``, with "no significant difference" when the interval holds 1.0 and the time
+    it is on when that is the batch time."""
+    if not pair.get("speedup"):
+        return "—"
+    text = f"{pair['speedup']:.2f}×"
+    low, high = pair.get("speedup_ci_low"), pair.get("speedup_ci_high")
+    if low is not None and high is not None:
+        text += f" [{low:.2f}, {high:.2f}]"
+    if pair.get("speedup_time") == "batch":
+        text += " (batch)"
+    if pair.get("significance") == "no significant difference":
+        text += " no significant difference"
+    elif pair.get("significance") == "slower":
+        text += " slower"
+    return text
+

@@ -2,11 +2,13 @@
 
 Two measurement kinds, as nvbench names them, both kept:
 
-* **cold** (the primary ``time_*`` metrics): one call per sample, outside the timed window L2 flushed
-  (a read of twice the device's L2, INTEGRITY #2) and the start event queued behind a spin kernel, so
-  neither warm caches nor the host's launch latency (10-20 µs on an H100, INTEGRITY #1) are in it. A
-  1 µs kernel reads ~3.5 µs here: the device's own cost of starting one kernel after another is part
-  of a single call.
+* **cold** (the primary ``time_*`` metrics): one call per sample with L2 flushed (a read of twice the
+  device's L2, INTEGRITY #2), queued behind a spin kernel so the host's launch latency (10-20 µs on an
+  H100, INTEGRITY #1) stays out. Where the call can be captured in a CUDA graph, each sample is a
+  difference: CUDA events around one replay of a graph [flush, call] minus one of a graph [flush] alone,
+  so the events' own cost and the device's start of a kernel after an event (~2.5 µs: a 1 µs add read
+  3.5 µs per call, an 8 MiB op 9.5 µs against Nsight Compute's 6.8) cancel, and the call's kernels run
+  as they would after a flush, on a cold L2. Otherwise events around one eager call, noted.
 * **batch** (``batch_time_*``): back-to-back calls captured in one CUDA graph (~4 ms of them) and
   replayed, the replay timed with events and divided by its calls: what a call costs in a stream of
   calls, with warm L2 (INTEGRITY #14). Eager back-to-back calls when capture is impossible, noted.
@@ -23,8 +25,8 @@ steady state), at most ``max_warmup_s``. Sampling stops on a noise target (bench
 
 Modes: ``cpu`` (``perf_counter`` around each call; on a GPU variant the device is synchronized before
 the clock starts and before it stops, so all streams' work and the host's launch cost are counted);
-``cuda_event`` (default on GPU: the cold protocol above; work still running on another stream after the
-end event makes the variant invalid, INTEGRITY #3); ``cuda_graph`` (each cold sample one replay of a
+``cuda_event`` (default on GPU: the cold protocol above; warm-up samples are eager calls between events,
+and work still running on another stream after their end event makes the variant invalid, INTEGRITY #3); ``cuda_graph`` (each cold sample one replay of a
 graph of one call: launch overhead between a call's kernels disappears; falls back to ``cuda_event``
 with the reason); ``triton`` (``triton.testing.do_bench``); ``pytorch`` (``torch.utils.benchmark``).
 """
@@ -296,11 +298,20 @@ class CudaEventClock:
         self.min_warmup_s, self.max_warmup_s = min_warmup_s, max_warmup_s
         self.warmup_done = 0
         self.stable: bool | None = None
+        self.differential = flush_l2  # cold samples as graph differences, when the call can be captured
+        self._with_call: Fn | None = None  # replay of a graph [flush, call]
+        self._flush_only: Fn | None = None  # replay of a graph [flush]
+        self.eager_ms: float | None = None  # median eager cold call at the end of warm-up
 
     @property
     def method(self) -> str:
-        flush = "L2 flushed (2x L2 read) before each call" if self.l2_flushed else "warm L2 (no flush)"
         gap = f"; GPU idle {self.sample_gap:g}x the sample's span after each sample" if self.sample_gap else ""
+        if self._with_call is not None:
+            return (
+                "CUDA events around one CUDA-graph replay of [L2 flush, call] minus one of [L2 flush], each queued "
+                f"behind a spin kernel and after an untimed L2 flush; cold L2{gap}"
+            )
+        flush = "L2 flushed (2x L2 read) before each call" if self.l2_flushed else "warm L2 (no flush)"
         return f"CUDA events per call, start queued behind a spin kernel to hide launch latency; {flush}{gap}"
 
     def _calibrate(self) -> float:
@@ -347,6 +358,12 @@ class CudaEventClock:
         return span
 
     def one(self, fn: Fn) -> float:
+        if self._with_call is not None and self._flush_only is not None:
+            return self._span(self._with_call, flush=True) - self._span(self._flush_only, flush=True)
+        return self._span(fn, flush=True)
+
+    def eager(self, fn: Fn) -> float:
+        """One eager cold call between events (what warm-up samples are; a restored state's call)."""
         return self._span(fn, flush=True)
 
     def first_call(self, fn: Fn) -> float:
@@ -357,11 +374,37 @@ class CudaEventClock:
         return (BOUND.perf_counter() - t0) * 1e3
 
     def warmup(self, fn: Fn, n: int) -> None:
-        # Cold samples as the measurement takes them: they also grow the spin to cover the host's enqueue.
-        samples, self.stable = warm_up(lambda: self.one(fn), n, self.min_warmup_s, self.max_warmup_s)
+        # Eager cold samples: they grow the spin to cover the host's enqueue, and show work left on another
+        # stream (a graph captures no work launched on a stream outside the capture: only eager calls can).
+        samples, self.stable = warm_up(lambda: self.eager(fn), n, self.min_warmup_s, self.max_warmup_s)
         self.warmup_done = len(samples)
+        self.eager_ms = statistics.median(samples[-STABLE_WINDOW:])
         if not self.stable:
             self.notes.append(_unsteady(samples, self.max_warmup_s))
+        self._judge(len(samples), "warm-up ")
+        if self.differential and self.invalid is None:
+            self._capture_cold(fn)
+
+    def _capture_cold(self, fn: Fn) -> None:
+        flush = self._flush
+        assert flush is not None
+
+        def with_call() -> None:
+            flush()
+            fn()
+
+        try:
+            self._with_call = capture_graph(with_call, 1, self.device)
+            self._flush_only = capture_graph(flush, 1, self.device)
+        except Exception as exc:
+            self._with_call = self._flush_only = None
+            self.notes.append(
+                f"cold samples are eager calls between events: the call cannot be captured in a CUDA graph "
+                f"({type(exc).__name__}: {str(exc)[:200]}), so each includes the events' own cost (~2.5 µs on an H100)"
+            )
+            return
+        for _ in range(3):  # the graphs' first replays
+            self.one(fn)
         self._reset_counts()
 
     def _reset_counts(self) -> None:
@@ -370,12 +413,12 @@ class CudaEventClock:
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         m = sample_until(lambda: self.one(fn), iterations, rule)
-        self._judge(len(m.samples_ms), "")
+        self._judge(len(m.samples_ms) * (2 if self._with_call is not None else 1), "")
         return m
 
     def _judge(self, n: int, what: str) -> None:
         """Notes on leaks; side streams in most samples make the measurement invalid (INTEGRITY #3, #13)."""
-        if self.leaks:
+        if self.leaks and what != "warm-up ":  # in warm-up the spin is still growing to fit the host
             self.notes.append(
                 f"{what}{self.leaks}/{n} samples: the host took longer to enqueue the work than the spin kernel "
                 f"ran (now {self._spin_ms:.2f} ms); those samples may include launch gaps"
@@ -426,6 +469,7 @@ class CudaGraphClock(CudaEventClock):
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # CudaEventClock's parameters
         super().__init__(*args, **kwargs)
         self.mode = "cuda_graph"
+        self.differential = False
         self._replay: Fn | None = None
 
     @property
@@ -436,12 +480,12 @@ class CudaGraphClock(CudaEventClock):
         return base.replace("CUDA events per call", "CUDA events around one CUDA-graph replay of a call", 1)
 
     def warmup(self, fn: Fn, n: int) -> None:
+        super().warmup(fn, n)  # eager samples first: side streams show only there
         try:
             self._replay = capture_graph(fn, 1, self.device)
         except Exception as exc:
             self.mode = "cuda_event"
             self.fallback = f"cuda_graph capture failed, timed with cuda_event: {type(exc).__name__}: {exc}"[:500]
-        super().warmup(self._replay or fn, n)
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         return super().measure(self._replay or fn, iterations, rule)

@@ -38,15 +38,17 @@ class Roofline:
 
 def verdict(
     median_us: float | None = None,
-    calls_per_sample: int = 1,
+    device_clock: bool = False,
     ncu: Mapping[str, float] | None = None,
     roofline: Roofline | None = None,
     missing: tuple[str, ...] = (),
 ) -> tuple[str, str]:
-    """(bound, evidence) from whatever evidence exists; ``missing`` says why some is absent."""
-    if median_us is not None and median_us < LAUNCH_US and calls_per_sample > 1:
+    """(bound, evidence) from whatever evidence exists; ``missing`` says why some is absent.
+    ``device_clock``: the median is device time (a GPU clock), not the host's wall clock."""
+    if median_us is not None and median_us < LAUNCH_US and device_clock:
         return "launch", (
-            f"median {median_us:.2f} µs per call; the clock had to batch {calls_per_sample} calls per sample"
+            f"median {median_us:.2f} µs of device time per call, under the ~{LAUNCH_US:.0f} µs a host takes to "
+            "launch a kernel: a stream of such calls waits for the host's launches"
         )
     ncu = ncu or {}
     dram, sm = ncu.get("ncu_dram_throughput_pct"), ncu.get("ncu_sm_throughput_pct")
@@ -111,9 +113,10 @@ def peak_ceilings(result: VariantResult) -> tuple[dict[str, float] | None, str, 
 def verdict_for(result: VariantResult | None, profile: Profile) -> tuple[str, str]:
     """The verdict of a profiled variant from its timed result (may be None) and its profile."""
     missing: list[str] = []
-    median_us = calls = None
+    median_us, device_clock = None, False
     if result is not None and result.timing is not None:
-        median_us, calls = result.timing.stats.median_ms * 1e3, result.timing.calls_per_sample
+        median_us = result.timing.stats.median_ms * 1e3
+        device_clock = result.timing.mode in ("cuda_event", "cuda_graph", "triton")
     ncu_state = profile.tools.get("ncu")
     if ncu_state is None:
         missing.append("no ncu counters (ncu not requested)")
@@ -134,5 +137,5 @@ def verdict_for(result: VariantResult | None, profile: Profile) -> tuple[str, st
                 derived.get("achieved_gbps"), derived.get("achieved_tflops"),
                 ceilings.get("copy_gbps"), ceilings.get(f"{dtype}_tflops"), dtype,
             )  # fmt: skip
-    return verdict(median_us, calls or 1, profile.metrics, roofline, tuple(missing))
+    return verdict(median_us, device_clock, profile.metrics, roofline, tuple(missing))
 

@@ -92,6 +92,10 @@ def _overlap(a: Span, spans: list[Span]) -> bool:
 
 
 def test_a_host_bound_measurement_runs_alone_and_the_rest_side_by_side(tmp_path: Path) -> None:
+    """Two workers. On a GPU host, variants on the device's clock measure side by side while a host-clocked
+    one measures alone; on a CPU-only host every variant is host-clocked, so every measurement runs alone."""
+    import torch
+
     root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
     log.touch()
     for name in "abc":
@@ -101,16 +105,19 @@ def test_a_host_bound_measurement_runs_alone_and_the_rest_side_by_side(tmp_path:
     assert all(v.status == "ok" for v in suite.variants), [v.error for v in suite.variants]
     assert all(c.verification.verified for c in suite.comparisons)
     active, calls = _intervals(log)
-    for x in ("x:baseline", "x:optimized"):
-        others = [n for n in active if not n.startswith("x:")]
+    alone = list(active) if not torch.cuda.is_available() else ["x:baseline", "x:optimized"]
+    for x in alone:
+        others = [n for n in active if n != x]
         hit = [n for n in others if _overlap(calls[x], active[n])]
         assert not hit, f"{x} measured while {hit} ran"
-    # ... while the other examples did run side by side on the two workers
-    plain = [n for n in active if not n.startswith("x:")]
-    assert any(_overlap(calls[m], active[n]) for m in plain for n in plain if m != n)
     waits = {t["key"]: t["alone_wait_s"] for t in suite.timeline}
     assert waits["ch07:x:baseline"] is not None and waits["ch07:x:optimized"] is not None
-    assert all(waits[k] is None for k in waits if ":x:" not in k)
+    if torch.cuda.is_available():  # ... while the device-clocked examples did run side by side
+        plain = [n for n in active if not n.startswith("x:")]
+        assert any(_overlap(calls[m], active[n]) for m in plain for n in plain if m != n)
+        assert all(waits[k] is None for k in waits if ":x:" not in k)
+    else:
+        assert all(w is not None for w in waits.values())
 
 
 def test_one_worker_measures_a_host_bound_variant_while_the_sink_neither_opens_nor_logs(tmp_path: Path) -> None:
@@ -149,16 +156,17 @@ def test_one_worker_measures_a_host_bound_variant_while_the_sink_neither_opens_n
     kept = tmp_path / "work"
     suite = run_suite(select(discover(root)), cli_layer=FAST, sink=sink, workdir=kept, keep_workdir=True)
     sink.close()
-    # one worker: only a host-bound child stops before its warm-up (it decides from its effective config)
+    # one worker: only a host-bound child stops before its warm-up (it decides from its effective config;
+    # on a CPU device every clock is the host's)
     jobs = [json.loads(p.read_text()) for p in kept.rglob("job.json")]
     assert len(jobs) == 4 and all(j["measure_gate"] == "host_bound" for j in jobs)
     assert [v.status for v in suite.variants] == ["ok"] * 4
     assert sorted(logged) == sorted(v.spec.key for v in suite.variants)  # nothing lost while held
     _, calls = _intervals(log)
-    for x in ("x:baseline", "x:optimized"):
+    for x in calls:  # the measurement, batch and recheck calls: none beside the sink's work
         assert not _overlap(calls[x], busy), f"{x} measured while the sink opened or logged"
     waits = {t["key"]: t["alone_wait_s"] for t in suite.timeline}
-    assert waits["ch07:x:baseline"] is not None and waits["ch07:a:baseline"] is None
+    assert waits["ch07:x:baseline"] is not None and waits["ch07:a:baseline"] is not None
     assert suite.variants[0].ahead_s is None and suite.variants[1].ahead_s is not None
 
 
@@ -183,9 +191,12 @@ def test_the_child_decides_whether_it_waits_to_measure() -> None:
     """With one worker only a host-clocked child stops before its warm-up; with several, every child."""
     from bench.config import host_clocked, resolve_config
 
-    assert host_clocked(resolve_config({"timing_mode": "cpu"}))
-    assert not host_clocked(resolve_config({"timing_mode": "cuda_event"}))
-    assert not host_clocked(resolve_config({}))  # "auto": a GPU clock on a GPU
+    assert host_clocked(resolve_config({"timing_mode": "cpu"}), "cuda:0")
+    assert host_clocked(resolve_config({"timing_mode": "pytorch"}), "cuda:0")  # Timer: wall clock + sync
+    assert not host_clocked(resolve_config({"timing_mode": "cuda_event"}), "cuda:0")
+    assert not host_clocked(resolve_config({}), "cuda:0")  # "auto": a GPU clock on a GPU
+    assert host_clocked(resolve_config({}), "cpu")  # every clock on a CPU device is the host's
+    assert host_clocked(resolve_config({"timing_mode": "cuda_event"}), "cpu")  # falls back to the cpu clock
 
 
 def test_cold_started_children_wait_to_measure_too(tmp_path: Path) -> None:
@@ -197,4 +208,4 @@ def test_cold_started_children_wait_to_measure_too(tmp_path: Path) -> None:
     assert all(v.status == "ok" and v.launch == "cold_start" for v in suite.variants), [v.error for v in suite.variants]
     assert all(c.verification.verified for c in suite.comparisons)
     waits = {t["key"]: t["alone_wait_s"] for t in suite.timeline}
-    assert waits["ch07:x:baseline"] is not None and waits["ch07:a:baseline"] is None
+    assert waits["ch07:x:baseline"] is not None and waits["ch07:a:baseline"] is not None  # CPU: all host-clocked

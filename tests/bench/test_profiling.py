@@ -110,12 +110,12 @@ def test_verdict_from_ncu_counters() -> None:
     assert lat[0] == "latency" and "neither" in lat[1]
 
 
-def test_verdict_launch_needs_a_short_batched_call() -> None:
-    assert verdict(median_us=2.1, calls_per_sample=95)[0] == "launch"
-    # a short call the clock did not batch (a CPU clock) is no evidence of launch overhead
-    assert verdict(median_us=2.1, calls_per_sample=1, ncu={})[0] == "unknown"
+def test_verdict_launch_needs_a_short_call_on_the_device_clock() -> None:
+    assert verdict(median_us=2.1, device_clock=True)[0] == "launch"
+    # a short call on the host's clock (a CPU variant) is no evidence of launch overhead
+    assert verdict(median_us=2.1, device_clock=False, ncu={})[0] == "unknown"
     # a batched but long call falls through to the counters
-    long = verdict(median_us=50.0, calls_per_sample=4, ncu={"ncu_dram_throughput_pct": 80, "ncu_sm_throughput_pct": 5})
+    long = verdict(median_us=50.0, device_clock=True, ncu={"ncu_dram_throughput_pct": 80, "ncu_sm_throughput_pct": 5})
     assert long[0] == "memory"
 
 
@@ -133,11 +133,10 @@ def test_verdict_from_roofline_position() -> None:
     assert none[0] == "unknown" and "ncu skipped" in none[1] and "no roofline" in none[1]
 
 
-def _timed(median_ms: float, calls: int = 1, work: Work | None = None) -> VariantResult:
+def _timed(median_ms: float, work: Work | None = None) -> VariantResult:
     samples = [median_ms] * 5
     spec = VariantSpec(chapter="ch07", example="x", variant="baseline", path="/x.py")
-    timing = Timing(mode="cuda_event", method="m", samples_ms=samples, stats=summarize(samples, [50.0]),
-                    calls_per_sample=calls)  # fmt: skip
+    timing = Timing(mode="cuda_event", method="m", samples_ms=samples, stats=summarize(samples, [50.0]))
     gpu = {"gpu": {"name": "NVIDIA H100 80GB HBM3"}}
     return VariantResult(spec=spec, status="ok", timing=timing, work=work, device="cuda:0", manifest=gpu)
 
@@ -164,7 +163,7 @@ def test_verdict_reads_the_peak_cache_tolerantly(monkeypatch: pytest.MonkeyPatch
     fake.lookup = broken  # type: ignore[attr-defined]
     bound, evidence = verdict_for(timed, skipped)
     assert bound == "unknown" and "peak cache unreadable" in evidence and "not valid JSON" in evidence
-    assert verdict_for(_timed(0.002, calls=100), skipped)[0] == "launch"
+    assert verdict_for(_timed(0.002), skipped)[0] == "launch"
 
 
 # ---------------------------------------------------------------------------------- NVTX markers
@@ -207,7 +206,7 @@ def test_profile_runs_in_its_own_child_and_is_logged(example: Any, tmp_path: Pat
     base = suite.variants[0]
     assert base.status == "ok" and base.timing is not None and base.timing.stats.n == 5
     # the timed child ran no profiling stage: its samples carry no profiler
-    assert [s.name for s in base.stages] == ["startup", "setup", "warmup", "measurement", "check", "teardown"]
+    assert [s.name for s in base.stages] == ["startup", "setup", "warmup", "measurement", "check", "batch", "recheck", "teardown"]
     vdir = wd / "ch07" / "p" / "baseline"
     assert json.loads((vdir / "job.json").read_text())["mode"] == "run"
     job = json.loads((vdir / "profile-torch" / "job.json").read_text())
