@@ -171,7 +171,8 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
     skipped = [r for r in (baseline, optimized) if r.status == "skipped"]
     if skipped:
         reasons = "; ".join(f"{r.spec.variant}: {r.skip_reason}" for r in skipped)
-        return Comparison(**common, status="skipped", verification=Verification(verified=False, detail=f"skipped ({reasons})"))
+        skipped = Verification(verified=False, detail=f"skipped ({reasons})")
+        return Comparison(**common, status="skipped", verification=skipped)
     if baseline.status != "ok" or optimized.status != "ok":
         which = "baseline" if baseline.status != "ok" else "optimized"
         bad = baseline if which == "baseline" else optimized

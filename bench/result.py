@@ -112,11 +112,14 @@ class Recheck(BaseModel):
 
     mutated: list[str] = Field(default_factory=list)  # set-up tensors the timed calls changed
     restored_ms: float | None = None  # one call from the set-up state again (when mutated)
-    reference_ms: float | None = None  # the same kind of call at the end of warm-up (eager cold calls on a GPU)
+    # controlled: one call on a fresh set-up holding what the timed calls left (the fastest of a few);
+    # else the same kind of call at the end of warm-up (eager cold calls on a GPU)
+    reference_ms: float | None = None
+    controlled: bool = False
     restored_same_output: bool | None = None
     perturbed: int | None = None  # set-up tensors changed in place before one more call
     output_changed: bool | None = None  # the output followed the changed inputs
-    fresh: "OutputInfo | None" = None  # a sample of that output, compared with the baseline's
+    fresh: OutputInfo | None = None  # a sample of that output, compared with the baseline's
 
 
 class Memory(BaseModel):

@@ -455,7 +455,11 @@ def markdown(report: dict[str, Any]) -> str:
         ncu = f"{t['ncu_ms'] * 1e3:.2f} µs" if t["ncu_ms"] else "—"
         lines.append(
             f"- {name}: truth {t['truth_ms'] * 1e3:.2f} µs ({t['truth_method']}); ncu {ncu} ({t['ncu_method']})"
-            + (f"; batch truth {t['batch_truth_ms'] * 1e3:.2f} µs ({t['batch_truth_method']})" if "batch_truth_ms" in t else "")
+            + (
+                f"; batch truth {t['batch_truth_ms'] * 1e3:.2f} µs ({t['batch_truth_method']})"
+                if "batch_truth_ms" in t
+                else ""
+            )
         )
     for name, why in report["skipped"].items():
         lines.append(f"- {name}: skipped, {why}")

@@ -25,9 +25,10 @@ steady state), at most ``max_warmup_s``. Sampling stops on a noise target (bench
 
 Modes: ``cpu`` (``perf_counter`` around each call; on a GPU variant the device is synchronized before
 the clock starts and before it stops, so all streams' work and the host's launch cost are counted);
-``cuda_event`` (default on GPU: the cold protocol above; warm-up samples are eager calls between events,
-and work still running on another stream after their end event makes the variant invalid, INTEGRITY #3); ``cuda_graph`` (each cold sample one replay of a
-graph of one call: launch overhead between a call's kernels disappears; falls back to ``cuda_event``
+``cuda_event`` (default on GPU: the cold protocol above; warm-up samples are eager calls between
+events, and work still running on another stream after their end event makes the variant invalid,
+INTEGRITY #3); ``cuda_graph`` (each cold sample one replay of a graph of one call: launch overhead
+between a call's kernels disappears; falls back to ``cuda_event``
 with the reason); ``triton`` (``triton.testing.do_bench``); ``pytorch`` (``torch.utils.benchmark``).
 """
 
@@ -205,7 +206,8 @@ class CpuClock:
             return (BOUND.perf_counter() - t0) * 1e3 / calls
 
         m = sample_until(one, None, rule)
-        how = f"perf_counter around {calls} back-to-back calls / {calls}" + (", device synchronized" if self.sync else "")
+        how = f"perf_counter around {calls} back-to-back calls / {calls}"
+        how += ", device synchronized" if self.sync else ""
         return Batch(m.samples_ms, calls, how, m.stop_reason, m.noise)
 
 

@@ -175,7 +175,8 @@ def _recheck_summary(r: Any) -> str:
     if r.perturbed == 0:
         parts.append("no floating tensor to change")
     elif r.perturbed is not None:
-        parts.append(f"{r.perturbed} set-up tensor(s) changed: output {'followed' if r.output_changed else 'did not change'}")
+        followed = "followed" if r.output_changed else "did not change"
+        parts.append(f"{r.perturbed} set-up tensor(s) changed: output {followed}")
     return "; ".join(parts) or "nothing to report"
 
 
@@ -378,7 +379,8 @@ class Tracker:
             optional["perflab.timing_stop"] = t.stop_reason
             # The tag describes the primary time_* (cold: one call per sample); batch_time_* is always warm.
             optional["perflab.l2"] = "flushed" if t.l2_flushed else "warm"
-            optional["perflab.warmup"] = "steady" if t.warmup_stable else "unsteady" if t.warmup_stable is False else None
+            steady = {True: "steady", False: "unsteady"}
+            optional["perflab.warmup"] = steady.get(t.warmup_stable)
             drift = next((n for n in t.notes if n.startswith("drift:")), None)
             optional["perflab.drift"] = _clip(drift, _MAX_DETAIL_LEN) if drift else None
         if result.batch is not None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# kernels wall context neighbour). Everything
+# kernels wall context neighbour exploits aa). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
@@ -77,6 +77,14 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       echo "neighbour exit $?"; grep "^|" "$OUT/neighbour_probe.txt" || tail -20 "$OUT/neighbour_probe.txt" ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --fresh-server --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
+    exploits)  # issue 19: the exploit catalog and the clock tests on the GPU (side streams, CUDA events)
+      $T python3 -m pytest -q -p no:cacheprovider tests/bench/test_exploits.py tests/bench/test_timing.py \
+        tests/bench/test_memory.py > "$OUT/exploits.log" 2>&1
+      echo "exploits exit $?"; grep -E "passed|failed|FAILED|Error" "$OUT/exploits.log" | tail -20 ;;
+    aa)  # issue 19: A/A pairs (each baseline against a copy of itself): how often the 95 % interval holds 1.0
+      $T python3 scripts/aa_pairs.py ${PERFLAB_AA_TARGETS:-7 1} --repeats "${PERFLAB_AA_REPEATS:-2}" --out "$OUT" \
+        > "$OUT/aa.md" 2>&1
+      echo "aa exit $?"; tail -3 "$OUT/aa.md" ;;
     sweep)  # issue 5: the default grid (128 trials), smart replayed against it, then a live smart sweep of 32
       # Storage and tables under $OUT (optuna.db beside mlflow.db would not come back); --time-budget stops
       # starting trials in time for the summary; the same --storage/--study-name resumes in a later call.

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.config import resolve_config
 from bench.context import RunContext, device_facts, make_context
 from bench.discovery import discover, select
 from bench.errors import Skip
-from bench.config import resolve_config
 from bench.suite import run_suite
 
 BENCH = '''

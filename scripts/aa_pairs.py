@@ -1,0 +1,71 @@
+"""A/A pairs: every example of the given chapters run against an identical copy of its own baseline.
+
+The speedup of an A/A pair is 1 by construction; its 95 % interval (bench.compare.speedup_interval) must
+hold 1.0 in at least 95 % of pairs, or the interval is too narrow for the run-to-run spread it claims to
+cover (issue 19). Writes a chapters tree under a temporary directory (each baseline_<x>.py beside an
+optimized_<x>.py with the same content), runs it through the harness like `perflab run`, and prints one
+row per pair and the coverage; `--out DIR` keeps aa.json.
+
+    python3 scripts/aa_pairs.py 7 1 --repeats 2 --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # a script run from anywhere: the repository's packages (chapters, bench)
+
+from bench.discovery import chapter_id, default_chapters_dir, discover, select  # noqa: E402
+from bench.suite import run_suite  # noqa: E402
+
+
+def aa_tree(chapters: list[str], dest: Path) -> Path:
+    src = default_chapters_dir()
+    for ch in chapters:
+        cid = chapter_id(ch)
+        (dest / cid).mkdir(parents=True)
+        for base in sorted((src / cid).glob("baseline_*.py")):
+            shutil.copy(base, dest / cid / base.name)
+            shutil.copy(base, dest / cid / base.name.replace("baseline_", "optimized_", 1))
+    return dest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("chapters", nargs="+", help="chapter numbers, e.g. 7 1")
+    parser.add_argument("--repeats", type=int, default=1, help="suites to run (pairs pooled)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="perflab-aa-") as tmp:
+        root = aa_tree(args.chapters, Path(tmp) / "chapters")
+        examples = select(discover(root))
+        for repeat in range(args.repeats):
+            suite = run_suite(examples, workdir=Path(tmp) / f"work{repeat}")
+            for c in suite.comparisons:
+                holds = c.speedup_ci_low is not None and c.speedup_ci_low <= 1.0 <= (c.speedup_ci_high or 0)
+                rows.append({
+                    "pair": f"{c.chapter}:{c.example}", "repeat": repeat, "status": c.status,
+                    "speedup": c.speedup, "ci_low": c.speedup_ci_low, "ci_high": c.speedup_ci_high,
+                    "holds_1": holds, "time": c.speedup_time,
+                })  # fmt: skip
+    measured = [r for r in rows if r["ci_low"] is not None]
+    print("| pair | repeat | speedup | 95 % interval | holds 1.0 |\n|---|---:|---:|---|---|")
+    for r in measured:
+        print(f"| {r['pair']} | {r['repeat']} | {r['speedup']:.4f} | [{r['ci_low']:.4f}, {r['ci_high']:.4f}] | "
+              f"{'yes' if r['holds_1'] else 'NO'} |")  # fmt: skip
+    held = sum(r["holds_1"] for r in measured)
+    print(f"\n{held}/{len(measured)} A/A intervals hold 1.0 ({100 * held / max(len(measured), 1):.0f} %)")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "aa.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
