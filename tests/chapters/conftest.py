@@ -2,12 +2,51 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+
+from bench.config import resolve_config
+from bench.context import make_context, set_context
+from bench.protocol import load_benchmark
 
 Compile = Callable[..., bytes]
+
+
+@pytest.fixture
+def cpu_smoke() -> Iterator[None]:
+    """A CPU smoke-size context for code that calls ``context()`` outside the harness."""
+    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
+    try:
+        yield
+    finally:
+        set_context(None)
+
+
+@pytest.fixture
+def setup_again(cpu_smoke: None) -> Callable[[Path], None]:
+    """``check(path)``: the variant at ``path`` set up, called, torn down, set up again and called: its output
+    the same both times. The harness does this to re-check a call from the set-up state, so a teardown that
+    loses what ``__init__`` gave, or leaves a file, a mapping or a worker behind, shows here."""
+
+    def check(path: Path) -> None:
+        bench = load_benchmark(path)
+        bench.setup()
+        bench.benchmark_fn()
+        first = bench.get_output().clone()
+        bench.teardown()
+        bench.setup()
+        try:
+            bench.get_output().fill_(float("nan"))
+            bench.benchmark_fn()
+            torch.testing.assert_close(bench.get_output(), first, rtol=1e-6, atol=1e-6)
+        finally:
+            bench.teardown()
+
+    return check
 
 
 @pytest.fixture

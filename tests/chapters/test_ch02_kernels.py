@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from bench.config import resolve_config
-from bench.context import DeviceFacts, RunContext, make_context, set_context
+from bench.context import DeviceFacts, RunContext
 from bench.protocol import import_file
 from chapters.ch02 import common as compiled_common  # at collection: compiled-mode kernels (see conftest)
 
@@ -38,15 +38,6 @@ def load() -> Iterator[dict[str, ModuleType]]:
         sys.modules.pop(COMMON, None)
         if saved is not None:
             sys.modules[COMMON] = saved
-
-
-@pytest.fixture
-def cpu_smoke() -> Iterator[None]:
-    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
-    try:
-        yield
-    finally:
-        set_context(None)
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:

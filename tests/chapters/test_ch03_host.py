@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
-from bench.config import resolve_config
-from bench.context import make_context, set_context
 from bench.protocol import load_benchmark
 from chapters.ch03.common import PinWorker, Requests, _cpulist, host_cores, near_cores, pin_process
 
@@ -24,13 +22,7 @@ CH03 = Path(__file__).resolve().parents[2] / "chapters" / "ch03"
 VARIANTS = sorted(p.stem for p in CH03.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
 
 
-@pytest.fixture(autouse=True)
-def cpu_smoke() -> Iterator[None]:
-    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
-    try:
-        yield
-    finally:
-        set_context(None)
+pytestmark = pytest.mark.usefixtures("cpu_smoke")
 
 
 def test_cpulist_parses_the_kernel_format() -> None:
@@ -110,17 +102,5 @@ def test_ring_producer_error_reaches_the_caller() -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_set_up_again_after_teardown(variant: str) -> None:
-    """The harness tears a variant down and sets it up again to re-check a call from the set-up state."""
-    bench = load_benchmark(CH03 / f"{variant}.py")
-    bench.setup()
-    bench.benchmark_fn()
-    first = bench.get_output().clone()
-    bench.teardown()
-    bench.setup()
-    try:
-        bench.get_output().fill_(float("nan"))
-        bench.benchmark_fn()
-        torch.testing.assert_close(bench.get_output(), first, rtol=1e-6, atol=1e-6)
-    finally:
-        bench.teardown()
+def test_set_up_again_after_teardown(setup_again: Callable[[Path], None], variant: str) -> None:
+    setup_again(CH03 / f"{variant}.py")
