@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -11,7 +13,7 @@ import torch
 
 from bench.config import resolve_config
 from bench.context import make_context, set_context
-from bench.protocol import load_benchmark
+from bench.protocol import import_file, load_benchmark
 
 Compile = Callable[..., bytes]
 
@@ -24,6 +26,30 @@ def cpu_smoke() -> Iterator[None]:
         yield
     finally:
         set_context(None)
+
+
+@pytest.fixture(scope="module")
+def interpreted(request: pytest.FixtureRequest) -> Iterator[dict[str, ModuleType]]:
+    """The test module's chapter (its ``CHAPTER`` directory) imported with TRITON_INTERPRET=1: every variant
+    file by stem, and a fresh copy of the chapter's common module as ``"common"`` (CPU kernels).
+
+    Triton reads the variable when ``@triton.jit`` decorates, i.e. at import, so a ``common`` imported
+    earlier in this process (compiled-mode kernels) is set aside for the module's tests and put back after.
+    """
+    chapter: Path = request.module.CHAPTER
+    name = f"chapters.{chapter.name}.common"
+    saved = sys.modules.pop(name, None)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("TRITON_INTERPRET", "1")
+            files = [*chapter.glob("baseline_*.py"), *chapter.glob("optimized_*.py")]
+            modules = {p.stem: import_file(p) for p in files}
+            modules["common"] = sys.modules[name]
+            yield modules
+    finally:
+        sys.modules.pop(name, None)
+        if saved is not None:
+            sys.modules[name] = saved
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ the full-size formulas with real SM counts: the interpreter runs any grid, a GPU
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -17,27 +16,9 @@ import torch
 
 from bench.config import resolve_config
 from bench.context import DeviceFacts, RunContext
-from bench.protocol import import_file
 from chapters.ch02 import common as compiled_common  # at collection: compiled-mode kernels (see conftest)
 
-CH02 = Path(__file__).resolve().parents[2] / "chapters" / "ch02"
-COMMON = "chapters.ch02.common"
-
-
-@pytest.fixture(scope="module")
-def load() -> Iterator[dict[str, ModuleType]]:
-    """Every ch02 variant file and a fresh ``common``, imported with TRITON_INTERPRET=1 (CPU kernels)."""
-    saved = sys.modules.pop(COMMON, None)
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("TRITON_INTERPRET", "1")
-            mods = {p.stem: import_file(p) for p in [*CH02.glob("baseline_*.py"), *CH02.glob("optimized_*.py")]}
-            mods["common"] = sys.modules[COMMON]
-            yield mods
-    finally:
-        sys.modules.pop(COMMON, None)
-        if saved is not None:
-            sys.modules[COMMON] = saved
+CHAPTER = CH02 = Path(__file__).resolve().parents[2] / "chapters" / "ch02"  # for the interpreted fixture
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -52,8 +33,8 @@ def relax_reference(x: torch.Tensor, passes: int, c1: float, c2: float) -> torch
 
 
 @pytest.mark.parametrize("n", [1, 1025, 3 * 1024 - 5])
-def test_relax_pass_matches_reference_in_place_too(load: dict[str, ModuleType], n: int) -> None:
-    c = load["common"]
+def test_relax_pass_matches_reference_in_place_too(interpreted: dict[str, ModuleType], n: int) -> None:
+    c = interpreted["common"]
     x = randn(n, seed=n) * 3  # values where the |x| term matters
     out = torch.full_like(x, float("nan"))
     c.relax_pass(x, out)
@@ -63,13 +44,13 @@ def test_relax_pass_matches_reference_in_place_too(load: dict[str, ModuleType], 
 
 
 @pytest.mark.parametrize(("n", "chunk"), [(1, 5), (2500, 1100), (2500, 1024), (3000, 3001), (777, 1)])
-def test_blocked_passes_equal_streamed_passes(load: dict[str, ModuleType], n: int, chunk: int) -> None:
+def test_blocked_passes_equal_streamed_passes(interpreted: dict[str, ModuleType], n: int, chunk: int) -> None:
     x = randn(n, seed=chunk)
     streamed, blocked = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
     passes = 3
-    load["baseline_l2_blocking"].launch((x, chunk, passes), streamed)
-    load["optimized_l2_blocking"].launch((x, chunk, passes), blocked)
-    c = load["common"]
+    interpreted["baseline_l2_blocking"].launch((x, chunk, passes), streamed)
+    interpreted["optimized_l2_blocking"].launch((x, chunk, passes), blocked)
+    c = interpreted["common"]
     ref = relax_reference(x, passes, c.RELAX_C1, c.RELAX_C2)
     torch.testing.assert_close(streamed.double(), ref, rtol=1e-5, atol=1e-6)
     assert torch.equal(streamed, blocked)  # same kernels on the same elements, only the order of the loops differs
@@ -82,9 +63,9 @@ def full_size_context(l2_bytes: int, sms: int) -> RunContext:
 
 
 @pytest.mark.parametrize("l2_bytes", [50 * 2**20, 60 * 2**20])  # H100, H200
-def test_l2_chunks_are_whole_blocks_and_fit_l2(load: dict[str, ModuleType], l2_bytes: int) -> None:
+def test_l2_chunks_are_whole_blocks_and_fit_l2(interpreted: dict[str, ModuleType], l2_bytes: int) -> None:
     """The full-size chunk is a quarter of L2 and a whole number of programs (16-byte aligned views)."""
-    c = load["common"]
+    c = interpreted["common"]
     ctx = full_size_context(l2_bytes, 132)
     n = ctx.working_set(l2=8, smoke=0, name="working_set") // 4
     chunk = ctx.working_set(l2=0.25, smoke=0, name="chunk") // 4
@@ -101,8 +82,8 @@ def iterate_reference(x: torch.Tensor, iters: int, a: float, b: float) -> torch.
 
 
 @pytest.mark.parametrize("full_wave", [False, True])
-def test_waves_variants_match_reference(load: dict[str, ModuleType], cpu_smoke: None, full_wave: bool) -> None:
-    c = load["common"]
+def test_waves_variants_match_reference(interpreted: dict[str, ModuleType], cpu_smoke: None, full_wave: bool) -> None:
+    c = interpreted["common"]
     (x, per_program, iters), out, _ = c.wave_problem(full_wave=full_wave)
     out.fill_(float("nan"))
     c.iterate_launch((x, per_program, iters), out)
@@ -110,8 +91,8 @@ def test_waves_variants_match_reference(load: dict[str, ModuleType], cpu_smoke: 
 
 
 @pytest.mark.parametrize(("n", "per_program"), [(1, 4096), (500, 37), (3 * 4096 + 11, 5000), (3 * 4096 + 11, 8192)])
-def test_iterate_range_covers_every_element_once(load: dict[str, ModuleType], n: int, per_program: int) -> None:
-    c = load["common"]
+def test_iterate_range_covers_every_element_once(interpreted: dict[str, ModuleType], n: int, per_program: int) -> None:
+    c = interpreted["common"]
     x = randn(n, seed=per_program)
     out = torch.full_like(x, float("nan"))
     c.iterate_launch((x, per_program, 3), out)
@@ -119,9 +100,9 @@ def test_iterate_range_covers_every_element_once(load: dict[str, ModuleType], n:
 
 
 @pytest.mark.parametrize("sms", [132, 114, 78, 2])  # H100 SXM / H200, H100 PCIe, a smaller part, a CPU
-def test_wave_grids_at_full_size(load: dict[str, ModuleType], sms: int) -> None:
+def test_wave_grids_at_full_size(interpreted: dict[str, ModuleType], sms: int) -> None:
     """Baseline: SMs + 1 programs (one runs alone, a second wave); optimized: exactly SMs, equal shares."""
-    c = load["common"]
+    c = interpreted["common"]
     n = (sms + 1) * 107 * c.TILE  # wave_problem's full size
     baseline = -(-n // (107 * c.TILE))
     per_program = c.wave_programs(n, sms)
@@ -131,16 +112,16 @@ def test_wave_grids_at_full_size(load: dict[str, ModuleType], sms: int) -> None:
     assert per_program * sms - n < c.TILE * sms  # shares differ by less than a tile each
 
 
-def test_tensor_core_sides_agree_within_the_declared_rtol(load: dict[str, ModuleType], cpu_smoke: None) -> None:
-    c = load["common"]
+def test_tensor_core_sides_agree_within_the_declared_rtol(interpreted: dict[str, ModuleType], cpu_smoke: None) -> None:
+    c = interpreted["common"]
     (a, b), out32, work = c.product()
     out16 = torch.empty_like(out32)
-    load["baseline_tensor_cores"].launch((a, b), out32)
-    load["optimized_tensor_cores"].launch((a, b), out16)
+    interpreted["baseline_tensor_cores"].launch((a, b), out32)
+    interpreted["optimized_tensor_cores"].launch((a, b), out16)
     ref = a.double() @ b.double()
     err = float((out16.double() - ref).norm() / ref.norm())
     assert 1e-4 < err < 1e-2  # bf16 rounding is visible, and within the declared rtol
-    assert load["optimized_tensor_cores"].get_benchmark().get_config().rtol == 1e-2
+    assert interpreted["optimized_tensor_cores"].get_benchmark().get_config().rtol == 1e-2
     assert work["flops"] == 2 * a.shape[0] * a.shape[1] * b.shape[1]
 
 

@@ -7,8 +7,7 @@ the GPU any of them may win.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -16,28 +15,10 @@ import pytest
 import torch
 import triton
 
-from bench.protocol import import_file
 from chapters.ch06 import common as compiled_common  # at collection: compiled-mode kernels (see conftest)
 
-CH06 = Path(__file__).resolve().parents[2] / "chapters" / "ch06"
-COMMON = "chapters.ch06.common"
+CHAPTER = CH06 = Path(__file__).resolve().parents[2] / "chapters" / "ch06"  # for the interpreted fixture
 VARIANTS = sorted(p.stem for p in CH06.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
-
-
-@pytest.fixture(scope="module")
-def load() -> Iterator[dict[str, ModuleType]]:
-    """Every ch06 variant file and a fresh ``common``, imported with TRITON_INTERPRET=1 (CPU kernels)."""
-    saved = sys.modules.pop(COMMON, None)
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("TRITON_INTERPRET", "1")
-            mods = {p.stem: import_file(p) for p in [*CH06.glob("baseline_*.py"), *CH06.glob("optimized_*.py")]}
-            mods["common"] = sys.modules[COMMON]
-            yield mods
-    finally:
-        sys.modules.pop(COMMON, None)
-        if saved is not None:
-            sys.modules[COMMON] = saved
 
 
 def randn(n: int, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -45,8 +26,8 @@ def randn(n: int, seed: int, scale: float = 1.0) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("n", [1, 257, 3 * 1024 + 5])
-def test_silu_every_configuration_matches_reference(load: dict[str, ModuleType], n: int) -> None:
-    c = load["common"]
+def test_silu_every_configuration_matches_reference(interpreted: dict[str, ModuleType], n: int) -> None:
+    c = interpreted["common"]
     x = randn(n, seed=n, scale=4)
     ref = torch.nn.functional.silu(x.double())
     for block, warps in [(c.BASE_BLOCK, c.BASE_WARPS), *c.TUNE_CONFIGS]:
@@ -64,17 +45,17 @@ def histogram_reference(x: torch.Tensor, bins: int, lo: float, hi: float) -> tor
 @pytest.mark.parametrize("n", [1, 513, 7 * 512 + 3])
 @pytest.mark.parametrize("programs", [1, 3, None])  # None: one per block
 def test_histogram_grid_stride_counts_every_element_once(
-    load: dict[str, ModuleType], n: int, programs: int | None
+    interpreted: dict[str, ModuleType], n: int, programs: int | None
 ) -> None:
-    c = load["common"]
+    c = interpreted["common"]
     x = randn(n, seed=n + 1, scale=2)  # some values beyond [LO, HI): the edge bins
     hist = torch.full((c.BINS,), -7, dtype=torch.int32)  # the launch must zero it
     c.histogram_launch(c.block_programs if programs is None else lambda _: programs)(x, hist)
     assert torch.equal(hist, histogram_reference(x, c.BINS, c.LO, c.HI)) and int(hist.sum()) == n
 
 
-def test_persistent_grid_is_sized_by_sms(load: dict[str, ModuleType], cpu_smoke: None) -> None:
-    c = load["common"]
+def test_persistent_grid_is_sized_by_sms(interpreted: dict[str, ModuleType], cpu_smoke: None) -> None:
+    c = interpreted["common"]
     n = 64 * 2**20
     assert c.block_programs(n) == triton.cdiv(n, c.HIST_BLOCK)
     assert c.persistent_programs(n) == 2 and c.persistent_programs(1) == 1  # smoke: 2, never more than blocks
@@ -85,27 +66,27 @@ def test_set_up_again_after_teardown(setup_again: Callable[[Path], None], varian
     setup_again(CH06 / f"{variant}.py")
 
 
-def test_tiny_launch_sides_write_the_same_views(load: dict[str, ModuleType], cpu_smoke: None) -> None:
-    c = load["common"]
+def test_tiny_launch_sides_write_the_same_views(interpreted: dict[str, ModuleType], cpu_smoke: None) -> None:
+    c = interpreted["common"]
     operands, out, work = c.parameter_set()
     p, g, ps, gs, outs = operands
     assert len(ps) == len(gs) == len(outs) > 1 and all(v.untyped_storage().data_ptr() == p.untyped_storage().data_ptr()
                                                        for v in ps)  # fmt: skip
     loop = torch.full_like(out, float("nan"))
-    load["baseline_tiny_launches"].launch((p, g, ps, gs, list(loop.split([v.numel() for v in ps]))), loop)
-    load["optimized_tiny_launches"].launch(operands, out)
+    interpreted["baseline_tiny_launches"].launch((p, g, ps, gs, list(loop.split([v.numel() for v in ps]))), loop)
+    interpreted["optimized_tiny_launches"].launch(operands, out)
     assert torch.equal(loop, out)
     torch.testing.assert_close(out.double(), p.double() - c.LR * g.double(), rtol=1e-6, atol=1e-7)
     assert work == {"bytes": 12 * p.numel(), "flops": 2 * p.numel()}
 
 
-def test_prefetch_sides_move_every_page(load: dict[str, ModuleType], cpu_smoke: None) -> None:
-    (x, dev, page, piece), out, _ = load["common"].host_array()
+def test_prefetch_sides_move_every_page(interpreted: dict[str, ModuleType], cpu_smoke: None) -> None:
+    (x, dev, page, piece), out, _ = interpreted["common"].host_array()
     assert x.numel() % page and x.numel() % piece and x.numel() > 2 * piece  # partial last page and piece
     paged = torch.full_like(out, float("nan"))
-    load["baseline_prefetch"].launch((x, dev, page, piece), paged)
-    operands, _, _ = load["optimized_prefetch"].staged()
-    load["optimized_prefetch"].launch(operands, out)
+    interpreted["baseline_prefetch"].launch((x, dev, page, piece), paged)
+    operands, _, _ = interpreted["optimized_prefetch"].staged()
+    interpreted["optimized_prefetch"].launch(operands, out)
     assert torch.equal(paged, x * 2 + 1) and torch.equal(out, paged)
 
 
