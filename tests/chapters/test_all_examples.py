@@ -6,12 +6,15 @@ Skips live in SKIPS, one place, each with its reason.
 from __future__ import annotations
 
 import pytest
+import torch
 
 from bench.discovery import discover, select
 from bench.suite import run_suite
 
 # "chNN:example" -> reason. Keep empty unless an example truly cannot run here.
 SKIPS: dict[str, str] = {}
+if torch.cuda.device_count() < 2:  # its variants end as skipped (ctx.require(gpus=2)), with this reason
+    SKIPS["ch02:peer_copy"] = "needs two GPUs: a peer-to-peer copy between them"
 
 CATALOG = discover()
 EXAMPLES = select(CATALOG)

@@ -1,0 +1,106 @@
+"""Chapter 3's host machinery: core sets, pinning, per-thread intra-op teams, the producer thread's ring.
+
+The smoke run checks that each pair agrees; these check the parts whose failure would not change an
+output (a thread count not applied, a worker not pinned, a producer's error swallowed into a hang) and
+that a variant can be set up again after its teardown, as the harness does to re-check a call.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.protocol import load_benchmark
+from chapters.ch03.common import PinWorker, Requests, _cpulist, host_cores, near_cores, pin_process
+
+CH03 = Path(__file__).resolve().parents[2] / "chapters" / "ch03"
+VARIANTS = sorted(p.stem for p in CH03.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
+
+
+pytestmark = pytest.mark.usefixtures("cpu_smoke")
+
+
+def test_cpulist_parses_the_kernel_format() -> None:
+    assert _cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert _cpulist("5") == {5} and _cpulist("") == set()
+
+
+def test_cores_are_the_usable_ones() -> None:
+    assert host_cores() == sorted(os.sched_getaffinity(0))
+    assert near_cores() == host_cores()  # a CPU run: no GPU to be near
+
+
+def test_pin_process_pins_every_thread_and_restores() -> None:
+    saved = host_cores()
+    started, stop = threading.Event(), threading.Event()
+    seen: list[set[int]] = []
+
+    def other() -> None:
+        started.set()
+        stop.wait()
+        seen.append(os.sched_getaffinity(0))
+
+    t = threading.Thread(target=other)
+    t.start()
+    started.wait()
+    try:
+        pin_process(saved[:1])
+        assert os.sched_getaffinity(0) == set(saved[:1])
+    finally:
+        stop.set()
+        t.join()
+        pin_process(saved)
+    assert seen == [set(saved[:1])]  # a thread that already existed was pinned too
+    assert host_cores() == saved
+
+
+def test_pin_worker_pins_its_thread_to_one_core() -> None:
+    cores = host_cores()
+    seen: list[set[int]] = []
+
+    def worker() -> None:
+        PinWorker(cores[-1:])(worker_id=3)
+        seen.append(os.sched_getaffinity(0))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen == [{cores[-1]}] and os.sched_getaffinity(0) == set(cores)  # the caller is untouched
+
+
+@pytest.mark.parametrize("per_thread", [1, 3])
+def test_serving_threads_use_their_own_team_size(per_thread: int) -> None:
+    bench = Requests(lambda cores, threads: per_thread)
+    main = torch.get_num_threads()
+    bench.setup()
+    try:
+        sizes = set(bench.pool.map(lambda _: torch.get_num_threads(), range(8)))
+        assert sizes == {per_thread}
+        assert torch.get_num_threads() == main  # the calling thread's team is its own
+    finally:
+        bench.teardown()
+
+
+def test_ring_producer_error_reaches_the_caller() -> None:
+    bench = load_benchmark(CH03 / "optimized_ring_buffer.py")
+    bench.setup()
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("decode failed")
+
+    bench.produce = broken  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RuntimeError, match="decode failed"):
+            bench.benchmark_fn()
+    finally:
+        bench.teardown()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_set_up_again_after_teardown(setup_again: Callable[[Path], None], variant: str) -> None:
+    setup_again(CH03 / f"{variant}.py")
