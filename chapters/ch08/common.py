@@ -107,6 +107,36 @@ def bias_gelu(acc, bias_ptr, cols, N):
 
 
 @triton.jit
+def tile_product(
+    a_ptr,
+    b_ptr,
+    rows,
+    cols,
+    M,
+    N,
+    K,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    """The fp32 product of A's ``rows`` and B's ``cols`` (one tile of C), K in steps of BLOCK_K."""
+    ks = tl.arange(0, BLOCK_K)
+    # Rows and columns past the edge are wrapped onto valid ones, so only K needs a load mask; their
+    # results are never stored.
+    a_ptrs = a_ptr + (rows % M)[:, None] * K + ks[None, :]
+    b_ptrs = b_ptr + ks[:, None] * N + (cols % N)[None, :]
+    acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)  # not tl.zeros: see add
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptrs, mask=ks[None, :] < K - k, other=0.0)
+        b = tl.load(b_ptrs, mask=ks[:, None] < K - k, other=0.0)
+        acc = dot(a, b, acc, UPCAST)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * N
+    return acc
+
+
+@triton.jit
 def matmul_kernel(
     a_ptr,
     b_ptr,
@@ -127,18 +157,7 @@ def matmul_kernel(
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ks = tl.arange(0, BLOCK_K)
-    # Rows and columns past the edge are wrapped onto valid ones, so only K needs a load mask; their
-    # results are never stored.
-    a_ptrs = a_ptr + (rows % M)[:, None] * K + ks[None, :]
-    b_ptrs = b_ptr + ks[:, None] * N + (cols % N)[None, :]
-    acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)  # not tl.zeros: see add
-    for k in range(0, K, BLOCK_K):
-        a = tl.load(a_ptrs, mask=ks[None, :] < K - k, other=0.0)
-        b = tl.load(b_ptrs, mask=ks[:, None] < K - k, other=0.0)
-        acc = dot(a, b, acc, UPCAST)
-        a_ptrs += BLOCK_K
-        b_ptrs += BLOCK_K * N
+    acc = tile_product(a_ptr, b_ptr, rows, cols, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, UPCAST)
     if BIAS_GELU:
         acc = bias_gelu(acc, bias_ptr, cols, N)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
