@@ -124,14 +124,14 @@ def matmul_persistent_kernel(
         tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-def persistent_matmul(num_stages: int = 3, group_m: int = 8) -> Launch:
-    """Launch ``matmul_persistent_kernel`` with TILE tiles on 8 warps, one program per SM."""
+def persistent_matmul(num_stages: int = 3, group_m: int = 8, programs: int | None = None) -> Launch:
+    """Launch ``matmul_persistent_kernel`` with TILE tiles on 8 warps, one program per SM (or ``programs``)."""
 
     def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
         (m, k), n = a.shape, b.shape[1]
         bm, bn, bk = TILE
-        programs = min(programs_per_sm(), triton.cdiv(m, bm) * triton.cdiv(n, bn))
-        matmul_persistent_kernel[(programs,)](
+        grid = min(programs or programs_per_sm(), triton.cdiv(m, bm) * triton.cdiv(n, bn))
+        matmul_persistent_kernel[(grid,)](
             a, b, out, m, n, k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m,
             UPCAST=interpreted(matmul_persistent_kernel), num_warps=8, num_stages=num_stages,
         )  # fmt: skip

@@ -1,4 +1,5 @@
-"""Chapter 8 kernels against float64 references on the CPU (Triton interpreter), and compiled for an H100.
+"""Chapter 8 kernels against float64 references: on the CPU through the Triton interpreter, on a CUDA GPU
+compiled (when there is one), and compiled for an H100 without a GPU.
 
 Shapes are awkward (1 element, one past a block, partial tiles and a partial K step) so every mask
 is exercised; the harness's smoke run covers one shape per example. The sm_90 compilations check
@@ -9,25 +10,23 @@ pair's premise (the 4-warp tile spills, the 8-warp one does not).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
-from triton_checks import compile_for_h100, interpreted, needs_compiler, resources
+from triton_checks import MODES, Kernels, compile_for_h100, kernel_modes, needs_compiler, resources, variants
 
 import chapters.ch08.common as C  # compiled kernels (imported before the interpreter fixture swaps copies in)
 from bench.config import resolve_config
 from bench.context import make_context, set_context
-from bench.protocol import import_file
 
-CH08 = Path(C.__file__).parent
+VARIANTS = ("baseline", "optimized")
+COMPILED_FILES = variants("ch08")  # compiled at collection (unless the whole process is interpreted)
 
 
-@pytest.fixture(scope="module")
-def load() -> Iterator[dict[str, ModuleType]]:
-    with interpreted("ch08", ("chapters.ch08.common",)) as modules:
-        yield modules
+@pytest.fixture(scope="module", params=MODES)
+def load(request: pytest.FixtureRequest) -> Iterator[Kernels]:
+    yield from kernel_modes(request.param, "ch08", ("chapters.ch08.common",), COMPILED_FILES)
 
 
 def randn(*shape: int, seed: int) -> torch.Tensor:
@@ -36,6 +35,15 @@ def randn(*shape: int, seed: int) -> torch.Tensor:
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref).norm() / ref.norm())
+
+
+def run(k: Kernels, stem: str, *operands: Any, out: torch.Tensor) -> torch.Tensor:
+    """``stem``'s launch on k's device (tensors moved there, out NaN-filled: every element must be
+    written); the output back on the CPU."""
+    moved = [x.to(k.device) if isinstance(x, torch.Tensor) else x for x in operands]
+    dev_out = torch.full_like(out, float("nan"), device=k.device)
+    k[stem].get_benchmark().launch(*moved, dev_out)
+    return dev_out.cpu()
 
 
 def chain64(x: torch.Tensor, a: torch.Tensor | float, b: torch.Tensor | float, length: int) -> torch.Tensor:
@@ -47,54 +55,41 @@ def chain64(x: torch.Tensor, a: torch.Tensor | float, b: torch.Tensor | float, l
 
 @pytest.mark.parametrize("variant", ["baseline", "optimized"])
 @pytest.mark.parametrize("mnk", [(1, 1, 1), (37, 45, 40), (130, 260, 72)])
-def test_register_pressure_matmul_matches_reference(load: dict[str, ModuleType], variant: str, mnk: tuple) -> None:
+def test_register_pressure_matmul_matches_reference(load: Kernels, variant: str, mnk: tuple[int, int, int]) -> None:
     m, n, k = mnk
     a, b = randn(m, k, seed=m).bfloat16(), randn(k, n, seed=n).bfloat16()
-    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
-    load[f"{variant}_register_pressure"].get_benchmark().launch(a, b, out)
-    ref = a.double() @ b.double()
-    assert rel_err(out, ref) < 4e-3  # the output's bf16 rounding: 2^-9 relative at most per element
+    out = run(load, f"{variant}_register_pressure", a, b, out=torch.empty(m, n, dtype=torch.bfloat16))
+    assert rel_err(out, a.double() @ b.double()) < 4e-3  # the output's bf16 rounding: 2^-9 relative at most
 
 
 @pytest.mark.parametrize("n", [1, 129, 3 * 1024 + 7])
-def test_ilp_chains_match_reference(load: dict[str, ModuleType], n: int) -> None:
-    x = randn(n, seed=n)
-    length, outs = 16, []
-    for variant in ("baseline", "optimized"):
-        out = torch.full_like(x, float("nan"))
-        load[f"{variant}_ilp"].get_benchmark().launch(x, C.chain_trips(length), out)
-        outs.append(out)
-    assert rel_err(outs[0], chain64(x, C.A_CHAIN, C.B_CHAIN, length)) < 1e-6
-    assert torch.equal(outs[0], outs[1])  # the same FMAs per element, only grouped differently
+def test_ilp_chains_match_reference(load: Kernels, n: int) -> None:
+    x, length = randn(n, seed=n), 16
+    one, eight = (
+        run(load, f"{v}_ilp", x, C.chain_trips(length), out=torch.empty(n)) for v in ("baseline", "optimized")
+    )
+    assert rel_err(one, chain64(x, C.A_CHAIN, C.B_CHAIN, length)) < 1e-6
+    assert torch.equal(one, eight)  # the same FMAs per element, only grouped differently
 
 
 @pytest.mark.parametrize("n", [1, 5, 1025, 3 * 1024 + 7])
-def test_divergence_versions_match_reference(load: dict[str, ModuleType], n: int) -> None:
+def test_divergence_versions_match_reference(load: Kernels, n: int) -> None:
     x = 1.5 * randn(n, seed=n)
     if n == 1025:  # the second block holds one piece only: the branchy kernel skips three branches there
         x[1024] = 0.5
-    a, b = torch.tensor(C.A_PIECE), torch.tensor(C.B_PIECE)
-    length, outs = 16, []
-    for variant in ("baseline", "optimized"):
-        out = torch.full_like(x, float("nan"))
-        load[f"{variant}_divergence"].get_benchmark().launch(x, a, b, C.chain_trips(length), out)
-        outs.append(out)
+    a, b, length = torch.tensor(C.A_PIECE), torch.tensor(C.B_PIECE), 16
+    branchy, free = (run(load, f"{v}_divergence", x, a, b, C.chain_trips(length), out=torch.empty(n)) for v in VARIANTS)
     piece = (x >= -1).long() + (x >= 0).long() + (x >= 1).long()
-    ref = chain64(x, a.double()[piece], b.double()[piece], length)
-    assert rel_err(outs[0], ref) < 1e-6
-    assert torch.equal(outs[0], outs[1])
+    assert rel_err(branchy, chain64(x, a.double()[piece], b.double()[piece], length)) < 1e-6
+    assert torch.equal(branchy, free)  # each element's chain is the same FMAs with the same coefficients
 
 
 @pytest.mark.parametrize("variant,tol", [("baseline", 1e-5), ("optimized", 1e-6)])
 @pytest.mark.parametrize("shape", [(1, 1), (3, C.ROW_BLOCK + 1), (2, 2 * C.ROW_BLOCK + 5)])
-def test_atomic_reduction_matches_reference(
-    load: dict[str, ModuleType], variant: str, tol: float, shape: tuple[int, int]
-) -> None:
+def test_atomic_reduction_matches_reference(load: Kernels, variant: str, tol: float, shape: tuple[int, int]) -> None:
     x = randn(*shape, seed=shape[1]) + 0.5  # a nonzero mean: the sums do not cancel to ~0
-    out = torch.full(shape[:1], float("nan"))
-    load[f"{variant}_atomic_reduction"].get_benchmark().launch(x, out)
-    ref = x.double().sum(1)
-    assert rel_err(out, ref) < tol
+    out = run(load, f"{variant}_atomic_reduction", x, out=torch.empty(shape[0]))
+    assert rel_err(out, x.double().sum(1)) < tol
 
 
 def test_chain_length_must_be_a_multiple_of_the_unroll() -> None:
@@ -146,7 +141,6 @@ KERNELS = [
     ("optimized_atomic_reduction", "sum_partials", {"part_ptr": FP32, "out_ptr": FP32, "n_parts": 191},
      {"BLOCK": 256}, {"num_warps": 4}),
 ]  # fmt: skip
-COMPILED_FILES = {p.stem: import_file(p) for p in sorted(CH08.glob("*_*.py"))}  # compiled, at collection
 
 
 @needs_compiler

@@ -1,5 +1,6 @@
-"""Chapter 10 kernels against float64 references on the CPU (Triton interpreter), the double-buffered
-stream loop against the one-stream one, and the kernels compiled for an H100 (sm_90, no GPU needed).
+"""Chapter 10 kernels against float64 references (on the CPU through the Triton interpreter, and compiled
+on a CUDA GPU when there is one), the double-buffered stream loop against the one-stream one, and the
+kernels compiled for an H100 (sm_90) without a GPU.
 
 Matmul shapes are awkward (partial tiles, a partial K step, several tiles per persistent program);
 N and K stay multiples of 8, as a tensor descriptor's 16-byte-aligned strides require. The sm_90
@@ -11,32 +12,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
-from triton_checks import compile_for_h100, interpreted, needs_compiler, resources
+from triton_checks import MODES, Kernels, compile_for_h100, kernel_modes, needs_compiler, resources, variants
 
 import chapters.ch08.common as C8  # compiled kernels (imported before the interpreter fixture swaps copies in)
 import chapters.ch10.common as C
 from bench.config import resolve_config
 from bench.context import DeviceFacts, RunContext, make_context, set_context
 from bench.errors import Skip
-from bench.protocol import import_file
 
-CH10 = Path(C.__file__).parent
+COMPILED_FILES = variants("ch10")  # compiled at collection (unless the whole process is interpreted)
 
 
-@pytest.fixture(scope="module")
-def load() -> Iterator[dict[str, ModuleType]]:
-    with interpreted("ch10", ("chapters.ch08.common", "chapters.ch10.common")) as modules:
-        yield modules
+@pytest.fixture(scope="module", params=MODES)
+def load(request: pytest.FixtureRequest) -> Iterator[Kernels]:
+    yield from kernel_modes(request.param, "ch10", ("chapters.ch08.common", "chapters.ch10.common"), COMPILED_FILES)
 
 
 @pytest.fixture
-def smoke() -> Iterator[None]:
-    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
+def smoke(load: Kernels) -> Iterator[None]:
+    """The harness's context at smoke size on the kernels' device."""
+    set_context(make_context(resolve_config({"device": str(load.device), "smoke": True})))
     yield
     set_context(None)
 
@@ -48,10 +46,11 @@ def operands(m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.
     return a, b, (a.double() @ b.double())
 
 
-def product(module: ModuleType, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=torch.bfloat16)  # every element written
-    module.get_benchmark().launch(a, b, out)
-    return out
+def product(k: Kernels, stem: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``stem``'s a @ b on k's device into a NaN-filled output (every element must be written), back on the CPU."""
+    out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=torch.bfloat16, device=k.device)
+    k[stem].get_benchmark().launch(a.to(k.device), b.to(k.device), out)
+    return out.cpu()
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -60,24 +59,25 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 @pytest.mark.parametrize("pair", ["software_pipelining", "tma_loads", "persistent_tiles"])
 @pytest.mark.parametrize("mnk", [(1, 8, 8), (37, 72, 40), (300, 520, 72)])
-def test_matmul_pairs_match_reference(load: dict[str, ModuleType], pair: str, mnk: tuple[int, int, int]) -> None:
+def test_matmul_pairs_match_reference(load: Kernels, pair: str, mnk: tuple[int, int, int]) -> None:
     a, b, ref = operands(*mnk)
-    base = product(load[f"baseline_{pair}"], a, b)
-    opt = product(load[f"optimized_{pair}"], a, b)
+    base = product(load, f"baseline_{pair}", a, b)
+    opt = product(load, f"optimized_{pair}", a, b)
     assert rel_err(base, ref) < 4e-3 and rel_err(opt, ref) < 4e-3  # bf16 output rounding
-    assert torch.equal(base, opt)  # same tiles, same K order: only the schedule or the copy path differs
+    assert load.same(opt, base, rtol=1e-3)  # same tiles, same K order: only the schedule or the copy path differs
 
 
-def test_persistent_programs_take_several_tiles(load: dict[str, ModuleType], smoke: None) -> None:
-    """At smoke size 3 programs share 9 tiles: a program's second and third tiles (the flattened loop's
-    tile change, the separate store index) are exercised, not just one tile per program."""
+def test_persistent_programs_take_several_tiles(load: Kernels, smoke: None) -> None:
+    """3 programs share the 9 tiles of the smoke size: each program's second and third tiles (the flattened
+    loop's tile change, the separate store index) are exercised, not just one tile per program."""
     (a, b), _, _ = C.short_k_matmul()
-    tiles = math.ceil(a.shape[0] / C.TILE[0]) * math.ceil(b.shape[1] / C.TILE[1])
-    assert tiles >= 3 * C.programs_per_sm() and a.shape[1] % C.TILE[2]
-    assert rel_err(product(load["optimized_persistent_tiles"], a, b), a.double() @ b.double()) < 4e-3
+    assert math.ceil(a.shape[0] / C.TILE[0]) * math.ceil(b.shape[1] / C.TILE[1]) == 9 and a.shape[1] % C.TILE[2]
+    out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=torch.bfloat16, device=load.device)
+    load["optimized_persistent_tiles"].persistent_matmul(programs=3)(a, b, out)
+    assert rel_err(out.cpu(), a.cpu().double() @ b.cpu().double()) < 4e-3
 
 
-def test_tma_variant_is_skipped_below_hopper(load: dict[str, ModuleType]) -> None:
+def test_tma_variant_is_skipped_below_hopper(load: Kernels) -> None:
     facts = DeviceFacts(name="NVIDIA A100", memory_bytes=80 * 2**30, l2_bytes=40 * 2**20, cores=108,
                         capability=(8, 0))  # fmt: skip
     ctx = RunContext(device=torch.device("cuda", 0), seed=0, smoke=True, config=resolve_config(), facts=facts)
@@ -90,15 +90,15 @@ def test_tma_variant_is_skipped_below_hopper(load: dict[str, ModuleType]) -> Non
 
 
 @pytest.mark.parametrize("variant", ["baseline", "optimized"])
-def test_h2d_streams_match_reference(load: dict[str, ModuleType], smoke: None, variant: str) -> None:
+def test_h2d_streams_match_reference(load: Kernels, smoke: None, variant: str) -> None:
     bench = load[f"{variant}_h2d_double_buffering"].get_benchmark()
     bench.setup()
     try:
         assert len(bench.chunks()) == 3 and bench.host_x.shape[0] % bench.chunk  # a partial last chunk
         bench.out.fill_(float("nan"))
         bench.benchmark_fn()
-        ref = bench.host_x.double() @ bench.w.double()
-        assert rel_err(bench.get_output(), ref) < 4e-3
+        ref = bench.host_x.double() @ bench.w.cpu().double()
+        assert rel_err(bench.get_output().cpu(), ref) < 4e-3
         assert bench.get_work()["flops"] == 2 * bench.host_x.shape[0] * bench.w.numel()
     finally:
         bench.teardown()
@@ -109,7 +109,6 @@ def test_h2d_streams_match_reference(load: dict[str, ModuleType], smoke: None, v
 BF16 = torch.empty(64, 64, dtype=torch.bfloat16)
 SIZES = {"M": 8192, "N": 8192, "K": 8192}
 CONSTS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "UPCAST": False}
-COMPILED_FILES = {p.stem: import_file(p) for p in sorted(CH10.glob("*_*.py"))}  # compiled, at collection
 
 
 @needs_compiler

@@ -1,5 +1,6 @@
-"""Helpers for the chapter kernel tests: variant files imported under the Triton interpreter, and kernels
-compiled for an H100 (sm_90) without a GPU, as a real launch would specialise them.
+"""Helpers for the chapter kernel tests: variant files imported under the Triton interpreter (CPU) or
+compiled (on a CUDA GPU, when there is one), and kernels compiled for an H100 (sm_90) without a GPU, as a
+real launch would specialise them.
 
 Not a test module (no ``test_`` prefix); the chapter tests import it by name (pytest puts this folder
 on ``sys.path``).
@@ -14,11 +15,13 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+import torch
 
 from bench.protocol import import_file
 
@@ -27,6 +30,49 @@ CHAPTERS = Path(__file__).resolve().parents[2] / "chapters"
 # Kernels imported at collection are compiled ones unless the whole process runs interpreted.
 COMPILED = os.environ.get("TRITON_INTERPRET") != "1"
 needs_compiler = pytest.mark.skipif(not COMPILED, reason="the process runs under TRITON_INTERPRET=1: nothing compiles")
+
+
+MODES = ["interpreter", "cuda"]  # the kernel tests' fixture parameters
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """A chapter's variant modules by file stem, and the device their kernels run on."""
+
+    modules: Mapping[str, ModuleType]
+    device: torch.device
+
+    def __getitem__(self, stem: str) -> ModuleType:
+        return self.modules[stem]
+
+    def same(self, a: torch.Tensor, b: torch.Tensor, rtol: float) -> bool:
+        """Bit for bit in the interpreter (numpy runs the same operations in the same order); within ``rtol``
+        norm-wise on a GPU, where the compiler may contract or schedule two kernels' arithmetic differently."""
+        if self.device.type == "cpu":
+            return torch.equal(a, b)
+        return float((a.double() - b.double()).norm()) <= rtol * float(b.double().norm())
+
+
+def variants(chapter: str) -> dict[str, ModuleType]:
+    """Every variant file of ``chapter`` by stem, imported in this process's Triton mode."""
+    folder = CHAPTERS / chapter
+    return {
+        p.stem: import_file(p) for p in sorted(folder.glob("baseline_*.py")) + sorted(folder.glob("optimized_*.py"))
+    }
+
+
+def kernel_modes(
+    mode: str, chapter: str, commons: tuple[str, ...], compiled: Mapping[str, ModuleType]
+) -> Iterator[Kernels]:
+    """The body of a chapter's module fixture over MODES: its variants under the interpreter on the CPU, or
+    the ``compiled`` ones (imported at collection) on a CUDA GPU, skipped without one."""
+    if mode == "cuda":
+        if not (COMPILED and torch.cuda.is_available()):
+            pytest.skip("needs a CUDA GPU (and compiled kernels)")
+        yield Kernels(compiled, torch.device("cuda"))
+        return
+    with interpreted(chapter, commons) as modules:
+        yield Kernels(modules, torch.device("cpu"))
 
 
 @contextmanager
@@ -40,9 +86,7 @@ def interpreted(chapter: str, commons: tuple[str, ...]) -> Iterator[dict[str, Mo
             mp.setenv("TRITON_INTERPRET", "1")
             for name in commons:
                 importlib.import_module(name)
-            folder = CHAPTERS / chapter
-            files = sorted(folder.glob("baseline_*.py")) + sorted(folder.glob("optimized_*.py"))
-            yield {p.stem: import_file(p) for p in files}
+            yield variants(chapter)
     finally:
         for name, module in saved.items():
             sys.modules.pop(name, None)
