@@ -17,7 +17,15 @@ Work (minimum): 16 Mi elements read and written once (128 MiB); one 256-FMA chai
 import triton
 import triton.language as tl
 
-from chapters.ch08.common import Example, affine_chain, maximum, piece_index, piecewise_inputs, piecewise_launch
+from chapters.ch08.common import (
+    Example,
+    affine_chain,
+    first_operand,
+    maximum,
+    piece_index,
+    piecewise_inputs,
+    piecewise_launch,
+)
 
 
 @triton.jit
@@ -35,4 +43,4 @@ def piecewise_branchy(x_ptr, a_ptr, b_ptr, out_ptr, n, trips, BLOCK: tl.constexp
 
 
 def get_benchmark() -> Example:
-    return Example(piecewise_inputs, piecewise_launch(piecewise_branchy))
+    return Example(piecewise_inputs, piecewise_launch(piecewise_branchy), inputs=first_operand)  # a, b: constants

@@ -1,9 +1,9 @@
 """What every chapter-8 variant shares (and chapters 9 and 10 reuse): seeded inputs, the benchmark
 shell, the combine functions, the FMA chain and the bf16 matmul kernel.
 
-A variant file holds only its kernel or its launch configuration; ``Example`` (chapter 1's shell)
-supplies setup, teardown, the output the harness compares and the work counts, and chapter 1's
-``randn`` draws the seeded inputs. Compute-bound pairs use fixed
+A variant file holds only its kernel or its launch configuration; ``Example`` (chapter 1's shell and
+the inputs the harness may change) supplies setup, teardown, the output the harness compares and the
+work counts, and chapter 1's ``randn`` draws the seeded inputs. Compute-bound pairs use fixed
 problem sizes (their FLOPs are the point); memory-bound ones size their data relative to the
 device's L2 (``ctx.working_set``) so every call streams from DRAM on an H100 and an H200 alike.
 Smoke sizes keep the Triton interpreter (CPU) to a few programs per call, with lengths that are
@@ -13,15 +13,42 @@ not multiples of any block so every mask is exercised.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from bench import context
-from chapters.ch01.common import Example as Example  # the benchmark shell, re-exported for this chapter
+from bench import BenchmarkConfig, context
+from chapters.ch01.common import Example as Shell
 from chapters.ch01.common import Inputs, Launch, randn
+
+
+class Example(Shell):
+    """Chapter 1's benchmark shell, and which operands are the call's inputs: the harness changes those (and
+    only those) in place to check that the output follows (``get_inputs``). By default every tensor
+    operand; ``inputs`` picks fewer where an operand is a constant of the computation (coefficients, a
+    stored table derived from constants) rather than data."""
+
+    def __init__(
+        self,
+        make: Callable[[], Inputs],
+        launch: Launch,
+        config: BenchmarkConfig | None = None,
+        inputs: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None,
+    ) -> None:
+        super().__init__(make, launch, config)
+        self.inputs = inputs
+
+    def get_inputs(self) -> tuple[Any, ...]:
+        args = self.inputs(self.args) if self.inputs else self.args
+        return tuple(a for a in args if isinstance(a, torch.Tensor))
+
+
+def first_operand(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``Example(inputs=...)`` for problems whose first operand is the data and the rest constants."""
+    return args[:1]
 
 
 def programs_per_sm() -> int:

@@ -21,6 +21,7 @@ from bench import context
 from chapters.ch01.common import Inputs, randn
 from chapters.ch08.common import Example as Example  # re-exported: the variants import from this chapter
 from chapters.ch08.common import add as add
+from chapters.ch08.common import first_operand as first_operand
 from chapters.ch08.common import matmul as matmul
 from chapters.ch08.common import matmul_operands
 from chapters.ch08.common import maximum as maximum

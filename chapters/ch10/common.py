@@ -193,5 +193,9 @@ class Streamed:
     def get_output(self) -> torch.Tensor:
         return self.out
 
+    def get_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch and the weights; the staging buffers are scratch that every call overwrites."""
+        return self.host_x, self.w
+
     def get_work(self) -> dict[str, int]:
         return self.work

@@ -110,6 +110,21 @@ def test_smoke_inputs_have_partial_blocks() -> None:
     assert xc.numel() % 1024 and chain_work["flops"] == 2 * C.UNROLL * trips * xc.numel()
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_divergence_inputs_exclude_the_coefficients(variant: str) -> None:
+    """The harness changes a benchmark's inputs in place to see its output follow: the piece coefficients
+    are constants of the function (changed, |a| > 1 would overflow the chains), only x is data."""
+    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
+    bench = COMPILED_FILES[f"{variant}_divergence"].get_benchmark()
+    try:
+        bench.setup()
+        (inputs,) = bench.get_inputs()
+        assert inputs is bench.args[0]
+    finally:
+        bench.teardown()
+        set_context(None)
+
+
 # --- compiled for sm_90 (no GPU needed) ---------------------------------------------------------
 
 BF16 = torch.empty(16, dtype=torch.bfloat16)

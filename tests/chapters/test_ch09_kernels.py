@@ -151,3 +151,18 @@ def test_matmul_configurations_compile_without_spills(tile: tuple[int, int, int]
               "UPCAST": False}  # fmt: skip
     usage = resources(compile_for_h100(C8.matmul_kernel, args, consts, num_warps=warps, num_stages=3))
     assert usage["STACK"] == 0, usage
+
+
+@pytest.mark.parametrize("variant", ["baseline", "optimized"])
+def test_recompute_bias_inputs_are_the_scores_only(variant: str) -> None:
+    """The harness changes a benchmark's inputs to see its output follow, and both sides must then agree:
+    the stored bias (baseline) and the slopes (optimized) are constants, so only the scores may change."""
+    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
+    bench = COMPILED_FILES[f"{variant}_recompute_bias"].get_benchmark()
+    try:
+        bench.setup()
+        (inputs,) = bench.get_inputs()
+        assert inputs is bench.args[0] and inputs.dim() == 3
+    finally:
+        bench.teardown()
+        set_context(None)
