@@ -2,7 +2,7 @@
 
 out[h, i, j] = scores[h, i, j] * scale + bias[h, i, j], with bias = slope_h * (j - i) (ALiBi; T5's
 relative bias is likewise materialised per head). The bias is computed once, in setup, and kept
-in DRAM as a tensor the size of the scores (16 heads x 1767² fp32 = 200 MB on an H100, 4x L2):
+in DRAM as a tensor the size of the scores (16 heads x 1760² fp32 = 198 MB on an H100, 4x L2):
 storing it is the design under test, so building it is not timed. Each call then reads scores and
 bias and writes out: 12 bytes per element for 3 flops.
 

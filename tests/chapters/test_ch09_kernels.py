@@ -128,9 +128,9 @@ KERNELS = [
     ("baseline_tiled_reduction", "normalize", {"x_ptr": FP32, "max_ptr": FP32, "sum_ptr": FP32, "out_ptr": FP32,
                                                **ROWS}, *ROW),
     ("optimized_tiled_reduction", "softmax_rows", {"x_ptr": FP32, "out_ptr": FP32, **ROWS}, *ROW),
-    ("baseline_recompute_bias", "logits_stored_bias", {"s_ptr": FP32, "bias_ptr": FP32, "out_ptr": FP32, "seq": 1767,
+    ("baseline_recompute_bias", "logits_stored_bias", {"s_ptr": FP32, "bias_ptr": FP32, "out_ptr": FP32, "seq": 1760,
      "scale": 0.1}, {"BLOCK": 1024}, {"num_warps": 4}),
-    ("optimized_recompute_bias", "logits_alibi", {"s_ptr": FP32, "slopes_ptr": FP32, "out_ptr": FP32, "seq": 1767,
+    ("optimized_recompute_bias", "logits_alibi", {"s_ptr": FP32, "slopes_ptr": FP32, "out_ptr": FP32, "seq": 1760,
      "scale": 0.1}, {"BLOCK": 1024}, {"num_warps": 4}),
 ]  # fmt: skip
 
