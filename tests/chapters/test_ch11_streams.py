@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 import torch
 
-from bench.config import resolve_config
-from bench.context import make_context, set_context
 from bench.protocol import import_file
 
 CH11 = Path(__file__).resolve().parents[2] / "chapters" / "ch11"
@@ -38,15 +36,6 @@ def ch11() -> Iterator[ModuleType]:
         sys.modules.pop(COMMON, None)
         if saved is not None:
             sys.modules[COMMON] = saved
-
-
-@pytest.fixture
-def cpu_smoke() -> Iterator[None]:
-    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
-    try:
-        yield
-    finally:
-        set_context(None)
 
 
 def randn(*shape: int, seed: int) -> torch.Tensor:
