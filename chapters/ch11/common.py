@@ -266,13 +266,14 @@ def ema_scan(x_ptr, rate_ptr, out_ptr, steps, channels, BLOCK: tl.constexpr):
     sequence, a = exp(-|rate|) in (0, 1] per channel (a convex mix: bounded whatever the rates).
 
     Each step needs the previous one: a program walks its ``steps`` one after another, one global load and
-    one store each, so its time is steps x the memory latency, whatever the GPU's width. The grid is only
-    channels / BLOCK programs.
+    one store each, so its time is steps x the memory latency, whatever the GPU's width (a loop without
+    ``tl.dot`` is not software-pipelined unless marked with ``tl.range(num_stages=...)``: one load in
+    flight). The grid is only channels / BLOCK programs.
     """
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < channels
     a = tl.exp(-tl.abs(tl.load(rate_ptr + cols, mask=mask, other=0.0)))
-    h = tl.zeros([BLOCK], dtype=tl.float32)
+    h = tl.full([BLOCK], 0.0, tl.float32)  # not tl.zeros: a jit helper the CPU interpreter may refuse (ch07 common)
     for t in range(steps):
         x = tl.load(x_ptr + t * channels + cols, mask=mask, other=0.0)
         h = a * h + (1.0 - a) * x

@@ -8,6 +8,7 @@ sides of a pair do the same work); only a GPU run can show the overlap.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 import torch
 
 from bench.protocol import import_file
+from chapters.ch11 import common as compiled  # imported at collection: compiled kernels unless interpreting
 
 CH11 = Path(__file__).resolve().parents[2] / "chapters" / "ch11"
 COMMON = "chapters.ch11.common"
@@ -68,6 +70,21 @@ def test_scan_is_a_convex_mix_whatever_the_rates(ch11: ModuleType) -> None:
     out = torch.empty_like(x)
     ch11.scan(x, rate, out)
     assert out.abs().max() <= x.abs().max()
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="the process interprets Triton kernels")
+def test_scan_compiles_for_h100() -> None:
+    """Triton's front end and ptxas for sm_90 (no GPU needed): the interpreter accepts code the compiler rejects."""
+    pytest.importorskip("triton.backends.nvidia")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel = compiled.ema_scan
+    signature = {"x_ptr": "*fp32", "rate_ptr": "*fp32", "out_ptr": "*fp32", "steps": "i32", "channels": "i32",
+                 "BLOCK": "constexpr"}  # fmt: skip
+    source = ASTSource(kernel, signature, {"BLOCK": compiled.SCAN_BLOCK})
+    assert triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1}).asm.get("cubin")
 
 
 def mlp_chunks(b: Any, x: torch.Tensor) -> torch.Tensor:
