@@ -7,8 +7,8 @@ the driver instantiates the graph (cudaGraphInstantiate: builds and uploads the 
 replay launches it, each step. This is done here as cheaply as torch allows: the low-level
 ``capture_begin``/``capture_end`` on one capture stream, one memory pool shared from graph to graph (its
 memory is reused, nothing is allocated per step), none of ``torch.cuda.graph``'s synchronize, garbage collection
-and cache emptying. Expected on an H100 host: ~20 kernels issued in capture (~8-10 µs each) + instantiation
-and first launch (~100-200 µs) ≈ 0.3-0.4 ms per step, ~2.5-3.5 ms per call, the GPU (~50 µs per step)
+and cache emptying. Expected on an H100 host: ~20 kernels issued in capture (~5-10 µs each) + instantiation
+and first launch (~50-200 µs) ≈ 0.2-0.4 ms per step, ~1.6-3.2 ms per call, the GPU (~50 µs per step)
 idle most of it.
 
 Timed with the wall clock (timing_mode="cpu"): the host's capture work is the cost. On a CPU run there are

@@ -7,7 +7,7 @@ before the replay, and replays the same graph. torch exposes no cudaGraphExecUpd
 argument in place; a value in device memory does the same job without any host work at all.
 
 What it should buy on an H100: per step ~20 µs of host work (the copy and the replay) behind ~50 µs of GPU
-work, so the GPU sets the pace: ~8 x 55 µs ≈ 0.45 ms instead of ~2.5-3.5 ms, about 5-8x. On a CPU run there
+work, so the GPU sets the pace: ~8 x 55 µs ≈ 0.45 ms instead of ~1.6-3.2 ms, about 3-7x. On a CPU run there
 are no graphs: each step runs eagerly with the tensor (the same fp32 value as the baseline's float): same
 output, no speedup.
 
