@@ -6,26 +6,16 @@ training step mutates its weights, so it must restore them at the start of every
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from bench.config import resolve_config
-from bench.context import make_context, set_context
 from bench.protocol import load_benchmark
 
 CH01 = Path(__file__).resolve().parents[2] / "chapters" / "ch01"
 
-
-@pytest.fixture(autouse=True)
-def cpu_smoke() -> Iterator[None]:
-    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
-    try:
-        yield
-    finally:
-        set_context(None)
+pytestmark = pytest.mark.usefixtures("cpu_smoke")  # tests/chapters/conftest.py
 
 
 def outputs(bench) -> list[torch.Tensor]:

@@ -1,0 +1,23 @@
+"""A cross-stream dependency enforced with a device-wide synchronize after every layer.
+
+The side stream's norm of layer l must not start before layer l's output exists (common.Monitored). A
+``torch.cuda.synchronize()`` after each layer's kernels guarantees it, at a price: the host stops until
+the whole device is idle, then launches the norm and the next layer, so every layer the GPU drains and
+waits for the host (~15-25 µs on an H100 host: the synchronize's wake-up plus the next launches'
+latency), and the norm of layer l can no longer overlap layer l+1's matmul. Expected on an H100: 32 x
+(~28 µs of kernels + ~20 µs idle) ≈ 1.5 ms.
+
+Timed with the wall clock (timing_mode="cpu"): the loss is host-side waiting, which the default clock's
+spin kernel would hide. Work per call: 34 GFLOP (common.Monitored).
+"""
+
+from chapters.ch11.common import Monitored, synchronize
+
+
+class DeviceSync(Monitored):
+    def handoff(self, layer: int) -> None:
+        synchronize()
+
+
+def get_benchmark() -> DeviceSync:
+    return DeviceSync()
