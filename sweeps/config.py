@@ -200,6 +200,9 @@ def load_sweep_config(path: str | Path | None = None, **overrides: Any) -> Sweep
                       ("grad_accum_options", "--grad-accum")):  # fmt: skip
         if isinstance(overrides.get(key), str):
             overrides[key] = _parse_ints(overrides[key], flag)
+    if overrides.get("preset") is not None:  # a later layer's preset is its workload
+        overrides["workload"] = overrides.pop("preset")
+    overrides.pop("preset", None)
     if isinstance(overrides.get("baseline"), str):
         overrides["baseline"] = parse_baseline(overrides["baseline"])
     data.update({k: v for k, v in overrides.items() if v is not None})

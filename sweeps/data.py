@@ -260,7 +260,7 @@ class H5Images:
         if torch.rand(()) < 0.5:
             rgb = rgb.transpose(Image.FLIP_LEFT_RIGHT)
         # CHW contiguous, as torchvision's ToTensor gives: the harness makes it channels_last only when asked
-        x = torch.from_numpy(np.asarray(rgb)).permute(2, 0, 1).contiguous()
+        x = torch.from_numpy(np.array(rgb)).permute(2, 0, 1).contiguous()  # np.array: a writable copy
         return x, torch.tensor(int(self._file["labels"][i]), dtype=torch.int64)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -233,7 +233,7 @@ def measure(job: TrialJob) -> dict[str, Any]:
             if job.max_memory_gb is not None and estimate > job.max_memory_gb * 1e9:
                 raise torch.OutOfMemoryError(
                     f"simulated OOM: batch {s.batch_size} (micro-batch {s.micro_batch_size}) needs "
-                    f"~{estimate / 1e9:.3f} GB > max_memory_gb={job.max_memory_gb}"
+                    f"~{estimate / 1e9:.3g} GB > max_memory_gb={job.max_memory_gb:g}"
                 )
         if step >= job.warmup_steps:
             phases["io_wait"].append(io * 1e3)

@@ -30,7 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 from bench.errors import ConfigError
 from sweeps.config import SweepConfig
 from sweeps.space import OTHER, PARAMS, Space, key
-from sweeps.storage import check_fingerprint, make_storage
+from sweeps.storage import check_fingerprint, make_storage, quiet_optuna
 from sweeps.trial import Pruner, TrialOutcome
 
 __all__ = ["PARAMS", "STRATEGIES", "PlanSampler", "propose", "results_rows", "run_sweep"]
@@ -112,13 +112,14 @@ def propose(space: Space, history: History, seed: int = 0) -> dict[str, Any] | N
 
 
 def _grid_plan(space: Space, seed: int) -> Callable[[History], dict[str, Any] | None]:
-    """Every configuration once, in a seeded random order (as Optuna's GridSampler), none behind a wall."""
+    """Every configuration once, in a seeded random order (as Optuna's GridSampler); one behind a known
+    wall is still proposed, and recorded as skipped without running (the table stays complete)."""
     order = space.points()
     random.Random(seed).shuffle(order)
 
     def plan(history: History) -> dict[str, Any] | None:
         visited = {key(p) for p, _, _ in history}
-        return next((p for p in order if key(p) not in visited and blocked_by_wall(p, history) is None), None)
+        return next((p for p in order if key(p) not in visited), None)
 
     return plan
 
@@ -142,8 +143,10 @@ def _history(study: optuna.Study, exclude: int | None = None) -> list[tuple[dict
     out = []
     for t in study.get_trials(deepcopy=False):
         c = config_of(t)
-        if t.number == exclude or c is None or t.user_attrs.get("status") == "skipped":
-            continue  # a skipped trial measured nothing (its configuration is elsewhere, or none)
+        if t.number == exclude or c is None:
+            continue
+        if t.user_attrs.get("status") == "skipped" and "config" not in t.user_attrs:
+            continue  # skipped before it had a configuration (nothing left, invalid): its params mean nothing
         out.append((c, _status(t), t.user_attrs.get("metrics", {}).get("samples_per_s")))
     return out
 
@@ -162,8 +165,8 @@ class PlanSampler(BaseSampler):
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if not search_space or "fixed_params" in trial.system_attrs:  # a queued trial brings its own
-            return {}
+        if not search_space or trial.params or "fixed_params" in trial.system_attrs:
+            return {}  # a queued trial (a retry, a re-run after Ctrl-C) brings its own configuration
         p = self._plan(_history(study, exclude=trial.number))
         if p is None:
             self.exhausted.add(trial.number)
@@ -259,7 +262,7 @@ def run_sweep(
     space = cfg.space(cuda)
     sampler = _sampler(strategy, space, cfg.seed)
     pareto = strategy == "pareto"
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # "Trial N failed ...": the sweep's own line says it once
     store = make_storage(storage, cfg.heartbeat_interval_s, cfg.heartbeat_grace_s, cfg.max_retry)
     study = optuna.create_study(
         study_name=study_name, storage=store, sampler=sampler, load_if_exists=True,
@@ -353,14 +356,16 @@ def run_sweep(
         left = None if t_end is None else t_end - time.monotonic()
         if (left is not None and left <= 0) or measured_count(study) >= target:
             break
-        study.optimize(objective, n_trials=None, timeout=left, callbacks=[*callbacks, enough], catch=())
+        with quiet_optuna():
+            study.optimize(objective, n_trials=None, timeout=left, callbacks=[*callbacks, enough], catch=())
         if measured_count(study) >= target or (t_end is not None and time.monotonic() >= t_end):
             break
         # Nothing left to start here. Another worker's trials may still run: wait for them to end, or
         # to be failed by the heartbeat and come back as queued retries; their results may also give
         # the plan something new.
         while heartbeat and not (t_end is not None and time.monotonic() >= t_end):
-            optuna.storages.fail_stale_trials(study)
+            with quiet_optuna():
+                optuna.storages.fail_stale_trials(study)
             if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 break
             if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):

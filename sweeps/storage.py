@@ -15,10 +15,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ import optuna
 
 from bench.errors import ConfigError
 
-__all__ = ["check_fingerprint", "data_digest", "default_storage", "make_storage", "results_dir"]
+__all__ = ["check_fingerprint", "data_digest", "default_storage", "make_storage", "quiet_optuna", "results_dir"]
 
 FINGERPRINT = "perflab.fingerprint"
 
@@ -52,18 +54,35 @@ def make_storage(
     if url.split(":", 1)[0].split("+", 1)[0] not in ("sqlite", "postgresql", "mysql"):
         raise ConfigError(f"--storage {url!r}: expected an SQLAlchemy URL such as sqlite:///optuna.db or "
                           "postgresql://user@host:5432/db")  # fmt: skip
-    from optuna.storages import RDBStorage, RetryFailedTrialCallback
+    from optuna.storages import RDBStorage
 
     try:
-        return RDBStorage(
-            url,
-            heartbeat_interval=heartbeat_s,
-            grace_period=max(grace_s, 2 * heartbeat_s),
-            failed_trial_callback=RetryFailedTrialCallback(max_retry=max_retry),
-            engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
-        )
+        with quiet_optuna():
+            # Optuna >= 4.9 names the retry hook heartbeat_stale_trial_callback; older ones failed_trial_callback
+            new = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+            retry: dict[str, Any] = (
+                {"heartbeat_stale_trial_callback": new(max_retry=max_retry)} if new is not None
+                else {"failed_trial_callback": optuna.storages.RetryFailedTrialCallback(max_retry=max_retry)}
+            )  # fmt: skip
+            return RDBStorage(
+                url,
+                heartbeat_interval=heartbeat_s,
+                grace_period=max(grace_s, 2 * heartbeat_s),
+                engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
+                **retry,
+            )
     except Exception as exc:  # a driver missing, a server not reachable: one line, not a traceback
         raise ConfigError(f"--storage {_redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+
+
+@contextlib.contextmanager
+def quiet_optuna() -> Iterator[None]:
+    """Heartbeats and their retry hook are "experimental" (or renamed) in Optuna's words: said once in
+    docs/sweeps.md, not on every sweep's terminal."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
 
 
 def _redact(url: str) -> str:

@@ -176,8 +176,9 @@ def run_trial(
         report = json.loads(out.read_text())
         done = time.monotonic()
         error = report.get("error")
-        if report["status"] == "failed" and log.exists():
-            error = f"{error}\n{log.read_text(errors='replace')[-_LOG_TAIL:]}"
+        tail = log.read_text(errors="replace")[-_LOG_TAIL:].strip() if log.exists() else ""
+        if report["status"] == "failed" and tail and not report.get("workload_error"):
+            error = f"{error}\n{tail}"  # the traceback: the first line stays the message
         metrics = report.get("metrics", {})
         clock = metrics.pop("clock", None)
         if clock is not None and "entered" in report:
