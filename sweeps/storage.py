@@ -19,6 +19,8 @@ import contextlib
 import hashlib
 import json
 import os
+import random
+import time
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -56,23 +58,43 @@ def make_storage(
                           "postgresql://user@host:5432/db")  # fmt: skip
     from optuna.storages import RDBStorage
 
-    try:
-        with quiet_optuna():
-            # Optuna >= 4.9 names the retry hook heartbeat_stale_trial_callback; older ones failed_trial_callback
-            new = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
-            retry: dict[str, Any] = (
-                {"heartbeat_stale_trial_callback": new(max_retry=max_retry)} if new is not None
-                else {"failed_trial_callback": optuna.storages.RetryFailedTrialCallback(max_retry=max_retry)}
-            )  # fmt: skip
-            return RDBStorage(
-                url,
-                heartbeat_interval=heartbeat_s,
-                grace_period=max(grace_s, 2 * heartbeat_s),
-                engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
-                **retry,
-            )
-    except Exception as exc:  # a driver missing, a server not reachable: one line, not a traceback
-        raise ConfigError(f"--storage {_redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    url = _with_driver(url)
+    for attempt in range(3):
+        try:
+            with quiet_optuna():
+                # Optuna >= 4.9 names the retry hook heartbeat_stale_trial_callback; older ones failed_trial_callback
+                new = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+                retry: dict[str, Any] = (
+                    {"heartbeat_stale_trial_callback": new(max_retry=max_retry)} if new is not None
+                    else {"failed_trial_callback": optuna.storages.RetryFailedTrialCallback(max_retry=max_retry)}
+                )  # fmt: skip
+                return RDBStorage(
+                    url,
+                    heartbeat_interval=heartbeat_s,
+                    grace_period=max(grace_s, 2 * heartbeat_s),
+                    engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
+                    **retry,
+                )
+        except Exception as exc:  # a driver missing, a server not reachable: one line, not a traceback
+            # Workers started together race to create the schema on a fresh database; the loser's
+            # CREATE fails on the winner's tables, and a second look finds them made.
+            if attempt < 2 and ("already exists" in str(exc) or "duplicate key" in str(exc)):
+                time.sleep(0.5 + random.random())
+                continue
+            raise ConfigError(f"--storage {_redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    raise AssertionError("unreachable")
+
+
+def _with_driver(url: str) -> str:
+    """``postgresql://`` means psycopg (3) to SQLAlchemy 2.1 and psycopg2 to older ones: name the one installed."""
+    if not url.startswith("postgresql://"):
+        return url
+    import importlib.util
+
+    for module, driver in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return url.replace("postgresql://", f"postgresql+{driver}://", 1)
+    raise ConfigError(f"--storage {_redact(url)}: no PostgreSQL driver: pip install 'psycopg[binary]'")
 
 
 @contextlib.contextmanager
