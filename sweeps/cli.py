@@ -44,7 +44,7 @@ def run_cmd(
         str | None,
         typer.Option(help="built-in (tiny small medium large transformer cnn gpt), my_pkg.train:make or file.py:make"),
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="YAML with a 'benchmark:' section")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="YAML with a 'benchmark:' section")] = None,
     data_path: Annotated[
         Path | None, typer.Option("--data-path", help="data file (built-ins: written once under perflab-results/)")
     ] = None,
@@ -94,9 +94,10 @@ def run_cmd(
     """Measure training configurations in isolated trials, recommend one and verify it against yours."""
     from sweeps.runner import sweep
 
-    sweep(
-        config=config, data_path=data_path, strategy=strategy, n_trials=n_trials or None, storage=storage,
-        study_name=study_name, out=out, experiment=experiment, track=not no_track, echo=typer.echo, resume=resume,
+    sweep(  # "" (MLproject's unset parameters): not given
+        config=config or None, data_path=data_path, strategy=strategy, n_trials=n_trials or None,
+        storage=storage or None, study_name=study_name, out=out, experiment=experiment, track=not no_track,
+        echo=typer.echo, resume=resume,
         overrides={"workload": workload or preset, "batch_sizes": batch_sizes, "num_workers_options": num_workers,
                    "grad_accum_options": grad_accum, "steps_per_test": steps, "warmup_steps": warmup, "device": device,
                    "size": size, "baseline": baseline, "verify_repeats": verify_repeats,
