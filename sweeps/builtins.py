@@ -130,6 +130,9 @@ def resnet(blocks: tuple[int, ...], width: int, classes: int, bottleneck: bool) 
             return torch.relu(self.body(x) + self.skip(x))
 
     class ResNet(nn.Module):
+        mean: torch.Tensor
+        std: torch.Tensor
+
         def __init__(self) -> None:
             super().__init__()
             self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255)
@@ -194,6 +197,8 @@ def gpt(shape: GPTShape) -> Any:
     from torch import nn
 
     class GPT(nn.Module):
+        mask: torch.Tensor
+
         def __init__(self) -> None:
             super().__init__()
             d = shape.d_model

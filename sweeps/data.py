@@ -176,7 +176,8 @@ def make_images(
         f.create_dataset("labels", data=labels.astype(np.int64))
         for i in range(samples):
             low = patterns[labels[i]] + rng.normal(0, 25, (4, 4, 3))
-            smooth = Image.fromarray(np.clip(low, 0, 255).astype(np.uint8)).resize((size, size), Image.BICUBIC)
+            low8 = Image.fromarray(np.clip(low, 0, 255).astype(np.uint8))
+            smooth = low8.resize((size, size), Image.Resampling.BICUBIC)
             pixels = np.asarray(smooth, dtype=np.float32) + rng.normal(0, 12, (size, size, 3))
             buf = io.BytesIO()
             Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(buf, format="JPEG", quality=quality)
@@ -258,7 +259,7 @@ class H5Images:
         x0, y0 = (int(torch.randint(0, n - self.crop + 1, ())) for n in (w, h))
         rgb = rgb.crop((x0, y0, x0 + self.crop, y0 + self.crop))
         if torch.rand(()) < 0.5:
-            rgb = rgb.transpose(Image.FLIP_LEFT_RIGHT)
+            rgb = rgb.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         # CHW contiguous, as torchvision's ToTensor gives: the harness makes it channels_last only when asked
         x = torch.from_numpy(np.array(rgb)).permute(2, 0, 1).contiguous()  # np.array: a writable copy
         return x, torch.tensor(int(self._file["labels"][i]), dtype=torch.int64)

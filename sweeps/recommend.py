@@ -21,6 +21,7 @@ or none keeps the GPU busy enough (with the busiest one seen and what would help
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,7 +180,8 @@ def snippet_yaml(rec: Recommendation, rules: Rules) -> str:
     r = rec.recommended
     if r is None:
         return "# no configuration met the recommendation filters\n" + "".join(f"# {n}\n" for n in rec.notes)
-    c = {k: r.get(k, DEFAULTS.get(k)) for k in ("batch_size", "num_workers", "pin_memory", *DEFAULTS, "amp")}
+    knobs = ("batch_size", "num_workers", "pin_memory", "amp", *DEFAULTS)
+    c: dict[str, Any] = {k: r.get(k, DEFAULTS.get(k)) for k in knobs}
     workers = int(c["num_workers"])
     data: dict[str, Any] = {"batch_size": int(c["batch_size"]) // int(c["grad_accum"]), "num_workers": workers,
                             "pin_memory": bool(c["pin_memory"])}  # fmt: skip
@@ -209,10 +211,10 @@ def table_markdown(rec: Recommendation) -> str:
     cols = ("trial", "configuration", "status", "samples_per_s", "step_ms", "io_wait_ms", "peak_memory_gb",
             "memory_pct", "gpu_util_pct", "diagnosis")  # fmt: skip
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in sorted(rec.diagnoses, key=lambda r: -(r.get("samples_per_s") or 0)):
+    for row in sorted(rec.diagnoses, key=lambda r: -(r.get("samples_per_s") or 0)):
         cells = []
         for c in cols:
-            v = describe_config(r) if c == "configuration" else r.get(c)
+            v = describe_config(row) if c == "configuration" else row.get(c)
             cells.append("—" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
         lines.append("| " + " | ".join(cells) + " |")
     for label, r in (("highest throughput", rec.highest_throughput), ("best efficiency", rec.best_efficiency),
@@ -223,7 +225,7 @@ def table_markdown(rec: Recommendation) -> str:
     return "\n".join(lines)
 
 
-def describe_config(p: dict[str, Any]) -> str:
+def describe_config(p: Mapping[str, Any]) -> str:
     """A configuration in a few words: ``bs=256 w=8 amp pin`` plus whichever other knob is not at its plain value."""
     words = [f"bs={p['batch_size']}", f"w={p['num_workers']}"]
     words += [name for name in ("amp", "pin") if p.get("amp" if name == "amp" else "pin_memory")]

@@ -112,7 +112,7 @@ def load_results(
         for k in PARAMS:
             v = r.get(k)
             v = DEFAULTS.get(k) if v in (None, "") else v
-            row[k] = int(v) if k in _INTS else _bool(v)
+            row[k] = int(str(v)) if k in _INTS else _bool(v)
         sps = r.get("samples_per_s")
         row["samples_per_s"] = float(sps) if sps not in (None, "") else None
         out.append(row)

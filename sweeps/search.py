@@ -15,6 +15,7 @@ pareto also stop a trial that is clearly worse after its first measured steps (`
 
 from __future__ import annotations
 
+import datetime
 import math
 import random
 import time
@@ -194,10 +195,21 @@ def _sampler(strategy: str, space: Space, seed: int) -> BaseSampler:
         )
 
 
+def _reap_zombies(study: optuna.Study, limit_s: float) -> None:
+    """A RUNNING trial older than any live trial can be (the trial timeout, the heartbeat's grace and a
+    margin) whose heartbeat never came — its worker died before the first one, or an older perflab ran
+    it without heartbeats — is marked interrupted: the heartbeat would never fail it."""
+    now = datetime.datetime.now()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.datetime_start is not None and (now - t.datetime_start).total_seconds() > limit_s:
+            study._storage.set_trial_user_attr(t._trial_id, "status", "interrupted")
+            study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+
+
 def _requeue_interrupted(study: optuna.Study) -> list[int]:
-    """Trials cut short by Ctrl-C (FAIL with status "interrupted") are queued again, unless a later
-    trial already has their configuration. A RUNNING trial is left to the heartbeat: it may be another
-    worker's, alive."""
+    """Trials cut short by Ctrl-C or reaped as zombies (FAIL with status "interrupted") are queued
+    again, unless a later trial already has their configuration. A younger RUNNING trial is left to
+    the heartbeat: it may be another worker's, alive."""
     trials = study.get_trials(deepcopy=False)
 
     def params(t: FrozenTrial) -> dict[str, Any]:
@@ -272,6 +284,8 @@ def run_sweep(
         note = check_fingerprint(study, {**fingerprint, "strategy": strategy}, resume)
         if note:
             echo(note)
+    zombie_s = cfg.trial_timeout_s + cfg.heartbeat_grace_s + 60.0
+    _reap_zombies(study, zombie_s)
     _requeue_interrupted(study)
     if existing := measured_count(study):
         echo(f"study {study_name!r} holds {existing} measured configuration(s): resuming it (nothing is measured "
@@ -366,6 +380,8 @@ def run_sweep(
         while heartbeat and not (t_end is not None and time.monotonic() >= t_end):
             with quiet_optuna():
                 optuna.storages.fail_stale_trials(study)
+            _reap_zombies(study, zombie_s)
+            _requeue_interrupted(study)
             if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 break
             if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):

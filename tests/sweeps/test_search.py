@@ -218,3 +218,30 @@ def test_a_study_measured_otherwise_is_refused_with_the_ways_on(tmp_path: Path) 
     old.add_trial(optuna.trial.create_trial(value=1.0))
     with pytest.raises(ConfigError, match="no record of what they measured"):
         run_sweep(cfg, Synthetic(), "grid", storage=storage, study_name="old", fingerprint=first)
+
+
+def test_a_running_trial_that_never_beat_is_reaped_and_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime as real
+
+    import sweeps.search
+
+    cfg = SweepConfig(batch_sizes=[16, 32], num_workers_options=[0], test_mixed_precision=False,
+                      test_pin_memory=False, preset="tiny")  # fmt: skip
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, study_name="z")
+    dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in cfg.space().values.items()}
+    zombie = study.ask(dist)  # RUNNING, its worker gone before any heartbeat
+    assert zombie.params["batch_size"] == 16 or zombie.params["batch_size"] == 32
+
+    class Later:  # an hour on: older than any trial can run (timeout + grace + margin)
+        class datetime:
+            @staticmethod
+            def now() -> real.datetime:
+                return real.datetime.now() + real.timedelta(hours=1)
+
+    monkeypatch.setattr(sweeps.search, "datetime", Later)
+    f = Synthetic()
+    study = run_sweep(cfg, f, "grid", storage=storage, study_name="z")
+    rows = [r for r in results_rows(study) if r["status"] == "ok"]
+    assert sorted(r["batch_size"] for r in rows) == [16, 32]  # the zombie's configuration measured too
+    assert study.trials[zombie.number].user_attrs["status"] == "interrupted"
