@@ -233,8 +233,12 @@ class H5Images:
     """
 
     def __init__(self, path: str | Path, crop: int | None = None) -> None:
+        import h5py
+
         self.info = check_images(path)
         self.path = str(path)
+        with h5py.File(path, "r") as f:
+            self.labels = f["labels"][:]  # N int64, kept in memory: one h5py call per item, not two
         self.crop = crop or self.info.features * 7 // 8
         if not 1 <= self.crop <= self.info.features:
             raise DataError(f"crop {self.crop} must be within the stored image side {self.info.features}")
@@ -260,9 +264,10 @@ class H5Images:
         rgb = rgb.crop((x0, y0, x0 + self.crop, y0 + self.crop))
         if torch.rand(()) < 0.5:
             rgb = rgb.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-        # CHW contiguous, as torchvision's ToTensor gives: the harness makes it channels_last only when asked
-        x = torch.from_numpy(np.array(rgb)).permute(2, 0, 1).contiguous()  # np.array: a writable copy
-        return x, torch.tensor(int(self._file["labels"][i]), dtype=torch.int64)
+        # CHW contiguous, as torchvision's ToTensor gives (the harness makes it channels_last only when
+        # asked). numpy's transposing copy: ~0.15 ms; torch's permute().contiguous() of uint8 takes ~3 ms.
+        x = torch.from_numpy(np.ascontiguousarray(np.asarray(rgb).transpose(2, 0, 1)))
+        return x, torch.tensor(int(self.labels[i]), dtype=torch.int64)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_file": None}
