@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from bench.errors import ConfigError
 from sweeps.config import SweepConfig
 from sweeps.data import make_data
 from sweeps.measure import measure
 from sweeps.runner import job_for, sweep
+from sweeps.storage import default_storage
 from sweeps.trial import run_trial
 from sweeps.workload import parse_workload
 
@@ -109,3 +111,22 @@ def test_a_clearly_worse_trial_is_stopped_after_its_first_steps(data: str) -> No
     kept = run_trial(tiny_job(data, 16, steps_per_test=4, warmup_steps=1, prune_after_steps=2), 60,
                      should_prune=lambda interim: None)  # fmt: skip
     assert kept.status == "ok" and kept.metrics["samples_per_s"] > 0
+
+
+def test_other_data_under_the_same_study_name_is_refused(tmp_path: Path) -> None:
+    a, b = make_data(tmp_path / "a.h5", 300, 16, seed=1).path, make_data(tmp_path / "b.h5", 300, 16, seed=2).path
+    overrides = {"preset": "tiny", "batch_sizes": "16", "num_workers_options": "0", "steps_per_test": 1,
+                 "warmup_steps": 0, "device": "cpu", "test_mixed_precision": False, "verify_repeats": 0}  # fmt: skip
+    storage = f"sqlite:///{tmp_path / 'o.db'}"
+    kw = {"storage": storage, "study_name": "same", "track": False, "overrides": overrides, "echo": lambda _: None}
+    assert [r["status"] for r in sweep(data_path=a, **kw).rows] == ["ok"]  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"different data .*--study-name NEW.*--resume"):
+        sweep(data_path=b, **kw)  # type: ignore[arg-type]
+
+
+def test_generated_files_go_to_the_ignored_results_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PERFLAB_RESULTS_DIR")
+    monkeypatch.chdir(tmp_path)
+    assert default_storage() == f"sqlite:///{tmp_path / 'perflab-results' / 'optuna.db'}"
+    ignored = (Path(__file__).parents[2] / ".gitignore").read_text().splitlines()
+    assert "/perflab-results/" in ignored
