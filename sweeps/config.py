@@ -100,6 +100,13 @@ class SweepConfig(BaseModel):
             raise ValueError(f"values must be >= 1, but got {v}")
         return v
 
+    @model_validator(mode="after")
+    def _compile_warms_up(self) -> SweepConfig:
+        if self.test_compile and self.warmup_steps < 2:
+            raise ValueError(f"test_compile needs warmup_steps >= 2 (compilation runs in the first steps), "
+                             f"but got warmup_steps={self.warmup_steps}")  # fmt: skip
+        return self
+
     @field_validator("baseline")
     @classmethod
     def _known_knobs(cls, v: dict[str, Any]) -> dict[str, Any]:

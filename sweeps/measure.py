@@ -94,10 +94,13 @@ class _SavedBytes:
         self.seen, self.total = set(exclude), 0
 
     def pack(self, t: Any) -> Any:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in self.seen:
-            self.seen.add(storage.data_ptr())
-            self.total += storage.nbytes()
+        try:
+            ptr, nbytes = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+        except Exception:  # a tensor without a plain storage (a subclass, a nested tensor): count its elements
+            ptr, nbytes = id(t), t.numel() * t.element_size()
+        if ptr not in self.seen:
+            self.seen.add(ptr)
+            self.total += nbytes
         return t
 
 
