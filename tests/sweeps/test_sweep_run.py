@@ -38,6 +38,7 @@ def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, monk
         monkeypatch.delenv(name, raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns: not in the checkout
     overrides = {"preset": "tiny", "batch_sizes": "16,32", "num_workers_options": "0,1", "steps_per_test": 3,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False,
                  "test_pin_memory": False, "verify_repeats": 0}  # fmt: skip

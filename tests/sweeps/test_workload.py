@@ -109,6 +109,7 @@ def test_own_workload_sweep_on_the_cpu_into_mlflow(tmp_path: Path, monkeypatch: 
         monkeypatch.delenv(name, raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns: not in the checkout
     result = CliRunner().invoke(app, [
         "sweep", "run", "--workload", "sweeps.examples.mlp_tensors:make", "--device", "cpu", "--batch-sizes", "16,64",
         "--num-workers", "0,1", "--steps", "3", "--warmup", "1", "--verify-repeats", "2",
