@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# kernels wall context neighbour exploits aa). Everything
+# sweep_builtins sweep_grid kernels wall context neighbour exploits aa). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
 #   PERFLAB_SELFCHECK_CONFIGS (config files for selfcheck_cfg), PERFLAB_OVERHEAD_N (default 20)
-#   PERFLAB_SWEEP_ARGS (extra flags for the sweep step's grid, e.g. "--steps 20")
+#   PERFLAB_SWEEP_ARGS (extra flags for the sweep steps, e.g. "--steps 20")
+#   PERFLAB_SWEEP_WORKLOADS (sweep_builtins; default "cnn gpt"), PERFLAB_SWEEP_TRIALS (default 16 each)
 #   PERFLAB_KERNEL_CASES (default all), PERFLAB_KERNEL_DTYPE (default bf16), PERFLAB_KERNEL_ARGS (e.g. "--max-shapes 6")
 set -uo pipefail
 OUT=${OUT:-/tmp/perflab-out}; mkdir -p "$OUT"
@@ -102,6 +103,30 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
           --time-budget $((left - 45)) --trial-timeout 60 ${PERFLAB_SWEEP_ARGS:-} > "$OUT/sweep-smart.log" 2>&1
         echo "smart sweep exit $?"; grep -E "^sweep:|^\*\*highest" "$OUT/sweep-smart.log"
       fi ;;
+    sweep_builtins)  # issue 22: each GPU built-in, smart search, recommendation verified against the seed's default
+      # (batch 32, 0 workers, fp32), 5 fresh runs each. Storage and tables under $OUT; ~3.5 min per workload.
+      wls=(${PERFLAB_SWEEP_WORKLOADS:-cnn gpt}); n=${#wls[@]}
+      for wl in "${wls[@]}"; do
+        left=$((budget - SECONDS)); share=$((left / n)); n=$((n - 1))
+        if [ "$share" -lt 90 ]; then echo "sweep $wl skipped: ${left}s left"; continue; fi
+        mkdir -p "$OUT/sweep-$wl"
+        # trials start within 45 % of the share; the rest: data (once), server, verification (10 runs), tables
+        timeout "$share" perflab sweep run --workload "$wl" --strategy smart --n-trials "${PERFLAB_SWEEP_TRIALS:-16}" \
+          --storage "sqlite:///$OUT/sweep-$wl/optuna.db" --study-name "$wl" --out "$OUT/sweep-$wl" \
+          --time-budget $((share * 45 / 100)) --trial-timeout 90 --verify-repeats 5 ${PERFLAB_SWEEP_ARGS:-} \
+          > "$OUT/sweep-$wl.log" 2>&1
+        echo "sweep $wl exit $?"
+        grep -E "^(sweep:|trial server|verify|no --data|  written)|^_measurement|^\*\*" "$OUT/sweep-$wl.log" | grep -v "^verify .* repeat" | cut -c1-400
+      done ;;
+    sweep_grid)  # issue 22: the cnn grid (sweeps/cnn-grid.yaml, 64 configurations), then smart replayed against it
+      mkdir -p "$OUT/sweep-grid"
+      $T perflab sweep run --config sweeps/cnn-grid.yaml --strategy grid --storage "sqlite:///$OUT/sweep-grid/optuna.db" \
+        --study-name cnn-grid --out "$OUT/sweep-grid" --time-budget $((left > 150 ? left - 60 : 60)) \
+        ${PERFLAB_SWEEP_ARGS:-} > "$OUT/sweep-grid.log" 2>&1
+      echo "grid exit $?"; grep -E "^(sweep:|trial server|time budget)|^_measurement|^\*\*" "$OUT/sweep-grid.log" | cut -c1-400
+      timeout 60 perflab sweep replay "$OUT/sweep-grid/results.csv" --seeds 10 --target-frac 0.15 --out "$OUT/sweep-grid" \
+        > "$OUT/replay.log" 2>&1
+      echo "replay exit $?"; grep -E "^\*\*|^- grid" "$OUT/replay.log" || tail -3 "$OUT/replay.log" ;;
   esac
 done
 perflab server stop > /dev/null 2>&1  # the pre-warmed servers outlive commands: not this call

@@ -18,39 +18,68 @@ sweep_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Optuna
 @sweep_app.command("make-data")
 def make_data_cmd(
     path: Annotated[Path, typer.Argument(help="HDF5 file to write")],
-    samples: Annotated[int, typer.Option(min=1, help="rows")] = 178_000,
-    features: Annotated[int, typer.Option(min=1, help="features per row")] = 64,
-    classes: Annotated[int, typer.Option(min=2, help="label classes")] = 10,
+    kind: Annotated[str, typer.Option(help="features (MLP presets) or images (cnn: JPEG bytes)")] = "features",
+    samples: Annotated[int | None, typer.Option(min=1, help="rows / images (default 178,000 / 4,096)")] = None,
+    features: Annotated[int, typer.Option(min=1, help="features per row (features)")] = 64,
+    size: Annotated[int, typer.Option(min=8, help="stored image side in pixels (images)")] = 256,
+    classes: Annotated[int | None, typer.Option(min=2, help="label classes (default 10 / 100)")] = None,
     seed: Annotated[int, typer.Option(help="generator seed")] = 0,
 ) -> None:
-    """Write a synthetic dataset: 'features' (N, F) float32, 'labels' (N,) int64."""
-    from sweeps.data import make_data
+    """Write a synthetic dataset: 'features' (N, F) float32 + 'labels', or encoded 'images' + 'labels'."""
+    from sweeps import data
 
-    info = make_data(path, samples, features, classes, seed)
-    typer.echo(f"wrote {info.path}: {info.samples} samples x {info.features} features, {info.classes} classes")
+    if kind == "features":
+        info = data.make_data(path, samples or data.DEFAULT_SAMPLES, features, classes or data.DEFAULT_CLASSES, seed)
+        typer.echo(f"wrote {info.path}: {info.samples} samples x {info.features} features, {info.classes} classes")
+    elif kind == "images":
+        info = data.make_images(path, samples or data.IMAGE_SAMPLES, size, classes or data.IMAGE_CLASSES, seed)
+        typer.echo(f"wrote {info.path}: {info.samples} JPEG images of {size}x{size}, {info.classes} classes")
+    else:
+        raise typer.BadParameter(f"--kind {kind!r}: choose features or images")
 
 
 @sweep_app.command("run")
 def run_cmd(
-    config: Annotated[Path | None, typer.Option("--config", help="YAML with a 'benchmark:' section")] = None,
-    data_path: Annotated[
-        Path | None, typer.Option("--data-path", help="HDF5 data (default: synthetic, made once)")
+    workload: Annotated[
+        str | None,
+        typer.Option(help="built-in (tiny small medium large transformer cnn gpt), my_pkg.train:make or file.py:make"),
     ] = None,
-    preset: Annotated[str | None, typer.Option(help="tiny, small, medium, large, transformer")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="YAML with a 'benchmark:' section")] = None,
+    data_path: Annotated[
+        Path | None, typer.Option("--data-path", help="data file (built-ins: written once under perflab-results/)")
+    ] = None,
+    preset: Annotated[str | None, typer.Option(help="a built-in workload (same as --workload NAME)")] = None,
     strategy: Annotated[
-        str, typer.Option(help="grid (every configuration) or smart (climb to the memory wall)")
+        str, typer.Option(help="grid (every configuration), smart (climb to the memory wall) or pareto (TPE, "
+                               "throughput vs memory)")  # fmt: skip
     ] = "grid",
     n_trials: Annotated[
-        int | None, typer.Option(help="finished trials to reach (default / 0: the grid's size)")
+        int | None, typer.Option(help="measured configurations to reach (default / 0: the whole space)")
     ] = None,
     storage: Annotated[
-        str | None, typer.Option(help="Optuna storage URL (default: sqlite optuna.db beside mlflow.db)")
+        str | None,
+        typer.Option(help="Optuna storage URL, e.g. postgresql://user@host/db shared by workers on several hosts "
+                          "(default: sqlite perflab-results/optuna.db)"),  # fmt: skip
     ] = None,
-    study_name: Annotated[str | None, typer.Option(help="Optuna study; an existing one is resumed")] = None,
+    study_name: Annotated[str | None, typer.Option(help="Optuna study; the same (same workload/data) resumes")] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="add to a study of this name although it measured something else")
+    ] = False,
     batch_sizes: Annotated[str | None, typer.Option("--batch-sizes", help="e.g. 32,64,128")] = None,
     num_workers: Annotated[str | None, typer.Option("--num-workers", help="e.g. 0,2,4")] = None,
+    grad_accum: Annotated[str | None, typer.Option("--grad-accum", help="micro-batches per step, e.g. 1,2,4")] = None,
     steps: Annotated[int | None, typer.Option(help="measured steps per trial")] = None,
+    warmup: Annotated[int | None, typer.Option(help="untimed warm-up steps per trial")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cuda, cpu")] = None,
+    size: Annotated[str | None, typer.Option(help="built-ins: auto (full on a GPU), full, smoke")] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="your current configuration, e.g. batch_size=64,num_workers=2,amp=false (default: "
+                          "batch 32, 0 workers, fp32)"),  # fmt: skip
+    ] = None,
+    verify_repeats: Annotated[
+        int | None, typer.Option("--verify-repeats", help="fresh runs of the recommended and baseline (0: none)")
+    ] = None,
     max_memory_gb: Annotated[float | None, typer.Option(help="simulated device memory (GB) for the wall")] = None,
     trial_timeout: Annotated[
         float | None, typer.Option("--trial-timeout", help="seconds before a trial is killed (status timeout)")
@@ -58,19 +87,21 @@ def run_cmd(
     time_budget: Annotated[
         float | None, typer.Option("--time-budget", help="start no trial after this many seconds; resume later")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="also write results.csv, recommendation.md/.yaml here")] = None,
+    out: Annotated[Path | None, typer.Option(help="also write the tables and pictures here")] = None,
     experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
 ) -> None:
-    """Measure training configurations in isolated trials and recommend one."""
+    """Measure training configurations in isolated trials, recommend one and verify it against yours."""
     from sweeps.runner import sweep
 
-    sweep(
-        config=config, data_path=data_path, strategy=strategy, n_trials=n_trials or None, storage=storage,
-        study_name=study_name, out=out, experiment=experiment, track=not no_track, echo=typer.echo,
-        overrides={"preset": preset, "batch_sizes": batch_sizes, "num_workers_options": num_workers,
-                   "steps_per_test": steps, "device": device, "max_memory_gb": max_memory_gb,
-                   "trial_timeout_s": trial_timeout, "time_budget_s": time_budget},
+    sweep(  # "" (MLproject's unset parameters): not given
+        config=config or None, data_path=data_path, strategy=strategy, n_trials=n_trials or None,
+        storage=storage or None, study_name=study_name, out=out, experiment=experiment, track=not no_track,
+        echo=typer.echo, resume=resume,
+        overrides={"workload": workload or preset, "batch_sizes": batch_sizes, "num_workers_options": num_workers,
+                   "grad_accum_options": grad_accum, "steps_per_test": steps, "warmup_steps": warmup, "device": device,
+                   "size": size, "baseline": baseline, "verify_repeats": verify_repeats,
+                   "max_memory_gb": max_memory_gb, "trial_timeout_s": trial_timeout, "time_budget_s": time_budget},
     )  # fmt: skip
 
 
@@ -83,6 +114,7 @@ def replay_cmd(
     study_name: Annotated[str | None, typer.Option(help="the grid's study (with --storage)")] = None,
     seeds: Annotated[int, typer.Option(min=1, help="replay seeds 0..N-1")] = 10,
     within: Annotated[float, typer.Option(help="target: this fraction of the grid's best samples/s")] = 0.05,
+    target_frac: Annotated[float, typer.Option(help="the target share of the grid's trials")] = 0.15,
     out: Annotated[Path | None, typer.Option(help="also write replay.md here")] = None,
 ) -> None:
     """Smart vs grid: replay the smart strategy (and a random order) against a finished grid's measurements."""
@@ -90,7 +122,7 @@ def replay_cmd(
 
     rows = load_results(results, storage, study_name)
     source = str(results) if storage is None else f"study {study_name!r} in {storage}"
-    md = replay_markdown(replay(rows, list(range(seeds)), within, source))
+    md = replay_markdown(replay(rows, list(range(seeds)), within, source), target_frac)
     typer.echo(md)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.errors import ConfigError
-from sweeps.workload import PRESETS
+from sweeps.space import DEFAULTS, PARAMS, Space
 
-__all__ = ["DEFAULT_CONFIG", "SweepConfig", "load_sweep_config"]
+__all__ = ["DEFAULT_CONFIG", "SweepConfig", "load_sweep_config", "parse_baseline"]
 
 DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
 
@@ -22,16 +22,27 @@ DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
 class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # The search space: every combination is one configuration (grid) or a candidate (smart).
+    # What is trained: a built-in (sweeps.builtins.BUILTINS) or "module:function" / "file.py:function".
+    workload: str = "medium"
+    workload_args: dict[str, Any] = Field(default_factory=dict)  # handed to the workload as settings.args
+    # The search space: every combination is one configuration (grid) or a candidate (smart, pareto).
     batch_sizes: list[int] = Field(default_factory=lambda: [32, 64, 128, 256, 512, 1024, 2048, 4096])
     num_workers_options: list[int] = Field(default_factory=lambda: [0, 2, 4, 8])
-    test_mixed_precision: bool = True  # False: AMP off only; True: both off and on (bf16 autocast)
-    test_pin_memory: bool = True  # False: pinning off only; True: both (pinning only matters on a GPU)
+    test_mixed_precision: bool = True  # False: AMP off only; True: both off and on
+    amp_dtype: Literal["bfloat16", "float16"] = "bfloat16"  # float16 adds a GradScaler
+    test_pin_memory: bool = True  # both off and on on a GPU; pinning is never in a CPU's space
+    # Micro-batches per optimizer step; the batch size stays the effective batch (what the learning
+    # rate sees), so accumulation trades speed for memory at the same optimisation.
+    grad_accum_options: list[int] = Field(default_factory=lambda: [1])
+    test_channels_last: bool = False  # NHWC convolutions (tensor cores): off and on
+    test_compile: bool = False  # torch.compile off and on (its compile time falls in the warm-up)
+    prefetch_factor_options: list[int] = Field(default_factory=lambda: [2])  # with workers only
+    test_persistent_workers: bool = False  # False: persistent workers only; True: both
     # Measured steps per trial, after warmup_steps untimed ones (worker start-up, allocator growth).
     steps_per_test: int = Field(50, ge=1)
     warmup_steps: int = Field(5, ge=0)
     device: Literal["auto", "cuda", "cpu"] = "auto"
-    preset: str = "medium"  # a key of sweeps.workload.PRESETS
+    size: Literal["auto", "full", "smoke"] = "auto"  # built-ins: auto = full on a GPU, smoke on a CPU
     # Simulated device memory (GB) for the memory wall on a CPU; None = only the real device's wall.
     max_memory_gb: float | None = Field(None, gt=0)
     trial_timeout_s: float = Field(300.0, gt=0)  # a trial still running then is killed: status timeout
@@ -45,9 +56,35 @@ class SweepConfig(BaseModel):
     min_gpu_util_pct: float = Field(70.0, ge=0, le=100)
     # Diagnosis: a GPU busy less than this % of the step is host/launch-bound (Python, kernel launches).
     host_bound_util_pct: float = Field(30.0, ge=0, le=100)
+    # Pruning (smart, pareto; never the grid, whose table must be complete): after prune_after_steps
+    # measured steps, a trial below prune_ratio x the throughput of a finished one that used no more
+    # memory is stopped (status pruned). 0 steps: never.
+    prune_after_steps: int = Field(5, ge=0)
+    prune_ratio: float = Field(0.5, gt=0, lt=1)
+    # Verification: the recommended and the baseline configuration, each re-run this many times in
+    # fresh processes (0: no verification); the baseline is the user's current configuration.
+    verify_repeats: int = Field(5, ge=0)
+    baseline: dict[str, Any] = Field(
+        default_factory=lambda: {"batch_size": 32, "num_workers": 0, "amp": False, "pin_memory": False}
+    )
+    # Several workers on one study (RDB storage): a worker records a heartbeat every interval; a trial
+    # whose worker fell silent for the grace period is failed and re-queued, at most max_retry times.
+    heartbeat_interval_s: int = Field(5, ge=1)
+    heartbeat_grace_s: int = Field(20, ge=2)
+    max_retry: int = Field(2, ge=0)
     seed: int = 0
 
-    @field_validator("batch_sizes", "num_workers_options")
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_is_workload(cls, data: Any) -> Any:
+        """``preset:`` (sweeps before own workloads) names a built-in workload."""
+        if isinstance(data, dict) and "preset" in data:
+            data = dict(data)
+            preset = data.pop("preset")
+            data.setdefault("workload", preset)
+        return data
+
+    @field_validator("batch_sizes", "num_workers_options", "grad_accum_options", "prefetch_factor_options")
     @classmethod
     def _sorted_unique(cls, v: list[int]) -> list[int]:
         if not v:
@@ -56,34 +93,94 @@ class SweepConfig(BaseModel):
             raise ValueError(f"values must be >= 0, but got {v}")
         return sorted(set(v))
 
-    @field_validator("batch_sizes")
+    @field_validator("batch_sizes", "grad_accum_options", "prefetch_factor_options")
     @classmethod
     def _positive(cls, v: list[int]) -> list[int]:
         if min(v) < 1:
-            raise ValueError(f"batch sizes must be >= 1, but got {v}")
+            raise ValueError(f"values must be >= 1, but got {v}")
         return v
 
-    @field_validator("preset")
+    @model_validator(mode="after")
+    def _compile_warms_up(self) -> SweepConfig:
+        if self.test_compile and self.warmup_steps < 2:
+            raise ValueError(f"test_compile needs warmup_steps >= 2 (compilation runs in the first steps), "
+                             f"but got warmup_steps={self.warmup_steps}")  # fmt: skip
+        return self
+
+    @field_validator("baseline")
     @classmethod
-    def _known_preset(cls, v: str) -> str:
-        if v not in PRESETS:
-            raise ValueError(f"unknown preset {v!r}; choose one of {sorted(PRESETS)}")
+    def _known_knobs(cls, v: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(v) - set(PARAMS))
+        if unknown:
+            raise ValueError(f"baseline has unknown setting(s) {unknown}; known: {', '.join(PARAMS)}")
         return v
 
-    def space(self) -> dict[str, list[Any]]:
-        """Optuna's categorical search space (values in ascending order)."""
-        return {
-            "batch_size": list(self.batch_sizes),
-            "num_workers": list(self.num_workers_options),
-            "amp": [False, True] if self.test_mixed_precision else [False],
-            "pin_memory": [False, True] if self.test_pin_memory else [False],
-        }
+    def space(self, cuda: bool = True) -> Space:
+        """The search space on this device: pinning is offered only on a GPU (it speeds host→GPU copies)."""
+        both = [False, True]
+        return Space({
+            "batch_size": self.batch_sizes, "num_workers": self.num_workers_options,
+            "amp": both if self.test_mixed_precision else [False],
+            "pin_memory": both if self.test_pin_memory and cuda else [False],
+            "grad_accum": self.grad_accum_options,
+            "channels_last": both if self.test_channels_last else [False],
+            "compile": both if self.test_compile else [False],
+            "prefetch_factor": self.prefetch_factor_options,
+            "persistent_workers": both if self.test_persistent_workers else [True],
+        })  # fmt: skip
 
-    def grid_size(self) -> int:
-        n = 1
-        for values in self.space().values():
-            n *= len(values)
-        return n
+    def grid_size(self, cuda: bool = True) -> int:
+        return self.space(cuda).size()
+
+    def baseline_params(self, cuda: bool = True) -> dict[str, Any]:
+        """The baseline as a full configuration: unnamed knobs at their plain values (no AMP, no pinning,
+        no accumulation, no channels_last, no compile)."""
+        plain = {"amp": False, "pin_memory": False, **DEFAULTS}
+        p = {**plain, **self.baseline}
+        if "batch_size" not in p or "num_workers" not in p:
+            raise ConfigError(f"baseline needs batch_size and num_workers, but got {self.baseline}")
+        if p["pin_memory"] and not cuda:
+            raise ConfigError("baseline pin_memory=true on the CPU: pinning exists only for a GPU")
+        c = Space({k: [v] for k, v in p.items()}).canonical(p)
+        if c is None:
+            b, k = p["batch_size"], p["grad_accum"]
+            raise ConfigError(f"baseline batch_size {b} is not a multiple of grad_accum {k}")
+        return c
+
+    @classmethod
+    def from_space(cls, values: dict[str, list[Any]], seed: int = 0) -> SweepConfig:
+        """The config whose space (on a GPU) is ``values`` (a replay rebuilds a measured grid's)."""
+        fields: dict[str, Any] = {"batch_sizes": values["batch_size"], "num_workers_options": values["num_workers"],
+                                  "grad_accum_options": values.get("grad_accum", [1]),
+                                  "prefetch_factor_options": values.get("prefetch_factor", [2]), "seed": seed}
+        for name, flag, alone in (("amp", "test_mixed_precision", False), ("pin_memory", "test_pin_memory", False),
+                                  ("channels_last", "test_channels_last", False), ("compile", "test_compile", False),
+                                  ("persistent_workers", "test_persistent_workers", True)):  # fmt: skip
+            v = values.get(name, [alone])
+            if v not in ([alone], [False, True]):
+                raise ConfigError(f"{name} values {v} cannot be a sweep's space ([{alone}] or [False, True]) ({flag})")
+            fields[flag] = v == [False, True]
+        return cls.model_validate(fields)
+
+
+def parse_baseline(text: str) -> dict[str, Any]:
+    """``batch_size=64,num_workers=2,amp=true`` → a dict of typed values (ints and booleans)."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip().lower()
+        if not sep or name not in PARAMS:
+            raise ConfigError(
+                f"--baseline item {item!r} is not NAME=VALUE with NAME one of {', '.join(PARAMS)} "
+                "(e.g. batch_size=64,num_workers=2,amp=false)"
+            )
+        if value in ("true", "false", "yes", "no", "on", "off"):
+            out[name] = value in ("true", "yes", "on")
+        elif value.isdigit():
+            out[name] = int(value)
+        else:
+            raise ConfigError(f"--baseline {name}={value!r}: expected an integer or true/false")
+    return out
 
 
 def _parse_ints(text: str, flag: str) -> list[int]:
@@ -106,11 +203,20 @@ def load_sweep_config(path: str | Path | None = None, **overrides: Any) -> Sweep
         if not isinstance(doc, dict) or not isinstance(doc.get("benchmark"), dict):
             raise ConfigError(f"sweep config {str(p)!r} needs a top-level 'benchmark:' mapping (see {DEFAULT_CONFIG})")
         data.update(doc["benchmark"])
-    for key, flag in (("batch_sizes", "--batch-sizes"), ("num_workers_options", "--num-workers")):
+    for key, flag in (("batch_sizes", "--batch-sizes"), ("num_workers_options", "--num-workers"),
+                      ("grad_accum_options", "--grad-accum")):  # fmt: skip
         if isinstance(overrides.get(key), str):
             overrides[key] = _parse_ints(overrides[key], flag)
+    if overrides.get("preset") is not None:  # a later layer's preset is its workload
+        overrides["workload"] = overrides.pop("preset")
+    overrides.pop("preset", None)
+    if isinstance(overrides.get("baseline"), str):
+        overrides["baseline"] = parse_baseline(overrides["baseline"])
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return SweepConfig(**data)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid sweep config: {exc}") from None
+    except ValidationError as exc:  # one line per sweep: "field: what is wrong (got value)"
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']} (got {e.get('input')!r})" for e in exc.errors()
+        )
+        raise ConfigError(f"invalid sweep config: {problems}") from None

@@ -21,10 +21,13 @@ or none keeps the GPU busy enough (with the busiest one seen and what would help
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Recommendation", "Rules", "diagnose", "recommend", "snippet_yaml", "table_markdown"]
+from sweeps.space import DEFAULTS, OTHER
+
+__all__ = ["Recommendation", "Rules", "describe_config", "diagnose", "recommend", "snippet_yaml", "table_markdown"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Rules:
     host_bound_util_pct: float = 30.0  # GPU busy less than this: the host (Python, launches) bounds the step
     learning_rate: float = 1e-3  # at reference_batch_size
     reference_batch_size: int = 256
+    amp_dtype: str = "bfloat16"  # what "AMP on" meant in the sweep
 
 
 @dataclass
@@ -61,10 +65,11 @@ def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, devi
         return row["status"]
     step, wait = row.get("step_ms"), row.get("io_wait_ms")
     if step and wait is not None and wait / step >= rules.io_bound_frac:
+        fixed = ("batch_size", *(k for k in OTHER if k not in ("num_workers", "prefetch_factor", "persistent_workers")))
         same = [
             r for r in rows
             if r["status"] == "ok" and r["num_workers"] > row["num_workers"]
-            and all(r[k] == row[k] for k in ("batch_size", "amp", "pin_memory"))
+            and all(r.get(k, DEFAULTS.get(k)) == row.get(k, DEFAULTS.get(k)) for k in fixed)
         ]  # fmt: skip
         if not same:
             return "I/O-bound (more workers not measured)"
@@ -84,9 +89,9 @@ def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, devi
 
 
 def recommend(
-    rows: list[dict[str, Any]], device: str, rules: Rules | None = None, preset: str | None = None
+    rows: list[dict[str, Any]], device: str, rules: Rules | None = None, workload: str | None = None
 ) -> Recommendation:
-    """``device`` is "cpu" or a GPU name (the trials' ``device``); ``preset`` (the model measured) only
+    """``device`` is "cpu" or a GPU name (the trials' ``device``); ``workload`` (what was measured) only
     shapes the advice when no configuration keeps the GPU busy."""
     rules = rules or Rules()
     ok = [r for r in rows if r["status"] == "ok" and r.get("samples_per_s") is not None]
@@ -112,13 +117,15 @@ def recommend(
         why = (
             f"no ok trial has memory <= {rules.max_memory_pct:g} % of the device"
             if not in_memory
-            else _why_gpu_idle(ok, in_memory, rules, preset)
+            else _why_gpu_idle(ok, in_memory, rules, workload)
         )
         notes.append(why)
     return Recommendation(fastest, efficient, chosen, notes, diag, why)
 
 
-def _why_gpu_idle(ok: list[dict[str, Any]], in_memory: list[dict[str, Any]], rules: Rules, preset: str | None) -> str:
+def _why_gpu_idle(
+    ok: list[dict[str, Any]], in_memory: list[dict[str, Any]], rules: Rules, workload: str | None
+) -> str:
     """Why no configuration within the memory line passed the utilisation filter, and what would help.
 
     Only called on a GPU when every trial within the memory line has a reading below ``min_gpu_util_pct``.
@@ -130,7 +137,7 @@ def _why_gpu_idle(ok: list[dict[str, Any]], in_memory: list[dict[str, Any]], rul
         f"seen was {util:.0f} % (trial {busiest.get('trial')})"
     )
     if util < rules.host_bound_util_pct:
-        why += f": the model is too small for this device (host/launch-bound) — {_larger_model_hint(preset)}"
+        why += f": the model is too small for this device (host/launch-bound) — {_larger_model_hint(workload)}"
     else:
         why += ": the GPU is partly idle — torch.compile, CUDA graphs or a larger batch may close the gap"
     busy_over = [  # all over the memory line: a busy trial within it would have been recommended
@@ -145,17 +152,17 @@ def _why_gpu_idle(ok: list[dict[str, Any]], in_memory: list[dict[str, Any]], rul
     return why
 
 
-def _larger_model_hint(preset: str | None) -> str:
-    """The presets after ``preset`` in ``sweeps.workload.PRESETS`` (ordered smallest first), as CLI advice."""
-    from sweeps.workload import PRESETS
+def _larger_model_hint(workload: str | None) -> str:
+    """The built-ins after ``workload`` in ``sweeps.builtins.BUILTINS`` (ordered smallest first), as CLI advice."""
+    from sweeps.builtins import BUILTINS
 
-    names = list(PRESETS)
-    if preset not in names:
-        return f"try a larger model (--preset {_either(names[-2:])})"
-    larger = names[names.index(preset) + 1 :]
+    names = list(BUILTINS)
+    if workload not in names:
+        return "train a larger model or a larger batch per step, or try --workload cnn or gpt to see the tuner's view"
+    larger = names[names.index(workload) + 1 :]
     if not larger:
-        return f"{preset!r} is already the largest preset: train a larger model, or raise the batch size"
-    return f"try --preset {_either(larger)}"
+        return f"{workload!r} is already the largest built-in: train a larger model, or raise the batch size"
+    return f"try --workload {_either(larger)}"
 
 
 def _either(names: list[str]) -> str:
@@ -173,15 +180,23 @@ def snippet_yaml(rec: Recommendation, rules: Rules) -> str:
     r = rec.recommended
     if r is None:
         return "# no configuration met the recommendation filters\n" + "".join(f"# {n}\n" for n in rec.notes)
+    knobs = ("batch_size", "num_workers", "pin_memory", "amp", *DEFAULTS)
+    c: dict[str, Any] = {k: r.get(k, DEFAULTS.get(k)) for k in knobs}
+    workers = int(c["num_workers"])
+    data: dict[str, Any] = {"batch_size": int(c["batch_size"]) // int(c["grad_accum"]), "num_workers": workers,
+                            "pin_memory": bool(c["pin_memory"])}  # fmt: skip
+    if workers:
+        data.update(prefetch_factor=int(c["prefetch_factor"]), persistent_workers=bool(c["persistent_workers"]))
     doc = {
-        "data": {
-            "batch_size": int(r["batch_size"]),
-            "num_workers": int(r["num_workers"]),
-            "pin_memory": bool(r["pin_memory"]),
-        },
+        "data": data,  # the DataLoader's batch: the micro-batch when gradients are accumulated
         "training": {
-            "use_amp": bool(r["amp"]),
-            "learning_rate": float(f"{scaled_lr(int(r['batch_size']), rules):.6g}"),
+            "use_amp": bool(c["amp"]),
+            **({"amp_dtype": rules.amp_dtype} if c["amp"] else {}),
+            "grad_accum_steps": int(c["grad_accum"]),
+            "effective_batch_size": int(c["batch_size"]),
+            "channels_last": bool(c["channels_last"]),
+            "torch_compile": bool(c["compile"]),
+            "learning_rate": float(f"{scaled_lr(int(c['batch_size']), rules):.6g}"),
         },
     }
     head = (
@@ -193,13 +208,13 @@ def snippet_yaml(rec: Recommendation, rules: Rules) -> str:
 
 
 def table_markdown(rec: Recommendation) -> str:
-    cols = ("trial", "batch_size", "num_workers", "amp", "pin_memory", "status", "samples_per_s", "step_ms",
-            "io_wait_ms", "memory_pct", "gpu_util_pct", "diagnosis")  # fmt: skip
+    cols = ("trial", "configuration", "status", "samples_per_s", "step_ms", "io_wait_ms", "peak_memory_gb",
+            "memory_pct", "gpu_util_pct", "diagnosis")  # fmt: skip
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in sorted(rec.diagnoses, key=lambda r: -(r.get("samples_per_s") or 0)):
+    for row in sorted(rec.diagnoses, key=lambda r: -(r.get("samples_per_s") or 0)):
         cells = []
         for c in cols:
-            v = r.get(c)
+            v = describe_config(row) if c == "configuration" else row.get(c)
             cells.append("—" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
         lines.append("| " + " | ".join(cells) + " |")
     for label, r in (("highest throughput", rec.highest_throughput), ("best efficiency", rec.best_efficiency),
@@ -210,9 +225,23 @@ def table_markdown(rec: Recommendation) -> str:
     return "\n".join(lines)
 
 
+def describe_config(p: Mapping[str, Any]) -> str:
+    """A configuration in a few words: ``bs=256 w=8 amp pin`` plus whichever other knob is not at its plain value."""
+    words = [f"bs={p['batch_size']}", f"w={p['num_workers']}"]
+    words += [name for name in ("amp", "pin") if p.get("amp" if name == "amp" else "pin_memory")]
+    if p.get("grad_accum", 1) != 1:
+        words.append(f"accum={p['grad_accum']}")
+    words += [label for k, label in (("channels_last", "channels_last"), ("compile", "compile")) if p.get(k)]
+    if p.get("num_workers"):
+        if p.get("prefetch_factor", 2) != 2:
+            words.append(f"prefetch={p['prefetch_factor']}")
+        if p.get("persistent_workers") is False:
+            words.append("non-persistent")
+    return " ".join(words)
+
+
 def _describe(r: dict[str, Any]) -> str:
     return (
-        f"trial {r.get('trial')}: batch {r['batch_size']}, {r['num_workers']} workers, amp {r['amp']}, "
-        f"pin {r['pin_memory']} — {r['samples_per_s']:.0f} samples/s"
+        f"trial {r.get('trial')}: {describe_config(r)} — {r['samples_per_s']:.0f} samples/s"
         + (f", {r['peak_memory_gb']:.2f} GB peak" if r.get("peak_memory_gb") else "")
     )

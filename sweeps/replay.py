@@ -15,7 +15,6 @@ and any effect of trial order on the measurements themselves.
 from __future__ import annotations
 
 import csv
-import itertools
 import random
 import statistics
 from collections.abc import Iterable, Sequence
@@ -25,8 +24,9 @@ from typing import Any
 
 from bench.errors import ConfigError
 from sweeps.config import SweepConfig
-from sweeps.search import PARAMS, blocked_by_wall, results_rows, run_sweep
-from sweeps.trial import TrialOutcome
+from sweeps.search import blocked_by_wall, results_rows, run_sweep
+from sweeps.space import DEFAULTS, PARAMS, Space, key
+from sweeps.trial import Pruner, TrialOutcome
 
 __all__ = ["Replay", "grid_table", "load_results", "replay", "replay_markdown", "replay_random", "replay_smart"]
 
@@ -57,15 +57,11 @@ class Replay:
 
     @property
     def grid_size(self) -> int:
-        return len(list(itertools.product(*self.space.values())))
+        return Space(self.space).size()
 
     @property
     def threshold(self) -> float:
         return (1 - self.within) * self.best
-
-
-def _key(p: dict[str, Any]) -> Key:
-    return tuple(p[k] for k in PARAMS)
 
 
 def _bool(v: Any) -> bool:
@@ -104,20 +100,26 @@ def load_results(
         )
     with p.open(newline="") as f:
         rows = list(csv.DictReader(f))
-    missing = [c for c in (*PARAMS, "status", "samples_per_s") if rows and c not in rows[0]]
+    needed = [k for k in PARAMS if k not in DEFAULTS]  # a table from before a knob existed ran its default
+    missing = [c for c in (*needed, "status", "samples_per_s") if rows and c not in rows[0]]
     if not rows or missing:
         raise ConfigError(
             f"{str(p)!r} is not a sweep results table: {'no rows' if not rows else f'no column(s) {missing}'}"
         )
     out = []
     for r in rows:
+        row: dict[str, Any] = {**r}
+        for k in PARAMS:
+            v = r.get(k)
+            v = DEFAULTS.get(k) if v in (None, "") else v
+            row[k] = int(str(v)) if k in _INTS else _bool(v)
         sps = r.get("samples_per_s")
-        out.append({
-            **r, "batch_size": int(r["batch_size"]), "num_workers": int(r["num_workers"]),
-            "amp": _bool(r["amp"]), "pin_memory": _bool(r["pin_memory"]),
-            "samples_per_s": float(sps) if sps not in (None, "") else None,
-        })  # fmt: skip
+        row["samples_per_s"] = float(sps) if sps not in (None, "") else None
+        out.append(row)
     return out
+
+
+_INTS = ("batch_size", "num_workers", "grad_accum", "prefetch_factor")
 
 
 def grid_table(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, list[Any]], dict[Key, Outcome], int]:
@@ -129,7 +131,7 @@ def grid_table(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, list[Any]], di
     measured: dict[Key, Outcome] = {}
     walled: set[Key] = set()
     for r in rows:
-        k = _key(r)
+        k = key(r)
         if r["status"] in MEASURED and k not in measured:
             v = r.get("samples_per_s")
             measured[k] = Outcome(r["status"], float(v) if r["status"] == "ok" and v is not None else None)
@@ -139,7 +141,7 @@ def grid_table(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, list[Any]], di
         raise ConfigError("the results table has no measured configuration (status ok/oom/failed/timeout)")
     keys = set(measured) | walled
     space = {name: sorted({k[i] for k in keys}) for i, name in enumerate(PARAMS)}
-    missing = [k for k in itertools.product(*space.values()) if k not in keys]
+    missing = [key(p) for p in Space(space).points() if key(p) not in keys]
     if missing:
         shown = ", ".join(str(dict(zip(PARAMS, k, strict=True))) for k in missing[:3])
         raise ConfigError(
@@ -149,19 +151,6 @@ def grid_table(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, list[Any]], di
         )
     table = {**{k: Outcome("oom", None) for k in walled - set(measured)}, **measured}
     return space, table, len(measured)
-
-
-def _config(space: dict[str, list[Any]], seed: int) -> SweepConfig:
-    for name, flag in (("amp", "test_mixed_precision"), ("pin_memory", "test_pin_memory")):
-        if space[name] not in ([False], [False, True]):
-            raise ConfigError(
-                f"{name} values {space[name]} cannot be a sweep's space ([False] or [False, True]) ({flag})"
-            )
-    return SweepConfig.model_validate({
-        "batch_sizes": space["batch_size"], "num_workers_options": space["num_workers"],
-        "test_mixed_precision": space["amp"] == [False, True], "test_pin_memory": space["pin_memory"] == [False, True],
-        "seed": seed,
-    })  # fmt: skip
 
 
 def _hit(outcome: Outcome, threshold: float | None) -> bool:
@@ -177,8 +166,8 @@ def replay_smart(
 
     path: list[tuple[dict[str, Any], Outcome]] = []
 
-    def evaluate(params: dict[str, Any]) -> TrialOutcome:
-        o = table[_key(params)]
+    def evaluate(params: dict[str, Any], _: Pruner | None = None) -> TrialOutcome:
+        o = table[key(params)]
         path.append((dict(params), o))
         return TrialOutcome(o.status, {"samples_per_s": o.samples_per_s} if o.status == "ok" else {})  # type: ignore[arg-type]
 
@@ -187,7 +176,8 @@ def replay_smart(
             study.stop()
 
     storage = optuna.storages.InMemoryStorage()
-    run_sweep(_config(space, seed), evaluate, "smart", storage=storage, study_name=f"replay-{seed}", callbacks=[stop])
+    cfg = SweepConfig.from_space(space, seed)
+    run_sweep(cfg, evaluate, "smart", storage=storage, study_name=f"replay-{seed}", callbacks=[stop], cuda=True)
     return path
 
 
@@ -195,14 +185,14 @@ def replay_random(
     space: dict[str, list[Any]], table: dict[Key, Outcome], seed: int, stop_at: float | None = None
 ) -> list[tuple[dict[str, Any], Outcome]]:
     """The baseline: the grid in a seeded random order; a configuration behind a wall already hit is skipped."""
-    order = [dict(zip(PARAMS, c, strict=True)) for c in itertools.product(*space.values())]
+    order = Space(space).points()
     random.Random(seed).shuffle(order)
     history: list[tuple[dict[str, Any], str, float | None]] = []
     path: list[tuple[dict[str, Any], Outcome]] = []
     for p in order:
         if blocked_by_wall(p, history) is not None:
             continue
-        o = table[_key(p)]
+        o = table[key(p)]
         history.append((p, o.status, o.samples_per_s))
         path.append((p, o))
         if _hit(o, stop_at):
@@ -248,10 +238,12 @@ def _median(counts: Sequence[int | None]) -> float | None:
 
 
 def _describe(p: dict[str, Any]) -> str:
-    return f"bs={p['batch_size']} w={p['num_workers']} amp={p['amp']} pin={p['pin_memory']}"
+    from sweeps.recommend import describe_config
+
+    return describe_config(p)
 
 
-def replay_markdown(r: Replay, target_frac: float = 0.25) -> str:
+def replay_markdown(r: Replay, target_frac: float = 0.15) -> str:
     pct = f"{100 * r.within:g} %"
     lines = [
         "# Smart vs grid: a replay against measured grid results",

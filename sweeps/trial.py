@@ -4,7 +4,10 @@ Same isolation as ``bench.runner``'s fast path: the child is forked from a forks
 torch/h5py once (CUDA never initialised there), calls ``setsid`` so the parent can kill the whole
 group — DataLoader workers included — and reports through a JSON file. A child that exceeds the
 deadline is TERMed, then KILLed (``bench.runner.kill_group``); one that dies without a report is
-``failed`` with its log tail; ``torch.OutOfMemoryError`` (real or simulated) is ``oom``.
+``failed`` with its log tail; ``torch.OutOfMemoryError`` (real or simulated) is ``oom``; a workload
+that cannot be built is ``failed`` with ``workload_error`` set (the sweep stops on it: every trial
+would fail the same way). With ``should_prune``, the parent reads the child's interim throughput once
+(``sweeps.measure``) and may kill a clearly worse trial: status ``pruned``, with the interim numbers.
 
 What isolation costs is measured per trial (``ok`` trials' metrics, seconds): ``trial_wall_s`` from
 asking the server for a child to the child reaped and its report read; ``steps_time_s`` the
@@ -22,18 +25,22 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from sweeps.workload import TrialJob
+from sweeps.measure import TrialJob
 
 __all__ = ["TrialOutcome", "run_trial", "start_server"]
 
-Status = Literal["ok", "oom", "timeout", "failed"]
-# torch._dynamo: optimizers import it lazily on first construction (~1.7 s a trial otherwise).
-PRELOAD = ["torch", "torch._dynamo", "h5py", "numpy", "psutil", "sweeps.data", "sweeps.workload", "bench.machine"]
+Status = Literal["ok", "oom", "timeout", "failed", "pruned"]
+# torch._dynamo: optimizers import it lazily on first construction (~1.7 s a trial otherwise). PIL is
+# the CNN's decoder (a missing preload is skipped by the server, not an error).
+PRELOAD = ["torch", "torch._dynamo", "h5py", "numpy", "psutil", "PIL.Image", "sweeps.data", "sweeps.measure",
+           "sweeps.workload", "sweeps.builtins", "bench.machine"]  # fmt: skip
 _LOG_TAIL = 3000
+_POLL_S = 0.05  # how often the parent looks for the interim report while a prunable trial runs
 
 
 @dataclass
@@ -42,13 +49,17 @@ class TrialOutcome:
     metrics: dict[str, Any] = field(default_factory=dict)  # workload.measure()'s dict when ok
     error: str | None = None
     elapsed_s: float = 0.0  # launch to reaped (trial_wall_s of an ok trial)
+    workload_error: bool = False  # the workload could not be built: no configuration will run
+
+
+_extra_preload: list[str] = []
 
 
 def _context() -> Any:
     import multiprocessing
 
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)  # takes effect when the server starts (first trial)
+    ctx.set_forkserver_preload(PRELOAD + _extra_preload)  # takes effect when the server starts (first trial)
     return ctx
 
 
@@ -56,12 +67,15 @@ def _noop() -> None:
     pass
 
 
-def start_server() -> float:
-    """Start the forkserver and wait until it has imported PRELOAD; the seconds that took (~0 if running).
+def start_server(preload: Sequence[str] = ()) -> float:
+    """Start the forkserver and wait until it has imported PRELOAD (and ``preload``: the user's workload
+    module); the seconds that took (~0 if running: then ``preload`` comes too late, and costs each trial
+    its import instead).
 
     ``ensure_running`` returns before the server's imports finish; a first child forked from it
     waits for them, so one no-op child here keeps the import time out of the first trial's overhead.
     """
+    _extra_preload[:] = [m for m in preload if m not in PRELOAD]
     t0 = time.monotonic()
     p = _context().Process(target=_noop)
     p.start()
@@ -79,15 +93,19 @@ def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
     os.close(log)
     import torch
 
-    from sweeps.workload import measure
+    from sweeps.measure import measure
+    from sweeps.workload import WorkloadError
 
     try:
         report: dict[str, Any] = {"status": "ok", "metrics": measure(TrialJob(**job)), "entered": entered}
     except torch.OutOfMemoryError as exc:
         report = {"status": "oom", "error": str(exc).splitlines()[0] if str(exc) else "out of memory"}
+    except WorkloadError as exc:
+        report = {"status": "failed", "error": str(exc), "workload_error": True}
     except Exception as exc:
         traceback.print_exc()
-        report = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        oom = "out of memory" in str(exc).lower() or "ALLOC_FAILED" in str(exc)  # cuBLAS/cuDNN workspaces
+        report = {"status": "oom" if oom else "failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
     tmp = out_path + ".tmp"
     Path(tmp).write_text(json.dumps(report))
     os.replace(tmp, out_path)  # the parent never reads a half-written report
@@ -96,23 +114,54 @@ def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
     os._exit(0)  # skip interpreter teardown: DataLoader workers are reaped with the group
 
 
-def run_trial(job: TrialJob, timeout_s: float, workdir: str | Path | None = None) -> TrialOutcome:
+Pruner = Callable[[dict[str, Any]], str | None]  # interim numbers -> the reason to stop the trial, or None
+
+
+def _wait(process: Any, timeout_s: float, progress: Path, should_prune: Pruner | None) -> tuple[bool, str | None]:
+    """Join the child within ``timeout_s``; (timed out, prune reason). Polls only while a pruner waits
+    for the interim report, which comes once."""
+    t0 = time.monotonic()
+    while should_prune is not None and process.exitcode is None:
+        left = timeout_s - (time.monotonic() - t0)
+        if left <= 0:
+            return True, None
+        process.join(min(_POLL_S, left))
+        if progress.exists():
+            reason = should_prune(json.loads(progress.read_text()))
+            if reason is not None:
+                return False, reason
+            break
+    process.join(max(0.0, timeout_s - (time.monotonic() - t0)))
+    return time.monotonic() - t0 >= timeout_s, None
+
+
+def run_trial(
+    job: TrialJob, timeout_s: float, workdir: str | Path | None = None, should_prune: Pruner | None = None
+) -> TrialOutcome:
     """Run ``job`` in an isolated child; never raises for the child's faults."""
     from bench.runner import ForkedProcess, kill_group
 
     with tempfile.TemporaryDirectory(prefix="perflab-trial-") as tmp:
         wd = Path(workdir) if workdir is not None else Path(tmp)
         wd.mkdir(parents=True, exist_ok=True)
-        out, log = wd / "trial.json", wd / "trial.log"
-        out.unlink(missing_ok=True)
+        out, log, progress = wd / "trial.json", wd / "trial.log", wd / "progress.json"
+        for f in (out, progress):
+            f.unlink(missing_ok=True)
+        if should_prune is not None and job.prune_after_steps:
+            job = replace(job, progress_path=str(progress))
+        else:
+            should_prune = None
         process = _context().Process(target=_entry, args=(asdict(job), str(out), str(log)))
         launched = time.monotonic()
         process.start()  # returns once the (pre-warmed) server forked the child
-        t0 = time.monotonic()
-        process.join(timeout_s)
-        timed_out = time.monotonic() - t0 >= timeout_s
+        timed_out, pruned = _wait(process, timeout_s, progress, should_prune)
         proc = ForkedProcess(process)
-        kill_group(proc)  # on timeout: TERM/KILL; otherwise reaps stray DataLoader workers
+        kill_group(proc)  # on timeout or pruning: TERM/KILL; otherwise reaps stray DataLoader workers
+        if pruned is not None:
+            interim = json.loads(progress.read_text())
+            return TrialOutcome(
+                "pruned", {f"interim_{k}": v for k, v in interim.items()}, pruned, time.monotonic() - launched
+            )
         if process.exitcode is None or (timed_out and not out.exists()):
             return TrialOutcome(
                 "timeout", error=f"trial exceeded {timeout_s:.1f}s; process group killed",
@@ -127,13 +176,14 @@ def run_trial(job: TrialJob, timeout_s: float, workdir: str | Path | None = None
         report = json.loads(out.read_text())
         done = time.monotonic()
         error = report.get("error")
-        if report["status"] == "failed" and log.exists():
-            error = f"{error}\n{log.read_text(errors='replace')[-_LOG_TAIL:]}"
+        tail = log.read_text(errors="replace")[-_LOG_TAIL:].strip() if log.exists() else ""
+        if report["status"] == "failed" and tail and not report.get("workload_error"):
+            error = f"{error}\n{tail}"  # the traceback: the first line stays the message
         metrics = report.get("metrics", {})
         clock = metrics.pop("clock", None)
         if clock is not None and "entered" in report:
             metrics.update(_overhead(launched, report["entered"], clock, done))
-        return TrialOutcome(report["status"], metrics, error, done - launched)
+        return TrialOutcome(report["status"], metrics, error, done - launched, bool(report.get("workload_error")))
 
 
 def _overhead(launched: float, entered: float, clock: dict[str, float], done: float) -> dict[str, float]:

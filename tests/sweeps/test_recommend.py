@@ -64,8 +64,10 @@ def test_diagnosis_rules() -> None:
 def test_snippet_scales_learning_rate_by_square_root() -> None:
     rules = Rules(learning_rate=1e-3, reference_batch_size=256)
     doc = yaml.safe_load(snippet_yaml(recommend(TABLE, "NVIDIA H100", rules), rules))
-    assert doc["data"] == {"batch_size": 512, "num_workers": 4, "pin_memory": True}
-    assert doc["training"]["use_amp"] is True
+    assert doc["data"] == {"batch_size": 512, "num_workers": 4, "pin_memory": True, "prefetch_factor": 2,
+                           "persistent_workers": True}  # fmt: skip
+    assert doc["training"]["use_amp"] is True and doc["training"]["amp_dtype"] == "bfloat16"
+    assert doc["training"]["grad_accum_steps"] == 1 and doc["training"]["effective_batch_size"] == 512
     assert abs(doc["training"]["learning_rate"] - 1e-3 * 2**0.5) < 1e-8
 
 
@@ -118,20 +120,23 @@ def h100_like() -> list[dict]:
 
 def test_h100_shaped_table_is_host_bound_and_explains_no_recommendation() -> None:
     table = h100_like()
-    rec = recommend(table, "NVIDIA H100 80GB HBM3", Rules(), preset="medium")
+    rec = recommend(table, "NVIDIA H100 80GB HBM3", Rules(), workload="medium")
     kinds = {d["diagnosis"].split(" (")[0] for d in rec.diagnoses}
     assert kinds == {"host/launch-bound", "I/O-bound"}  # never compute-bound with the GPU idle
     assert rec.highest_throughput["batch_size"] == 4096 and rec.recommended is None
     assert rec.why_none == (
         "no configuration keeps the GPU >= 70 % busy; the highest GPU utilisation seen was 4 % (trial 122): "
-        "the model is too small for this device (host/launch-bound) — try --preset large or transformer"
+        "the model is too small for this device (host/launch-bound) — try --workload large, transformer, cnn or gpt"
     )
     md = table_markdown(rec)
     assert f"**recommended**: none — {rec.why_none}" in md and md.count(rec.why_none) == 1
     assert rec.why_none in snippet_yaml(rec, Rules())
     # the advice follows the preset measured
-    assert "try --preset medium, large or transformer" in recommend(table, "H100", Rules(), preset="small").why_none
-    assert "already the largest preset" in recommend(table, "H100", Rules(), preset="transformer").why_none
+    assert "try --workload medium, large, transformer, cnn or gpt" in recommend(
+        table, "H100", Rules(), workload="small"
+    ).why_none
+    assert "try --workload cnn or gpt" in recommend(table, "H100", Rules(), workload="my_pkg.train:make").why_none
+    assert "already the largest built-in" in recommend(table, "H100", Rules(), workload="gpt").why_none
 
 
 def test_why_none_partly_idle_and_busy_over_memory() -> None:

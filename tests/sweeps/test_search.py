@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -10,8 +9,9 @@ from typing import Any
 import optuna
 import pytest
 
+from bench.errors import ConfigError
 from sweeps.config import SweepConfig
-from sweeps.search import results_rows, run_sweep
+from sweeps.search import clearly_worse, results_rows, run_sweep
 from sweeps.trial import TrialOutcome
 
 BIG = SweepConfig(
@@ -37,7 +37,7 @@ class Synthetic:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    def __call__(self, p: dict[str, Any]) -> TrialOutcome:
+    def __call__(self, p: dict[str, Any], prune: Any = None) -> TrialOutcome:
         self.calls.append(dict(p))
         if p["batch_size"] >= wall(p):
             return TrialOutcome("oom", error="simulated")
@@ -45,9 +45,7 @@ class Synthetic:
 
 
 def grid_best(cfg: SweepConfig) -> float:
-    space = cfg.space()
-    points = [dict(zip(space, c, strict=True)) for c in itertools.product(*space.values())]
-    return max(throughput(p) for p in points if p["batch_size"] < wall(p))
+    return max(throughput(p) for p in cfg.space().points() if p["batch_size"] < wall(p))
 
 
 def test_smart_reaches_grid_best_neighbourhood_in_a_fraction_of_the_grid() -> None:
@@ -88,7 +86,7 @@ def test_resume_continues_without_repeating_finished_trials(tmp_path: Path) -> N
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
 
     class Interrupt(Synthetic):
-        def __call__(self, p: dict[str, Any]) -> TrialOutcome:
+        def __call__(self, p: dict[str, Any], prune: Any = None) -> TrialOutcome:
             if len(self.calls) == 2:
                 self.calls.append(dict(p))
                 raise KeyboardInterrupt
@@ -115,7 +113,7 @@ def test_time_budget_stops_starting_trials_and_the_study_resumes(tmp_path: Path)
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
 
     class Slow(Synthetic):
-        def __call__(self, p: dict[str, Any]) -> TrialOutcome:
+        def __call__(self, p: dict[str, Any], prune: Any = None) -> TrialOutcome:
             time.sleep(0.1)
             return super().__call__(p)
 
@@ -125,3 +123,125 @@ def test_time_budget_stops_starting_trials_and_the_study_resumes(tmp_path: Path)
     rest = Synthetic()
     run_sweep(cfg.model_copy(update={"time_budget_s": None}), rest, "grid", storage=storage, study_name="t")
     assert len(first.calls) + len(rest.calls) == cfg.grid_size() == 12
+
+
+def memory(p: dict[str, Any]) -> float:
+    return p["batch_size"] / 1000 * (0.5 if p["amp"] else 1.0)
+
+
+class Prunable(Synthetic):
+    """Reports its interim numbers to the sweep's pruner, as a real trial does after its first steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pruned: list[str] = []
+
+    def __call__(self, p: dict[str, Any], prune: Any = None) -> TrialOutcome:
+        out = super().__call__(p)
+        if out.status != "ok":
+            return out
+        out.metrics["peak_memory_gb"] = memory(p)
+        reason = prune({"samples_per_s": out.metrics["samples_per_s"], "peak_memory_gb": memory(p), "steps": 5}) \
+            if prune else None  # fmt: skip
+        if reason:
+            self.pruned.append(reason)
+            return TrialOutcome("pruned", {"interim_samples_per_s": out.metrics["samples_per_s"]}, reason)
+        return out
+
+
+def test_pareto_finds_a_front_and_prunes_only_dominated_trials() -> None:
+    f = Prunable()
+    cfg = BIG.model_copy(update={"prune_ratio": 0.5})
+    study = run_sweep(cfg, f, "pareto", n_trials=25, storage=optuna.storages.InMemoryStorage(), study_name="p")
+    rows = results_rows(study)
+    measured = [r for r in rows if r["status"] != "skipped"]
+    assert len(measured) == 25 and len(study.directions) == 2
+    front = study.best_trials
+    assert front and all(t.values[0] > 0 for t in front)
+    assert f.pruned  # seeded: TPE proposes a few dominated configurations here
+    for reason in f.pruned:
+        assert "with no more memory" in reason
+    for r in rows:  # a pruned trial was < half as fast as a finished one using no more memory
+        if r["status"] == "pruned":
+            sps, mem = r["interim_samples_per_s"], memory(r)
+            faster = [o for o in rows if o["status"] == "ok" and o["samples_per_s"] > 2 * sps]
+            assert any(o["peak_memory_gb"] <= mem for o in faster)
+
+
+def test_clearly_worse_needs_a_margin_and_for_pareto_no_more_memory() -> None:
+    done = [{"trial": 3, "samples_per_s": 1000.0, "peak_memory_gb": 4.0}]
+    assert clearly_worse({"samples_per_s": 600.0, "steps": 5}, done, 0.5, pareto=False) is None
+    why = clearly_worse({"samples_per_s": 400.0, "steps": 5}, done, 0.5, pareto=False)
+    assert why == "pruned after 5 measured steps: 400 samples/s is under 0.5 x trial 3's 1000"
+    small = {"samples_per_s": 400.0, "peak_memory_gb": 1.0, "steps": 5}
+    assert clearly_worse(small, done, 0.5, pareto=True) is None  # slow but small: may be on the front
+    assert clearly_worse({**small, "peak_memory_gb": 5.0}, done, 0.5, pareto=True).endswith("with no more memory")
+
+
+def test_smart_prunes_and_the_grid_never_does() -> None:
+    for strategy, expect in (("smart", True), ("grid", False)):
+        f = Prunable()
+        cfg = SweepConfig(batch_sizes=[16, 256, 1024], num_workers_options=[0, 4], test_pin_memory=False,
+                          preset="tiny")  # fmt: skip
+        run_sweep(cfg, f, strategy, storage=optuna.storages.InMemoryStorage(), study_name=strategy)
+        assert bool(f.pruned) is expect, strategy
+
+
+def test_a_cpu_sweep_never_pins_memory() -> None:
+    f = Synthetic()
+    cfg = SweepConfig(batch_sizes=[16, 32], num_workers_options=[0, 2], test_pin_memory=True, preset="tiny")
+    run_sweep(cfg, f, "grid", storage=optuna.storages.InMemoryStorage(), study_name="c", cuda=False)
+    assert len(f.calls) == 8 and not any(c["pin_memory"] for c in f.calls)
+
+
+def test_a_study_measured_otherwise_is_refused_with_the_ways_on(tmp_path: Path) -> None:
+    cfg = SweepConfig(batch_sizes=[16, 32], num_workers_options=[0], test_mixed_precision=False,
+                      test_pin_memory=False, preset="tiny")  # fmt: skip
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    first = {"workload": "tiny", "data": "100:abc"}
+    run_sweep(cfg, Synthetic(), "grid", storage=storage, study_name="s", fingerprint=first)
+    again = Synthetic()
+    run_sweep(cfg, again, "grid", storage=storage, study_name="s", fingerprint=first)
+    assert again.calls == []  # same workload and data: resumed, nothing left
+    other = {"workload": "tiny", "data": "999:def"}
+    with pytest.raises(ConfigError) as err:
+        run_sweep(cfg, Synthetic(), "grid", storage=storage, study_name="s", fingerprint=other)
+    text = str(err.value)
+    assert "study 's' (2 trials) was measured with a different data" in text and "\n" not in text
+    assert "--study-name NEW" in text and "--resume" in text
+    notes: list[str] = []
+    run_sweep(cfg, Synthetic(), "grid", storage=storage, study_name="s", fingerprint=other, resume=True,
+              echo=notes.append)  # fmt: skip
+    assert any(n.startswith("--resume: adding to study 's'") for n in notes)
+    # a study from before fingerprints: refused the same way
+    old = optuna.create_study(storage=storage, study_name="old")
+    old.add_trial(optuna.trial.create_trial(value=1.0))
+    with pytest.raises(ConfigError, match="no record of what they measured"):
+        run_sweep(cfg, Synthetic(), "grid", storage=storage, study_name="old", fingerprint=first)
+
+
+def test_a_running_trial_that_never_beat_is_reaped_and_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime as real
+
+    import sweeps.search
+
+    cfg = SweepConfig(batch_sizes=[16, 32], num_workers_options=[0], test_mixed_precision=False,
+                      test_pin_memory=False, preset="tiny")  # fmt: skip
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, study_name="z")
+    dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in cfg.space().values.items()}
+    zombie = study.ask(dist)  # RUNNING, its worker gone before any heartbeat
+    assert zombie.params["batch_size"] == 16 or zombie.params["batch_size"] == 32
+
+    class Later:  # an hour on: older than any trial can run (timeout + grace + margin)
+        class datetime:
+            @staticmethod
+            def now() -> real.datetime:
+                return real.datetime.now() + real.timedelta(hours=1)
+
+    monkeypatch.setattr(sweeps.search, "datetime", Later)
+    f = Synthetic()
+    study = run_sweep(cfg, f, "grid", storage=storage, study_name="z")
+    rows = [r for r in results_rows(study) if r["status"] == "ok"]
+    assert sorted(r["batch_size"] for r in rows) == [16, 32]  # the zombie's configuration measured too
+    assert study.trials[zombie.number].user_attrs["status"] == "interrupted"

@@ -1,4 +1,4 @@
-"""Real isolated trials (tiny preset, CPU): a 2x2 grid into MLflow, the simulated memory wall, a timeout."""
+"""Real isolated trials (tiny built-in, CPU): a 2x2 grid into MLflow, the simulated memory wall, a timeout."""
 
 from __future__ import annotations
 
@@ -9,10 +9,23 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from bench.errors import ConfigError
+from sweeps.config import SweepConfig
 from sweeps.data import make_data
-from sweeps.runner import sweep
+from sweeps.measure import measure
+from sweeps.runner import job_for, sweep
+from sweeps.storage import default_storage
 from sweeps.trial import run_trial
-from sweeps.workload import PRESETS, TrialJob, estimate_memory_bytes
+from sweeps.workload import parse_workload
+
+
+def tiny_job(data: str, batch_size: int, num_workers: int = 0, **kw: object) -> object:
+    """The tiny built-in's trial job for one configuration (CPU, smoke size)."""
+    cfg = SweepConfig(workload="tiny", **kw)  # type: ignore[arg-type]
+    params = {"batch_size": batch_size, "num_workers": num_workers, "amp": False, "pin_memory": False,
+              "grad_accum": 1, "channels_last": False, "compile": False, "prefetch_factor": 2,
+              "persistent_workers": True}  # fmt: skip
+    return job_for(cfg, parse_workload("tiny"), data, cuda=False, smoke=True, params=params)
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +38,12 @@ def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, monk
         monkeypatch.delenv(name, raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns: not in the checkout
     overrides = {"preset": "tiny", "batch_sizes": "16,32", "num_workers_options": "0,1", "steps_per_test": 3,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False,
-                 "test_pin_memory": False}  # fmt: skip
-    rec, rows = sweep(data_path=data, out=tmp_path / "out", overrides=overrides, echo=lambda _: None)
+                 "test_pin_memory": False, "verify_repeats": 0}  # fmt: skip
+    result = sweep(data_path=data, out=tmp_path / "out", overrides=overrides, echo=lambda _: None)
+    rec, rows = result.recommendation, result.rows
     assert sorted((r["batch_size"], r["num_workers"], r["status"]) for r in rows) == [
         (16, 0, "ok"), (16, 1, "ok"), (32, 0, "ok"), (32, 1, "ok")]  # fmt: skip
     for r in rows:
@@ -55,23 +70,64 @@ def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, monk
     assert parent["server_start_s"] > 0 and parent["sweep_wall_s"] > sum(r["trial_wall_s"] for r in rows)
     assert "measurement overhead beyond the training steps" in (tmp_path / "out" / "recommendation.md").read_text()
     names = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
-    assert {"results.csv", "recommendation.yaml", "recommendation.md"} <= names
+    assert {"results.csv", "recommendation.yaml", "recommendation.md", "history.png", "importance.png", "pareto.png",
+            "batch_size.png"} <= names  # fmt: skip
 
 
-def test_memory_cap_prunes_oom_and_skips_larger_batches(data: str, tmp_path: Path) -> None:
-    p = PRESETS["tiny"]
-    cap = (estimate_memory_bytes(p, 16, 10, 32, False) + estimate_memory_bytes(p, 16, 10, 64, False)) / 2 / 1e9
+def test_memory_estimate_grows_with_the_batch_and_the_cap_prunes_oom(data: str, tmp_path: Path) -> None:
+    # the footprint estimate (state + tensors saved for backward), measured in-process for two batches
+    est = {b: measure(tiny_job(data, b, steps_per_test=1, warmup_steps=0))["estimated_memory_gb"] for b in (32, 64)}
+    assert 0 < est[32] < est[64]
+    cap = (est[32] + est[64]) / 2
     overrides = {"preset": "tiny", "batch_sizes": "16,32,64,128", "num_workers_options": "0", "steps_per_test": 2,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False, "test_pin_memory": False,
-                 "max_memory_gb": cap}  # fmt: skip
-    _, rows = sweep(data_path=data, strategy="smart", storage=f"sqlite:///{tmp_path / 'o.db'}", track=False,
-                    overrides=overrides, echo=lambda _: None)  # fmt: skip
-    status = {r["batch_size"]: r["status"] for r in rows if r["reason"] != "already measured"}
+                 "max_memory_gb": cap, "verify_repeats": 0}  # fmt: skip
+    rows = sweep(data_path=data, strategy="smart", storage=f"sqlite:///{tmp_path / 'o.db'}", track=False,
+                 overrides=overrides, echo=lambda _: None).rows  # fmt: skip
+    status = {r["batch_size"]: r["status"] for r in rows if r["status"] != "skipped"}
     assert status == {16: "ok", 32: "ok", 64: "oom"}  # 128 is never run: behind the wall
+    # the simulated device holds the estimate: its share of the cap, not the process's RSS
+    assert all(0 < r["memory_pct"] < 100 and r["peak_memory_gb"] < cap for r in rows if r["status"] == "ok")
 
 
 def test_trial_past_its_deadline_is_killed(data: str) -> None:
-    job = TrialJob(data, "tiny", 16, 1, False, False, steps=10**7, warmup_steps=0, device="cpu")
+    job = tiny_job(data, 16, num_workers=1, steps_per_test=10**7, warmup_steps=0)
     t0 = time.monotonic()
     out = run_trial(job, timeout_s=1.5)
     assert out.status == "timeout" and time.monotonic() - t0 < 10
+
+
+def test_a_clearly_worse_trial_is_stopped_after_its_first_steps(data: str) -> None:
+    seen: list[dict] = []
+
+    def worse(interim: dict) -> str:
+        seen.append(interim)
+        return "clearly worse"
+
+    t0 = time.monotonic()
+    endless = tiny_job(data, 16, steps_per_test=10**6, warmup_steps=1, prune_after_steps=2)
+    out = run_trial(endless, 60, should_prune=worse)
+    assert out.status == "pruned" and out.error == "clearly worse" and time.monotonic() - t0 < 20
+    assert seen[0]["steps"] == 2 and seen[0]["samples_per_s"] > 0 and out.metrics["interim_samples_per_s"] > 0
+    kept = run_trial(tiny_job(data, 16, steps_per_test=4, warmup_steps=1, prune_after_steps=2), 60,
+                     should_prune=lambda interim: None)  # fmt: skip
+    assert kept.status == "ok" and kept.metrics["samples_per_s"] > 0
+
+
+def test_other_data_under_the_same_study_name_is_refused(tmp_path: Path) -> None:
+    a, b = make_data(tmp_path / "a.h5", 300, 16, seed=1).path, make_data(tmp_path / "b.h5", 300, 16, seed=2).path
+    overrides = {"preset": "tiny", "batch_sizes": "16", "num_workers_options": "0", "steps_per_test": 1,
+                 "warmup_steps": 0, "device": "cpu", "test_mixed_precision": False, "verify_repeats": 0}  # fmt: skip
+    storage = f"sqlite:///{tmp_path / 'o.db'}"
+    kw = {"storage": storage, "study_name": "same", "track": False, "overrides": overrides, "echo": lambda _: None}
+    assert [r["status"] for r in sweep(data_path=a, **kw).rows] == ["ok"]  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"different data .*--study-name NEW.*--resume"):
+        sweep(data_path=b, **kw)  # type: ignore[arg-type]
+
+
+def test_generated_files_go_to_the_ignored_results_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PERFLAB_RESULTS_DIR")
+    monkeypatch.chdir(tmp_path)
+    assert default_storage() == f"sqlite:///{tmp_path / 'perflab-results' / 'optuna.db'}"
+    ignored = (Path(__file__).parents[2] / ".gitignore").read_text().splitlines()
+    assert "/perflab-results/" in ignored

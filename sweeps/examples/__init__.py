@@ -1,0 +1,1 @@
+"""Worked examples of a user's own sweep workload (``perflab sweep run --workload sweeps.examples.NAME:make``)."""

@@ -1,0 +1,146 @@
+"""Proof that the recommendation helps: it and the user's current configuration, re-run and compared.
+
+A sweep picks its recommendation from one short trial per configuration; noise alone can crown the
+wrong one (on a host-bound workload a configuration measured 11.6 % apart between two sweeps). Here
+each of the two is run ``repeats`` more times, alternating (baseline, recommended, baseline, ...) so a
+drift of the machine hits both alike, each run a fresh trial process exactly as in the sweep.
+
+Statistics: each repeat gives one throughput, its measured samples / its measured wall time. A side's
+figure is the mean over its repeats with a 95 % percentile-bootstrap interval (10,000 resamples of the
+repeats); the speedup is recommended mean / baseline mean, its interval from the same resamples drawn
+independently per side. An interval needs at least 2 ok repeats a side; with fewer none is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeps.trial import TrialOutcome
+
+__all__ = ["METHOD", "Side", "Verification", "bootstrap", "verification_markdown", "verify"]
+
+METHOD = (
+    "95 % percentile bootstrap over the repeats' throughputs (each repeat: measured samples / measured "
+    "wall time of one fresh trial process), 10,000 resamples; speedup = ratio of the means, its interval "
+    "from the same resamples drawn independently per side"
+)
+_RESAMPLES = 10_000
+
+
+@dataclass
+class Side:
+    label: str  # "baseline" or "recommended"
+    params: dict[str, Any]
+    samples_per_s: list[float] = field(default_factory=list)  # the ok repeats, in run order
+    statuses: list[str] = field(default_factory=list)  # every repeat's status
+    errors: list[str] = field(default_factory=list)
+    outcomes: list[TrialOutcome] = field(default_factory=list)
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass
+class Verification:
+    baseline: Side
+    recommended: Side
+    speedup: float | None = None
+    low: float | None = None
+    high: float | None = None
+    method: str = METHOD
+
+
+def bootstrap(
+    a: Sequence[float], b: Sequence[float] | None = None, seed: int = 0, resamples: int = _RESAMPLES
+) -> tuple[float, float | None, float | None]:
+    """Mean of ``a`` with its 95 % interval; with ``b``, mean(b) / mean(a) with its interval instead."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = np.asarray(a, dtype=float)
+
+    def means(v: Any) -> Any:
+        return v[rng.integers(0, len(v), (resamples, len(v)))].mean(axis=1)
+
+    if b is None:
+        if len(x) < 2:
+            return float(x.mean()), None, None
+        lo, hi = np.percentile(means(x), [2.5, 97.5])
+        return float(x.mean()), float(lo), float(hi)
+    y = np.asarray(b, dtype=float)
+    ratio = float(y.mean() / x.mean())
+    if len(x) < 2 or len(y) < 2:
+        return ratio, None, None
+    lo, hi = np.percentile(means(y) / means(x), [2.5, 97.5])
+    return ratio, float(lo), float(hi)
+
+
+def verify(
+    run: Callable[[dict[str, Any]], TrialOutcome],
+    recommended: dict[str, Any],
+    baseline: dict[str, Any],
+    repeats: int,
+    echo: Callable[[str], None] = lambda _: None,
+    seed: int = 0,
+) -> Verification:
+    """Run both configurations ``repeats`` times, alternating, and compare them."""
+    from sweeps.recommend import describe_config
+
+    sides = (Side("baseline", dict(baseline)), Side("recommended", dict(recommended)))
+    for i in range(repeats):
+        for side in sides if i % 2 == 0 else sides[::-1]:
+            out = run(side.params)
+            side.outcomes.append(out)
+            side.statuses.append(out.status)
+            sps = out.metrics.get("samples_per_s")
+            if out.status == "ok" and sps is not None:
+                side.samples_per_s.append(float(sps))
+            elif out.error:
+                side.errors.append(out.error.splitlines()[0])
+            shown = f"{sps:.0f} samples/s" if out.status == "ok" and sps is not None else out.status
+            echo(f"verify {side.label} ({describe_config(side.params)}) repeat {i + 1}/{repeats}: {shown}")
+    for side in sides:
+        if side.samples_per_s:
+            side.mean, side.low, side.high = bootstrap(side.samples_per_s, seed=seed)
+    v = Verification(*sides)
+    if sides[0].samples_per_s and sides[1].samples_per_s:
+        v.speedup, v.low, v.high = bootstrap(sides[0].samples_per_s, sides[1].samples_per_s, seed=seed)
+    return v
+
+
+def _interval(mean: float | None, low: float | None, high: float | None, unit: str = "", digits: int = 0) -> str:
+    if mean is None:
+        return "—"
+    if low is None or high is None:
+        return f"{mean:,.{digits}f}{unit} (no interval: fewer than 2 ok repeats)"
+    return f"{mean:,.{digits}f}{unit} [{low:,.{digits}f}, {high:,.{digits}f}]"
+
+
+def verification_markdown(v: Verification) -> str:
+    from sweeps.recommend import describe_config
+
+    lines = [
+        "## Verification: the recommendation against the current configuration",
+        "",
+        "| side | configuration | repeats ok | samples/s, mean [95 % interval] | each repeat |",
+        "|---|---|---:|---|---|",
+    ]
+    for s in (v.baseline, v.recommended):
+        each = ", ".join(f"{x:,.0f}" for x in s.samples_per_s) or "—"
+        ok, interval = f"{len(s.samples_per_s)} of {len(s.statuses)}", _interval(s.mean, s.low, s.high)
+        lines.append(f"| {s.label} | {describe_config(s.params)} | {ok} | {interval} | {each} |")
+    lines.append("")
+    if v.speedup is None:
+        failed = [f"{s.label}: {', '.join(sorted(set(s.statuses)))} ({'; '.join(sorted(set(s.errors)))[:300]})"
+                  for s in (v.baseline, v.recommended) if not s.samples_per_s]  # fmt: skip
+        lines.append("**speedup**: not measured — no ok repeat on " + " and ".join(failed))
+    else:
+        verdict = ""
+        if v.low is not None and v.high is not None:
+            verdict = (" — the recommendation is faster (interval above 1)" if v.low > 1 else
+                       " — slower (interval below 1)" if v.high < 1 else " — not significant (interval spans 1)")
+        lines.append(f"**speedup** (recommended / baseline): {_interval(v.speedup, v.low, v.high, '×', 2)}{verdict}")
+    lines += ["", f"_Method: {v.method}._"]
+    return "\n".join(lines)

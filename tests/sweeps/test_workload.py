@@ -1,0 +1,157 @@
+"""Own workloads: the spec, one-line errors, and a real CPU sweep of sweeps/examples into MLflow (CI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+from mlflow import MlflowClient
+from typer.testing import CliRunner
+
+from bench.cli import app
+from sweeps.api import TrialSettings, Workload
+from sweeps.config import SweepConfig
+from sweeps.examples import h5_dataset
+from sweeps.runner import job_for
+from sweeps.storage import default_storage
+from sweeps.trial import run_trial
+from sweeps.workload import WorkloadError, build_workload, parse_workload
+
+SETTINGS = TrialSettings(batch_size=8, num_workers=0, pin_memory=False, amp=False, device="cpu", smoke=True)
+
+
+def _file(tmp_path: Path, body: str, name: str = "job.py") -> Path:
+    p = tmp_path / name
+    p.write_text("import torch\nfrom sweeps.api import Workload\n\n" + body)
+    return p
+
+
+def _one_line(exc: pytest.ExceptionInfo[BaseException], *parts: str) -> None:
+    text = str(exc.value)
+    assert "\n" not in text, text
+    for part in parts:
+        assert part in text, text
+
+
+def test_specs_resolve_builtins_modules_and_files(tmp_path: Path) -> None:
+    assert parse_workload("cnn").builtin
+    spec = parse_workload("sweeps.examples.mlp_tensors:make")
+    assert (spec.kind, spec.target, spec.function) == ("module", "sweeps.examples.mlp_tensors", "make")
+    f = _file(tmp_path, "def make(s):\n    return None\n")
+    spec = parse_workload(f"{f}:make")
+    assert spec.kind == "file" and spec.target == str(f)
+
+
+def test_a_module_beside_the_sweep_imports_without_a_path_edit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "my_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    _file(pkg, "def make(s):\n    return None\n", "train.py")
+    monkeypatch.chdir(tmp_path)
+    spec = parse_workload("my_pkg.train:make")
+    assert spec.root == str(tmp_path) and callable(__import__("my_pkg.train").train.make)
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("nope", ("neither a built-in", "module:function")),
+        ("no_such_pkg.train:make", ("cannot be imported", "No module named 'no_such_pkg'")),
+        ("sweeps.examples.mlp_tensors:build", ("has no function 'build'", "make")),
+        ("/does/not/exist.py:make", ("does not exist",)),
+        ("sweeps.examples.mlp_tensors:1x", ("neither a built-in",)),
+    ],
+)
+def test_unimportable_workloads_are_one_line(text: str, parts: tuple[str, ...]) -> None:
+    with pytest.raises(WorkloadError) as err:
+        parse_workload(text)
+    _one_line(err, repr(text), *parts)
+
+
+@pytest.mark.parametrize(
+    ("body", "parts"),
+    [
+        ("def make(s):\n    raise KeyError('labels')\n", ("raised KeyError: 'labels'",)),
+        ("def make(s):\n    return {'model': 1}\n", ("returned dict, not sweeps.api.Workload",)),
+        ("def make(s):\n    m = torch.nn.Linear(2, 2)\n    return Workload(model=m, optimizer=None, loss_fn=None,"
+         " dataset=[])\n", ("optimizer is a NoneType, not a torch.optim.Optimizer",)),
+        ("def make(s):\n    m = torch.nn.Linear(2, 2)\n    o = torch.optim.SGD(torch.nn.Linear(2, 1).parameters())\n"
+         "    return Workload(model=m, optimizer=o, loss_fn=torch.nn.MSELoss(), dataset=[])\n",
+         ("holds none of the model's parameters",)),
+        ("def make(s):\n    m = torch.nn.Linear(2, 2)\n    o = torch.optim.SGD(m.parameters(), 0.1)\n"
+         "    return Workload(model=m, optimizer=o, loss_fn=torch.nn.MSELoss())\n", ("exactly one of dataset=",)),
+    ],
+)  # fmt: skip
+def test_a_bad_workload_is_one_line(tmp_path: Path, body: str, parts: tuple[str, ...]) -> None:
+    f = _file(tmp_path, body, f"bad{abs(hash(body))}.py")
+    with pytest.raises(WorkloadError) as err:
+        build_workload(parse_workload(f"{f}:make"), SETTINGS)
+    _one_line(err, "workload", *parts)
+
+
+def test_a_sweep_stops_at_a_raising_workload_with_one_line(tmp_path: Path) -> None:
+    f = _file(tmp_path, "def make(s):\n    raise ValueError(f'no data at {s.data_path}')\n", "raising.py")
+    result = CliRunner().invoke(app, ["sweep", "run", "--workload", f"{f}:make", "--device", "cpu", "--no-track",
+                                      "--batch-sizes", "8,16", "--num-workers", "0", "--steps", "2"])  # fmt: skip
+    assert isinstance(result.exception, WorkloadError), result.output
+    _one_line(pytest.ExceptionInfo.from_exc_info((type(result.exception), result.exception, None)),
+              f"workload '{f}:make' raised ValueError: no data at None")  # fmt: skip
+    assert "Traceback" not in result.output and "Trial 0 failed" not in result.output
+    study = optuna.load_study(study_name="perflab-sweep-raising-grid", storage=default_storage())
+    assert [t.user_attrs["status"] for t in study.trials] == ["failed"]  # the first trial, not every configuration
+
+
+def test_own_workload_sweep_on_the_cpu_into_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI's own-workload sweep: the example module, a 2x2x2 grid, the verification, MLflow runs and pictures."""
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns: not in the checkout
+    result = CliRunner().invoke(app, [
+        "sweep", "run", "--workload", "sweeps.examples.mlp_tensors:make", "--device", "cpu", "--batch-sizes", "16,64",
+        "--num-workers", "0,1", "--steps", "3", "--warmup", "1", "--verify-repeats", "2",
+        "--baseline", "batch_size=16,num_workers=0", "--out", str(tmp_path / "out"),
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "-> ok" in result.output and "## Verification" in result.output
+    md = (tmp_path / "out" / "recommendation.md").read_text()
+    assert "| baseline | bs=16 w=0 | 2 of 2 |" in md and "**speedup** (recommended / baseline): " in md
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("perflab").experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("perflab.kind") == "sweep")
+    trials = [r for r in runs if r.data.tags.get("perflab.kind") == "sweep-trial"]
+    verified = {r.data.tags["perflab.role"]: r for r in runs if r.data.tags.get("perflab.kind") == "sweep-verify"}
+    assert len(trials) == 8 and all(t.data.tags["perflab.status"] == "ok" for t in trials)  # 2 x 2 x AMP
+    assert all(t.data.metrics["forward_ms"] > 0 and t.data.metrics["optimizer_ms"] > 0 for t in trials)
+    assert set(verified) == {"baseline", "recommended"}
+    for run in verified.values():
+        m = run.data.metrics
+        assert m["repeats_ok"] == 2 and m["samples_per_s_ci_low"] <= m["samples_per_s"] <= m["samples_per_s_ci_high"]
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert verified["baseline"].data.params["batch_size"] == "16"
+    assert "verified_speedup" in parent.data.metrics
+    names = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"history.png", "importance.png", "pareto.png", "batch_size.png", "results.csv"} <= names
+    assert parent.data.params["workload"] == "sweeps.examples.mlp_tensors:make"
+
+
+def test_a_users_hdf5_dataset_trains_in_workers(tmp_path: Path) -> None:
+    path = tmp_path / "windows.h5"
+    h5_dataset.write(path, n=96, channels=3, length=64, classes=4)
+    cfg = SweepConfig(workload="sweeps.examples.h5_dataset:make", steps_per_test=3, warmup_steps=1)
+    params = {"batch_size": 16, "num_workers": 2, "amp": True, "pin_memory": False, "grad_accum": 2,
+              "channels_last": False, "compile": False, "prefetch_factor": 2, "persistent_workers": True}  # fmt: skip
+    out = run_trial(job_for(cfg, parse_workload(cfg.workload), str(path), False, True, params), 120)
+    assert out.status == "ok", out.error
+    m = out.metrics
+    assert m["workload_name"] == "1-D CNN on windows.h5" and m["samples_per_s"] > 0
+    assert m["forward_ms"] > 0 and m["backward_ms"] > 0 and m["estimated_memory_gb"] > 0
+    assert m["step_ms"] >= m["io_wait_ms"] >= 0
+
+
+def test_workload_dataclasses_are_what_the_readme_documents() -> None:
+    assert SETTINGS.micro_batch_size == 8 and SETTINGS.torch_amp_dtype() is torch.bfloat16
+    assert {"model", "optimizer", "loss_fn", "dataset", "loader"} <= set(Workload.__dataclass_fields__)
