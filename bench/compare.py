@@ -179,9 +179,19 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
     same_hardware = not verification.detail.startswith("ran on different devices")
     if b is not None and o is not None and o > 0 and same_hardware:  # no speedup across GPU models
         speedup = b / o
+    metric = "time"
+    if same_hardware and optimized.generation is not None:  # token generation: the metric the pair names
+        from bench.generation import pair_speedup
+
+        speedup, metric = pair_speedup(baseline, optimized, speedup)
     status: PairStatus = _PAIR_STATUS[verification.outcome]
     return Comparison(
-        **common, speedup=speedup, status=status, verification=verification, across_gpus=_across(baseline, optimized)
+        **common,
+        speedup=speedup,
+        speedup_metric=metric,
+        status=status,
+        verification=verification,
+        across_gpus=_across(baseline, optimized),
     )
 
 
