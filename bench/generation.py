@@ -12,15 +12,17 @@ A benchmark declares that it generates tokens by defining, besides ``setup``/``b
   output buffers); called before every generation, outside the timed steps.
 * ``generate_step(now_ms)`` — one engine step: admit the requests whose ``arrival_ms <= now_ms`` (the
   elapsed time of this generation, see below), run prefill and/or decode for what is admitted, and return
-  how many tokens each request emitted in this step: a mapping ``{request index: count}`` or a sequence
-  of ``len(requests)`` counts (0 for a step that only advanced a prefill chunk); ``None`` once every
-  request is done.
+  how many tokens each request emitted in this step: a mapping ``{request index: count}`` (0 for a request
+  it worked on without a token, e.g. a prefill chunk) or a sequence of ``len(requests)`` counts; ``None``
+  once every request is done. An empty mapping (or all-zero counts) means "nothing to do until more
+  requests arrive" (a static batcher waiting to fill its batch): the clock then jumps to the next arrival.
 * ``get_output()`` — the generated token ids (int64, greedy), written by the steps: the harness fills it
   with -1 after ``start_generation()`` and requires the steps to overwrite every entry (so it must hold
   the generated tokens only, not the prompts the engine reads).
-* optionally ``speedup_metric()`` — what the pair's speedup is computed on: ``"ttft"`` (median time to
-  first token), ``"tpot"`` (median time per output token), ``"throughput"`` (tokens per second) or
-  ``"time"`` (the whole generation's median, the default).
+* optionally ``speedup_metric()`` — what the pair's speedup is computed on: ``"ttft"`` (time to first
+  token), ``"tpot"`` (time per output token), ``"itl"`` (inter-token latency), each the median or, with a
+  suffix ``_p90`` / ``_p99``, that percentile (``"itl_p99"``: the stalls a user sees); ``"throughput"``
+  (tokens per second) or ``"time"`` (the whole generation's median, the default).
 
 The clock
 ---------
@@ -34,12 +36,13 @@ of the step times so far; when every request that has arrived is done and more a
 jumps to the next arrival (the engine idles, and the idle time counts in the generation's span).
 
 Per request: its first token's time is the end of the step that emitted it, TTFT = that - arrival, TPOT =
-(last token's time - first token's time) / (tokens - 1) (requests with one token have none). Per run,
-pooled over the samples' requests: TTFT and TPOT median, p90, p99; per sample, tokens / span and requests
-/ span, whose medians are ``tokens_per_s`` and ``requests_per_s``. The sample itself (``time_*``) is the
-span: from 0 to the end of the last step. L2 is not flushed between steps: a serving engine runs them back
-to back. The harness checks the engine: no token before a request's arrival, none beyond its
-``new_tokens``, all of them by the end.
+(last token's time - first token's time) / (tokens - 1) (requests with one token have none); ITL, per
+token after its first, the gap since the request's previous emission (a step that emits c tokens for it:
+c gaps of a c-th each). Per run, pooled over the samples' requests (ITL: tokens): median, p90, p99; per
+sample, tokens / span and requests / span, whose medians are ``tokens_per_s`` and ``requests_per_s``.
+The sample itself (``time_*``) is the span: from 0 to the end of the last step. L2 is not flushed between
+steps: a serving engine runs them back to back. The harness checks the engine: no token before a
+request's arrival, none beyond its ``new_tokens``, all of them by the end.
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ from bench.errors import ProtocolError
 from bench.stopping import Measurement, StopRule, sample_until
 
 GENERATION_METHODS = ("get_requests", "start_generation", "generate_step")
-SPEEDUP_METRICS = ("ttft", "tpot", "throughput", "time")
+# Latency metrics ("ttft", "tpot", "itl"; "_p90"/"_p99" for a percentile instead of the median), then rates.
+LATENCIES = ("ttft", "tpot", "itl")
+SPEEDUP_METRICS = (*LATENCIES, *(f"{m}_{q}" for m in LATENCIES for q in ("p90", "p99")), "throughput", "time")
 # A step loop that never finishes is a broken engine: stop it with a clear error, long before any stage limit.
 MAX_STEPS = 1_000_000
 
@@ -127,6 +132,7 @@ class SampleRecord:
     steps_ms: list[float]
     ttft_ms: list[float]  # per request
     tpot_ms: list[float | None]  # per request; None: it emitted one token
+    itl_ms: list[float]  # per token after a request's first: the gap since its previous emission (shared)
     tokens: int
     idle_ms: float = 0.0  # waiting for arrivals with nothing to do
 
@@ -135,7 +141,8 @@ class SampleRecord:
 StepTimer = Callable[[Callable[[], Any]], tuple[Any, float]]
 
 
-def _counts(result: Any, n: int, step: int) -> dict[int, int]:
+def _counts(result: Any, n: int, step: int) -> tuple[dict[int, int], bool]:
+    """The tokens each request emitted (zeros dropped), and whether the step did anything at all."""
     if isinstance(result, Mapping):
         items = list(result.items())
     elif hasattr(result, "tolist"):  # a tensor or an array of counts
@@ -157,7 +164,7 @@ def _counts(result: Any, n: int, step: int) -> dict[int, int]:
             raise ProtocolError(f"generate_step() step {step}: request {rid} emitted {c!r} tokens; need an int >= 0")
         if c:
             out[rid] = out.get(rid, 0) + c
-    return out
+    return out, bool(out) or (isinstance(result, Mapping) and bool(result))
 
 
 def run_generation(obj: Any, requests: Sequence[RequestSpec], timer: StepTimer) -> SampleRecord:
@@ -166,6 +173,7 @@ def run_generation(obj: Any, requests: Sequence[RequestSpec], timer: StepTimer) 
     emitted = [0] * n
     first: list[float | None] = [None] * n
     last: list[float] = [0.0] * n
+    itl: list[float] = []
     done = 0
     now = idle = 0.0
     steps: list[float] = []
@@ -187,7 +195,18 @@ def run_generation(obj: Any, requests: Sequence[RequestSpec], timer: StepTimer) 
             break
         steps.append(ms)
         now += ms
-        for rid, c in _counts(result, n, len(steps)).items():
+        counts, worked = _counts(result, n, len(steps))
+        if not worked:  # the engine waits for arrivals
+            if arrived == n:
+                raise ProtocolError(
+                    f"generate_step() step {len(steps)} did nothing with every request arrived and "
+                    f"{n - done} unfinished"
+                )
+            gap = requests[pending[arrived]].arrival_ms - now
+            idle += max(gap, 0.0)
+            now += max(gap, 0.0)
+            continue
+        for rid, c in counts.items():
             spec = requests[rid]
             if spec.arrival_ms > step_now:
                 raise ProtocolError(
@@ -201,6 +220,9 @@ def run_generation(obj: Any, requests: Sequence[RequestSpec], timer: StepTimer) 
                 )
             if first[rid] is None:
                 first[rid] = now
+                itl += [0.0] * (c - 1)  # several tokens in its first step: no wait between them
+            else:
+                itl += [(now - last[rid]) / c] * c
             last[rid] = now
             emitted[rid] += c
             done += emitted[rid] == spec.new_tokens
@@ -216,7 +238,7 @@ def run_generation(obj: Any, requests: Sequence[RequestSpec], timer: StepTimer) 
         (last[i] - (first[i] or 0.0)) / (requests[i].new_tokens - 1) if requests[i].new_tokens > 1 else None
         for i in range(n)
     ]
-    return SampleRecord(now, steps, ttft, tpot, sum(emitted), idle)
+    return SampleRecord(now, steps, ttft, tpot, itl, sum(emitted), idle)
 
 
 def _quantiles(values: Sequence[float]) -> dict[str, float]:
@@ -243,6 +265,7 @@ def summarize(records: Sequence[SampleRecord], requests: Sequence[RequestSpec], 
         raise ValueError("summarize() needs at least one generation sample")
     ttft = [v for r in records for v in r.ttft_ms]
     tpot = [v for r in records for v in r.tpot_ms if v is not None]
+    itl = [v for r in records for v in r.itl_ms]
     prompts = [r.prompt_tokens for r in requests]
     return {
         "requests": len(requests),
@@ -255,6 +278,7 @@ def summarize(records: Sequence[SampleRecord], requests: Sequence[RequestSpec], 
         "steps": int(np.median([len(r.steps_ms) for r in records])),
         "ttft_ms": _quantiles(ttft),
         "tpot_ms": _quantiles(tpot) if tpot else None,
+        "itl_ms": _quantiles(itl) if itl else None,
         "step_ms": _quantiles([s for r in records for s in r.steps_ms]),
         "tokens_per_s": float(np.median([r.tokens / (r.span_ms / 1e3) for r in records])),
         "requests_per_s": float(np.median([len(requests) / (r.span_ms / 1e3) for r in records])),
@@ -432,7 +456,9 @@ def pair_speedup(baseline: Any, optimized: Any, time_speedup: float | None) -> t
         return time_speedup, "time"
     if metric == "throughput":
         return (o.tokens_per_s / b.tokens_per_s if b.tokens_per_s > 0 else None), metric
-    stats_b, stats_o = getattr(b, f"{metric}_ms"), getattr(o, f"{metric}_ms")
-    if not stats_b or not stats_o or stats_o["median"] <= 0:
+    name, _, q = metric.partition("_")
+    stats_b, stats_o = getattr(b, f"{name}_ms"), getattr(o, f"{name}_ms")
+    q = q or "median"
+    if not stats_b or not stats_o or q not in stats_b or q not in stats_o or stats_o[q] <= 0:
         return time_speedup, "time"
-    return stats_b["median"] / stats_o["median"], metric
+    return stats_b[q] / stats_o[q], metric

@@ -144,11 +144,14 @@ class Generation(BaseModel):
     prompt_tokens: int | None = None  # prompt tokens of all requests, when the benchmark states them
     arrival: str  # the arrival pattern in words
     arrivals_ms: list[float] = Field(default_factory=list)  # per request
-    speedup_metric: Literal["ttft", "tpot", "throughput", "time"] = "time"  # what the pair's speedup uses
+    # What the pair's speedup uses: ttft, tpot, itl (medians; "_p90"/"_p99" for that percentile), throughput,
+    # time (bench.generation.SPEEDUP_METRICS)
+    speedup_metric: str = "time"
     samples: int  # measured generations
     steps: int  # engine steps per generation (median)
     ttft_ms: dict[str, float]
     tpot_ms: dict[str, float] | None = None  # None: every request emitted a single token
+    itl_ms: dict[str, float] | None = None  # inter-token latency, per token after a request's first
     step_ms: dict[str, float]
     tokens_per_s: float
     requests_per_s: float
@@ -157,9 +160,9 @@ class Generation(BaseModel):
     tpot_samples_ms: list[list[float | None]] = Field(default_factory=list)
 
     def metrics(self) -> dict[str, float]:
-        """The MLflow metrics: ttft_/tpot_ median, p90, p99 (ms), tokens_per_s, requests_per_s."""
+        """The MLflow metrics: ttft_/tpot_/itl_ median, p90, p99 (ms), tokens_per_s, requests_per_s."""
         out = {"tokens_per_s": self.tokens_per_s, "requests_per_s": self.requests_per_s}
-        for name, stats in (("ttft", self.ttft_ms), ("tpot", self.tpot_ms)):
+        for name, stats in (("ttft", self.ttft_ms), ("tpot", self.tpot_ms), ("itl", self.itl_ms)):
             for q in ("median", "p90", "p99"):
                 if stats and q in stats:
                     out[f"{name}_{q}_ms"] = stats[q]

@@ -93,6 +93,7 @@ def test_ttft_tpot_span_and_idle_on_known_step_times() -> None:
     assert rec.steps_ms == [7, 3, 2, 4, 2]
     assert rec.ttft_ms == [7, 7, 4]
     assert rec.tpot_ms == [2.5, 3, 2]
+    assert rec.itl_ms == [3, 3, 2, 2]  # r0 and r1 at 10 (from 7), r0 at 12 (from 10), r2 at 31 (from 29)
     assert (rec.span_ms, rec.tokens, rec.idle_ms) == (31, 7, 13)
     assert e.nows == [0, 7, 10, 25, 29, 31]  # the engine never saw the idle gap: the clock jumped to r2's arrival
     s = summarize([rec, rec], read_requests(e), "tpot")
@@ -110,6 +111,9 @@ def test_ttft_tpot_span_and_idle_on_known_step_times() -> None:
         "tpot_median_ms": 2.5,
         "tpot_p90_ms": 3.0,  # pooled [2, 2, 2.5, 2.5, 3, 3]: p90 interpolates between the two 3s
         "tpot_p99_ms": 3.0,
+        "itl_median_ms": 2.5,
+        "itl_p90_ms": 3.0,
+        "itl_p99_ms": 3.0,
     }
 
 
@@ -177,6 +181,33 @@ def test_engine_mistakes_are_protocol_errors(bad: Any, message: str) -> None:
         run_generation(e, read_requests(e), fake_timer(e))
 
 
+def test_a_waiting_engine_moves_the_clock_to_the_next_arrival() -> None:
+    """A static batcher that waits for its batch: an empty result means "nothing until more arrive"."""
+    e = Engine()
+    e.get_requests = lambda: [{"new_tokens": 1}, {"new_tokens": 1, "arrival_ms": 40.0}]  # type: ignore[method-assign]
+    e.cost = 1.0
+    steps = iter([{}, {0: 1, 1: 1}, None])
+    seen: list[float] = []
+    e.generate_step = lambda now_ms: seen.append(now_ms) or next(steps)  # type: ignore[method-assign]
+    rec = run_generation(e, read_requests(e), fake_timer(e))
+    assert seen == [0.0, 40.0, 41.0]
+    assert rec.ttft_ms == [41.0, 1.0] and rec.idle_ms == 39.0 and rec.span_ms == 41.0
+    steps = iter([{}])
+    e.get_requests = lambda: [{"new_tokens": 1}]  # type: ignore[method-assign]
+    with pytest.raises(ProtocolError, match="did nothing with every request arrived and 1 unfinished"):
+        run_generation(e, read_requests(e), fake_timer(e))
+
+
+def test_zero_counts_are_work_without_tokens() -> None:
+    e = Engine()
+    e.get_requests = lambda: [{"new_tokens": 1}]  # type: ignore[method-assign]
+    e.cost = 2.0
+    steps = iter([{0: 0}, {0: 0}, {0: 1}, None])  # two prefill chunks, then the token
+    e.generate_step = lambda now_ms: next(steps)  # type: ignore[method-assign]
+    rec = run_generation(e, read_requests(e), fake_timer(e))
+    assert rec.ttft_ms == [6.0] and rec.steps_ms == [2.0, 2.0, 2.0] and rec.tpot_ms == [None]
+
+
 def test_counts_as_sequence_or_tensor() -> None:
     for counts in ([1, 1, 0], torch.tensor([1, 1, 0])):
         e = Engine()
@@ -220,6 +251,7 @@ def _result(variant: str, gen: dict[str, Any] | None, median: float = 10.0) -> V
         "requests": 4, "tokens": 40, "arrival": "", "samples": 3, "steps": 10, "step_ms": {"median": 1.0},
         "speedup_metric": "time", "tokens_per_s": 100.0, "requests_per_s": 10.0,
         "ttft_ms": {"median": 8.0, "p90": 9.0, "p99": 9.9}, "tpot_ms": {"median": 2.0, "p90": 3.0, "p99": 3.9},
+        "itl_ms": {"median": 2.0, "p90": 6.0, "p99": 9.9},
     }
     return VariantResult(
         spec=VariantSpec(chapter="ch15", example="x", variant=variant, path="/x"),
@@ -236,6 +268,8 @@ def _result(variant: str, gen: dict[str, Any] | None, median: float = 10.0) -> V
         ("ttft", {"ttft_ms": {"median": 2.0}}, 4.0),
         ("tpot", {"tpot_ms": {"median": 0.5}}, 4.0),
         ("throughput", {"tokens_per_s": 250.0}, 2.5),
+        ("ttft_p99", {"ttft_ms": {"median": 8.0, "p90": 3.0, "p99": 3.3}}, 3.0),
+        ("itl_p90", {"itl_ms": {"median": 1.0, "p90": 1.5, "p99": 2.0}}, 4.0),
         ("time", {}, 2.0),
     ],
 )
@@ -259,9 +293,10 @@ def test_tracking_logs_the_generation_metrics() -> None:
     from bench.tracking import variant_metrics
 
     metrics = variant_metrics(_result("optimized", {"speedup_metric": "tpot"}))
-    assert {k: metrics[k] for k in metrics if k.startswith(("ttft", "tpot", "tokens", "requests"))} == {
+    assert {k: metrics[k] for k in metrics if k.startswith(("ttft", "tpot", "itl", "tokens", "requests"))} == {
         "ttft_median_ms": 8.0, "ttft_p90_ms": 9.0, "ttft_p99_ms": 9.9, "tpot_median_ms": 2.0, "tpot_p90_ms": 3.0,
-        "tpot_p99_ms": 3.9, "tokens_per_s": 100.0, "requests_per_s": 10.0,
+        "tpot_p99_ms": 3.9, "tokens_per_s": 100.0, "requests_per_s": 10.0, "itl_median_ms": 2.0, "itl_p90_ms": 6.0,
+        "itl_p99_ms": 9.9,
     }
     assert "time_median_ms" in metrics
 
