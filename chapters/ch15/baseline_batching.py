@@ -8,7 +8,8 @@ as padding until the longest (~220 tokens) is done: ~3 batches x ~225 decode ste
 0.54 GB of weights and the cache takes ~0.3 ms), so throughput is tokens / steps.
 
 Useful work (both sides): every request's prompt and generated tokens through the model once
-(common.generation_flops); the KV cache is the same 16 rows x (longest request) on both sides.
+(common.generation_flops). Both keep 16 cache rows; a static row runs on after its answer, so its rows span
+the longest prompt + the longest answer (the continuous engine's: the longest request).
 """
 
 from bench import context

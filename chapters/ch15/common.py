@@ -184,7 +184,8 @@ class StaticEngine(_Batch):
     def __init__(self, w: Workload, batch: int) -> None:
         super().__init__(w, one_batch=False)
         self.batch = batch
-        self.kv = ContiguousCache(w.model.cfg, batch, w.longest, self.device)
+        # A finished row runs on with its batch: its positions reach its prompt + the longest answer.
+        self.kv = ContiguousCache(w.model.cfg, batch, max(self.plen) + max(self.new), self.device)
 
     def reset(self) -> None:
         self.first = 0  # the current batch: requests first .. first + size - 1
