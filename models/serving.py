@@ -2,9 +2,9 @@
 
 ``ContinuousEngine`` is one engine step at a time (``step(now_ms)``, the shape bench.generation times):
 requests that have arrived wait in a queue; whenever capacity frees, the scheduler admits the next ones
-(``policy``: first come first served, or shortest job first) and runs their prefill; every other step
-decodes one token for every running request. Its options are the ideas chapters 15 and 16 measure, one
-at a time:
+(``policy``: first come first served, or shortest job first: fewest tokens to generate) and runs their
+prefill; every other step decodes one token for every running request. Its options are the ideas
+chapters 15 and 16 measure, one at a time:
 
 * ``cache="contiguous"``: a preallocated cache row of ``max_seq`` positions per slot, ``max_running``
   slots; ``cache="paged"``: a pool of ``n_blocks`` blocks of ``block_size`` positions, a request admitted
@@ -199,6 +199,18 @@ class ContinuousEngine:
             keys.append(h)
         return keys
 
+    def kv_bytes_to_hold_all(self) -> int:
+        """Cache bytes that would hold every request at once: contiguous, a ``max_seq`` row each; paged, the
+        blocks of its prompt + new tokens (a shared prefix's blocks once, with ``prefix_cache``)."""
+        per_token = self.model.cfg.kv_bytes_per_token
+        if isinstance(self.kv, ContiguousCache):
+            return len(self.requests) * self.kv.max_seq * per_token
+        bs = self.kv.block_size
+        own = sum(self.kv.blocks_for(r.prompt_tokens + r.new_tokens) for r in self.requests)
+        if self.prefix_cache:  # every full prompt block once, whoever computes it
+            own += len({k for keys in self.keys for k in keys}) - sum(len(keys) for keys in self.keys)
+        return own * bs * per_token
+
     def reset(self) -> None:
         order = sorted(range(len(self.requests)), key=lambda i: (self.requests[i].arrival_ms, i))
         self.arriving = order  # not arrived yet, by arrival
@@ -216,8 +228,8 @@ class ContinuousEngine:
     def _arrive(self, now_ms: float) -> None:
         while self.arriving and self.requests[self.arriving[0]].arrival_ms <= now_ms:
             self.waiting.append(self.arriving.pop(0))
-        if self.policy == "sjf":  # the shortest total work first (prompt + tokens to generate)
-            self.waiting.sort(key=lambda i: (self.requests[i].prompt_tokens + self.requests[i].new_tokens, i))
+        if self.policy == "sjf":  # the shortest job first: fewest tokens to generate (steps it holds a slot)
+            self.waiting.sort(key=lambda i: (self.requests[i].new_tokens, self.requests[i].prompt_tokens, i))
 
     def _admit(self, budget: int | None) -> list[_Seq]:
         """Take waiting requests in order while capacity (a slot, or blocks) and the token budget last."""

@@ -117,6 +117,9 @@ class Serve:
         kv = getattr(self.engine, "kv", None)  # the engine's KV cache, if it keeps one: its bytes in the result
         if kv is not None:
             context().record("kv_cache_mb", round(kv.nbytes / 2**20, 1))
+        hold_all = getattr(self.engine, "kv_bytes_to_hold_all", None)
+        if hold_all is not None:  # what serving every request at once would take with this engine's cache
+            context().record("kv_all_requests_mb", round(hold_all() / 2**20, 1))
 
     def get_requests(self) -> list[Request]:
         return self.w.requests
