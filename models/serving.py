@@ -219,6 +219,7 @@ class ContinuousEngine:
         self.done = 0
         self.free_slots = list(range(self.max_running - 1, -1, -1))
         self.peak_running = 0
+        self.prefilled = 0  # prompt tokens computed (not shared from the prefix cache), pads not counted
         if self.paged:
             self.alloc.reset()
             self.prefixes: dict[int, int] = {}  # block key -> block (holds a reference of its own)
@@ -337,6 +338,7 @@ class ContinuousEngine:
         new = self._admit(self.prefill_budget)
         if new:  # the admitted prompts in one pass; the running requests wait for this step
             lengths = [s.prompt - s.cached for s in new]
+            self.prefilled += sum(lengths)
             logits = self.model([self._prefill(new, lengths)], self.kv)
             for s in new:
                 s.cached = s.prompt
@@ -358,6 +360,7 @@ class ContinuousEngine:
                 n = min(budget, s.prompt - s.cached)
                 chunks.append((s, n))
                 budget -= n
+                self.prefilled += n
         segments = ([self._decode(decode)] if decode else []) + [self._prefill([s], [n]) for s, n in chunks]
         if not segments:
             return {}

@@ -136,3 +136,35 @@ def test_bad_options_are_named(model: GPT) -> None:
         ContinuousEngine(model, reqs, out, cache="contiguous", max_running=2, max_seq=30, prefix_cache=True)
     with pytest.raises(ValueError, match="cannot hold one request of 6 blocks"):
         ContinuousEngine(model, reqs, out, cache="paged", max_running=2, n_blocks=5, block_size=4)
+
+
+def test_shortest_job_first_admits_by_tokens_to_generate(model: GPT) -> None:
+    reqs = requests()  # new tokens 6, 2, 9, 4, 1, 7, 3
+    engine = ContinuousEngine(model, reqs, Output(reqs, "cpu"), cache="contiguous", max_running=3, max_seq=24,
+                              policy="sjf")
+    _, steps = drive(engine, reqs)
+    assert sorted(steps[0]) == [1, 4, 6]  # 2, 1 and 3 tokens: the three shortest first
+
+
+def test_chunked_steps_stay_within_the_token_budget(model: GPT) -> None:
+    reqs = requests()
+    engine = ContinuousEngine(model, reqs, Output(reqs, "cpu"), cache="contiguous", max_running=3, max_seq=24, chunk=7)
+    sizes: list[int] = []
+    forward = engine.model.forward
+    engine.model = lambda segs, cache=None: sizes.append(sum(s.tokens.numel() for s in segs)) or forward(segs, cache)  # type: ignore[assignment]
+    got, _ = drive(engine, reqs)
+    assert max(sizes) <= 7 and sum(sizes) == sum(r.prompt_tokens + r.new_tokens - 1 for r in reqs)  # no padding
+    assert got == [alone(model, r) for r in reqs]
+
+
+def test_kv_bytes_to_hold_every_request(model: GPT) -> None:
+    reqs = requests(prefix=10)  # prompts 17..22 tokens, 1..9 new
+    per_token = model.cfg.kv_bytes_per_token
+    contiguous = ContinuousEngine(model, reqs, Output(reqs, "cpu"), cache="contiguous", max_running=2, max_seq=40)
+    assert contiguous.kv_bytes_to_hold_all() == 7 * 40 * per_token
+    options: dict[str, Any] = {"cache": "paged", "max_running": 7, "n_blocks": 60, "block_size": 4}
+    paged = ContinuousEngine(model, reqs, Output(reqs, "cpu"), **options)
+    blocks = sum(-(-(r.prompt_tokens + r.new_tokens) // 4) for r in reqs)
+    assert paged.kv_bytes_to_hold_all() == blocks * 4 * per_token
+    shared = ContinuousEngine(model, reqs, Output(reqs, "cpu"), **options, prefix_cache=True)
+    assert shared.kv_bytes_to_hold_all() == (blocks - 2 * 6) * 4 * per_token  # 2 prefix blocks held once, not 7x
