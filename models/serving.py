@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -376,3 +376,40 @@ class ContinuousEngine:
             rows = torch.tensor([i for _, i in done_prefill], device=self.device)
             counts.update(self._emit([s for s, _ in done_prefill], logits[rows]))
         return counts
+
+
+# --- checking an engine without the harness -------------------------------------------------------------
+
+
+def decode_alone(model: GPT, request: Request) -> list[int]:
+    """The reference: one request on its own, prefilled in one pass and decoded token by token over its own
+    cache. Any engine must give each request exactly these tokens (fp32: rounding aside, see ch15/common.py)."""
+    p = request.prompt_tokens
+    cache = ContiguousCache(model.cfg, 1, p + request.new_tokens, request.prompt.device)
+    start = torch.zeros(1, dtype=torch.int64, device=request.prompt.device)
+    tok = greedy(model([Segment(request.prompt[None], start, p)], cache))
+    out = [int(tok)]
+    for i in range(request.new_tokens - 1):
+        tok = greedy(model([Segment(tok[:, None], start + p + i, p + i + 1)], cache))
+        out.append(int(tok))
+    return out
+
+
+def drive(engine: Any, requests: Sequence[Request], step_ms: float = 1.0) -> list[dict[int, int]]:
+    """One generation as bench.generation runs it, on a clock where every step takes ``step_ms`` and an empty
+    step result jumps to the next arrival; the steps' results."""
+    engine.reset()
+    now, steps = 0.0, []
+    while (res := engine.step(now)) is not None:
+        if not res:
+            now = min(r.arrival_ms for r in requests if r.arrival_ms > now)
+            continue
+        steps.append(res)
+        now += step_ms
+    return steps
+
+
+def tokens_of(out: Output) -> list[list[int]]:
+    """The generated tokens per request, from the flat buffer."""
+    flat = out.tokens.tolist()
+    return [flat[out.offsets[i] : out.offsets[i + 1]] for i in range(len(out.offsets) - 1)]

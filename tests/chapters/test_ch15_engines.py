@@ -22,8 +22,7 @@ from chapters.ch15.common import (
     Workload,
     workload,
 )
-from models import ContiguousCache, Segment, greedy
-from models.serving import Request
+from models.serving import Request, decode_alone, drive, tokens_of
 
 
 @pytest.fixture(autouse=True)
@@ -34,27 +33,12 @@ def smoke() -> Iterator[None]:
 
 
 def alone(w: Workload, r: Request) -> list[int]:
-    cache = ContiguousCache(w.model.cfg, 1, r.prompt_tokens + r.new_tokens, "cpu")
-    p = r.prompt_tokens
-    tok = greedy(w.model([Segment(r.prompt[None], torch.zeros(1, dtype=torch.long), kv_len=p)], cache))
-    out = [int(tok)]
-    for i in range(r.new_tokens - 1):
-        tok = greedy(w.model([Segment(tok[:, None], torch.tensor([p + i]), kv_len=p + i + 1)], cache))
-        out.append(int(tok))
-    return out
+    return decode_alone(w.model, r)
 
 
 def run(w: Workload, engine: Any) -> tuple[list[list[int]], int]:
-    engine.reset()
-    now, steps = 0.0, 0
-    while (res := engine.step(now)) is not None:
-        if not res:
-            now = min(r.arrival_ms for r in w.requests if r.arrival_ms > now)
-            continue
-        steps += 1
-        now += 1.0
-    flat, offs = w.out.tokens.tolist(), w.out.offsets
-    return [flat[offs[i] : offs[i + 1]] for i in range(len(w.requests))], steps
+    steps = drive(engine, w.requests)
+    return tokens_of(w.out), len(steps)
 
 
 ENGINES = {

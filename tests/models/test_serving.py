@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from models import GPT, ContiguousCache, Segment, greedy, preset
-from models.serving import ContinuousEngine, Output, Request, generation_flops, make_requests
+from models import GPT, preset
+from models.serving import ContinuousEngine, Output, Request, decode_alone, generation_flops, make_requests, tokens_of
+from models.serving import drive as run
 
 
 @pytest.fixture(scope="module")
@@ -18,31 +19,13 @@ def model() -> GPT:
 
 
 def alone(model: GPT, r: Request) -> list[int]:
-    """The reference: one request, prefilled in one pass, decoded token by token over its own cache."""
-    cache = ContiguousCache(model.cfg, 1, r.prompt_tokens + r.new_tokens, "cpu")
-    p = r.prompt_tokens
-    tok = greedy(model([Segment(r.prompt[None], torch.zeros(1, dtype=torch.long), kv_len=p)], cache))
-    out = [int(tok)]
-    for i in range(r.new_tokens - 1):
-        seg = Segment(tok[:, None], torch.tensor([p + i]), kv_len=p + i + 1)
-        tok = greedy(model([seg], cache))
-        out.append(int(tok))
-    return out
+    return decode_alone(model, r)
 
 
 def drive(engine: ContinuousEngine, requests: list[Request]) -> tuple[list[list[int]], list[dict[int, int]]]:
     """Run a generation as bench.generation does, with 1 ms per step and jumps to the next arrival."""
-    engine.reset()
-    now, results = 0.0, []
-    while (res := engine.step(now)) is not None:
-        if not res:
-            now = min(r.arrival_ms for r in requests if r.arrival_ms > now)
-            continue
-        results.append(res)
-        now += 1.0
-    flat = engine.out.tokens.tolist()
-    offs = engine.out.offsets
-    return [flat[offs[i] : offs[i + 1]] for i in range(len(requests))], results
+    steps = run(engine, requests)
+    return tokens_of(engine.out), steps
 
 
 def requests(prefix: int = 0, arrivals: bool = False) -> list[Request]:
