@@ -90,9 +90,13 @@ def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None) -> Verif
             err = float(torch.linalg.vector_norm(o64 - r64)) / ref_norm
         worst = max(worst, err)
         if not err <= tol:
+            where = ""
+            if not (r.is_floating_point() or r.is_complex()):  # e.g. generated tokens: which entries differ
+                diff = (r != o).flatten().nonzero()
+                where = f"; {diff.numel()} of {r.numel()} entries differ, the first at flat index {int(diff[0])}"
             return Verification(
                 verified=False,
-                detail=f"{name}: relative error {err:.3e} exceeds rtol {tol:.1e} ({rd})",
+                detail=f"{name}: relative error {err:.3e} exceeds rtol {tol:.1e} ({rd}){where}",
                 max_rel_error=err,
                 rtol=tol,
                 outcome="mismatch",

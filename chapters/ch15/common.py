@@ -9,11 +9,13 @@ throughput, and compares the two sides' generated tokens exactly.
 
 Why fp32 at full size: greedy decoding is verified token for token, and an argmax flips where two logits are
 closer than the two sides' rounding differs. Batching, caching and chunking change matmul shapes and so
-rounding: in bf16 (logits off by ~1e-2 of their spread) a 32k-way argmax flips within a few hundred tokens;
-in fp32 (~1e-5 of the spread on the CPU, tests/models) the top-two gap falls below that about once in
-~50,000 tokens, so a pair's few thousand tokens match. fp32 costs the compute-bound parts (prefill) 15x
-the bf16 tensor-core rate (51 vs 790 TFLOP/s on an H100) and the memory-bound ones (decode) 2x the bytes;
-the comparisons stand, the absolute times are not a bf16 deployment's.
+rounding. Measured on the CPU with the smoke model (cached decode against recomputation): in bf16 the logits
+differed by ~3e-2 of their spread and 10 of 16 requests diverged within 60 tokens; in fp32 by ~1e-6 (~1e-5
+for the 12-layer model), and none did. With the top-two gap below a fraction x of the spread about 2.3x of
+the time, fp32 flips about once in ~50,000 tokens; a pair here generates a few thousand. fp32 costs the
+compute-bound parts (prefill) 15x the bf16 tensor-core rate (51 vs 790 TFLOP/s on an H100) and the
+memory-bound ones (decode) 2x the bytes: the comparisons stand, the absolute times are not a bf16
+deployment's.
 
 Engines (``models.serving.ContinuousEngine`` is the continuous-batching one):
 

@@ -381,3 +381,15 @@ def test_generating_pair_through_the_harness(tmp_path: Path) -> None:
     assert pair.speedup_metric == "tpot" and pair.speedup is not None and pair.speedup > 1.5
     cheat = results["ch15:cheat:optimized"]
     assert cheat.status == "invalid" and cheat.output is not None and cheat.output.timed_calls_wrote_output is False
+
+
+def test_token_mismatch_says_which_entries_differ() -> None:
+    """A greedy flip in one request diverges from there on: the detail says how many tokens and where."""
+    from bench.compare import compare_tensors
+
+    ref = torch.arange(40, dtype=torch.int64)
+    out = ref.clone()
+    out[25:30] = 3
+    v = compare_tensors([ref], [out], None)
+    assert not v.verified and v.outcome == "mismatch"
+    assert v.detail.endswith("(int64); 5 of 40 entries differ, the first at flat index 25")
