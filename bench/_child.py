@@ -128,6 +128,7 @@ def run(job: dict[str, Any]) -> None:
         from bench import guard
         from bench.config import BenchmarkConfig, host_clocked, resolve_config
         from bench.context import make_context, set_context
+        from bench.generation import generation_clock
         from bench.machine import flags, gpu_uuid, snapshot
         from bench.manifest import device_manifest
         from bench.markers import per_call
@@ -160,6 +161,7 @@ def run(job: dict[str, Any]) -> None:
         _seed_everything(config.seed, config.deterministic)
         obj.setup()
         _sync(device)
+        gen = generation_clock(obj, config, device)  # token generation (bench/generation.py); None otherwise
         send("device", device=str(device), manifest=device_manifest(device))
         if ctx.sizes:
             send("sizes", sizes=ctx.sizes)
@@ -181,7 +183,7 @@ def run(job: dict[str, Any]) -> None:
     # The benchmark's own peak so far (inputs, outputs); the harness's L2-flush buffer comes next
     # and must not be billed to the variant.
     setup_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    clock = clock_for(config, device)
+    clock = gen if gen is not None else clock_for(config, device)  # a generation is timed step by step
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     # A range per call only while an NVTX tool listens (never in a timed child): see bench.markers.
@@ -235,6 +237,8 @@ def run(job: dict[str, Any]) -> None:
         machine_after=after,
         machine_flags=machine_flags,
     )
+    if gen is not None:  # token generation: TTFT, TPOT, throughput of the measured generations
+        send("generation", **gen.result())
 
     # The variant's memory, taken before the check: the harness's own NaN check below allocates (a bool
     # per output element: 16 MiB more for a 64 MiB fp32 output, H100 session 6) and is not the variant's.
@@ -252,6 +256,8 @@ def run(job: dict[str, Any]) -> None:
                     bool(torch.isnan(t).any()) for t in tensors if t.is_floating_point() or t.is_complex()
                 )
             path = os.path.join(job["workdir"], "outputs")
+            if gen is not None:  # the generation clock poisoned the outputs before every generation
+                output["timed_calls_wrote_output"] = gen.wrote_output()
             output["tensors"] = outputs.save(tensors, path)
             output["path"] = path
         send("output", **output)

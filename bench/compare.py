@@ -90,9 +90,13 @@ def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None) -> Verif
             err = float(torch.linalg.vector_norm(o64 - r64)) / ref_norm
         worst = max(worst, err)
         if not err <= tol:
+            where = ""
+            if not (r.is_floating_point() or r.is_complex()):  # e.g. generated tokens: which entries differ
+                diff = (r != o).flatten().nonzero()
+                where = f"; {diff.numel()} of {r.numel()} entries differ, the first at flat index {int(diff[0])}"
             return Verification(
                 verified=False,
-                detail=f"{name}: relative error {err:.3e} exceeds rtol {tol:.1e} ({rd})",
+                detail=f"{name}: relative error {err:.3e} exceeds rtol {tol:.1e} ({rd}){where}",
                 max_rel_error=err,
                 rtol=tol,
                 outcome="mismatch",
@@ -186,15 +190,19 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
     speedup = low = high = None
     b, o = common["baseline_median_ms"], common["optimized_median_ms"]
     same_hardware = not verification.detail.startswith("ran on different devices")
+    noise = _run_noise(optimized)
     if b is not None and o is not None and o > 0 and same_hardware:  # no speedup across GPU models
         speedup = b / o
-        noise = optimized.config.get("run_noise")
-        if noise is None:
-            host = optimized.timing is not None and optimized.timing.mode == "cpu"
-            noise = RUN_NOISE["host" if host else "gpu"]
         interval = speedup_interval(base_samples, opt_samples, noise)
         if interval is not None:
             low, high = interval
+    metric = "time"
+    if same_hardware and optimized.generation is not None:  # token generation: the metric the pair names
+        from bench.generation import pair_interval, pair_speedup
+
+        speedup, metric = pair_speedup(baseline, optimized, speedup)
+        if metric != "time":
+            low, high = pair_interval(baseline, optimized, metric, noise) or (None, None)
     status: PairStatus = _PAIR_STATUS[verification.outcome]
     significance = None
     if low is not None and high is not None:
@@ -205,10 +213,20 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
         speedup_ci_low=low,
         speedup_ci_high=high,
         significance=significance,
+        speedup_metric=metric,
         status=status,
         verification=verification,
         across_gpus=_across(baseline, optimized),
     )
+
+
+def _run_noise(optimized: VariantResult) -> float:
+    """The run-to-run spread of a median (config ``run_noise``, else RUN_NOISE by clock)."""
+    noise = optimized.config.get("run_noise")
+    if noise is None:
+        host = optimized.timing is not None and optimized.timing.mode == "cpu"
+        noise = RUN_NOISE["host" if host else "gpu"]
+    return float(noise)
 
 
 def _basis(baseline: VariantResult, optimized: VariantResult) -> tuple[str, list[float], list[float]]:

@@ -111,7 +111,7 @@ BOUND = _Bound()
 def bind_harness() -> None:
     """Bind torch's timing functions and the measuring modules' own functions (child start-up)."""
     BOUND.bind_torch()
-    for name in ("bench.timing", "bench.stopping", "bench.guard", "bench._child"):
+    for name in ("bench.timing", "bench.stopping", "bench.guard", "bench._child", "bench.generation"):
         module = sys.modules.get(name)
         if module is not None:
             BOUND.bind_module(module)

@@ -162,6 +162,47 @@ class Profile(BaseModel):
     bound_evidence: str | None = None
 
 
+# --- token generation (bench/generation.py) -----------------------------------------------------------
+class Generation(BaseModel):
+    """A token-generating benchmark's request set and what its measured generations gave (bench.generation).
+
+    Statistics dicts hold median, p90, p99, mean, min, max (ms); TTFT and TPOT are pooled over every
+    measured generation's requests, step times over their steps; rates are medians over generations.
+    """
+
+    requests: int
+    tokens: int  # tokens emitted per generation (all requests)
+    prompt_tokens: int | None = None  # prompt tokens of all requests, when the benchmark states them
+    arrival: str  # the arrival pattern in words
+    arrivals_ms: list[float] = Field(default_factory=list)  # per request
+    # What the pair's speedup uses: ttft, tpot, itl (medians; "_p90"/"_p99" for that percentile), throughput,
+    # time (bench.generation.SPEEDUP_METRICS)
+    speedup_metric: str = "time"
+    samples: int  # measured generations
+    steps: int  # engine steps per generation (median)
+    ttft_ms: dict[str, float]
+    tpot_ms: dict[str, float] | None = None  # None: every request emitted a single token
+    itl_ms: dict[str, float] | None = None  # inter-token latency, per token after a request's first
+    step_ms: dict[str, float]
+    tokens_per_s: float
+    requests_per_s: float
+    idle_ms: float = 0.0  # per generation (median): waiting for arrivals with nothing admitted left to do
+    ttft_samples_ms: list[list[float]] = Field(default_factory=list)  # raw: per generation, per request
+    tpot_samples_ms: list[list[float | None]] = Field(default_factory=list)
+
+    def metrics(self) -> dict[str, float]:
+        """The MLflow metrics: ttft_/tpot_/itl_ median, p90, p99 (ms), tokens_per_s, requests_per_s."""
+        out = {"tokens_per_s": self.tokens_per_s, "requests_per_s": self.requests_per_s}
+        for name, stats in (("ttft", self.ttft_ms), ("tpot", self.tpot_ms), ("itl", self.itl_ms)):
+            for q in ("median", "p90", "p99"):
+                if stats and q in stats:
+                    out[f"{name}_{q}_ms"] = stats[q]
+        return out
+
+
+# --- end token generation ------------------------------------------------------------------------------
+
+
 class VariantResult(BaseModel):
     spec: VariantSpec
     status: Status
@@ -195,6 +236,7 @@ class VariantResult(BaseModel):
     validation: str | None = None  # message from validate_result(); None = passed or not defined
     manifest: dict[str, Any] = Field(default_factory=dict)
     profile: Profile | None = None  # from the separate profile child(ren), when profiling was asked for
+    generation: Generation | None = None  # token-generating benchmarks only (bench.generation)
 
     @property
     def median_ms(self) -> float | None:
@@ -247,6 +289,10 @@ class Comparison(BaseModel):
     # The two ran on different GPUs (of one model: a speedup across models is refused), e.g. "0 vs 1" (their
     # workers' CUDA_VISIBLE_DEVICES); None when they shared one (the default: run_suite(split_pairs=)).
     across_gpus: str | None = None
+    # What ``speedup`` is the ratio of: "time" (medians of the whole call) or, for a token-generating pair,
+    # the metric it names: "ttft", "tpot" (medians, baseline / optimized), "throughput" (tokens/s, optimized
+    # / baseline); bench.generation.pair_speedup.
+    speedup_metric: str = "time"
 
 
 class SuiteResult(BaseModel):

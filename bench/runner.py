@@ -30,6 +30,7 @@ from bench.result import (
     STAGES,
     BatchTiming,
     ErrorInfo,
+    Generation,
     Memory,
     OutputInfo,
     Profile,
@@ -653,6 +654,8 @@ def _build_result(
         result.validation = data["validation"]["message"]
     if "cuda_start" in data:
         result.cuda_start_s = data["cuda_start"]["start_s"]
+    if "generation" in data:  # token-generating benchmarks (bench.generation)
+        result.generation = Generation(**{k: v for k, v in data["generation"].items() if k != "t"})
     if result.status == "ok":
         _apply_checks(result, watch.counts)
     return result

@@ -152,6 +152,8 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
             if value is not None:
                 out[key] = value
     out.update({_name(k): v for k, v in result.derived_metrics().items()})
+    if result.generation is not None:  # token generation: ttft_*/tpot_* (median, p90, p99), tokens/s, requests/s
+        out.update(result.generation.metrics())
     if result.profile is not None:  # prof_* / ncu_* from the separate profile child(ren)
         out.update({_name(k): v for k, v in result.profile.metrics.items()})
     out.update(peak_metrics(result))  # percent of the device's cached ceiling (`perflab peak`), if any
@@ -370,6 +372,7 @@ class Tracker:
             "perflab.error": _clip(result.error.message, _MAX_DETAIL_LEN) if result.error else None,
             "perflab.validation": _clip(result.validation, _MAX_DETAIL_LEN) if result.validation else None,
             "perflab.skip_reason": _clip(result.skip_reason, _MAX_DETAIL_LEN) if result.skip_reason else None,
+            "perflab.arrival": result.generation.arrival if result.generation else None,  # token generation
         }
         t = result.timing
         if t is not None:
@@ -407,6 +410,8 @@ class Tracker:
             "perflab.verified": "true" if v.verified else "false",
             "perflab.verification": _clip(v.detail, _MAX_DETAIL_LEN),
             "perflab.speedup_time": comparison.speedup_time,
+            # time, or a generation pair's ttft/tpot/throughput
+            "perflab.speedup_metric": comparison.speedup_metric,
         }
         if comparison.significance is not None:
             tags["perflab.significance"] = comparison.significance
