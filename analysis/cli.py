@@ -37,7 +37,7 @@ def peak(
     """Measure this device's ceilings (copy/L2 bandwidth, matmul TFLOP/s per dtype), cache them per hardware."""
     from analysis.peak import peak as run_peak
     from analysis.peak import peak_markdown
-    from bench.peaks import cache_path
+    from bench.record.peaks import cache_path
 
     entry, reused = run_peak(force=force, device=device, track=not no_track, experiment=experiment,
                              tracking_uri=tracking_uri)  # fmt: skip
@@ -61,7 +61,7 @@ def expectations_check(
 ) -> None:
     """Write proof_of_benefit.csv (pass / regressed / failed / needs-work per variant); exit 1 on regressed/failed."""
     from analysis.expectations import check, check_csv
-    from bench.tracking import log_text_artifacts
+    from bench.record.tracking import log_text_artifacts
 
     try:
         parent, rows = check(run_id, root, tolerance, tracking_uri)
@@ -117,7 +117,7 @@ def readme(
 ) -> None:
     """Rewrite the marked results (and roofline) sections of each chapter's README.md from a suite run."""
     from analysis.readme import update_readmes
-    from bench.discovery import default_chapters_dir
+    from bench.define.discovery import default_chapters_dir
 
     root = chapters_dir or default_chapters_dir()
     try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bench import tracking
-from bench.tracking import StoredRun
+from bench.record import tracking
+from bench.record.tracking import StoredRun
 
 __all__ = ["MetricDelta", "RunComparison", "compare_runs", "compare_table", "direction"]
 

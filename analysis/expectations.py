@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-from bench import peaks, tracking
-from bench.tracking import StoredRun
+from bench.record import peaks, tracking
+from bench.record.tracking import StoredRun
 
 __all__ = ["CSV_COLUMNS", "DEFAULT_DIR", "Row", "check", "check_csv", "expectation_file", "update"]
 

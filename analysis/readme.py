@@ -30,9 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from bench import peaks, tracking
-from bench.summary import speedup_text
-from bench.tracking import StoredRun
+from bench.record import peaks, tracking
+from bench.record.summary import speedup_text
+from bench.record.tracking import StoredRun
 
 __all__ = [
     "SECTIONS",
@@ -483,7 +483,7 @@ def update_readmes(
 
 def _chapter_id(name: str) -> str:
     """``7``, ``ch7``, ``ch07`` → ``ch07`` (as runs tag chapters)."""
-    from bench.discovery import chapter_id
+    from bench.define.discovery import chapter_id
 
     digits = name.removeprefix("ch")
     if not digits.isdigit():

@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 from scipy.stats import mannwhitneyu
 
-from bench import tracking
-from bench.tracking import StoredRun
+from bench.record import tracking
+from bench.record.tracking import StoredRun
 
 __all__ = ["Assessment", "RegressionRow", "assess", "check_run", "check_suite", "regression_table"]
 

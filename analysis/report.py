@@ -19,9 +19,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench import peaks, tracking
-from bench.summary import speedup_text
-from bench.tracking import StoredRun
+from bench.record import peaks, tracking
+from bench.record.summary import speedup_text
+from bench.record.tracking import StoredRun
 
 __all__ = ["CSV_COLUMNS", "build_report", "charts", "report_csv", "report_markdown", "write_report"]
 

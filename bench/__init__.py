@@ -1,13 +1,13 @@
 """perflab's harness. Chapters, sweeps and analysis import only these names."""
 
-from bench.compare import compare
-from bench.config import BenchmarkConfig, resolve_config
-from bench.context import context
+from bench.define.config import BenchmarkConfig, resolve_config
+from bench.define.context import context
+from bench.define.protocol import Benchmark
 from bench.errors import PerflabError
-from bench.markers import nvtx_range
-from bench.protocol import Benchmark
-from bench.result import Comparison, SuiteResult, VariantResult
-from bench.suite import run_suite
+from bench.isolate.suite import run_suite
+from bench.measure.compare import compare
+from bench.profile.markers import nvtx_range
+from bench.record.result import Comparison, SuiteResult, VariantResult
 
 __all__ = [
     "Benchmark",

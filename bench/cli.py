@@ -13,13 +13,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.config import load_config_file, resolve_config
-from bench.discovery import Catalog, Example, discover, select
+from bench.define.config import load_config_file, resolve_config
+from bench.define.discovery import Catalog, Example, discover, select
 from bench.errors import PerflabError
-from bench.result import Comparison, SuiteResult, VariantResult
+from bench.record.result import Comparison, SuiteResult, VariantResult
 
 if TYPE_CHECKING:
-    from bench.tracking import Tracker
+    from bench.record.tracking import Tracker
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="perflab: honest baseline vs optimized benchmarks")
 # No emoji codes: a key like "ch07:x:baseline" would print as "ch07❌baseline". Text from names,
@@ -82,7 +82,7 @@ def run(
     smoke: Annotated[bool | None, typer.Option("--smoke/--full-size", help="force smoke or full sizes")] = None,
     warm_cache: Annotated[bool, typer.Option("--warm-cache", help="do not flush L2 before GPU samples")] = False,
     timing_mode: Annotated[
-        str | None, typer.Option(help="auto, cpu, cuda_event, cuda_graph, triton, pytorch (see bench/timing.py)")
+        str | None, typer.Option(help="auto, cpu, cuda_event, cuda_graph, triton, pytorch (bench/measure/clocks.py)")
     ] = None,
     noise_target: Annotated[
         float | None, typer.Option(help="adaptive sampling stops at this relative standard error (0.005)")
@@ -145,12 +145,12 @@ def run(
     _check_workers(gpus, jobs)
     n_variants = sum(len(e.variants) for e in examples)
     if not cold_start:
-        from bench.runner import prestart_server
+        from bench.isolate.runner import prestart_server
 
         # First: the server's imports (torch) overlap everything below, the MLflow start-up included.
         prestart_server(effective)
     workers = _workers(effective.device, gpus, jobs)
-    from bench.suite import BackgroundSink, load_durations, run_suite, save_durations
+    from bench.isolate.suite import BackgroundSink, load_durations, run_suite, save_durations
 
     durations = _durations_path()
     signature = f"device={effective.device} smoke={effective.smoke} cold_start={cold_start}"
@@ -160,8 +160,8 @@ def run(
         target_text = ",".join(targets or ["all"])
 
         def open_tracker() -> Tracker:
-            from bench.manifest import host_manifest
-            from bench.tracking import Tracker
+            from bench.record.manifest import host_manifest
+            from bench.record.tracking import Tracker
 
             tracker = Tracker(
                 experiment=experiment,
@@ -211,7 +211,7 @@ def run(
             raise
     save_durations(durations, signature, suite)
     tracker = cast("Tracker", sink.close()) if sink is not None else None
-    from bench.summary import summary_dict, summary_markdown
+    from bench.record.summary import summary_dict, summary_markdown
 
     summary = summary_dict(suite)
     if tracker is not None:
@@ -248,7 +248,7 @@ def run(
             f"the last variant, {sink.wait_s:.1f} s went on logging results still queued"
         )
     if not cold_start:
-        from bench import server
+        from bench.isolate import server
 
         console.print(
             "server: started by this command (its imports delayed the first variant)"
@@ -318,7 +318,7 @@ def _workers(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, 
 def _cuda_count() -> int:
     """GPUs a worker each: NVML's count (no torch import in this process: ~4 s on a GPU host), unless
     a GPU is in MIG mode or NVML is missing, where torch answers (MIG instances are not NVML devices)."""
-    from bench.runner import _cuda_available, cuda_likely, nvml_gpu_count
+    from bench.isolate.runner import _cuda_available, cuda_likely, nvml_gpu_count
 
     if not cuda_likely():
         return 0
@@ -341,7 +341,7 @@ app.add_typer(server_app, name="server")
 @server_app.command("status")
 def server_status() -> None:
     """List this user's servers: pid, Triton mode, uptime, children running."""
-    from bench import server
+    from bench.isolate import server
 
     found = server.servers()
     if not found:
@@ -360,7 +360,7 @@ def server_status() -> None:
 @server_app.command("stop")
 def server_stop() -> None:
     """Stop this user's servers (their running children are killed); the next run starts a fresh one."""
-    from bench import server
+    from bench.isolate import server
 
     pids = server.stop_all()
     console.print(f"stopped {len(pids)} server(s)" + (f": {', '.join(map(str, pids))}" if pids else ""))
@@ -376,7 +376,7 @@ def _line(result: VariantResult, comparison: Comparison | None) -> str:
     if result.status != "ok" and result.error:
         text += escape(f"  [{result.failed_stage}] {result.error.message.splitlines()[0][:120]}")
     if comparison is not None and comparison.speedup is not None:
-        from bench.summary import speedup_text
+        from bench.record.summary import speedup_text
 
         text += "  speedup " + escape(speedup_text(comparison.model_dump()))
     if comparison is not None:
@@ -384,14 +384,14 @@ def _line(result: VariantResult, comparison: Comparison | None) -> str:
         if comparison.across_gpus is not None:
             text += escape(f"  [across GPUs {comparison.across_gpus}]")
     if result.profile is not None:
-        from bench.profiling import summary_line
+        from bench.profile.tools import summary_line
 
         text += escape(f"\n          bound: {summary_line(result.profile)}")
     return text
 
 
 def _table(suite: SuiteResult) -> Table:
-    from bench.summary import speedup_text
+    from bench.record.summary import speedup_text
 
     table = Table(title="perflab results")
     for col in ("example", "variant", "baseline ms", "optimized ms", "speedup", "verified", "status"):
@@ -433,7 +433,7 @@ def verify(
     """Import, instantiate and set up each benchmark in isolation, without timing."""
     import tempfile
 
-    from bench.runner import run_variant
+    from bench.isolate.runner import run_variant
 
     cli_layer = _cli_layer(device=device, timeout_multiplier=timeout_multiplier)
     resolve_config(cli_layer)
@@ -467,7 +467,7 @@ def profile(
     import shutil
     import tempfile
 
-    from bench.profiling import profile_variant
+    from bench.profile.tools import profile_variant
 
     cli_layer = _cli_layer(
         enable_profiling=True, profile_mode=profile_mode, ncu_preset=ncu_preset, device=device,
@@ -477,8 +477,8 @@ def profile(
     _, examples = _examples(targets, chapters_dir)
     tracker = None
     if not no_track:
-        from bench.manifest import host_manifest
-        from bench.tracking import Tracker
+        from bench.record.manifest import host_manifest
+        from bench.record.tracking import Tracker
 
         tracker = Tracker(
             experiment=experiment, tracking_uri=tracking_uri, run_name=f"perflab profile {','.join(targets)}",
@@ -528,7 +528,7 @@ def selfcheck(
     """Time known workloads with every timing mode and compare each with ground truth."""
     import json
 
-    from bench.selfcheck import markdown, run_selfcheck
+    from bench.audit.selfcheck import markdown, run_selfcheck
 
     layer = load_config_file(config) if config else None
     try:
@@ -546,7 +546,7 @@ def selfcheck(
     text = markdown(report)
     _emit(text, report, out, "selfcheck")
     if not no_track:
-        from bench.tracking import log_run
+        from bench.record.tracking import log_run
 
         metrics = {}
         for c in report["cells"]:
@@ -572,7 +572,7 @@ def show(
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
     """Print a suite's pairs as a Markdown table, straight from the MLflow store."""
-    from bench.tracking import suite_runs
+    from bench.record.tracking import suite_runs
 
     try:
         parent, runs = suite_runs(run_id, tracking_uri)
@@ -721,8 +721,8 @@ def overhead(
 ) -> None:
     """Per-variant cost of isolation: fast path (a fork of the pre-warmed server) vs cold start (fresh
     interpreter); with --chapter-wall, a chapter's wall time on one worker vs several."""
-    from bench.overhead import chapter_wall as time_chapter
-    from bench.overhead import chapter_wall_markdown, markdown, run_overhead
+    from bench.audit.overhead import chapter_wall as time_chapter
+    from bench.audit.overhead import chapter_wall_markdown, markdown, run_overhead
 
     if n == 1:
         raise PerflabError("--n 1 is too small; use at least 2 variants per path, or 0 to skip")

@@ -50,7 +50,7 @@ def kernels_cmd(
 
     import torch
 
-    from bench.config import resolve_config
+    from bench.define.config import resolve_config
     from bench.errors import PerflabError
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto"

@@ -1,9 +1,9 @@
 """Parent side of one trial: the workload runs in its own child process, in its own process group, with a deadline.
 
-Same isolation as ``bench.runner``'s fast path: the child is forked from a forkserver that imported
+Same isolation as ``bench.isolate.runner``'s fast path: the child is forked from a forkserver that imported
 torch/h5py once (CUDA never initialised there), calls ``setsid`` so the parent can kill the whole
 group — DataLoader workers included — and reports through a JSON file. A child that exceeds the
-deadline is TERMed, then KILLed (``bench.runner.kill_group``); one that dies without a report is
+deadline is TERMed, then KILLed (``bench.isolate.runner.kill_group``); one that dies without a report is
 ``failed`` with its log tail; ``torch.OutOfMemoryError`` (real or simulated) is ``oom``; a workload
 that cannot be built is ``failed`` with ``workload_error`` set (the sweep stops on it: every trial
 would fail the same way). With ``should_prune``, the parent reads the child's interim throughput once
@@ -38,7 +38,7 @@ Status = Literal["ok", "oom", "timeout", "failed", "pruned"]
 # torch._dynamo: optimizers import it lazily on first construction (~1.7 s a trial otherwise). PIL is
 # the CNN's decoder (a missing preload is skipped by the server, not an error).
 PRELOAD = ["torch", "torch._dynamo", "h5py", "numpy", "psutil", "PIL.Image", "sweeps.data", "sweeps.measure",
-           "sweeps.workload", "sweeps.builtins", "bench.machine"]  # fmt: skip
+           "sweeps.workload", "sweeps.builtins", "bench.measure.machine"]  # fmt: skip
 _LOG_TAIL = 3000
 _POLL_S = 0.05  # how often the parent looks for the interim report while a prunable trial runs
 
@@ -139,7 +139,7 @@ def run_trial(
     job: TrialJob, timeout_s: float, workdir: str | Path | None = None, should_prune: Pruner | None = None
 ) -> TrialOutcome:
     """Run ``job`` in an isolated child; never raises for the child's faults."""
-    from bench.runner import ForkedProcess, kill_group
+    from bench.isolate.runner import ForkedProcess, kill_group
 
     with tempfile.TemporaryDirectory(prefix="perflab-trial-") as tmp:
         wd = Path(workdir) if workdir is not None else Path(tmp)

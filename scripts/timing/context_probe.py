@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import server  # noqa: E402
-from bench.runner import nvml_gpu_count  # noqa: E402
-from bench.server import runtime_dir  # noqa: E402
+from bench.isolate import server  # noqa: E402
+from bench.isolate.runner import nvml_gpu_count  # noqa: E402
+from bench.isolate.server import runtime_dir  # noqa: E402
 
 PARTS = (
     "dlopen", "lock_wait", "cuda_init", "context", "first_alloc", "nvml_init", "nvml_snapshot", "nvml_old_way",
@@ -48,7 +48,7 @@ def create(fd: int) -> None:
     import pynvml
     import torch
 
-    from bench import machine
+    from bench.measure import machine
 
     times = []
     t0 = time.perf_counter()

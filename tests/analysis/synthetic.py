@@ -1,4 +1,4 @@
-"""Builders of synthetic MLflow histories: VariantResults logged through bench.tracking.Tracker."""
+"""Builders of synthetic MLflow histories: VariantResults logged through bench.record.tracking.Tracker."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 from mlflow import MlflowClient
 
-from bench.result import (
+from bench.measure.stats import summarize
+from bench.record.result import (
     Comparison,
     ErrorInfo,
     Memory,
@@ -20,8 +21,7 @@ from bench.result import (
     Verification,
     Work,
 )
-from bench.stats import summarize
-from bench.tracking import Tracker
+from bench.record.tracking import Tracker
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"

@@ -15,8 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis import readme
-from bench import cli, tracking
-from bench.tracking import StoredRun
+from bench import cli
+from bench.record import tracking
+from bench.record.tracking import StoredRun
 from tests.analysis.synthetic import H100, Store, log_suite, result
 
 EXP = "readme"

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from bench.discovery import discover, select
+from bench.define.discovery import discover, select
 from bench.errors import PerflabError
-from bench.result import Comparison, VariantResult
-from bench.suite import BackgroundSink, run_suite
+from bench.isolate.suite import BackgroundSink, run_suite
+from bench.record.result import Comparison, VariantResult
 
 FAST = {"warmup": 1, "iterations": 3, "device": "cpu"}
 

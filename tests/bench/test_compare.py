@@ -1,4 +1,4 @@
-"""bench/compare.py: outputs are verified by relative error per dtype, never by default; speedups are raw."""
+"""bench/measure/compare.py: outputs are verified by relative error per dtype, never by default; speedups are raw."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from bench.compare import DEFAULT_RTOL, compare, compare_tensors, default_rtol
-from bench.result import ErrorInfo, OutputInfo, Timing, VariantResult, VariantSpec
-from bench.stats import summarize
+from bench.measure.compare import DEFAULT_RTOL, compare, compare_tensors, default_rtol
+from bench.measure.stats import summarize
+from bench.record.result import ErrorInfo, OutputInfo, Timing, VariantResult, VariantSpec
 
 
 def ref(n: int = 1000, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
@@ -37,7 +37,7 @@ def variant(
     """A VariantResult as the runner builds it, its outputs saved as the child saves them."""
     path, infos = None, []
     if outputs is not None:
-        from bench import outputs as saved
+        from bench.measure import outputs as saved
 
         path = tmp_path / f"{name}-outputs"
         infos = saved.save(outputs, str(path))
@@ -162,7 +162,7 @@ def test_second_output_checked_too() -> None:
 @pytest.mark.parametrize("rel", [3e-6, 1e-3, 0.3])
 def test_fp32_fast_path_error_matches_float64(dtype: torch.dtype, rel: float) -> None:
     """The aminmax + fp32 path reports the same relative error as a float64 computation."""
-    from bench.compare import _fast_error
+    from bench.measure.compare import _fast_error
 
     r = ref(4096, dtype)
     o = perturbed(r, rel)

@@ -1,4 +1,4 @@
-"""bench/config.py: one source of defaults, layering where only explicit fields win, errors that name."""
+"""bench/define/config.py: one source of defaults, layering where only explicit fields win, errors that name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import BenchmarkConfig, load_config_file, resolve_config
+from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
 from bench.errors import ConfigError, PerflabError
 
 

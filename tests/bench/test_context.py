@@ -1,4 +1,4 @@
-"""bench.context: sizes relative to the device, recorded in the result; requirements that skip with a reason."""
+"""bench.define.context: sizes relative to the device, recorded in the result; requirements that skip with a reason."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.config import resolve_config
-from bench.context import RunContext, device_facts, make_context
-from bench.discovery import discover, select
+from bench.define.config import resolve_config
+from bench.define.context import RunContext, device_facts, make_context
+from bench.define.discovery import discover, select
 from bench.errors import Skip
-from bench.suite import run_suite
+from bench.isolate.suite import run_suite
 
 BENCH = '''
 import torch

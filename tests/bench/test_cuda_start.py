@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import torch
 
-from bench.discovery import VariantSpec
-from bench.runner import run_variant
-from bench.tracking import variant_metrics
+from bench.define.discovery import VariantSpec
+from bench.isolate.runner import run_variant
+from bench.record.tracking import variant_metrics
 
 
 def _spec(path: Path) -> VariantSpec:

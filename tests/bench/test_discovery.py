@@ -1,4 +1,4 @@
-"""bench/discovery.py: baseline ↔ optimized pairing and target selection with helpful errors."""
+"""bench/define/discovery.py: baseline ↔ optimized pairing and target selection with helpful errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.discovery import Catalog, discover, select, split_targets
+from bench.define.discovery import Catalog, discover, select, split_targets
 from bench.errors import TargetError
 
 

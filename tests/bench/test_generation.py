@@ -1,5 +1,5 @@
-"""bench.generation: step timing, TTFT / TPOT / throughput, arrivals, protocol checks, the pair's speedup metric,
-and a token-generating pair run end to end through the harness on the CPU."""
+"""bench.measure.generation: step timing, TTFT / TPOT / throughput, arrivals, protocol checks, the pair's speedup
+metric, and a token-generating pair run end to end through the harness on the CPU."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import torch
 
-from bench.compare import compare
-from bench.discovery import discover, select
+from bench.define.discovery import discover, select
 from bench.errors import ProtocolError
-from bench.generation import (
+from bench.isolate.suite import run_suite
+from bench.measure.compare import compare
+from bench.measure.generation import (
     GenerationClock,
     RequestSpec,
     generation_clock,
@@ -23,9 +24,8 @@ from bench.generation import (
     run_generation,
     summarize,
 )
-from bench.result import Generation, VariantResult, VariantSpec
-from bench.stopping import StopRule
-from bench.suite import run_suite
+from bench.measure.stopping import StopRule
+from bench.record.result import Generation, VariantResult, VariantSpec
 
 
 class Engine:
@@ -241,7 +241,7 @@ def test_protocol_declaration_and_requests_checked() -> None:
 
 
 def _result(variant: str, gen: dict[str, Any] | None, median: float = 10.0) -> VariantResult:
-    from bench.result import Timing, TimingStats
+    from bench.record.result import Timing, TimingStats
 
     stats = TimingStats(
         n=3, mean_ms=median, median_ms=median, std_ms=0, min_ms=median, max_ms=median, iqr_ms=0, cv=0,
@@ -290,7 +290,7 @@ def test_speedup_falls_back_to_time_without_the_metric() -> None:
 
 
 def test_tracking_logs_the_generation_metrics() -> None:
-    from bench.tracking import variant_metrics
+    from bench.record.tracking import variant_metrics
 
     metrics = variant_metrics(_result("optimized", {"speedup_metric": "tpot"}))
     assert {k: metrics[k] for k in metrics if k.startswith(("ttft", "tpot", "itl", "tokens", "requests"))} == {
@@ -385,7 +385,7 @@ def test_generating_pair_through_the_harness(tmp_path: Path) -> None:
 
 def test_token_mismatch_says_which_entries_differ() -> None:
     """A greedy flip in one request diverges from there on: the detail says how many tokens and where."""
-    from bench.compare import compare_tensors
+    from bench.measure.compare import compare_tensors
 
     ref = torch.arange(40, dtype=torch.int64)
     out = ref.clone()

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.discovery import discover, select
-from bench.suite import run_suite
+from bench.define.discovery import discover, select
+from bench.isolate.suite import run_suite
 
 BENCH = '''
 import json, os, time
@@ -127,7 +127,7 @@ def test_one_worker_measures_a_host_bound_variant_while_the_sink_neither_opens_n
     import threading
     import time
 
-    from bench.suite import BackgroundSink
+    from bench.isolate.suite import BackgroundSink
 
     busy: list[Span] = []
     logged: list[str] = []
@@ -189,7 +189,7 @@ def test_several_workers_report_no_start_ahead_for_a_first_child(tmp_path: Path)
 
 def test_the_child_decides_whether_it_waits_to_measure() -> None:
     """With one worker only a host-clocked child stops before its warm-up; with several, every child."""
-    from bench.config import host_clocked, resolve_config
+    from bench.define.config import host_clocked, resolve_config
 
     assert host_clocked(resolve_config({"timing_mode": "cpu"}), "cuda:0")
     assert host_clocked(resolve_config({"timing_mode": "pytorch"}), "cuda:0")  # Timer: wall clock + sync

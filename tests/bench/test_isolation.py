@@ -1,4 +1,4 @@
-"""The isolation matrix: bench/runner.py + bench/suite.py against benchmarks that hang, crash or cheat.
+"""The isolation matrix: bench/isolate/runner.py + bench/isolate/suite.py against benchmarks that hang, crash or cheat.
 
 Every case is a real child process running a fixture benchmark (tests/fixtures/benchmark_template.py
 with knobs). Each child imports torch (~2 s here), so all cases start together in a module-scoped
@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import torch
 
-from bench.discovery import discover, select
-from bench.result import STAGES, SuiteResult, VariantResult
-from bench.runner import run_variant
-from bench.suite import run_suite
-from bench.summary import summary_dict, summary_markdown
+from bench.define.discovery import discover, select
+from bench.isolate.runner import run_variant
+from bench.isolate.suite import run_suite
+from bench.record.result import STAGES, SuiteResult, VariantResult
+from bench.record.summary import summary_dict, summary_markdown
 
 # The fixture benchmarks keep their tensors on the CPU; with device "auto" the harness still runs the
 # variant on the GPU where there is one (clock: CUDA events), which these tests accept.
@@ -363,7 +363,7 @@ def test_the_server_keeps_no_child_after_the_matrix(
     """The server outlives the suite (that is its point); what it forked for the suite must not."""
     if request.node.callspec.params["matrix"] != "server":
         pytest.skip("cold start: no server involved")
-    from bench import server
+    from bench.isolate import server
 
     for future in matrix.values():
         future.result()  # every case of the matrix has finished
@@ -407,8 +407,8 @@ def test_interrupted_parent_kills_the_child_at_once(
     leaves the child running."""
     import select as select_module
 
-    from bench import runner
-    from bench.result import VariantSpec
+    from bench.isolate import runner
+    from bench.record.result import VariantSpec
 
     pid_file = str(tmp_path / "pid")
     path = write_benchmark(

@@ -1,4 +1,4 @@
-"""bench/machine.py: NVML readings come from the GPU the variant runs on, even under CUDA_VISIBLE_DEVICES.
+"""bench/measure/machine.py: NVML readings come from the GPU the variant runs on, even under CUDA_VISIBLE_DEVICES.
 
 NVML ignores CUDA_VISIBLE_DEVICES: a worker pinned to GPU 1 sees it as cuda:0, which NVML index 0 is
 not. A fake NVML with two GPUs stands in for the driver (no GPU on CI).
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench import machine
+from bench.measure import machine
 
 
 class FakeNvml(types.ModuleType):

@@ -1,4 +1,4 @@
-"""bench/manifest.py: what produced a number is recorded, secrets are not, and no switch is flipped."""
+"""bench/record/manifest.py: what produced a number is recorded, secrets are not, and no switch is flipped."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.manifest import REDACTED, device_manifest, git_info, host_manifest, redact_env
+from bench.record.manifest import REDACTED, device_manifest, git_info, host_manifest, redact_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -142,8 +142,9 @@ def switches():
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
             torch.backends.cudnn.benchmark, torch.are_deterministic_algorithms_enabled())
 before = switches()
-import bench, bench.cli, bench.compare, bench.manifest, bench.runner, bench.suite, bench.summary, bench.timing
-from bench.context import context
+import bench, bench.cli, bench.measure.compare, bench.record.manifest, bench.isolate.runner, bench.isolate.suite
+import bench.record.summary, bench.measure.clocks
+from bench.define.context import context
 context()
 after = switches()
 assert before == after, (before, after)

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.result import VariantSpec
-from bench.runner import run_variant
+from bench.isolate.runner import run_variant
+from bench.record.result import VariantSpec
 
 ALLOC = '''
 import torch
-from bench.context import context
+from bench.define.context import context
 
 class Alloc:
     def setup(self):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.profiling import PROFILE_CALLS, aggregate_ncu, parse_ncu_csv
-from bench.selfcheck import parse_ncu_csv as selfcheck_times
-from bench.verdict import verdict
+from bench.audit.selfcheck import parse_ncu_csv as selfcheck_times
+from bench.profile.tools import PROFILE_CALLS, aggregate_ncu, parse_ncu_csv
+from bench.profile.verdict import verdict
 
 DATA = Path(__file__).parent / "data" / "ncu_h100"
 LOGGED = json.loads((DATA / "logged_on_h100.json").read_text())

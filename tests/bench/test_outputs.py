@@ -1,4 +1,4 @@
-"""bench/outputs.py: outputs round-trip through their raw files exactly, whatever their dtype or layout."""
+"""bench/measure/outputs.py: outputs round-trip through their raw files exactly, whatever their dtype or layout."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import outputs
+from bench.measure import outputs
 
 
 @pytest.mark.parametrize(

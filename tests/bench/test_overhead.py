@@ -1,4 +1,4 @@
-"""bench/overhead.py: both launch paths run the trivial variant; the fast path is the cheaper one."""
+"""bench/audit/overhead.py: both launch paths run the trivial variant; the fast path is the cheaper one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.overhead import markdown, run_overhead
+from bench.audit.overhead import markdown, run_overhead
 
 
 def test_fast_path_overhead_is_below_cold_start() -> None:
@@ -26,7 +26,7 @@ def test_too_few_variants_is_a_clear_error() -> None:
 
 
 def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path, write_benchmark: Any) -> None:
-    from bench.overhead import chapter_wall, chapter_wall_markdown
+    from bench.audit.overhead import chapter_wall, chapter_wall_markdown
 
     root = tmp_path / "chapters"
     for name in ("a", "b"):
@@ -76,7 +76,7 @@ def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path
 
 
 def test_chapter_wall_report_names_variants_whose_medians_moved_on_k_workers() -> None:
-    from bench.overhead import chapter_wall_markdown
+    from bench.audit.overhead import chapter_wall_markdown
 
     run = {"run": "x", "workers": 1, "exit_code": 0, "wall_s": 10.0, "suite_wall_s": 9.0}
     report = {
@@ -102,7 +102,7 @@ def test_chapter_wall_report_names_variants_whose_medians_moved_on_k_workers() -
 
 
 def test_chapter_wall_refuses_a_single_worker_and_unknown_flags() -> None:
-    from bench.overhead import chapter_wall
+    from bench.audit.overhead import chapter_wall
 
     with pytest.raises(ValueError, match=r"workers=\['0'\].*at least 2"):
         chapter_wall("7", ["0"])
@@ -125,7 +125,7 @@ def test_chapter_wall_ratio_is_the_median_of_repeated_pairs(monkeypatch: pytest.
     import subprocess
     import time as time_module
 
-    from bench import overhead
+    from bench.audit import overhead
 
     walls = iter([9.0, 5.0, 10.0, 7.0, 10.0, 5.0, 11.0, 6.0, 10.0])  # warm-up, 3 x (k, one), fresh (k, one)
     clock = [0.0]
@@ -136,7 +136,7 @@ def test_chapter_wall_ratio_is_the_median_of_repeated_pairs(monkeypatch: pytest.
 
     monkeypatch.setattr(overhead.subprocess, "run", fake_run)
     monkeypatch.setattr(time_module, "monotonic", lambda: clock[0])
-    monkeypatch.setattr("bench.server.stop_all", lambda *a, **k: [])
+    monkeypatch.setattr("bench.isolate.server.stop_all", lambda *a, **k: [])
     report = overhead.chapter_wall("7", ["0", "1"], repeats=3)
     labels = [r["run"] for r in report["runs"]]
     assert labels == [
@@ -153,7 +153,7 @@ def test_chapter_wall_ratio_is_the_median_of_repeated_pairs(monkeypatch: pytest.
 def test_lane_times_spread_a_one_worker_timeline_longest_first() -> None:
     """Examples take what their variants took of the one worker (start to the next start); spread longest
     first, each to the lane free first: a (3 s) and b (2.5 s) on two lanes, c (1 s) after b."""
-    from bench.overhead import lane_times
+    from bench.audit.overhead import lane_times
 
     timeline = [  # one worker; start_s is when each variant's gate opened, end_s when it was logged
         {"key": "ch07:a:baseline", "start_s": 0.0, "end_s": 1.2},

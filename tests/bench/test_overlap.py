@@ -1,4 +1,4 @@
-"""bench/suite.py + bench/runner.Gate: each variant's child starts while the previous one finishes, and is
+"""bench/isolate/suite.py + bench/runner.Gate: each variant's child starts while the previous one finishes, and is
 held before its benchmark's setup() until the previous child has exited.
 
 What must hold (and what these tests would catch): the next child really starts early (its benchmark
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from bench.discovery import discover, select
-from bench.suite import run_suite
+from bench.define.discovery import discover, select
+from bench.isolate.suite import run_suite
 
 FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu"}
 
@@ -145,8 +145,8 @@ def test_a_child_still_starting_when_its_gate_opens_is_recorded_late(tmp_path: P
 
 
 def _slow_compare(monkeypatch: pytest.MonkeyPatch, times: list[tuple[float, float]]) -> None:
-    """bench.suite's compare, 0.8 s slower; (start, end) of each call appended to ``times``."""
-    import bench.suite as suite_module
+    """bench.isolate.suite's compare, 0.8 s slower; (start, end) of each call appended to ``times``."""
+    import bench.isolate.suite as suite_module
 
     real = suite_module.compare
 
@@ -168,7 +168,7 @@ def test_a_gpu_variant_is_compared_beside_the_next_one_a_cpu_variant_before_it(
     the pair's outputs are compared (on the CPU) and logged. A CPU variant's measurement would share the
     CPU with that comparison, so there the comparison comes first. (The rule, suite._compare_beside, is
     forced on for the GPU case: these are CPU benchmarks.)"""
-    import bench.suite as suite_module
+    import bench.isolate.suite as suite_module
 
     if gpu:
         monkeypatch.setattr(suite_module, "_compare_beside", lambda result: True)

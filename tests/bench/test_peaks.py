@@ -1,4 +1,4 @@
-"""bench/peaks.py: pct_of_peak from a synthetic peak cache, and tracking logging it."""
+"""bench/record/peaks.py: pct_of_peak from a synthetic peak cache, and tracking logging it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from bench import peaks
-from bench.result import OutputInfo, TensorInfo
-from bench.tracking import Tracker
+from bench.record import peaks
+from bench.record.result import OutputInfo, TensorInfo
+from bench.record.tracking import Tracker
 from tests.analysis.synthetic import H100, result
 
 CEILINGS = {"copy_gbps": 3000.0, "l2_gbps": 9000.0, "fp32_tflops": 50.0, "bf16_tflops": 750.0}

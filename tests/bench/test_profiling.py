@@ -1,4 +1,4 @@
-"""bench/profiling.py, bench/verdict.py, bench/markers.py: profiling in its own child, ncu parsing, verdicts."""
+"""bench/profile/tools.py, bench/profile/verdict.py, bench/profile/markers.py: profiling in its own child, ncu parsing, verdicts."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 import bench
-from bench import markers
+from bench.audit.selfcheck import parse_ncu_csv as selfcheck_parse
 from bench.cli import app
-from bench.discovery import discover, select
-from bench.profiling import NCU_METRICS, aggregate_ncu, ncu_command, parse_ncu_csv, profile_variant
-from bench.result import Profile, Timing, VariantResult, VariantSpec, Work
-from bench.selfcheck import parse_ncu_csv as selfcheck_parse
-from bench.stats import summarize
-from bench.suite import run_suite
-from bench.tracking import Tracker
-from bench.verdict import Roofline, verdict, verdict_for
+from bench.define.discovery import discover, select
+from bench.isolate.suite import run_suite
+from bench.measure.stats import summarize
+from bench.profile import markers
+from bench.profile.tools import NCU_METRICS, aggregate_ncu, ncu_command, parse_ncu_csv, profile_variant
+from bench.profile.verdict import Roofline, verdict, verdict_for
+from bench.record.result import Profile, Timing, VariantResult, VariantSpec, Work
+from bench.record.tracking import Tracker
 
 CPU = {"device": "cpu", "iterations": 5, "warmup": 1}
 
@@ -144,12 +144,14 @@ def _timed(median_ms: float, work: Work | None = None) -> VariantResult:
 def test_verdict_reads_the_peak_cache_tolerantly(monkeypatch: pytest.MonkeyPatch) -> None:
     timed = _timed(0.1, work=Work(bytes=270e6))  # 2700 GB/s
     skipped = Profile(tools={"ncu": "skipped: ncu not on PATH"})
-    fake = types.ModuleType("bench.peaks")
+    fake = types.ModuleType("bench.record.peaks")
     fake.hardware_key = lambda r: "NVIDIA H100 80GB HBM3"  # type: ignore[attr-defined]
     fake.lookup = lambda key: {"copy_gbps": 3000.0} if key == "NVIDIA H100 80GB HBM3" else None  # type: ignore[attr-defined]
     fake.result_dtype = lambda r: "fp32"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "bench.peaks", fake)
-    monkeypatch.setattr(bench, "peaks", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "bench.record.peaks", fake)
+    import bench.record
+
+    monkeypatch.setattr(bench.record, "peaks", fake)
     bound, evidence = verdict_for(timed, skipped)
     assert bound == "memory" and "roofline" in evidence
     fake.lookup = lambda key: None  # type: ignore[attr-defined]

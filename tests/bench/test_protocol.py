@@ -1,4 +1,4 @@
-"""bench/protocol.py: a benchmark missing part of the protocol is rejected, naming what is missing."""
+"""bench/define/protocol.py: a benchmark missing part of the protocol is rejected, naming what is missing."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.define.protocol import check_benchmark, import_file, load_benchmark
 from bench.errors import ProtocolError
-from bench.protocol import check_benchmark, import_file, load_benchmark
 
 
 class Complete:

@@ -1,4 +1,4 @@
-"""bench/server.py: the pre-warmed server kept between commands.
+"""bench/isolate/server.py: the pre-warmed server kept between commands.
 
 Reused while its code is unchanged, replaced when a file it imported changes, private to its user,
 gone when idle; a caller that goes away takes its child with it. Tests run against the session's own
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import server
+from bench.isolate import server
 
 
 def _interpret() -> bool:
-    from bench.config import resolve_config
-    from bench.runner import server_interpret
+    from bench.define.config import resolve_config
+    from bench.isolate.runner import server_interpret
 
     return server_interpret(resolve_config())
 
@@ -83,12 +83,12 @@ def test_a_second_command_reuses_the_server(tmp_path: Path) -> None:
     """Two separate interpreters (two commands) get their children from one server."""
     code = (
         "import os, json\n"
-        "from bench import server\n"
-        "from bench.runner import server_interpret\n"
-        "from bench.config import resolve_config\n"
+        "from bench.isolate import server\n"
+        "from bench.isolate.runner import server_interpret\n"
+        "from bench.define.config import resolve_config\n"
         "print(json.dumps(server.call(os.getppid, interpret=server_interpret(resolve_config()), timeout=120)))\n"
     )
-    root = str(Path(server.__file__).resolve().parents[1])
+    root = str(Path(server.__file__).resolve().parents[2])
     parents = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
@@ -128,7 +128,8 @@ def test_a_caller_that_goes_away_takes_its_child_with_it() -> None:
     read_fd, write_fd = os.pipe()
     try:
         child = server.spawn(
-            "bench.server:_call_entry", [payload], write_fd, dict(os.environ), os.getcwd(), os.devnull, _interpret()
+            "bench.isolate.server:_call_entry", [payload], write_fd, dict(os.environ), os.getcwd(), os.devnull,
+            _interpret(),
         )
     finally:
         os.close(write_fd)
@@ -216,8 +217,8 @@ def _umask_and_nice() -> tuple[int, int]:
 def test_outputs_compared_in_the_server_as_in_the_parent(tmp_path: Path) -> None:
     import torch
 
-    from bench import outputs
-    from bench.compare import verify_files
+    from bench.measure import outputs
+    from bench.measure.compare import verify_files
 
     x = torch.randn(1000)
     ref = (str(tmp_path / "ref"), outputs.save([x], str(tmp_path / "ref")))

@@ -1,5 +1,5 @@
 """What happens before the first variant: the server's Triton mode is guessed without importing torch
-in the parent (cuda_likely), and the server warms Triton's per-process caches (bench._warm) without
+in the parent (cuda_likely), and the server warms Triton's per-process caches (bench.isolate.warm) without
 initialising CUDA."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench import runner
+from bench.isolate import runner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def _python(code: str, **env: str | None) -> str:
 
 
 def test_cuda_likely_does_not_import_torch() -> None:
-    code = "import sys; from bench.runner import cuda_likely; cuda_likely(); print('torch' in sys.modules)"
+    code = "import sys; from bench.isolate.runner import cuda_likely; cuda_likely(); print('torch' in sys.modules)"
     assert _python(code) == "False"
 
 
@@ -94,8 +94,8 @@ def test_a_wrong_cuda_guess_is_caught_and_rerun_cold(
     """Before torch answers, children's environments go by cuda_likely(); guessed wrong (a GPU seen by
     NVML, yet torch without one), the child refuses before its first stage, and the variant re-runs
     cold in the environment torch's answer gives: never a CPU run in compiled-Triton mode."""
-    from bench.result import VariantSpec
-    from bench.runner import run_variant
+    from bench.isolate.runner import run_variant
+    from bench.record.result import VariantSpec
 
     path = write_benchmark(tmp_path / "ch01" / "baseline_guess.py")
     spec = VariantSpec(chapter="ch01", example="guess", variant="baseline", path=str(path))
@@ -115,9 +115,9 @@ def _torch_cuda() -> bool:
 
 
 def test_server_preloads_the_warm_up_after_triton() -> None:
-    from bench.server import PRELOAD
+    from bench.isolate.server import PRELOAD
 
-    assert PRELOAD.index("bench._warm") > PRELOAD.index("triton")
+    assert PRELOAD.index("bench.isolate.warm") > PRELOAD.index("triton")
 
 
 triton = pytest.importorskip("triton")
@@ -126,7 +126,7 @@ triton = pytest.importorskip("triton")
 def test_warm_hashes_triton_once_and_leaves_cuda_alone() -> None:
     """Compiled mode: triton_key() is computed in the server (children inherit it); CUDA untouched."""
     code = (
-        "import torch, bench._warm as w, importlib\n"
+        "import torch, bench.isolate.warm as w, importlib\n"
         "keys = [getattr(importlib.import_module(m), 'triton_key', None) for m in "
         "('triton.runtime.cache', 'triton.compiler.compiler')]\n"
         "cached = [k.cache_info().currsize for k in keys if k is not None and hasattr(k, 'cache_info')]\n"
@@ -136,5 +136,5 @@ def test_warm_hashes_triton_once_and_leaves_cuda_alone() -> None:
 
 
 def test_warm_does_nothing_for_interpreted_triton() -> None:
-    code = "import bench._warm as w; print(w.WARMED)"
+    code = "import bench.isolate.warm as w; print(w.WARMED)"
     assert _python(code, TRITON_INTERPRET="1") == "[]"

@@ -1,4 +1,4 @@
-"""bench/stats.py: statistics derived from raw samples; nothing invented, dropped or clamped."""
+"""bench/measure/stats.py: statistics derived from raw samples; nothing invented, dropped or clamped."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 import numpy as np
 import pytest
 
-from bench.stats import summarize
+from bench.measure.stats import summarize
 
 ONE_TO_TEN = [float(i) for i in range(1, 11)]
 

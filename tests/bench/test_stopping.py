@@ -1,4 +1,4 @@
-"""bench/stopping.py with synthetic clocks: deterministic checks of the adaptive stopping rule."""
+"""bench/measure/stopping.py with synthetic clocks: deterministic checks of the adaptive stopping rule."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.stopping import StopRule, relative_noise, sample_until
+from bench.measure.stopping import StopRule, relative_noise, sample_until
 
 
 class FakeClock:
@@ -74,7 +74,7 @@ def test_fixed_iterations_win_over_the_rule() -> None:
 
 
 def test_config_stop_rule_stays_inside_the_measurement_limit() -> None:
-    from bench.config import resolve_config
+    from bench.define.config import resolve_config
 
     cfg = resolve_config({"measurement_timeout_seconds": 1.0, "max_measure_seconds": 5.0, "noise_target": 0.01})
     rule = cfg.stop_rule()

@@ -1,4 +1,4 @@
-"""bench/suite.py: the suite's timeline (where its wall went) and the longest-first order for parallel
+"""bench/isolate/suite.py: the suite's timeline (where its wall went) and the longest-first order for parallel
 workers, fed by the durations of an earlier run."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.discovery import discover, select
-from bench.suite import _expected, _split, load_durations, run_suite, save_durations
-from bench.summary import summary_dict
+from bench.define.discovery import discover, select
+from bench.isolate.suite import _expected, _split, load_durations, run_suite, save_durations
+from bench.record.summary import summary_dict
 
 FAST = {"warmup": 2, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu"}
 

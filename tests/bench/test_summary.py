@@ -1,4 +1,4 @@
-"""bench/summary.py: only verified, successful pairs count as speedups; failures are listed."""
+"""bench/record/summary.py: only verified, successful pairs count as speedups; failures are listed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from bench.result import (
+from bench.measure.stats import summarize
+from bench.record.result import (
     Comparison,
     ErrorInfo,
     SuiteResult,
@@ -15,8 +16,7 @@ from bench.result import (
     VariantSpec,
     Verification,
 )
-from bench.stats import summarize
-from bench.summary import summary_dict, summary_markdown
+from bench.record.summary import summary_dict, summary_markdown
 
 
 def vr(example: str, variant: str, median: float | None, status: str = "ok", error: str | None = None) -> VariantResult:

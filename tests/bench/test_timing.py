@@ -1,4 +1,4 @@
-"""bench/timing.py: every clock honours one contract; modes are picked by device, never silently."""
+"""bench/measure/clocks.py: every clock honours one contract; modes are picked by device, never silently."""
 
 from __future__ import annotations
 
@@ -8,8 +8,16 @@ from typing import Any
 import pytest
 import torch
 
-from bench.stopping import StopRule
-from bench.timing import STABLE_WINDOW, CpuClock, CudaEventClock, CudaGraphClock, drift_note, make_clock, warm_up
+from bench.measure.clocks import (
+    STABLE_WINDOW,
+    CpuClock,
+    CudaEventClock,
+    CudaGraphClock,
+    drift_note,
+    make_clock,
+    warm_up,
+)
+from bench.measure.stopping import StopRule
 
 CUDA = torch.cuda.is_available()
 NO_CUDA = "needs a CUDA device; torch.cuda.is_available() is False on this machine"
@@ -166,7 +174,7 @@ def test_event_clocks_count_device_time(cls: type) -> None:
 @gpu
 def test_sample_gap_idles_after_each_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     """sample_gap=k: after every sample the host sleeps k x the span the events measured."""
-    from bench.guard import BOUND
+    from bench.measure.guard import BOUND
 
     slept: list[float] = []
     monkeypatch.setattr(BOUND, "sleep", lambda s: slept.append(s))
@@ -179,7 +187,7 @@ def test_sample_gap_idles_after_each_sample(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_sample_gap_is_validated() -> None:
-    from bench.config import BenchmarkConfig
+    from bench.define.config import BenchmarkConfig
 
     with pytest.raises(ValueError, match="sample_gap"):
         BenchmarkConfig(sample_gap=-1.0)

@@ -1,4 +1,4 @@
-"""The MLflow contract of bench.tracking, checked by reading a real (temporary SQLite) store back.
+"""The MLflow contract of bench.record.tracking, checked by reading a real (temporary SQLite) store back.
 
 One store and one logged suite are shared by the module: creating a SQLite store runs MLflow's
 migrations (seconds), so each test reads back the same runs instead of logging its own.
@@ -16,7 +16,8 @@ import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Run
 
-from bench.result import (
+from bench.measure.stats import summarize
+from bench.record.result import (
     Comparison,
     ErrorInfo,
     Memory,
@@ -28,8 +29,7 @@ from bench.result import (
     Verification,
     Work,
 )
-from bench.stats import summarize
-from bench.tracking import Tracker
+from bench.record.tracking import Tracker
 
 _MLFLOW_ENV = ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID")
 HOST = {"python": "3.11", "git": {"commit": "abc123"}}

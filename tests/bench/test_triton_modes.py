@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from bench.context import context
+from bench.define.context import context
 
 
 @triton.jit
@@ -53,8 +53,8 @@ def get_benchmark():
 
 SCRIPT = '''
 import json, sys
-from bench.result import VariantSpec
-from bench.runner import run_variant
+from bench.record.result import VariantSpec
+from bench.isolate.runner import run_variant
 
 path, wd, first_env = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 spec = VariantSpec(chapter="ch98", example="rowsum", variant="baseline", path=path)
@@ -62,7 +62,7 @@ layer = {"iterations": 2, "warmup": 1, "device": "cpu"}
 if first_env is not None:  # start the server in the other Triton mode first
     run_variant(spec, wd + "/first", cli_layer=layer, env=first_env)
 r = run_variant(spec, wd + "/second", cli_layer=layer)
-from bench import server
+from bench.isolate import server
 live = {s["key"]: s["triton_interpret"] for s in server.servers()}  # this interpreter's servers, by mode
 modes = sorted(live[k] for k in (server.server_key(False), server.server_key(True)) if k in live)
 print(json.dumps({"status": r.status, "launch": r.launch, "error": r.error and r.error.message, "modes": modes}))
@@ -99,10 +99,10 @@ def test_each_triton_mode_has_its_own_server(tmp_path: Path) -> None:
 
 PRESTART = '''
 import json, sys
-from bench import server
-from bench.config import resolve_config
-from bench.result import VariantSpec
-from bench.runner import prestart_server, run_variant
+from bench.isolate import server
+from bench.define.config import resolve_config
+from bench.record.result import VariantSpec
+from bench.isolate.runner import prestart_server, run_variant
 
 path, wd = sys.argv[1], sys.argv[2]
 layer = {"iterations": 2, "warmup": 1, "device": "cpu"}

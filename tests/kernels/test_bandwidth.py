@@ -14,9 +14,9 @@ import torch
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-from bench import peaks
 from bench.cli import app
-from bench.tracking import child_runs, read_artifact_text, read_run
+from bench.record import peaks
+from bench.record.tracking import child_runs, read_artifact_text, read_run
 from kernels.case import CASES, Shape
 from kernels.sweep import BANDWIDTH_COLUMNS, CSV_COLUMNS, Row, bandwidth_target, copy_ceiling, csv_text
 

@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from bench.cli import app
-from bench.tracking import child_runs, log_run, read_artifact_text, read_run
+from bench.record.tracking import child_runs, log_run, read_artifact_text, read_run
 from kernels.case import CASES
 from kernels.common import retyped
 

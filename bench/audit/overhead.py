@@ -1,5 +1,5 @@
 """``perflab overhead``: what isolation costs per variant, fast path (a fork of the pre-warmed server,
-bench.server) vs cold start (spawn), and what parallel workers buy on a real chapter.
+bench.isolate.server) vs cold start (spawn), and what parallel workers buy on a real chapter.
 
 Runs the same trivial variant ``n`` times on each path. Per-variant overhead =
 (wall time of the n runs − Σ time inside the measured stages) / n, where the measured stages are
@@ -30,13 +30,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.result import VariantSpec
-from bench.runner import run_variant
+from bench.isolate.runner import run_variant
+from bench.record.result import VariantSpec
 
 TRIVIAL = '''"""A trivial variant: a tiny tensor op, so the run is almost all harness overhead."""
 import torch
 
-from bench.context import context
+from bench.define.context import context
 
 
 class Trivial:
@@ -71,10 +71,10 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
     statuses: list[str] = []
     # Torch's exact CUDA answer first (as `perflab run` has it after its first variant): told a guess, a
     # child checks it with its own cuInit inside "startup", billing ~0.17 s of setup work to isolation.
-    from bench.runner import _cuda_available
+    from bench.isolate.runner import _cuda_available
 
     _cuda_available()
-    from bench import server
+    from bench.isolate import server
 
     running = bool(server.servers())
     t_start = time.monotonic()
@@ -106,7 +106,7 @@ def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None, fresh_ser
     if n < 2:
         raise ValueError(f"n={n} is too small; use at least 2 variants per path")
     if fresh_server:
-        from bench import server
+        from bench.isolate import server
 
         server.stop_all()
     with tempfile.TemporaryDirectory(prefix="perflab-overhead-") as tmp:
@@ -150,7 +150,7 @@ def chapter_wall(
         plan += [("k workers, fresh server", all_, True), ("one worker, fresh server", one, True)]
         for label, value, fresh in plan:
             if fresh:
-                from bench import server
+                from bench.isolate import server
 
                 server.stop_all()
             cmd = [sys.executable, "-m", "bench.cli", "run", "-t", target, flag, value, "--tracking-uri", uri, *extra]
@@ -226,7 +226,7 @@ def _no_slowdown(one: dict[str, Any], k: int, uri: str) -> float | None:
     each worker's first variant, started without a predecessor to start ahead beside, is not counted."""
     if not one.get("parent_run_id") or not one.get("wall_s"):
         return None
-    from bench.tracking import read_artifact_text
+    from bench.record.tracking import read_artifact_text
 
     try:
         timeline = json.loads(read_artifact_text(one["parent_run_id"], "summary.json", uri)).get("timeline") or []
@@ -249,7 +249,7 @@ def _medians_across(runs: list[dict[str, Any]], uri: str) -> list[dict[str, Any]
     (session 7) a host-clocked variant read 3x slower on two GPUs, which only this comparison showed. A
     deviation inside the one-worker runs' own spread is the host's run-to-run noise, not the workers'
     doing (session 8: ch01's host-clocked training_step read 18.8-24.0 ms over four one-worker runs)."""
-    from bench.tracking import child_runs
+    from bench.record.tracking import child_runs
 
     seen: dict[str, dict[str, list[float]]] = {}
     for run in runs:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.result import VariantResult
+from bench.record.result import VariantResult
 
 __all__ = [
     "binding_ceiling",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import TargetError
-from bench.result import VariantSpec
+from bench.record.result import VariantSpec
 
 _CHAPTER_DIR_RE = re.compile(r"^ch(\d+)$")
 _TARGET_RE = re.compile(r"^(?:ch)?(\d+)(?::([A-Za-z0-9_]+))?$")
@@ -26,7 +26,7 @@ def default_chapters_dir() -> Path:
     env = os.environ.get("PERFLAB_CHAPTERS_DIR")
     if env:
         return Path(env).resolve()
-    beside = Path(__file__).resolve().parent.parent / "chapters"
+    beside = Path(__file__).resolve().parents[2] / "chapters"
     return beside if beside.is_dir() else Path.cwd() / "chapters"
 
 

@@ -15,7 +15,7 @@ and optionally:
 * ``get_work() -> dict | None`` — ``{"bytes": ..., "flops": ...}`` moved/done per call, the same on both
   sides of a pair;
 * ``get_inputs()`` — the tensors that are this benchmark's inputs (a tensor, a list, a dict); the harness
-  changes them to check that the output follows (bench.guard). Without it: every tensor set up in setup().
+  changes them to check that the output follows (bench.measure.guard). Without it: every tensor set up in setup().
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 After a variant's timed run (``--profile``), or alone (``perflab profile``), the same runner machinery
 starts a separate child per tool in job mode ``profile``: startup → setup → warmup → profiling →
 teardown, the profiling stage bounded by ``profiling_timeout_seconds``. The profiled calls run inside
-the NVTX range ``perflab_timed`` (bench.markers).
+the NVTX range ``perflab_timed`` (bench.profile.markers).
 
 * ``torch``: a torch.profiler Chrome/Perfetto trace (CPU + CUDA activities, shapes, memory) of a few
   calls, the top kernels (GPU: by device time) or ops (CPU: by self CPU time) as ``top_ops.csv/.md``,
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.config import Layer, resolve_config
-from bench.markers import TIMED_RANGE
-from bench.result import Profile, VariantResult, VariantSpec
+from bench.define.config import Layer, resolve_config
+from bench.profile.markers import TIMED_RANGE
+from bench.record.result import Profile, VariantResult, VariantSpec
 
 TOOLS = ("torch", "ncu", "nsys")
 PROFILE_CALLS = 3  # calls of benchmark_fn inside the profiled region
@@ -145,7 +145,7 @@ def capture_torch(fn: Callable[[], Any], device: Any, out_dir: str, calls: int =
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from bench.markers import nvtx_range
+    from bench.profile.markers import nvtx_range
 
     gpu = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
@@ -228,8 +228,8 @@ def profile_variant(
     Returns the first profile child's result (its stages; no timing) with ``profile`` filled in, the
     verdict included; a suite copies ``profile`` onto the timed result.
     """
-    from bench.runner import run_variant
-    from bench.verdict import verdict_for
+    from bench.isolate.runner import run_variant
+    from bench.profile.verdict import verdict_for
 
     config = resolve_config(timed.config if timed is not None else None, suite_layer, cli_layer)
     wd = Path(workdir)
@@ -290,7 +290,7 @@ def profile_variant(
 def _expected_device(device: str) -> str:
     if device != "auto":
         return device
-    from bench.runner import _cuda_available
+    from bench.isolate.runner import _cuda_available
 
     return "cuda" if _cuda_available() else "cpu"
 

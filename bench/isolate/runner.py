@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench import _child
-from bench.config import BenchmarkConfig, Layer, explicit_fields, resolve_config
-from bench.result import (
+from bench.define.config import BenchmarkConfig, Layer, explicit_fields, resolve_config
+from bench.isolate import child as _child
+from bench.measure.stats import summarize
+from bench.record.result import (
     STAGES,
     BatchTiming,
     ErrorInfo,
@@ -41,7 +42,6 @@ from bench.result import (
     VariantSpec,
     Work,
 )
-from bench.stats import summarize
 
 KILL_GRACE_S = 2.0
 _EXIT_POLL_S = 0.2  # how often the parent checks whether a silent child has exited
@@ -52,7 +52,7 @@ _LOG_TAIL = 4000
 def child_env(config: BenchmarkConfig, base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for a child: the parent's, plus what must be set before torch/triton import."""
     env = dict(os.environ if base is None else base)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding the bench package
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     if config.device == "cpu" or (config.device == "auto" and not cuda_guess()[0]):
@@ -113,7 +113,7 @@ _MODE: bool | None = None  # the Triton mode of the server this process last use
 
 def in_server(fn: Any, *args: Any, timeout: float) -> Any:
     """``fn(*args)`` in a fresh child of the pre-warmed server (torch imported there, not here)."""
-    from bench import server
+    from bench.isolate import server
 
     interpret = _MODE if _MODE is not None else server_interpret(resolve_config())
     return server.call(fn, *args, interpret=interpret, timeout=timeout)
@@ -198,7 +198,7 @@ def prestart_server(config: BenchmarkConfig) -> bool:
     of the server). A variant that turns out to need the other mode is re-run cold.
     """
     global _MODE
-    from bench import server
+    from bench.isolate import server
 
     interpret = server_interpret(config)
     server.connect(interpret).close()  # connected: it listens (a new one is importing; requests wait)
@@ -347,7 +347,7 @@ def run_variant(
     there), or, with ``cold_start``, is a brand-new interpreter. Either way it is a new process in its
     own process group, and ``env`` (e.g. CUDA_VISIBLE_DEVICES) is its environment on top of ours.
     ``mode``: "run" (timed), "verify" (setup only) or "profile" (``profile_tool``'s profiled calls,
-    bench.profiling). ``wrapper``: a command prefix (ncu, nsys) for a cold-started child; messages then
+    bench.profile.tools). ``wrapper``: a command prefix (ncu, nsys) for a cold-started child; messages then
     travel through a FIFO, as a profiler need not pass descriptors through to the process it launches.
     ``gate``: start the child ahead and hold it before the benchmark's ``setup()`` until the gate opens
     (``Gate``; mode "run" without a wrapper only); if it ends before reaching the gate (a CUDA context
@@ -359,7 +359,7 @@ def run_variant(
     this is called with its effective config; it may wait (a host-bound measurement waiting to be alone on
     the host: suite._Host), and the wait counts against no limit; then the child goes on (mode "run",
     without a wrapper). ``measure_gate``: "all" (every child stops there) or "host_bound" (only one timed
-    on the host's clock: ``bench.config.host_clocked``, decided by the child from its effective config).
+    on the host's clock: ``bench.define.config.host_clocked``, decided by the child from its effective config).
     """
     if gate is not None and (mode != "run" or wrapper):
         gate.wait(cancel)  # only timed runs are held at a gate; the others start once it is open
@@ -412,7 +412,7 @@ def run_variant(
     if cold_start or wrapper:
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [*(wrapper or []), python, "-m", "bench._child", str(wd / "job.json"), channel_arg],
+                [*(wrapper or []), python, "-m", "bench.isolate.child", str(wd / "job.json"), channel_arg],
                 pass_fds=(write_fd,) if write_fd >= 0 else (),
                 start_new_session=True,  # own session ⇒ own process group, killable as a whole
                 stdin=subprocess.DEVNULL,
@@ -424,12 +424,13 @@ def run_variant(
         if write_fd >= 0:
             os.close(write_fd)
     else:
-        from bench import server
+        from bench.isolate import server
 
         interpret = environment.get("TRITON_INTERPRET") == "1"
         try:
             proc = server.spawn(
-                "bench._child:entry", [str(wd / "job.json")], write_fd, environment, str(wd), str(log_path), interpret
+                "bench.isolate.child:entry", [str(wd / "job.json")], write_fd, environment, str(wd), str(log_path),
+                interpret,
             )
         except (OSError, server.ServerError) as exc:  # nothing is lost: the variant runs cold instead
             os.close(read_fd)
@@ -579,7 +580,7 @@ def _build_result(
             watch.error.traceback = (watch.error.traceback or "") + _tail_section(log_path)
     elif not watch.done or returncode != 0:
         status, watch.failed_stage = "failed", watch.stage
-        from bench.server import SERVER_LOST
+        from bench.isolate.server import SERVER_LOST
 
         how = (
             f"killed by signal {signal.Signals(-returncode).name}"
@@ -654,7 +655,7 @@ def _build_result(
         result.validation = data["validation"]["message"]
     if "cuda_start" in data:
         result.cuda_start_s = data["cuda_start"]["start_s"]
-    if "generation" in data:  # token-generating benchmarks (bench.generation)
+    if "generation" in data:  # token-generating benchmarks (bench.measure.generation)
         result.generation = Generation(**{k: v for k, v in data["generation"].items() if k != "t"})
     if result.status == "ok":
         _apply_checks(result, watch.counts)
@@ -732,7 +733,7 @@ PLAUSIBLE_MARGIN = 1.10
 def _faster_than_hardware(result: VariantResult) -> str | None:
     """Achieved bandwidth above the device's measured L2 bandwidth, or FLOP/s above its fastest measured
     matmul, by more than 10 %: no real kernel does that (INTEGRITY #13). Needs `perflab peak`'s cache."""
-    from bench.peaks import hardware_key, lookup
+    from bench.record.peaks import hardware_key, lookup
 
     derived = result.derived_metrics()
     if not derived:

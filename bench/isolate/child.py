@@ -1,4 +1,4 @@
-"""The child side of an isolated variant run: ``python -m bench._child JOB_JSON MSG_FD``.
+"""The child side of an isolated variant run: ``python -m bench.isolate.child JOB_JSON MSG_FD``.
 
 It announces each stage on the message pipe (one JSON object per line) before and after running it;
 the parent enforces each stage's limit and kills this process group when one expires. Data (effective
@@ -19,9 +19,9 @@ _fd: int = -1
 
 
 def _push(name: str) -> None:
-    """Open the NVTX stage range ``name`` (bench.markers: nvtx imported at the first range; the server
+    """Open the NVTX stage range ``name`` (bench.profile.markers: nvtx imported at the first range; the server
     preloads it, and the parent, which imports this module, never needs it)."""
-    from bench.markers import _module
+    from bench.profile.markers import _module
 
     nvtx = _module()
     if nvtx is not None:
@@ -29,7 +29,7 @@ def _push(name: str) -> None:
 
 
 def _pop() -> None:
-    from bench.markers import _module
+    from bench.profile.markers import _module
 
     nvtx = _module()
     if nvtx is not None:
@@ -125,15 +125,15 @@ def run(job: dict[str, Any]) -> None:
     with _Stage("startup"):
         import torch
 
-        from bench import guard
-        from bench.config import BenchmarkConfig, host_clocked, resolve_config
-        from bench.context import make_context, set_context
-        from bench.generation import generation_clock
-        from bench.machine import flags, gpu_uuid, snapshot
-        from bench.manifest import device_manifest
-        from bench.markers import per_call
-        from bench.protocol import check_benchmark, import_file
-        from bench.timing import clock_for, drift_note
+        from bench.define.config import BenchmarkConfig, host_clocked, resolve_config
+        from bench.define.context import make_context, set_context
+        from bench.define.protocol import check_benchmark, import_file
+        from bench.measure import guard
+        from bench.measure.clocks import clock_for, drift_note
+        from bench.measure.generation import generation_clock
+        from bench.measure.machine import flags, gpu_uuid, snapshot
+        from bench.profile.markers import per_call
+        from bench.record.manifest import device_manifest
 
         guard.bind_harness()  # the clocks as they are before any benchmark code runs (INTEGRITY #12)
         module = import_file(job["path"])
@@ -161,7 +161,7 @@ def run(job: dict[str, Any]) -> None:
         _seed_everything(config.seed, config.deterministic)
         obj.setup()
         _sync(device)
-        gen = generation_clock(obj, config, device)  # token generation (bench/generation.py); None otherwise
+        gen = generation_clock(obj, config, device)  # token generation (bench/measure/generation.py); None otherwise
         send("device", device=str(device), manifest=device_manifest(device))
         if ctx.sizes:
             send("sizes", sizes=ctx.sizes)
@@ -186,7 +186,7 @@ def run(job: dict[str, Any]) -> None:
     clock = gen if gen is not None else clock_for(config, device)  # a generation is timed step by step
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    # A range per call only while an NVTX tool listens (never in a timed child): see bench.markers.
+    # A range per call only while an NVTX tool listens (never in a timed child): see bench.profile.markers.
     fn = per_call(obj.benchmark_fn)
     with _Stage("warmup"):
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
@@ -249,7 +249,7 @@ def run(job: dict[str, Any]) -> None:
         output: dict[str, Any] = {"path": None, "tensors": [], "timed_calls_wrote_output": None}
         timed_sample = guard.subsample(tensors) if tensors is not None else None
         if tensors is not None:
-            from bench import outputs
+            from bench.measure import outputs
 
             if poisoned:  # on the tensors' own device: one reduction on the GPU, not a pass over a host copy
                 output["timed_calls_wrote_output"] = not any(
@@ -299,8 +299,8 @@ HOST_BUSY_SHARE = 0.25
 
 
 def _check_timers(stage: str) -> None:
-    """A benchmark that replaced a clock the harness times with ends here as invalid (bench.guard)."""
-    from bench import guard
+    """A benchmark that replaced a clock the harness times with ends here as invalid (bench.measure.guard)."""
+    from bench.measure import guard
 
     replaced = guard.tampered()
     if replaced:
@@ -312,7 +312,7 @@ def _watch_inputs(obj: Any, config: Any) -> tuple[dict[str, Any], dict[str, Any]
     """The tensors set up in setup() (or declared by ``get_inputs()``) and their fingerprints."""
     if not config.check_inputs:
         return {}, {}
-    from bench import guard
+    from bench.measure import guard
 
     inputs = guard.setup_tensors(obj, _outputs(obj) or [], _declared_inputs(obj))
     return inputs, guard.fingerprints(inputs)
@@ -329,8 +329,8 @@ def _restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutat
     with the tensors as the timed calls left them (B), RESTORE_ROUNDS of each, interleaved and ending on A.
     A much slower than B, or A's output unlike the timed calls', means the timed calls ran on what earlier
     calls left behind (an input sorted in place, an answer written into an input)."""
-    from bench import guard
-    from bench.compare import compare_tensors
+    from bench.measure import guard
+    from bench.measure.compare import compare_tensors
 
     try:
         left = {k: t.detach().clone() for k, t in mutated.items()}
@@ -364,7 +364,7 @@ RESTORE_ROUNDS = 2
 
 
 def _set_up_again(obj: Any, config: Any) -> dict[str, Any]:
-    from bench.context import make_context, set_context
+    from bench.define.context import make_context, set_context
 
     obj.teardown()
     ctx = make_context(config)
@@ -391,9 +391,9 @@ def _restore(inputs: dict[str, Any], left: dict[str, Any]) -> None:
 
 def _changed_inputs(obj: Any, inputs: dict[str, Any], fn: Any, device: Any, job: Any) -> None:
     """Change every floating tensor set up in setup() (``inputs``: not those made later, a cache among them)
-    in place (bench.guard.perturb), make one call, and keep a sample of its output: it must differ from
+    in place (bench.measure.guard.perturb), make one call, and keep a sample of its output: it must differ from
     before, and match the baseline's on the same change."""
-    from bench import guard, outputs
+    from bench.measure import guard, outputs
 
     before = _outputs(obj)
     if before is None:
@@ -435,7 +435,7 @@ def _wait_at_gate(device: Any) -> None:
     the previous variant on this GPU finishes; then wait for the parent's go, before the benchmark's
     setup() allocates."""
     if device.type == "cuda":
-        from bench.machine import nvml_ready
+        from bench.measure.machine import nvml_ready
 
         nvml_ready()
     send("gate")
@@ -476,9 +476,9 @@ def _profile_job(job: dict[str, Any], obj: Any, config: Any, device: Any) -> Non
     """Job mode "profile": warm up, then the profiled calls inside the NVTX range ``perflab_timed``
     (the outermost range there, for ncu's filter): under torch.profiler here, or plainly when ncu or
     nsys wraps this process. Nothing is timed."""
-    from bench.context import set_context
-    from bench.markers import TIMED_RANGE, nvtx_range, per_call
-    from bench.profiling import PROFILE_CALLS, capture_torch
+    from bench.define.context import set_context
+    from bench.profile.markers import TIMED_RANGE, nvtx_range, per_call
+    from bench.profile.tools import PROFILE_CALLS, capture_torch
 
     fn = per_call(obj.benchmark_fn)
     with _Stage("warmup"):
@@ -521,7 +521,7 @@ def main() -> None:
 
 
 def entry(job_path: str, fd: int) -> None:
-    """Fast path: forked from the pre-warmed server (bench.server: torch, triton, numpy, the harness
+    """Fast path: forked from the pre-warmed server (bench.isolate.server: torch, triton, numpy, the harness
     imported; CUDA never initialised there), which has already given this process what a fresh
     interpreter would get from the caller (environment, import path, working directory, own session,
     output to the log); ``fd`` is the message pipe."""

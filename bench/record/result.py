@@ -1,7 +1,7 @@
 """The data a run produces: a variant's result (raw samples kept) and a baseline/optimized comparison.
 
 A child process builds a ``VariantResult`` and hands it to the parent as JSON; verification and
-speedups are computed in the parent (``bench.compare``) from two results, never by the child.
+speedups are computed in the parent (``bench.measure.compare``) from two results, never by the child.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
 PairStatus = Literal["ok", "mismatch", "unverified", "failed", "skipped"]
 
 # Order of the stages. A timed child ("run") has all but profiling (batch: back-to-back calls, when
-# measured; recheck: the set-up state restored and the inputs changed, bench.guard); a profile child
+# measured; recheck: the set-up state restored and the inputs changed, bench.measure.guard); a profile child
 # ("profile"): startup, setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
 STAGES: tuple[str, ...] = (
     "startup", "setup", "warmup", "measurement", "check", "batch", "recheck", "profiling", "teardown"
@@ -60,7 +60,7 @@ class ErrorInfo(BaseModel):
 
 
 class TimingStats(BaseModel):
-    """Derived from raw samples; see bench.stats.summarize."""
+    """Derived from raw samples; see bench.measure.stats.summarize."""
 
     n: int
     mean_ms: float
@@ -82,7 +82,7 @@ class Timing(BaseModel):
     stats: TimingStats
     first_call_ms: float | None = None  # first warm-up call alone (compile/JIT/autotune included)
     warmup_calls: int = 0
-    warmup_stable: bool | None = None  # warm-up reached a steady state (bench.timing.warm_up)
+    warmup_stable: bool | None = None  # warm-up reached a steady state (bench.measure.clocks.warm_up)
     l2_flushed: bool = False
     notes: list[str] = Field(default_factory=list)  # anything that weakens the number
     stop_reason: str | None = None  # fixed_iterations, noise_target, max_time, or the timer's own
@@ -90,7 +90,7 @@ class Timing(BaseModel):
     noise: float | None = None  # relative standard error of the median reached
     noise_target: float | None = None
     target_met: bool | None = None  # None: no target (fixed iterations, external timers)
-    machine_before: dict[str, Any] = Field(default_factory=dict)  # NVML state (bench.machine)
+    machine_before: dict[str, Any] = Field(default_factory=dict)  # NVML state (bench.measure.machine)
     machine_after: dict[str, Any] = Field(default_factory=dict)
     machine_flags: list[str] = Field(default_factory=list)  # throttled / shared GPU
 
@@ -108,7 +108,8 @@ class BatchTiming(BaseModel):
 
 
 class Recheck(BaseModel):
-    """What the recheck stage found (bench.guard): the timed calls against the set-up state and changed inputs."""
+    """What the recheck stage found (bench.measure.guard): the timed calls against the set-up state and changed
+    inputs."""
 
     mutated: list[str] = Field(default_factory=list)  # set-up tensors the timed calls changed
     restored_ms: float | None = None  # one call from the set-up state again (when mutated)
@@ -138,7 +139,7 @@ class TensorInfo(BaseModel):
 
 
 class OutputInfo(BaseModel):
-    path: str | None  # directory of the output tensors' raw files (bench/outputs.py), for the comparison
+    path: str | None  # directory of the output tensors' raw files (bench/measure/outputs.py), for the comparison
     tensors: list[TensorInfo]
     timed_calls_wrote_output: bool | None = None  # None: poisoning not applicable
 
@@ -151,20 +152,20 @@ class Work(BaseModel):
 
 
 class Profile(BaseModel):
-    """What the profile children found (bench.profiling); timed numbers never come from them."""
+    """What the profile children found (bench.profile.tools); timed numbers never come from them."""
 
     # Artifacts, logged under profile/: trace.json, top_ops.csv/.md, ncu.csv, .ncu-rep, .nsys-rep, profile.json.
     dir: str | None = None
     tools: dict[str, str] = Field(default_factory=dict)  # tool → "ok", "skipped: <why>", "failed: <why>"
     metrics: dict[str, float] = Field(default_factory=dict)  # prof_*, ncu_*
     top_ops: list[dict[str, Any]] = Field(default_factory=list)  # name, count, us_per_call, pct
-    bound: str | None = None  # launch | memory | compute | latency | unknown (bench.verdict)
+    bound: str | None = None  # launch | memory | compute | latency | unknown (bench.profile.verdict)
     bound_evidence: str | None = None
 
 
-# --- token generation (bench/generation.py) -----------------------------------------------------------
+# --- token generation (bench/measure/generation.py) -----------------------------------------------------------
 class Generation(BaseModel):
-    """A token-generating benchmark's request set and what its measured generations gave (bench.generation).
+    """A token-generating benchmark's request set and what its measured generations gave (bench.measure.generation).
 
     Statistics dicts hold median, p90, p99, mean, min, max (ms); TTFT and TPOT are pooled over every
     measured generation's requests, step times over their steps; rates are medians over generations.
@@ -176,7 +177,7 @@ class Generation(BaseModel):
     arrival: str  # the arrival pattern in words
     arrivals_ms: list[float] = Field(default_factory=list)  # per request
     # What the pair's speedup uses: ttft, tpot, itl (medians; "_p90"/"_p99" for that percentile), throughput,
-    # time (bench.generation.SPEEDUP_METRICS)
+    # time (bench.measure.generation.SPEEDUP_METRICS)
     speedup_metric: str = "time"
     samples: int  # measured generations
     steps: int  # engine steps per generation (median)
@@ -229,14 +230,14 @@ class VariantResult(BaseModel):
     timing: Timing | None = None
     batch: BatchTiming | None = None
     recheck: Recheck | None = None
-    tampered: list[str] = Field(default_factory=list)  # clocks the benchmark replaced (bench.guard)
+    tampered: list[str] = Field(default_factory=list)  # clocks the benchmark replaced (bench.measure.guard)
     memory: Memory | None = None
     output: OutputInfo | None = None
     work: Work | None = None
     validation: str | None = None  # message from validate_result(); None = passed or not defined
     manifest: dict[str, Any] = Field(default_factory=dict)
     profile: Profile | None = None  # from the separate profile child(ren), when profiling was asked for
-    generation: Generation | None = None  # token-generating benchmarks only (bench.generation)
+    generation: Generation | None = None  # token-generating benchmarks only (bench.measure.generation)
 
     @property
     def median_ms(self) -> float | None:
@@ -279,7 +280,7 @@ class Comparison(BaseModel):
     speedup: float | None = None  # baseline median / optimized median; never clamped
     speedup_time: Literal["cold", "batch"] = "cold"  # which time the speedup is on (BenchmarkConfig.speedup_time)
     # 95 % interval of the speedup: bootstrap of the ratio of medians over both sides' raw samples, widened by
-    # the run-to-run spread (bench.compare.speedup_interval)
+    # the run-to-run spread (bench.measure.compare.speedup_interval)
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     # "faster" / "slower": the interval lies above / below 1.0; "no significant difference": it holds 1.0
@@ -291,7 +292,7 @@ class Comparison(BaseModel):
     across_gpus: str | None = None
     # What ``speedup`` is the ratio of: "time" (medians of the whole call) or, for a token-generating pair,
     # the metric it names: "ttft", "tpot" (medians, baseline / optimized), "throughput" (tokens/s, optimized
-    # / baseline); bench.generation.pair_speedup.
+    # / baseline); bench.measure.generation.pair_speedup.
     speedup_metric: str = "time"
 
 

@@ -41,8 +41,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from bench.peaks import binding_ceiling, hardware_key, peak_metrics
-from bench.result import Comparison, VariantResult
+from bench.record.peaks import binding_ceiling, hardware_key, peak_metrics
+from bench.record.result import Comparison, VariantResult
 
 __all__ = ["DEFAULT_EXPERIMENT", "StoredRun", "Tracker"]
 
@@ -126,7 +126,7 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
         sm = result.timing.machine_after.get("sm_clock_mhz")
         if sm is not None:
             out["gpu_sm_clock_after_mhz"] = float(sm)
-    if result.batch is not None:  # back-to-back calls, warm L2 (bench.timing: the batch kind)
+    if result.batch is not None:  # back-to-back calls, warm L2 (bench.measure.clocks: the batch kind)
         bt = result.batch.stats
         out.update(
             batch_time_median_ms=bt.median_ms,

@@ -39,10 +39,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench.config import resolve_config
-from bench.profiling import parse_ncu_csv as parse_kernels
-from bench.stopping import Measurement, StopRule, sample_until
-from bench.timing import L2Flush, capture_graph, clock_for
+from bench.define.config import resolve_config
+from bench.measure.clocks import L2Flush, capture_graph, clock_for
+from bench.measure.stopping import Measurement, StopRule, sample_until
+from bench.profile.tools import parse_ncu_csv as parse_kernels
 
 GPU_WORKLOADS = ("tiny_add", "scale_8mib", "scale_64mib", "matmul_bf16")
 CPU_WORKLOADS = ("cpu_sum",)
@@ -204,7 +204,7 @@ def ncu_truth_ms(name: str, calls: int = 5) -> tuple[float | None, str]:
     cmd = [
         ncu, "--csv", "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
         "--nvtx", "--nvtx-include", f"{_NVTX_RANGE}/", "--target-processes", "all",
-        sys.executable, "-m", "bench.selfcheck", "--ncu-target", name, "--ncu-calls", str(calls),
+        sys.executable, "-m", "bench.audit.selfcheck", "--ncu-target", name, "--ncu-calls", str(calls),
     ]  # fmt: skip
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -348,14 +348,14 @@ def _cell_task(name: str, mode: str, repeats: int, config_layer: dict[str, Any] 
 
 
 def _in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a new process forked from the harness's pre-warmed server (bench.runner).
+    """``fn(*args)`` in a new process forked from the harness's pre-warmed server (bench.isolate.runner).
 
     Each variant the harness times runs in a fresh process, so the selfcheck measures each truth and
     each cell the same way. A process's history changes what a 1 µs kernel costs: on an H100 the
     clock read 1.003 µs per tiny add in a fresh process and 1.35 µs inside a selfcheck that had built
     and timed other workloads first, whose own graph truth moved 1.01 → 1.20 µs between two builds.
     """
-    from bench.runner import in_server
+    from bench.isolate.runner import in_server
 
     return in_server(fn, *args, timeout=_FRESH_PROCESS_LIMIT_S)  # the server the harness's variants use
 
@@ -482,12 +482,12 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    """Entry for ncu's child: ``python -m bench.selfcheck --ncu-target NAME --ncu-calls N``."""
+    """Entry for ncu's child: ``python -m bench.audit.selfcheck --ncu-target NAME --ncu-calls N``."""
     args = sys.argv[1:]
     if len(args) == 4 and args[0] == "--ncu-target" and args[2] == "--ncu-calls":
         _ncu_target(args[1], int(args[3]))
         return
-    raise SystemExit("usage: python -m bench.selfcheck --ncu-target NAME --ncu-calls N (use `perflab selfcheck`)")
+    raise SystemExit("usage: python -m bench.audit.selfcheck --ncu-target NAME --ncu-calls N (use `perflab selfcheck`)")
 
 
 if __name__ == "__main__":

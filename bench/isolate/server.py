@@ -56,9 +56,10 @@ from bench.errors import PerflabError
 
 # Imported once by each server, never again per variant (CUDA is never initialised there).
 PRELOAD = [
-    "bench._child", "bench.compare", "bench.config", "bench.context", "bench.manifest", "bench.timing", "numpy",
+    "bench.isolate.child", "bench.measure.compare", "bench.define.config", "bench.define.context",
+    "bench.record.manifest", "bench.measure.clocks", "numpy",
     "nvtx", "torch", "triton",
-    "bench._warm",  # after triton: its per-process caches (bench/_warm.py), never CUDA
+    "bench.isolate.warm",  # after triton: its per-process caches (bench/isolate/warm.py), never CUDA
 ]  # fmt: skip
 PROTOCOL = 1  # bump when the messages change: a server of another protocol gets another key
 IDLE_S = 900.0
@@ -123,7 +124,7 @@ def idle_s() -> float:
 
 
 def _harness_root() -> str:
-    return str(Path(__file__).resolve().parent.parent)
+    return str(Path(__file__).resolve().parents[2])  # the directory holding the bench package
 
 
 def server_path(sys_path: Sequence[str] | None = None) -> list[str]:
@@ -268,7 +269,7 @@ def _start(d: Path, key: str, path: Path, interpret: bool) -> None:
     else:
         env.pop("TRITON_INTERPRET", None)
     args = [
-        sys.executable, "-m", "bench.server", "serve", "--socket", str(path), "--idle", str(idle_s()),
+        sys.executable, "-m", "bench.isolate.server", "serve", "--socket", str(path), "--idle", str(idle_s()),
         "--path", json.dumps(server_path()), "--key", key,
     ]  # fmt: skip
     with open(log, "wb") as out:
@@ -413,7 +414,8 @@ def call(
     try:
         try:
             child = spawn(
-                "bench.server:_call_entry", [payload], write_fd, dict(os.environ), os.getcwd(), log_path, interpret
+                "bench.isolate.server:_call_entry", [payload], write_fd, dict(os.environ), os.getcwd(), log_path,
+                interpret,
             )
         finally:
             os.close(write_fd)
@@ -527,7 +529,7 @@ def stop_all(wait_s: float = 10.0) -> list[int]:
 def _is_server(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"bench.server" in f.read() and _alive(pid)
+            return b"bench.isolate.server" in f.read() and _alive(pid)
     except OSError:
         return False
 
@@ -802,7 +804,7 @@ class _Server:
 
 
 def serve(path: str, idle: float, sys_path: list[str], key: str) -> None:
-    """``python -m bench.server serve``: bind, fork (the launcher exits: the caller waits for it),
+    """``python -m bench.isolate.server serve``: bind, fork (the launcher exits: the caller waits for it),
     then import PRELOAD and serve until idle, stale or stopped."""
     old = os.umask(0o077)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -830,7 +832,7 @@ def serve(path: str, idle: float, sys_path: list[str], key: str) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m bench.server")
+    parser = argparse.ArgumentParser(prog="python -m bench.isolate.server")
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve")
     s.add_argument("--socket", required=True)

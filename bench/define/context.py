@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from bench.config import BenchmarkConfig, resolve_config
+from bench.define.config import BenchmarkConfig, resolve_config
 from bench.errors import Skip
 
 if TYPE_CHECKING:

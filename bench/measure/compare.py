@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.result import Comparison, PairStatus, VariantResult, Verification
+from bench.record.result import Comparison, PairStatus, VariantResult, Verification
 
 # Norm-wise relative error allowed when baseline and optimized differ only in summation order.
 DEFAULT_RTOL: dict[str, float] = {
@@ -157,7 +157,7 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
     """Pair status, verification and speedup (baseline median / optimized median, never clamped) with its
     95 % interval, on the time the optimized variant's config names (``speedup_time``: cold or batch).
 
-    ``in_server``: load and compare the outputs in a fresh child of the pre-warmed server (bench.server),
+    ``in_server``: load and compare the outputs in a fresh child of the pre-warmed server (bench.isolate.server),
     so the parent never imports torch (~4 s on a GPU host, which the first comparison would wait for);
     should that child fail, here."""
     spec = optimized.spec
@@ -198,7 +198,7 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
             low, high = interval
     metric = "time"
     if same_hardware and optimized.generation is not None:  # token generation: the metric the pair names
-        from bench.generation import pair_interval, pair_speedup
+        from bench.measure.generation import pair_interval, pair_speedup
 
         speedup, metric = pair_speedup(baseline, optimized, speedup)
         if metric != "time":
@@ -315,9 +315,9 @@ def _verify(baseline: VariantResult, optimized: VariantResult, in_server: bool =
         pairs.append(_files(fresh[0], fresh[1]))
     rtol = optimized.config.get("rtol")
     if in_server:
-        from bench.config import BenchmarkConfig
-        from bench.runner import in_server as run_in_server
-        from bench.server import ServerError
+        from bench.define.config import BenchmarkConfig
+        from bench.isolate.runner import in_server as run_in_server
+        from bench.isolate.server import ServerError
 
         try:
             results = run_in_server(
@@ -384,8 +384,8 @@ def verify_all(
 
 
 def verify_files(ref: tuple[str, list[Any]], out: tuple[str, list[Any]], rtol: float | None) -> Verification:
-    """Compare two variants' saved outputs, each (directory, tensor infos) as bench.outputs saved them
+    """Compare two variants' saved outputs, each (directory, tensor infos) as bench.measure.outputs saved them
     (baseline = reference); the files are mapped, not read into fresh memory."""
-    from bench import outputs
+    from bench.measure import outputs
 
     return compare_tensors(outputs.load(*ref), outputs.load(*out), rtol)

@@ -111,7 +111,9 @@ BOUND = _Bound()
 def bind_harness() -> None:
     """Bind torch's timing functions and the measuring modules' own functions (child start-up)."""
     BOUND.bind_torch()
-    for name in ("bench.timing", "bench.stopping", "bench.guard", "bench._child", "bench.generation"):
+    measuring = ("bench.measure.clocks", "bench.measure.stopping", "bench.measure.guard", "bench.isolate.child",
+                 "bench.measure.generation")  # fmt: skip
+    for name in measuring:
         module = sys.modules.get(name)
         if module is not None:
             BOUND.bind_module(module)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.machine import snapshot
+from bench.measure.machine import snapshot
 
 # Environment variables worth recording: they change kernels, allocators, threads or tracking.
 _ENV_PREFIXES = (
@@ -71,7 +71,7 @@ def _git(args: list[str], cwd: Path) -> str | None:
 
 
 def git_info(path: str | Path | None = None) -> dict[str, Any]:
-    cwd = Path(path) if path else Path(__file__).resolve().parent.parent
+    cwd = Path(path) if path else Path(__file__).resolve().parents[2]  # the repository holding bench/
     status = _git(["status", "--porcelain"], cwd)
     commit = _git(["rev-parse", "HEAD"], cwd)
     stated = os.environ.get("PERFLAB_GIT_COMMIT")

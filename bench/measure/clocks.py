@@ -16,12 +16,12 @@ Two measurement kinds, as nvbench names them, both kept:
 A pair's speedup uses cold unless its config asks for batch (``speedup_time``), and says which.
 
 Every clock has one surface: ``first_call(fn)``, ``warmup(fn, n)``, ``measure(fn, iterations, rule)``,
-``measure_batch(fn, per_call_ms, rule)``. Clocks call only the functions ``bench.guard.BOUND`` captured
-before any benchmark code ran; a benchmark that replaces a timer is caught by ``bench.guard.tampered``.
+``measure_batch(fn, per_call_ms, rule)``. Clocks call only the functions ``bench.measure.guard.BOUND`` captured
+before any benchmark code ran; a benchmark that replaces a timer is caught by ``bench.measure.guard.tampered``.
 
 Warm-up (INTEGRITY #8, #15): at least the configured count and ``min_warmup_s``, then on until the
 median of the last ``STABLE_WINDOW`` samples is within ``STABLE_TOLERANCE`` of the window's before (a
-steady state), at most ``max_warmup_s``. Sampling stops on a noise target (bench.stopping).
+steady state), at most ``max_warmup_s``. Sampling stops on a noise target (bench.measure.stopping).
 
 Modes: ``cpu`` (``perf_counter`` around each call; on a GPU variant the device is synchronized before
 the clock starts and before it stops, so all streams' work and the host's launch cost are counted);
@@ -40,11 +40,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bench.guard import BOUND
-from bench.stopping import Measurement, StopRule, relative_noise, sample_until
+from bench.measure.guard import BOUND
+from bench.measure.stopping import Measurement, StopRule, relative_noise, sample_until
 
 if TYPE_CHECKING:
-    from bench.config import BenchmarkConfig
+    from bench.define.config import BenchmarkConfig
 
 Fn = Callable[[], Any]
 

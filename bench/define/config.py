@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.errors import ConfigError
-from bench.stopping import StopRule
+from bench.measure.stopping import StopRule
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -44,7 +44,7 @@ class BenchmarkConfig(BaseModel):
     # goes on until the calls are steady and min_warmup_seconds have passed.
     warmup: int = Field(5, ge=0, le=1_000_000)
     # Warm-up lasts at least this long, whatever ``warmup`` says, and then until calls are steady
-    # (bench.timing.warm_up). None: 0.3 s on the host's clock (on the H100 host a fresh process ran a CPU
+    # (bench.measure.clocks.warm_up). None: 0.3 s on the host's clock (on the H100 host a fresh process ran a CPU
     # op ~1.6x slower for its first ~0.3 s), 0.05 s on GPU clocks.
     min_warmup_seconds: float | None = Field(None, ge=0, le=60)
     # Seed for random, numpy, torch and CUDA, set in the child before setup().
@@ -56,7 +56,7 @@ class BenchmarkConfig(BaseModel):
     device: str = "auto"
     # Record peak/allocated/reserved CUDA memory (GPU) or peak RSS (CPU) for the variant.
     enable_memory_tracking: bool = True
-    # Profile each variant after its timed run, in a separate child (bench/profiling.py): the timed
+    # Profile each variant after its timed run, in a separate child (bench/profile/tools.py): the timed
     # numbers never carry profiler overhead. Off by default (a profile costs a child per tool).
     enable_profiling: bool = False
     # Which profilers: "torch" (torch.profiler trace + top ops), "ncu" (Nsight Compute counters),
@@ -78,7 +78,7 @@ class BenchmarkConfig(BaseModel):
     # Scales every stage limit (slow machines, sanitizers, interpreters).
     timeout_multiplier: float = Field(1.0, gt=0, le=1000)
     # Clock: "auto" picks cuda_event on GPU, cpu (perf_counter) otherwise; cuda_graph, triton
-    # (do_bench) and pytorch (torch.utils.benchmark) on request (bench/timing.py says what each does).
+    # (do_bench) and pytorch (torch.utils.benchmark) on request (bench/measure/clocks.py says what each does).
     timing_mode: TimingMode = "auto"
     # Which of the two measured times a pair's speedup uses: "cold" (the primary time_*: single calls, L2
     # flushed, launch latency hidden) or "batch" (batch_time_*: back-to-back calls in a CUDA-graph replay,
@@ -87,7 +87,7 @@ class BenchmarkConfig(BaseModel):
     # Also measure back-to-back calls (batch_time_*) after the cold samples.
     measure_batch: bool = True
     # Spread of one run's median between processes (relative standard deviation), added to the speedup's
-    # bootstrap interval: samples of one process cannot show it. None: by clock (bench.compare).
+    # bootstrap interval: samples of one process cannot show it. None: by clock (bench.measure.compare).
     run_noise: float | None = Field(None, ge=0, lt=1)
     # Initial length of the spin kernel that holds the stream while the host enqueues a sample (GPU
     # event clocks); it doubles whenever a sample shows the host outran it.
@@ -113,7 +113,7 @@ class BenchmarkConfig(BaseModel):
     # them: catches results precomputed in setup and reused (INTEGRITY #6).
     poison_outputs: bool = True
     # After the measurement: a call from the set-up state again when the timed calls changed the tensors
-    # set up in setup(), and one call on changed inputs whose output must follow (bench.guard). Off only
+    # set up in setup(), and one call on changed inputs whose output must follow (bench.measure.guard). Off only
     # for a benchmark whose inputs cannot be changed (the result says it was off).
     check_inputs: bool = True
 
@@ -166,7 +166,7 @@ Layer = BenchmarkConfig | Mapping[str, Any] | None
 def host_clocked(config: Any, device: str | None = None) -> bool:
     """Timed on the host's wall clock: any variant on a CPU device (``device``: the resolved one, e.g. "cpu"
     or "cuda:0"; a config's own may say "auto"), and on a GPU the ``cpu`` and ``pytorch`` clocks. Its samples
-    include the host's CPU work, so anything else on the host can move them (bench.suite._Host): on the
+    include the host's CPU work, so anything else on the host can move them (bench.isolate.suite._Host): on the
     2-core CI machine a 2-thread op read 16 ms instead of 0.03 ms while MLflow imported beside it (OpenMP
     waits for a thread the scheduler took away)."""
     on = device or getattr(config, "device", None) or "auto"

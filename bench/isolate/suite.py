@@ -19,12 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.compare import compare
-from bench.config import Layer, host_clocked, resolve_config
-from bench.discovery import Example
+from bench.define.config import Layer, host_clocked, resolve_config
+from bench.define.discovery import Example
 from bench.errors import PerflabError
-from bench.result import Comparison, SuiteResult, VariantResult, VariantSpec
-from bench.runner import KILL_GRACE_S, Cancelled, Gate, run_variant
+from bench.isolate.runner import KILL_GRACE_S, Cancelled, Gate, run_variant
+from bench.measure.compare import compare
+from bench.record.result import Comparison, SuiteResult, VariantResult, VariantSpec
 
 
 class Sink(Protocol):
@@ -282,7 +282,7 @@ class _Pairs:
 
 
 class _Host:
-    """A host-bound measurement (``bench.config.host_clocked``) runs alone on the host. On the H200 x 2
+    """A host-bound measurement (``bench.define.config.host_clocked``) runs alone on the host. On the H200 x 2
     (session 7, call Z2) chapter 1's training_step baseline (pageable copies) read 64.0 ms on two GPUs
     against 20.5 ms on one, while every GPU-clocked variant read the same on both.
 
@@ -545,7 +545,7 @@ class _Lane:
         if result.status == "ok" and result.config.get("enable_profiling"):
             # After the timed child has exited, in children of their own: no profiler overhead in the
             # samples, and the same GPU (the worker's) as the timed run.
-            from bench.profiling import profile_variant
+            from bench.profile.tools import profile_variant
 
             result.profile = profile_variant(
                 spec, wd, self.suite_layer, self.cli_layer, timed=result, cold_start=self.cold_start,
@@ -599,7 +599,7 @@ class _Lane:
 def _compare_beside(result: VariantResult) -> bool:
     """Whether the next variant on the worker may start its set-up and measurement while this one's
     outputs are compared and its result logged, rather than after: for a GPU variant whose child has
-    exited. The comparison runs on the CPU (a server child, bench.compare) and the log in the parent,
+    exited. The comparison runs on the CPU (a server child, bench.measure.compare) and the log in the parent,
     neither on the GPU; on two GPUs one worker's comparison already runs beside the other's measurement,
     with nothing to show for it (call Z1's neighbour probe: not even CUDA starting on the other GPU moved
     a sample). A CPU variant's measurement would share the CPU with it: compared first."""

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import ProtocolError
-from bench.stopping import Measurement, StopRule, sample_until
+from bench.measure.stopping import Measurement, StopRule, sample_until
 
 GENERATION_METHODS = ("get_requests", "start_generation", "generate_step")
 # Latency metrics ("ttft", "tpot", "itl"; "_p90"/"_p99" for a percentile instead of the median), then rates.
@@ -242,7 +242,7 @@ def run_generation(obj: Any, requests: Sequence[RequestSpec], timer: StepTimer) 
 
 
 def _quantiles(values: Sequence[float]) -> dict[str, float]:
-    """Median, p90, p99 (linear interpolation, as bench.stats), mean, min, max."""
+    """Median, p90, p99 (linear interpolation, as bench.measure.stats), mean, min, max."""
     import numpy as np
 
     x = np.asarray(values, dtype=np.float64)
@@ -258,7 +258,7 @@ def _quantiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def summarize(records: Sequence[SampleRecord], requests: Sequence[RequestSpec], metric: str) -> dict[str, Any]:
-    """The ``Generation`` result's fields (bench.result) from the measured samples."""
+    """The ``Generation`` result's fields (bench.record.result) from the measured samples."""
     import numpy as np
 
     if not records:
@@ -290,7 +290,7 @@ def summarize(records: Sequence[SampleRecord], requests: Sequence[RequestSpec], 
 
 @dataclass
 class GenerationClock:
-    """The harness's clock for a token-generating benchmark (the surface of bench.timing's clocks:
+    """The harness's clock for a token-generating benchmark (the surface of bench.measure.clocks's clocks:
     ``first_call``, ``warmup``, ``measure``); one sample = one generation of the request set, its span."""
 
     obj: Any
@@ -301,7 +301,7 @@ class GenerationClock:
     notes: list[str] = field(default_factory=list)
     l2_flushed: bool = False
     warmup_done: int = 0
-    stable: bool | None = None  # a generation's span is not judged for a steady state (bench.timing's is)
+    stable: bool | None = None  # a generation's span is not judged for a steady state (bench.measure.clocks's is)
     invalid: str | None = None  # the device-wide sync after each step leaves no side-stream work untimed
     records: list[SampleRecord] = field(default_factory=list)
     unwritten: int = 0  # measured generations that left the output's poison in place
@@ -320,7 +320,7 @@ class GenerationClock:
             else "time.perf_counter around each engine step, device synchronized before and after"
         )
         return (
-            f"token generation (bench.generation): {how}; one sample = one generation of "
+            f"token generation (bench.measure.generation): {how}; one sample = one generation of "
             f"{arrival_pattern(self.requests)}, its span on the steps' time axis; L2 not flushed between steps"
         )
 
@@ -422,7 +422,7 @@ class GenerationClock:
         return sample_until(one, iterations, rule)
 
     def result(self) -> dict[str, Any]:
-        """The measured generations, summarised (the ``generation`` message: bench.result.Generation)."""
+        """The measured generations, summarised (the ``generation`` message: bench.record.result.Generation)."""
         return summarize(self.records, self.requests, self.metric)
 
     def wrote_output(self) -> bool | None:
@@ -472,7 +472,7 @@ def pair_speedup(baseline: Any, optimized: Any, time_speedup: float | None) -> t
 
 def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) -> tuple[float, float] | None:
     """The 95 % interval of a TTFT or TPOT median speedup, from the per-request samples pooled over
-    generations (bench.compare.speedup_interval with the run-to-run term ``run_noise``). Other metrics get
+    generations (bench.measure.compare.speedup_interval with the run-to-run term ``run_noise``). Other metrics get
     none: a percentile's or a rate's interval is not what the bootstrap of medians gives."""
     if metric not in ("ttft", "tpot"):
         return None
@@ -482,6 +482,6 @@ def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) 
         pooled.append([v for row in rows for v in row if v is not None])
     if min(len(p) for p in pooled) < 2:
         return None
-    from bench.compare import speedup_interval
+    from bench.measure.compare import speedup_interval
 
     return speedup_interval(pooled[0], pooled[1], run_noise)

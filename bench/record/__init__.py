@@ -1,0 +1,1 @@
+"""How results are recorded: the result models, the manifest, MLflow tracking, the summary, the peak cache."""
