@@ -386,6 +386,8 @@ class Tracker:
             optional["perflab.warmup"] = steady.get(t.warmup_stable)
             drift = next((n for n in t.notes if n.startswith("drift:")), None)
             optional["perflab.drift"] = _clip(drift, _MAX_DETAIL_LEN) if drift else None
+            if t.machine_flags:
+                optional["perflab.machine_flags"] = _clip("; ".join(t.machine_flags), _MAX_DETAIL_LEN)
         if result.batch is not None:
             optional["perflab.batch"] = _clip(result.batch.method, _MAX_DETAIL_LEN)
         if result.tampered:
@@ -393,8 +395,6 @@ class Tracker:
         r = result.recheck
         if r is not None:
             optional["perflab.recheck"] = _clip(_recheck_summary(r), _MAX_DETAIL_LEN)
-            if t.machine_flags:
-                optional["perflab.machine_flags"] = _clip("; ".join(t.machine_flags), _MAX_DETAIL_LEN)
         p = result.profile
         if p is not None:
             optional["perflab.bound"] = p.bound

@@ -154,6 +154,8 @@ def suite(store: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> di
     trace.write_text('{"traceEvents": []}')
     base = ok_result("baseline", [2.0, 2.2, 2.1, 2.4, 2.3])
     opt = ok_result("optimized", [1.0, 1.1, 0.9, 1.2, 1.05], profile_dir=str(trace.parent))
+    assert opt.timing is not None and opt.recheck is None  # flags of a variant without a recheck (check_inputs off)
+    opt.timing.machine_flags = ["throttled before measurement: sw_power_cap"]
     slow = timeout_result()
     crash = failed_result()
     cmp_opt = comparison(base, opt, detail=LONG_DETAIL)
@@ -236,6 +238,8 @@ def test_variant_tags(suite: dict[str, Any]) -> None:
     assert {k: tags.get(k) for k in expected} == expected
     assert "perflab.failed_stage" not in tags
     assert "perflab.triton" not in tags  # the manifest has no triton: no tag, not "None"
+    assert tags["perflab.machine_flags"] == "throttled before measurement: sw_power_cap"
+    assert "perflab.machine_flags" not in suite["runs"]["baseline"].data.tags  # none raised: no tag
     assert tags["mlflow.parentRunId"] == suite["parent"].info.run_id
 
 
