@@ -3,11 +3,11 @@
 from bench.define.config import BenchmarkConfig, resolve_config
 from bench.define.context import context
 from bench.define.protocol import Benchmark
+from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.errors import PerflabError
 from bench.isolate.suite import run_suite
 from bench.measure.compare import compare
 from bench.profile.markers import nvtx_range
-from bench.record.result import Comparison, SuiteResult, VariantResult
 
 __all__ = [
     "Benchmark",

@@ -1,6 +1,6 @@
 """A/A pairs: every example of the given chapters run against an identical copy of its own baseline.
 
-The speedup of an A/A pair is 1 by construction; its 95 % interval (bench.measure.compare.speedup_interval) must
+The speedup of an A/A pair is 1 by construction; its 95 % interval (bench.measure.stats.speedup_interval) must
 hold 1.0 in at least 95 % of pairs, or the interval is too narrow for the run-to-run spread it claims to
 cover (issue 19). Writes a chapters tree under a temporary directory (each baseline_<x>.py beside an
 optimized_<x>.py with the same content), runs it through the harness like `perflab run`, and prints one

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +39,7 @@ Status = Literal["ok", "oom", "timeout", "failed", "pruned"]
 # torch._dynamo: optimizers import it lazily on first construction (~1.7 s a trial otherwise). PIL is
 # the CNN's decoder (a missing preload is skipped by the server, not an error).
 PRELOAD = ["torch", "torch._dynamo", "h5py", "numpy", "psutil", "PIL.Image", "sweeps.data", "sweeps.measure",
-           "sweeps.workload", "sweeps.builtins", "bench.measure.machine"]  # fmt: skip
+           "sweeps.workload", "sweeps.builtins"]  # fmt: skip
 _LOG_TAIL = 3000
 _POLL_S = 0.05  # how often the parent looks for the interim report while a prunable trial runs
 
@@ -135,11 +136,34 @@ def _wait(process: Any, timeout_s: float, progress: Path, should_prune: Pruner |
     return time.monotonic() - t0 >= timeout_s, None
 
 
+class ForkedProcess:
+    """A trial's multiprocessing.Process (forked by the forkserver) watched as a Popen: ``pid``, ``poll``, ``wait``,
+    ``returncode``: what ``bench.isolate.kill_group`` takes."""
+
+    def __init__(self, process: Any) -> None:
+        self._p = process
+        self.pid: int = process.pid
+
+    def poll(self) -> int | None:
+        return self._p.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._p.join(timeout)
+        if self._p.exitcode is None:
+            raise subprocess.TimeoutExpired("trial child", timeout or 0.0)
+        return int(self._p.exitcode)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._p.exitcode
+
+
+
 def run_trial(
     job: TrialJob, timeout_s: float, workdir: str | Path | None = None, should_prune: Pruner | None = None
 ) -> TrialOutcome:
     """Run ``job`` in an isolated child; never raises for the child's faults."""
-    from bench.isolate.runner import ForkedProcess, kill_group
+    from bench.isolate import kill_group
 
     with tempfile.TemporaryDirectory(prefix="perflab-trial-") as tmp:
         wd = Path(workdir) if workdir is not None else Path(tmp)

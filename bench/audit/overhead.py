@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.define.result import VariantSpec
 from bench.isolate.runner import run_variant
-from bench.record.result import VariantSpec
 
 TRIVIAL = '''"""A trivial variant: a tiny tensor op, so the run is almost all harness overhead."""
 import torch
@@ -153,7 +153,7 @@ def chapter_wall(
                 from bench.isolate import server
 
                 server.stop_all()
-            cmd = [sys.executable, "-m", "bench.cli", "run", "-t", target, flag, value, "--tracking-uri", uri, *extra]
+            cmd = [sys.executable, "-m", "perflab", "run", "-t", target, flag, value, "--tracking-uri", uri, *extra]
             t0 = time.monotonic()
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
             wall = time.monotonic() - t0
@@ -226,7 +226,7 @@ def _no_slowdown(one: dict[str, Any], k: int, uri: str) -> float | None:
     each worker's first variant, started without a predecessor to start ahead beside, is not counted."""
     if not one.get("parent_run_id") or not one.get("wall_s"):
         return None
-    from bench.record.tracking import read_artifact_text
+    from bench.record.store import read_artifact_text
 
     try:
         timeline = json.loads(read_artifact_text(one["parent_run_id"], "summary.json", uri)).get("timeline") or []
@@ -249,7 +249,7 @@ def _medians_across(runs: list[dict[str, Any]], uri: str) -> list[dict[str, Any]
     (session 7) a host-clocked variant read 3x slower on two GPUs, which only this comparison showed. A
     deviation inside the one-worker runs' own spread is the host's run-to-run noise, not the workers'
     doing (session 8: ch01's host-clocked training_step read 18.8-24.0 ms over four one-worker runs)."""
-    from bench.record.tracking import child_runs
+    from bench.record.store import child_runs
 
     seen: dict[str, dict[str, list[float]]] = {}
     for run in runs:

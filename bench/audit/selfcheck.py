@@ -40,8 +40,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.define.config import resolve_config
+from bench.measure.ceilings import copy_bandwidth_gbps
 from bench.measure.clocks import L2Flush, capture_graph, clock_for
-from bench.measure.stopping import Measurement, StopRule, sample_until
+from bench.measure.stopping import Measurement, StopRule, rule_for, sample_until
 from bench.profile.tools import parse_ncu_csv as parse_kernels
 
 GPU_WORKLOADS = ("tiny_add", "scale_8mib", "scale_64mib", "matmul_bf16")
@@ -121,28 +122,6 @@ def _flushed_graph_ms(fn: Callable[[], Any], calls: int = 50) -> float:
         fn()
 
     return (_graph_replay_ms(both, calls) - _graph_replay_ms(read, calls)) / calls
-
-
-def copy_bandwidth_gbps() -> float:
-    """Device-to-device copy of 1 GiB (bytes read + written), graph-replayed: the HBM ceiling used here."""
-    import torch
-
-    src = torch.randn(2**28, device="cuda")
-    dst = torch.empty_like(src)
-    # Plain launches, not a graph: a captured copy_ becomes a memcpy node served by the copy engines
-    # (2.44 TB/s on an H100, measured here), not the SM copy kernel that benchmarks actually compete with.
-    for _ in range(3):
-        dst.copy_(src)
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(10):
-            dst.copy_(src)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 10)
-    return 2 * 2**30 / (statistics.median(times) / 1e3) / 1e9
 
 
 def truth_ms(w: Workload, bandwidth_gbps: float | None) -> tuple[float, str]:
@@ -313,7 +292,7 @@ def measure_cell(w: Workload, mode: str, repeats: int, config_layer: dict[str, A
     batch = Cell(w.name, f"{mode} batch", pid=os.getpid())
     for _ in range(repeats):
         t0 = time.perf_counter()
-        m = clock.measure(w.fn, cfg.iterations, cfg.stop_rule())
+        m = clock.measure(w.fn, cfg.iterations, rule_for(cfg))
         cell.wall_s.append(time.perf_counter() - t0)
         cell.medians_ms.append(statistics.median(m.samples_ms))
         cell.samples.append(len(m.samples_ms))

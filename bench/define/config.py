@@ -16,7 +16,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.errors import ConfigError
-from bench.measure.stopping import StopRule
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -131,16 +130,6 @@ class BenchmarkConfig(BaseModel):
         if bad:
             raise ValueError(f"percentiles must lie in [0, 100], got {bad}")
         return sorted(set(value))
-
-    def stop_rule(self) -> StopRule:
-        """The adaptive stopping rule, its time ceiling kept inside the measurement stage's limit."""
-        ceiling = min(self.max_measure_seconds, 0.8 * self.stage_limit("measurement"))
-        return StopRule(
-            noise_target=self.noise_target,
-            min_samples=self.min_samples,
-            min_seconds=min(self.min_measure_seconds, ceiling),
-            max_seconds=ceiling,
-        )
 
     def stage_limit(self, stage: str) -> float:
         """Seconds allowed for ``stage`` (already multiplied by ``timeout_multiplier``)."""

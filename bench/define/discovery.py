@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.define.result import VariantSpec
 from bench.errors import TargetError
-from bench.record.result import VariantSpec
 
 _CHAPTER_DIR_RE = re.compile(r"^ch(\d+)$")
 _TARGET_RE = re.compile(r"^(?:ch)?(\d+)(?::([A-Za-z0-9_]+))?$")

@@ -131,9 +131,9 @@ def run(job: dict[str, Any]) -> None:
         from bench.measure import guard
         from bench.measure.clocks import clock_for, drift_note
         from bench.measure.generation import generation_clock
-        from bench.measure.machine import flags, gpu_uuid, snapshot
+        from bench.measure.machine import device_manifest, flags, gpu_uuid, snapshot
+        from bench.measure.stopping import rule_for
         from bench.profile.markers import per_call
-        from bench.record.manifest import device_manifest
 
         guard.bind_harness()  # the clocks as they are before any benchmark code runs (INTEGRITY #12)
         module = import_file(job["path"])
@@ -204,7 +204,7 @@ def run(job: dict[str, Any]) -> None:
         uuid = gpu_uuid(device) if device.type == "cuda" else None
         before = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
         host_before, own_before = guard.cpu_times(), guard.process_cpu_s()
-        m = clock.measure(fn, config.iterations, config.stop_rule())
+        m = clock.measure(fn, config.iterations, rule_for(config))
         host_after, own_after = guard.cpu_times(), guard.process_cpu_s()
         after = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
     _check_timers("measurement")

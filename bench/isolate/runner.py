@@ -25,9 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.define.config import BenchmarkConfig, Layer, explicit_fields, resolve_config
-from bench.isolate import child as _child
-from bench.measure.stats import summarize
-from bench.record.result import (
+from bench.define.result import (
     STAGES,
     BatchTiming,
     ErrorInfo,
@@ -40,8 +38,12 @@ from bench.record.result import (
     Timing,
     VariantResult,
     VariantSpec,
+    Verification,
     Work,
 )
+from bench.isolate import child as _child
+from bench.measure.compare import FilePair, verify_all
+from bench.measure.stats import summarize
 
 KILL_GRACE_S = 2.0
 _EXIT_POLL_S = 0.2  # how often the parent checks whether a silent child has exited
@@ -82,27 +84,6 @@ class _Process(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
 
 
-class ForkedProcess:
-    """A multiprocessing.Process from a forkserver (the sweeps' trials), with Popen's poll/wait/returncode."""
-
-    def __init__(self, process: Any) -> None:
-        self._p = process
-        self.pid: int = process.pid
-
-    def poll(self) -> int | None:
-        return self._p.exitcode
-
-    def wait(self, timeout: float | None = None) -> int:
-        self._p.join(timeout)
-        if self._p.exitcode is None:
-            raise subprocess.TimeoutExpired("variant child", timeout or 0.0)
-        return int(self._p.exitcode)
-
-    @property
-    def returncode(self) -> int | None:
-        return self._p.exitcode
-
-
 def server_interpret(config: BenchmarkConfig, env: dict[str, str] | None = None) -> bool:
     """The Triton mode of the server ``config``'s variants are forked from (as ``child_env`` decides)."""
     return child_env(config, env).get("TRITON_INTERPRET") == "1"
@@ -117,6 +98,17 @@ def in_server(fn: Any, *args: Any, timeout: float) -> Any:
 
     interpret = _MODE if _MODE is not None else server_interpret(resolve_config())
     return server.call(fn, *args, interpret=interpret, timeout=timeout)
+
+
+def verify_in_server(pairs: list[FilePair], rtol: float | None, limit_s: float) -> list[Verification]:
+    """``verify_all`` in a fresh child of the pre-warmed server (the parent never imports torch); here, should
+    that child fail rather than the comparison. The ``verify`` a suite hands to ``bench.measure.compare``."""
+    from bench.isolate.server import ServerError
+
+    try:
+        return in_server(verify_all, pairs, rtol, timeout=limit_s)  # type: ignore[no-any-return]
+    except (OSError, ServerError):
+        return verify_all(pairs, rtol)
 
 
 def _confirm_cuda(answer: bool) -> None:
@@ -733,7 +725,7 @@ PLAUSIBLE_MARGIN = 1.10
 def _faster_than_hardware(result: VariantResult) -> str | None:
     """Achieved bandwidth above the device's measured L2 bandwidth, or FLOP/s above its fastest measured
     matmul, by more than 10 %: no real kernel does that (INTEGRITY #13). Needs `perflab peak`'s cache."""
-    from bench.record.peaks import hardware_key, lookup
+    from bench.measure.ceilings import hardware_key, lookup
 
     derived = result.derived_metrics()
     if not derived:

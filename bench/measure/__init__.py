@@ -1,1 +1,27 @@
-"""How a variant is measured inside its child: clocks, stopping, statistics, guards, outputs and their verification."""
+"""How a variant is measured, inside its child, and how two measurements are compared.
+
+* ``clocks``: how calls of ``benchmark_fn`` become raw samples: the cold time (one call per sample, L2
+  flushed, launch latency hidden) and the batch time (back-to-back calls in a CUDA-graph replay), warm-up to
+  a steady state; ``stopping``: when sampling stops (a noise target on the median); ``stats``: statistics of
+  raw samples and the speedup's bootstrap interval;
+* ``guard``: what a benchmark cannot talk its way past: clocks bound before its code runs, the tensors it
+  was set up with watched, its inputs changed to see that its output follows; ``judge``: when a finished
+  measurement cannot stand (``invalid``); ``machine``: the GPU's state (NVML) around a measurement and the
+  device manifest; ``ceilings``: the device's measured ceilings (the peak cache);
+* ``outputs``: a variant's outputs on their way from the child to the comparison; ``compare``: verification
+  (norm-wise relative error) and the speedup of a pair; ``generation``: token-generating benchmarks, timed
+  step by step (TTFT, TPOT, ITL, throughput).
+
+Invariants (../shared/INTEGRITY.md): raw samples are kept; nothing invents, drops or clamps a sample or a
+speedup; nothing here changes a global numeric setting; a problem seen is recorded, and one that makes the
+number wrong makes the variant ``invalid``, never ``ok``.
+
+Public (for the packages built on the harness): the names in ``__all__``: ``time_callable`` (the harness's
+clock for code outside a chapter), ``copy_bandwidth_gbps`` and the peak cache (``ceilings``).
+"""
+
+from bench.measure import ceilings
+from bench.measure.ceilings import copy_bandwidth_gbps
+from bench.measure.clocks import time_callable
+
+__all__ = ["ceilings", "copy_bandwidth_gbps", "time_callable"]

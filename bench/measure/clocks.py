@@ -41,10 +41,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.measure.guard import BOUND
-from bench.measure.stopping import Measurement, StopRule, relative_noise, sample_until
+from bench.measure.stats import summarize
+from bench.measure.stopping import Measurement, StopRule, relative_noise, rule_for, sample_until
 
 if TYPE_CHECKING:
     from bench.define.config import BenchmarkConfig
+    from bench.define.result import TimingStats
 
 Fn = Callable[[], Any]
 
@@ -641,3 +643,15 @@ def clock_for(config: BenchmarkConfig, device: Any, mode: str | None = None) -> 
         config.sample_gap,
         max_warmup_s=0.5 * config.stage_limit("warmup"),
     )
+
+
+def time_callable(fn: Fn, config: BenchmarkConfig, device: Any) -> TimingStats:
+    """``fn`` timed in this process with the harness's clock, for code outside a chapter (the kernel sweeps):
+    ``config``'s clock on ``device``, the first call apart, a warm-up of at least ``config.warmup`` calls more
+    to a steady state, then samples until ``config``'s stop rule; their statistics. No isolation: a chapter's
+    variant runs in a child of its own instead (bench.isolate)."""
+    clock = clock_for(config, device)
+    clock.first_call(fn)
+    clock.warmup(fn, config.warmup)
+    m = clock.measure(fn, config.iterations, rule_for(config))
+    return summarize(m.samples_ms)

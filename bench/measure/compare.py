@@ -11,9 +11,12 @@ tolerance chosen by dtype (or ``BenchmarkConfig.rtol``). It never passes by defa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from bench.record.result import Comparison, PairStatus, VariantResult, Verification
+from bench.define.config import BenchmarkConfig
+from bench.define.result import Comparison, PairStatus, VariantResult, Verification
+from bench.measure.stats import speedup_interval
 
 # Norm-wise relative error allowed when baseline and optimized differ only in summation order.
 DEFAULT_RTOL: dict[str, float] = {
@@ -145,21 +148,26 @@ def _fast_error(r: Any, o: Any, name: str, tol: float) -> float | Verification |
     return float(torch.linalg.vector_norm(o32 - r32)) / ref_norm
 
 
+# Two variants' saved outputs: ((directory, tensor infos) of the reference, (directory, tensor infos) of the other).
+FilePair = tuple[tuple[str, list[Any]], tuple[str, list[Any]]]
+# verify_all's arguments plus the check stage's limit (s): where and how a pair's outputs are compared.
+Verifier = Callable[[list[FilePair], float | None, float], list[Verification]]
+
 _PAIR_STATUS: dict[str, PairStatus] = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}
 
 # The spread of one run's median between processes (relative standard deviation) when the config leaves
 # run_noise unset: samples of one process cannot show it (memory placement, clocks, the host's state).
 RUN_NOISE = {"gpu": 0.005, "host": 0.02}
-BOOTSTRAP = 2000
 
 
-def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool = False) -> Comparison:
+def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier | None = None) -> Comparison:
     """Pair status, verification and speedup (baseline median / optimized median, never clamped) with its
     95 % interval, on the time the optimized variant's config names (``speedup_time``: cold or batch).
 
-    ``in_server``: load and compare the outputs in a fresh child of the pre-warmed server (bench.isolate.server),
-    so the parent never imports torch (~4 s on a GPU host, which the first comparison would wait for);
-    should that child fail, here."""
+    ``verify``: what loads and compares the saved outputs, ``verify_all``'s arguments plus the check stage's
+    limit in seconds; by default ``verify_all`` here, in this process (it imports torch). A suite passes one
+    that runs it in a fresh child of the pre-warmed server (bench.isolate.runner.verify_in_server), so the
+    parent never imports torch (~4 s on a GPU host, which the first comparison would wait for)."""
     spec = optimized.spec
     basis, base_samples, opt_samples = _basis(baseline, optimized)
     common: dict[str, Any] = {
@@ -186,7 +194,7 @@ def compare(baseline: VariantResult, optimized: VariantResult, in_server: bool =
             status="failed",
             verification=Verification(verified=False, detail=f"{which} {bad.status}: {reason}"),
         )
-    verification = _verify(baseline, optimized, in_server)
+    verification = _verify(baseline, optimized, verify)
     speedup = low = high = None
     b, o = common["baseline_median_ms"], common["optimized_median_ms"]
     same_hardware = not verification.detail.startswith("ran on different devices")
@@ -244,37 +252,6 @@ def _median(samples: list[float]) -> float | None:
     return statistics.median(samples) if samples else None
 
 
-def speedup_interval(
-    baseline_ms: list[float], optimized_ms: list[float], run_noise: float, n: int = BOOTSTRAP, seed: int = 0
-) -> tuple[float, float] | None:
-    """95 % interval of median(baseline) / median(optimized): a percentile bootstrap over both sides' raw
-    samples (resampled independently), each half-width then widened in log space by the run-to-run term
-    1.96·√2·``run_noise`` (two runs, each its median's spread between processes), added in quadrature.
-    None with fewer than 2 samples on a side."""
-    if len(baseline_ms) < 2 or len(optimized_ms) < 2:
-        return None
-    import math
-
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    b, o = np.asarray(baseline_ms, dtype=np.float64), np.asarray(optimized_ms, dtype=np.float64)
-    ratios = []
-    chunk = max(1, 2_000_000 // max(b.size, o.size))  # bounded memory for long sample lists
-    for start in range(0, n, chunk):
-        k = min(chunk, n - start)
-        mb = np.median(b[rng.integers(0, b.size, (k, b.size))], axis=1)
-        mo = np.median(o[rng.integers(0, o.size, (k, o.size))], axis=1)
-        ratios.append(mb / mo)
-    r = np.concatenate(ratios)
-    lo, hi = np.percentile(r, [2.5, 97.5])
-    center = math.log(float(np.median(b)) / float(np.median(o)))
-    extra = 1.96 * math.sqrt(2.0) * run_noise
-    down = math.sqrt(max(center - math.log(lo), 0.0) ** 2 + extra**2)
-    up = math.sqrt(max(math.log(hi) - center, 0.0) ** 2 + extra**2)
-    return math.exp(center - down), math.exp(center + up)
-
-
 def _across(baseline: VariantResult, optimized: VariantResult) -> str | None:
     """"<baseline's GPU> vs <optimized's>" when the two ran on different physical GPUs (by the GPU's UUID in
     their manifests, else their workers' CUDA_VISIBLE_DEVICES); None when on one, or on the CPU."""
@@ -291,7 +268,7 @@ def _gpu(result: VariantResult, field: str = "name") -> str | None:
     return str(value) if value else None
 
 
-def _verify(baseline: VariantResult, optimized: VariantResult, in_server: bool = False) -> Verification:
+def _verify(baseline: VariantResult, optimized: VariantResult, verify: Verifier | None = None) -> Verification:
     if baseline.device != optimized.device or _gpu(baseline) != _gpu(optimized):
         return Verification(
             verified=False,
@@ -314,19 +291,10 @@ def _verify(baseline: VariantResult, optimized: VariantResult, in_server: bool =
     if fresh[0] is not None and fresh[1] is not None:
         pairs.append(_files(fresh[0], fresh[1]))
     rtol = optimized.config.get("rtol")
-    if in_server:
-        from bench.define.config import BenchmarkConfig
-        from bench.isolate.runner import in_server as run_in_server
-        from bench.isolate.server import ServerError
-
-        try:
-            results = run_in_server(
-                verify_all, pairs, rtol, timeout=BenchmarkConfig(**optimized.config).stage_limit("check")
-            )
-        except (OSError, ServerError):
-            results = verify_all(pairs, rtol)  # the child failed (not the comparison): compare here
-    else:
+    if verify is None:
         results = verify_all(pairs, rtol)
+    else:
+        results = verify(pairs, rtol, BenchmarkConfig(**optimized.config).stage_limit("check"))
     main = results[0]
     if not main.verified:
         return main

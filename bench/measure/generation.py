@@ -258,7 +258,7 @@ def _quantiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def summarize(records: Sequence[SampleRecord], requests: Sequence[RequestSpec], metric: str) -> dict[str, Any]:
-    """The ``Generation`` result's fields (bench.record.result) from the measured samples."""
+    """The ``Generation`` result's fields (bench.define.result) from the measured samples."""
     import numpy as np
 
     if not records:
@@ -422,7 +422,7 @@ class GenerationClock:
         return sample_until(one, iterations, rule)
 
     def result(self) -> dict[str, Any]:
-        """The measured generations, summarised (the ``generation`` message: bench.record.result.Generation)."""
+        """The measured generations, summarised (the ``generation`` message: bench.define.result.Generation)."""
         return summarize(self.records, self.requests, self.metric)
 
     def wrote_output(self) -> bool | None:
@@ -472,7 +472,7 @@ def pair_speedup(baseline: Any, optimized: Any, time_speedup: float | None) -> t
 
 def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) -> tuple[float, float] | None:
     """The 95 % interval of a TTFT or TPOT median speedup, from the per-request samples pooled over
-    generations (bench.measure.compare.speedup_interval with the run-to-run term ``run_noise``). Other metrics get
+    generations (bench.measure.stats.speedup_interval with the run-to-run term ``run_noise``). Other metrics get
     none: a percentile's or a rate's interval is not what the bootstrap of medians gives."""
     if metric not in ("ttft", "tpot"):
         return None
@@ -482,6 +482,6 @@ def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) 
         pooled.append([v for row in rows for v in row if v is not None])
     if min(len(p) for p in pooled) < 2:
         return None
-    from bench.measure.compare import speedup_interval
+    from bench.measure.stats import speedup_interval
 
     return speedup_interval(pooled[0], pooled[1], run_noise)

@@ -131,3 +131,47 @@ def flags(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         if a["sm_clock_mhz"] < 0.85 * a["max_sm_clock_mhz"]:
             out.append(f"low SM clock after measurement: {a['sm_clock_mhz']} of {a['max_sm_clock_mhz']} MHz")
     return out
+
+
+def device_manifest(device: Any) -> dict[str, Any]:
+    """Collected in the child after setup()."""
+    import torch
+
+    info: dict[str, Any] = {
+        "device": str(device),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "triton": _triton_version(),
+        "numerics": {
+            "allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            "bf16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "cudnn_deterministic": torch.backends.cudnn.deterministic,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        },
+        "cpu_threads": torch.get_num_threads(),
+    }
+    if getattr(device, "type", "") == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info["gpu"] = {
+            "name": props.name,
+            "compute_capability": f"{props.major}.{props.minor}",
+            "memory_gb": round(props.total_memory / 1e9, 2),
+            "multiprocessors": props.multi_processor_count,
+            "l2_cache_mb": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
+            "uuid": str(getattr(props, "uuid", "")) or None,  # the physical GPU, whatever the pinning
+        }
+        info["gpu_state"] = snapshot(device.index or 0, info["gpu"]["uuid"])
+    return info
+
+
+def _triton_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("triton")
+    except PackageNotFoundError:
+        return None

@@ -15,6 +15,10 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.define.config import BenchmarkConfig
 
 
 def relative_noise(samples_ms: Sequence[float]) -> float:
@@ -44,6 +48,17 @@ class StopRule:
     # must hold at two consecutive checkpoints: checking after every sample would stop on the first
     # lucky draw (a 10-sample MAD can be 4x too small), a multiple-testing bias towards flattering noise.
     growth: float = 1.25
+
+def rule_for(config: BenchmarkConfig) -> StopRule:
+    """``config``'s adaptive stopping rule, its time ceiling kept inside the measurement stage's limit."""
+    ceiling = min(config.max_measure_seconds, 0.8 * config.stage_limit("measurement"))
+    return StopRule(
+        noise_target=config.noise_target,
+        min_samples=config.min_samples,
+        min_seconds=min(config.min_measure_seconds, ceiling),
+        max_seconds=ceiling,
+    )
+
 
 @dataclass
 class Measurement:

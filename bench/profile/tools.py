@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.define.config import Layer, resolve_config
+from bench.define.result import Profile
 from bench.profile.markers import TIMED_RANGE
-from bench.record.result import Profile, VariantResult, VariantSpec
 
 TOOLS = ("torch", "ncu", "nsys")
 PROFILE_CALLS = 3  # calls of benchmark_fn inside the profiled region
@@ -207,105 +206,10 @@ def write_top_ops(rows: Sequence[Mapping[str, Any]], out: Path, unit: str) -> No
     (out / "top_ops.md").write_text("\n".join(lines) + "\n")
 
 
-# ------------------------------------------------------------------------ parent side (orchestration)
+# ------------------------------------------------------------------------ reading a tool's report
 
 
-def tools_for(mode: str) -> list[str]:
-    return list(TOOLS) if mode == "all" else [mode]
-
-
-def profile_variant(
-    spec: VariantSpec,
-    workdir: str | Path,
-    suite_layer: Layer = None,
-    cli_layer: Layer = None,
-    timed: VariantResult | None = None,
-    cold_start: bool = False,
-    env: dict[str, str] | None = None,
-) -> VariantResult:
-    """Profile one variant with the configured tools, each in its own child; never raises for a tool.
-
-    Returns the first profile child's result (its stages; no timing) with ``profile`` filled in, the
-    verdict included; a suite copies ``profile`` onto the timed result.
-    """
-    from bench.isolate.runner import run_variant
-    from bench.profile.verdict import verdict_for
-
-    config = resolve_config(timed.config if timed is not None else None, suite_layer, cli_layer)
-    wd = Path(workdir)
-    out = wd / "profile"
-    out.mkdir(parents=True, exist_ok=True)
-    profile = Profile(dir=str(out))
-    first: VariantResult | None = None
-    device = timed.device if timed is not None else _expected_device(config.device)
-    for tool in tools_for(config.profile_mode):
-        why = _skip_reason(tool, device)
-        if why:
-            profile.tools[tool] = f"skipped: {why}"
-            continue
-        child_wd = wd / f"profile-{tool}"
-        wrapper: list[str] | None = None
-        if tool == "ncu":
-            wrapper = ncu_command(shutil.which("ncu") or "ncu", config.ncu_preset, out / "profile")
-        elif tool == "nsys":
-            wrapper = nsys_command(shutil.which("nsys") or "nsys", out / "profile")
-        try:
-            r = run_variant(
-                spec, child_wd, suite_layer, cli_layer, mode="profile", profile_tool=tool,
-                cold_start=cold_start or wrapper is not None, env=env, wrapper=wrapper,
-            )  # fmt: skip
-        except OSError as exc:  # the profiler's executable could not be started
-            profile.tools[tool] = f"failed: {exc}"
-            continue
-        first = first or r
-        device = device or r.device
-        if r.status != "ok":
-            message = r.error.message.splitlines()[0] if r.error else r.status
-            profile.tools[tool] = f"failed: stage {r.failed_stage}: {message}"[:500]
-            continue
-        if tool == "torch" and r.profile is not None:
-            profile.metrics.update(r.profile.metrics)
-            profile.top_ops = r.profile.top_ops
-            for name in ("trace.json", "top_ops.csv", "top_ops.md"):
-                src = Path(r.profile.dir or child_wd) / name
-                if src.is_file() and src.parent != out:
-                    shutil.move(str(src), out / name)
-        elif tool == "ncu":
-            metrics, note = _read_ncu(out / "profile.ncu-rep", out / "ncu.csv")
-            profile.metrics.update(metrics)
-            if note:
-                profile.tools[tool] = f"failed: {note}"
-                continue
-        elif tool == "nsys" and not (out / "profile.nsys-rep").is_file():
-            profile.tools[tool] = "failed: nsys wrote no profile.nsys-rep"
-            continue
-        profile.tools[tool] = "ok"
-    profile.bound, profile.bound_evidence = verdict_for(timed or first, profile)
-    (out / "profile.json").write_text(profile.model_dump_json(indent=2))
-    result = first or VariantResult(spec=spec, status="skipped", config=config.model_dump(), device=device)
-    result.profile = profile
-    return result
-
-
-def _expected_device(device: str) -> str:
-    if device != "auto":
-        return device
-    from bench.isolate.runner import _cuda_available
-
-    return "cuda" if _cuda_available() else "cpu"
-
-
-def _skip_reason(tool: str, device: str | None) -> str | None:
-    if tool == "torch":
-        return None
-    if shutil.which(tool) is None:
-        return f"{tool} not on PATH"
-    if device is not None and not device.startswith("cuda"):
-        return f"{tool} profiles CUDA kernels; the variant ran on {device}"
-    return None
-
-
-def _read_ncu(report: Path, csv_path: Path) -> tuple[dict[str, float], str | None]:
+def read_ncu(report: Path, csv_path: Path) -> tuple[dict[str, float], str | None]:
     """Metrics from the .ncu-rep (exported to CSV beside it), or why there are none."""
     if not report.is_file():
         return {}, f"ncu wrote no {report.name} (no kernel inside the {TIMED_RANGE} range?)"
@@ -326,4 +230,3 @@ def summary_line(profile: Profile) -> str:
     """One line for the console: verdict, evidence, tools."""
     tools = ", ".join(f"{t} {s.split(':')[0]}" for t, s in profile.tools.items())
     return f"{profile.bound} ({profile.bound_evidence}); {tools}"
-

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bench.record.result import Profile, VariantResult
+from bench.define.result import Profile, VariantResult
 
 BOUND_PCT = 60.0  # % of a peak that counts as "at the roof" (ncu's own SOL guidance flags > 60 %)
 LAUNCH_US = 10.0  # a median call below this, batched by the clock, is launch-bound
@@ -94,11 +94,11 @@ def _roofline(r: Roofline) -> tuple[str, str] | None:
 def peak_ceilings(result: VariantResult) -> tuple[dict[str, float] | None, str, str]:
     """(ceilings, dtype, why none) through the peak cache's reader, whatever state it is in.
 
-    ``bench.record.peaks`` (written by ``perflab peak``) may be absent, older or newer than this code, or its
+    ``bench.measure.ceilings`` (written by ``perflab peak``) may be absent, older or newer than this code, or its
     cache corrupt: any failure is a reason, never an error.
     """
     try:
-        from bench.record import peaks  # type: ignore[attr-defined]
+        from bench.measure import ceilings as peaks  # type: ignore[attr-defined]
 
         key = peaks.hardware_key(result)
         ceilings = peaks.lookup(key)

@@ -1,8 +1,9 @@
 """Run manifests: what machine, software and settings produced a number.
 
-The host part (git, Python, OS, selected environment variables) is collected once by the parent;
-the device part (GPU, clocks, driver, torch/CUDA/triton, numeric switches) by the child that ran the
-variant, after its setup, so a benchmark that flips TF32 in setup is recorded doing so (INTEGRITY #7).
+The host part (git, Python, OS, selected environment variables, secrets redacted) is collected here, once
+by the parent; the device part (GPU, clocks, driver, torch/CUDA/triton, numeric switches) by the child that
+ran the variant (``bench.measure.machine.device_manifest``), after its setup, so a benchmark that flips TF32
+in setup is recorded doing so (INTEGRITY #7).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-from bench.measure.machine import snapshot
 
 # Environment variables worth recording: they change kernels, allocators, threads or tracking.
 _ENV_PREFIXES = (
@@ -107,38 +106,3 @@ def host_manifest() -> dict[str, Any]:
         "packages": {p: _version(p) for p in ("torch", "triton", "mlflow", "numpy", "pydantic", "perflab")},
         "env": redact_env(),
     }
-
-
-def device_manifest(device: Any) -> dict[str, Any]:
-    """Collected in the child after setup()."""
-    import torch
-
-    info: dict[str, Any] = {
-        "device": str(device),
-        "torch": torch.__version__,
-        "cuda_runtime": torch.version.cuda,
-        "triton": _version("triton"),
-        "numerics": {
-            "allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-            "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
-            "bf16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
-            "cudnn_benchmark": torch.backends.cudnn.benchmark,
-            "cudnn_deterministic": torch.backends.cudnn.deterministic,
-            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        },
-        "cpu_threads": torch.get_num_threads(),
-    }
-    if getattr(device, "type", "") == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        info["gpu"] = {
-            "name": props.name,
-            "compute_capability": f"{props.major}.{props.minor}",
-            "memory_gb": round(props.total_memory / 1e9, 2),
-            "multiprocessors": props.multi_processor_count,
-            "l2_cache_mb": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
-            "uuid": str(getattr(props, "uuid", "")) or None,  # the physical GPU, whatever the pinning
-        }
-        info["gpu_state"] = snapshot(device.index or 0, info["gpu"]["uuid"])
-    return info

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.record.result import SuiteResult
+from bench.define.result import SuiteResult
 
 
 def _fmt(x: float | None, spec: str) -> str:

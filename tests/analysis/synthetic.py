@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 from mlflow import MlflowClient
 
-from bench.measure.stats import summarize
-from bench.record.result import (
+from bench.define.result import (
     Comparison,
     ErrorInfo,
     Memory,
@@ -21,6 +20,7 @@ from bench.record.result import (
     Verification,
     Work,
 )
+from bench.measure.stats import summarize
 from bench.record.tracking import Tracker
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from bench.define.discovery import discover, select
+from bench.define.result import Comparison, VariantResult
 from bench.errors import PerflabError
-from bench.isolate.suite import BackgroundSink, run_suite
-from bench.record.result import Comparison, VariantResult
+from bench.isolate.sink import BackgroundSink
+from bench.isolate.suite import run_suite
 
 FAST = {"warmup": 1, "iterations": 3, "device": "cpu"}
 

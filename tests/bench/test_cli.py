@@ -1,4 +1,4 @@
-"""bench/cli.py: the ``perflab`` command, run the way users run it (``python -m bench.cli`` → main)."""
+"""The ``perflab`` command (perflab/cli.py over bench/cli/), run the way users run it (``python -m perflab`` → main)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
+from perflab.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def perflab(*args: str | Path, timeout: float = 240) -> subprocess.CompletedProc
     env = {**os.environ, "COLUMNS": "400", "NO_COLOR": "1"}  # wide: no wrapped paths or names
     env.pop("PERFLAB_CHAPTERS_DIR", None)
     return subprocess.run(
-        [sys.executable, "-m", "bench.cli", *map(str, args)],
+        [sys.executable, "-m", "perflab", *map(str, args)],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -127,14 +127,14 @@ def test_run_with_a_wrong_output_fails(tree: Path) -> None:
 )
 def test_bad_worker_flags_are_rejected(args: list[str], needle: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.cli", "run", "--no-track", *args],
+        [sys.executable, "-m", "perflab", "run", "--no-track", *args],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and needle in done.stderr, done.stderr
 
 
 def test_jobs_on_cpu_gives_cpu_workers() -> None:
-    from bench.cli import _workers
+    from bench.cli.run import workers_for as _workers
 
     assert _workers("cpu", None, 3) == [{}, {}, {}]
     assert _workers("cpu", "2,3", None) == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "3"}]

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import torch
 
+from bench.define.result import ErrorInfo, OutputInfo, Timing, VariantResult, VariantSpec
 from bench.measure.compare import DEFAULT_RTOL, compare, compare_tensors, default_rtol
 from bench.measure.stats import summarize
-from bench.record.result import ErrorInfo, OutputInfo, Timing, VariantResult, VariantSpec
 
 
 def ref(n: int = 1000, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:

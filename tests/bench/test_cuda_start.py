@@ -15,7 +15,7 @@ import torch
 
 from bench.define.discovery import VariantSpec
 from bench.isolate.runner import run_variant
-from bench.record.tracking import variant_metrics
+from bench.record.contract import variant_metrics
 
 
 def _spec(path: Path) -> VariantSpec:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from bench.define.discovery import discover, select
+from bench.define.result import Generation, VariantResult, VariantSpec
 from bench.errors import ProtocolError
 from bench.isolate.suite import run_suite
 from bench.measure.compare import compare
@@ -25,7 +26,6 @@ from bench.measure.generation import (
     summarize,
 )
 from bench.measure.stopping import StopRule
-from bench.record.result import Generation, VariantResult, VariantSpec
 
 
 class Engine:
@@ -241,7 +241,7 @@ def test_protocol_declaration_and_requests_checked() -> None:
 
 
 def _result(variant: str, gen: dict[str, Any] | None, median: float = 10.0) -> VariantResult:
-    from bench.record.result import Timing, TimingStats
+    from bench.define.result import Timing, TimingStats
 
     stats = TimingStats(
         n=3, mean_ms=median, median_ms=median, std_ms=0, min_ms=median, max_ms=median, iqr_ms=0, cv=0,
@@ -290,7 +290,7 @@ def test_speedup_falls_back_to_time_without_the_metric() -> None:
 
 
 def test_tracking_logs_the_generation_metrics() -> None:
-    from bench.record.tracking import variant_metrics
+    from bench.record.contract import variant_metrics
 
     metrics = variant_metrics(_result("optimized", {"speedup_metric": "tpot"}))
     assert {k: metrics[k] for k in metrics if k.startswith(("ttft", "tpot", "itl", "tokens", "requests"))} == {

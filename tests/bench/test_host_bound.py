@@ -127,7 +127,7 @@ def test_one_worker_measures_a_host_bound_variant_while_the_sink_neither_opens_n
     import threading
     import time
 
-    from bench.isolate.suite import BackgroundSink
+    from bench.isolate.sink import BackgroundSink
 
     busy: list[Span] = []
     logged: list[str] = []

@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from bench.define.discovery import discover, select
+from bench.define.result import STAGES, SuiteResult, VariantResult
 from bench.isolate.runner import run_variant
 from bench.isolate.suite import run_suite
-from bench.record.result import STAGES, SuiteResult, VariantResult
 from bench.record.summary import summary_dict, summary_markdown
 
 # The fixture benchmarks keep their tensors on the CPU; with device "auto" the harness still runs the
@@ -407,8 +407,8 @@ def test_interrupted_parent_kills_the_child_at_once(
     leaves the child running."""
     import select as select_module
 
+    from bench.define.result import VariantSpec
     from bench.isolate import runner
-    from bench.record.result import VariantSpec
 
     pid_file = str(tmp_path / "pid")
     path = write_benchmark(

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.record.manifest import REDACTED, device_manifest, git_info, host_manifest, redact_env
+from bench.measure.machine import device_manifest
+from bench.record.manifest import REDACTED, git_info, host_manifest, redact_env
 
 REPO = Path(__file__).resolve().parents[2]
 

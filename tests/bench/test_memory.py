@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.define.result import VariantSpec
 from bench.isolate.runner import run_variant
-from bench.record.result import VariantSpec
 
 ALLOC = '''
 import torch

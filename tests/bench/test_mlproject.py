@@ -11,7 +11,7 @@ import pytest
 import typer
 from mlflow.projects import _project_spec
 
-from bench.cli import app
+from perflab.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 

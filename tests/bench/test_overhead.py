@@ -113,7 +113,7 @@ def test_chapter_wall_refuses_a_single_worker_and_unknown_flags() -> None:
 def test_overhead_cli_rejects_one_gpu_for_the_chapter_wall() -> None:
     from typer.testing import CliRunner
 
-    from bench.cli import app
+    from perflab.cli import app
 
     result = CliRunner().invoke(app, ["overhead", "--n", "0", "--chapter-wall", "7", "--gpus", "0"])
     assert result.exit_code != 0

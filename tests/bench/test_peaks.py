@@ -1,4 +1,4 @@
-"""bench/record/peaks.py: pct_of_peak from a synthetic peak cache, and tracking logging it."""
+"""bench/measure/ceilings.py: pct_of_peak from a synthetic peak cache, and tracking logging it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from bench.record import peaks
-from bench.record.result import OutputInfo, TensorInfo
+from bench.define.result import OutputInfo, TensorInfo
+from bench.measure import ceilings as peaks
 from bench.record.tracking import Tracker
 from tests.analysis.synthetic import H100, result
 

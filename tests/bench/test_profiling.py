@@ -16,15 +16,16 @@ from typer.testing import CliRunner
 
 import bench
 from bench.audit.selfcheck import parse_ncu_csv as selfcheck_parse
-from bench.cli import app
 from bench.define.discovery import discover, select
+from bench.define.result import Profile, Timing, VariantResult, VariantSpec, Work
+from bench.isolate.profiled import profile_variant
 from bench.isolate.suite import run_suite
 from bench.measure.stats import summarize
 from bench.profile import markers
-from bench.profile.tools import NCU_METRICS, aggregate_ncu, ncu_command, parse_ncu_csv, profile_variant
+from bench.profile.tools import NCU_METRICS, aggregate_ncu, ncu_command, parse_ncu_csv
 from bench.profile.verdict import Roofline, verdict, verdict_for
-from bench.record.result import Profile, Timing, VariantResult, VariantSpec, Work
 from bench.record.tracking import Tracker
+from perflab.cli import app
 
 CPU = {"device": "cpu", "iterations": 5, "warmup": 1}
 
@@ -144,14 +145,14 @@ def _timed(median_ms: float, work: Work | None = None) -> VariantResult:
 def test_verdict_reads_the_peak_cache_tolerantly(monkeypatch: pytest.MonkeyPatch) -> None:
     timed = _timed(0.1, work=Work(bytes=270e6))  # 2700 GB/s
     skipped = Profile(tools={"ncu": "skipped: ncu not on PATH"})
-    fake = types.ModuleType("bench.record.peaks")
+    fake = types.ModuleType("bench.measure.ceilings")
     fake.hardware_key = lambda r: "NVIDIA H100 80GB HBM3"  # type: ignore[attr-defined]
     fake.lookup = lambda key: {"copy_gbps": 3000.0} if key == "NVIDIA H100 80GB HBM3" else None  # type: ignore[attr-defined]
     fake.result_dtype = lambda r: "fp32"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "bench.record.peaks", fake)
-    import bench.record
+    monkeypatch.setitem(sys.modules, "bench.measure.ceilings", fake)
+    import bench.measure
 
-    monkeypatch.setattr(bench.record, "peaks", fake)
+    monkeypatch.setattr(bench.measure, "ceilings", fake)
     bound, evidence = verdict_for(timed, skipped)
     assert bound == "memory" and "roofline" in evidence
     fake.lookup = lambda key: None  # type: ignore[attr-defined]

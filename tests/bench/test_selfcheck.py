@@ -62,7 +62,7 @@ def test_gpu_workloads_skip_with_reason_without_cuda() -> None:
 
 def test_unknown_workload_is_a_clear_cli_error() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.cli", "selfcheck", "--workload", "bogus", "--no-track", "--no-ncu"],
+        [sys.executable, "-m", "perflab", "selfcheck", "--workload", "bogus", "--no-track", "--no-ncu"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "bogus" in done.stderr and "tiny_add" in done.stderr

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.isolate import server
+from bench.isolate import rendezvous, server
 
 
 def _interpret() -> bool:
@@ -38,7 +38,7 @@ def _server_pid(key: str, timeout: float = 60.0) -> int:
 def _gone(pid: int, within: float) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if not server._alive(pid):
+        if not rendezvous.alive(pid):
             return True
         time.sleep(0.05)
     return False
@@ -134,7 +134,7 @@ def test_a_caller_that_goes_away_takes_its_child_with_it() -> None:
     finally:
         os.close(write_fd)
     os.close(read_fd)
-    assert server._alive(child.pid)
+    assert rendezvous.alive(child.pid)
     child.close()  # as if this process had died: the server sees the connection end
     assert _gone(child.pid, 10.0), "the child outlived its caller"
 
@@ -155,7 +155,7 @@ def test_stop_all_stops_every_server(monkeypatch: pytest.MonkeyPatch) -> None:
     server.call(operator.neg, 1, interpret=interpret, timeout=120)
     pid = _server_pid(server.server_key(interpret))
     assert pid in server.stop_all()
-    assert not server._alive(pid)
+    assert not rendezvous.alive(pid)
     assert server.servers() == []
 
 
@@ -191,13 +191,13 @@ def test_the_key_covers_cgroups_and_resource_limits(monkeypatch: pytest.MonkeyPa
     """A command in another batch job (cgroup) or under another ulimit gets a server of its own."""
     base = dict(os.environ)
     key = server.server_key(True, base)
-    real = server.confinement()
-    monkeypatch.setattr(server, "confinement", lambda: {**real, "cgroup": "0::/slurm/job_2\n"})
+    real = rendezvous.confinement()
+    monkeypatch.setattr(rendezvous, "confinement", lambda: {**real, "cgroup": "0::/slurm/job_2\n"})
     assert server.server_key(True, base) != key
     limits = {**real["rlimits"], "RLIMIT_AS": (1 << 33, 1 << 33)}
-    monkeypatch.setattr(server, "confinement", lambda: {**real, "rlimits": limits})
+    monkeypatch.setattr(rendezvous, "confinement", lambda: {**real, "rlimits": limits})
     assert server.server_key(True, base) != key
-    monkeypatch.setattr(server, "confinement", lambda: real)
+    monkeypatch.setattr(rendezvous, "confinement", lambda: real)
     assert server.server_key(True, base) == key
 
 
@@ -211,7 +211,7 @@ def test_the_child_gets_the_callers_umask_and_nice_level() -> None:
 
 
 def _umask_and_nice() -> tuple[int, int]:
-    return server._umask(), os.getpriority(os.PRIO_PROCESS, 0)
+    return rendezvous.umask(), os.getpriority(os.PRIO_PROCESS, 0)
 
 
 def test_outputs_compared_in_the_server_as_in_the_parent(tmp_path: Path) -> None:
@@ -263,7 +263,7 @@ def _sleep_then(seconds: float, value: int) -> int:
 def test_cli_server_status_and_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from bench.cli import app
+    from perflab.cli import app
 
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("PERFLAB_TEST_CLI", "1")  # keyed: a server of this test's own
@@ -275,5 +275,5 @@ def test_cli_server_status_and_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     assert f"TRITON_INTERPRET={'1' if interpret else ''!r}" in status.output
     stop = CliRunner().invoke(app, ["server", "stop"])
     assert stop.exit_code == 0 and "stopped" in stop.output and str(pid) in stop.output
-    assert not server._alive(pid)
+    assert not rendezvous.alive(pid)
     assert "no server running" in CliRunner().invoke(app, ["server", "status"]).output

@@ -94,8 +94,8 @@ def test_a_wrong_cuda_guess_is_caught_and_rerun_cold(
     """Before torch answers, children's environments go by cuda_likely(); guessed wrong (a GPU seen by
     NVML, yet torch without one), the child refuses before its first stage, and the variant re-runs
     cold in the environment torch's answer gives: never a CPU run in compiled-Triton mode."""
+    from bench.define.result import VariantSpec
     from bench.isolate.runner import run_variant
-    from bench.record.result import VariantSpec
 
     path = write_benchmark(tmp_path / "ch01" / "baseline_guess.py")
     spec = VariantSpec(chapter="ch01", example="guess", variant="baseline", path=str(path))

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.measure.stopping import StopRule, relative_noise, sample_until
+from bench.measure.stopping import StopRule, relative_noise, rule_for, sample_until
 
 
 class FakeClock:
@@ -77,7 +77,7 @@ def test_config_stop_rule_stays_inside_the_measurement_limit() -> None:
     from bench.define.config import resolve_config
 
     cfg = resolve_config({"measurement_timeout_seconds": 1.0, "max_measure_seconds": 5.0, "noise_target": 0.01})
-    rule = cfg.stop_rule()
+    rule = rule_for(cfg)
     assert rule.max_seconds == pytest.approx(0.8) and rule.noise_target == 0.01
 
 

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from bench.measure.stats import summarize
-from bench.record.result import (
+from bench.define.result import (
     Comparison,
     ErrorInfo,
     SuiteResult,
@@ -16,6 +15,7 @@ from bench.record.result import (
     VariantSpec,
     Verification,
 )
+from bench.measure.stats import summarize
 from bench.record.summary import summary_dict, summary_markdown
 
 

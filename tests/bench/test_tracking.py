@@ -16,8 +16,7 @@ import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Run
 
-from bench.measure.stats import summarize
-from bench.record.result import (
+from bench.define.result import (
     Comparison,
     ErrorInfo,
     Memory,
@@ -29,6 +28,7 @@ from bench.record.result import (
     Verification,
     Work,
 )
+from bench.measure.stats import summarize
 from bench.record.tracking import Tracker
 
 _MLFLOW_ENV = ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID")

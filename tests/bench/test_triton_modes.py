@@ -53,7 +53,7 @@ def get_benchmark():
 
 SCRIPT = '''
 import json, sys
-from bench.record.result import VariantSpec
+from bench.define.result import VariantSpec
 from bench.isolate.runner import run_variant
 
 path, wd, first_env = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
@@ -101,7 +101,7 @@ PRESTART = '''
 import json, sys
 from bench.isolate import server
 from bench.define.config import resolve_config
-from bench.record.result import VariantSpec
+from bench.define.result import VariantSpec
 from bench.isolate.runner import prestart_server, run_variant
 
 path, wd = sys.argv[1], sys.argv[2]

@@ -12,10 +12,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from bench.cli import app
 from kernels.case import CASES, Shape
 from kernels.common import retyped
 from kernels.sweep import CSV_COLUMNS, GPU_SHAPES, Row, csv_text, geomean, plot_png, sweep_case, sweep_shapes
+from perflab.cli import app
 
 CPU = torch.device("cpu")
 

@@ -280,7 +280,7 @@ class Comparison(BaseModel):
     speedup: float | None = None  # baseline median / optimized median; never clamped
     speedup_time: Literal["cold", "batch"] = "cold"  # which time the speedup is on (BenchmarkConfig.speedup_time)
     # 95 % interval of the speedup: bootstrap of the ratio of medians over both sides' raw samples, widened by
-    # the run-to-run spread (bench.measure.compare.speedup_interval)
+    # the run-to-run spread (bench.measure.stats.speedup_interval)
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     # "faster" / "slower": the interval lies above / below 1.0; "no significant difference": it holds 1.0
