@@ -3,7 +3,7 @@
 Same isolation as ``bench.isolate.runner``'s fast path: the child is forked from a forkserver that imported
 torch/h5py once (CUDA never initialised there), calls ``setsid`` so the parent can kill the whole
 group — DataLoader workers included — and reports through a JSON file. A child that exceeds the
-deadline is TERMed, then KILLed (``bench.isolate.runner.kill_group``); one that dies without a report is
+deadline is TERMed, then KILLed (``bench.isolate.kill_group``); one that dies without a report is
 ``failed`` with its log tail; ``torch.OutOfMemoryError`` (real or simulated) is ``oom``; a workload
 that cannot be built is ``failed`` with ``workload_error`` set (the sweep stops on it: every trial
 would fail the same way). With ``should_prune``, the parent reads the child's interim throughput once

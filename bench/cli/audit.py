@@ -91,7 +91,8 @@ def overhead(
 ) -> None:
     """Per-variant cost of isolation: fast path (a fork of the pre-warmed server) vs cold start (fresh
     interpreter); with --chapter-wall, a chapter's wall time on one worker vs several."""
-    from bench.audit.overhead import chapter_wall_markdown, markdown, run_overhead
+    from bench.audit.overhead import markdown, run_overhead
+    from bench.audit.wall import chapter_wall_markdown
 
     if n == 1:
         raise PerflabError("--n 1 is too small; use at least 2 variants per path, or 0 to skip")
@@ -112,7 +113,7 @@ def _chapter_wall(
     target: str, gpus: str | None, jobs: int | None, extra: list[str], out: Path | None, repeats: int
 ) -> dict[str, Any]:
     """``perflab run -t target`` on one worker and on several: ``--jobs`` on the CPU, else one worker per GPU."""
-    from bench.audit.overhead import chapter_wall
+    from bench.audit.wall import chapter_wall
     from bench.cli.run import workers_for
 
     store = out / "chapter_wall.db" if out is not None else None  # the runs' MLflow store, kept with --out

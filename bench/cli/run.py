@@ -118,7 +118,7 @@ def run(
         raise PerflabError(f"no examples found under {catalog.root}")
     check_workers(gpus, jobs)
     if not cold_start:
-        from bench.isolate.runner import prestart_server
+        from bench.isolate.process import prestart_server
 
         # First: the server's imports (torch) overlap everything below, the MLflow start-up included.
         prestart_server(effective)
@@ -302,14 +302,14 @@ def workers_for(device: str, gpus: str | None, jobs: int | None) -> list[dict[st
 def _cuda_count() -> int:
     """GPUs a worker each: NVML's count (no torch import in this process: ~4 s on a GPU host), unless
     a GPU is in MIG mode or NVML is missing, where torch answers (MIG instances are not NVML devices)."""
-    from bench.isolate.runner import _cuda_available, cuda_likely, nvml_gpu_count
+    from bench.isolate.process import cuda_available, cuda_likely, nvml_gpu_count
 
     if not cuda_likely():
         return 0
     count = nvml_gpu_count()
     if count is not None:
         return count
-    if not _cuda_available():
+    if not cuda_available():
         return 0
     import torch
 

@@ -195,3 +195,28 @@ def context() -> RunContext:
     if _current is None:
         _current = make_context(resolve_config())
     return _current
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s work (a no-op on a CPU)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    """Seed random, numpy, torch and every CUDA device; with ``deterministic``, deterministic algorithms and
+    cuDNN (set in the child before ``setup()``)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False

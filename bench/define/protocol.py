@@ -73,3 +73,21 @@ def load_benchmark(path: str | Path) -> Benchmark:
     if not callable(factory):
         raise ProtocolError(f"{path}: no module-level get_benchmark() function")
     return check_benchmark(factory(), str(path))
+
+
+def outputs_of(obj: Any) -> list[Any] | None:
+    """The tensors ``obj.get_output()`` returns, as a list (None without the method or an output); a
+    ``TypeError`` naming what is not a tensor."""
+    import torch
+
+    get = getattr(obj, "get_output", None)
+    if get is None:
+        return None
+    out = get()
+    if out is None:
+        return None
+    tensors = list(out) if isinstance(out, (tuple, list)) else [out]
+    bad = [type(t).__name__ for t in tensors if not isinstance(t, torch.Tensor)]
+    if bad:
+        raise TypeError(f"get_output() must return a tensor or a tuple of tensors, got {bad}")
+    return tensors

@@ -19,6 +19,6 @@ child of the server); nothing outlives the command that started it.
 Public (for the packages built on the harness): the names in ``__all__``.
 """
 
-from bench.isolate.runner import kill_group
+from bench.isolate.process import kill_group
 
 __all__ = ["kill_group"]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from bench.define.config import Layer, resolve_config
 from bench.define.result import Profile, VariantResult, VariantSpec
-from bench.isolate.runner import _cuda_available, run_variant
+from bench.isolate.process import cuda_available
+from bench.isolate.runner import run_variant
 from bench.profile.tools import TOOLS, ncu_command, nsys_command, read_ncu
 from bench.profile.verdict import verdict_for
 
@@ -47,7 +48,6 @@ def profile_variant(
         if why:
             profile.tools[tool] = f"skipped: {why}"
             continue
-        child_wd = wd / f"profile-{tool}"
         wrapper: list[str] | None = None
         if tool == "ncu":
             wrapper = ncu_command(shutil.which("ncu") or "ncu", config.ncu_preset, out / "profile")
@@ -55,7 +55,7 @@ def profile_variant(
             wrapper = nsys_command(shutil.which("nsys") or "nsys", out / "profile")
         try:
             r = run_variant(
-                spec, child_wd, suite_layer, cli_layer, mode="profile", profile_tool=tool,
+                spec, wd / f"profile-{tool}", suite_layer, cli_layer, mode="profile", profile_tool=tool,
                 cold_start=cold_start or wrapper is not None, env=env, wrapper=wrapper,
             )  # fmt: skip
         except OSError as exc:  # the profiler's executable could not be started
@@ -63,27 +63,7 @@ def profile_variant(
             continue
         first = first or r
         device = device or r.device
-        if r.status != "ok":
-            message = r.error.message.splitlines()[0] if r.error else r.status
-            profile.tools[tool] = f"failed: stage {r.failed_stage}: {message}"[:500]
-            continue
-        if tool == "torch" and r.profile is not None:
-            profile.metrics.update(r.profile.metrics)
-            profile.top_ops = r.profile.top_ops
-            for name in ("trace.json", "top_ops.csv", "top_ops.md"):
-                src = Path(r.profile.dir or child_wd) / name
-                if src.is_file() and src.parent != out:
-                    shutil.move(str(src), out / name)
-        elif tool == "ncu":
-            metrics, note = read_ncu(out / "profile.ncu-rep", out / "ncu.csv")
-            profile.metrics.update(metrics)
-            if note:
-                profile.tools[tool] = f"failed: {note}"
-                continue
-        elif tool == "nsys" and not (out / "profile.nsys-rep").is_file():
-            profile.tools[tool] = "failed: nsys wrote no profile.nsys-rep"
-            continue
-        profile.tools[tool] = "ok"
+        profile.tools[tool] = _collect(tool, r, profile, wd / f"profile-{tool}", out)
     profile.bound, profile.bound_evidence = verdict_for(timed or first, profile)
     (out / "profile.json").write_text(profile.model_dump_json(indent=2))
     result = first or VariantResult(spec=spec, status="skipped", config=config.model_dump(), device=device)
@@ -91,10 +71,33 @@ def profile_variant(
     return result
 
 
+def _collect(tool: str, r: VariantResult, profile: Profile, child_wd: Path, out: Path) -> str:
+    """What the tool's child left, gathered under ``out`` and into ``profile``; the tool's state ("ok",
+    "failed: <why>")."""
+    if r.status != "ok":
+        message = r.error.message.splitlines()[0] if r.error else r.status
+        return f"failed: stage {r.failed_stage}: {message}"[:500]
+    if tool == "torch" and r.profile is not None:
+        profile.metrics.update(r.profile.metrics)
+        profile.top_ops = r.profile.top_ops
+        for name in ("trace.json", "top_ops.csv", "top_ops.md"):
+            src = Path(r.profile.dir or child_wd) / name
+            if src.is_file() and src.parent != out:
+                shutil.move(str(src), out / name)
+    elif tool == "ncu":
+        metrics, note = read_ncu(out / "profile.ncu-rep", out / "ncu.csv")
+        profile.metrics.update(metrics)
+        if note:
+            return f"failed: {note}"
+    elif tool == "nsys" and not (out / "profile.nsys-rep").is_file():
+        return "failed: nsys wrote no profile.nsys-rep"
+    return "ok"
+
+
 def _expected_device(device: str) -> str:
     if device != "auto":
         return device
-    return "cuda" if _cuda_available() else "cpu"
+    return "cuda" if cuda_available() else "cpu"
 
 
 def _skip_reason(tool: str, device: str | None) -> str | None:

@@ -22,7 +22,8 @@ from typing import Any
 from bench.define.config import Layer, host_clocked, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult, VariantResult, VariantSpec
-from bench.isolate.runner import KILL_GRACE_S, Cancelled, Gate, run_variant, verify_in_server
+from bench.isolate.process import KILL_GRACE_S, verify_in_server
+from bench.isolate.runner import Cancelled, Gate, run_variant
 from bench.isolate.sink import OnResult, Sink
 from bench.measure.compare import compare
 

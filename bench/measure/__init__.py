@@ -22,6 +22,6 @@ clock for code outside a chapter), ``copy_bandwidth_gbps`` and the peak cache (`
 
 from bench.measure import ceilings
 from bench.measure.ceilings import copy_bandwidth_gbps
-from bench.measure.clocks import time_callable
+from bench.measure.timer import time_callable
 
 __all__ = ["ceilings", "copy_bandwidth_gbps", "time_callable"]

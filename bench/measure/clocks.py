@@ -41,33 +41,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.measure.guard import BOUND
-from bench.measure.stats import summarize
-from bench.measure.stopping import Measurement, StopRule, relative_noise, rule_for, sample_until
+from bench.measure.stopping import Measurement, StopRule, relative_noise, sample_until
 
 if TYPE_CHECKING:
-    from bench.define.config import BenchmarkConfig
-    from bench.define.result import TimingStats
+    pass
 
 Fn = Callable[[], Any]
 
 MODES = ("auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch")
-_MAX_SPIN_MS = 50.0
-# Batch sizes: a graph launch costs the device ~20 µs before its first kernel (H100: a 52-call graph of a
-# 1.0 µs add read 1.42 µs per call, 1000 calls 1.02 µs), so graph batches span ~4 ms of calls.
-GRAPH_BATCH_TARGET_MS = 4.0
-MAX_GRAPH_BATCH = 4000
+# Eager batches (back-to-back calls without a graph) span ~1 ms of calls.
 EAGER_BATCH_TARGET_MS = 1.0
 MAX_EAGER_BATCH = 1000
 # Warm-up to a steady state: the last window's median within this of the window before.
 STABLE_WINDOW = 5
 STABLE_TOLERANCE = 0.10
-# A device-wide sync still waiting this long after the end event means work on another stream ...
-_SIDE_STREAM_MIN_MS = 0.05
-_SIDE_STREAM_FRACTION = 0.1
-# ... in at least this share of the samples: the variant is invalid (fewer is host jitter: 1-7 of ~240
-# samples on an H100 host; a side stream shows in nearly every sample).
-SIDE_STREAM_INVALID_SHARE = 0.5
-SIDE_STREAM_NOTE_SHARE = 0.2
 # The batch measurement's effort: enough samples for its median, a fraction of the cold one's time.
 BATCH_RULE = StopRule(min_samples=10, min_seconds=0.02, max_seconds=0.3)
 
@@ -189,7 +176,7 @@ class CpuClock:
         samples, self.stable = warm_up(lambda: self.one(fn), n, self.min_warmup_s, self.max_warmup_s)
         self.warmup_done = len(samples)
         if not self.stable:
-            self.notes.append(_unsteady(samples, self.max_warmup_s))
+            self.notes.append(unsteady(samples, self.max_warmup_s))
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         return sample_until(lambda: self.one(fn), iterations, rule)
@@ -213,289 +200,12 @@ class CpuClock:
         return Batch(m.samples_ms, calls, how, m.stop_reason, m.noise)
 
 
-def _unsteady(samples: list[float], max_s: float) -> str:
+def unsteady(samples: list[float], max_s: float) -> str:
     tail = ", ".join(f"{1e3 * s:.2f}" for s in samples[-2 * STABLE_WINDOW :])
     return (
         f"warm-up: no steady state after {len(samples)} calls and {max_s:g} s (the last calls, µs: {tail}); "
         "the machine may be busy"
     )
-
-
-class L2Flush:
-    """Reads a buffer of twice the device's L2 size (INTEGRITY #2): no line of earlier work survives.
-
-    A read, not a write: L2 ends up full of clean lines, so the timed work's evictions cost nothing.
-    A write-based flush (``zero_``) leaves 2x L2 of dirty lines whose write-back lands inside the next
-    sample (+7 µs on a 128 MiB op on an H100, measured by perflab selfcheck). The read is an fp32 sum
-    into a preallocated scalar: no temporary.
-    """
-
-    def __init__(self, device: Any) -> None:
-        import torch
-
-        props = torch.cuda.get_device_properties(device)
-        l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
-        self._torch = torch
-        self._buf = torch.ones(2 * l2 // 4, dtype=torch.float32, device=device)
-        self._sink = torch.empty((), dtype=torch.float32, device=device)
-        self.bytes = self._buf.numel() * 4 + 4
-
-    def __call__(self) -> None:
-        self._torch.sum(self._buf, dim=0, out=self._sink)
-
-
-def capture_graph(fn: Fn, calls: int, device: Any) -> Fn:
-    """``calls`` back-to-back calls of ``fn`` captured in one CUDA graph; its ``replay``. Raises if impossible.
-
-    ``fn`` runs once on a side stream first (allocator warm-up, as torch's CUDA-graph docs require).
-    Only device work is captured: Python side effects of ``fn`` happen at capture, not at replay.
-    """
-    import torch
-
-    try:
-        side = torch.cuda.Stream(device)
-        side.wait_stream(BOUND.current_stream(device))
-        with torch.cuda.stream(side):
-            fn()
-        BOUND.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                fn()
-        graph.replay()
-        BOUND.synchronize(device)
-    except Exception:
-        BOUND.synchronize(device)
-        raise
-    return graph.replay
-
-
-class CudaEventClock:
-    """CUDA events, L2 flushed and launch latency hidden behind a spin kernel (cold); graph batches (batch)."""
-
-    mode = "cuda_event"
-
-    def __init__(
-        self,
-        device: Any,
-        flush_l2: bool = True,
-        spin_ms: float = 0.05,
-        sample_gap: float = 1.0,
-        min_warmup_s: float = 0.05,
-        max_warmup_s: float = 5.0,
-    ) -> None:
-        BOUND.bind_torch()
-        self.device = device
-        self.l2_flushed = flush_l2
-        self.notes: list[str] = []
-        self.fallback: str | None = None
-        self.invalid: str | None = None
-        self.leaks = 0
-        self.side_stream = 0
-        self.tails_ms: list[float] = []  # per sample: the device-wide sync's wait after the end event,
-        self.idle_sync_ms: list[float] = []  # and a second sync's, with nothing left to wait for
-        self._flush = L2Flush(device) if flush_l2 else None
-        self.overhead_bytes = self._flush.bytes if self._flush is not None else 0
-        self._cycles_per_ms = self._calibrate()
-        self._spin_ms = spin_ms  # grows (doubling) whenever a sample shows the host outran it
-        self.sample_gap = sample_gap  # idle after each sample, as a multiple of its span
-        self.min_warmup_s, self.max_warmup_s = min_warmup_s, max_warmup_s
-        self.warmup_done = 0
-        self.stable: bool | None = None
-        self.differential = flush_l2  # cold samples as graph differences, when the call can be captured
-        self._with_call: Fn | None = None  # replay of a graph [flush, call]
-        self._flush_only: Fn | None = None  # replay of a graph [flush]
-        self.eager_ms: float | None = None  # median eager cold call at the end of warm-up
-
-    @property
-    def method(self) -> str:
-        gap = f"; GPU idle {self.sample_gap:g}x the sample's span after each sample" if self.sample_gap else ""
-        if self._with_call is not None:
-            return (
-                "CUDA events around one CUDA-graph replay of [L2 flush, call] minus one of [L2 flush], each queued "
-                f"behind a spin kernel and after an untimed L2 flush; cold L2{gap}"
-            )
-        flush = "L2 flushed (2x L2 read) before each call" if self.l2_flushed else "warm L2 (no flush)"
-        return f"CUDA events per call, start queued behind a spin kernel to hide launch latency; {flush}{gap}"
-
-    def _calibrate(self) -> float:
-        start, end = BOUND.Event(enable_timing=True), BOUND.Event(enable_timing=True)
-        cycles = 1_000_000
-        BOUND.spin(cycles)  # the first launch loads the kernel
-        BOUND.synchronize(self.device)
-        BOUND.record(start)
-        BOUND.spin(cycles)
-        BOUND.record(end)
-        BOUND.event_synchronize(end)
-        return cycles / max(BOUND.elapsed_time(start, end), 1e-3)
-
-    def _span(self, work: Fn, flush: bool) -> float:
-        """Milliseconds between events around ``work`` queued behind the spin kernel; counts leaks (the
-        host outran the spin) and side streams (the device still busy after the end event)."""
-        start, end = BOUND.Event(enable_timing=True), BOUND.Event(enable_timing=True)
-        if flush and self._flush is not None:
-            self._flush()
-        BOUND.spin(int(self._spin_ms * self._cycles_per_ms))
-        BOUND.record(start)
-        work()
-        leaked = BOUND.query(start)  # the GPU reached the start before the host finished enqueueing
-        BOUND.record(end)
-        BOUND.event_synchronize(end)
-        t0 = BOUND.perf_counter()
-        BOUND.synchronize(self.device)  # device-wide: waits for other streams too
-        t1 = BOUND.perf_counter()
-        BOUND.synchronize(self.device)  # nothing left: what a synchronize costs this host right now
-        t2 = BOUND.perf_counter()
-        # Work on another stream is what the first sync waited beyond the cost of a sync itself (a host
-        # whose synchronize alone took > 50 µs flagged a plain 43 µs kernel in 40 % of samples, H100).
-        self.tails_ms.append((t1 - t0) * 1e3)
-        self.idle_sync_ms.append((t2 - t1) * 1e3)
-        tail_ms = ((t1 - t0) - (t2 - t1)) * 1e3
-        span = float(BOUND.elapsed_time(start, end))
-        if tail_ms > max(_SIDE_STREAM_MIN_MS, _SIDE_STREAM_FRACTION * span):
-            self.side_stream += 1
-        if leaked:
-            self.leaks += 1
-            self._spin_ms = min(self._spin_ms * 2, _MAX_SPIN_MS)
-        if self.sample_gap > 0:
-            BOUND.sleep(self.sample_gap * span / 1e3)
-        return span
-
-    def one(self, fn: Fn) -> float:
-        if self._with_call is not None and self._flush_only is not None:
-            return self._span(self._with_call, flush=True) - self._span(self._flush_only, flush=True)
-        return self._span(fn, flush=True)
-
-    def eager(self, fn: Fn) -> float:
-        """One eager cold call between events (what warm-up samples are; a restored state's call)."""
-        return self._span(fn, flush=True)
-
-    def first_call(self, fn: Fn) -> float:
-        BOUND.synchronize(self.device)
-        t0 = BOUND.perf_counter()
-        fn()
-        BOUND.synchronize(self.device)
-        return (BOUND.perf_counter() - t0) * 1e3
-
-    def warmup(self, fn: Fn, n: int) -> None:
-        # Eager cold samples: they grow the spin to cover the host's enqueue, and show work left on another
-        # stream (a graph captures no work launched on a stream outside the capture: only eager calls can).
-        samples, self.stable = warm_up(lambda: self.eager(fn), n, self.min_warmup_s, self.max_warmup_s)
-        self.warmup_done = len(samples)
-        self.eager_ms = statistics.median(samples[-STABLE_WINDOW:])
-        if not self.stable:
-            self.notes.append(_unsteady(samples, self.max_warmup_s))
-        self._judge(len(samples), "warm-up ")
-        if self.differential and self.invalid is None:
-            self._capture_cold(fn)
-
-    def _capture_cold(self, fn: Fn) -> None:
-        flush = self._flush
-        assert flush is not None
-
-        def with_call() -> None:
-            flush()
-            fn()
-
-        try:
-            self._with_call = capture_graph(with_call, 1, self.device)
-            self._flush_only = capture_graph(flush, 1, self.device)
-        except Exception as exc:
-            self._with_call = self._flush_only = None
-            self.notes.append(
-                f"cold samples are eager calls between events: the call cannot be captured in a CUDA graph "
-                f"({type(exc).__name__}: {str(exc)[:200]}), so each includes the events' own cost (~2.5 µs on an H100)"
-            )
-            return
-        for _ in range(3):  # the graphs' first replays
-            self.one(fn)
-        self._reset_counts()
-
-    def _reset_counts(self) -> None:
-        self.leaks = self.side_stream = 0
-        self.tails_ms, self.idle_sync_ms = [], []
-
-    def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
-        m = sample_until(lambda: self.one(fn), iterations, rule)
-        self._judge(len(m.samples_ms) * (2 if self._with_call is not None else 1), "")
-        return m
-
-    def _judge(self, n: int, what: str) -> None:
-        """Notes on leaks; side streams in most samples make the measurement invalid (INTEGRITY #3, #13)."""
-        if self.leaks and what != "warm-up ":  # in warm-up the spin is still growing to fit the host
-            self.notes.append(
-                f"{what}{self.leaks}/{n} samples: the host took longer to enqueue the work than the spin kernel "
-                f"ran (now {self._spin_ms:.2f} ms); those samples may include launch gaps"
-            )
-        if n and self.side_stream >= max(2, math.ceil(SIDE_STREAM_NOTE_SHARE * n)):
-            detail = (
-                f"in {self.side_stream}/{n} {what}samples the device was still busy after the end event: "
-                "benchmark_fn leaves work on another stream that it does not join to the current one "
-                f"(device-wide sync after the end event: median {1e3 * statistics.median(self.tails_ms):.0f} µs, "
-                f"max {1e3 * max(self.tails_ms):.0f} µs; a sync with nothing pending: median "
-                f"{1e3 * statistics.median(self.idle_sync_ms):.0f} µs)"
-            )
-            if self.side_stream >= SIDE_STREAM_INVALID_SHARE * n:
-                self.invalid = "work on an unjoined side stream: " + detail
-            else:
-                self.notes.append("side streams? " + detail)
-        self._reset_counts()
-
-    def measure_batch(self, fn: Fn, per_call_ms: float, rule: StopRule = BATCH_RULE) -> Batch | None:
-        calls = min(MAX_GRAPH_BATCH, max(2, math.ceil(GRAPH_BATCH_TARGET_MS / max(per_call_ms, 1e-4))))
-        notes: list[str] = []
-        try:
-            work = capture_graph(fn, calls, self.device)
-            how = f"one CUDA-graph replay of {calls} back-to-back calls / {calls}"
-        except Exception as exc:
-            calls = min(MAX_EAGER_BATCH, max(2, math.ceil(EAGER_BATCH_TARGET_MS / max(per_call_ms, 1e-4))))
-
-            def work() -> None:
-                for _ in range(calls):
-                    fn()
-
-            how = f"{calls} eager back-to-back calls / {calls}"
-            notes.append(
-                f"batch not captured in a CUDA graph ({type(exc).__name__}: {str(exc)[:200]}); eager calls, so "
-                "it includes the device's per-launch cost"
-            )
-        self._span(work, flush=False)  # grows the spin to cover enqueueing the batch
-        self._reset_counts()
-        m = sample_until(lambda: self._span(work, flush=False) / calls, None, rule)
-        self._judge(len(m.samples_ms), "batch ")
-        how += ", warm L2, start behind the spin kernel"
-        return Batch(m.samples_ms, calls, how, m.stop_reason, m.noise, notes)
-
-
-class CudaGraphClock(CudaEventClock):
-    """Each cold sample times one replay of ``benchmark_fn`` captured in a CUDA graph (falls back to events)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:  # CudaEventClock's parameters
-        super().__init__(*args, **kwargs)
-        self.mode = "cuda_graph"
-        self.differential = False
-        self._replay: Fn | None = None
-
-    @property
-    def method(self) -> str:
-        base = super().method
-        if self._replay is None:
-            return base
-        return base.replace("CUDA events per call", "CUDA events around one CUDA-graph replay of a call", 1)
-
-    def warmup(self, fn: Fn, n: int) -> None:
-        super().warmup(fn, n)  # eager samples first: side streams show only there
-        try:
-            self._replay = capture_graph(fn, 1, self.device)
-        except Exception as exc:
-            self.mode = "cuda_event"
-            self.fallback = f"cuda_graph capture failed, timed with cuda_event: {type(exc).__name__}: {exc}"[:500]
-
-    def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
-        return super().measure(self._replay or fn, iterations, rule)
-
-    def one(self, fn: Fn) -> float:
-        return self._span(self._replay or fn, flush=True)
 
 
 class _ExternalClock:
@@ -587,71 +297,3 @@ class PytorchClock(_ExternalClock):
         return Measurement(samples, "torch adaptive_autorange", relative_noise(samples), None)
 
 
-# The floor of warm-up by clock, when the config leaves it unset: on the H100 host a fresh process ran a
-# 2.5 µs CPU op ~1.6x slower for its first ~0.3 s (perflab selfcheck's cpu_sum); GPU samples reach a
-# steady state within a few calls, which the stability rule checks.
-HOST_MIN_WARMUP_S = 0.3
-GPU_MIN_WARMUP_S = 0.05
-
-
-def make_clock(
-    mode: str,
-    device: Any,
-    flush_l2: bool = True,
-    spin_ms: float = 0.05,
-    min_warmup_s: float | None = None,
-    sample_gap: float = 1.0,
-    max_warmup_s: float = 5.0,
-) -> Clock:
-    """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason.
-    ``min_warmup_s``: the shortest warm-up (None: by clock); ``sample_gap``: idle after each GPU-event
-    sample, a multiple of its span; ``max_warmup_s``: the longest warm-up chasing a steady state."""
-    if mode not in MODES:
-        raise ValueError(f"timing_mode={mode!r} is not one of {', '.join(MODES)}")
-    is_cuda = getattr(device, "type", str(device)) == "cuda"
-    if mode == "auto":
-        mode = "cuda_event" if is_cuda else "cpu"
-    host_min = HOST_MIN_WARMUP_S if min_warmup_s is None else min_warmup_s
-    gpu_min = GPU_MIN_WARMUP_S if min_warmup_s is None else min_warmup_s
-    if not is_cuda and mode in ("cuda_event", "cuda_graph", "triton"):
-        clock = CpuClock(min_warmup_s=host_min, max_warmup_s=max_warmup_s)
-        clock.fallback = f"timing_mode={mode!r} needs a CUDA device; device is {device!s}, timed with 'cpu'"
-        return clock
-    if mode == "cpu":
-        if is_cuda:
-            BOUND.bind_torch()
-            return CpuClock(lambda: BOUND.synchronize(device), host_min, max_warmup_s)
-        return CpuClock(min_warmup_s=host_min, max_warmup_s=max_warmup_s)
-    if mode == "cuda_event":
-        return CudaEventClock(device, flush_l2, spin_ms, sample_gap, gpu_min, max_warmup_s)
-    if mode == "cuda_graph":
-        return CudaGraphClock(device, flush_l2, spin_ms, sample_gap, gpu_min, max_warmup_s)
-    if mode == "triton":
-        return TritonClock(device, gpu_min, max_warmup_s)
-    return PytorchClock(device, host_min if not is_cuda else gpu_min, max_warmup_s)
-
-
-def clock_for(config: BenchmarkConfig, device: Any, mode: str | None = None) -> Clock:
-    """``make_clock`` with every clock setting taken from ``config`` (``mode`` overrides its timing_mode):
-    the one mapping from configuration to clock, for variants, the selfcheck and the kernel sweeps."""
-    return make_clock(
-        mode or config.timing_mode,
-        device,
-        config.flush_l2,
-        config.launch_spin_ms,
-        config.min_warmup_seconds,
-        config.sample_gap,
-        max_warmup_s=0.5 * config.stage_limit("warmup"),
-    )
-
-
-def time_callable(fn: Fn, config: BenchmarkConfig, device: Any) -> TimingStats:
-    """``fn`` timed in this process with the harness's clock, for code outside a chapter (the kernel sweeps):
-    ``config``'s clock on ``device``, the first call apart, a warm-up of at least ``config.warmup`` calls more
-    to a steady state, then samples until ``config``'s stop rule; their statistics. No isolation: a chapter's
-    variant runs in a child of its own instead (bench.isolate)."""
-    clock = clock_for(config, device)
-    clock.first_call(fn)
-    clock.warmup(fn, config.warmup)
-    m = clock.measure(fn, config.iterations, rule_for(config))
-    return summarize(m.samples_ms)

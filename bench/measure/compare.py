@@ -1,12 +1,9 @@
-"""Baseline vs optimized: output verification and speedup, computed in the parent from two results.
+"""Baseline vs optimized: a pair's status, verification and speedup, computed in the parent from two results.
 
-Verification is norm-wise relative error, ‖out − ref‖₂ / ‖ref‖₂, per output tensor, against a
-tolerance chosen by dtype (or ``BenchmarkConfig.rtol``). It never passes by default:
-
-* no output on either side ⇒ not verified;
-* a reference that is all zeros or constant ⇒ not verified (it cannot tell right from wrong);
-* different shapes, dtypes (dtype drift, INTEGRITY #11) or devices ⇒ mismatch;
-* any NaN/Inf ⇒ mismatch.
+The speedup is baseline median / optimized median on the time the optimized variant's config names (cold or
+batch; a token-generating pair's metric: TTFT, TPOT, throughput), never clamped, with a 95 % interval
+(``bench.measure.stats.speedup_interval``) and its significance. Verification (``bench.measure.verify``) never
+passes by default; a pair on different devices gets no speedup.
 """
 
 from __future__ import annotations
@@ -17,139 +14,8 @@ from typing import Any
 from bench.define.config import BenchmarkConfig
 from bench.define.result import Comparison, PairStatus, VariantResult, Verification
 from bench.measure.stats import speedup_interval
+from bench.measure.verify import FilePair, verify_all
 
-# Norm-wise relative error allowed when baseline and optimized differ only in summation order.
-DEFAULT_RTOL: dict[str, float] = {
-    "float64": 1e-10,
-    "complex128": 1e-10,
-    "float32": 1e-5,
-    "complex64": 1e-5,
-    "float16": 2e-3,
-    "bfloat16": 1.6e-2,
-    "float8_e4m3fn": 1.3e-1,
-    "float8_e5m2": 2.5e-1,
-}
-
-
-def default_rtol(dtype: str) -> float:
-    """0.0 (exact) for integer and bool outputs."""
-    return DEFAULT_RTOL.get(dtype, 0.0)
-
-
-def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None) -> Verification:
-    """Compare two lists of CPU tensors (baseline = reference)."""
-    import torch
-
-    if len(ref) != len(out):
-        return Verification(
-            verified=False, detail=f"baseline returned {len(ref)} outputs, optimized {len(out)}", outcome="mismatch"
-        )
-    worst = 0.0
-    used_rtol = 0.0
-    for i, (r, o) in enumerate(zip(ref, out, strict=True)):
-        name = f"output[{i}]"
-        if tuple(r.shape) != tuple(o.shape):
-            return Verification(
-                verified=False, detail=f"{name}: shape {tuple(r.shape)} vs {tuple(o.shape)}", outcome="mismatch"
-            )
-        rd, od = str(r.dtype).replace("torch.", ""), str(o.dtype).replace("torch.", "")
-        if rd != od:
-            return Verification(
-                verified=False,
-                detail=f"{name}: dtype drift, baseline {rd} vs optimized {od}; if lower precision is the "
-                "declared optimization, cast in get_output() and set rtol in get_config()",
-                outcome="mismatch",
-            )
-        if r.numel() == 0:
-            return Verification(verified=False, detail=f"{name}: empty tensor proves nothing")
-        tol = rtol if rtol is not None else default_rtol(rd)
-        used_rtol = max(used_rtol, tol)
-        fast = _fast_error(r, o, name, tol)
-        if isinstance(fast, Verification):
-            return fast
-        if fast is not None:
-            err = fast
-        else:
-            if r.is_floating_point() or r.is_complex():
-                if not bool(torch.isfinite(r).all()) or not bool(torch.isfinite(o).all()):
-                    return Verification(
-                        verified=False, detail=f"{name}: NaN or Inf in the output", rtol=tol, outcome="mismatch"
-                    )
-                r64, o64 = (
-                    r.to(torch.complex128 if r.is_complex() else torch.float64),
-                    o.to(torch.complex128 if o.is_complex() else torch.float64),
-                )
-            else:
-                r64, o64 = r.to(torch.float64), o.to(torch.float64)
-            ref_norm = float(torch.linalg.vector_norm(r64))
-            if ref_norm == 0.0:
-                return Verification(
-                    verified=False, detail=f"{name}: reference is all zeros; it cannot detect a wrong result"
-                )
-            if r.numel() > 1 and bool((r64 == r64.flatten()[0]).all()):
-                return Verification(
-                    verified=False, detail=f"{name}: reference is constant; it cannot detect a wrong result"
-                )
-            err = float(torch.linalg.vector_norm(o64 - r64)) / ref_norm
-        worst = max(worst, err)
-        if not err <= tol:
-            where = ""
-            if not (r.is_floating_point() or r.is_complex()):  # e.g. generated tokens: which entries differ
-                diff = (r != o).flatten().nonzero()
-                where = f"; {diff.numel()} of {r.numel()} entries differ, the first at flat index {int(diff[0])}"
-            return Verification(
-                verified=False,
-                detail=f"{name}: relative error {err:.3e} exceeds rtol {tol:.1e} ({rd}){where}",
-                max_rel_error=err,
-                rtol=tol,
-                outcome="mismatch",
-            )
-    return Verification(
-        verified=True,
-        outcome="match",
-        detail=f"{len(ref)} output(s) match: max relative error {worst:.2e} <= rtol {used_rtol:.1e}",
-        max_rel_error=worst,
-        rtol=used_rtol,
-    )
-
-
-# Magnitudes (largest |value| of either tensor) inside which the norms are exact enough in fp32: no
-# square overflows (2^80 per element, 2^120 summed over 2^40 elements), and what underflows is
-# negligible against a norm of at least 2^-40. Outside, the float64 path.
-_FP32_SAFE = (2.0**-40, 2.0**40)
-
-
-def _fast_error(r: Any, o: Any, name: str, tol: float) -> float | Verification | None:
-    """The norm-wise relative error of a real floating output in few passes and no float64 copies.
-
-    One ``aminmax`` per tensor finds NaN/Inf (it propagates NaN; an Inf is an extreme) and a constant
-    reference (min == max); the difference and the norms run in float32, which is exact for the
-    difference of two fp32 values within 2x of each other (Sterbenz) and ~1e-7 relative otherwise. On
-    the 2-core CI machine a 64 Mi-element fp32 pair took 1.16 s the float64 way; the aminmax pass 7 ms
-    where two isfinite passes took 0.44 s. None: use the float64 path (float64 outputs, fp8, or
-    magnitudes outside _FP32_SAFE)."""
-    import torch
-
-    if r.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        return None
-    r32, o32 = r.float(), o.float()  # no copy for fp32
-    (r_min, r_max), (o_min, o_max) = torch.aminmax(r32), torch.aminmax(o32)
-    extremes = torch.stack([r_min, r_max, o_min, o_max])
-    if not bool(torch.isfinite(extremes).all()):
-        return Verification(verified=False, detail=f"{name}: NaN or Inf in the output", rtol=tol, outcome="mismatch")
-    big = float(extremes.abs().max())
-    if big == 0.0 or float(r_min) == float(r_max):  # all zeros, constant
-        return None  # the float64 path words the verdict
-    if not _FP32_SAFE[0] <= big <= _FP32_SAFE[1]:
-        return None
-    ref_norm = float(torch.linalg.vector_norm(r32))
-    if ref_norm == 0.0:
-        return None
-    return float(torch.linalg.vector_norm(o32 - r32)) / ref_norm
-
-
-# Two variants' saved outputs: ((directory, tensor infos) of the reference, (directory, tensor infos) of the other).
-FilePair = tuple[tuple[str, list[Any]], tuple[str, list[Any]]]
 # verify_all's arguments plus the check stage's limit (s): where and how a pair's outputs are compared.
 Verifier = Callable[[list[FilePair], float | None, float], list[Verification]]
 
@@ -166,7 +32,7 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
 
     ``verify``: what loads and compares the saved outputs, ``verify_all``'s arguments plus the check stage's
     limit in seconds; by default ``verify_all`` here, in this process (it imports torch). A suite passes one
-    that runs it in a fresh child of the pre-warmed server (bench.isolate.runner.verify_in_server), so the
+    that runs it in a fresh child of the pre-warmed server (bench.isolate.process.verify_in_server), so the
     parent never imports torch (~4 s on a GPU host, which the first comparison would wait for)."""
     spec = optimized.spec
     basis, base_samples, opt_samples = _basis(baseline, optimized)
@@ -183,8 +49,8 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
     skipped = [r for r in (baseline, optimized) if r.status == "skipped"]
     if skipped:
         reasons = "; ".join(f"{r.spec.variant}: {r.skip_reason}" for r in skipped)
-        skipped = Verification(verified=False, detail=f"skipped ({reasons})")
-        return Comparison(**common, status="skipped", verification=skipped)
+        return Comparison(**common, status="skipped", verification=Verification(verified=False,
+                          detail=f"skipped ({reasons})"))  # fmt: skip
     if baseline.status != "ok" or optimized.status != "ok":
         which = "baseline" if baseline.status != "ok" else "optimized"
         bad = baseline if which == "baseline" else optimized
@@ -195,11 +61,33 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
             verification=Verification(verified=False, detail=f"{which} {bad.status}: {reason}"),
         )
     verification = _verify(baseline, optimized, verify)
-    speedup = low = high = None
-    b, o = common["baseline_median_ms"], common["optimized_median_ms"]
     same_hardware = not verification.detail.startswith("ran on different devices")
+    speedup, low, high, metric = _speedup(baseline, optimized, base_samples, opt_samples, same_hardware)
+    significance = None
+    if low is not None and high is not None:
+        significance = "faster" if low > 1.0 else "slower" if high < 1.0 else "no significant difference"
+    return Comparison(
+        **common,
+        speedup=speedup,
+        speedup_ci_low=low,
+        speedup_ci_high=high,
+        significance=significance,
+        speedup_metric=metric,
+        status=_PAIR_STATUS[verification.outcome],
+        verification=verification,
+        across_gpus=_across(baseline, optimized),
+    )
+
+
+def _speedup(
+    baseline: VariantResult, optimized: VariantResult, base_samples: list[float], opt_samples: list[float],
+    same_hardware: bool,
+) -> tuple[float | None, float | None, float | None, str]:  # fmt: skip
+    """(speedup, its 95 % interval's low and high, the metric it is on): none across GPU models."""
+    speedup = low = high = None
+    b, o = _median(base_samples), _median(opt_samples)
     noise = _run_noise(optimized)
-    if b is not None and o is not None and o > 0 and same_hardware:  # no speedup across GPU models
+    if b is not None and o is not None and o > 0 and same_hardware:
         speedup = b / o
         interval = speedup_interval(base_samples, opt_samples, noise)
         if interval is not None:
@@ -211,21 +99,7 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         speedup, metric = pair_speedup(baseline, optimized, speedup)
         if metric != "time":
             low, high = pair_interval(baseline, optimized, metric, noise) or (None, None)
-    status: PairStatus = _PAIR_STATUS[verification.outcome]
-    significance = None
-    if low is not None and high is not None:
-        significance = "faster" if low > 1.0 else "slower" if high < 1.0 else "no significant difference"
-    return Comparison(
-        **common,
-        speedup=speedup,
-        speedup_ci_low=low,
-        speedup_ci_high=high,
-        significance=significance,
-        speedup_metric=metric,
-        status=status,
-        verification=verification,
-        across_gpus=_across(baseline, optimized),
-    )
+    return speedup, low, high, metric
 
 
 def _run_noise(optimized: VariantResult) -> float:
@@ -339,21 +213,3 @@ def _work_differs(baseline: VariantResult, optimized: VariantResult) -> str | No
     return None
 
 
-def verify_all(
-    pairs: list[tuple[tuple[str, list[Any]], tuple[str, list[Any]]]], rtol: float | None
-) -> list[Verification]:
-    """``verify_files`` for each (reference, output) pair, stopping at the first that does not verify."""
-    out = []
-    for ref, got in pairs:
-        out.append(verify_files(ref, got, rtol))
-        if not out[-1].verified:
-            break
-    return out
-
-
-def verify_files(ref: tuple[str, list[Any]], out: tuple[str, list[Any]], rtol: float | None) -> Verification:
-    """Compare two variants' saved outputs, each (directory, tensor infos) as bench.measure.outputs saved them
-    (baseline = reference); the files are mapped, not read into fresh memory."""
-    from bench.measure import outputs
-
-    return compare_tensors(outputs.load(*ref), outputs.load(*out), rtol)

@@ -48,13 +48,11 @@ request's arrival, none beyond its ``new_tokens``, all of them by the end.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bench.errors import ProtocolError
-from bench.measure.stopping import Measurement, StopRule, sample_until
 
 GENERATION_METHODS = ("get_requests", "start_generation", "generate_step")
 # Latency metrics ("ttft", "tpot", "itl"; "_p90"/"_p99" for a percentile instead of the median), then rates.
@@ -170,11 +168,7 @@ def _counts(result: Any, n: int, step: int) -> tuple[dict[int, int], bool]:
 def run_generation(obj: Any, requests: Sequence[RequestSpec], timer: StepTimer) -> SampleRecord:
     """One generation: ``start_generation()``, then timed ``generate_step(now_ms)`` until it returns None."""
     n = len(requests)
-    emitted = [0] * n
-    first: list[float | None] = [None] * n
-    last: list[float] = [0.0] * n
-    itl: list[float] = []
-    done = 0
+    tally = _Tally(requests)
     now = idle = 0.0
     steps: list[float] = []
     pending = sorted(range(n), key=lambda i: requests[i].arrival_ms)  # not yet arrived, by arrival
@@ -182,13 +176,13 @@ def run_generation(obj: Any, requests: Sequence[RequestSpec], timer: StepTimer) 
     while True:
         while arrived < n and requests[pending[arrived]].arrival_ms <= now:
             arrived += 1
-        if arrived < n and done == arrived:  # tokens come only after arrival, so done counts arrived requests
+        if arrived < n and tally.done == arrived:  # tokens come only after arrival: done counts arrived requests
             gap = requests[pending[arrived]].arrival_ms - now  # nothing admitted is left to do: wait
             idle += gap
             now += gap
             continue
         if len(steps) >= MAX_STEPS:
-            raise ProtocolError(f"generate_step() ran {MAX_STEPS} steps without finishing ({done} of {n} done)")
+            raise ProtocolError(f"generate_step() ran {MAX_STEPS} steps without finishing ({tally.done} of {n} done)")
         step_now = now
         result, ms = timer(lambda t=step_now: obj.generate_step(t))
         if result is None:
@@ -200,45 +194,68 @@ def run_generation(obj: Any, requests: Sequence[RequestSpec], timer: StepTimer) 
             if arrived == n:
                 raise ProtocolError(
                     f"generate_step() step {len(steps)} did nothing with every request arrived and "
-                    f"{n - done} unfinished"
+                    f"{n - tally.done} unfinished"
                 )
             gap = requests[pending[arrived]].arrival_ms - now
             idle += max(gap, 0.0)
             now += max(gap, 0.0)
             continue
+        tally.emit(counts, now, step_now, len(steps))
+    return tally.record(now, steps, idle)
+
+
+class _Tally:
+    """What a generation's requests have emitted so far, and when (the engine is checked as it goes)."""
+
+    def __init__(self, requests: Sequence[RequestSpec]) -> None:
+        n = len(requests)
+        self.requests = requests
+        self.emitted = [0] * n
+        self.first: list[float | None] = [None] * n
+        self.last: list[float] = [0.0] * n
+        self.itl: list[float] = []
+        self.done = 0
+
+    def emit(self, counts: dict[int, int], now: float, step_now: float, step: int) -> None:
+        """Tokens emitted by the step that started at ``step_now`` and ended at ``now``."""
         for rid, c in counts.items():
-            spec = requests[rid]
+            spec = self.requests[rid]
             if spec.arrival_ms > step_now:
                 raise ProtocolError(
-                    f"generate_step() step {len(steps)} (at {step_now:.3f} ms): request {rid} emitted a token "
+                    f"generate_step() step {step} (at {step_now:.3f} ms): request {rid} emitted a token "
                     f"before its arrival at {spec.arrival_ms:g} ms"
                 )
-            if emitted[rid] + c > spec.new_tokens:
+            if self.emitted[rid] + c > spec.new_tokens:
                 raise ProtocolError(
-                    f"generate_step() step {len(steps)}: request {rid} emitted {emitted[rid] + c} tokens, "
+                    f"generate_step() step {step}: request {rid} emitted {self.emitted[rid] + c} tokens, "
                     f"declared new_tokens={spec.new_tokens}"
                 )
-            if first[rid] is None:
-                first[rid] = now
-                itl += [0.0] * (c - 1)  # several tokens in its first step: no wait between them
+            if self.first[rid] is None:
+                self.first[rid] = now
+                self.itl += [0.0] * (c - 1)  # several tokens in its first step: no wait between them
             else:
-                itl += [(now - last[rid]) / c] * c
-            last[rid] = now
-            emitted[rid] += c
-            done += emitted[rid] == spec.new_tokens
-    short = [i for i in range(n) if emitted[i] != requests[i].new_tokens]
-    if short:
-        i = short[0]
-        raise ProtocolError(
-            f"generate_step() returned None with {len(short)} request(s) unfinished: request {i} emitted "
-            f"{emitted[i]} of {requests[i].new_tokens} tokens"
-        )
-    ttft = [(first[i] or 0.0) - requests[i].arrival_ms for i in range(n)]
-    tpot = [
-        (last[i] - (first[i] or 0.0)) / (requests[i].new_tokens - 1) if requests[i].new_tokens > 1 else None
-        for i in range(n)
-    ]
-    return SampleRecord(now, steps, ttft, tpot, itl, sum(emitted), idle)
+                self.itl += [(now - self.last[rid]) / c] * c
+            self.last[rid] = now
+            self.emitted[rid] += c
+            self.done += self.emitted[rid] == spec.new_tokens
+
+    def record(self, now: float, steps: list[float], idle: float) -> SampleRecord:
+        """The finished generation; every request must have emitted all its tokens."""
+        requests, n = self.requests, len(self.requests)
+        short = [i for i in range(n) if self.emitted[i] != requests[i].new_tokens]
+        if short:
+            i = short[0]
+            raise ProtocolError(
+                f"generate_step() returned None with {len(short)} request(s) unfinished: request {i} emitted "
+                f"{self.emitted[i]} of {requests[i].new_tokens} tokens"
+            )
+        first = self.first
+        ttft = [(first[i] or 0.0) - requests[i].arrival_ms for i in range(n)]
+        tpot = [
+            (self.last[i] - (first[i] or 0.0)) / (requests[i].new_tokens - 1) if requests[i].new_tokens > 1 else None
+            for i in range(n)
+        ]
+        return SampleRecord(now, steps, ttft, tpot, self.itl, sum(self.emitted), idle)
 
 
 def _quantiles(values: Sequence[float]) -> dict[str, float]:
@@ -286,167 +303,6 @@ def summarize(records: Sequence[SampleRecord], requests: Sequence[RequestSpec], 
         "ttft_samples_ms": [r.ttft_ms for r in records],
         "tpot_samples_ms": [r.tpot_ms for r in records],
     }
-
-
-@dataclass
-class GenerationClock:
-    """The harness's clock for a token-generating benchmark (the surface of bench.measure.clocks's clocks:
-    ``first_call``, ``warmup``, ``measure``); one sample = one generation of the request set, its span."""
-
-    obj: Any
-    device: Any
-    events: bool  # CUDA events per step (else perf_counter with device syncs)
-    min_warmup_s: float = 0.3
-    fallback: str | None = None
-    notes: list[str] = field(default_factory=list)
-    l2_flushed: bool = False
-    warmup_done: int = 0
-    stable: bool | None = None  # a generation's span is not judged for a steady state (bench.measure.clocks's is)
-    invalid: str | None = None  # the device-wide sync after each step leaves no side-stream work untimed
-    records: list[SampleRecord] = field(default_factory=list)
-    unwritten: int = 0  # measured generations that left the output's poison in place
-
-    def __post_init__(self) -> None:
-        self.requests = read_requests(self.obj)
-        self.metric = speedup_metric(self.obj)
-        self.mode = "cuda_event" if self.events else "cpu"
-        self._timer = self._event_timer() if self.events else self._cpu_timer()
-
-    @property
-    def method(self) -> str:
-        how = (
-            "CUDA events around each engine step, device synchronized after it"
-            if self.events
-            else "time.perf_counter around each engine step, device synchronized before and after"
-        )
-        return (
-            f"token generation (bench.measure.generation): {how}; one sample = one generation of "
-            f"{arrival_pattern(self.requests)}, its span on the steps' time axis; L2 not flushed between steps"
-        )
-
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            import torch
-
-            torch.cuda.synchronize(self.device)
-
-    def _cpu_timer(self) -> StepTimer:
-        def timer(call: Callable[[], Any]) -> tuple[Any, float]:
-            self._sync()
-            t0 = time.perf_counter()
-            out = call()
-            self._sync()
-            return out, (time.perf_counter() - t0) * 1e3
-
-        return timer
-
-    def _event_timer(self) -> StepTimer:
-        import torch
-
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-        def timer(call: Callable[[], Any]) -> tuple[Any, float]:
-            start.record()
-            out = call()
-            end.record()
-            torch.cuda.synchronize(self.device)  # device-wide: the step's work on any stream is over
-            return out, float(start.elapsed_time(end))
-
-        return timer
-
-    def _outputs(self) -> list[Any]:
-        get = getattr(self.obj, "get_output", None)
-        out = get() if callable(get) else None
-        if out is None:
-            return []
-        return list(out) if isinstance(out, (tuple, list)) else [out]
-
-    def _poison(self) -> None:
-        """INTEGRITY #6 for tokens: every output entry must be written by this generation's steps."""
-        for t in self._outputs():
-            if t.is_floating_point() or t.is_complex():
-                t.fill_(float("nan"))
-            elif t.dtype.is_signed:
-                t.fill_(-1)
-
-    def _poisoned(self) -> bool:
-        import torch
-
-        for t in self._outputs():
-            if t.is_floating_point() or t.is_complex():
-                if bool(torch.isnan(t).any()):
-                    return True
-            elif t.dtype.is_signed and bool((t == -1).any()):
-                return True
-        return False
-
-    def _generate(self) -> SampleRecord:
-        self.obj.start_generation()
-        self._poison()
-        self._sync()
-        return run_generation(self.obj, self.requests, self._timer)
-
-    def first_call(self, fn: Callable[[], Any]) -> float:
-        """The first generation's wall time (compilation, graph capture and allocator warm-up included)."""
-        self._sync()
-        t0 = time.perf_counter()
-        self._generate()
-        self._sync()
-        return (time.perf_counter() - t0) * 1e3
-
-    def warmup(self, fn: Callable[[], Any], n: int) -> None:
-        """``n`` generations, and more until ``min_warmup_s`` has passed (a fresh process's host is slow
-        at first, and every step's host work is in the sample)."""
-        t_end = time.perf_counter() + self.min_warmup_s
-        done = 0
-        while done < n or time.perf_counter() < t_end:
-            self._generate()
-            done += 1
-        self.warmup_done = done
-
-    def eager(self, fn: Callable[[], Any]) -> float:
-        """One generation's span (ms): the recheck's call from the set-up state."""
-        return self._generate().span_ms
-
-    def measure_batch(self, fn: Callable[[], Any], median_ms: float) -> None:
-        """No batch time: a generation's steps already run back to back."""
-        return None
-
-    def measure(self, fn: Callable[[], Any], iterations: int | None, rule: StopRule) -> Measurement:
-        def one() -> float:
-            record = self._generate()
-            self.unwritten += self._poisoned()
-            self.records.append(record)
-            return record.span_ms
-
-        return sample_until(one, iterations, rule)
-
-    def result(self) -> dict[str, Any]:
-        """The measured generations, summarised (the ``generation`` message: bench.define.result.Generation)."""
-        return summarize(self.records, self.requests, self.metric)
-
-    def wrote_output(self) -> bool | None:
-        """False when a measured generation left part of the output unwritten; None without an output."""
-        if not self._outputs():
-            return None
-        return self.unwritten == 0
-
-
-def generation_clock(obj: Any, config: Any, device: Any) -> GenerationClock | None:
-    """The clock for ``obj`` when it generates tokens (else None: the harness's usual clock).
-
-    ``timing_mode`` "auto" or "cuda_event" on a GPU: CUDA events per step; "cpu": perf_counter per step;
-    any other mode times single calls and does not apply, so events are used and the fallback says why.
-    """
-    if not is_generating(obj):
-        return None
-    mode = getattr(config, "timing_mode", "auto")
-    cuda = device.type == "cuda"
-    floor = getattr(config, "min_warmup_seconds", None)
-    clock = GenerationClock(obj, device, events=cuda and mode != "cpu", min_warmup_s=0.3 if floor is None else floor)
-    if mode not in ("auto", "cpu", "cuda_event"):
-        clock.fallback = f"timing_mode {mode!r} times single calls; a generation is timed step by step ({clock.mode})"
-    return clock
 
 
 def pair_speedup(baseline: Any, optimized: Any, time_speedup: float | None) -> tuple[float | None, str]:

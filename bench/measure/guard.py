@@ -111,8 +111,10 @@ BOUND = _Bound()
 def bind_harness() -> None:
     """Bind torch's timing functions and the measuring modules' own functions (child start-up)."""
     BOUND.bind_torch()
-    measuring = ("bench.measure.clocks", "bench.measure.stopping", "bench.measure.guard", "bench.isolate.child",
-                 "bench.measure.generation")  # fmt: skip
+    measuring = ("bench.measure.clocks", "bench.measure.gpu_clocks", "bench.measure.stopping", "bench.measure.guard",
+                 "bench.measure.generation", "bench.measure.generation_clock", "bench.isolate.child",
+                 "bench.isolate.channel", "bench.isolate.timed", "bench.isolate.recheck", "bench.define.context",
+                 "bench.define.protocol")  # fmt: skip
     for name in measuring:
         module = sys.modules.get(name)
         if module is not None:

@@ -16,7 +16,7 @@ sys.modules["bench"].__path__ = [str(Path(__file__).resolve().parents[2] / "benc
 
 import torch  # noqa: E402
 
-from bench.measure.clocks import CudaEventClock  # noqa: E402
+from bench.measure.gpu_clocks import CudaEventClock  # noqa: E402
 from bench.measure.stopping import StopRule  # noqa: E402
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.isolate import server  # noqa: E402
-from bench.isolate.runner import nvml_gpu_count  # noqa: E402
+from bench.isolate.process import nvml_gpu_count  # noqa: E402
 from bench.isolate.server import runtime_dir  # noqa: E402
 
 PARTS = (

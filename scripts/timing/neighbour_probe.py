@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.isolate import server  # noqa: E402
-from bench.isolate.runner import nvml_gpu_count  # noqa: E402
+from bench.isolate.process import nvml_gpu_count  # noqa: E402
 
 
 def churn_child(fd: int) -> None:

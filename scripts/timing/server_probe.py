@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.define.config import resolve_config  # noqa: E402
 from bench.isolate import server  # noqa: E402
-from bench.isolate.runner import server_interpret  # noqa: E402
+from bench.isolate.process import server_interpret  # noqa: E402
 from sweeps.trial import ForkedProcess  # noqa: E402
 
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from bench.measure.clocks import CudaEventClock, capture_graph  # noqa: E402
+from bench.measure.gpu_clocks import CudaEventClock, capture_graph  # noqa: E402
 
 
 def _event_ms(call: Callable[[], object], n: int) -> float:

@@ -1,4 +1,5 @@
-"""bench/measure/compare.py: outputs are verified by relative error per dtype, never by default; speedups are raw."""
+"""bench/measure/compare.py + verify.py: outputs are verified by relative error per dtype, never by default;
+speedups are raw."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 import torch
 
 from bench.define.result import ErrorInfo, OutputInfo, Timing, VariantResult, VariantSpec
-from bench.measure.compare import DEFAULT_RTOL, compare, compare_tensors, default_rtol
+from bench.measure.compare import compare
 from bench.measure.stats import summarize
+from bench.measure.verify import DEFAULT_RTOL, compare_tensors, default_rtol
 
 
 def ref(n: int = 1000, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
@@ -162,7 +164,7 @@ def test_second_output_checked_too() -> None:
 @pytest.mark.parametrize("rel", [3e-6, 1e-3, 0.3])
 def test_fp32_fast_path_error_matches_float64(dtype: torch.dtype, rel: float) -> None:
     """The aminmax + fp32 path reports the same relative error as a float64 computation."""
-    from bench.measure.compare import _fast_error
+    from bench.measure.verify import _fast_error
 
     r = ref(4096, dtype)
     o = perturbed(r, rel)

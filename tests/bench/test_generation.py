@@ -16,15 +16,14 @@ from bench.errors import ProtocolError
 from bench.isolate.suite import run_suite
 from bench.measure.compare import compare
 from bench.measure.generation import (
-    GenerationClock,
     RequestSpec,
-    generation_clock,
     is_generating,
     pair_speedup,
     read_requests,
     run_generation,
     summarize,
 )
+from bench.measure.generation_clock import GenerationClock, generation_clock
 from bench.measure.stopping import StopRule
 
 
@@ -385,7 +384,7 @@ def test_generating_pair_through_the_harness(tmp_path: Path) -> None:
 
 def test_token_mismatch_says_which_entries_differ() -> None:
     """A greedy flip in one request diverges from there on: the detail says how many tokens and where."""
-    from bench.measure.compare import compare_tensors
+    from bench.measure.verify import compare_tensors
 
     ref = torch.arange(40, dtype=torch.int64)
     out = ref.clone()

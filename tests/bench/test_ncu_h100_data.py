@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.audit.selfcheck import parse_ncu_csv as selfcheck_times
+from bench.audit.truth import parse_ncu_csv as selfcheck_times
 from bench.profile.tools import PROFILE_CALLS, aggregate_ncu, parse_ncu_csv
 from bench.profile.verdict import verdict
 

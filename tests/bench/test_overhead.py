@@ -1,4 +1,4 @@
-"""bench/audit/overhead.py: both launch paths run the trivial variant; the fast path is the cheaper one."""
+"""bench/audit/overhead.py and wall.py: both launch paths run the trivial variant; the fast path is the cheaper one."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_too_few_variants_is_a_clear_error() -> None:
 
 
 def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path, write_benchmark: Any) -> None:
-    from bench.audit.overhead import chapter_wall, chapter_wall_markdown
+    from bench.audit.wall import chapter_wall, chapter_wall_markdown
 
     root = tmp_path / "chapters"
     for name in ("a", "b"):
@@ -76,7 +76,7 @@ def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path
 
 
 def test_chapter_wall_report_names_variants_whose_medians_moved_on_k_workers() -> None:
-    from bench.audit.overhead import chapter_wall_markdown
+    from bench.audit.wall import chapter_wall_markdown
 
     run = {"run": "x", "workers": 1, "exit_code": 0, "wall_s": 10.0, "suite_wall_s": 9.0}
     report = {
@@ -102,7 +102,7 @@ def test_chapter_wall_report_names_variants_whose_medians_moved_on_k_workers() -
 
 
 def test_chapter_wall_refuses_a_single_worker_and_unknown_flags() -> None:
-    from bench.audit.overhead import chapter_wall
+    from bench.audit.wall import chapter_wall
 
     with pytest.raises(ValueError, match=r"workers=\['0'\].*at least 2"):
         chapter_wall("7", ["0"])
@@ -125,7 +125,7 @@ def test_chapter_wall_ratio_is_the_median_of_repeated_pairs(monkeypatch: pytest.
     import subprocess
     import time as time_module
 
-    from bench.audit import overhead
+    from bench.audit import wall
 
     walls = iter([9.0, 5.0, 10.0, 7.0, 10.0, 5.0, 11.0, 6.0, 10.0])  # warm-up, 3 x (k, one), fresh (k, one)
     clock = [0.0]
@@ -134,10 +134,10 @@ def test_chapter_wall_ratio_is_the_median_of_repeated_pairs(monkeypatch: pytest.
         clock[0] += next(walls)
         return subprocess.CompletedProcess(cmd, 0, "1/1 pairs verified in 1.0 s\n", "")
 
-    monkeypatch.setattr(overhead.subprocess, "run", fake_run)
+    monkeypatch.setattr(wall.subprocess, "run", fake_run)
     monkeypatch.setattr(time_module, "monotonic", lambda: clock[0])
     monkeypatch.setattr("bench.isolate.server.stop_all", lambda *a, **k: [])
-    report = overhead.chapter_wall("7", ["0", "1"], repeats=3)
+    report = wall.chapter_wall("7", ["0", "1"], repeats=3)
     labels = [r["run"] for r in report["runs"]]
     assert labels == [
         "warm-up", "k workers #1", "one worker #1", "k workers #2", "one worker #2", "k workers #3",
@@ -147,13 +147,13 @@ def test_chapter_wall_ratio_is_the_median_of_repeated_pairs(monkeypatch: pytest.
     assert report["ratio"] == pytest.approx(0.5)
     assert report["fresh_server_ratio"] == pytest.approx(6.0 / 10.0)
     with pytest.raises(ValueError, match="repeats=0"):
-        overhead.chapter_wall("7", ["0", "1"], repeats=0)
+        wall.chapter_wall("7", ["0", "1"], repeats=0)
 
 
 def test_lane_times_spread_a_one_worker_timeline_longest_first() -> None:
     """Examples take what their variants took of the one worker (start to the next start); spread longest
     first, each to the lane free first: a (3 s) and b (2.5 s) on two lanes, c (1 s) after b."""
-    from bench.audit.overhead import lane_times
+    from bench.audit.wall import lane_times
 
     timeline = [  # one worker; start_s is when each variant's gate opened, end_s when it was logged
         {"key": "ch07:a:baseline", "start_s": 0.0, "end_s": 1.2},

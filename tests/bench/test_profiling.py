@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 import bench
-from bench.audit.selfcheck import parse_ncu_csv as selfcheck_parse
+from bench.audit.truth import parse_ncu_csv as selfcheck_parse
 from bench.define.discovery import discover, select
 from bench.define.result import Profile, Timing, VariantResult, VariantSpec, Work
 from bench.isolate.profiled import profile_variant

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from bench.audit.selfcheck import GPU_WORKLOADS, markdown, parse_ncu_csv, run_selfcheck
+from bench.audit.selfcheck import markdown, run_selfcheck
+from bench.audit.truth import GPU_WORKLOADS, parse_ncu_csv
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -84,7 +85,7 @@ def test_parse_ncu_csv_units_and_thousands_separators() -> None:
 def test_cpu_truth_waits_out_a_slow_start(slow_start: Any) -> None:
     """A CPU op that runs 4x slower for the first 0.1 s of a process (the H100 host's first ~0.3 s read
     4.0 µs for a 2.5 µs op): the truth is timed after its warm-up, in blocks, so it reads the fast rate."""
-    from bench.audit.selfcheck import _cpu_truth_ms
+    from bench.audit.truth import _cpu_truth_ms
 
     ms, how = _cpu_truth_ms(slow_start(40e-6, 10e-6))
     assert 0.009 < ms < 0.02, ms  # 10 µs, never the 40 µs of the start (a slip of units is 1000x)

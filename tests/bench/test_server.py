@@ -23,7 +23,7 @@ from bench.isolate import rendezvous, server
 
 def _interpret() -> bool:
     from bench.define.config import resolve_config
-    from bench.isolate.runner import server_interpret
+    from bench.isolate.process import server_interpret
 
     return server_interpret(resolve_config())
 
@@ -84,7 +84,7 @@ def test_a_second_command_reuses_the_server(tmp_path: Path) -> None:
     code = (
         "import os, json\n"
         "from bench.isolate import server\n"
-        "from bench.isolate.runner import server_interpret\n"
+        "from bench.isolate.process import server_interpret\n"
         "from bench.define.config import resolve_config\n"
         "print(json.dumps(server.call(os.getppid, interpret=server_interpret(resolve_config()), timeout=120)))\n"
     )
@@ -218,7 +218,7 @@ def test_outputs_compared_in_the_server_as_in_the_parent(tmp_path: Path) -> None
     import torch
 
     from bench.measure import outputs
-    from bench.measure.compare import verify_files
+    from bench.measure.verify import verify_files
 
     x = torch.randn(1000)
     ref = (str(tmp_path / "ref"), outputs.save([x], str(tmp_path / "ref")))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench.isolate import runner
+from bench.isolate import process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def _python(code: str, **env: str | None) -> str:
 
 
 def test_cuda_likely_does_not_import_torch() -> None:
-    code = "import sys; from bench.isolate.runner import cuda_likely; cuda_likely(); print('torch' in sys.modules)"
+    code = "import sys; from bench.isolate.process import cuda_likely; cuda_likely(); print('torch' in sys.modules)"
     assert _python(code) == "False"
 
 
@@ -39,10 +39,10 @@ def fake_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.
     spec = types.SimpleNamespace(submodule_search_locations=[str(tmp_path)])
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec if name == "torch" else real(name, *a))
-    monkeypatch.setattr(runner, "_CUDA", None)
+    monkeypatch.setattr(process, "_CUDA", None)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    runner._probe_cuda.cache_clear()  # each case probes its own fake machine
-    request.addfinalizer(runner._probe_cuda.cache_clear)
+    process._probe_cuda.cache_clear()  # each case probes its own fake machine
+    request.addfinalizer(process._probe_cuda.cache_clear)
 
     def make(cuda_build: bool, gpus: int) -> None:
         lib = tmp_path / "lib" / "libtorch_cuda.so"
@@ -79,12 +79,12 @@ def test_cuda_likely_guess(
     fake_torch(cuda_build, gpus)
     if visible is not None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    assert runner.cuda_likely() is expected
+    assert process.cuda_likely() is expected
 
 
 def test_cuda_likely_defers_to_an_exact_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "_CUDA", True)
-    assert runner.cuda_likely() is True
+    monkeypatch.setattr(process, "_CUDA", True)
+    assert process.cuda_likely() is True
 
 
 @pytest.mark.parametrize("cold_start", [True, False])
@@ -99,13 +99,13 @@ def test_a_wrong_cuda_guess_is_caught_and_rerun_cold(
 
     path = write_benchmark(tmp_path / "ch01" / "baseline_guess.py")
     spec = VariantSpec(chapter="ch01", example="guess", variant="baseline", path=str(path))
-    monkeypatch.setattr(runner, "_CUDA", None)
-    monkeypatch.setattr(runner, "cuda_likely", lambda: not _torch_cuda())
+    monkeypatch.setattr(process, "_CUDA", None)
+    monkeypatch.setattr(process, "cuda_likely", lambda: not _torch_cuda())
     layer = {"iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0}
     result = run_variant(spec, tmp_path / "wd", cli_layer=layer, cold_start=cold_start)
     assert result.status == "ok", result.error
     assert result.launch is not None and "guessed" in result.launch
-    assert runner._CUDA == _torch_cuda()  # asked torch once the guess failed
+    assert process._CUDA == _torch_cuda()  # asked torch once the guess failed
 
 
 def _torch_cuda() -> bool:

@@ -1,4 +1,5 @@
-"""bench/measure/clocks.py: every clock honours one contract; modes are picked by device, never silently."""
+"""bench/measure/clocks.py, gpu_clocks.py, timer.py: every clock honours one contract; modes are picked by device,
+never silently."""
 
 from __future__ import annotations
 
@@ -8,16 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from bench.measure.clocks import (
-    STABLE_WINDOW,
-    CpuClock,
-    CudaEventClock,
-    CudaGraphClock,
-    drift_note,
-    make_clock,
-    warm_up,
-)
+from bench.measure.clocks import STABLE_WINDOW, CpuClock, drift_note, warm_up
+from bench.measure.gpu_clocks import CudaEventClock, CudaGraphClock
 from bench.measure.stopping import StopRule
+from bench.measure.timer import make_clock
 
 CUDA = torch.cuda.is_available()
 NO_CUDA = "needs a CUDA device; torch.cuda.is_available() is False on this machine"

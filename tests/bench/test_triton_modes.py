@@ -102,7 +102,8 @@ import json, sys
 from bench.isolate import server
 from bench.define.config import resolve_config
 from bench.define.result import VariantSpec
-from bench.isolate.runner import prestart_server, run_variant
+from bench.isolate.process import prestart_server
+from bench.isolate.runner import run_variant
 
 path, wd = sys.argv[1], sys.argv[2]
 layer = {"iterations": 2, "warmup": 1, "device": "cpu"}
