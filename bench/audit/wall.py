@@ -70,7 +70,6 @@ def chapter_wall(
     return {
         "target": target,
         "overlap": os.environ.get("PERFLAB_OVERLAP", "on (default)"),  # perflab run's --overlap, inherited
-        "split_pairs": os.environ.get("PERFLAB_SPLIT_PAIRS", "off (default)"),  # --split-pairs, inherited
         "runs": runs, "k": len(workers), "repeats": repeats, **_ratios(runs, repeats), "medians": medians,
         "no_slowdown_ratios": estimates, "no_slowdown_ratio": no_slowdown,
     }  # fmt: skip
@@ -207,7 +206,7 @@ def moved(row: dict[str, Any]) -> bool:
 def chapter_wall_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"`perflab run -t {report['target']}` on one worker and on {report['k']} (PERFLAB_OVERLAP: "
-        f"{report.get('overlap', 'on (default)')}; PERFLAB_SPLIT_PAIRS: {report.get('split_pairs', 'off (default)')}):",
+        f"{report.get('overlap', 'on (default)')}):",
         "",
         "| run | workers | exit | command wall s | suite wall s | before the suite s |",
         "|---|---:|---:|---:|---:|---:|",

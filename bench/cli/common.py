@@ -68,8 +68,6 @@ def line(result: VariantResult, comparison: Comparison | None) -> str:
         text += "  speedup " + escape(speedup_text(comparison.model_dump()))
     if comparison is not None:
         text += "  verified" if comparison.verification.verified else f"  NOT verified ({comparison.status})"
-        if comparison.across_gpus is not None:
-            text += escape(f"  [across GPUs {comparison.across_gpus}]")
     if result.profile is not None:
         from bench.profile.tools import summary_line
 

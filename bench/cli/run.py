@@ -79,16 +79,6 @@ OverlapOpt = Annotated[
         "its outputs and exits; held before setup() until that child is gone (never during a measurement)",
     ),
 ]
-SplitPairsOpt = Annotated[
-    bool,
-    typer.Option(
-        "--split-pairs",
-        envvar="PERFLAB_SPLIT_PAIRS",
-        help="with several GPUs (of one model), run an example that would alone outlast the others' share "
-        "as separate variants, its baseline and optimized side by side on two GPUs (its speedup is then "
-        "across GPUs, and marked so); default: every pair on one GPU",
-    ),
-]
 
 
 def run(
@@ -99,7 +89,7 @@ def run(
     timing_mode: TimingModeOpt = None, noise_target: NoiseOpt = None, config: ConfigOpt = None,
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
     chapters_dir: ChaptersOpt = None, keep_workdir: KeepOpt = None, gpus: GpusOpt = None, jobs: JobsOpt = None,
-    overlap: OverlapOpt = True, split_pairs: SplitPairsOpt = False,
+    overlap: OverlapOpt = True,
 ) -> None:  # fmt: skip
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -127,7 +117,7 @@ def run(
     sink = None if no_track else _sink(experiment, tracking_uri, target_text, cold_start)
     suite, before_s = _run(examples, effective, workers, sink, suite_layer=suite_layer, cli_layer=layer,
                            workdir=keep_workdir, keep_workdir=keep_workdir is not None, cold_start=cold_start,
-                           overlap=overlap, split_pairs=split_pairs)  # fmt: skip
+                           overlap=overlap)  # fmt: skip
     tracker = cast("Tracker", sink.close()) if sink is not None else None
     _report(suite, tracker, sink, cold_start, before_s)
     if not suite.all_ok:

@@ -287,9 +287,6 @@ class Comparison(BaseModel):
     significance: Literal["faster", "slower", "no significant difference"] | None = None
     status: PairStatus
     verification: Verification
-    # The two ran on different GPUs (of one model: a speedup across models is refused), e.g. "0 vs 1" (their
-    # workers' CUDA_VISIBLE_DEVICES); None when they shared one (the default: run_suite(split_pairs=)).
-    across_gpus: str | None = None
     # What ``speedup`` is the ratio of: "time" (medians of the whole call) or, for a token-generating pair,
     # the metric it names: "ttft", "tpot" (medians, baseline / optimized), "throughput" (tokens/s, optimized
     # / baseline); bench.measure.generation.pair_speedup.

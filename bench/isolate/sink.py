@@ -48,13 +48,9 @@ class BackgroundSink:
         self._error: BaseException | None = None
         self._lost: list[str] = []  # variants queued but never logged, because the sink failed
         self._t0 = time.monotonic()
-        # Opening and logging are CPU-bound Python (MLflow's import, SQLite): a host-clocked measurement
-        # runs while neither does (``hold``; ``_Host``).
-        self._lock = threading.Lock()
-        self._busy = True  # opening, or logging one result
-        self._go = threading.Event()  # clear while held: no result is logged
-        self._go.set()
-        self.opened = threading.Event()  # the sink is open, or failed to open
+        # Set once the sink is open, or failed to open: opening is seconds of CPU-bound Python (MLflow's
+        # import, a new store's migrations), which a host-clocked measurement waits out (bench.isolate.workers).
+        self.opened = threading.Event()
         self.ready_s: float | None = None  # seconds from creation until the sink was open
         self.wait_s: float | None = None  # seconds ``close`` waited for the queue to drain
         self._thread = threading.Thread(target=self._loop, args=(open_sink,), name="perflab-sink", daemon=True)
@@ -66,8 +62,6 @@ class BackgroundSink:
         except BaseException as exc:  # recorded, raised by check/close in the suite's threads
             self._error = exc
         self.ready_s = time.monotonic() - self._t0
-        with self._lock:
-            self._busy = False
         self.opened.set()
         while (item := self._queue.get()) is not None:
             if isinstance(item, _Marker):
@@ -76,32 +70,11 @@ class BackgroundSink:
             if self._error is not None:
                 self._lost.append(item[0].spec.key)
                 continue
-            while True:  # not while held
-                self._go.wait()
-                with self._lock:
-                    if self._go.is_set():
-                        self._busy = True
-                        break
             try:
                 self._sink.log_variant(*item)  # type: ignore[union-attr]
             except BaseException as exc:
                 self._error = exc
                 self._lost.append(item[0].spec.key)
-            finally:
-                with self._lock:
-                    self._busy = False
-
-    def hold(self) -> bool:
-        """Stop logging (results queue meanwhile) if the sink is idle now: open and not logging; False
-        (nothing held) otherwise. ``release`` lets it go on."""
-        with self._lock:
-            if self._busy:
-                return False
-            self._go.clear()
-            return True
-
-    def release(self) -> None:
-        self._go.set()
 
     def log_variant(self, result: VariantResult, comparison: Comparison | None = None) -> str:
         """Queue one result; returns at once (the run id is not known yet: "")."""
@@ -119,7 +92,6 @@ class BackgroundSink:
     def drain(self) -> None:
         """Wait until every result queued so far is logged (or the sink failed): files a result points to
         (a profile's trace) must still exist when it is logged."""
-        self.release()
         done = threading.Event()
         self._queue.put(_Marker(done))
         while self._thread.is_alive() and not done.wait(0.1):
@@ -128,7 +100,6 @@ class BackgroundSink:
     def close(self) -> Sink:
         """Wait until every queued result is logged; the opened sink, or the error that stopped it."""
         t0 = time.monotonic()
-        self.release()  # never held past the suite
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()

@@ -75,7 +75,6 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         speedup_metric=metric,
         status=_PAIR_STATUS[verification.outcome],
         verification=verification,
-        across_gpus=_across(baseline, optimized),
     )
 
 
@@ -126,19 +125,10 @@ def _median(samples: list[float]) -> float | None:
     return statistics.median(samples) if samples else None
 
 
-def _across(baseline: VariantResult, optimized: VariantResult) -> str | None:
-    """"<baseline's GPU> vs <optimized's>" when the two ran on different physical GPUs (by the GPU's UUID in
-    their manifests, else their workers' CUDA_VISIBLE_DEVICES); None when on one, or on the CPU."""
-    b_uuid, o_uuid = (_gpu(r, "uuid") for r in (baseline, optimized))
-    b_vis, o_vis = baseline.cuda_visible_devices, optimized.cuda_visible_devices
-    differ = b_uuid != o_uuid if b_uuid and o_uuid else (b_vis is not None and o_vis is not None and b_vis != o_vis)
-    return f"{b_vis or b_uuid} vs {o_vis or o_uuid}" if differ else None
-
-
-def _gpu(result: VariantResult, field: str = "name") -> str | None:
-    """A field of the GPU in the variant's manifest (its model name by default); None on the CPU."""
+def _gpu(result: VariantResult) -> str | None:
+    """The model name of the GPU in the variant's manifest; None on the CPU."""
     gpu = result.manifest.get("gpu")
-    value = gpu.get(field) if isinstance(gpu, dict) else None
+    value = gpu.get("name") if isinstance(gpu, dict) else None
     return str(value) if value else None
 
 

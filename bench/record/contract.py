@@ -240,8 +240,6 @@ def comparison_tags(comparison: Comparison, baseline_run_id: str | None) -> dict
         tags["perflab.significance"] = comparison.significance
     if baseline_run_id is not None:
         tags["perflab.baseline_run_id"] = baseline_run_id
-    if comparison.across_gpus is not None:  # baseline and optimized on two GPUs of one model
-        tags["perflab.across_gpus"] = comparison.across_gpus
     return tags
 
 

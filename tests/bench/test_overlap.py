@@ -1,4 +1,4 @@
-"""bench/isolate/suite.py + bench/runner.Gate: each variant's child starts while the previous one finishes, and is
+"""bench/isolate/workers.py + runner.Gate: each variant's child starts while the previous one finishes, and is
 held before its benchmark's setup() until the previous child has exited.
 
 What must hold (and what these tests would catch): the next child really starts early (its benchmark
@@ -145,10 +145,10 @@ def test_a_child_still_starting_when_its_gate_opens_is_recorded_late(tmp_path: P
 
 
 def _slow_compare(monkeypatch: pytest.MonkeyPatch, times: list[tuple[float, float]]) -> None:
-    """bench.isolate.suite's compare, 0.8 s slower; (start, end) of each call appended to ``times``."""
-    import bench.isolate.suite as suite_module
+    """bench.isolate.workers's compare, 0.8 s slower; (start, end) of each call appended to ``times``."""
+    import bench.isolate.workers as workers_module
 
-    real = suite_module.compare
+    real = workers_module.compare
 
     def slow(baseline: Any, optimized: Any, **kwargs: Any) -> Any:
         t0 = time.time()
@@ -157,7 +157,7 @@ def _slow_compare(monkeypatch: pytest.MonkeyPatch, times: list[tuple[float, floa
         times.append((t0, time.time()))
         return out
 
-    monkeypatch.setattr(suite_module, "compare", slow)
+    monkeypatch.setattr(workers_module, "compare", slow)
 
 
 @pytest.mark.parametrize("gpu", [True, False])
@@ -166,12 +166,12 @@ def test_a_gpu_variant_is_compared_beside_the_next_one_a_cpu_variant_before_it(
 ) -> None:
     """Once a GPU variant's child has exited, the next variant's gate opens: it sets up and measures while
     the pair's outputs are compared (on the CPU) and logged. A CPU variant's measurement would share the
-    CPU with that comparison, so there the comparison comes first. (The rule, suite._compare_beside, is
+    CPU with that comparison, so there the comparison comes first. (The rule, workers._compare_beside, is
     forced on for the GPU case: these are CPU benchmarks.)"""
-    import bench.isolate.suite as suite_module
+    import bench.isolate.workers as workers_module
 
     if gpu:
-        monkeypatch.setattr(suite_module, "_compare_beside", lambda result: True)
+        monkeypatch.setattr(workers_module, "_compare_beside", lambda result: True)
     compares: list[tuple[float, float]] = []
     _slow_compare(monkeypatch, compares)
     root, log = tmp_path / "chapters", tmp_path / "events.jsonl"

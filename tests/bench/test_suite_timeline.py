@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.define.discovery import discover, select
-from bench.isolate.suite import _expected, _split, load_durations, run_suite, save_durations
+from bench.isolate.suite import _expected, load_durations, run_suite, save_durations
 from bench.record.summary import summary_dict
 
 FAST = {"warmup": 2, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu"}
@@ -65,8 +65,8 @@ def test_without_durations_the_examples_start_in_order(tmp_path: Path, write_ben
 
 def test_unknown_examples_count_as_longest(tmp_path: Path, write_benchmark: Any) -> None:
     (example,) = select(discover(chapters(tmp_path, write_benchmark, "a")))
-    assert _expected(example.variants, {"ch07:a:baseline": 1.0, "ch07:a:optimized": 2.5}) == 3.5
-    assert _expected(example.variants, {"ch07:a:baseline": 1.0}) == float("inf")
+    assert _expected(example, {"ch07:a:baseline": 1.0, "ch07:a:optimized": 2.5}) == 3.5
+    assert _expected(example, {"ch07:a:baseline": 1.0}) == float("inf")
 
 
 def test_durations_round_trip_per_signature(tmp_path: Path, write_benchmark: Any) -> None:
@@ -102,7 +102,7 @@ def test_outputs_are_deleted_once_their_example_is_compared(tmp_path: Path, writ
     assert (kept / "ch07" / "a" / "optimized" / "outputs" / "output-0.bin").exists()
 
 
-# ----------------------------------------------------------------------------- split pairs (--split-pairs)
+# ----------------------------------------------------------------------------- a whole example per worker
 
 DOMINANT = {  # a alone (10 s) outlasts the share of one of two workers (14 / 2 = 7 s)
     "ch07:a:baseline": 5.0, "ch07:a:optimized": 5.0,
@@ -111,53 +111,11 @@ DOMINANT = {  # a alone (10 s) outlasts the share of one of two workers (14 / 2 
 GPUS = [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]  # pinned workers; CPU benchmarks here
 
 
-def test_split_only_an_example_that_outlasts_a_workers_share(tmp_path: Path, write_benchmark: Any) -> None:
-    examples = select(discover(chapters(tmp_path, write_benchmark, "abc")))
-    items = [(i, e, list(e.variants)) for i, e in enumerate(examples)]
-    split = _split(items, DOMINANT, 2)
-    assert [[s.key for s in specs] for _, _, specs in split] == [
-        ["ch07:a:baseline"], ["ch07:a:optimized"],
-        ["ch07:b:baseline", "ch07:b:optimized"], ["ch07:c:baseline", "ch07:c:optimized"],
-    ]  # fmt: skip
-    assert _split(items, DOMINANT, 1) == items  # one worker's share is everything
-    assert _split(items, {**DOMINANT, "ch07:a:baseline": 1.0, "ch07:a:optimized": 1.0}, 2) == items
-    unknown = {k: v for k, v in DOMINANT.items() if not k.startswith("ch07:c")}
-    assert _split(items, unknown, 2) == items  # a duration unknown: nothing split
-
-
-def test_split_pairs_run_a_dominant_example_side_by_side(tmp_path: Path, write_benchmark: Any) -> None:
-    """Its baseline and optimized start together on the two workers; the optimized one (made to finish
-    first) waits for its baseline, is compared then, logged after it, and marked as across GPUs."""
-    root = chapters(tmp_path, write_benchmark, "abc")
-    write_benchmark(root / "ch07" / "baseline_a.py", SETUP_SLEEP=1.0)  # the baseline ends after its partner
-    logged: list[tuple[str, Any]] = []
-
-    class Sink:
-        def log_variant(self, result: Any, comparison: Any = None) -> str:
-            logged.append((result.spec.key, comparison))
-            return ""
-
-    suite = run_suite(
-        select(discover(root)), cli_layer=FAST, workers=GPUS, expected_s=DOMINANT, split_pairs=True, sink=Sink()
-    )
-    assert all(v.status == "ok" for v in suite.variants), [v.error for v in suite.variants]
-    assert all(c.verification.verified for c in suite.comparisons)
-    by = {t["key"]: t for t in suite.timeline}
-    assert by["ch07:a:baseline"]["worker"] != by["ch07:a:optimized"]["worker"]
-    # The optimized one ended first and waited; the baseline's worker compared the pair when it ended.
-    assert by["ch07:a:optimized"]["end_s"] < by["ch07:a:baseline"]["end_s"]
-    assert by["ch07:a:optimized"]["compare_s"] == 0.0 and by["ch07:a:baseline"]["compare_s"] > 0.0
-    across = {c.example: c.across_gpus for c in suite.comparisons}
-    assert across["a"] in ("0 vs 1", "1 vs 0") and across["b"] is None and across["c"] is None
-    keys = [k for k, _ in logged]
-    assert keys.index("ch07:a:baseline") < keys.index("ch07:a:optimized")  # the partner names the baseline's run
-    assert [v.spec.key for v in suite.variants][:2] == ["ch07:a:baseline", "ch07:a:optimized"]  # example order
-    assert [c.example for c in suite.comparisons] == ["a", "b", "c"]
-
-
-def test_without_split_pairs_a_dominant_example_stays_on_one_worker(tmp_path: Path, write_benchmark: Any) -> None:
+def test_a_dominant_example_still_runs_whole_on_one_worker(tmp_path: Path, write_benchmark: Any) -> None:
+    """A pair shares its GPU, however long the example: a speedup is never taken across two GPUs."""
     root = chapters(tmp_path, write_benchmark, "abc")
     suite = run_suite(select(discover(root)), cli_layer=FAST, workers=GPUS, expected_s=DOMINANT)
     by = {t["key"]: t for t in suite.timeline}
-    assert by["ch07:a:baseline"]["worker"] == by["ch07:a:optimized"]["worker"]
-    assert all(c.across_gpus is None for c in suite.comparisons)
+    for example in "abc":
+        assert by[f"ch07:{example}:baseline"]["worker"] == by[f"ch07:{example}:optimized"]["worker"]
+    assert all(c.verification.verified for c in suite.comparisons)

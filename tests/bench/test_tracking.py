@@ -159,9 +159,7 @@ def suite(store: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> di
     slow = timeout_result()
     crash = failed_result()
     cmp_opt = comparison(base, opt, detail=LONG_DETAIL)
-    cmp_slow = comparison(base, slow, detail="no output from optimized: not verified").model_copy(
-        update={"across_gpus": "0 vs 1"}  # as run_suite(split_pairs=True) marks a pair run on two GPUs
-    )
+    cmp_slow = comparison(base, slow, detail="no output from optimized: not verified")
     with Tracker(
         experiment="perflab-test-suite",
         tracking_uri=store["uri"],
@@ -316,11 +314,6 @@ def test_optimized_run_has_speedup_and_verification(suite: dict[str, Any]) -> No
     assert len(tags["perflab.verification"]) == 5000
     assert LONG_DETAIL.startswith(tags["perflab.verification"][:-3])
     assert tags["perflab.baseline_run_id"] == suite["ids"]["baseline"]
-
-
-def test_a_pair_across_gpus_is_tagged_so(suite: dict[str, Any]) -> None:
-    assert suite["runs"]["optimized_tiled"].data.tags["perflab.across_gpus"] == "0 vs 1"
-    assert "perflab.across_gpus" not in suite["runs"]["optimized"].data.tags  # one GPU: no tag
 
 
 @pytest.mark.parametrize("which", ["optimized_tiled", "crash"])
