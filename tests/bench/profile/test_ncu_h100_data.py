@@ -1,6 +1,6 @@
 """The ncu CSV parser and the verdict against real ``ncu --csv`` output captured on an H100.
 
-tests/bench/data/ncu_h100/: the profile child's ncu.csv of every chapter-7 variant (perflab run -t 7
+tests/bench/profile/data/ncu_h100/: the profile child's ncu.csv of every chapter-7 variant (perflab run -t 7
 --profile --profile-mode all, 2026-11-21, docs/results/h100.md) and selfcheck's ncu CSVs (with ncu's
 ==PROF== lines); logged_on_h100.json holds the metrics and verdict the H100 run logged to MLflow.
 """

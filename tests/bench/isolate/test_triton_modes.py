@@ -68,7 +68,7 @@ modes = sorted(live[k] for k in (server.server_key(False), server.server_key(Tru
 print(json.dumps({"status": r.status, "launch": r.launch, "error": r.error and r.error.message, "modes": modes}))
 '''
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _run(tmp_path: Path, first_env: dict[str, str] | None) -> dict[str, str]:

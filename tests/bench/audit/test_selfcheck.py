@@ -13,7 +13,7 @@ import torch
 from bench.audit.selfcheck import markdown, run_selfcheck
 from bench.audit.truth import GPU_WORKLOADS, parse_ncu_csv
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_cpu_workload_every_cpu_mode_close_to_truth() -> None:

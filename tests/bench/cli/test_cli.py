@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from perflab.cli import app
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 TREE: dict[str, dict[str, Any]] = {
     "ch07/baseline_x.py": {},

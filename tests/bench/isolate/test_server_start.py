@@ -15,7 +15,7 @@ import pytest
 
 from bench.isolate import process
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _python(code: str, **env: str | None) -> str:

@@ -14,7 +14,7 @@ import torch
 from bench.measure.machine import device_manifest
 from bench.record.manifest import REDACTED, git_info, host_manifest, redact_env
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 SECRETS = {
     "PERFLAB_API_TOKEN": "tok-5ecret-perflab",
