@@ -8,7 +8,7 @@ A chapter README holds marked sections that only this module writes::
     <!-- perflab:roofline:end -->
 
 The suite is the one named by ``--run-id``, else per chapter the latest completed suite that ran it
-(a session may run chapter 7 and chapter 1 as two suites). Everything between the markers is
+(chapter 7 and chapter 1 may have run as two suites). Everything between the markers is
 replaced; the rest of the file is left byte for byte. Numbers come from the runs' metrics and tags
 only (rows through ``analysis.report``), so a section can be rebuilt from a store copied off the GPU
 host, without its artifacts; a number the run did not log is '—'.
@@ -439,7 +439,7 @@ def update_readmes(
 
     With ``run_id``: the chapters of that suite (or ``chapters``, which it must have). Without: each
     chapter (``chapters``, else every README with results markers) from the latest completed suite
-    that ran it, so a session that ran chapter 7 and chapter 1 as two suites fills both.
+    that ran it, so chapter 7 and chapter 1, run as two suites, fill both.
     Every README is read and validated before any is written; a chapter without a README, without
     results markers or without a suite is skipped with the reason.
     """

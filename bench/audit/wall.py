@@ -167,9 +167,9 @@ def _medians_across(runs: list[dict[str, Any]], uri: str) -> list[dict[str, Any]
     warm-up and the fresh-server runs included: each is a measurement of the same code), the median of
     each side, k / one, and whether the k-worker median lies outside the range of the one-worker runs.
     Largest deviation first. Parallel workers must not change what a variant measures: on the H200 x 2
-    (session 7) a host-clocked variant read 3x slower on two GPUs, which only this comparison showed. A
-    deviation inside the one-worker runs' own spread is the host's run-to-run noise, not the workers'
-    doing (session 8: ch01's host-clocked training_step read 18.8-24.0 ms over four one-worker runs)."""
+    a host-clocked variant once read 3x slower on two GPUs, which only this comparison showed. A deviation
+    inside the one-worker runs' own spread is the host's run-to-run noise, not the workers' doing (ch01's
+    host-clocked training_step read 18.8-24.0 ms over four one-worker runs; docs/results/h200x2.md)."""
     from bench.record.store import child_runs
 
     seen: dict[str, dict[str, list[float]]] = {}

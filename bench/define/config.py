@@ -95,7 +95,7 @@ class BenchmarkConfig(BaseModel):
     # (host sleep); 0 = back to back. Back to back, a long kernel runs at whatever clock the power
     # controller has settled on (an 8192^3 bf16 matmul on the H100 at its 700 W cap: CV of 7 medians
     # 0.52-2.31 %, +1.7-6.8 % against ncu's kernel time); with a gap as long as the sample each one
-    # starts from the same state: CV 0.04 %, +0.1 % against ncu (docs/results/h100.md, session 4).
+    # starts from the same state: CV 0.04 %, +0.1 % against ncu (docs/results/h100.md).
     # The measurement's wall time stays bounded by min/max_measure_seconds: fewer samples, not longer.
     # 0 measures the sustained, power-capped regime instead.
     sample_gap: float = Field(1.0, ge=0.0, le=100.0)

@@ -5,10 +5,10 @@ The big one is ``triton_key()``: the version hash Triton puts in every compiled 
 a SHA-256 of its own sources *and of libtriton.so* (~500 MB). It is ``lru_cache``d, so a fresh
 process pays it at its first kernel launch even when the kernel is in the on-disk cache: 1.26 s on
 this project's 2-core CI machine, and the bulk of the ~0.5 s first call of every Triton variant on the
-GPU hosts (``time_first_call_ms`` 487-673 ms on the H200 host, session 3). Hashed once here, inherited
-by every child through fork. ``libcuda_dirs()`` (an ``ldconfig -p`` subprocess) and the modules
-Triton imports lazily at the first launch likewise. On the H200 host (session 4) the first call of
-a ch07 variant went from 510-600 ms to 150-200 ms with triton_key warm.
+GPU hosts (``time_first_call_ms`` 487-673 ms on the H200 host). Hashed once here, inherited by every
+child through fork. ``libcuda_dirs()`` (an ``ldconfig -p`` subprocess) and the modules Triton imports
+lazily at the first launch likewise. On the H200 host the first call of a ch07 variant takes 150-200 ms
+with triton_key warm, 510-600 ms without.
 
 Nothing here may initialise CUDA (a forked child of a process that did cannot use it): no driver
 object, no device query. Under ``TRITON_INTERPRET=1`` kernels are interpreted, never compiled, so

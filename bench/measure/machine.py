@@ -36,7 +36,7 @@ def _handle(pynvml: Any, index: int, uuid: str | None) -> tuple[Any, str] | str:
     NVML numbers GPUs as the driver does and ignores CUDA_VISIBLE_DEVICES: under ``--gpus 0,1`` the
     worker pinned to GPU 1 sees it as cuda:0, which NVML index 0 is not. Reading NVML index 0 there
     read the other worker's GPU: its clocks, its throttling, and its variant flagged as "another
-    process on the GPU" (H200 x 2, session 5). The UUID names one physical GPU for both."""
+    process on the GPU" (H200 x 2, docs/results/h200x2.md). The UUID names one physical GPU for both."""
     if uuid:
         name = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
         try:

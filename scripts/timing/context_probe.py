@@ -1,6 +1,6 @@
 """Do CUDA context creation and teardown on two GPUs slow each other down? (issue 4, two-GPU ratio)
 
-On the H200 x 2 host (session 5, call R), chapter 7's variants took 23 % longer in all on two GPUs than
+On the H200 x 2 host (docs/results/h200x2.md), chapter 7's variants took 23 % longer in all on two GPUs than
 on one, nearly all of it in set-up (CUDA context creation), start-up and process exit (context
 teardown). This probe isolates that: fresh children of the pre-warmed server, each pinned to one GPU,
 create a context (cuInit, the primary context, the first allocation, each timed), take the harness's NVML

@@ -1,7 +1,7 @@
 """What a child reports of its CUDA start (VariantResult.cuda_start_s; MLflow metric ``cuda_start_s``).
 
 Creating a CUDA context is most of a variant's fixed cost on a GPU host, and on a host with several
-GPUs the driver serialises it across them (docs/STATUS.md, issue 4): each variant records how long its
+GPUs the driver serialises it across them (docs/design.md, Known limits): each variant records how long its
 own took, so a slow start shows in the run rather than hiding in its set-up stage.
 """
 

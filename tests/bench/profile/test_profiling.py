@@ -30,8 +30,8 @@ from perflab.cli import app
 CPU = {"device": "cpu", "iterations": 5, "warmup": 1}
 
 # HAND-MADE in Nsight Compute's `--csv` details-page format (same columns, quoting, units and
-# "==PROF==" preamble as ncu 2025.x prints); not captured on a GPU — real H100 output was not
-# available in this session. Three kernels, the five metrics of the minimal preset each, mixed
+# "==PROF==" preamble as ncu 2025.x prints); not captured on a GPU (real H100 output:
+# tests/bench/profile/data/ncu_h100). Three kernels, the five metrics of the minimal preset each, mixed
 # time units, a thousands separator and an "n/a" value.
 NCU_CSV = """==PROF== Connected to process 4242 (/usr/bin/python3.12)
 ==PROF== Profiling "ampere_sgemm_128x64_nn" - 0: 0%....50%....100% - 3 passes
