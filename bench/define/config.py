@@ -155,7 +155,7 @@ Layer = BenchmarkConfig | Mapping[str, Any] | None
 def host_clocked(config: Any, device: str | None = None) -> bool:
     """Timed on the host's wall clock: any variant on a CPU device (``device``: the resolved one, e.g. "cpu"
     or "cuda:0"; a config's own may say "auto"), and on a GPU the ``cpu`` and ``pytorch`` clocks. Its samples
-    include the host's CPU work, so anything else on the host can move them (bench.isolate.suite._Host): on the
+    include the host's CPU work, so anything else on the host can move them (bench.isolate.workers, rule 3): on the
     2-core CI machine a 2-thread op read 16 ms instead of 0.03 ms while MLflow imported beside it (OpenMP
     waits for a thread the scheduler took away)."""
     on = device or getattr(config, "device", None) or "auto"

@@ -220,7 +220,7 @@ class VariantResult(BaseModel):
     cuda_visible_devices: str | None = None  # the worker's pinning (--gpus): which physical GPU "cuda:0" was
     launch: str | None = None  # "server" (fast path) or "cold_start" (fresh interpreter), and why
     # Seconds its child ran before the previous variant on the same worker was over (start-up, CUDA
-    # context; held before setup(): runner.Gate); None when it was not started ahead.
+    # context; held before setup() at its gate: bench.isolate.workers); None when it was not started ahead.
     ahead_s: float | None = None
     # Started ahead, when its child reached the gate after the gate had opened: how long the worker then
     # waited for it (start-up, CUDA context taking longer than the previous variant's end).
@@ -303,7 +303,7 @@ class SuiteResult(BaseModel):
     # isolated run from then until its child exited), ahead_s (what its child ran before, beside the
     # previous variant), late_s (its worker waited for it at the open gate), compare_s (the output check
     # against the baseline), other_s (logging, removing outputs), beside (compare and other ran while the
-    # next variant already ran: suite._compare_beside), end_s.
+    # next variant already ran: bench.isolate.workers, rule 5), end_s.
     timeline: list[dict[str, Any]] = Field(default_factory=list)
 
     def time_breakdown(self) -> dict[str, Any]:
@@ -323,14 +323,14 @@ class SuiteResult(BaseModel):
             "last_end_s": max(t["end_s"] for t in self.timeline),
             "run_s": run,
             "compare_s": compare,
-            "compare_beside_s": compare_beside,  # of compare_s: beside the next variant (suite._compare_beside)
+            "compare_beside_s": compare_beside,  # of compare_s: beside the next variant (workers, rule 5)
             "idle_s": max(workers * self.wall_s - busy, 0.0),  # a worker waiting: for work, or at the start/end
-            # children started ahead (runner.Gate), running beside the previous variant: in no one's busy time
+            # children started ahead (workers, rule 1), running beside the previous variant: in no one's busy time
             "ahead_s": sum(t.get("ahead_s", 0.0) for t in self.timeline),
             # ... and, of those, the time their workers waited for them at an open gate (start-up, CUDA context
             # not done when the previous variant was over): inside run_s
             "late_s": sum(t.get("late_s", 0.0) for t in self.timeline),
-            # host-bound measurements waiting to run alone on the host (suite._Host)
+            # host-clocked measurements waiting to run alone on the host (workers, rule 3)
             "alone_wait_s": sum(t.get("alone_wait_s") or 0.0 for t in self.timeline),
         }
 
