@@ -28,9 +28,9 @@ from bench.errors import PerflabError
 
 # Imported once by each server, never again per variant (CUDA is never initialised there).
 PRELOAD = [
-    "bench.isolate.child", "bench.measure.compare", "bench.define.config", "bench.define.context",
-    "bench.measure.machine", "bench.measure.clocks", "numpy",
-    "nvtx", "torch", "triton",
+    "bench.isolate.child", "bench.isolate.timed", "bench.measure.compare", "bench.define.config",
+    "bench.define.context", "bench.measure.machine", "bench.measure.timer", "bench.measure.generation_clock",
+    "numpy", "nvtx", "torch", "triton",
     "bench.isolate.warm",  # after triton: its per-process caches (bench/isolate/warm.py), never CUDA
 ]  # fmt: skip
 PROTOCOL = 1  # bump when the messages change: a server of another protocol gets another key
