@@ -250,3 +250,16 @@ def test_cuda_graph_falls_back_when_capture_is_impossible() -> None:
     clock.warmup(fn, 1)
     assert clock.mode == "cuda_event" and clock.fallback and "capture failed" in clock.fallback
     assert len(clock.measure(fn, 3, RULE).samples_ms) == 3
+
+
+def test_time_callable_is_the_harness_clock_for_code_outside_a_chapter() -> None:
+    """bench.measure.time_callable (the kernel sweeps' timing): the config's clock, its first call apart, a
+    warm-up to a steady state, then the fixed number of samples; their statistics."""
+    from bench.define.config import resolve_config
+    from bench.measure import time_callable
+
+    calls: list[int] = []
+    config = resolve_config({"device": "cpu", "iterations": 7, "warmup": 2, "min_warmup_seconds": 0.0})
+    stats = time_callable(lambda: calls.append(1), config, torch.device("cpu"))
+    assert stats.n == 7 and stats.min_ms >= 0.0 and stats.median_ms <= stats.max_ms
+    assert len(calls) >= 1 + 2 * STABLE_WINDOW + 7  # first call, a steady warm-up (two windows), the samples
