@@ -250,6 +250,7 @@ def capture_graph(fn: Fn, calls: int, device: Any) -> Fn:
     """
     import torch
 
+    BOUND.bind_torch()  # a caller outside a timed child (the selfcheck's truths) has not bound them yet
     try:
         side = torch.cuda.Stream(device)
         side.wait_stream(BOUND.current_stream(device))
