@@ -700,7 +700,7 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
             )
         usual = r.reference_ms or (t.stats.median_ms if t is not None else None)
         if r.controlled:  # B: a fresh set-up holding what the timed calls left; A from the set-up state
-            high = 2.0 * usual + RESTORE_FLOOR_MS if usual else None
+            high = 2.0 * usual + _child.RESTORE_FLOOR_MS if usual else None
         else:
             high = max(2.0 * usual, t.stats.percentiles_ms.get("p99", 0.0) if r.reference_ms is None and t else 0.0) \
                 if usual else None  # fmt: skip
@@ -721,9 +721,6 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
         return "measurement", implausible
     return None, None
 
-
-# Below this gap (ms) a slower call from the set-up state is clock noise, not skipped work.
-RESTORE_FLOOR_MS = 0.005
 
 # A variant may beat a measured ceiling by this much (clock and measurement spread) before it is refused.
 PLAUSIBLE_MARGIN = 1.10
