@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels wall context neighbour exploits aa). Everything
+# sweep_builtins sweep_grid kernels wall context neighbour sideprobe exploits aa). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
@@ -78,6 +78,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       echo "neighbour exit $?"; grep "^|" "$OUT/neighbour_probe.txt" || tail -20 "$OUT/neighbour_probe.txt" ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --fresh-server --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
+    sideprobe)  # issue 19: what the side-stream detector sees per kind of call and sample (scripts/timing/side_stream_probe.py)
+      $T python3 scripts/timing/side_stream_probe.py "${PERFLAB_SIDEPROBE_N:-40}" > "$OUT/side_stream_probe.md" 2>&1
+      echo "sideprobe exit $?"; cat "$OUT/side_stream_probe.md" ;;
     exploits)  # issue 19: the exploit catalog and the clock tests on the GPU (side streams, CUDA events)
       $T python3 -m pytest -q -p no:cacheprovider tests/bench/test_exploits.py tests/bench/test_timing.py \
         tests/bench/test_memory.py > "$OUT/exploits.log" 2>&1
