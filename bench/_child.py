@@ -191,6 +191,8 @@ def run(job: dict[str, Any]) -> None:
     with _Stage("warmup"):
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
         clock.warmup(fn, max(config.warmup - 1, 0))
+        if hasattr(clock, "check_capture"):
+            clock.check_capture(lambda: _outputs(obj))
 
     poisoned = False
     with _Stage("measurement"):

@@ -410,6 +410,33 @@ class CudaEventClock:
             self.one(fn)
         self._reset_counts()
 
+    def check_capture(self, outputs: Callable[[], list[Any] | None]) -> None:
+        """A captured call must write its own outputs when replayed (INTEGRITY #3, #13). Work a call puts on a
+        stream outside the capture runs once, at capture, and never in a replay: its outputs keep the poison
+        written before the replay, and the replay's time leaves that work out. Floating outputs are poisoned
+        with NaN, others with their dtype's lowest value (True for bool); an output the replay leaves poisoned
+        (and that did not read so before) makes the variant invalid, with the reason. The checks are
+        reductions to a scalar: no temporaries billed to the variant's memory."""
+        replays = [r for r in (self._with_call, getattr(self, "_replay", None)) if r is not None]
+        tensors = outputs() if replays else None
+        if not tensors:
+            return
+        watched = [i for i, t in enumerate(tensors) if t.numel() and not _poisoned(t)]
+        for replay in replays:
+            for i in watched:
+                t = tensors[i]
+                t.fill_(float("nan") if t.is_floating_point() or t.is_complex() else _sentinel(t))
+            replay()
+            BOUND.synchronize(self.device)
+            left = [i for i in watched if _poisoned(tensors[i])]
+            if left:
+                self.invalid = (
+                    f"work outside the captured stream: a CUDA-graph replay of one call left output(s) "
+                    f"{', '.join(map(str, left))} as poisoned before it, so the call's work runs on a stream it "
+                    "does not fork from and join to the current one (or on the host): events time none of it"
+                )
+                return
+
     def _reset_counts(self) -> None:
         self.leaks = self.side_stream = 0
         self.tails_ms, self.idle_sync_ms = [], []
@@ -464,6 +491,23 @@ class CudaEventClock:
         self._judge(len(m.samples_ms), "batch ")
         how += ", warm L2, start behind the spin kernel"
         return Batch(m.samples_ms, calls, how, m.stop_reason, m.noise, notes)
+
+
+def _sentinel(t: Any) -> Any:
+    import torch
+
+    return True if t.dtype == torch.bool else torch.iinfo(t.dtype).min
+
+
+def _poisoned(t: Any) -> bool:
+    """A floating tensor holding a NaN (a sum propagates it), another one entirely its sentinel."""
+    import torch
+
+    if t.is_floating_point() or t.is_complex():
+        return bool(torch.isnan(t.sum()).any())
+    if t.dtype == torch.bool:
+        return bool(t.all())
+    return bool(t.max() == _sentinel(t))
 
 
 class CudaGraphClock(CudaEventClock):
