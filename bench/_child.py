@@ -355,7 +355,7 @@ def _restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutat
     # A busy host only adds time, so the fastest of each side converges: more rounds while A looks much
     # slower than B (the verdict's own line, bench.runner), so noise alone does not make the variant invalid.
     while rounds < RESTORE_ROUNDS or (
-        b_ms and rounds < RESTORE_MAX_ROUNDS and min(a_ms) > 2.0 * min(b_ms) + RESTORE_FLOOR_MS
+        b_ms and rounds < RESTORE_MAX_ROUNDS and min(a_ms) > RESTORE_SLOWER * min(b_ms) + RESTORE_FLOOR_MS
     ):
         if left is not None:
             call_from(left)
@@ -377,6 +377,9 @@ def _restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutat
 RESTORE_ROUNDS = 2
 RESTORE_MAX_ROUNDS = 6
 RESTORE_FLOOR_MS = 0.005  # below this gap (ms) a slower call from the set-up state is clock noise
+# A call from the set-up state this much slower than one holding what the timed calls left (both the fastest
+# of their rounds) means the timed calls did less work: a fake speedup of 1.25x or more is caught.
+RESTORE_SLOWER = 1.25
 
 
 def _set_up_again(obj: Any, config: Any) -> dict[str, Any]:

@@ -537,7 +537,7 @@ def selfcheck(
             workloads=workload,
             modes=mode,
             use_ncu=ncu,
-            log=console.print,
+            log=lambda text: console.print(text, markup=False),  # notes hold "[flush, call]"
             config_layer=layer,
             isolate=not in_process,
         )
@@ -756,7 +756,7 @@ def _emit(text: str, report: dict[str, Any], out: Path | None, stem: str) -> Non
     """Print a Markdown table; with ``out``, also keep it and the raw report as <stem>.md / .json."""
     import json
 
-    console.print(text)
+    console.print(text, markup=False)  # table cells are data: "[L2 flush]" is not a style
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{stem}.md").write_text(text)

@@ -700,7 +700,7 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
             )
         usual = r.reference_ms or (t.stats.median_ms if t is not None else None)
         if r.controlled:  # B: a fresh set-up holding what the timed calls left; A from the set-up state
-            high = 2.0 * usual + _child.RESTORE_FLOOR_MS if usual else None
+            high = _child.RESTORE_SLOWER * usual + _child.RESTORE_FLOOR_MS if usual else None
         else:
             high = max(2.0 * usual, t.stats.percentiles_ms.get("p99", 0.0) if r.reference_ms is None and t else 0.0) \
                 if usual else None  # fmt: skip

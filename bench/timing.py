@@ -59,13 +59,13 @@ MAX_EAGER_BATCH = 1000
 # Warm-up to a steady state: the last window's median within this of the window before.
 STABLE_WINDOW = 5
 STABLE_TOLERANCE = 0.10
-# A device-wide sync still waiting this long after the end event means work on another stream ...
+# A device-wide sync still waiting this long after the end event, in at least this share of the samples, is
+# noted (1-7 of ~240 samples on an H100 host are host jitter).
 _SIDE_STREAM_MIN_MS = 0.05
 _SIDE_STREAM_FRACTION = 0.1
-# ... in at least this share of the samples: the variant is invalid (fewer is host jitter: 1-7 of ~240
-# samples on an H100 host; a side stream shows in nearly every sample).
-SIDE_STREAM_INVALID_SHARE = 0.5
 SIDE_STREAM_NOTE_SHARE = 0.2
+# Cold samples of a captured call subtract the median span of this many recent [flush] replays.
+FLUSH_WINDOW = 9
 # The batch measurement's effort: enough samples for its median, a fraction of the cold one's time.
 BATCH_RULE = StopRule(min_samples=10, min_seconds=0.02, max_seconds=0.3)
 
@@ -304,6 +304,7 @@ class CudaEventClock:
         self.differential = flush_l2  # cold samples as graph differences, when the call can be captured
         self._with_call: Fn | None = None  # replay of a graph [flush, call]
         self._flush_only: Fn | None = None  # replay of a graph [flush]
+        self._flush_spans: list[float] = []  # its spans so far
         self.eager_ms: float | None = None  # median eager cold call at the end of warm-up
 
     @property
@@ -311,7 +312,8 @@ class CudaEventClock:
         gap = f"; GPU idle {self.sample_gap:g}x the sample's span after each sample" if self.sample_gap else ""
         if self._with_call is not None:
             return (
-                "CUDA events around one CUDA-graph replay of [L2 flush, call] minus one of [L2 flush], each queued "
+                "CUDA events around one CUDA-graph replay of [L2 flush, call] minus the median of the last "
+                f"{FLUSH_WINDOW} replays of [L2 flush], each queued "
                 f"behind a spin kernel and after an untimed L2 flush; cold L2{gap}"
             )
         flush = "L2 flushed (2x L2 read) before each call" if self.l2_flushed else "warm L2 (no flush)"
@@ -362,7 +364,11 @@ class CudaEventClock:
 
     def one(self, fn: Fn) -> float:
         if self._with_call is not None and self._flush_only is not None:
-            return self._span(self._with_call, flush=True) - self._span(self._flush_only, flush=True)
+            # The flush's own span varies by about a microsecond between replays; subtracting the median of the
+            # recent ones, not the one beside, keeps that out of each sample (a 2 µs call read <= 0 otherwise).
+            with_call = self._span(self._with_call, flush=True)
+            self._flush_spans.append(self._span(self._flush_only, flush=True))
+            return with_call - statistics.median(self._flush_spans[-FLUSH_WINDOW:])
         return self._span(fn, flush=True)
 
     def eager(self, fn: Fn) -> float:
@@ -377,16 +383,87 @@ class CudaEventClock:
         return (BOUND.perf_counter() - t0) * 1e3
 
     def warmup(self, fn: Fn, n: int) -> None:
-        # Eager cold samples: they grow the spin to cover the host's enqueue, and show work left on another
-        # stream (a graph captures no work launched on a stream outside the capture: only eager calls can).
-        samples, self.stable = warm_up(lambda: self.eager(fn), n, self.min_warmup_s, self.max_warmup_s)
+        # Eager cold samples: they grow the spin to cover the host's enqueue, and note the streams the call
+        # makes current (a graph captures no work launched on a stream outside the capture: only eager calls
+        # show it).
+        with BOUND.streams_made_current() as seen:
+            samples, self.stable = warm_up(lambda: self.eager(fn), n, self.min_warmup_s, self.max_warmup_s)
         self.warmup_done = len(samples)
         self.eager_ms = statistics.median(samples[-STABLE_WINDOW:])
         if not self.stable:
             self.notes.append(_unsteady(samples, self.max_warmup_s))
         self._judge(len(samples), "warm-up ")
+        self._check_side_streams(fn, seen)
         if self.differential and self.invalid is None:
             self._capture_cold(fn)
+
+    def _check_side_streams(self, fn: Fn, seen: set[tuple[int, int, int]]) -> None:
+        """Every stream the call makes current must be forked from the current stream and joined back to it
+        (INTEGRITY #3, #13), or the events on the current stream miss its work. Two probes, each decided by
+        the device's order, not by a time: (fork) a spin kernel holds the current stream, and a side stream's
+        work that completes before the spin does did not wait for it; (join) spin kernels hold the side
+        streams, and a current stream that gets past the call before they do did not wait for them."""
+        current = BOUND.current_stream(self.device)
+        mine = (current.stream_id, current.device_index, current.device_type)
+        sides = [
+            BOUND.Stream(stream_id=sid, device_index=index, device_type=kind)
+            for sid, index, kind in sorted(seen)
+            if (sid, index, kind) != mine
+        ]
+        if not sides:
+            return
+        hold = int(min(max(1.0, 4 * (self.eager_ms or 0.0)), 500.0) * self._cycles_per_ms)
+        unforked, unjoined = self._probe_fork(fn, sides, hold), self._probe_join(fn, sides, hold)
+        ids = ", ".join(str(s.stream_id) for s in sides)
+        self.notes.append(f"side streams made current by the call: {ids} (forked and joined: checked)")
+        if unforked or unjoined:
+            what = "; ".join(
+                w
+                for w in (
+                    f"work on stream(s) {', '.join(unforked)} starts without waiting for the current stream"
+                    if unforked
+                    else "",
+                    f"the current stream does not wait for stream(s) {', '.join(unjoined)} before the call returns"
+                    if unjoined
+                    else "",
+                )
+                if w
+            )
+            self.invalid = (
+                f"work on an unjoined side stream: {what}, so events on the current stream do not cover all of "
+                "the call's work (fork with side.wait_stream(current), join with current.wait_stream(side))"
+            )
+
+    def _probe_fork(self, fn: Fn, sides: list[Any], hold: int) -> list[str]:
+        BOUND.synchronize(self.device)
+        BOUND.spin(hold)
+        spun = BOUND.Event()
+        BOUND.record(spun)
+        fn()
+        marks = [(s, BOUND.Event()) for s in sides]
+        for s, e in marks:
+            BOUND.record(e, s)
+        early: set[str] = set()
+        while not BOUND.query(spun):  # the current stream still spins: a side mark done now ran ahead
+            early |= {str(s.stream_id) for s, e in marks if BOUND.query(e)}
+        BOUND.synchronize(self.device)
+        return sorted(early)
+
+    def _probe_join(self, fn: Fn, sides: list[Any], hold: int) -> list[str]:
+        BOUND.synchronize(self.device)
+        for s in sides:
+            with BOUND.torch.cuda.stream(s):  # type: ignore[union-attr]
+                BOUND.spin(hold)
+        fn()
+        end = BOUND.Event()
+        BOUND.record(end)
+        marks = [(s, BOUND.Event()) for s in sides]
+        for s, e in marks:
+            BOUND.record(e, s)
+        BOUND.event_synchronize(end)
+        late = [str(s.stream_id) for s, e in marks if not BOUND.query(e)]
+        BOUND.synchronize(self.device)
+        return late
 
     def _capture_cold(self, fn: Fn) -> None:
         flush = self._flush
@@ -431,9 +508,9 @@ class CudaEventClock:
             left = [i for i in watched if _poisoned(tensors[i])]
             if left:
                 self.invalid = (
-                    f"work outside the captured stream: a CUDA-graph replay of one call left output(s) "
-                    f"{', '.join(map(str, left))} as poisoned before it, so the call's work runs on a stream it "
-                    "does not fork from and join to the current one (or on the host): events time none of it"
+                    f"a CUDA-graph replay of one call did not write output(s) {', '.join(map(str, left))} (they kept "
+                    "the NaN poison written before it): the call's work runs outside its stream (an unjoined side "
+                    "stream, the host) or not at all (a result precomputed in setup?), and events time none of it"
                 )
                 return
 
@@ -447,24 +524,20 @@ class CudaEventClock:
         return m
 
     def _judge(self, n: int, what: str) -> None:
-        """Notes on leaks; side streams in most samples make the measurement invalid (INTEGRITY #3, #13)."""
+        """Notes on leaks, and on samples whose device stayed busy after the end event: a hint, not a verdict
+        (the fork/join probes decide on side streams; hosts and many-kernel graphs show such tails too)."""
         if self.leaks and what != "warm-up ":  # in warm-up the spin is still growing to fit the host
             self.notes.append(
                 f"{what}{self.leaks}/{n} samples: the host took longer to enqueue the work than the spin kernel "
                 f"ran (now {self._spin_ms:.2f} ms); those samples may include launch gaps"
             )
         if n and self.side_stream >= max(2, math.ceil(SIDE_STREAM_NOTE_SHARE * n)):
-            detail = (
-                f"in {self.side_stream}/{n} {what}samples the device was still busy after the end event: "
-                "benchmark_fn leaves work on another stream that it does not join to the current one "
-                f"(device-wide sync after the end event: median {1e3 * statistics.median(self.tails_ms):.0f} µs, "
-                f"max {1e3 * max(self.tails_ms):.0f} µs; a sync with nothing pending: median "
-                f"{1e3 * statistics.median(self.idle_sync_ms):.0f} µs)"
+            self.notes.append(
+                f"in {self.side_stream}/{n} {what}samples the device was still busy after the end event "
+                f"(device-wide sync after it: median {1e3 * statistics.median(self.tails_ms):.0f} µs, max "
+                f"{1e3 * max(self.tails_ms):.0f} µs; with nothing pending: median "
+                f"{1e3 * statistics.median(self.idle_sync_ms):.0f} µs): work the events may not cover"
             )
-            if self.side_stream >= SIDE_STREAM_INVALID_SHARE * n:
-                self.invalid = "work on an unjoined side stream: " + detail
-            else:
-                self.notes.append("side streams? " + detail)
         self._reset_counts()
 
     def measure_batch(self, fn: Fn, per_call_ms: float, rule: StopRule = BATCH_RULE) -> Batch | None:
