@@ -101,6 +101,7 @@ def main() -> None:
         return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     dev = torch.device("cuda", 0)
+    BOUND.bind_torch()
     print(f"{torch.cuda.get_device_name(0)}, {n} samples per row\n")
     print("| call | sample | n | span median µs | tail median µs | tail p90 | tail max | idle median | flagged |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
