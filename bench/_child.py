@@ -368,7 +368,7 @@ def _restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutat
     reference = min(b_ms) if b_ms else getattr(clock, "eager_ms", None)
     described = [f"{k}: {guard.describe(t)}" for k, t in mutated.items()]
     send("restore", mutated=described, time_ms=min(a_ms), reference_ms=reference, controlled=bool(b_ms),
-         same_output=same)  # fmt: skip
+         same_output=same, times_ms=a_ms, reference_times_ms=b_ms)  # fmt: skip
     return inputs
 
 
@@ -378,8 +378,8 @@ RESTORE_ROUNDS = 2
 RESTORE_MAX_ROUNDS = 6
 RESTORE_FLOOR_MS = 0.005  # below this gap (ms) a slower call from the set-up state is clock noise
 # A call from the set-up state this much slower than one holding what the timed calls left (both the fastest
-# of their rounds) means the timed calls did less work: a fake speedup of 1.25x or more is caught.
-RESTORE_SLOWER = 1.25
+# of their rounds, and A's fastest slower than B's median) means the timed calls did less work.
+RESTORE_SLOWER = 1.1
 
 
 def _set_up_again(obj: Any, config: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import os
 import select
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -631,6 +632,8 @@ def _build_result(
             restored_ms=r.get("time_ms"),
             reference_ms=r.get("reference_ms"),
             controlled=bool(r.get("controlled")),
+            restored_times_ms=r.get("times_ms", []),
+            reference_times_ms=r.get("reference_times_ms", []),
             restored_same_output=r.get("same_output"),
             perturbed=f.get("perturbed"),
             output_changed=f.get("output_changed"),
@@ -701,6 +704,8 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
         usual = r.reference_ms or (t.stats.median_ms if t is not None else None)
         if r.controlled:  # B: a fresh set-up holding what the timed calls left; A from the set-up state
             high = _child.RESTORE_SLOWER * usual + _child.RESTORE_FLOOR_MS if usual else None
+            if high and r.reference_times_ms:  # and slower than most of B's rounds, not one lucky B
+                high = max(high, statistics.median(r.reference_times_ms))
         else:
             high = max(2.0 * usual, t.stats.percentiles_ms.get("p99", 0.0) if r.reference_ms is None and t else 0.0) \
                 if usual else None  # fmt: skip
