@@ -618,7 +618,7 @@ TrackingOpt = Annotated[
 
 
 def _bad_input(exc: Exception) -> typer.Exit:
-    err_console.print(f"[red]error:[/] {escape(str(exc))}")
+    err_console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)  # one line, never cut
     return typer.Exit(2)
 
 
@@ -796,7 +796,7 @@ def main() -> None:
         app()
         code: int | str | None = 0
     except PerflabError as exc:
-        err_console.print(f"[red]error:[/] {escape(str(exc))}")
+        err_console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)  # one line, never cut
         code = 2
     except SystemExit as exc:  # typer's own exit (the command's code, usage errors)
         code = exc.code
