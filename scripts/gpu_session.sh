@@ -10,6 +10,9 @@
 #   PERFLAB_SWEEP_WORKLOADS (sweep_builtins; default "cnn gpt"), PERFLAB_SWEEP_TRIALS (default 16 each)
 #   PERFLAB_KERNEL_CASES (default all), PERFLAB_KERNEL_DTYPE (default bf16), PERFLAB_KERNEL_ARGS (e.g. "--max-shapes 6")
 set -uo pipefail
+# The device's copy of .git is not this checkout's history: state the commit you send, as a literal
+# (PERFLAB_GIT_COMMIT=$(git rev-parse HEAD) evaluated here, not in the device command).
+: "${PERFLAB_GIT_COMMIT:?set PERFLAB_GIT_COMMIT to the commit of the tree you send}"
 OUT=${OUT:-/tmp/perflab-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 {
