@@ -375,10 +375,11 @@ def _restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutat
 # Calls from each state in the restore comparison (the fastest of each counts), and at most this many
 # when the first rounds look like skipped work.
 RESTORE_ROUNDS = 2
-RESTORE_MAX_ROUNDS = 6
+RESTORE_MAX_ROUNDS = 8
 RESTORE_FLOOR_MS = 0.005  # below this gap (ms) a slower call from the set-up state is clock noise
 # A call from the set-up state this much slower than one holding what the timed calls left (both the fastest
-# of their rounds, and A's fastest slower than B's median) means the timed calls did less work.
+# of their rounds, and A's rounds slower than B's beyond chance: bench.runner) means the timed calls did less
+# work.
 RESTORE_SLOWER = 1.1
 
 
