@@ -36,8 +36,10 @@ import triton.language as tl
 
 from bench import BenchmarkConfig, context
 
-# The combine functions of tl.sum: in a CPU child a compiled-mode function, which the interpreter cannot
-# call, but it recognises it and reduces with numpy (chapters/ch19/common.py says more).
+# tl.sum's combine function. Kernels here call builtins only: triton.language.standard's @triton.jit helpers
+# (tl.sum, tl.cdiv, tl.zeros) are compiled-mode functions in a process that imported Triton before
+# TRITON_INTERPRET=1 was set, and the interpreter refuses to call them; it recognises this combine function
+# and reduces with numpy (chapters/ch19/common.py says more).
 add = tl.standard._sum_combine
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one program may use on sm_90
@@ -146,8 +148,8 @@ class Search:
 def grouped_tile(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """(tile row, tile column) of linear tile ``tile``, GROUP_M tile rows at a time down each column, so
     programs running together share A's and B's tiles in L2."""
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_m = (M + BLOCK_M - 1) // BLOCK_M  # not tl.cdiv: a triton.language.standard helper (see add above)
+    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
     per_group = GROUP_M * tiles_n
     first_m = (tile // per_group) * GROUP_M
     rows = tl.minimum(tiles_m - first_m, GROUP_M)
@@ -168,7 +170,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: 
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
-    per_split = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K
+    steps = (K + BLOCK_K - 1) // BLOCK_K
+    per_split = (steps + SPLIT_K - 1) // SPLIT_K * BLOCK_K
     k_lo = tl.program_id(1) * per_split
     k_hi = tl.minimum(K, k_lo + per_split)
     a_rows = a_ptr + rm.to(tl.int64)[:, None] * K
@@ -407,14 +410,15 @@ def norm_space(n: int, default: triton.Config) -> list[triton.Config]:
     return space
 
 
-def rows_problem(n_cols: tuple[int, int]) -> Callable[[], tuple]:
-    """x [M, N] bf16 filling 4x L2 (200 MB on an H100), N = n_cols[0] (n_cols[1] smoke, M = 37 rows), and the
+def rows_problem(shape: tuple[int, int, int]) -> Callable[[], tuple]:
+    """x [M, N] bf16 filling 4x L2 (200 MB on an H100), N = shape[0] (smoke: shape[1] x shape[2]), and the
     weight w [N]. Work (minimum): read x and w, write out (2 B each); ~4 FLOPs per element."""
 
     def make() -> tuple:
         ctx = context()
-        n = ctx.size(*n_cols)
-        m = ctx.working_set(l2=4, smoke=2 * n * 37, name="x_bytes") // (2 * n)
+        full_n, smoke_m, smoke_n = shape
+        n = ctx.size(full_n, smoke_n)
+        m = ctx.working_set(l2=4, smoke=2 * n * smoke_m, name="x_bytes") // (2 * n)
         ctx.record("shape", f"{m} x {n}")
         x, w = randn(m, n, offset=0, scale=2.0), randn(n, offset=1, scale=0.5).add_(1.0)
         return (x, w), torch.empty_like(x), {"bytes": 2 * (2 * m * n + n), "flops": 4 * m * n}
@@ -449,5 +453,6 @@ class TunedNorm:
         self.search.tuner[norm_grid(m)](x, w, out, m, n, EPS)
 
 
-WIDE_ROWS = (16384, 1100)  # Llama-3-405B's hidden size; smoke
-HEAD_ROWS = (128, 40)  # one attention head (QK-norm normalises q and k per head); smoke
+# Full row length; smoke rows x row length (a few interpreted programs per candidate of the search)
+WIDE_ROWS = (16384, 6, 1100)  # Llama-3-405B's hidden size
+HEAD_ROWS = (128, 37, 40)  # one attention head (QK-norm normalises q and k per head)
