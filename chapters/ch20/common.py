@@ -324,10 +324,11 @@ def fixed_matmul(config: triton.Config) -> Callable[[tuple, torch.Tensor], None]
 
 class TunedMatmul:
     """The optimized sides' launch: a ``Search`` over ``space`` in ``prepare`` (set-up), then every call
-    launches the chosen configuration through the autotuner (which only looks it up)."""
+    launches the chosen configuration through the autotuner (which only looks it up), C zeroed first when
+    the chosen configuration splits K (as ``fixed_matmul`` does)."""
 
     def __init__(self, space: Sequence[triton.Config], default: triton.Config, zero: bool) -> None:
-        self.space, self.default, self.zero = space, default, zero
+        self.space, self.default, self.zero = space, default, zero  # zero: the space splits K (C is fp32)
 
     def prepare(self, operands: tuple, out: torch.Tensor) -> None:
         self.search = Search(matmul_kernel, self.space, self.default, key=["M", "N", "K"], prune=matmul_fits,
@@ -337,7 +338,7 @@ class TunedMatmul:
 
     def launch(self, operands: tuple, out: torch.Tensor) -> None:
         args, constexprs, grid = matmul_args(operands, out)
-        if self.zero:
+        if self.search.best.kwargs["SPLIT_K"] > 1:
             out.zero_()
         self.search.tuner[grid](*args, **constexprs)
 
