@@ -1,13 +1,14 @@
 """RMSNorm over rows of 128 (one attention head: QK-norm) with the same default: one row per program.
 
 The same kernel and default as ``rmsnorm_wide`` (one row per program, the row's power of two per step,
-4 warps), on 781,250 rows of 128 bf16 (200 MB, 4x L2): each program is 128 threads moving 256 bytes,
-one value per thread, then a cross-warp reduction through shared memory and a barrier for 128 values.
-Millions of such programs are the block scheduler's queue, not the memory's.
+4 warps), on 781,250 rows of 128 bf16 (200 MB, 4x L2): each program is 128 threads moving 256 bytes in
+and 256 out, one value per thread, then a cross-warp reduction through shared memory for 128 values.
+An SM holds at most 16 such programs (64 warp slots): ~4 KiB of loads in flight per SM, a fifth of what
+keeping HBM busy takes (~3 TB/s x ~1 µs / 132 SMs ~ 23 KiB).
 
-Predicted on an H100 (not measured): like chapter 7's one-element-per-thread copy (1.76x slower than 8 per
-thread, measured there) or worse with the reduction's barrier: ~35-55 % of the copy bandwidth, ~250-400
-µs. Clock: the default. Work per call (minimum): read x and w, write out, 2 B each; 4 FLOPs per element.
+Predicted on an H100 (not measured): latency-bound at ~25-45 % of the copy bandwidth, ~300-550 µs for
+400 MB read and written. Clock: the default. Work per call (minimum): read x and w, write out, 2 B each;
+4 FLOPs per element.
 """
 
 from chapters.ch20.common import HEAD_ROWS, Example, fixed_norm, rows_problem
