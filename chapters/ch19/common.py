@@ -222,22 +222,26 @@ def dequantize_rows(q: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
     return q.float() * inv.view(-1, 1)
 
 
-# --- fp8_gemm: C = X W^T, a projection of 8192 tokens -------------------------------------------------
+# --- projections, out = x @ w.T: fp8_gemm (8192 tokens) and int8_weight_only (one token) ---------------
 
 
-class Gemm(Variant):
-    """fp8_gemm's baseline: out = x @ w.T in bf16 (cuBLAS), x [M, K] activations, w [N, K] weights.
+class Projection(Variant):
+    """out = x @ w.T in bf16 (cuBLAS): x [M, K] activations, w [N, K] weights, N(0, 1/K) so out is O(1).
 
-    8192³ at full size (1.1 TFLOP, 384 MiB of bf16 operands and output); 37 x 48 x 72 smoke. The harness
-    changes only x to see the output follow (``get_inputs``): w stands for a model's weights, which the FP8
-    sides quantise once, when loaded.
+    Shapes (M, N, K): ``FULL`` and ``SMOKE``. The harness changes only x to see the output follow
+    (``get_inputs``): w stands for a model's weights, which the low-precision sides quantise once, when
+    loaded (``prepare``). Work: 2MNK FLOPs and the bf16 problem's bytes (x, w read, out written: 2 B each)
+    on both sides; a side with 1-byte weights moves fewer (README: its GB/s are bf16-equivalent).
     """
+
+    FULL: tuple[int, int, int]
+    SMOKE: tuple[int, int, int]
 
     def setup(self) -> None:
         ctx = context()
-        self.m, self.n, self.k = ctx.size((8192, 8192, 8192), (37, 48, 72))
+        self.m, self.n, self.k = ctx.size(self.FULL, self.SMOKE)
         self.x = randn(self.m, self.k, offset=0)
-        self.w = randn(self.n, self.k, offset=1)
+        self.w = randn(self.n, self.k, offset=1, scale=self.k**-0.5)
         self.out = torch.empty(self.m, self.n, dtype=torch.bfloat16, device=ctx.device)
         ref = self.x.float() @ self.w.float().t()
         self.prepare()
@@ -245,7 +249,7 @@ class Gemm(Variant):
         record_error(self.out, ref)
 
     def prepare(self) -> None:
-        """What a side does once, before any call (the FP8 sides quantise w here)."""
+        """What a side does once, before any call (the low-precision sides quantise w here)."""
 
     def benchmark_fn(self) -> None:
         torch.mm(self.x, self.w.t(), out=self.out)
@@ -257,9 +261,14 @@ class Gemm(Variant):
         return self.x
 
     def get_work(self) -> dict[str, int]:
-        """2MNK FLOPs; the bf16 problem's bytes (x, w read once, out written once) on both sides."""
         m, n, k = self.m, self.n, self.k
         return {"flops": 2 * m * n * k, "bytes": 2 * (m * k + n * k + m * n)}
+
+
+class Gemm(Projection):
+    """fp8_gemm's baseline: 8192³ (1.1 TFLOP, 384 MiB of bf16 operands and output); 37 x 48 x 72 smoke."""
+
+    FULL, SMOKE = (8192, 8192, 8192), (37, 48, 72)
 
 
 class Fp8Gemm(Gemm):
@@ -386,42 +395,14 @@ def quantize_int8_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return wq, scale
 
 
-class Gemv(Variant):
-    """int8_weight_only's baseline: one decode step's projection out = x @ w.T, bf16 (cuBLAS's GEMV).
+class Gemv(Projection):
+    """int8_weight_only's baseline: one decode step's projection, cuBLAS's GEMV.
 
     x [1, 8192] (one token), w [28672, 8192] (the shape of Llama-3-70B's MLP gate or up projection): 470 MB
-    of bf16 weights read per call, 9x L2, for 470 MFLOP: ~0.5 FLOP/B, memory-bound; 1 x 300 x 70 smoke.
-    The harness changes x only: w stands for weights, quantised once when loaded.
+    of bf16 weights read per call, 9x L2, for 470 MFLOP: ~0.5 FLOP/B, memory-bound; 1 x 70 x 300 smoke.
     """
 
-    def setup(self) -> None:
-        ctx = context()
-        self.k, self.n = ctx.size((8192, 28672), (300, 70))
-        self.x = randn(1, self.k, offset=0)
-        self.w = randn(self.n, self.k, offset=1, scale=self.k**-0.5)
-        self.out = torch.empty(1, self.n, dtype=torch.bfloat16, device=ctx.device)
-        ref = self.x.float() @ self.w.float().t()
-        self.prepare()
-        self.benchmark_fn()
-        record_error(self.out, ref)
-
-    def prepare(self) -> None:
-        """What a side does once, before any call (the int8 side quantises w here)."""
-
-    def benchmark_fn(self) -> None:
-        torch.mm(self.x, self.w.t(), out=self.out)
-
-    def get_output(self) -> torch.Tensor:
-        return self.out
-
-    def get_inputs(self) -> torch.Tensor:
-        return self.x
-
-    def get_work(self) -> dict[str, int]:
-        """The bf16 problem's bytes (w, x read, out written: 2 B each) and 2NK FLOPs on both sides; the int8
-        side moves about half those bytes (README: its GB/s are bf16-equivalent)."""
-        n, k = self.n, self.k
-        return {"bytes": 2 * (n * k + k + n), "flops": 2 * n * k}
+    FULL, SMOKE = (1, 28672, 8192), (1, 70, 300)
 
 
 class Int8Gemv(Gemv):

@@ -7,19 +7,12 @@ does it properly). Needs compute capability 8.9+ on a GPU.
 """
 
 from bench import BenchmarkConfig
-from chapters.ch20.fakes.ch91.common import Matmul, fp8_matmul, fp8_ready
+from chapters.ch20.fakes.ch91.optimized_matmul_fp8 import Fp8
 
 
-class Fp8Declared(Matmul):
+class Fp8Declared(Fp8):
     def get_config(self) -> BenchmarkConfig:
         return BenchmarkConfig(rtol=0.08)
-
-    def setup(self) -> None:
-        fp8_ready()
-        super().setup()
-
-    def benchmark_fn(self) -> None:
-        fp8_matmul(*self.operands, self.out)
 
 
 def get_benchmark() -> Fp8Declared:
