@@ -288,8 +288,11 @@ class Fp8Gemm(Gemm):
     def get_config(self) -> BenchmarkConfig:
         return lowp_config(RTOL_FP8)
 
-    def prepare(self) -> None:
+    def setup(self) -> None:
         fp8_ready()
+        super().setup()
+
+    def prepare(self) -> None:
         dev = self.x.device
         rows = (self.m, 1) if self.rowwise else ()  # a per-tensor scale is a 0-dim tensor
         self.xq = torch.empty(self.m, self.k, dtype=FP8, device=dev)
@@ -528,6 +531,8 @@ class DecodeAttention(Variant):
         return lowp_config(RTOL_FP8) if self.fp8 else None
 
     def setup(self) -> None:
+        if self.fp8:
+            fp8_ready()
         ctx = context()
         b, h, s, d = ctx.size((8, 32, 8192, 128), (2, 3, 70, 32))
         self.chunk = ctx.size(ATTN_TILE[0], 32)
@@ -539,7 +544,6 @@ class DecodeAttention(Variant):
         self.partial = attention_scratch(b, h, s, d, self.chunk, ctx.device)
         self.shape = (b, h, s, d)
         if self.fp8:
-            fp8_ready()
             past = (k[:, :, :-1], v[:, :, :-1])
             self.k_scale, self.v_scale = (float(t.abs().amax().float().clamp(min=TINY)) / FP8_MAX for t in past)
             pairs = ((k, self.k_scale), (v, self.v_scale))

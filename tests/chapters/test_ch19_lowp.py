@@ -261,13 +261,15 @@ def test_each_variant_records_its_error_and_each_optimized_side_its_tolerance(
             assert err < 5e-3, (stem, err)  # bf16 inputs and output: a few ulps
 
 
-def test_fp8_variants_skip_on_a_gpu_without_fp8(interpreted: dict[str, ModuleType]) -> None:
+@pytest.mark.parametrize("stem", ["optimized_fp8_gemm", "optimized_fp8_gemm_rowwise", "optimized_fp8_kv_cache"])
+def test_fp8_variants_skip_on_a_gpu_without_fp8(interpreted: dict[str, ModuleType], stem: str) -> None:
+    """Skipped with the reason before anything is allocated (this host has no GPU to allocate on)."""
     facts = DeviceFacts(name="NVIDIA A100-SXM4-80GB", memory_bytes=80 << 30, l2_bytes=40 << 20, cores=108,
                         capability=(8, 0))  # fmt: skip
     set_context(RunContext(torch.device("cuda", 0), 42, True, resolve_config({}), facts))
     try:
         with pytest.raises(Skip, match=r"compute capability 8\.9\+ \(NVIDIA A100-SXM4-80GB has 8\.0\)"):
-            interpreted["common"].fp8_ready()
+            interpreted[stem].get_benchmark().setup()
     finally:
         set_context(None)
 
