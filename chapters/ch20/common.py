@@ -37,9 +37,9 @@ import triton.language as tl
 from bench import BenchmarkConfig, context
 
 # tl.sum's combine function. Kernels here call builtins only: triton.language.standard's @triton.jit helpers
-# (tl.sum, tl.cdiv, tl.zeros) are compiled-mode functions in a process that imported Triton before
-# TRITON_INTERPRET=1 was set, and the interpreter refuses to call them; it recognises this combine function
-# and reduces with numpy (chapters/ch19/common.py says more).
+# (tl.sum, tl.cdiv, tl.zeros) stay compiled-mode functions in a process that imported Triton before
+# TRITON_INTERPRET=1 was set (the chapter tests), and the interpreter refuses to call them; it recognises this
+# combine function and reduces with numpy without calling it (chapters/ch19/common.py).
 add = tl.standard._sum_combine
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one program may use on sm_90
