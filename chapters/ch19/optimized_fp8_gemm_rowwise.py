@@ -6,11 +6,11 @@ becomes one Triton kernel (the row's max and its cast in registers: 128 MiB read
 instead of the per-tensor side's two), and ``torch._scaled_mm`` applies ``scale_a`` [M, 1] and ``scale_b``
 [1, N] in its epilogue (a CUTLASS row-wise kernel on sm_90). The weights are quantised once, in setup.
 
-Predicted on an H100 (not measured): quantising ~65 µs; the row-wise matmul kernel is a little slower than
-the per-tensor one (its epilogue reads two scale vectors; public benchmarks put it at 85-95 % of
-tensor-wise): ~0.85-0.95 ms, ~1.5-1.7x the bf16 baseline. Accuracy: on these Gaussian inputs close to the
-per-tensor side (~4 % from fp32); on activations with outlier tokens row-wise is the one that keeps the
-others' precision. Verified with rtol 0.08. Needs compute capability 8.9+.
+Predicted on an H100 (not measured): quantising ~65 µs; the row-wise matmul (a CUTLASS kernel applying
+both scale vectors in its epilogue) may run a little slower than the per-tensor one: ~0.85-1.0 ms,
+~1.4-1.7x the bf16 baseline. Accuracy: on these Gaussian inputs as the per-tensor side's (~3.5-3.8 %);
+rows that differ by 10^4 or more (beyond e4m3's range under one scale) keep their precision only with
+their own scale (tests/chapters/test_ch19_lowp.py). Verified with rtol 0.08. Needs compute capability 8.9+.
 
 Clock and work: as the baseline.
 """
