@@ -7,9 +7,9 @@ pass. The draft is the target's first 2 blocks with its head (GPT.early_exit), s
 (common.py); each draft step launches 85 kernel ops against the target's 385 (counted on the CPU).
 
 Predicted on an H100 from those counts (launch-bound: time ~ launches): a round costs 385 + 4 x 85 + ~9 = 734
-launches, ~1.9 target steps, and keeps 3.67 tokens (measured on the CPU with the full-size model and prompts:
-acceptance 0.67 of drafts, ~0.87 per position): TPOT ~2.7 ms -> ~1.4 ms, ~1.9x. The measured acceptance is in the
-result (``acceptance_rate``, ``tokens_per_round``); the speedup follows tokens_per_round / 1.9.
+launches, ~1.9 target steps, and keeps 4.06 tokens (measured on the CPU with the full-size model and these
+prompts: 0.77 of the drafts accepted): TPOT ~2.7 ms -> ~1.3 ms, ~2.1x. The measured acceptance is in the result
+(``acceptance_rate``, ``tokens_per_round``); the speedup follows tokens_per_round / 1.9.
 """
 
 from chapters.ch17.common import K, SpecServe, one_at_a_time, speculative

@@ -1,7 +1,7 @@
 """A sliding window through dense SDPA: an additive [s, s] mask, every (query, key) pair computed.
 
-2 x 16 heads x 8,192 tokens, head dim 128, bf16; query i attends to keys i - 1,023..i (a causal window of 1,024,
-Mistral's and Gemma's local layers). Without a way to tell SDPA which blocks are empty, the window is a mask
+2 x 16 heads x 8,192 tokens, head dim 128, bf16; query i attends to keys i - 1,023..i (a causal window of 1,024
+tokens, as in Gemma 3's local layers). Without a way to tell SDPA which blocks are empty, the window is a mask
 tensor (0 inside, -inf outside; 128 MiB, built once in set-up) and the fused kernel computes all 67 M pairs of
 every head and reads the mask for each: 12 % of them are useful. Pinned to the memory-efficient backend on a GPU
 (the flash backend takes no mask), recorded as ``sdpa_backend``.
