@@ -11,30 +11,30 @@ tokens compared exactly, fp32 for the reason ``chapters/ch15/common.py`` gives) 
 
 The models: why the draft agrees with the target
 -----------------------------------------------
-Speculation pays only as far as the draft agrees with the target, and two models with independent random
-weights never agree (measured on the 12-layer model: an early exit after any of its first 11 layers picked
-the full model's greedy token 13-59 % of the time; a trained model's later layers change its prediction far
-less). So the target here is built to have a good draft, and said so: the ``small`` GPT (12 layers, d 768,
-weights from the run's seed) whose blocks after the first ``DRAFT_LAYERS`` = 2 have their residual output
-projections (attention ``proj``, MLP ``down``) scaled by ``TAIL_SCALE`` = 0.1: those ten layers still run in
-full (the target costs what any 12-layer model of this shape costs) but move the residual stream less, as the
-later layers of a trained model do. The draft is the target's own first two blocks with its embedding, final
-norm and LM head (``GPT.early_exit``: LayerSkip-style self-speculation): no weights of its own, and no KV cache
-of its own either, because its layers are the target's first two, so it reads and writes the target's cache
-for those layers (``shared_layers``); the target's verification pass rewrites every position it checks, so the
-target only ever reads what it wrote itself. Measured on the CPU with the ``small`` model, 6 prompts of 64
-tokens, 48 tokens each: the draft's greedy token was the target's 89 % of the time (tail scale 0.2: 68 %;
-0.3: 59 %). Every speculative variant measures its own acceptance rate in set-up (one generation, untimed)
-and records it (``acceptance_rate``, ``tokens_per_round``): it decides the speedup. At smoke size the model
-has 2 layers: a 1-layer draft, the second layer scaled.
+Speculation pays only as far as the draft agrees with the target, and random weights make a poor draft: a
+separately seeded small model agrees by chance alone, and an early exit of the 12-layer model after any of its
+first 11 layers picked the full model's greedy token 13-59 % of the time (measured; a trained model's later layers
+change its prediction far less). So the target here is built to have a good draft, and said so: the ``small`` GPT
+(12 layers, d 768, weights from the run's seed) whose blocks after the first ``DRAFT_LAYERS`` = 2 have their
+residual output projections (attention ``proj``, MLP ``down``) scaled by ``TAIL_SCALE`` = 0.1: those ten layers
+still run in full (the target costs what any 12-layer model of this shape costs) but move the residual stream less,
+as the later layers of a trained model do. The draft is the target's own first two blocks with its embedding, final
+norm and LM head (``GPT.early_exit``: LayerSkip-style self-speculation): no weights of its own, and no KV cache of
+its own either, because its layers are the target's first two, so it reads and writes the target's cache for those
+layers (``shared_layers``); the target's verification pass rewrites every position it checks, so the target only
+ever reads what it wrote itself. Measured on the CPU with the ``small`` model, 6 prompts of 64 tokens, 48 tokens
+each: the draft's greedy token was the target's 89 % of the time (tail scale 0.2: 68 %; 0.3: 59 %). Every
+speculative variant measures its own acceptance rate in set-up (one generation, untimed) and records it
+(``acceptance_rate``, ``tokens_per_round``): it decides the speedup. At smoke size the model has 2 layers: a
+1-layer draft, the second layer scaled.
 
 Why it pays, and what it costs
 ------------------------------
-A decode step of this model on an H100 is launch-bound (chapter 15: ~490 eager kernels, ~2.5-3 ms, against
-~0.3 ms of weight and cache reads), and the verification pass of k + 1 tokens launches the same kernels as a
-one-token step: k accepted tokens cost one target pass. The draft's step launches its two blocks' kernels and
-the head's: about 0.25 of a target step. With acceptance a per token, a round of k drafts emits
-(1 - a^(k+1)) / (1 - a) tokens for ~k x 0.25 + 1 target steps (README.md: the table by k and a).
+A decode step of this model on an H100 is launch-bound (385 kernel-launching ops, counted on the CPU with views
+left out: ~2.5-3 ms eager, against ~0.3 ms of weight and cache reads), and the verification pass of k + 1 tokens
+launches the same kernels as a one-token step: k accepted tokens cost one target pass. The draft's step launches
+its two blocks' kernels and the head's: 85, 0.22 of a target step. With acceptance a per position, a round of k
+drafts emits (1 - a^(k+1)) / (1 - a) tokens for ~1.02 + 0.22 k target steps (README.md: the table by k and a).
 """
 
 from __future__ import annotations
