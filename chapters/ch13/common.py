@@ -5,11 +5,14 @@ of a pair differ in one constructor argument).
 **A training step is a benchmark that mutates its state.** Every call first puts the model back where
 setup left it (parameters and buffers copied from a snapshot, optimizer state zeroed, which is exactly a
 fresh optimizer's state), then runs ``steps`` optimizer steps on batches fixed in setup. So every call
-does the same work, a call from a fresh set-up gives the same result as the timed calls (the harness
-checks that: bench.guard), and the output of the last call is comparable between the two sides: the loss
+does the same work, a call from a fresh set-up gives the same result as the timed calls
+(tests/chapters/test_ch13_training.py checks both), and the output of the last call is comparable between
+the two sides: the loss
 of every step and the update of every parameter (final minus initial values, flattened into one fp32
 vector). Updates, not final weights: a side that skipped training would still have weights within a few
-per cent of the initial ones, but its updates would be zero.
+per cent of the initial ones, but its updates would be zero. ``get_inputs()`` names what a call reads (the
+snapshot and the batches): the harness changes those in place and checks that the losses and updates
+follow; parameters, gradients and optimizer state are scratch that each call overwrites first.
 
 **Clock: the wall clock** (``timing_mode="cpu"``: perf_counter around each call, the device synchronized
 before start and stop). A training step's cost is the time until the next step can begin, host work and
@@ -251,6 +254,16 @@ class Training:
     def get_output(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.losses, self.update
 
+    def get_inputs(self) -> dict[str, Any]:
+        """What a call reads: the snapshot it resets from and the batches. The parameters, gradients and
+        optimizer state are scratch that every call overwrites first; the harness changes these inputs in
+        place and checks that the output follows."""
+        return {"init": self.init, "init_buffers": self.init_buffers, "flat_init": self.flat_init, **self.data()}
+
+    def data(self) -> dict[str, torch.Tensor]:
+        """The batches' tensors (none where a DataLoader makes them from files in memory)."""
+        return {}
+
 
 class LMTraining(Training):
     """Training steps of ``LM`` on seeded random tokens (next-token targets), bf16 autocast, batches on the
@@ -278,6 +291,9 @@ class LMTraining(Training):
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         t = self.tokens[step]
         return t[:, :-1], t[:, 1:]
+
+    def data(self) -> dict[str, torch.Tensor]:
+        return {"tokens": self.tokens}
 
     def get_work(self) -> dict[str, int]:
         return self.work
@@ -388,6 +404,9 @@ class HostSync(LMTraining):
         self.norms = torch.empty(self.steps, device=self.device)
         self.log: list[tuple[float, float]] = []
 
+    def data(self) -> dict[str, torch.Tensor]:
+        return {"tokens": self.tokens, "keep": self.keep, "targets": self.targets}
+
     def train_step(self, step: int, x: torch.Tensor, y: torch.Tensor) -> None:
         if self.sync:
             keep = self.keep[step]
@@ -472,6 +491,9 @@ class ChannelsLast(ConvTraining):
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.images[step].contiguous(memory_format=self.format), self.labels[step]
+
+    def data(self) -> dict[str, torch.Tensor]:
+        return {"images": self.images, "labels": self.labels}
 
     def teardown(self) -> None:
         del self.images, self.labels
