@@ -261,7 +261,8 @@ class Mlp(Forward):
 # --- softcap_attention: causal attention with Gemma-2's logit soft-capping --------------------------------
 
 SOFTCAP = 50.0  # Gemma 2's attention logit cap: scores s become cap * tanh(s / cap)
-LOG2E = 1.4426950408889634
+_CAP = tl.constexpr(SOFTCAP)  # a Triton kernel reads only constexpr globals
+_LOG2E = tl.constexpr(1.4426950408889634)
 
 
 def softcap_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -319,9 +320,9 @@ def softcap_attention_kernel(
         v = tl.load(V + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < S, other=0.0)
         if UPCAST:
             k = k.to(tl.float32)
-        s = tl.dot(q, k) * (scale * (2.0 / SOFTCAP))
-        s = SOFTCAP * (2.0 / (1.0 + tl.exp(-s)) - 1.0)  # cap * tanh(s / cap), s already scaled by 2 / cap
-        s = tl.where((cols[None, :] <= rows[:, None]) & (cols[None, :] < S), s * LOG2E, float("-inf"))
+        s = tl.dot(q, k) * (scale * (2.0 / _CAP))
+        s = _CAP * (2.0 / (1.0 + tl.exp(-s)) - 1.0)  # cap * tanh(s / cap), s already scaled by 2 / cap
+        s = tl.where((cols[None, :] <= rows[:, None]) & (cols[None, :] < S), s * _LOG2E, float("-inf"))
         m_new = tl.maximum(m_i, tl.reduce(s, 1, _max))
         alpha = tl.math.exp2(m_i - m_new)
         p = tl.math.exp2(s - m_new[:, None])
@@ -437,8 +438,8 @@ class ChunkedCrossEntropy(torch.autograd.Function):
 
 class CrossEntropy:
     """chunked_ce: forward and backward of the mean cross-entropy of an LM head, ``x @ w.T`` against targets:
-    8192 tokens, d 896, vocabulary 151,936 (Qwen2.5-0.5B's head), bf16. Output: the loss (fp32) and the
-    gradients of x and w. ``chunk``: None for ``plain_cross_entropy``, else rows per chunk."""
+    8192 tokens, d 896, vocabulary 151,936 (Qwen2.5-0.5B's head), bf16. Output: the loss and the gradients of x
+    and w, bf16. ``chunk``: None for ``plain_cross_entropy``, else rows per chunk."""
 
     def __init__(self, chunk: int | None) -> None:
         self.chunk = chunk
@@ -457,7 +458,9 @@ class CrossEntropy:
         if self.chunk:
             self.chunk = ctx.record("chunk_rows", ctx.size(self.chunk, 16))
             self.kernel = self.compiled_chunks(tokens, vocab)
-        self.loss = torch.empty((), device=ctx.device)
+        # The plain loss is bf16 (F.cross_entropy of bf16 logits); the chunked one, summed in fp32, is rounded to
+        # it, so both are compared at bf16's tolerance.
+        self.loss = torch.empty((), device=ctx.device, dtype=torch.bfloat16)
         self.dx, self.dw = torch.empty_like(self.x), torch.empty_like(self.w)  # the outputs, rewritten by every call
         self.work = {"flops": 3 * 2 * tokens * d * vocab}  # logits, then the gradients of x and of w
 
