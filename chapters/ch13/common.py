@@ -220,7 +220,7 @@ class Training:
         self.device = context().device
         self.model = self.make_model()
         self.params = list(self.model.parameters())
-        self.buffers = [b for b in self.model.buffers()]
+        self.buffers = list(self.model.buffers())
         self.opt = self.make_optimizer(self.params)
         with torch.no_grad():
             self.init = [p.detach().clone() for p in self.params]  # clone keeps each tensor's memory format
@@ -235,8 +235,8 @@ class Training:
         AdamW or SGD state: zero moments, step 0). A few multi-tensor kernels, the same on both sides."""
         with torch.no_grad():
             torch._foreach_copy_(self.params, self.init)
-            for b, b0 in zip(self.buffers, self.init_buffers, strict=True):
-                b.copy_(b0)
+            if self.buffers:  # batch norm's running statistics and counters
+                torch._foreach_copy_(self.buffers, self.init_buffers)
             state = [t for s in self.opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
             for device in {t.device for t in state}:  # fused AdamW keeps `step` on the GPU, the others on the host
                 torch._foreach_zero_([t for t in state if t.device == device])

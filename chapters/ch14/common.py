@@ -456,7 +456,7 @@ class CrossEntropy:
         self.w = randn(vocab, d, offset=2, scale=1 / math.sqrt(d)).requires_grad_()
         self.y = torch.randint(vocab, (tokens,), generator=generator(3), device=ctx.device)
         if self.chunk:
-            self.chunk = ctx.record("chunk_rows", ctx.size(self.chunk, 16))
+            self.rows = ctx.record("chunk_rows", ctx.size(self.chunk, 16))
             self.kernel = self.compiled_chunks(tokens, vocab)
         # The plain loss is bf16 (F.cross_entropy of bf16 logits); the chunked one, summed in fp32, is rounded to
         # it, so both are compared at bf16's tolerance.
@@ -467,7 +467,7 @@ class CrossEntropy:
     def compiled_chunks(self, tokens: int, vocab: int) -> Any:
         """``ce_chunk_`` compiled for each chunk shape the loss will meet (a shorter last chunk is a second
         graph), on scratch logits."""
-        sizes = sorted({min(self.chunk, tokens - s) for s in range(0, tokens, self.chunk)}, reverse=True)
+        sizes = sorted({min(self.rows, tokens - s) for s in range(0, tokens, self.rows)}, reverse=True)
         scratch = torch.zeros(sizes[0], vocab, device=self.x.device, dtype=self.x.dtype)
         kernel = compile_now(ce_chunk_, scratch, self.y[: sizes[0]], 1.0 / tokens)
         for size in sizes[1:]:
@@ -478,7 +478,7 @@ class CrossEntropy:
     def benchmark_fn(self) -> None:
         self.x.grad = self.w.grad = None
         if self.chunk:
-            loss = ChunkedCrossEntropy.apply(self.x, self.w, self.y, self.chunk, self.kernel)
+            loss = ChunkedCrossEntropy.apply(self.x, self.w, self.y, self.rows, self.kernel)
         else:
             loss = plain_cross_entropy(self.x, self.w, self.y)
         loss.backward()
