@@ -602,8 +602,10 @@ def _compare_beside(result: VariantResult) -> bool:
     exited. The comparison runs on the CPU (a server child, bench.compare) and the log in the parent,
     neither on the GPU; on two GPUs one worker's comparison already runs beside the other's measurement,
     with nothing to show for it (call Z1's neighbour probe: not even CUDA starting on the other GPU moved
-    a sample). A CPU variant's measurement would share the CPU with it: compared first."""
-    return (result.device or "").startswith("cuda")
+    a sample). A CPU variant's measurement would share the CPU with it: compared first. A variant that is
+    profiled (``enable_profiling``, which a benchmark's own ``get_config()`` may set) runs its profile
+    children on this GPU before its comparison: the next variant waits for them."""
+    return (result.device or "").startswith("cuda") and not result.config.get("enable_profiling")
 
 
 def load_durations(path: str | Path, signature: str) -> dict[str, float]:
