@@ -127,9 +127,10 @@ def readme(
         raise _bad_input(exc) from None
     for o in outcomes:
         what = f" ({', '.join(o.sections)}) from suite {o.run_id}" if o.sections else ""
-        console.print(f"{o.state:9} {escape(str(o.path))}{what}" + (f": {escape(o.reason)}" if o.reason else ""))
+        line = f"{o.state:9} {escape(str(o.path))}{what}" + (f": {escape(o.reason)}" if o.reason else "")
+        console.print(line, soft_wrap=True)  # a path and its reason on one line, whatever the width
     if all(o.state == "skipped" for o in outcomes):
-        err_console.print(f"[red]error:[/] no chapter README under {escape(str(root))} was generated")
+        err_console.print(f"[red]error:[/] no chapter README under {escape(str(root))} was generated", soft_wrap=True)
         raise typer.Exit(2)
     if check and any(o.state == "differs" for o in outcomes):
         raise typer.Exit(1)

@@ -131,7 +131,8 @@ class Segment:
     at least ``max(start) + T``; a larger value reads more of the cache (masked) and keeps shapes static,
     as a CUDA-graph-captured decode step needs. ``rows`` index a contiguous cache (None: rows 0..G-1, a
     view, no gather), ``blocks`` are a paged cache's block table (``models.kv``). ``last[g]`` is the column
-    whose logits come back (None: T - 1).
+    whose logits come back (None: T - 1); a ``[G, m]`` tensor asks for m columns of every row (a speculative
+    decoder's verification needs the logits after each drafted token), returned row by row.
     """
 
     tokens: Tensor  # [G, T] int64
@@ -139,7 +140,7 @@ class Segment:
     kv_len: int
     rows: Tensor | None = None
     blocks: Tensor | None = None
-    last: Tensor | None = None
+    last: Tensor | None = None  # [G] or [G, m]
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -272,6 +273,20 @@ class GPT(nn.Module):
             model._rope_tables(device)
         return model
 
+    def early_exit(self, n_layer: int) -> GPT:
+        """This model cut after its first ``n_layer`` blocks, with its own embedding, final norm and LM head:
+        every weight shared, nothing copied (a self-speculative draft, as in LayerSkip). It needs a cache of
+        its own config (``.cfg``: ``n_layer`` layers)."""
+        if not 1 <= n_layer <= self.cfg.n_layer:
+            raise ValueError(f"GPT.early_exit: n_layer={n_layer} must lie in 1..{self.cfg.n_layer}")
+        with torch.device("meta"):
+            cut = GPT(replace(self.cfg, n_layer=1))  # a shell: its modules are replaced by this model's below
+        cut.cfg = replace(self.cfg, n_layer=n_layer)
+        cut.wte, cut.wpe, cut.ln_f, cut.lm_head = self.wte, self.wpe, self.ln_f, self.lm_head
+        cut.blocks = nn.ModuleList(list(self.blocks)[:n_layer])
+        cut.cos, cut.sin = self.cos, self.sin
+        return cut.eval()
+
     def _rope_tables(self, device: torch.device) -> None:
         cfg = self.cfg
         inv = cfg.rope_base ** -(torch.arange(0, cfg.head_dim, 2, device=device, dtype=torch.float64) / cfg.head_dim)
@@ -296,7 +311,8 @@ class GPT(nn.Module):
         return _Plan(seg, g, t, pos, cos, sin, mask)
 
     def forward(self, segments: Sequence[Segment], cache: Cache | None = None) -> Tensor:
-        """Logits ``[sum of rows, vocab]``: per segment and row, at column ``last`` (default: the last).
+        """Logits ``[sum of rows, vocab]``: per segment and row, at column ``last`` (default: the last; with a
+        ``[G, m]`` ``last``, m rows of logits per segment row, in order).
 
         Without a cache every segment must start at position 0 (recomputation sees only its own tokens).
         """
@@ -313,7 +329,8 @@ class GPT(nn.Module):
         picks, off = [], 0
         for p in plans:
             last = p.seg.last if p.seg.last is not None else torch.full((p.g,), p.t - 1, device=x.device)
-            picks.append(off + torch.arange(p.g, device=x.device) * p.t + last)
+            first = torch.arange(p.g, device=x.device) * p.t  # each row's column 0 in the packed tokens
+            picks.append(off + (first[:, None] + last if last.dim() == 2 else first + last).reshape(-1))
             off += p.g * p.t
         rows = x[picks[0] if len(picks) == 1 else torch.cat(picks)]  # LM head only where a token is sampled
         return self.lm_head(self.ln_f(rows))

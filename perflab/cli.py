@@ -34,7 +34,8 @@ def main() -> None:
         app()
         code: int | str | None = 0
     except PerflabError as exc:
-        Console(stderr=True, emoji=False).print(f"[red]error:[/] {escape(str(exc))}")
+        # soft_wrap: one line, never cut
+        Console(stderr=True, emoji=False).print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         code = 2
     except SystemExit as exc:  # typer's own exit (the command's code, usage errors)
         code = exc.code

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels wall context neighbour exploits aa). Everything
+# sweep_builtins sweep_grid kernels wall context neighbour sideprobe exploits aa). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
@@ -10,6 +10,9 @@
 #   PERFLAB_SWEEP_WORKLOADS (sweep_builtins; default "cnn gpt"), PERFLAB_SWEEP_TRIALS (default 16 each)
 #   PERFLAB_KERNEL_CASES (default all), PERFLAB_KERNEL_DTYPE (default bf16), PERFLAB_KERNEL_ARGS (e.g. "--max-shapes 6")
 set -uo pipefail
+# The device's copy of .git is not this checkout's history: state the commit you send, as a literal
+# (PERFLAB_GIT_COMMIT=$(git rev-parse HEAD) evaluated here, not in the device command).
+: "${PERFLAB_GIT_COMMIT:?set PERFLAB_GIT_COMMIT to the commit of the tree you send}"
 OUT=${OUT:-/tmp/perflab-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 {
@@ -47,9 +50,13 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     probe)  # NVML clocks/power/throttle reasons while an 8192³ bf16 matmul runs (scripts/timing/matmul_clocks.py)
       $T python3 scripts/timing/matmul_clocks.py --seconds 4 > "$OUT/matmul_clocks.md" 2>&1
       echo "probe exit $?"; tail -3 "$OUT/matmul_clocks.md" ;;
-    chapter)
-      $T mlflow run . -e chapter -P ch="${PERFLAB_TARGETS:-7}" --env-manager local > "$OUT/chapter.log" 2>&1
-      echo "mlflow run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee "$OUT/show.md" ;;
+    chapter)  # one suite (parent run) per chapter, so a chapter that runs out of budget loses only itself
+      for ch in $(echo "${PERFLAB_TARGETS:-7}" | tr ',' ' '); do
+        left=$((budget - SECONDS))
+        if [ "$left" -lt 30 ]; then echo "chapter $ch skipped: ${left}s left"; continue; fi
+        timeout "$left" mlflow run . -e chapter -P ch="$ch" --env-manager local >> "$OUT/chapter.log" 2>&1
+        echo "mlflow run ch$ch exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee -a "$OUT/show.md" | grep -v "^$"
+      done ;;
     peak)
       $T perflab peak --force > "$OUT/peak.log" 2>&1; echo "peak exit $?"; tail -15 "$OUT/peak.log"
       cp "${PERFLAB_PEAK_CACHE:-$HOME/.cache/perflab/peaks.json}" "$OUT/peaks.json" 2> /dev/null ;;
@@ -78,6 +85,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       echo "neighbour exit $?"; grep "^|" "$OUT/neighbour_probe.txt" || tail -20 "$OUT/neighbour_probe.txt" ;;
     overhead)
       $T perflab overhead --n "${PERFLAB_OVERHEAD_N:-20}" --fresh-server --out "$OUT" > "$OUT/overhead.log" 2>&1; echo "overhead exit $?"; cat "$OUT/overhead.md" ;;
+    sideprobe)  # issue 19: what the side-stream detector sees per kind of call and sample (scripts/timing/side_stream_probe.py)
+      $T python3 scripts/timing/side_stream_probe.py "${PERFLAB_SIDEPROBE_N:-40}" > "$OUT/side_stream_probe.md" 2>&1
+      echo "sideprobe exit $?"; cat "$OUT/side_stream_probe.md" ;;
     exploits)  # issue 19: the exploit catalog and the clock tests on the GPU (side streams, CUDA events)
       $T python3 -m pytest -q -p no:cacheprovider tests/bench/test_exploits.py tests/bench/measure/test_clocks.py \
         tests/bench/measure/test_memory.py > "$OUT/exploits.log" 2>&1

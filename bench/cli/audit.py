@@ -36,8 +36,15 @@ def selfcheck(
 
     layer = load_config_file(config) if config else None
     try:
-        report = run_selfcheck(repeats=repeats, workloads=workload, modes=mode, use_ncu=ncu, log=console.print,
-                               config_layer=layer, isolate=not in_process)  # fmt: skip
+        report = run_selfcheck(
+            repeats=repeats,
+            workloads=workload,
+            modes=mode,
+            use_ncu=ncu,
+            log=lambda text: console.print(text, markup=False),  # notes hold "[flush, call]"
+            config_layer=layer,
+            isolate=not in_process,
+        )
     except ValueError as exc:
         raise PerflabError(str(exc)) from None
     text = markdown(report)

@@ -97,7 +97,7 @@ def table(suite: SuiteResult) -> Table:
 
 def emit(text: str, report: dict[str, Any], out: Path | None, stem: str) -> None:
     """Print a Markdown table; with ``out``, also keep it and the raw report as <stem>.md / .json."""
-    console.print(text)
+    console.print(text, markup=False)  # table cells are data: "[L2 flush]" is not a style
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{stem}.md").write_text(text)

@@ -117,6 +117,8 @@ class Recheck(BaseModel):
     # else the same kind of call at the end of warm-up (eager cold calls on a GPU)
     reference_ms: float | None = None
     controlled: bool = False
+    restored_times_ms: list[float] = Field(default_factory=list)  # every round's call from the set-up state
+    reference_times_ms: list[float] = Field(default_factory=list)  # every round's call holding what was left
     restored_same_output: bool | None = None
     perturbed: int | None = None  # set-up tensors changed in place before one more call
     output_changed: bool | None = None  # the output followed the changed inputs

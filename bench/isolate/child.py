@@ -90,6 +90,11 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
     seed_everything(config.seed, config.deterministic)
     obj.setup()
     synchronize(device)
+    # The benchmark's own peak: its set-up, before the harness's fingerprints of the set-up tensors (a float64
+    # sum materialises a float64 copy) and its L2-flush buffer, neither the variant's.
+    import torch
+
+    setup_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
     gen = generation_clock(obj, config, device)  # token generation (bench/measure/generation.py); None otherwise
     send("device", device=str(device), manifest=device_manifest(device))
     if ctx.sizes:
@@ -99,7 +104,7 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
     gate = job.get("measure_gate")
     if gate and job.get("mode") == "run" and (gate != "host_bound" or host_clocked(config, str(device))):
         _wait_to_measure()
-    return SetUp(job, obj, config, device, gen, inputs, prints)
+    return SetUp(job, obj, config, device, gen, inputs, prints, setup_peak)
 
 
 def _cuda_start(device: Any) -> None:

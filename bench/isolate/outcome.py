@@ -195,6 +195,8 @@ def _timings(result: VariantResult, data: dict[str, Any], cfg: BenchmarkConfig) 
             restored_ms=r.get("time_ms"),
             reference_ms=r.get("reference_ms"),
             controlled=bool(r.get("controlled")),
+            restored_times_ms=r.get("times_ms", []),
+            reference_times_ms=r.get("reference_times_ms", []),
             restored_same_output=r.get("same_output"),
             perturbed=f.get("perturbed"),
             output_changed=f.get("output_changed"),

@@ -11,6 +11,7 @@ from typing import Any
 from bench.define.context import seed_everything, synchronize
 from bench.define.protocol import outputs_of
 from bench.isolate.channel import send
+from bench.measure.judge import RESTORE_FLOOR_MS, RESTORE_SLOWER
 
 
 def watch_inputs(obj: Any, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -41,17 +42,7 @@ def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutate
         left = {k: t.detach().clone() for k, t in mutated.items()}
     except Exception:  # no room for a copy: the set-up state alone, against the warm-up's calls
         left = None
-    a_ms: list[float] = []
-    b_ms: list[float] = []
-    for state in ["left", "setup"] * RESTORE_ROUNDS:
-        if state == "left" and left is None:
-            continue
-        inputs = _set_up_again(obj, config)
-        if state == "left":
-            _restore(inputs, left)
-        # Eager: a cold clock's captured graphs still point at the tensors of the first set-up.
-        t = clock.eager(fn) if hasattr(clock, "eager") else clock.one(fn)
-        (a_ms if state == "setup" else b_ms).append(t)
+    a_ms, b_ms, inputs = _rounds(obj, config, clock, fn, left)
     same = None
     after = outputs_of(obj)
     if timed is not None and after is not None:
@@ -59,13 +50,46 @@ def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutate
     reference = min(b_ms) if b_ms else getattr(clock, "eager_ms", None)
     described = [f"{k}: {guard.describe(t)}" for k, t in mutated.items()]
     send("restore", mutated=described, time_ms=min(a_ms), reference_ms=reference, controlled=bool(b_ms),
-         same_output=same)  # fmt: skip
-    del left
+         same_output=same, times_ms=a_ms, reference_times_ms=b_ms)  # fmt: skip
     return inputs
 
 
-# Calls from each state in the restore comparison (the fastest of each counts).
+def _rounds(
+    obj: Any, config: Any, clock: Any, fn: Any, left: dict[str, Any] | None
+) -> tuple[list[float], list[float], dict[str, Any]]:
+    """Calls from the set-up state (A) and, with ``left``, holding what the timed calls left (B), in rounds of
+    one B then one A, each a fresh set-up; the set-up tensors of the last A."""
+    a_ms: list[float] = []
+    b_ms: list[float] = []
+
+    def call_from(held: dict[str, Any] | None) -> dict[str, Any]:
+        """One call of a fresh set-up: from the set-up state (``held`` None) or holding ``held``."""
+        inputs = _set_up_again(obj, config)
+        if held is not None:
+            _restore(inputs, held)
+        # Eager: a cold clock's captured graphs still point at the tensors of the first set-up.
+        t = clock.eager(fn) if hasattr(clock, "eager") else clock.one(fn)
+        (a_ms if held is None else b_ms).append(t)
+        return inputs
+
+    rounds = 0
+    # A busy host only adds time, so the fastest of each side converges: more rounds while A looks much
+    # slower than B (the verdict's own line, bench.measure.judge), so noise alone does not make the variant
+    # invalid.
+    while rounds < RESTORE_ROUNDS or (
+        b_ms and rounds < RESTORE_MAX_ROUNDS and min(a_ms) > RESTORE_SLOWER * min(b_ms) + RESTORE_FLOOR_MS
+    ):
+        if left is not None:
+            call_from(left)
+        inputs = call_from(None)
+        rounds += 1
+    return a_ms, b_ms, inputs
+
+
+# Calls from each state in the restore comparison (the fastest of each counts), and at most this many
+# when the first rounds look like skipped work.
 RESTORE_ROUNDS = 2
+RESTORE_MAX_ROUNDS = 8
 
 
 def _set_up_again(obj: Any, config: Any) -> dict[str, Any]:

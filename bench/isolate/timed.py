@@ -36,6 +36,7 @@ class SetUp:
     gen: Any  # the generation clock of a token-generating benchmark (bench.measure.generation), else None
     inputs: dict[str, Any]  # tensors set up in setup() (bench.measure.guard.setup_tensors)
     prints: dict[str, Any]  # and their fingerprints
+    setup_peak: int = 0  # CUDA max allocated after setup(), before the harness allocated anything
 
 
 def check_timers(stage: str) -> None:
@@ -56,9 +57,6 @@ def run_timed(v: SetUp) -> None:
     from bench.profile.markers import per_call
 
     config, device = v.config, v.device
-    # The benchmark's own peak so far (inputs, outputs); the harness's L2-flush buffer comes next
-    # and must not be billed to the variant.
-    setup_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
     clock = v.gen if v.gen is not None else clock_for(config, device)  # a generation is timed step by step
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -67,12 +65,15 @@ def run_timed(v: SetUp) -> None:
     with Stage("warmup"):
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
         clock.warmup(fn, max(config.warmup - 1, 0))
+        if hasattr(clock, "check_capture"):
+            clock.check_capture(lambda: outputs_of(v.obj))
     m, poisoned = _measure(v, clock, fn, first)
     if v.gen is not None:  # token generation: TTFT, TPOT, throughput of the measured generations
         send("generation", **v.gen.result())
     # The variant's memory, taken before the check: the harness's own NaN check below allocates (a bool
     # per output element: 16 MiB more for a 64 MiB fp32 output) and is not the variant's.
-    memory = _memory(device, setup_peak, getattr(clock, "overhead_bytes", 0)) if config.enable_memory_tracking else None
+    overhead = getattr(clock, "overhead_bytes", 0)
+    memory = _memory(device, v.setup_peak, overhead) if config.enable_memory_tracking else None
     with Stage("check"):
         timed_sample, mutated = _check(v, poisoned, memory)
     if config.measure_batch:

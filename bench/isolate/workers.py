@@ -34,7 +34,8 @@ first, each in a child of its own (``bench.isolate.runner``). These are the rule
 5. **Comparisons.** Once a GPU variant's child has exited, the next variant's gate opens and the pair's
    outputs are compared (on the CPU, in a child of the server) and logged beside it: neither touches the GPU.
    A CPU variant is compared before the next variant goes on: the comparison would share the CPU with its
-   measurement.
+   measurement. So is a profiled GPU variant (``enable_profiling``): its profile children run on the GPU
+   before its comparison.
 
 A whole example runs on one worker, so a baseline and its optimized partners share a GPU: a speedup is never
 taken across two GPUs. The order of examples (``bench.isolate.suite``: longest first by the last run's times)
@@ -341,5 +342,7 @@ def _compare_beside(result: VariantResult) -> bool:
     """Rule 5: whether the next variant on the worker may go on while this one's outputs are compared and
     its result logged, rather than after: for a GPU variant whose child has exited (the comparison runs on
     the CPU, in a server child; the log in this process: neither on the GPU). A CPU variant's measurement
-    would share the CPU with it: compared first."""
-    return (result.device or "").startswith("cuda")
+    would share the CPU with it: compared first. A variant that is profiled (``enable_profiling``, which a
+    benchmark's own ``get_config()`` may set) runs its profile children on this GPU before its comparison:
+    the next variant waits for them."""
+    return (result.device or "").startswith("cuda") and not result.config.get("enable_profiling")

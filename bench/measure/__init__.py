@@ -2,7 +2,9 @@
 
 * ``clocks`` (host and library clocks, the contract every clock keeps, warm-up to a steady state),
   ``gpu_clocks`` (the cold time: one call per sample, L2 flushed, launch latency hidden; the batch time:
-  back-to-back calls in a CUDA-graph replay), ``timer`` (which clock times what; ``time_callable``);
+  back-to-back calls in a CUDA-graph replay), ``streams`` (the call's work where the clock's events see it:
+  side streams forked and joined, a captured call writing its outputs), ``timer`` (which clock times what;
+  ``time_callable``);
   ``stopping``: when sampling stops (a noise target on the median); ``stats``: statistics of raw samples and
   the speedup's bootstrap interval;
 * ``guard``: what a benchmark cannot talk its way past: clocks bound before its code runs, the tensors it

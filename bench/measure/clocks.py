@@ -5,10 +5,11 @@ Two measurement kinds, as nvbench names them, both kept:
 * **cold** (the primary ``time_*`` metrics): one call per sample with L2 flushed (a read of twice the
   device's L2, INTEGRITY #2), queued behind a spin kernel so the host's launch latency (10-20 µs on an
   H100, INTEGRITY #1) stays out. Where the call can be captured in a CUDA graph, each sample is a
-  difference: CUDA events around one replay of a graph [flush, call] minus one of a graph [flush] alone,
-  so the events' own cost and the device's start of a kernel after an event (~2.5 µs: a 1 µs add read
-  3.5 µs per call, an 8 MiB op 9.5 µs against Nsight Compute's 6.8) cancel, and the call's kernels run
-  as they would after a flush, on a cold L2. Otherwise events around one eager call, noted.
+  difference: CUDA events around one replay of a graph [flush, call] minus the median of the recent
+  replays of a graph [flush] alone, so the events' own cost and the device's start of a kernel after an
+  event (~2.5 µs: a 1 µs add read 3.5 µs per call, an 8 MiB op 9.5 µs against Nsight Compute's 6.8)
+  cancel, and the call's kernels run as they would after a flush, on a cold L2. Otherwise events around
+  one eager call, noted.
 * **batch** (``batch_time_*``): back-to-back calls captured in one CUDA graph (~4 ms of them) and
   replayed, the replay timed with events and divided by its calls: what a call costs in a stream of
   calls, with warm L2 (INTEGRITY #14). Eager back-to-back calls when capture is impossible, noted.
@@ -26,7 +27,8 @@ steady state), at most ``max_warmup_s``. Sampling stops on a noise target (bench
 Modes: ``cpu`` (``perf_counter`` around each call; on a GPU variant the device is synchronized before
 the clock starts and before it stops, so all streams' work and the host's launch cost are counted);
 ``cuda_event`` (default on GPU: the cold protocol above; warm-up samples are eager calls between
-events, and work still running on another stream after their end event makes the variant invalid,
+events; every stream they make current must be forked from the current stream and joined back, and a
+captured call must write its outputs in a replay, or the variant is invalid: bench.measure.streams,
 INTEGRITY #3); ``cuda_graph`` (each cold sample one replay of a graph of one call: launch overhead
 between a call's kernels disappears; falls back to ``cuda_event``
 with the reason); ``triton`` (``triton.testing.do_bench``); ``pytorch`` (``torch.utils.benchmark``).
@@ -38,13 +40,10 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from bench.measure.guard import BOUND
 from bench.measure.stopping import Measurement, StopRule, relative_noise, sample_until
-
-if TYPE_CHECKING:
-    pass
 
 Fn = Callable[[], Any]
 

@@ -21,6 +21,7 @@ up with watched, its inputs changed to see that its output follows.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -50,6 +51,9 @@ class _Bound:
             "os.write": (lambda: os.write, self.write),
         }
         self.torch: ModuleType | None = None
+        # Streams benchmark code made current while this is a set (``streams_made_current``), as
+        # (stream_id, device_index, device_type); None: not recording.
+        self.made_current: set[tuple[int, int, int]] | None = None
 
     def bind_torch(self) -> None:
         """Bind torch's CUDA timing functions (importing torch; the server and the child have it already)."""
@@ -67,6 +71,15 @@ class _Bound:
         self.synchronize = cuda.synchronize
         self.spin = cuda._sleep
         self.current_stream = cuda.current_stream
+        self.Stream = cuda.Stream
+        # Every Python path to a current stream (torch.cuda.stream(), set_stream(), torch.accelerator's)
+        # calls one of these; wrapped, they note the streams benchmark code makes current.
+        for name in ("_cuda_setStream", "_accelerator_setStream"):
+            original = getattr(torch._C, name, None)
+            if original is not None:
+                wrapper = _recording_set_stream(original)
+                setattr(torch._C, name, wrapper)
+                self._names[f"torch._C.{name}"] = (lambda n=name: getattr(torch._C, n), wrapper)
         for base in cuda.Event.__mro__[1:]:  # the C implementations Event's methods call through super()
             for attr in ("record", "elapsed_time", "synchronize", "query"):
                 member = vars(base).get(attr)
@@ -100,9 +113,38 @@ class _Bound:
                             member,
                         )
 
+    @contextlib.contextmanager
+    def streams_made_current(self) -> Iterator[set[tuple[int, int, int]]]:
+        """The streams made current (``torch.cuda.stream(s)``, ``set_stream``) inside the block."""
+        seen: set[tuple[int, int, int]] = set()
+        self.made_current = seen
+        try:
+            yield seen
+        finally:
+            self.made_current = None
+
     def tampered(self) -> list[str]:
         """Names of bound functions that something has replaced since they were bound."""
         return [name for name, (get, value) in self._names.items() if get() is not value]
+
+
+def _recording_set_stream(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (torch's set-stream function) that also notes the stream in ``BOUND.made_current``."""
+
+    def set_stream(*args: Any, **kwargs: Any) -> Any:
+        seen = BOUND.made_current
+        if seen is not None:
+            stream = args[0] if args else kwargs.get("stream")
+            if stream is not None and hasattr(stream, "stream_id"):  # torch.accelerator: a Stream
+                seen.add((int(stream.stream_id), int(stream.device_index), int(stream.device_type)))
+            else:  # torch.cuda: stream_id, device_index, device_type
+                names = ("stream_id", "device_index", "device_type")
+                given = dict(zip(names, args, strict=False)) | {k: v for k, v in kwargs.items() if k in names}
+                if len(given) == 3:
+                    seen.add((int(given["stream_id"]), int(given["device_index"]), int(given["device_type"])))
+        return original(*args, **kwargs)
+
+    return set_stream
 
 
 BOUND = _Bound()

@@ -163,7 +163,7 @@ class Streamed:
         cpu = torch.device("cpu")
         x = torch.randn(rows, width, generator=generator(0, cpu)).bfloat16()
         self.host_x = x.pin_memory() if ctx.is_cuda else x  # page-locked: copied by DMA, asynchronously
-        self.w = (torch.randn(width, width, generator=generator(1)) / width**0.5).bfloat16().to(self.device)
+        self.w = (torch.randn(width, width, generator=generator(1, cpu)) / width**0.5).bfloat16().to(self.device)
         self.out = torch.empty(rows, width, device=self.device, dtype=torch.bfloat16)
         self.work = {"bytes": 2 * (2 * rows * width + width * width), "flops": 2 * rows * width * width}
         self.prepare()

@@ -132,7 +132,7 @@ def test_missing_metrics_show_a_dash(text: str) -> None:
 def test_target_check_flags_rows_below_the_ceiling_targets(text: str) -> None:
     assert row(text, "slow")[5:] == ["1800 GB/s", "60.0 % of copy", "not met: 60.0 % of copy < 80 %"]
     assert row(text, "wrong")[-1] == "not met: pair mismatch"  # fast enough, but not verified
-    assert "2 of 6 pair(s) meet the issue-7 target" in text
+    assert "2 of 6 pair(s) meet the target" in text
 
 
 def test_rerun_is_idempotent_and_check_spots_edits(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from bench.isolate.suite import run_suite
 SKIPS: dict[str, str] = {}
 if torch.cuda.device_count() < 2:  # its variants end as skipped (ctx.require(gpus=2)), with this reason
     SKIPS["ch02:peer_copy"] = "needs two GPUs: a peer-to-peer copy between them"
+    SKIPS["ch17:disaggregation"] = "needs two GPUs: prefill on one, decode on the other (see test_ch17_serving)"
 
 CATALOG = discover()
 EXAMPLES = select(CATALOG)

@@ -140,6 +140,42 @@ def test_shapes_and_last_column() -> None:
     assert greedy(out).shape == (4,) and greedy(out).dtype == torch.int64
 
 
+def test_several_columns_per_row() -> None:
+    """``last`` of shape [G, m]: m logits rows per segment row, in order, each what a one-column pass gives."""
+    m = model()
+    p = prompts(3, 7)
+    cols = torch.tensor([[0, 4, 6], [2, 2, 5], [6, 1, 3]])
+    out = m([Segment(p, zeros(3), kv_len=7, last=cols)])
+    assert out.shape == (9, 256)
+    for j in range(3):
+        one = m([Segment(p, zeros(3), kv_len=7, last=cols[:, j].contiguous())])
+        torch.testing.assert_close(out.view(3, 3, -1)[:, j], one, rtol=1e-5, atol=1e-5)
+
+
+def test_early_exit_shares_weights_and_cuts_the_stack() -> None:
+    m = model(n_layer=3)
+    cut = m.early_exit(2)
+    assert cut.cfg.n_layer == 2 and len(cut.blocks) == 2
+    assert cut.lm_head.weight.data_ptr() == m.lm_head.weight.data_ptr()
+    assert cut.blocks[1].qkv.weight.data_ptr() == m.blocks[1].qkv.weight.data_ptr()
+    p = prompts(2, 5)
+    seg = Segment(p, zeros(2), kv_len=5)
+    torch.testing.assert_close(m.early_exit(3)([seg]), m([seg]), rtol=0, atol=0)  # the whole stack: the model
+    with torch.no_grad():  # what the cut computes by hand: two blocks, then the final norm and the head
+        x = m.wte(p).reshape(10, -1)
+        plans = [m._plan(seg, None)]
+        for i in range(2):
+            x = m.blocks[i](x, plans, None, i)
+        ref = m.lm_head(m.ln_f(x.view(2, 5, -1)[:, -1]))
+    torch.testing.assert_close(cut([seg]), ref, rtol=1e-6, atol=1e-6)
+    assert not torch.allclose(cut([seg]), m([seg]))
+    cache = ContiguousCache(cut.cfg, 2, 16, "cpu")  # a cache of the cut's own depth
+    tokens, _ = cached(cut, p, 3, cache)
+    assert tokens.shape == (2, 3)
+    with pytest.raises(ValueError, match="n_layer=4 must lie in 1..3"):
+        m.early_exit(4)
+
+
 def test_bfloat16_model_runs() -> None:
     m = model(dtype="bfloat16")
     assert m.lm_head.weight.dtype == torch.bfloat16

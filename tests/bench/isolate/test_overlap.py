@@ -197,6 +197,21 @@ def test_a_gpu_variant_is_compared_beside_the_next_one_a_cpu_variant_before_it(
     assert b["compare_beside_s"] == (pytest.approx(b["compare_s"] / 2, rel=0.2) if gpu else 0.0)
 
 
+@pytest.mark.parametrize(
+    ("device", "config", "beside"),
+    [("cuda:0", {}, True), ("cpu", {}, False), ("cuda:0", {"enable_profiling": True}, False)],
+)
+def test_a_profiled_gpu_variant_is_not_compared_beside_the_next_one(device: str, config: dict, beside: bool) -> None:
+    """A variant whose resolved config profiles it (the CLI's --profile, or the benchmark's own get_config())
+    runs its profile children on the GPU after its child exits: the next variant's gate must stay shut until
+    they are done, or its measurement would share the GPU with a profiled run."""
+    from bench.define.result import VariantResult, VariantSpec
+    from bench.isolate.workers import _compare_beside
+
+    spec = VariantSpec(chapter="ch13", example="x", variant="baseline", path="/x")
+    assert _compare_beside(VariantResult(spec=spec, status="ok", device=device, config=config)) is beside
+
+
 def test_the_wait_at_the_gate_counts_against_no_stage_limit(tmp_path: Path) -> None:
     """The baseline's teardown (1.5 s, within its limit of 30 s) outlasts the optimized variant's own
     set-up limit (1 s, from its get_config(); its own teardown is quick); held at its gate meanwhile, it

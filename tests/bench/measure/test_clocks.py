@@ -223,6 +223,23 @@ def test_joined_side_stream_is_timed_with_its_work() -> None:
 
 
 @gpu
+def test_unforked_side_stream_is_invalid_though_joined() -> None:
+    """A side stream that does not wait for the current stream starts its work during the spin kernel, before
+    the start event: joined back or not, the events would time none of it."""
+    side = torch.cuda.Stream()
+    clock = CudaEventClock(torch.device("cuda", 0))
+    cycles = int(clock._cycles_per_ms * 0.5)
+
+    def fn() -> None:
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(cycles)
+        torch.cuda.current_stream().wait_stream(side)
+
+    clock.warmup(fn, 2)
+    assert clock.invalid and "without waiting for the current stream" in clock.invalid, clock.notes
+
+
+@gpu
 def test_tiny_kernel_cold_and_batch() -> None:
     """INTEGRITY #1 and #14: a 1024-element add is ~1 µs on the device; one cold call costs the device a few
     µs more (no launch latency: that would be 14-22 µs), back to back in a graph ~1 µs each."""

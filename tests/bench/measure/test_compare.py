@@ -199,6 +199,21 @@ def test_constant_reference_found_by_the_fast_path() -> None:
     assert compare_tensors([r], [o], None).outcome == "inconclusive"
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_fp8_outputs_are_compared(dtype: torch.dtype) -> None:
+    """FP8 codes (a quantiser's output) take the float64 path: equal codes verify, a changed code, a NaN or
+    a wrong scale do not."""
+    r = (ref(4096) * 30).to(dtype)
+    assert compare_tensors([r], [r.clone()], 1e-3).verified
+    off = r.clone()
+    off[::64] = (off[::64].float() * 1.5).to(dtype)  # 1 in 64 codes half as large again
+    v = compare_tensors([r], [off], 1e-3)
+    assert v.outcome == "mismatch" and "exceeds rtol" in v.detail
+    nan = r.clone()
+    nan[5] = float("nan")
+    assert compare_tensors([r], [nan], 1e-3).outcome == "mismatch"
+
+
 # ------------------------------------------------------------------------------------ compare
 
 

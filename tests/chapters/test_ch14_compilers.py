@@ -1,0 +1,200 @@
+"""Chapter 14 on the CPU: the hand-written attention kernel (Triton interpreter) and the PyTorch attention the
+compiler gets against float64 on awkward shapes, and the kernel compiled for an H100 without spilling; the
+chunked cross-entropy's loss and gradients against float64 autograd with a short last chunk; the eager block
+and MLP against float64; ``compile_now`` records the compile and refuses a graph break.
+
+Compiling on the CPU takes seconds per graph, so only a few small graphs are compiled here; the all-examples
+smoke run compiles every variant once more.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+import torch.nn.functional as F
+from triton_checks import compile_for_h100, needs_compiler, resources
+
+import chapters.ch14.common as C14  # compiled-mode kernels (imported before the interpreter fixture swaps copies in)
+from bench.define.context import context
+
+CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "ch14"
+
+pytestmark = pytest.mark.usefixtures("cpu_smoke")
+
+
+@pytest.fixture(scope="module")
+def C(interpreted: dict[str, ModuleType]) -> Iterator[ModuleType]:
+    """chapters.ch14.common imported under TRITON_INTERPRET=1 (its kernel runs on the CPU)."""
+    yield interpreted["common"]
+
+
+def randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
+    return (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale).bfloat16()
+
+
+def rel(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, cap: float) -> torch.Tensor:
+    """Causal soft-capped attention in float64, written out."""
+    q, k, v = q.double(), k.double(), v.double()
+    s = cap * torch.tanh(q @ k.transpose(-2, -1) * scale / cap)
+    n = q.shape[-2]
+    s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+@pytest.mark.parametrize(("b", "h", "s", "d"), [(1, 1, 1, 16), (2, 3, 17, 16), (1, 2, 37, 32), (1, 1, 64, 16)])
+def test_triton_attention_matches_float64(C: ModuleType, b: int, h: int, s: int, d: int) -> None:
+    # Scores of std ~20, up to ~80: the cap (50) bends them a lot, so a kernel that skipped it would fail.
+    q, k, v = randn(b, h, s, d, seed=1, scale=20.0), randn(b, h, s, d, seed=2), randn(b, h, s, d, seed=3)
+    scale = 1 / math.sqrt(d)
+    out = C.triton_softcap_attention(q, k, v, scale)
+    ref = attention64(q, k, v, scale, C.SOFTCAP)
+    assert out.dtype == torch.bfloat16 and out.shape == q.shape
+    assert rel(out, ref) < 1e-2  # bf16 probabilities and output
+    uncapped = torch.softmax((q.double() @ k.double().transpose(-2, -1) * scale).masked_fill(
+        torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf")), -1) @ v.double()  # fmt: skip
+    if s > 1:
+        assert rel(out, uncapped) > 10 * rel(out, ref)
+
+
+def test_pytorch_attention_matches_float64() -> None:
+    q, k, v = randn(2, 2, 29, 16, seed=4, scale=3.0), randn(2, 2, 29, 16, seed=5), randn(2, 2, 29, 16, seed=6)
+    out = C14.softcap_attention(q, k, v, 0.25)
+    assert rel(out, attention64(q, k, v, 0.25, C14.SOFTCAP)) < 2e-2  # scores rounded to bf16 first, as written
+
+
+def test_triton_attention_rejects_a_bad_head_dimension() -> None:
+    q = torch.zeros(1, 1, 4, 24, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"power of two >= 16, got \(1, 1, 4, 24\)"):
+        C14.triton_softcap_attention(q, q, q, 0.2)
+    with pytest.raises(ValueError, match="impl='flash'"):
+        C14.Attention("flash")
+
+
+@needs_compiler
+def test_attention_kernel_compiles_for_h100_without_spilling() -> None:
+    """The full-size configuration (head dim 128: 128 x 64 tiles, 8 warps, 3 stages) as ptxas builds it for sm_90:
+    the interpreter accepts code the compiler rejects, and a kernel that spills to local memory is slow."""
+    q = torch.empty(2, 16, 4096, 128, dtype=torch.bfloat16)
+    block_m, block_n, warps, stages = C14.ATTENTION_TILES[128]
+    compiled = compile_for_h100(
+        C14.softcap_attention_kernel, {"Q": q, "K": q, "V": q, "Out": q, "S": 4096, "scale": 0.088},
+        {"BLOCK_M": block_m, "BLOCK_N": block_n, "D": 128, "UPCAST": False}, num_warps=warps, num_stages=stages,
+    )  # fmt: skip
+    used = resources(compiled)
+    assert used.get("STACK", 0) == 0 and used["REG"] <= 255, used
+
+
+@pytest.mark.parametrize(("tokens", "chunk"), [(50, 16), (7, 7), (33, 64)])
+def test_chunked_cross_entropy_matches_float64_autograd(tokens: int, chunk: int) -> None:
+    d, vocab = 24, 1003
+    x, w = randn(tokens, d, seed=7), randn(vocab, d, seed=8, scale=0.2)
+    y = torch.randint(vocab, (tokens,), generator=torch.Generator().manual_seed(9))
+    xr, wr = x.double().requires_grad_(), w.double().requires_grad_()
+    ref = F.cross_entropy(xr @ wr.T, y)
+    ref.backward()
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    loss = C14.ChunkedCrossEntropy.apply(xc, wc, y, chunk, C14.ce_chunk_)  # eager chunk kernel: same math
+    (2 * loss).backward()  # a gradient other than 1 reaches the saved gradients
+    assert loss.dtype == torch.float32 and abs(float(loss.detach()) - float(ref.detach())) < 1e-3 * float(ref.detach())
+    assert xc.grad is not None and wc.grad is not None and xc.grad.dtype == wc.grad.dtype == torch.bfloat16
+    assert rel(xc.grad, 2 * xr.grad) < 1e-2 and rel(wc.grad, 2 * wr.grad) < 1e-2
+
+
+def test_ce_chunk_writes_the_gradient_in_place() -> None:
+    logits = randn(5, 11, seed=10)
+    targets = torch.tensor([0, 10, 3, 3, 7])
+    z = logits.double()
+    loss = C14.ce_chunk_(logits, targets, 0.5)
+    expected = (torch.softmax(z, -1) - F.one_hot(targets, 11).double()) * 0.5
+    assert abs(float(loss) - float(F.cross_entropy(z, targets, reduction="sum"))) < 1e-4
+    assert rel(logits, expected) < 1e-2
+
+
+def test_eager_block_and_mlp_match_float64() -> None:
+    block = C14.seeded(lambda: C14.LlamaBlock(32, 4, 40), offset=0)
+    x = randn(2, 9, 32, seed=11)
+    cos, sin = C14.rope_tables(9, 8)
+    out = block(x, cos, sin)
+    b64 = C14.LlamaBlock(32, 4, 40).double()
+    b64.load_state_dict({k: v.double() for k, v in block.state_dict().items()})
+    h = x.double()
+
+    def norm(t: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + C14.EPS) * g
+
+    def rot(t: torch.Tensor) -> torch.Tensor:  # rotary embedding as a rotation of (t_i, t_{i+4}) pairs
+        c, s = cos.double(), sin.double()
+        return torch.cat(
+            (t[..., :4] * c[:, :4] - t[..., 4:] * s[:, 4:], t[..., 4:] * c[:, 4:] + t[..., :4] * s[:, :4]), -1
+        )
+
+    q, k, v = (norm(h, b64.attn_norm) @ b64.wqkv.weight.T).view(2, 9, 3, 4, 8).permute(2, 0, 3, 1, 4)
+    a = F.scaled_dot_product_attention(rot(q), rot(k), v, is_causal=True).transpose(1, 2).reshape(2, 9, 32)
+    h = h + a @ b64.wo.weight.T
+    n = norm(h, b64.mlp_norm)
+    ref = h + (F.silu(n @ b64.w1.weight.T) * (n @ b64.w3.weight.T)) @ b64.w2.weight.T
+    assert rel(out, ref) < 2e-2
+
+    mlp = C14.seeded(lambda: C14.CoordinateMLP(24, 3), offset=0)
+    xm = randn(7, 24, seed=12)
+    ref = xm.double()
+    for layer in mlp.layers:
+        ref = F.silu(ref @ layer.weight.double().T + layer.bias.double())
+    assert rel(mlp(xm), ref) < 2e-2
+
+
+def test_compile_now_records_the_compile_and_refuses_a_graph_break() -> None:
+    ctx = context()
+
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) * 3 + 1
+
+    x = torch.randn(5, 3)
+    fn = C14.compile_now(scaled, x)
+    assert torch.allclose(fn(x), scaled(x))
+    assert ctx.sizes["compile_s"] > 0 and ctx.sizes["compile_graphs"] == 1 and "compile_cache_hits" in ctx.sizes
+
+    def breaks(x: torch.Tensor) -> torch.Tensor:
+        if x.sum().item() > 0:  # data-dependent control flow: Dynamo must break the graph here
+            return x * 2
+        return x
+
+    with pytest.raises(Exception, match="(?i)graph break|data-dependent|item"):
+        C14.compile_now(breaks, x)
+
+
+VARIANTS = sorted(p.stem for p in CHAPTER.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_set_up_again_after_teardown(interpreted: dict[str, ModuleType], variant: str) -> None:
+    """What the harness's recheck does: set up, call, tear down, set up again (compiling again: from Dynamo's
+    and Inductor's caches), poison the outputs, call: the same output."""
+
+    def outputs(bench: object) -> list[torch.Tensor]:
+        out = bench.get_output()  # type: ignore[attr-defined]
+        return [t.clone() for t in (out if isinstance(out, tuple) else (out,))]
+
+    bench = interpreted[variant].get_benchmark()
+    bench.setup()
+    bench.benchmark_fn()
+    first = outputs(bench)
+    bench.teardown()
+    bench.setup()
+    try:
+        bench.benchmark_fn()
+        for t in bench.get_output() if isinstance(bench.get_output(), tuple) else (bench.get_output(),):
+            t.fill_(float("nan"))
+        bench.benchmark_fn()
+        assert all(torch.equal(a, b) for a, b in zip(first, outputs(bench), strict=True))
+    finally:
+        bench.teardown()
