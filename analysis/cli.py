@@ -1,4 +1,5 @@
-"""Commands analysis adds to ``perflab`` (``bench.cli`` PLUGINS): ``peak``, ``readme`` and ``expectations``.
+"""Commands analysis adds to ``perflab`` (``perflab/cli.py``): ``compare``, ``report``, ``regressions``, ``peak``,
+``readme`` and ``expectations``.
 
 Cheap to import: the heavy modules (torch, mlflow, matplotlib) are imported inside the commands.
 """
@@ -37,12 +38,12 @@ def peak(
     """Measure this device's ceilings (copy/L2 bandwidth, matmul TFLOP/s per dtype), cache them per hardware."""
     from analysis.peak import peak as run_peak
     from analysis.peak import peak_markdown
-    from bench.peaks import cache_path
+    from bench.measure import ceilings
 
     entry, reused = run_peak(force=force, device=device, track=not no_track, experiment=experiment,
                              tracking_uri=tracking_uri)  # fmt: skip
     console.print(peak_markdown(entry))
-    where = escape(str(cache_path()))
+    where = escape(str(ceilings.cache_path()))
     if reused:
         console.print(f"reused the cached ceilings of {escape(entry['key'])} from {where} (--force to measure again)")
     else:
@@ -61,7 +62,7 @@ def expectations_check(
 ) -> None:
     """Write proof_of_benefit.csv (pass / regressed / failed / needs-work per variant); exit 1 on regressed/failed."""
     from analysis.expectations import check, check_csv
-    from bench.tracking import log_text_artifacts
+    from bench.record import log_text_artifacts
 
     try:
         parent, rows = check(run_id, root, tolerance, tracking_uri)
@@ -117,7 +118,7 @@ def readme(
 ) -> None:
     """Rewrite the marked results (and roofline) sections of each chapter's README.md from a suite run."""
     from analysis.readme import update_readmes
-    from bench.discovery import default_chapters_dir
+    from bench.define import default_chapters_dir
 
     root = chapters_dir or default_chapters_dir()
     try:
@@ -135,7 +136,77 @@ def readme(
         raise typer.Exit(1)
 
 
+def compare_cmd(
+    run_a: Annotated[str, typer.Argument(help="run id A (the reference): a variant run or a suite's parent run")],
+    run_b: Annotated[str, typer.Argument(help="run id B, of the same kind; deltas are B - A")],
+    all_metrics: Annotated[bool, typer.Option("--all", help="also metrics with no better side")] = False,
+    tracking_uri: TrackingOpt = None,
+) -> None:
+    """Metric deltas between two runs; suites are matched variant by variant, by run name."""
+    from analysis.deltas import compare_runs, compare_table
+
+    try:
+        cmp = compare_runs(run_a, run_b, tracking_uri, all_metrics=all_metrics)
+    except (LookupError, ValueError) as exc:
+        raise _bad_input(exc) from None
+    console.print(compare_table(cmp))
+    for side, names in (("A", cmp.only_a), ("B", cmp.only_b)):
+        if names:
+            console.print(f"only in {side}: " + escape(", ".join(names)))
+
+
+def report(
+    run_id: Annotated[
+        str | None, typer.Option(help="suite parent run id (default: the latest completed suite)")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="directory for the files (default: ./perflab-report-<id>)")] = None,
+    no_log: Annotated[bool, typer.Option("--no-log", help="do not attach the files to the parent run")] = False,
+    tracking_uri: TrackingOpt = None,
+) -> None:
+    """Write report.json, report.md and report.csv for a suite and log them on its parent run."""
+    from analysis.report import write_report
+
+    try:
+        rep, where = write_report(run_id, out, tracking_uri, log=not no_log)
+    except (LookupError, ValueError) as exc:
+        raise _bad_input(exc) from None
+    o = rep["overall"]
+    gm = o["speedup_geomean"]
+    console.print(
+        f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted, "
+        f"geomean speedup {'—' if gm is None else f'{gm:.3f}x'}; wrote {escape(str(where))}"
+        + ("" if no_log else f", logged to run {o['parent_run_id']}")
+    )
+
+
+def regressions(
+    run_id: Annotated[
+        str | None, typer.Option(help="suite parent run or variant run (default: the latest completed suite)")
+    ] = None,
+    k: Annotated[int, typer.Option("-k", min=1, help="previous runs pooled as history")] = 5,
+    threshold: Annotated[float, typer.Option(min=0.0, help="relative median slowdown to flag (0.05 = 5%)")] = 0.05,
+    alpha: Annotated[float, typer.Option(help="one-sided Mann-Whitney U significance level")] = 0.01,
+    tracking_uri: TrackingOpt = None,
+) -> None:
+    """Each variant vs its previous runs on the same hardware and software; exits 1 on a regression."""
+    from analysis.regression import check_suite, regression_table
+
+    try:
+        checked, rows = check_suite(run_id, k=k, threshold=threshold, alpha=alpha, tracking_uri=tracking_uri)
+    except (LookupError, ValueError) as exc:
+        raise _bad_input(exc) from None
+    console.print(regression_table(rows))
+    verdicts = ("regressed", "improved", "ok", "no-history", "not-measured")
+    counts = {s: sum(r.status == s for r in rows) for s in verdicts}
+    console.print(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    if counts["regressed"]:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
+    app.command("compare")(compare_cmd)
+    app.command()(report)
+    app.command()(regressions)
     app.command("peak")(peak)
     app.command("readme")(readme)
     app.add_typer(expectations_app, name="expectations")

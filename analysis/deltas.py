@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bench import tracking
-from bench.tracking import StoredRun
+from bench.record import StoredRun, child_runs, read_run
 
 __all__ = ["MetricDelta", "RunComparison", "compare_runs", "compare_table", "direction"]
 
@@ -76,7 +75,7 @@ def compare_runs(
     run_a: str, run_b: str, tracking_uri: str | None = None, all_metrics: bool = False
 ) -> RunComparison:
     """Deltas B − A. ``LookupError`` for an unknown id; ``ValueError`` for a variant vs a suite."""
-    a, b = tracking.read_run(run_a, tracking_uri), tracking.read_run(run_b, tracking_uri)
+    a, b = read_run(run_a, tracking_uri), read_run(run_b, tracking_uri)
     if a.is_variant != b.is_variant:
         kinds = {True: "variant run", False: "suite (parent) run"}
         raise ValueError(
@@ -85,8 +84,8 @@ def compare_runs(
         )
     if a.is_variant:
         return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [])
-    kids_a = {r.name: r for r in tracking.child_runs(run_a, tracking_uri)}
-    kids_b = {r.name: r for r in tracking.child_runs(run_b, tracking_uri)}
+    kids_a = {r.name: r for r in child_runs(run_a, tracking_uri)}
+    kids_b = {r.name: r for r in child_runs(run_b, tracking_uri)}
     deltas = _deltas("suite", a, b, all_metrics)
     for name in sorted(kids_a.keys() & kids_b.keys()):
         deltas += _deltas(name, kids_a[name], kids_b[name], all_metrics)

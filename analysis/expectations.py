@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-from bench import peaks, tracking
-from bench.tracking import StoredRun
+from bench.measure import ceilings as peaks
+from bench.record import StoredRun, child_runs, latest_suite_run_id, read_run
 
 __all__ = ["CSV_COLUMNS", "DEFAULT_DIR", "Row", "check", "check_csv", "expectation_file", "update"]
 
@@ -73,11 +73,11 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _suite(run_id: str | None, tracking_uri: str | None) -> tuple[str, list[StoredRun]]:
-    run_id = run_id or tracking.latest_suite_run_id(tracking_uri)
-    parent = tracking.read_run(run_id, tracking_uri)
+    run_id = run_id or latest_suite_run_id(tracking_uri)
+    parent = read_run(run_id, tracking_uri)
     if parent.is_variant:
         raise ValueError(f"run {run_id!r} is the variant run {parent.name!r}; pass its suite {parent.parent_id!r}")
-    return run_id, [r for r in tracking.child_runs(run_id, tracking_uri) if r.is_variant]
+    return run_id, [r for r in child_runs(run_id, tracking_uri) if r.is_variant]
 
 
 def _verdict(run: StoredRun, baseline: StoredRun | None, want: dict[str, Any] | None, tolerance: float) -> Row:
@@ -172,7 +172,7 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
     assert key is not None
     # The commit perflab stated for the suite (PERFLAB_GIT_COMMIT on a copied tree) wins over MLflow's
     # own git tag, which a copied tree with a stale .git gets wrong.
-    parent_tags = tracking.read_run(run_id, tracking_uri).tags
+    parent_tags = read_run(run_id, tracking_uri).tags
     commit = parent_tags.get("perflab.git_commit")
     path = expectation_file(root, key, chapter)
     doc = _load(path) or {"hardware": key, "chapter": chapter, "examples": {}}

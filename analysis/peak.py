@@ -4,7 +4,7 @@ The ceilings are what a kernel is judged against (``pct_of_peak``, the roofline 
 peak figures come from a measured table keyed by device, never a literal. Each one is the best a
 plain, standard torch call reaches on this device, so a hand-written kernel may beat it slightly:
 
-* GPU — HBM: ``copy_`` of 1 GiB, plain launches between CUDA events (``bench.selfcheck``), bytes
+* GPU — HBM: ``copy_`` of 1 GiB, plain launches between CUDA events (``bench.audit.selfcheck``), bytes
   read + written; not inside a CUDA graph, where a captured ``copy_`` becomes a copy-engine memcpy
   node (~20 % slower on an H100). L2: one reduction kernel re-reading a buffer of a quarter of L2
   many times (a stride-0 view), bytes read. Matmuls at 8192³ on random inputs (never zeros: a
@@ -12,7 +12,7 @@ plain, standard torch call reaches on this device, so a hand-written kernel may 
   ``torch._scaled_mm`` on sm_89+; a ceiling that cannot be measured is left out with the reason.
 * CPU — memory: copy of 256 MiB (bytes read + written); FP32 matmul GFLOP/s.
 
-Reading the cache needs no measurement: ``bench.peaks`` (tracking logs pct_of_peak through it).
+Reading the cache needs no measurement: ``bench.measure.ceilings`` (tracking logs pct_of_peak through it).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import peaks
+from bench.measure import ceilings as peaks
 
 __all__ = ["measure", "measure_cpu", "measure_gpu", "peak", "peak_markdown", "store"]
 
@@ -108,7 +108,7 @@ def measure_gpu(matmul_n: int = GPU_MATMUL_N, repeats: int = 5) -> tuple[dict[st
     """(ceilings, notes) of ``cuda:0``; notes say how each was measured or why it is missing."""
     import torch
 
-    from bench.selfcheck import copy_bandwidth_gbps
+    from bench.measure import copy_bandwidth_gbps
 
     ceilings: dict[str, float] = {}
     notes: dict[str, str] = {}
@@ -243,7 +243,7 @@ def peak(
         return cached, True
     entry = measure(device, **sizes)
     if track:
-        from bench.tracking import log_run
+        from bench.record import log_run
 
         entry["run_id"] = log_run(
             "perflab peak",

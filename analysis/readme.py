@@ -8,7 +8,7 @@ A chapter README holds marked sections that only this module writes::
     <!-- perflab:roofline:end -->
 
 The suite is the one named by ``--run-id``, else per chapter the latest completed suite that ran it
-(a session may run chapter 7 and chapter 1 as two suites). Everything between the markers is
+(chapter 7 and chapter 1 may have run as two suites). Everything between the markers is
 replaced; the rest of the file is left byte for byte. Numbers come from the runs' metrics and tags
 only (rows through ``analysis.report``), so a section can be rebuilt from a store copied off the GPU
 host, without its artifacts; a number the run did not log is '—'.
@@ -30,9 +30,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from bench import peaks, tracking
-from bench.summary import speedup_text
-from bench.tracking import StoredRun
+from bench.measure import ceilings as peaks
+from bench.record import (
+    StoredRun,
+    child_runs,
+    latest_suite_run_id,
+    read_artifact_text,
+    read_run,
+    speedup_text,
+    tagged_runs,
+)
 
 __all__ = [
     "SECTIONS",
@@ -86,7 +93,7 @@ class Outcome:
 def _ceilings(hardware: str, parent: StoredRun, tracking_uri: str | None) -> tuple[dict[str, float], str] | None:
     """The ceilings of ``hardware``: its latest ``perflab peak`` run in the store started before the
     suite (what the suite's pct_of_peak was computed from), else its latest, else the local cache."""
-    found = tracking.tagged_runs({"perflab.kind": "peak", "perflab.hardware": hardware}, tracking_uri)
+    found = tagged_runs({"perflab.kind": "peak", "perflab.hardware": hardware}, tracking_uri)
     before = [r for r in found if r.start_time <= parent.start_time]
     if found:
         run = (before or found)[0]
@@ -105,7 +112,7 @@ def _commit(parent: StoredRun, runs: list[StoredRun], tracking_uri: str | None) 
     dirty = t.get("perflab.git_dirty") == "true"
     if not commit and runs:
         try:
-            git = json.loads(tracking.read_artifact_text(runs[0].run_id, "manifest.json", tracking_uri))["host"]["git"]
+            git = json.loads(read_artifact_text(runs[0].run_id, "manifest.json", tracking_uri))["host"]["git"]
             commit, dirty = git.get("commit"), bool(git.get("dirty"))
         except (LookupError, KeyError, TypeError, ValueError):
             return None
@@ -118,13 +125,13 @@ def load_suite(run_id: str | None, tracking_uri: str | None = None) -> Suite:
     from analysis.report import build_report
 
     if not run_id:
-        run_id = tracking.latest_suite_run_id(tracking_uri)
-    parent = tracking.read_run(run_id, tracking_uri)
+        run_id = latest_suite_run_id(tracking_uri)
+    parent = read_run(run_id, tracking_uri)
     if parent.is_variant:
         raise ValueError(
             f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
         )
-    runs = [r for r in tracking.child_runs(run_id, tracking_uri) if r.is_variant]
+    runs = [r for r in child_runs(run_id, tracking_uri) if r.is_variant]
     if not runs:
         raise ValueError(f"run {run_id!r} ({parent.name!r}) has no benchmark variant runs: it is not a suite")
     report = build_report(parent, runs)
@@ -402,11 +409,11 @@ def latest_suite_with(chapter: str, tracking_uri: str | None = None) -> str | No
     """The most recent completed suite with variants of ``chapter`` (suites of other chapters, profile
     runs and crashed suites in between are passed over), or None."""
     seen = set()
-    for run in tracking.tagged_runs({"perflab.chapter": chapter}, tracking_uri, max_results=1000):
+    for run in tagged_runs({"perflab.chapter": chapter}, tracking_uri, max_results=1000):
         parent = run.parent_id
         if parent and parent not in seen:
             seen.add(parent)
-            if tracking.read_run(parent, tracking_uri).tags.get("perflab.suite_status") == "completed":
+            if read_run(parent, tracking_uri).tags.get("perflab.suite_status") == "completed":
                 return parent
     return None
 
@@ -432,7 +439,7 @@ def update_readmes(
 
     With ``run_id``: the chapters of that suite (or ``chapters``, which it must have). Without: each
     chapter (``chapters``, else every README with results markers) from the latest completed suite
-    that ran it, so a session that ran chapter 7 and chapter 1 as two suites fills both.
+    that ran it, so chapter 7 and chapter 1, run as two suites, fill both.
     Every README is read and validated before any is written; a chapter without a README, without
     results markers or without a suite is skipped with the reason.
     """
@@ -483,7 +490,7 @@ def update_readmes(
 
 def _chapter_id(name: str) -> str:
     """``7``, ``ch7``, ``ch07`` → ``ch07`` (as runs tag chapters)."""
-    from bench.discovery import chapter_id
+    from bench.define import chapter_id
 
     digits = name.removeprefix("ch")
     if not digits.isdigit():

@@ -30,8 +30,7 @@ from typing import Any, Literal
 
 from scipy.stats import mannwhitneyu
 
-from bench import tracking
-from bench.tracking import StoredRun
+from bench.record import StoredRun, benchmark_runs, child_runs, latest_suite_run_id, read_artifact_text, read_run
 
 __all__ = ["Assessment", "RegressionRow", "assess", "check_run", "check_suite", "regression_table"]
 
@@ -107,7 +106,7 @@ class _ResultCache:
 
     def get(self, run_id: str) -> dict:
         if run_id not in self._data:
-            self._data[run_id] = json.loads(tracking.read_artifact_text(run_id, "result.json", self._uri))
+            self._data[run_id] = json.loads(read_artifact_text(run_id, "result.json", self._uri))
         return self._data[run_id]
 
 
@@ -161,7 +160,7 @@ def check_run(
 
     earlier = [
         r
-        for r in tracking.benchmark_runs(
+        for r in benchmark_runs(
             run.experiment_id, t["perflab.chapter"], t["perflab.example"], t["perflab.variant"], tracking_uri
         )
         if r.run_id != run.run_id and r.start_time <= run.start_time
@@ -215,9 +214,9 @@ def check_suite(
     """
     _check_params(threshold, alpha, k)
     if run_id is None:
-        run_id = tracking.latest_suite_run_id(tracking_uri)
-    run = tracking.read_run(run_id, tracking_uri)
-    runs = [run] if run.is_variant else tracking.child_runs(run_id, tracking_uri)
+        run_id = latest_suite_run_id(tracking_uri)
+    run = read_run(run_id, tracking_uri)
+    runs = [run] if run.is_variant else child_runs(run_id, tracking_uri)
     if not runs:
         raise LookupError(f"run {run_id!r} ({run.name!r}) is neither a variant run nor a suite with variant runs")
     results = _ResultCache(tracking_uri)

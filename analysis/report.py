@@ -19,9 +19,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench import peaks, tracking
-from bench.summary import speedup_text
-from bench.tracking import StoredRun
+from bench.measure import ceilings as peaks
+from bench.record import (
+    StoredRun,
+    child_runs,
+    latest_suite_run_id,
+    log_text_artifacts,
+    read_artifact_text,
+    read_run,
+    speedup_text,
+)
 
 __all__ = ["CSV_COLUMNS", "build_report", "charts", "report_csv", "report_markdown", "write_report"]
 
@@ -216,13 +223,13 @@ def write_report(
     ``out`` (default ``./perflab-report-<run id prefix>``) and, with ``log``, attach them to the
     parent run. ``LookupError`` for an unknown run; ``ValueError`` when it is not a suite."""
     if not run_id:  # None, or "" from the MLproject entry point's default
-        run_id = tracking.latest_suite_run_id(tracking_uri)
-    parent = tracking.read_run(run_id, tracking_uri)
+        run_id = latest_suite_run_id(tracking_uri)
+    parent = read_run(run_id, tracking_uri)
     if parent.is_variant:
         raise ValueError(
             f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
         )
-    runs = tracking.child_runs(run_id, tracking_uri)
+    runs = child_runs(run_id, tracking_uri)
     report = build_report(parent, runs)
     files: dict[str, str | bytes] = {
         "report.json": json.dumps(report, indent=2),
@@ -238,7 +245,7 @@ def write_report(
         else:
             (out / name).write_text(content)
     if log:
-        tracking.log_text_artifacts(run_id, files, tracking_uri)
+        log_text_artifacts(run_id, files, tracking_uri)
     return report, out
 
 
@@ -249,7 +256,7 @@ def raw_samples(runs: list[StoredRun], tracking_uri: str | None = None) -> dict[
         if not r.is_variant or "time_median_ms" not in r.metrics:
             continue
         try:
-            timing = json.loads(tracking.read_artifact_text(r.run_id, "result.json", tracking_uri)).get("timing")
+            timing = json.loads(read_artifact_text(r.run_id, "result.json", tracking_uri)).get("timing")
         except LookupError:
             continue
         if timing and timing.get("samples_ms"):

@@ -1,13 +1,20 @@
-"""perflab's harness. Chapters, sweeps and analysis import only these names."""
+"""perflab's harness: baseline vs optimized variants, each measured in a fresh process, compared honestly.
 
-from bench.compare import compare
-from bench.config import BenchmarkConfig, resolve_config
-from bench.context import context
+These names are the public API: a benchmark file imports only them (``from bench import context,
+BenchmarkConfig``). Packages built on the harness (analysis, sweeps, kernels) may also import ``bench.errors``
+and the names a subpackage lists in its ``__all__`` (``bench.record``: the MLflow store; ``bench.measure``:
+the clock for code outside a chapter, the peak cache; ...), never a module inside a subpackage.
+docs/design.md has the packages, the path of a measurement and the rules; scripts/code_shape.py checks them.
+"""
+
+from bench.define.config import BenchmarkConfig, resolve_config
+from bench.define.context import context
+from bench.define.protocol import Benchmark
+from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.errors import PerflabError
-from bench.markers import nvtx_range
-from bench.protocol import Benchmark
-from bench.result import Comparison, SuiteResult, VariantResult
-from bench.suite import run_suite
+from bench.isolate.suite import run_suite
+from bench.measure.compare import compare
+from bench.profile.markers import nvtx_range
 
 __all__ = [
     "Benchmark",

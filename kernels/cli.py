@@ -1,4 +1,4 @@
-"""``perflab kernels`` (registered by bench.cli's plugin hook).
+"""``perflab kernels`` (added to the command by ``perflab/cli.py``).
 
 Cheap to import: torch, triton, matplotlib and mlflow load inside the command.
 """
@@ -50,7 +50,7 @@ def kernels_cmd(
 
     import torch
 
-    from bench.config import resolve_config
+    from bench import resolve_config
     from bench.errors import PerflabError
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto"

@@ -1,16 +1,16 @@
 """Sweep a case over shapes: check each provider, time the ones that pass, write CSVs and plots.
 
-Timing goes through the harness's clock (``bench.timing.clock_for``) and the config's stop rule;
+Timing goes through the harness's clock (``bench.measure.time_callable``) and the config's stop rule;
 nothing here times itself. ``fwd`` times one forward call; ``bwd`` times ``torch.autograd.grad`` of
 a forward recorded once (graph retained), i.e. the backward kernels alone. Before any timing, each
 provider is checked against the reference at the check shapes (on GPU: the issue's three configurations
 and an awkward one); one that fails is reported and not timed. With a profile directory, each timed
-call is then profiled apart from its timing (bench.profiling.capture_torch: a Chrome trace, the top
+call is then profiled apart from its timing (bench.profile.tools.capture_torch: a Chrome trace, the top
 kernels, kernels per call).
 
 Bandwidth: each row also carries the case's minimum bytes per call (``Case.bytes_per_call``), so a
 provider's median gives achieved GB/s, and, where ``perflab peak`` has cached this device's copy
-bandwidth (bench.peaks), a percentage of it. ``bandwidth_target`` judges the issue's target on those:
+bandwidth (bench.measure.ceilings), a percentage of it. ``bandwidth_target`` judges the issue's target on those:
 triton's forward RMSNorm and fused add + RMSNorm at ≥ 64 MB of activations reach ≥ 80 % of the copy
 bandwidth.
 """
@@ -29,11 +29,10 @@ import torch
 import torch._dynamo
 import torch._functorch.config  # noqa: F401  (the donated_buffer switch below)
 
-from bench import peaks
-from bench.config import BenchmarkConfig
-from bench.profiling import capture_torch
-from bench.stats import summarize
-from bench.timing import clock_for
+from bench import BenchmarkConfig
+from bench.measure import ceilings as peaks
+from bench.measure import time_callable
+from bench.profile import capture_torch
 from kernels.case import DTYPES, PROVIDERS, Case, Shape, build, mark_rows_dynamic
 from kernels.check import check
 
@@ -105,7 +104,7 @@ def sweep_shapes(case: Case, max_shapes: int | None = None) -> list[Shape]:
 
 def copy_ceiling(device: torch.device, path: Path | None = None) -> tuple[str, float | None]:
     """(hardware key, copy bandwidth in GB/s counting bytes read + written) for ``device``: the ceiling
-    ``perflab peak`` cached for this hardware (bench.peaks: the GPU's name, else this host's CPU key), or
+    ``perflab peak`` cached for this hardware (bench.measure.ceilings: the GPU's name, else this host's CPU key), or
     None when it has not been measured here."""
     key = torch.cuda.get_device_name(device) if device.type == "cuda" else peaks.cpu_key()
     ceilings = peaks.lookup(key, path) or {}
@@ -132,12 +131,9 @@ def _timed_call(case: Case, module: torch.nn.Module, inputs: Sequence[torch.Tens
 
 
 def time_fn(fn: Callable[[], object], config: BenchmarkConfig, device: torch.device) -> float:
-    """Median µs of ``fn`` through the harness clock: first call, warm-up, then the stop rule."""
-    clock = clock_for(config, device)
-    clock.first_call(fn)
-    clock.warmup(fn, config.warmup)
-    m = clock.measure(fn, config.iterations, config.stop_rule())
-    return summarize(m.samples_ms).median_ms * 1e3
+    """Median µs of ``fn`` through the harness clock (bench.measure.time_callable): first call, warm-up, then
+    the stop rule."""
+    return time_callable(fn, config, device).median_ms * 1e3
 
 
 def sweep_case(

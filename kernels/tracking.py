@@ -1,6 +1,6 @@
 """MLflow for ``perflab kernels``: a parent run per case, a nested run per dtype and provider.
 
-A thin layer over ``bench.tracking.Tracker`` (the only module that talks to MLflow), like
+A thin layer over ``bench.record.Tracker`` (the only module that talks to MLflow), like
 sweeps/tracking.py. Under ``mlflow run -e kernels`` the project's run (``MLFLOW_RUN_ID``) is adopted as
 every case's parent, so nothing logged on a parent may differ between cases: its params are the
 invocation's (identical for all cases) or carry the case name, and so do its metrics and artifacts.
@@ -27,8 +27,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from bench.manifest import host_manifest
-from bench.tracking import Tracker, log_text_artifacts
+from bench.record import Tracker, host_manifest, log_text_artifacts
 from kernels.sweep import Row, bandwidth_target, geomean
 
 __all__ = ["KernelsTracker"]

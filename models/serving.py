@@ -1,6 +1,6 @@
 """A small serving engine for ``models.gpt``: requests, the generated tokens, and continuous batching.
 
-``ContinuousEngine`` is one engine step at a time (``step(now_ms)``, the shape bench.generation times):
+``ContinuousEngine`` is one engine step at a time (``step(now_ms)``, the shape bench.measure.generation times):
 requests that have arrived wait in a queue; whenever capacity frees, the scheduler admits the next ones
 (``policy``: first come first served, or shortest job first: fewest tokens to generate) and runs their
 prefill; every other step decodes one token for every running request. Its options are the ideas
@@ -36,7 +36,8 @@ from models.kv import BlockAllocator, ContiguousCache, PagedCache
 
 @dataclass
 class Request:
-    """A prompt to continue greedily for ``new_tokens`` tokens, arriving at ``arrival_ms`` (bench.generation)."""
+    """A prompt to continue greedily for ``new_tokens`` tokens, arriving at ``arrival_ms``
+    (bench.measure.generation)."""
 
     prompt: Tensor  # [P] int64 on the device
     new_tokens: int
@@ -396,7 +397,7 @@ def decode_alone(model: GPT, request: Request) -> list[int]:
 
 
 def drive(engine: Any, requests: Sequence[Request], step_ms: float = 1.0) -> list[dict[int, int]]:
-    """One generation as bench.generation runs it, on a clock where every step takes ``step_ms`` and an empty
+    """One generation as bench.measure.generation runs it, on a clock where every step takes ``step_ms`` and an empty
     step result jumps to the next arrival; the steps' results."""
     engine.reset()
     now, steps = 0.0, []

@@ -1,6 +1,6 @@
 """A/A pairs: every example of the given chapters run against an identical copy of its own baseline.
 
-The speedup of an A/A pair is 1 by construction; its 95 % interval (bench.compare.speedup_interval) must
+The speedup of an A/A pair is 1 by construction; its 95 % interval (bench.measure.stats.speedup_interval) must
 hold 1.0 in at least 95 % of pairs, or the interval is too narrow for the run-to-run spread it claims to
 cover (issue 19). Writes a chapters tree under a temporary directory (each baseline_<x>.py beside an
 optimized_<x>.py with the same content), runs it through the harness like `perflab run`, and prints one
@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # a script run from anywhere: the repository's packages (chapters, bench)
 
-from bench.discovery import chapter_id, default_chapters_dir, discover, select  # noqa: E402
-from bench.suite import run_suite  # noqa: E402
+from bench.define.discovery import chapter_id, default_chapters_dir, discover, select  # noqa: E402
+from bench.isolate.suite import run_suite  # noqa: E402
 
 
 def aa_tree(chapters: list[str], dest: Path) -> Path:

@@ -1,4 +1,4 @@
-"""``perflab sweep make-data`` and ``perflab sweep run`` (registered by bench.cli's plugin hook).
+"""``perflab sweep make-data`` and ``perflab sweep run`` (added to the command by ``perflab/cli.py``).
 
 Cheap to import: optuna, mlflow, torch and h5py are imported inside the commands.
 """

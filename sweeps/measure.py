@@ -49,7 +49,7 @@ class TrialJob:
 class _UtilSampler(threading.Thread):
     """Mean NVML GPU utilisation over the measured steps.
 
-    NVML is initialised once and only the utilisation counter is polled: ``bench.machine.snapshot``
+    NVML is initialised once and only the utilisation counter is polled: ``bench.measure.machine.snapshot``
     initialises NVML and reads a dozen counters per call, too much to repeat every 0.1 s beside the
     steps being timed, and ``stop()`` would wait for a whole snapshot in flight.
     """

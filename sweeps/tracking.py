@@ -1,6 +1,6 @@
 """MLflow for a sweep: one parent run, a nested run per trial and per verified configuration.
 
-A thin layer over ``bench.tracking`` (the only module that talks to MLflow): the parent is adopted from
+A thin layer over ``bench.record`` (the only module that talks to MLflow): the parent is adopted from
 ``MLFLOW_RUN_ID`` under ``mlflow run`` (which owns and terminates it), else created and finished here.
 Only measured numbers are logged: a trial that ran out of memory has params and status, no metrics.
 The parent gets the tables as text artifacts and the pictures as PNGs.
@@ -13,7 +13,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
-from bench.tracking import Tracker, log_text_artifacts
+from bench.record import Tracker, log_text_artifacts
 
 __all__ = ["SweepTracker"]
 

@@ -1,9 +1,9 @@
 """Parent side of one trial: the workload runs in its own child process, in its own process group, with a deadline.
 
-Same isolation as ``bench.runner``'s fast path: the child is forked from a forkserver that imported
+Same isolation as ``bench.isolate.runner``'s fast path: the child is forked from a forkserver that imported
 torch/h5py once (CUDA never initialised there), calls ``setsid`` so the parent can kill the whole
 group — DataLoader workers included — and reports through a JSON file. A child that exceeds the
-deadline is TERMed, then KILLed (``bench.runner.kill_group``); one that dies without a report is
+deadline is TERMed, then KILLed (``bench.isolate.kill_group``); one that dies without a report is
 ``failed`` with its log tail; ``torch.OutOfMemoryError`` (real or simulated) is ``oom``; a workload
 that cannot be built is ``failed`` with ``workload_error`` set (the sweep stops on it: every trial
 would fail the same way). With ``should_prune``, the parent reads the child's interim throughput once
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +39,7 @@ Status = Literal["ok", "oom", "timeout", "failed", "pruned"]
 # torch._dynamo: optimizers import it lazily on first construction (~1.7 s a trial otherwise). PIL is
 # the CNN's decoder (a missing preload is skipped by the server, not an error).
 PRELOAD = ["torch", "torch._dynamo", "h5py", "numpy", "psutil", "PIL.Image", "sweeps.data", "sweeps.measure",
-           "sweeps.workload", "sweeps.builtins", "bench.machine"]  # fmt: skip
+           "sweeps.workload", "sweeps.builtins"]  # fmt: skip
 _LOG_TAIL = 3000
 _POLL_S = 0.05  # how often the parent looks for the interim report while a prunable trial runs
 
@@ -135,11 +136,34 @@ def _wait(process: Any, timeout_s: float, progress: Path, should_prune: Pruner |
     return time.monotonic() - t0 >= timeout_s, None
 
 
+class ForkedProcess:
+    """A trial's multiprocessing.Process (forked by the forkserver) watched as a Popen: ``pid``, ``poll``, ``wait``,
+    ``returncode``: what ``bench.isolate.kill_group`` takes."""
+
+    def __init__(self, process: Any) -> None:
+        self._p = process
+        self.pid: int = process.pid
+
+    def poll(self) -> int | None:
+        return self._p.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._p.join(timeout)
+        if self._p.exitcode is None:
+            raise subprocess.TimeoutExpired("trial child", timeout or 0.0)
+        return int(self._p.exitcode)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._p.exitcode
+
+
+
 def run_trial(
     job: TrialJob, timeout_s: float, workdir: str | Path | None = None, should_prune: Pruner | None = None
 ) -> TrialOutcome:
     """Run ``job`` in an isolated child; never raises for the child's faults."""
-    from bench.runner import ForkedProcess, kill_group
+    from bench.isolate import kill_group
 
     with tempfile.TemporaryDirectory(prefix="perflab-trial-") as tmp:
         wd = Path(workdir) if workdir is not None else Path(tmp)

@@ -51,7 +51,7 @@ def _private_durations_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_servers(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Tests' pre-warmed servers (bench.server) live in a directory of their own, and are stopped when the
+    """Tests' pre-warmed servers (bench.isolate.server) live in a directory of their own, and are stopped when the
     session ends (with an idle exit of their own should the session be killed)."""
     import os
 
@@ -59,7 +59,7 @@ def _private_servers(tmp_path_factory: pytest.TempPathFactory) -> Any:
     os.environ["PERFLAB_RUNTIME_DIR"] = str(tmp_path_factory.mktemp("servers"))
     os.environ["PERFLAB_SERVER_IDLE_S"] = "300"
     yield
-    from bench import server
+    from bench.isolate import server
 
     server.stop_all()
     for k, v in saved.items():

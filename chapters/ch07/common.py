@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from bench.context import context
+from bench import context
 
 BLOCK = 1024  # elements per program in the 1-D kernels
 A, B = 1.5, -0.25  # coefficients of out = x * A + B

@@ -3,7 +3,7 @@ simple engines.
 
 A variant is a ``Serve``: a workload (the model with weights from the run's seed, a request set, the flat
 buffer of generated tokens) and an engine that serves it one step at a time. ``Serve`` speaks the harness's
-token-generation protocol (bench.generation): ``get_requests``, ``start_generation``, ``generate_step``,
+token-generation protocol (bench.measure.generation): ``get_requests``, ``start_generation``, ``generate_step``,
 ``speedup_metric``; the harness times every engine step and reports TTFT, TPOT, inter-token latency and
 throughput, and compares the two sides' generated tokens exactly.
 

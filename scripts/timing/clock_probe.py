@@ -16,8 +16,8 @@ sys.modules["bench"].__path__ = [str(Path(__file__).resolve().parents[2] / "benc
 
 import torch  # noqa: E402
 
-from bench.stopping import StopRule  # noqa: E402
-from bench.timing import CudaEventClock  # noqa: E402
+from bench.measure.gpu_clocks import CudaEventClock  # noqa: E402
+from bench.measure.stopping import StopRule  # noqa: E402
 
 
 def main() -> None:

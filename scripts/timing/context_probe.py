@@ -1,6 +1,6 @@
 """Do CUDA context creation and teardown on two GPUs slow each other down? (issue 4, two-GPU ratio)
 
-On the H200 x 2 host (session 5, call R), chapter 7's variants took 23 % longer in all on two GPUs than
+On the H200 x 2 host (docs/results/h200x2.md), chapter 7's variants took 23 % longer in all on two GPUs than
 on one, nearly all of it in set-up (CUDA context creation), start-up and process exit (context
 teardown). This probe isolates that: fresh children of the pre-warmed server, each pinned to one GPU,
 create a context (cuInit, the primary context, the first allocation, each timed), take the harness's NVML
@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import server  # noqa: E402
-from bench.runner import nvml_gpu_count  # noqa: E402
-from bench.server import runtime_dir  # noqa: E402
+from bench.isolate import server  # noqa: E402
+from bench.isolate.process import nvml_gpu_count  # noqa: E402
+from bench.isolate.server import runtime_dir  # noqa: E402
 
 PARTS = (
     "dlopen", "lock_wait", "cuda_init", "context", "first_alloc", "nvml_init", "nvml_snapshot", "nvml_old_way",
@@ -48,7 +48,7 @@ def create(fd: int) -> None:
     import pynvml
     import torch
 
-    from bench import machine
+    from bench.measure import machine
 
     times = []
     t0 = time.perf_counter()

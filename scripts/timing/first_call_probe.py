@@ -2,8 +2,8 @@
 
     python scripts/timing/first_call_probe.py chapters/ch07/baseline_aos_soa.py [...] [--no-warm] [--top 12]
 
-Imports what the fast path's server imports (bench.server.PRELOAD; with --no-warm, without
-bench._warm), then for each variant forks a child, as the server does, that imports the module,
+Imports what the fast path's server imports (bench.isolate.server.PRELOAD; with --no-warm, without
+bench.isolate.warm), then for each variant forks a child, as the server does, that imports the module,
 runs setup, and profiles the first call of benchmark_fn (synchronized) with cProfile, then times a
 second call. Prints, per variant: setup s, first call ms, second call ms, and the functions with the
 largest cumulative time in the first call. Nothing is logged anywhere; a diagnostic, not a benchmark.
@@ -30,9 +30,9 @@ def child(path: str, top: int, write_fd: int) -> None:
 
     import torch
 
-    from bench.config import resolve_config
-    from bench.context import make_context, set_context
-    from bench.protocol import check_benchmark, import_file
+    from bench.define.config import resolve_config
+    from bench.define.context import make_context, set_context
+    from bench.define.protocol import check_benchmark, import_file
 
     t0 = time.perf_counter()
     module = import_file(path)
@@ -65,17 +65,18 @@ def child(path: str, top: int, write_fd: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+")
-    ap.add_argument("--no-warm", action="store_true", help="do not import bench._warm before forking")
+    ap.add_argument("--no-warm", action="store_true", help="do not import bench.isolate.warm before forking")
     ap.add_argument("--top", type=int, default=12)
     args = ap.parse_args()
-    from bench.server import PRELOAD
+    from bench.isolate.server import PRELOAD
 
     t0 = time.perf_counter()
     for name in PRELOAD:
-        if name == "bench._warm" and args.no_warm:
+        if name == "bench.isolate.warm" and args.no_warm:
             continue
         importlib.import_module(name)
-    print(f"server imports ({'no warm' if args.no_warm else 'with bench._warm'}): {time.perf_counter() - t0:.2f} s")
+    warm = "no warm" if args.no_warm else "with bench.isolate.warm"
+    print(f"server imports ({warm}): {time.perf_counter() - t0:.2f} s")
     for path in args.paths:
         r, w = os.pipe()
         pid = os.fork()

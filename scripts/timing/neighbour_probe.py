@@ -2,7 +2,7 @@
 
 Variants are started ahead only once the previous measurement on their GPU has ended, because a CUDA
 context created (or torn down) beside a measurement might disturb it. That rule is what bounds the
-two-GPU ratio (docs/STATUS.md). This probe measures the disturbance instead of assuming it: this
+two-GPU ratio (docs/design.md, Known limits). This probe measures the disturbance instead of assuming it: this
 process times two kernels on GPU 0 (cuda events around each call, L2 flushed before each, as the
 cuda_event clock does) in blocks, while a "churner" thread keeps forking children of the pre-warmed
 server, one after another, each pinned to one GPU:
@@ -35,8 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import server  # noqa: E402
-from bench.runner import nvml_gpu_count  # noqa: E402
+from bench.isolate import server  # noqa: E402
+from bench.isolate.process import nvml_gpu_count  # noqa: E402
 
 
 def churn_child(fd: int) -> None:

@@ -1,4 +1,4 @@
-"""Where a fast-path variant's time outside its stages goes: bench.server vs multiprocessing's forkserver.
+"""Where a fast-path variant's time outside its stages goes: bench.isolate.server vs multiprocessing's forkserver.
 
 For each launcher, N children that each initialise CUDA (when present), write one byte to a pipe and
 exit, as a variant does. Per child: ``spawn`` (the call until the pid is known), ``run`` (pid until the
@@ -18,9 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import server  # noqa: E402
-from bench.config import resolve_config  # noqa: E402
-from bench.runner import ForkedProcess, server_interpret  # noqa: E402
+from bench.define.config import resolve_config  # noqa: E402
+from bench.isolate import server  # noqa: E402
+from bench.isolate.process import server_interpret  # noqa: E402
+from sweeps.trial import ForkedProcess  # noqa: E402
 
 
 def touch(fd: int) -> None:

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from bench.guard import BOUND  # noqa: E402
-from bench.timing import CudaEventClock, capture_graph  # noqa: E402
+from bench.measure.gpu_clocks import CudaEventClock, capture_graph  # noqa: E402
+from bench.measure.guard import BOUND  # noqa: E402
 
 Fn = Callable[[], object]
 

@@ -1,4 +1,4 @@
-"""Why is a 1024-element add not batched on the H200 host? (tests/bench/test_timing.py failed there, session 6)
+"""Why is a 1024-element add not batched on the H200 host? (tests/bench/measure/test_clocks.py failed there)
 
 The cuda_event clock batches a call whose fastest warm-up sample is under BATCH_BELOW_MS (5 µs); on the
 H200 host the add's fastest of 10 warm-up samples was not (the H100 host: ~2 µs). This prints, per clock
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from bench.timing import CudaEventClock, capture_graph  # noqa: E402
+from bench.measure.gpu_clocks import CudaEventClock, capture_graph  # noqa: E402
 
 
 def _event_ms(call: Callable[[], object], n: int) -> float:

@@ -45,7 +45,7 @@ def main() -> None:
         "sync only": lambda: None,
         "sync + 200 µs host idle": lambda: time.sleep(2e-4),
         "sync + fp32 read flush (harness today)": lambda: torch.sum(read_buf, dim=0, out=sink),
-        "sync + int32->int64 flush (call A's harness)": lambda: torch.sum(int_buf, dim=0, dtype=torch.int64),
+        "sync + int32->int64 flush (an earlier harness's)": lambda: torch.sum(int_buf, dim=0, dtype=torch.int64),
         "sync + 0.5 ms spin": lambda: torch.cuda._sleep(int(0.5 * cycles_per_ms)),
         "sync + 10 x 64 MiB scale (~0.5 ms busy)": lambda: [torch.mul(big, 2.0, out=big_out) for _ in range(10)],
         "sync + read flush + 10 x 64 MiB scale": lambda: (torch.sum(read_buf, dim=0, out=sink),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.tracking import child_runs, read_artifact_text  # noqa: E402
+from bench.record.store import child_runs, read_artifact_text  # noqa: E402
 
 METRICS = (
     "elapsed_s", "stage_startup_s", "cuda_start_s", "gate_late_s", "ahead_s", "stage_setup_s", "stage_warmup_s",

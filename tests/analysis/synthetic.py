@@ -1,4 +1,4 @@
-"""Builders of synthetic MLflow histories: VariantResults logged through bench.tracking.Tracker."""
+"""Builders of synthetic MLflow histories: VariantResults logged through bench.record.tracking.Tracker."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from mlflow import MlflowClient
 
-from bench.result import (
+from bench.define.result import (
     Comparison,
     ErrorInfo,
     Memory,
@@ -20,8 +20,8 @@ from bench.result import (
     Verification,
     Work,
 )
-from bench.stats import summarize
-from bench.tracking import Tracker
+from bench.measure.stats import summarize
+from bench.record.tracking import Tracker
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"

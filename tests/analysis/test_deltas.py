@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import analysis.cli
 from analysis.deltas import MetricDelta, compare_runs, direction
-from bench import cli
+from perflab import cli
 from tests.analysis.synthetic import Store, draw, log_suite, result
 
 EXP = "compare"
@@ -93,7 +94,7 @@ def test_suites_are_matched_by_variant_name(suites: dict[str, Any], store: Store
 
 
 def test_cli_marks_better_and_worse(suites: dict[str, Any], store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli.console, "width", 250)
+    monkeypatch.setattr(analysis.cli.console, "width", 250)
     out = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--tracking-uri", store.uri])
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()

@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from analysis.expectations import check, update
-from bench import cli
+from perflab import cli
 from tests.analysis.synthetic import Store, draw, log_suite, result
 
 EXPECTED = {  # written by hand for the test, as a reviewer would commit them

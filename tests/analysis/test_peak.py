@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis import peak as peak_mod
-from bench import cli, peaks
+from bench.measure import ceilings as peaks
+from perflab import cli
 from tests.analysis.synthetic import Store
 
 SMALL = {"copy_bytes": 8 * 2**20, "matmul_n": 256, "repeats": 3}

@@ -15,8 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis import readme
-from bench import cli, tracking
-from bench.tracking import StoredRun
+from bench.record import log_run
+from bench.record.store import StoredRun
+from perflab import cli
 from tests.analysis.synthetic import H100, Store, log_suite, result
 
 EXP = "readme"
@@ -43,7 +44,7 @@ def suite(store: Store, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     cache = tmp_path_factory.mktemp("peaks") / "peaks.json"
     cache.write_text(json.dumps({H100: {"ceilings": CEILINGS}}))
     store.experiment(EXP)
-    peak_run = tracking.log_run(
+    peak_run = log_run(
         "perflab peak", params={}, metrics=CEILINGS, artifacts={},
         tags={"perflab.kind": "peak", "perflab.hardware": H100}, experiment=EXP, tracking_uri=store.uri,
     )  # fmt: skip

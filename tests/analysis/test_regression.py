@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import analysis.cli
 from analysis.regression import assess, check_suite
-from bench import cli
+from perflab import cli
 from tests.analysis.synthetic import A100, H100, Store, draw, log_suite, result
 
 EXP = "regress"
@@ -191,7 +192,7 @@ def test_a_single_variant_run_can_be_checked(history: dict[str, Any], store: Sto
 def test_cli_prints_the_table_and_exits_1_on_a_regression(
     history: dict[str, Any], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli.console, "width", 250)
+    monkeypatch.setattr(analysis.cli.console, "width", 250)
     out = CliRunner().invoke(cli.app, ["regressions", "--run-id", history["parent"], "--tracking-uri", store.uri])
     assert out.exit_code == 1, out.output
     assert "ch07:slower:baseline" in out.output and "regressed" in out.output and "no-history" in out.output

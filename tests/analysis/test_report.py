@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis.report import CSV_COLUMNS, write_report
-from bench import cli
+from perflab import cli
 from tests.analysis.synthetic import Store, draw, log_suite, result
 
 EXP = "report"

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import torch
 
-from bench.config import resolve_config
-from bench.context import make_context, set_context
-from bench.protocol import import_file, load_benchmark
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
+from bench.define.protocol import import_file, load_benchmark
 
 Compile = Callable[..., bytes]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.discovery import discover, select
-from bench.suite import run_suite
+from bench.define.discovery import discover, select
+from bench.isolate.suite import run_suite
 
 # "chNN:example" -> reason. Keep empty unless an example truly cannot run here.
 SKIPS: dict[str, str] = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.protocol import load_benchmark
+from bench.define.protocol import load_benchmark
 
 CH01 = Path(__file__).resolve().parents[2] / "chapters" / "ch01"
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 import triton
 
-from bench.protocol import import_file
+from bench.define.protocol import import_file
 from chapters.ch01.common import BLOCK, A, B, C
 
 FUSION = Path(__file__).resolve().parents[2] / "chapters" / "ch01" / "optimized_fusion.py"

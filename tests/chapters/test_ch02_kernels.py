@@ -14,8 +14,8 @@ from types import ModuleType
 import pytest
 import torch
 
-from bench.config import resolve_config
-from bench.context import DeviceFacts, RunContext
+from bench.define.config import resolve_config
+from bench.define.context import DeviceFacts, RunContext
 from chapters.ch02 import common as compiled_common  # at collection: compiled-mode kernels (see conftest)
 
 CHAPTER = CH02 = Path(__file__).resolve().parents[2] / "chapters" / "ch02"  # for the interpreted fixture

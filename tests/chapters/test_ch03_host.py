@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.protocol import load_benchmark
+from bench.define.protocol import load_benchmark
 from chapters.ch03.common import PinWorker, Requests, _cpulist, host_cores, near_cores, pin_process
 
 CH03 = Path(__file__).resolve().parents[2] / "chapters" / "ch03"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.context import context
-from bench.protocol import load_benchmark
+from bench.define.context import context
+from bench.define.protocol import load_benchmark
 from chapters.ch05.common import decode_image, encode, smooth_images
 
 CH05 = Path(__file__).resolve().parents[2] / "chapters" / "ch05"

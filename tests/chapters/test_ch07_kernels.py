@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import torch
 
-from bench.config import resolve_config
-from bench.context import make_context, set_context
-from bench.protocol import import_file
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
+from bench.define.protocol import import_file
 from chapters.ch07.common import BLOCK, C_NEIGHBOUR, C_SELF, A, B, gather_pairs, particles
 
 CH07 = Path(__file__).resolve().parents[2] / "chapters" / "ch07"

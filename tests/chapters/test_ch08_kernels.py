@@ -17,8 +17,8 @@ import torch
 from triton_checks import MODES, Kernels, compile_for_h100, kernel_modes, needs_compiler, resources, variants
 
 import chapters.ch08.common as C  # compiled kernels (imported before the interpreter fixture swaps copies in)
-from bench.config import resolve_config
-from bench.context import make_context, set_context
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
 
 VARIANTS = ("baseline", "optimized")
 COMPILED_FILES = variants("ch08")  # compiled at collection (unless the whole process is interpreted)

@@ -19,8 +19,8 @@ from triton_checks import MODES, Kernels, compile_for_h100, kernel_modes, needs_
 
 import chapters.ch08.common as C8  # compiled kernels (imported before the interpreter fixture swaps copies in)
 import chapters.ch10.common as C
-from bench.config import resolve_config
-from bench.context import DeviceFacts, RunContext, make_context, set_context
+from bench.define.config import resolve_config
+from bench.define.context import DeviceFacts, RunContext, make_context, set_context
 from bench.errors import Skip
 
 COMPILED_FILES = variants("ch10")  # compiled at collection (unless the whole process is interpreted)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from bench.protocol import import_file
+from bench.define.protocol import import_file
 from chapters.ch11 import common as compiled  # imported at collection: compiled kernels unless interpreting
 
 CH11 = Path(__file__).resolve().parents[2] / "chapters" / "ch11"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from bench.protocol import import_file
+from bench.define.protocol import import_file
 from chapters.ch12.common import EPS, Graph, bucket_for
 
 CH12 = Path(__file__).resolve().parents[2] / "chapters" / "ch12"

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.protocol import load_benchmark
+from bench.define.protocol import load_benchmark
 from chapters.ch13.common import PAD, JpegDataset, conv_flops, jpeg, lm_flops, smooth_images
 
 CH13 = Path(__file__).resolve().parents[2] / "chapters" / "ch13"
@@ -208,9 +208,9 @@ def test_each_variant_trace_is_logged_to_mlflow(tmp_path: Path, monkeypatch: pyt
 
     from mlflow import MlflowClient
 
-    from bench.discovery import discover, select
-    from bench.suite import run_suite
-    from bench.tracking import Tracker
+    from bench.define.discovery import discover, select
+    from bench.isolate.suite import run_suite
+    from bench.record.tracking import Tracker
 
     real = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name in ("ncu", "nsys") else real(name, *a, **k))

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from triton_checks import compile_for_h100, needs_compiler, resources
 
 import chapters.ch14.common as C14  # compiled-mode kernels (imported before the interpreter fixture swaps copies in)
-from bench.context import context
+from bench.define.context import context
 
 CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "ch14"
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from bench.config import resolve_config
-from bench.context import make_context, set_context
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
 from chapters.ch15.common import (
     GraphDecodeEngine,
     RecomputeEngine,
@@ -83,7 +83,7 @@ def test_token_by_token_needs_a_step_per_prompt_position() -> None:
 
 
 def test_serve_speaks_the_generation_protocol() -> None:
-    from bench.generation import is_generating, read_requests
+    from bench.measure.generation import is_generating, read_requests
 
     s = Serve(lambda: workload([5, 7], [3, 2]), TokenByTokenEngine, "ttft")
     s.setup()

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bench.config import resolve_config
-from bench.context import make_context, set_context
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
 from chapters.ch15.common import Workload
 from chapters.ch16 import common as ch16
 from models.serving import ContinuousEngine, drive

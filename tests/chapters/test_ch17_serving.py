@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from bench.config import resolve_config
-from bench.context import make_context, set_context
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
 from chapters.ch15.common import Workload, lengths, workload
 from chapters.ch17 import common as C
 from models import GPT
@@ -110,7 +110,7 @@ def test_speculative_engine_errors_name_the_value() -> None:
 
 
 def test_spec_serve_records_the_acceptance() -> None:
-    from bench.context import context
+    from bench.define.context import context
 
     s = C.SpecServe(C.one_at_a_time, C.speculative(C.K, 1), "tpot")
     s.setup()

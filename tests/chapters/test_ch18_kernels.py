@@ -18,8 +18,8 @@ import torch
 from triton_checks import COMPILED, MODES, compile_for_h100, interpreted, needs_compiler, resources
 
 import chapters.ch18.common as C  # compiled kernels (imported before the interpreter fixture swaps copies in)
-from bench.config import resolve_config
-from bench.context import make_context, set_context
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
 
 COMMONS = ("chapters.ch08.common", "chapters.ch18.common")
 

@@ -17,8 +17,8 @@ import torch
 from triton_checks import compile_for_h100, needs_compiler, resources
 
 import chapters.ch19.common as compiled  # at collection: compiled-mode kernels (for the sm_90 builds)
-from bench.config import resolve_config
-from bench.context import DeviceFacts, RunContext, make_context, set_context
+from bench.define.config import resolve_config
+from bench.define.context import DeviceFacts, RunContext, make_context, set_context
 from bench.errors import Skip
 
 CHAPTER = CH19 = Path(__file__).resolve().parents[2] / "chapters" / "ch19"  # for the interpreted fixture

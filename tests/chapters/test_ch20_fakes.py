@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.discovery import discover, select
-from bench.result import Comparison, SuiteResult, VariantResult
-from bench.suite import run_suite
-from bench.summary import summary_dict
+from bench.define.discovery import discover, select
+from bench.define.result import Comparison, SuiteResult, VariantResult
+from bench.isolate.suite import run_suite
+from bench.record.summary import summary_dict
 
 ROOT = Path(__file__).resolve().parents[2] / "chapters" / "ch20" / "fakes"
 CUDA = torch.cuda.is_available()

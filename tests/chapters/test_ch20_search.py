@@ -15,8 +15,8 @@ import triton
 from triton_checks import compile_for_h100, needs_compiler, resources
 
 import chapters.ch20.common as compiled  # at collection: compiled-mode kernels (for the sm_90 builds)
-from bench.config import resolve_config
-from bench.context import make_context, set_context
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
 
 CHAPTER = CH20 = Path(__file__).resolve().parents[2] / "chapters" / "ch20"  # for the interpreted fixture
 VARIANTS = sorted(p.stem for p in CH20.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
@@ -146,7 +146,7 @@ def test_optimized_sides_allow_the_search_its_time() -> None:
     try:
         for stem in VARIANTS:
             if stem.startswith("optimized_"):
-                from bench.protocol import load_benchmark
+                from bench.define.protocol import load_benchmark
 
                 config = load_benchmark(CH20 / f"{stem}.py").get_config()
                 assert config is not None and config.setup_timeout_seconds >= 600, stem

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import torch
 
-from bench.protocol import import_file
+from bench.define.protocol import import_file
 
 CHAPTERS = Path(__file__).resolve().parents[2] / "chapters"
 

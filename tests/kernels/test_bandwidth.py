@@ -14,11 +14,11 @@ import torch
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-from bench import peaks
-from bench.cli import app
-from bench.tracking import child_runs, read_artifact_text, read_run
+from bench.measure import ceilings as peaks
+from bench.record.store import child_runs, read_artifact_text, read_run
 from kernels.case import CASES, Shape
 from kernels.sweep import BANDWIDTH_COLUMNS, CSV_COLUMNS, Row, bandwidth_target, copy_ceiling, csv_text
+from perflab.cli import app
 
 SMALL = Shape(2, 3, 5)  # M = 6 rows, N = 5: 30 elements per activation
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from bench.cli import app
-from bench.tracking import child_runs, log_run, read_artifact_text, read_run
+from bench.record.store import child_runs, log_run, read_artifact_text, read_run
 from kernels.case import CASES
 from kernels.common import retyped
+from perflab.cli import app
 
 SMOKE = ["--dtype", "fp32", "--provider", "triton", "--smoke"]
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from bench.cli import app
 from kernels.case import CASES, Shape
 from kernels.common import retyped
 from kernels.sweep import CSV_COLUMNS, GPU_SHAPES, Row, csv_text, geomean, plot_png, sweep_case, sweep_shapes
+from perflab.cli import app
 
 CPU = torch.device("cpu")
 
@@ -49,7 +49,7 @@ def test_plot_is_a_png() -> None:
 
 def test_sweep_times_checked_providers_and_skips_a_wrong_one(interp: ModuleType, monkeypatch: pytest.MonkeyPatch
                                                              ) -> None:  # fmt: skip
-    from bench.config import resolve_config
+    from bench.define.config import resolve_config
 
     config = resolve_config({"device": "cpu", "iterations": 2, "warmup": 0})
     shapes = [Shape(1, 2, 37)]
@@ -102,7 +102,7 @@ def test_sweep_shapes_per_case_and_limited(interp: ModuleType) -> None:
 
 def test_check_failure_names_the_shape(interp: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every check shape is checked; a provider wrong only at a larger hidden is caught there, not timed."""
-    from bench.config import resolve_config
+    from bench.define.config import resolve_config
 
     def wrong_past_64(ref: torch.nn.Module) -> torch.nn.Module:
         return _wrong_eps(interp, ref) if ref.weight.numel() > 64 else retyped(ref, interp.TritonRMSNorm)
@@ -129,7 +129,7 @@ def test_compiled_provider_compiles_per_hidden_not_per_shape(interp: ModuleType)
     under no_grad), far from dynamo's recompile limit, past which it would silently run eager."""
     from torch._dynamo.utils import counters
 
-    from bench.config import resolve_config
+    from bench.define.config import resolve_config
 
     config = resolve_config({"device": "cpu", "iterations": 2, "warmup": 0})
     shapes = [Shape(1, 8, 64), Shape(2, 8, 64), Shape(3, 16, 64), Shape(1, 8, 96)]

@@ -23,7 +23,7 @@ def alone(model: GPT, r: Request) -> list[int]:
 
 
 def drive(engine: ContinuousEngine, requests: list[Request]) -> tuple[list[list[int]], list[dict[int, int]]]:
-    """Run a generation as bench.generation does, with 1 ms per step and jumps to the next arrival."""
+    """Run a generation as bench.measure.generation does, with 1 ms per step and jumps to the next arrival."""
     steps = run(engine, requests)
     return tokens_of(engine.out), steps
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
+from perflab.cli import app
 from sweeps.data import DataError, H5Batches, check_data, make_data
 
 

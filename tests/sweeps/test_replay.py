@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 import sweeps.search
-from bench.cli import app
 from bench.errors import ConfigError
+from perflab.cli import app
 from sweeps.replay import grid_table, load_results, replay, replay_random, replay_smart
 from sweeps.runner import to_csv
 from sweeps.space import OTHER

@@ -10,7 +10,7 @@ import torch
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-from bench.cli import app
+from perflab.cli import app
 from sweeps.api import TrialSettings, Workload
 from sweeps.config import SweepConfig
 from sweeps.examples import h5_dataset

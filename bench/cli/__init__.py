@@ -1,0 +1,34 @@
+"""bench's commands of ``perflab``: ``run``, ``list``, ``verify``, ``profile``, ``show``, ``selfcheck``,
+``overhead`` and ``server``. The ``perflab`` command itself (``perflab/cli.py``) adds them to one app beside the
+commands of the packages built on the harness (analysis, sweeps, kernels); bench never imports those.
+
+* ``run``: a suite from the command line (flags → a config layer, workers, MLflow on a thread, the report);
+* ``commands``: list, verify, profile, show, server; ``audit``: selfcheck, overhead;
+* ``common``: the consoles, the options several commands share, one line per variant.
+
+Invariants: the command process never imports torch (the server's children do the work); every module
+here is cheap to import (heavy imports happen inside the commands); bad input is one line naming the bad
+value (``bench.errors.PerflabError``, exit status 2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.cli.audit import overhead, selfcheck
+from bench.cli.commands import list_, profile, server_app, show, verify
+from bench.cli.run import run
+
+__all__ = ["register"]
+
+
+def register(app: Any) -> None:
+    """Add bench's commands to ``app`` (a ``typer.Typer``)."""
+    app.command()(run)
+    app.command("list")(list_)
+    app.command()(verify)
+    app.command()(profile)
+    app.command()(selfcheck)
+    app.command()(show)
+    app.command()(overhead)
+    app.add_typer(server_app, name="server")

@@ -1,0 +1,191 @@
+"""``perflab list``, ``verify``, ``profile``, ``show`` and ``server status|stop``."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from bench.cli.common import (
+    ChaptersOpt,
+    DeviceOpt,
+    ExperimentOpt,
+    NcuPresetOpt,
+    NoTrackOpt,
+    ProfileModeOpt,
+    SmokeOpt,
+    TargetsOpt,
+    TimeoutOpt,
+    cli_layer,
+    console,
+    examples_for,
+    line,
+)
+from bench.define.config import resolve_config
+from bench.errors import PerflabError
+
+server_app = typer.Typer(
+    no_args_is_help=True, help="the pre-warmed server variants are forked from (kept between runs)"
+)
+
+
+def list_(targets: TargetsOpt = None, chapters_dir: ChaptersOpt = None) -> None:
+    """List chapters, examples and their variants."""
+    catalog, examples = examples_for(targets, chapters_dir)
+    out = Table(title=f"examples under {catalog.root}")
+    for col in ("target", "variants", "note"):
+        out.add_column(col)
+    for e in examples:
+        out.add_row(e.target, ", ".join(v.variant for v in e.variants), "" if e.optimized else "no optimized partner")
+    console.print(out)
+    for orphan in catalog.orphans:
+        console.print(f"[yellow]optimized file without baseline:[/] {escape(orphan)}")
+
+
+def verify(
+    targets: TargetsOpt = None, chapters_dir: ChaptersOpt = None, device: DeviceOpt = None,
+    timeout_multiplier: TimeoutOpt = None,
+) -> None:  # fmt: skip
+    """Import, instantiate and set up each benchmark in isolation, without timing."""
+    from bench.isolate.runner import run_variant
+
+    layer = cli_layer(device=device, timeout_multiplier=timeout_multiplier)
+    resolve_config(layer)
+    _, examples = examples_for(targets, chapters_dir)
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="perflab-verify-") as tmp:
+        for e in examples:
+            for spec in e.variants:
+                result = run_variant(spec, Path(tmp) / spec.key.replace(":", "_"), cli_layer=layer, mode="verify")
+                failed += result.status != "ok"
+                console.print(line(result, None))
+    if failed:
+        raise typer.Exit(1)
+
+
+def profile(
+    targets: Annotated[list[str], typer.Argument(help="ch7:<example>, ch7, ...: every variant of each is profiled")],
+    profile_mode: ProfileModeOpt = None, ncu_preset: NcuPresetOpt = None, device: DeviceOpt = None,
+    timeout_multiplier: TimeoutOpt = None, smoke: SmokeOpt = None, experiment: ExperimentOpt = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
+    no_track: NoTrackOpt = False, chapters_dir: ChaptersOpt = None,
+    keep_workdir: Annotated[Path | None, typer.Option(help="keep profiles and logs in this directory")] = None,
+) -> None:  # fmt: skip
+    """Profile the variants of examples without timing them (torch.profiler, ncu, nsys) and log the profiles."""
+    from bench.isolate.profiled import profile_variant
+
+    layer = cli_layer(
+        enable_profiling=True, profile_mode=profile_mode, ncu_preset=ncu_preset, device=device,
+        timeout_multiplier=timeout_multiplier, smoke=smoke,
+    )  # fmt: skip
+    resolve_config(layer)
+    _, examples = examples_for(targets, chapters_dir)
+    tracker = None if no_track else _profile_tracker(experiment, tracking_uri, ",".join(targets))
+    root = keep_workdir or Path(tempfile.mkdtemp(prefix="perflab-profile-"))
+    failed = 0
+    try:
+        for spec in [spec for e in examples for spec in e.variants]:
+            result = profile_variant(spec, root / spec.chapter / spec.example / spec.variant, cli_layer=layer)
+            failed += result.status not in ("ok", "skipped")
+            if tracker is not None:
+                tracker.log_variant(result)
+            console.print(line(result, None))
+    finally:
+        if tracker is not None:
+            tracker.__exit__(None, None, None)  # FINISHED, and no suite_status: not a suite
+        if keep_workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    if tracker is not None:
+        console.print(f"MLflow parent run {tracker.parent_run_id}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _profile_tracker(experiment: str | None, tracking_uri: str | None, targets: str) -> Any:
+    from bench.record.manifest import host_manifest
+    from bench.record.tracking import Tracker
+
+    tracker = Tracker(
+        experiment=experiment, tracking_uri=tracking_uri, run_name=f"perflab profile {targets}",
+        host_manifest=host_manifest(), tags={"perflab.kind": "profile", "perflab.targets": targets},
+    )  # fmt: skip
+    tracker.start()
+    return tracker
+
+
+def show(
+    run_id: Annotated[str | None, typer.Option(help="parent run id (default: the latest completed suite)")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
+) -> None:
+    """Print a suite's pairs as a Markdown table, straight from the MLflow store."""
+    from bench.record.store import suite_runs
+
+    try:
+        parent, runs = suite_runs(run_id, tracking_uri)
+    except LookupError as exc:
+        raise PerflabError(str(exc)) from None
+    print(pairs_markdown(parent, runs))
+
+
+def pairs_markdown(parent: str, runs: list[Any]) -> str:
+    """One row per optimized variant, numbers read from the runs' metrics and tags (never typed)."""
+    by_name = {r.info.run_name: r for r in runs}
+    gpus = sorted({r.data.tags.get("perflab.gpu") or r.data.tags.get("perflab.device", "?") for r in runs})
+    lines = [
+        f"MLflow parent run `{parent}`; device(s): {', '.join(gpus)}",
+        "",
+        "| example | variant | baseline median µs | optimized median µs | speedup | verified | "
+        "baseline GB/s | optimized GB/s | optimized CV |",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|",
+    ]
+
+    def num(run: Any, key: str, scale: float = 1.0, spec: str = ".1f") -> str:
+        value = run.data.metrics.get(key) if run is not None else None
+        return "—" if value is None else format(value * scale, spec)
+
+    for _, run in sorted(by_name.items()):
+        tags = run.data.tags
+        if tags.get("perflab.variant", "baseline") == "baseline":
+            continue
+        base = by_name.get(f"{tags['perflab.chapter']}:{tags['perflab.example']}:baseline")
+        lines.append(
+            f"| {tags['perflab.chapter']}:{tags['perflab.example']} | {tags['perflab.variant']} | "
+            f"{num(base, 'time_median_ms', 1e3)} | {num(run, 'time_median_ms', 1e3)} | "
+            f"{num(run, 'speedup', spec='.2f')}× | {tags.get('perflab.verified', 'false')} | "
+            f"{num(base, 'achieved_gbps', spec='.0f')} | {num(run, 'achieved_gbps', spec='.0f')} | "
+            f"{num(run, 'time_cv', 100, '.2f')}% |"
+        )
+    return "\n".join(lines)
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """List this user's servers: pid, Triton mode, uptime, children running."""
+    from bench.isolate import server
+
+    found = server.servers()
+    if not found:
+        console.print(f"no server running (socket directory {server.runtime_dir()})")
+    for s in found:
+        if s.get("starting"):
+            console.print(f"server {s['pid']} key {s['key']}: starting (importing torch)")
+            continue
+        errors = f", preload errors: {s['preload_errors']}" if s["preload_errors"] else ""
+        console.print(
+            f"server {s['pid']} key {s['key']}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, "
+            f"{s['children']} child(ren), exits after {s['idle_limit_s']:.0f} s idle{escape(errors)}"
+        )
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop this user's servers (their running children are killed); the next run starts a fresh one."""
+    from bench.isolate import server
+
+    pids = server.stop_all()
+    console.print(f"stopped {len(pids)} server(s)" + (f": {', '.join(map(str, pids))}" if pids else ""))

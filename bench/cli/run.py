@@ -1,0 +1,306 @@
+"""``perflab run``: a suite from the command line: flags → config layer, workers, MLflow on a thread, the report.
+
+The command never imports torch (~4 s on a GPU host): the server's children do the work (bench.isolate);
+it starts the server first, so that the server's imports overlap everything else the command does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, cast
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bench.cli.common import (
+    ChaptersOpt,
+    DeviceOpt,
+    ExperimentOpt,
+    NcuPresetOpt,
+    NoTrackOpt,
+    ProfileModeOpt,
+    SmokeOpt,
+    TargetsOpt,
+    TimeoutOpt,
+    cli_layer,
+    console,
+    err_console,
+    examples_for,
+    line,
+    table,
+)
+from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
+from bench.define.discovery import Example
+from bench.define.result import Comparison, SuiteResult, VariantResult
+from bench.errors import PerflabError
+
+if TYPE_CHECKING:
+    from bench.isolate.sink import BackgroundSink
+    from bench.record.tracking import Tracker
+
+IterationsOpt = Annotated[int | None, typer.Option(help="timed calls per variant")]
+WarmupOpt = Annotated[int | None, typer.Option(help="untimed calls before measurement")]
+SeedOpt = Annotated[int | None, typer.Option(help="seed for random/numpy/torch/CUDA")]
+ReproducibleOpt = Annotated[bool, typer.Option("--reproducible", help="deterministic algorithms")]
+ColdStartOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cold-start",
+        help="a brand-new interpreter per variant (cold numbers) instead of a fork of the pre-warmed server",
+    ),
+]
+ProfileOpt = Annotated[
+    bool | None,
+    typer.Option("--profile/--no-profile", help="profile each variant after its timed run, in a separate child"),
+]
+WarmCacheOpt = Annotated[bool, typer.Option("--warm-cache", help="do not flush L2 before GPU samples")]
+TimingModeOpt = Annotated[
+    str | None, typer.Option(help="auto, cpu, cuda_event, cuda_graph, triton, pytorch (bench/measure/clocks.py)")
+]
+NoiseOpt = Annotated[float | None, typer.Option(help="adaptive sampling stops at this relative standard error (0.005)")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="suite config file (.yaml/.json/.toml)")]
+TrackingUriOpt = Annotated[
+    str | None, typer.Option(help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or MLflow's default)")
+]
+KeepOpt = Annotated[Path | None, typer.Option(help="keep child outputs/logs in this directory")]
+GpusOpt = Annotated[
+    str | None, typer.Option(help="GPU indices, e.g. 0,1: one worker per GPU (default: every visible GPU)")
+]
+JobsOpt = Annotated[int | None, typer.Option(min=1, help="parallel workers for CPU-only runs")]
+OverlapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overlap/--no-overlap",
+        envvar="PERFLAB_OVERLAP",
+        help="start each variant's child (start-up, CUDA context) while the previous one on its GPU checks "
+        "its outputs and exits; held before setup() until that child is gone (never during a measurement)",
+    ),
+]
+
+
+def run(
+    targets: TargetsOpt = None, iterations: IterationsOpt = None, warmup: WarmupOpt = None, seed: SeedOpt = None,
+    device: DeviceOpt = None, timeout_multiplier: TimeoutOpt = None, reproducible: ReproducibleOpt = False,
+    cold_start: ColdStartOpt = False, profile: ProfileOpt = None, profile_mode: ProfileModeOpt = None,
+    ncu_preset: NcuPresetOpt = None, smoke: SmokeOpt = None, warm_cache: WarmCacheOpt = False,
+    timing_mode: TimingModeOpt = None, noise_target: NoiseOpt = None, config: ConfigOpt = None,
+    experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
+    chapters_dir: ChaptersOpt = None, keep_workdir: KeepOpt = None, gpus: GpusOpt = None, jobs: JobsOpt = None,
+    overlap: OverlapOpt = True,
+) -> None:  # fmt: skip
+    """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
+    suite_layer = load_config_file(config) if config else None
+    layer = cli_layer(
+        iterations=iterations, warmup=warmup, seed=seed, device=device, timeout_multiplier=timeout_multiplier,
+        deterministic=True if reproducible else None,
+        enable_profiling=True if profile is None and profile_mode is not None else profile,
+        profile_mode=profile_mode, ncu_preset=ncu_preset, smoke=smoke, flush_l2=False if warm_cache else None,
+        timing_mode=timing_mode, noise_target=noise_target,
+    )  # fmt: skip
+    effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
+    catalog, examples = examples_for(targets, chapters_dir)
+    for orphan in catalog.orphans:
+        err_console.print(f"[yellow]warning:[/] {escape(orphan)} has no baseline_ partner; skipped")
+    if not examples:
+        raise PerflabError(f"no examples found under {catalog.root}")
+    check_workers(gpus, jobs)
+    if not cold_start:
+        from bench.isolate.process import prestart_server
+
+        # First: the server's imports (torch) overlap everything below, the MLflow start-up included.
+        prestart_server(effective)
+    workers = workers_for(effective.device, gpus, jobs)
+    target_text = ",".join(targets or ["all"])
+    sink = None if no_track else _sink(experiment, tracking_uri, target_text, cold_start)
+    suite, before_s = _run(examples, effective, workers, sink, suite_layer=suite_layer, cli_layer=layer,
+                           workdir=keep_workdir, keep_workdir=keep_workdir is not None, cold_start=cold_start,
+                           overlap=overlap)  # fmt: skip
+    tracker = cast("Tracker", sink.close()) if sink is not None else None
+    _report(suite, tracker, sink, cold_start, before_s)
+    if not suite.all_ok:
+        raise typer.Exit(1)
+
+
+def _sink(experiment: str | None, tracking_uri: str | None, targets: str, cold_start: bool) -> BackgroundSink:
+    """The MLflow tracker, opened on a thread of its own (import + store: ~10 s on a GPU host) while the first
+    variants run."""
+    from bench.isolate.sink import BackgroundSink
+
+    def open_tracker() -> Tracker:
+        from bench.record.manifest import host_manifest
+        from bench.record.tracking import Tracker
+
+        tracker = Tracker(
+            experiment=experiment, tracking_uri=tracking_uri, run_name=f"perflab run {targets}",
+            host_manifest=host_manifest(),
+            tags={"perflab.targets": targets, "perflab.cold_start": str(cold_start).lower()},
+        )  # fmt: skip
+        tracker.start()
+        return tracker
+
+    return BackgroundSink(open_tracker)
+
+
+def _run(
+    examples: list[Example], effective: BenchmarkConfig, workers: list[dict[str, str]], sink: BackgroundSink | None,
+    **options: object,
+) -> tuple[SuiteResult, float | None]:  # fmt: skip
+    """``run_suite`` with a progress bar and a line per variant, and how long after the command's start it began;
+    the durations kept for the next run's order."""
+    from bench.isolate.suite import load_durations, run_suite, save_durations
+
+    durations = durations_path()
+    signature = f"device={effective.device} smoke={effective.smoke} cold_start={options['cold_start']}"
+    expected = load_durations(durations, signature) if len(workers) > 1 else None
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console, transient=False,
+    ) as progress:  # fmt: skip
+        task = progress.add_task("running", total=sum(len(e.variants) for e in examples))
+
+        def on_result(result: VariantResult, comparison: Comparison | None) -> None:
+            progress.console.print(line(result, comparison))
+            progress.advance(task)
+
+        before_s = process_age_s()  # interpreter start, imports, discovery, server and MLflow threads started
+        try:
+            suite = run_suite(examples, sink=sink, on_result=on_result, workers=workers, expected_s=expected,
+                              **options)  # type: ignore[arg-type]  # fmt: skip
+        except BaseException:
+            if sink is not None:
+                with contextlib.suppress(Exception):  # the store may be what failed; keep the original error
+                    tracker = cast("Tracker", sink.close())
+                    tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True},
+                                   failed=True)  # fmt: skip
+            raise
+    save_durations(durations, signature, suite)
+    return suite, before_s
+
+
+def _report(
+    suite: SuiteResult, tracker: Tracker | None, sink: BackgroundSink | None, cold_start: bool, before_s: float | None
+) -> None:
+    """The summary on the parent run, the table, and where the time went."""
+    from bench.record.summary import summary_dict, summary_markdown
+
+    summary = summary_dict(suite)
+    if tracker is not None:
+        tracker.finish(summary_markdown(summary), summary, failed=False)
+    console.print(table(suite))
+    console.print(
+        f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
+        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s"
+        + (f", MLflow parent run {tracker.parent_run_id}" if tracker is not None else "")
+    )
+    for text in time_lines(suite, sink, cold_start, before_s):
+        console.print(text)
+
+
+def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool, before_s: float | None) -> list[str]:
+    """Where a suite's time went: the workers, children started ahead, host-bound waits, the command's start,
+    MLflow, the server."""
+    out = []
+    b = suite.time_breakdown()
+    if b:
+        beside = f" ({b['compare_beside_s']:.1f} s of it beside the next variant)" if b["compare_beside_s"] else ""
+        ahead = (
+            f"; children started ahead ran {b['ahead_s']:.1f} s beside the previous variant, and kept their "
+            f"workers waiting {b['late_s']:.1f} s at open gates (start-up, CUDA context)"
+            if b["ahead_s"]
+            else ""
+        )
+        out.append(
+            f"time: first variant started at {b['first_start_s']:.1f} s; {b['workers']} worker(s) ran variants "
+            f"{b['run_s']:.1f} s, compared outputs {b['compare_s']:.1f} s{beside}, idled {b['idle_s']:.1f} s{ahead}"
+        )
+    if b and b.get("alone_wait_s"):
+        out.append(
+            f"host-bound measurements (timed on the host's clock) waited {b['alone_wait_s']:.1f} s in all to run "
+            "alone on the host"
+        )
+    if before_s is not None:
+        out.append(f"command: the suite began {before_s:.2f} s after the command started (interpreter, imports)")
+    if sink is not None and sink.ready_s is not None and sink.wait_s is not None:
+        out.append(
+            f"MLflow: import and store open took {sink.ready_s:.1f} s (on a thread, beside the variants); after "
+            f"the last variant, {sink.wait_s:.1f} s went on logging results still queued"
+        )
+    if not cold_start:
+        from bench.isolate import server
+
+        out.append(
+            "server: started by this command (its imports delayed the first variant)"
+            if server.STARTED_HERE
+            else "server: kept from an earlier command (`perflab server stop` ends it)"
+        )
+    return out
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux: /proc, 10 ms resolution); None elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = float(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def durations_path() -> Path:
+    """``$PERFLAB_DURATIONS``, else ``~/.cache/perflab/durations.json``: each variant's last time, the
+    order hint for parallel suites (longest first)."""
+    env = os.environ.get("PERFLAB_DURATIONS")
+    return Path(env) if env else Path.home() / ".cache" / "perflab" / "durations.json"
+
+
+def check_workers(gpus: str | None, jobs: int | None) -> list[str] | None:
+    """The GPU indices of ``--gpus`` (None without it); errors in the flags, before anything starts."""
+    if gpus is None:
+        return None
+    ids = [g.strip() for g in gpus.split(",") if g.strip()]
+    if not ids or not all(g.isdigit() for g in ids):
+        raise PerflabError(f"--gpus {gpus!r} is not a comma-separated list of GPU indices such as '0,1'")
+    if jobs is not None:
+        raise PerflabError("--gpus and --jobs exclude each other: --gpus runs one worker per GPU")
+    return ids
+
+
+def workers_for(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, str]]:
+    """One environment per worker: pinned to a GPU each, or plain CPU jobs."""
+    ids = check_workers(gpus, jobs)
+    if ids is not None:
+        return [{"CUDA_VISIBLE_DEVICES": g} for g in ids]
+    if device == "cpu" or not _cuda_count():
+        return [{} for _ in range(jobs or 1)]
+    if jobs is not None and jobs > 1:
+        raise PerflabError(
+            f"--jobs {jobs} on a GPU run would time variants against each other on one GPU; "
+            "use --gpus to run one worker per GPU, or --device cpu"
+        )
+    if device.startswith("cuda:"):
+        return [{}]  # the user picked one device
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible_ids = [g.strip() for g in visible.split(",")] if visible else [str(i) for i in range(_cuda_count())]
+    return [{"CUDA_VISIBLE_DEVICES": g} for g in visible_ids] if len(visible_ids) > 1 else [{}]
+
+
+def _cuda_count() -> int:
+    """GPUs a worker each: NVML's count (no torch import in this process: ~4 s on a GPU host), unless
+    a GPU is in MIG mode or NVML is missing, where torch answers (MIG instances are not NVML devices)."""
+    from bench.isolate.process import cuda_available, cuda_likely, nvml_gpu_count
+
+    if not cuda_likely():
+        return 0
+    count = nvml_gpu_count()
+    if count is not None:
+        return count
+    if not cuda_available():
+        return 0
+    import torch
+
+    return torch.cuda.device_count()

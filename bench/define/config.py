@@ -1,0 +1,225 @@
+"""BenchmarkConfig: the one source of defaults, and the one function that layers configuration.
+
+Layers, later wins: defaults → suite config (``--config`` file or API) → the benchmark's own
+``get_config()`` → CLI flags. Only fields a layer *explicitly sets* override earlier layers, so a
+benchmark's ``get_config()`` that sets ``iterations`` does not reset the user's ``--warmup``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bench.errors import ConfigError
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+TimingMode = Literal["auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch"]
+ProfileMode = Literal["torch", "ncu", "nsys", "all"]
+NcuPreset = Literal["minimal", "roofline", "full"]
+
+
+class BenchmarkConfig(BaseModel):
+    """How one variant is run and measured. Every field has a default; see ``resolve_config``."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    # Timed calls per variant (samples). None = adaptive: sample until the relative standard error
+    # of the median is below noise_target (at least min_samples and min_measure_seconds, at most
+    # max_measure_seconds). A number given here or with --iterations always wins.
+    iterations: int | None = Field(None, ge=1, le=1_000_000)
+    # Adaptive stopping: target relative standard error of the median (0.005 = 0.5 %).
+    noise_target: float = Field(0.005, gt=0, lt=1)
+    min_samples: int = Field(10, ge=1, le=1_000_000)
+    min_measure_seconds: float = Field(0.1, ge=0)
+    # Upper bound on adaptive sampling; also capped at 80 % of the measurement stage's limit.
+    max_measure_seconds: float = Field(1.0, gt=0)
+    # Untimed calls before measurement, at least (JIT/compile, autotuning, allocator warm-up): warm-up
+    # goes on until the calls are steady and min_warmup_seconds have passed.
+    warmup: int = Field(5, ge=0, le=1_000_000)
+    # Warm-up lasts at least this long, whatever ``warmup`` says, and then until calls are steady
+    # (bench.measure.clocks.warm_up). None: 0.3 s on the host's clock (on the H100 host a fresh process ran a CPU
+    # op ~1.6x slower for its first ~0.3 s), 0.05 s on GPU clocks.
+    min_warmup_seconds: float | None = Field(None, ge=0, le=60)
+    # Seed for random, numpy, torch and CUDA, set in the child before setup().
+    seed: int = Field(42, ge=0, le=2**32 - 1)
+    # Deterministic algorithms (torch.use_deterministic_algorithms, cuDNN deterministic,
+    # CUBLAS_WORKSPACE_CONFIG). Off by default because it changes kernels and therefore timings.
+    deterministic: bool = False
+    # "auto" (cuda when available, else cpu), "cpu", "cuda" or "cuda:N".
+    device: str = "auto"
+    # Record peak/allocated/reserved CUDA memory (GPU) or peak RSS (CPU) for the variant.
+    enable_memory_tracking: bool = True
+    # Profile each variant after its timed run, in a separate child (bench/profile/tools.py): the timed
+    # numbers never carry profiler overhead. Off by default (a profile costs a child per tool).
+    enable_profiling: bool = False
+    # Which profilers: "torch" (torch.profiler trace + top ops), "ncu" (Nsight Compute counters),
+    # "nsys" (Nsight Systems timeline) or "all"; a tool not on the PATH is skipped with the reason.
+    profile_mode: ProfileMode = "torch"
+    # Nsight Compute sections: "minimal" (time, DRAM/SM throughput, occupancy, L2 hit rate: one or
+    # two replay passes per kernel), "roofline" (+ SpeedOfLight roofline charts), "full" (--set full,
+    # dozens of passes per kernel: slow).
+    ncu_preset: NcuPreset = "minimal"
+    # Stage limits, enforced by the parent process (each multiplied by timeout_multiplier).
+    # startup: interpreter start, harness + torch import, benchmark module import.
+    startup_timeout_seconds: float = Field(120.0, gt=0)
+    # setup: get_benchmark(), get_config(), setup(); also bounds output check and teardown.
+    setup_timeout_seconds: float = Field(30.0, gt=0)
+    warmup_timeout_seconds: float = Field(15.0, gt=0)
+    measurement_timeout_seconds: float = Field(15.0, gt=0)
+    # profiling: the profiled calls of a profile child (under ncu, every kernel is replayed per pass).
+    profiling_timeout_seconds: float = Field(180.0, gt=0)
+    # Scales every stage limit (slow machines, sanitizers, interpreters).
+    timeout_multiplier: float = Field(1.0, gt=0, le=1000)
+    # Clock: "auto" picks cuda_event on GPU, cpu (perf_counter) otherwise; cuda_graph, triton
+    # (do_bench) and pytorch (torch.utils.benchmark) on request (bench/measure/clocks.py says what each does).
+    timing_mode: TimingMode = "auto"
+    # Which of the two measured times a pair's speedup uses: "cold" (the primary time_*: single calls, L2
+    # flushed, launch latency hidden) or "batch" (batch_time_*: back-to-back calls in a CUDA-graph replay,
+    # warm L2) — batch for launch-bound microbenchmarks whose point is a stream of calls.
+    speedup_time: Literal["cold", "batch"] = "cold"
+    # Also measure back-to-back calls (batch_time_*) after the cold samples.
+    measure_batch: bool = True
+    # Spread of one run's median between processes (relative standard deviation), added to the speedup's
+    # bootstrap interval: samples of one process cannot show it. None: by clock (bench.measure.compare).
+    run_noise: float | None = Field(None, ge=0, lt=1)
+    # Initial length of the spin kernel that holds the stream while the host enqueues a sample (GPU
+    # event clocks); it doubles whenever a sample shows the host outran it.
+    launch_spin_ms: float = Field(0.05, ge=0.001, le=50.0)
+    # GPU event clocks: after each sample, leave the GPU idle for this multiple of the sample's span
+    # (host sleep); 0 = back to back. Back to back, a long kernel runs at whatever clock the power
+    # controller has settled on (an 8192^3 bf16 matmul on the H100 at its 700 W cap: CV of 7 medians
+    # 0.52-2.31 %, +1.7-6.8 % against ncu's kernel time); with a gap as long as the sample each one
+    # starts from the same state: CV 0.04 %, +0.1 % against ncu (docs/results/h100.md).
+    # The measurement's wall time stays bounded by min/max_measure_seconds: fewer samples, not longer.
+    # 0 measures the sustained, power-capped regime instead.
+    sample_gap: float = Field(1.0, ge=0.0, le=100.0)
+    # Flush L2 before every GPU sample, outside the timed window. False = warm-cache numbers,
+    # and the result says so.
+    flush_l2: bool = True
+    # Percentiles reported besides p25/p50/p75/p90/p95/p99 (linear interpolation of raw samples).
+    percentiles: list[float] = Field(default_factory=lambda: [25.0, 50.0, 75.0, 90.0, 95.0, 99.0])
+    # Relative-error tolerance for the output check; None = the default for the output dtype.
+    rtol: float | None = Field(None, gt=0, lt=1)
+    # Smoke sizes (tiny inputs) for examples; None = smoke on CPU, full size on GPU.
+    smoke: bool | None = None
+    # Fill floating outputs with NaN before measurement and require the timed calls to overwrite
+    # them: catches results precomputed in setup and reused (INTEGRITY #6).
+    poison_outputs: bool = True
+    # After the measurement: a call from the set-up state again when the timed calls changed the tensors
+    # set up in setup(), and one call on changed inputs whose output must follow (bench.measure.guard). Off only
+    # for a benchmark whose inputs cannot be changed (the result says it was off).
+    check_inputs: bool = True
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, value: str) -> str:
+        if not _DEVICE_RE.match(value):
+            raise ValueError(f"device={value!r} is not one of 'auto', 'cpu', 'cuda', 'cuda:N'")
+        return value
+
+    @field_validator("percentiles")
+    @classmethod
+    def _check_percentiles(cls, value: list[float]) -> list[float]:
+        bad = [p for p in value if not 0.0 <= p <= 100.0]
+        if bad:
+            raise ValueError(f"percentiles must lie in [0, 100], got {bad}")
+        return sorted(set(value))
+
+    def stage_limit(self, stage: str) -> float:
+        """Seconds allowed for ``stage`` (already multiplied by ``timeout_multiplier``)."""
+        base = {
+            "startup": self.startup_timeout_seconds,
+            "setup": self.setup_timeout_seconds,
+            "warmup": self.warmup_timeout_seconds,
+            "measurement": self.measurement_timeout_seconds,
+            "profiling": self.profiling_timeout_seconds,
+            "check": self.setup_timeout_seconds,
+            "batch": self.measurement_timeout_seconds,
+            "recheck": self.setup_timeout_seconds,
+            "teardown": self.setup_timeout_seconds,
+        }
+        if stage not in base:
+            raise ConfigError(f"stage={stage!r} has no limit; known stages: {', '.join(base)}")
+        return base[stage] * self.timeout_multiplier
+
+
+Layer = BenchmarkConfig | Mapping[str, Any] | None
+
+
+def host_clocked(config: Any, device: str | None = None) -> bool:
+    """Timed on the host's wall clock: any variant on a CPU device (``device``: the resolved one, e.g. "cpu"
+    or "cuda:0"; a config's own may say "auto"), and on a GPU the ``cpu`` and ``pytorch`` clocks. Its samples
+    include the host's CPU work, so anything else on the host can move them (bench.isolate.workers, rule 3): on the
+    2-core CI machine a 2-thread op read 16 ms instead of 0.03 ms while MLflow imported beside it (OpenMP
+    waits for a thread the scheduler took away)."""
+    on = device or getattr(config, "device", None) or "auto"
+    if on.startswith("cpu"):
+        return True
+    return getattr(config, "timing_mode", None) in ("cpu", "pytorch")
+
+
+def explicit_fields(layer: Layer) -> dict[str, Any]:
+    if layer is None:
+        return {}
+    if isinstance(layer, BenchmarkConfig):
+        return layer.model_dump(include=layer.model_fields_set)
+    if isinstance(layer, Mapping):
+        unknown = sorted(set(layer) - set(BenchmarkConfig.model_fields))
+        if unknown:
+            known = ", ".join(BenchmarkConfig.model_fields)
+            raise ConfigError(f"unknown config field(s) {unknown}; accepted fields: {known}")
+        return dict(layer)
+    raise ConfigError(f"config layer must be a BenchmarkConfig or a mapping, got {type(layer).__name__}")
+
+
+def resolve_config(*layers: Layer) -> BenchmarkConfig:
+    """Merge layers in order (defaults → config → get_config() → CLI), later explicit fields win.
+
+    Raises ConfigError naming the field and the bad value.
+    """
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(explicit_fields(layer))
+    try:
+        return BenchmarkConfig(**merged)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        parts.append(f"{field}={err.get('input')!r} is invalid: {err['msg']}")
+    return "invalid benchmark config: " + "; ".join(parts)
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a suite config layer from a .json, .yaml/.yml or .toml file (a flat mapping of fields)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    text = p.read_text()
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        data = json.loads(text)
+    elif suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    elif suffix == ".toml":
+        import tomllib
+
+        data = tomllib.loads(text)
+    else:
+        raise ConfigError(f"config file {str(p)!r}: suffix {suffix!r} not accepted; use .json, .yaml, .yml, .toml")
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(p)!r} must hold a mapping of config fields, got {type(data).__name__}")
+    explicit_fields(data)  # reject unknown fields early, naming them
+    return data

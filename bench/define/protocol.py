@@ -1,0 +1,93 @@
+"""The benchmark protocol users write against, and loading a benchmark file.
+
+A chapter file defines a module-level ``get_benchmark()`` returning an object with:
+
+* ``setup()`` — allocate inputs (fresh random data from the seeded generators, never zeros);
+* ``benchmark_fn()`` — the work being timed; the harness synchronizes around it;
+* ``teardown()`` — release what setup took;
+
+and optionally:
+
+* ``get_config() -> BenchmarkConfig | None`` — this benchmark's own config layer;
+* ``get_output()`` — a tensor or tuple of tensors produced by the *last* ``benchmark_fn`` call,
+  compared with the baseline's (no output ⇒ not verified);
+* ``validate_result() -> str | None`` — a message when the result is wrong, None when it is fine;
+* ``get_work() -> dict | None`` — ``{"bytes": ..., "flops": ...}`` moved/done per call, the same on both
+  sides of a pair;
+* ``get_inputs()`` — the tensors that are this benchmark's inputs (a tensor, a list, a dict); the harness
+  changes them to check that the output follows (bench.measure.guard). Without it: every tensor set up in setup().
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from bench.errors import ProtocolError
+
+REQUIRED = ("setup", "benchmark_fn", "teardown")
+OPTIONAL = ("get_config", "get_output", "validate_result", "get_work", "get_inputs")
+
+
+@runtime_checkable
+class Benchmark(Protocol):
+    def setup(self) -> None: ...
+
+    def benchmark_fn(self) -> Any: ...
+
+    def teardown(self) -> None: ...
+
+
+def check_benchmark(obj: object, origin: str) -> Benchmark:
+    """Return ``obj`` if it follows the protocol, else raise ProtocolError naming what is missing."""
+    missing = [name for name in REQUIRED if not callable(getattr(obj, name, None))]
+    if missing:
+        raise ProtocolError(
+            f"{origin}: get_benchmark() returned {type(obj).__name__!s} without callable "
+            f"{', '.join(missing)}; a benchmark needs {', '.join(REQUIRED)} (optional: {', '.join(OPTIONAL)})"
+        )
+    not_callable = [n for n in OPTIONAL if hasattr(obj, n) and not callable(getattr(obj, n))]
+    if not_callable:
+        raise ProtocolError(f"{origin}: {', '.join(not_callable)} must be methods, not values")
+    return obj  # type: ignore[return-value]
+
+
+def import_file(path: str | Path) -> Any:
+    """Import a benchmark file as a uniquely named module (no sys.path edits)."""
+    p = Path(path).resolve()
+    name = "perflab_bench_" + "_".join(p.with_suffix("").parts[-2:])
+    spec = importlib.util.spec_from_file_location(name, p)
+    if spec is None or spec.loader is None:
+        raise ProtocolError(f"cannot import {str(p)!r}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_benchmark(path: str | Path) -> Benchmark:
+    module = import_file(path)
+    factory = getattr(module, "get_benchmark", None)
+    if not callable(factory):
+        raise ProtocolError(f"{path}: no module-level get_benchmark() function")
+    return check_benchmark(factory(), str(path))
+
+
+def outputs_of(obj: Any) -> list[Any] | None:
+    """The tensors ``obj.get_output()`` returns, as a list (None without the method or an output); a
+    ``TypeError`` naming what is not a tensor."""
+    import torch
+
+    get = getattr(obj, "get_output", None)
+    if get is None:
+        return None
+    out = get()
+    if out is None:
+        return None
+    tensors = list(out) if isinstance(out, (tuple, list)) else [out]
+    bad = [type(t).__name__ for t in tensors if not isinstance(t, torch.Tensor)]
+    if bad:
+        raise TypeError(f"get_output() must return a tensor or a tuple of tensors, got {bad}")
+    return tensors

@@ -1,0 +1,344 @@
+"""The data a run produces: a variant's result (raw samples kept) and a baseline/optimized comparison.
+
+A child process builds a ``VariantResult`` and hands it to the parent as JSON; verification and
+speedups are computed in the parent (``bench.measure.compare``) from two results, never by the child.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["ok", "failed", "timeout", "skipped", "invalid"]
+StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
+PairStatus = Literal["ok", "mismatch", "unverified", "failed", "skipped"]
+
+# Order of the stages. A timed child ("run") has all but profiling (batch: back-to-back calls, when
+# measured; recheck: the set-up state restored and the inputs changed, bench.measure.guard); a profile child
+# ("profile"): startup, setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
+STAGES: tuple[str, ...] = (
+    "startup", "setup", "warmup", "measurement", "check", "batch", "recheck", "profiling", "teardown"
+)  # fmt: skip
+
+
+class VariantSpec(BaseModel):
+    """One runnable file: ``chapters/ch07/optimized_transpose_tiled.py`` → (ch07, transpose, optimized_tiled)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chapter: str  # "ch07"
+    example: str  # "transpose"
+    variant: str  # "baseline", "optimized" or "optimized_<name>"
+    path: str  # absolute path of the benchmark file
+
+    @property
+    def target(self) -> str:
+        return f"{self.chapter}:{self.example}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.chapter}:{self.example}:{self.variant}"
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.variant == "baseline"
+
+
+class StageRecord(BaseModel):
+    name: str
+    status: StageStatus
+    duration_s: float | None = None  # wall time the parent saw between the stage's start and end
+    limit_s: float | None = None  # the limit the parent enforced
+
+
+class ErrorInfo(BaseModel):
+    kind: Literal["exception", "crash", "timeout", "invalid", "protocol"]
+    message: str
+    traceback: str | None = None
+    exit_code: int | None = None  # negative: killed by that signal number
+
+
+class TimingStats(BaseModel):
+    """Derived from raw samples; see bench.measure.stats.summarize."""
+
+    n: int
+    mean_ms: float
+    median_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+    cv: float  # std / mean
+    percentiles_ms: dict[str, float]  # {"p50": ..., "p90": ...}
+
+
+class Timing(BaseModel):
+    mode: str  # the clock used: cpu, cuda_event, cuda_graph, triton, pytorch
+    requested_mode: str | None = None  # what the config asked for ("auto" included)
+    fallback: str | None = None  # why the requested mode could not be used
+    method: str  # one line on how samples were taken (clock, L2 flush, launch-gap hiding)
+    samples_ms: list[float]
+    stats: TimingStats
+    first_call_ms: float | None = None  # first warm-up call alone (compile/JIT/autotune included)
+    warmup_calls: int = 0
+    warmup_stable: bool | None = None  # warm-up reached a steady state (bench.measure.clocks.warm_up)
+    l2_flushed: bool = False
+    notes: list[str] = Field(default_factory=list)  # anything that weakens the number
+    stop_reason: str | None = None  # fixed_iterations, noise_target, max_time, or the timer's own
+    invalid: str | None = None  # why these samples cannot stand (work on an unjoined side stream)
+    noise: float | None = None  # relative standard error of the median reached
+    noise_target: float | None = None
+    target_met: bool | None = None  # None: no target (fixed iterations, external timers)
+    machine_before: dict[str, Any] = Field(default_factory=dict)  # NVML state (bench.measure.machine)
+    machine_after: dict[str, Any] = Field(default_factory=dict)
+    machine_flags: list[str] = Field(default_factory=list)  # throttled / shared GPU
+
+
+class BatchTiming(BaseModel):
+    """Back-to-back calls (nvbench's batch GPU time): warm L2, per-call times."""
+
+    samples_ms: list[float]  # each: one batch's span / its calls
+    stats: TimingStats
+    calls: int  # calls per batch
+    method: str
+    stop_reason: str | None = None
+    noise: float | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class Recheck(BaseModel):
+    """What the recheck stage found (bench.measure.guard): the timed calls against the set-up state and changed
+    inputs."""
+
+    mutated: list[str] = Field(default_factory=list)  # set-up tensors the timed calls changed
+    restored_ms: float | None = None  # one call from the set-up state again (when mutated)
+    # controlled: one call on a fresh set-up holding what the timed calls left (the fastest of a few);
+    # else the same kind of call at the end of warm-up (eager cold calls on a GPU)
+    reference_ms: float | None = None
+    controlled: bool = False
+    restored_times_ms: list[float] = Field(default_factory=list)  # every round's call from the set-up state
+    reference_times_ms: list[float] = Field(default_factory=list)  # every round's call holding what was left
+    restored_same_output: bool | None = None
+    perturbed: int | None = None  # set-up tensors changed in place before one more call
+    output_changed: bool | None = None  # the output followed the changed inputs
+    fresh: OutputInfo | None = None  # a sample of that output, compared with the baseline's
+
+
+class Memory(BaseModel):
+    device: str
+    peak_mb: float  # CUDA max allocated on GPU; peak RSS of the child on CPU
+    allocated_mb: float | None = None
+    reserved_mb: float | None = None
+    rss_peak_mb: float | None = None
+    harness_mb: float | None = None  # harness buffers (L2 flush) excluded from peak/allocated
+
+
+class TensorInfo(BaseModel):
+    shape: list[int]
+    dtype: str
+    device: str
+
+
+class OutputInfo(BaseModel):
+    path: str | None  # directory of the output tensors' raw files (bench/measure/outputs.py), for the comparison
+    tensors: list[TensorInfo]
+    timed_calls_wrote_output: bool | None = None  # None: poisoning not applicable
+
+
+class Work(BaseModel):
+    """Work per benchmark_fn call, declared by the benchmark (optional get_work())."""
+
+    bytes: float | None = None  # minimum bytes moved through device memory (read + written)
+    flops: float | None = None
+
+
+class Profile(BaseModel):
+    """What the profile children found (bench.profile.tools); timed numbers never come from them."""
+
+    # Artifacts, logged under profile/: trace.json, top_ops.csv/.md, ncu.csv, .ncu-rep, .nsys-rep, profile.json.
+    dir: str | None = None
+    tools: dict[str, str] = Field(default_factory=dict)  # tool → "ok", "skipped: <why>", "failed: <why>"
+    metrics: dict[str, float] = Field(default_factory=dict)  # prof_*, ncu_*
+    top_ops: list[dict[str, Any]] = Field(default_factory=list)  # name, count, us_per_call, pct
+    bound: str | None = None  # launch | memory | compute | latency | unknown (bench.profile.verdict)
+    bound_evidence: str | None = None
+
+
+# --- token generation (bench/measure/generation.py) -----------------------------------------------------------
+class Generation(BaseModel):
+    """A token-generating benchmark's request set and what its measured generations gave (bench.measure.generation).
+
+    Statistics dicts hold median, p90, p99, mean, min, max (ms); TTFT and TPOT are pooled over every
+    measured generation's requests, step times over their steps; rates are medians over generations.
+    """
+
+    requests: int
+    tokens: int  # tokens emitted per generation (all requests)
+    prompt_tokens: int | None = None  # prompt tokens of all requests, when the benchmark states them
+    arrival: str  # the arrival pattern in words
+    arrivals_ms: list[float] = Field(default_factory=list)  # per request
+    # What the pair's speedup uses: ttft, tpot, itl (medians; "_p90"/"_p99" for that percentile), throughput,
+    # time (bench.measure.generation.SPEEDUP_METRICS)
+    speedup_metric: str = "time"
+    samples: int  # measured generations
+    steps: int  # engine steps per generation (median)
+    ttft_ms: dict[str, float]
+    tpot_ms: dict[str, float] | None = None  # None: every request emitted a single token
+    itl_ms: dict[str, float] | None = None  # inter-token latency, per token after a request's first
+    step_ms: dict[str, float]
+    tokens_per_s: float
+    requests_per_s: float
+    idle_ms: float = 0.0  # per generation (median): waiting for arrivals with nothing admitted left to do
+    ttft_samples_ms: list[list[float]] = Field(default_factory=list)  # raw: per generation, per request
+    tpot_samples_ms: list[list[float | None]] = Field(default_factory=list)
+
+    def metrics(self) -> dict[str, float]:
+        """The MLflow metrics: ttft_/tpot_/itl_ median, p90, p99 (ms), tokens_per_s, requests_per_s."""
+        out = {"tokens_per_s": self.tokens_per_s, "requests_per_s": self.requests_per_s}
+        for name, stats in (("ttft", self.ttft_ms), ("tpot", self.tpot_ms), ("itl", self.itl_ms)):
+            for q in ("median", "p90", "p99"):
+                if stats and q in stats:
+                    out[f"{name}_{q}_ms"] = stats[q]
+        return out
+
+
+# --- end token generation ------------------------------------------------------------------------------
+
+
+class VariantResult(BaseModel):
+    spec: VariantSpec
+    status: Status
+    failed_stage: str | None = None
+    elapsed_s: float = 0.0
+    limit_s: float | None = None  # the limit of the failed stage, when it timed out
+    stages: list[StageRecord] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    skip_reason: str | None = None  # status "skipped": what the host lacks (context().require / skip)
+    config: dict[str, Any] = Field(default_factory=dict)  # effective config (all layers applied)
+    # Sizes the benchmark asked for or recorded through its context (working_set, record): what ran.
+    sizes: dict[str, int | float | str] = Field(default_factory=dict)
+    device: str | None = None  # resolved device, e.g. "cuda:0" or "cpu"
+    cuda_visible_devices: str | None = None  # the worker's pinning (--gpus): which physical GPU "cuda:0" was
+    launch: str | None = None  # "server" (fast path) or "cold_start" (fresh interpreter), and why
+    # Seconds its child ran before the previous variant on the same worker was over (start-up, CUDA
+    # context; held before setup() at its gate: bench.isolate.workers); None when it was not started ahead.
+    ahead_s: float | None = None
+    # Started ahead, when its child reached the gate after the gate had opened: how long the worker then
+    # waited for it (start-up, CUDA context taking longer than the previous variant's end).
+    gate_late_s: float | None = None
+    # Seconds its child took to create its CUDA context (cuInit + primary context); None on the CPU.
+    cuda_start_s: float | None = None
+    timing: Timing | None = None
+    batch: BatchTiming | None = None
+    recheck: Recheck | None = None
+    tampered: list[str] = Field(default_factory=list)  # clocks the benchmark replaced (bench.measure.guard)
+    memory: Memory | None = None
+    output: OutputInfo | None = None
+    work: Work | None = None
+    validation: str | None = None  # message from validate_result(); None = passed or not defined
+    manifest: dict[str, Any] = Field(default_factory=dict)
+    profile: Profile | None = None  # from the separate profile child(ren), when profiling was asked for
+    generation: Generation | None = None  # token-generating benchmarks only (bench.measure.generation)
+
+    @property
+    def median_ms(self) -> float | None:
+        return self.timing.stats.median_ms if self.timing else None
+
+    def derived_metrics(self) -> dict[str, float]:
+        """Achieved throughput from declared work and the median time."""
+        out: dict[str, float] = {}
+        if self.work and self.timing and self.timing.stats.median_ms > 0:
+            seconds = self.timing.stats.median_ms / 1e3
+            if self.work.bytes:
+                out["achieved_gbps"] = self.work.bytes / seconds / 1e9
+            if self.work.flops:
+                out["achieved_tflops"] = self.work.flops / seconds / 1e12
+            if self.work.bytes and self.work.flops:
+                out["arithmetic_intensity"] = self.work.flops / self.work.bytes
+        return out
+
+
+Recheck.model_rebuild()
+
+
+class Verification(BaseModel):
+    verified: bool
+    # match: checked and equal; mismatch: checked and different; inconclusive: could not be checked
+    outcome: Literal["match", "mismatch", "inconclusive"] = "inconclusive"
+    detail: str  # why (not) verified, in words
+    max_rel_error: float | None = None
+    rtol: float | None = None
+
+
+class Comparison(BaseModel):
+    chapter: str
+    example: str
+    variant: str  # the optimized variant's name
+    baseline_status: Status
+    optimized_status: Status
+    baseline_median_ms: float | None = None
+    optimized_median_ms: float | None = None
+    speedup: float | None = None  # baseline median / optimized median; never clamped
+    speedup_time: Literal["cold", "batch"] = "cold"  # which time the speedup is on (BenchmarkConfig.speedup_time)
+    # 95 % interval of the speedup: bootstrap of the ratio of medians over both sides' raw samples, widened by
+    # the run-to-run spread (bench.measure.stats.speedup_interval)
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    # "faster" / "slower": the interval lies above / below 1.0; "no significant difference": it holds 1.0
+    significance: Literal["faster", "slower", "no significant difference"] | None = None
+    status: PairStatus
+    verification: Verification
+    # What ``speedup`` is the ratio of: "time" (medians of the whole call) or, for a token-generating pair,
+    # the metric it names: "ttft", "tpot" (medians, baseline / optimized), "throughput" (tokens/s, optimized
+    # / baseline); bench.measure.generation.pair_speedup.
+    speedup_metric: str = "time"
+
+
+class SuiteResult(BaseModel):
+    variants: list[VariantResult]
+    comparisons: list[Comparison]
+    unpaired: list[str] = Field(default_factory=list)  # baselines without an optimized partner
+    wall_s: float = 0.0
+    # Where the suite's wall went, one entry per variant in the order they started: key, worker,
+    # start_s (from the suite's start; for a child started ahead, when its gate opened), run_s (its
+    # isolated run from then until its child exited), ahead_s (what its child ran before, beside the
+    # previous variant), late_s (its worker waited for it at the open gate), compare_s (the output check
+    # against the baseline), other_s (logging, removing outputs), beside (compare and other ran while the
+    # next variant already ran: bench.isolate.workers, rule 5), end_s.
+    timeline: list[dict[str, Any]] = Field(default_factory=list)
+
+    def time_breakdown(self) -> dict[str, Any]:
+        """Sums over the timeline: what the workers did, how long they idled, when the first variant began."""
+        if not self.timeline:
+            return {}
+        workers = len({t["worker"] for t in self.timeline})
+        run = sum(t["run_s"] for t in self.timeline)
+        compare = sum(t["compare_s"] for t in self.timeline)
+        beside = [t for t in self.timeline if t.get("beside")]
+        compare_beside = sum(t["compare_s"] for t in beside)
+        # What ran beside the next variant kept no worker from its next one: not busy time.
+        busy = run + sum(t["compare_s"] + t["other_s"] for t in self.timeline if not t.get("beside"))
+        return {
+            "workers": workers,
+            "first_start_s": min(t["start_s"] for t in self.timeline),
+            "last_end_s": max(t["end_s"] for t in self.timeline),
+            "run_s": run,
+            "compare_s": compare,
+            "compare_beside_s": compare_beside,  # of compare_s: beside the next variant (workers, rule 5)
+            "idle_s": max(workers * self.wall_s - busy, 0.0),  # a worker waiting: for work, or at the start/end
+            # children started ahead (workers, rule 1), running beside the previous variant: in no one's busy time
+            "ahead_s": sum(t.get("ahead_s", 0.0) for t in self.timeline),
+            # ... and, of those, the time their workers waited for them at an open gate (start-up, CUDA context
+            # not done when the previous variant was over): inside run_s
+            "late_s": sum(t.get("late_s", 0.0) for t in self.timeline),
+            # host-clocked measurements waiting to run alone on the host (workers, rule 3)
+            "alone_wait_s": sum(t.get("alone_wait_s") or 0.0 for t in self.timeline),
+        }
+
+    @property
+    def all_ok(self) -> bool:
+        """Every variant ok and every pair verified; a variant skipped for what the host lacks is no failure."""
+        return all(v.status in ("ok", "skipped") for v in self.variants) and all(
+            c.status in ("ok", "skipped") for c in self.comparisons
+        )

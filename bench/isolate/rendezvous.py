@@ -1,0 +1,199 @@
+"""Where a caller and its pre-warmed server meet, and what they say: the private runtime directory, the key
+that picks the server a caller needs, and the messages (a 4-byte length, then JSON; descriptors beside).
+
+A server is one per *key*: the interpreter, Python's version, the harness's import path, the import path the
+caller's children get, the Triton mode (interpreted or compiled: Triton fixes it at import), the environment
+variables the preloaded modules read at import (TORCH*, TRITON*, CUDA* but the per-variant CUDA_VISIBLE_DEVICES
+and CUBLAS_WORKSPACE_CONFIG, LD_*, OMP_*, ...), and the caller's cgroups and resource limits (a command in a
+batch job never gets children outside that job's limits). Its socket lives in a directory only its user can
+enter (``$PERFLAB_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/perflab``, else ``/tmp/perflab-<uid>``; mode 0700,
+checked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.errors import PerflabError
+
+# Imported once by each server, never again per variant (CUDA is never initialised there).
+PRELOAD = [
+    "bench.isolate.child", "bench.isolate.timed", "bench.measure.compare", "bench.define.config",
+    "bench.define.context", "bench.measure.machine", "bench.measure.timer", "bench.measure.generation_clock",
+    "numpy", "nvtx", "torch", "triton",
+    "bench.isolate.warm",  # after triton: its per-process caches (bench/isolate/warm.py), never CUDA
+]  # fmt: skip
+PROTOCOL = 1  # bump when the messages change: a server of another protocol gets another key
+IDLE_S = 900.0
+START_TIMEOUT_S = 30.0  # until the new server listens (its imports come after)
+REPLY_TIMEOUT_S = 600.0  # until a server answers a fork request (a first server imports torch first)
+KILL_GRACE_S = 2.0
+SERVER_LOST = 254  # exit status reported when the server died before the child: unknown
+
+# Environment variables a child sets for itself (applied before CUDA initialises): not part of the key.
+_PER_CHILD = frozenset({"CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "PERFLAB_RUNTIME_DIR"})
+_KEYED_PREFIXES = (
+    "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS", "NUMPY", "PYTHON",
+    "PERFLAB_",
+)  # fmt: skip
+
+
+class ServerError(PerflabError):
+    """The server could not be started or reached, or refused a request."""
+
+
+class StaleServer(ServerError):
+    """The server's loaded code changed on disk; a new server must be started."""
+
+
+
+def runtime_dir() -> Path:
+    """The private directory of this user's server sockets (created 0700; refused if not private)."""
+    env = os.environ.get("PERFLAB_RUNTIME_DIR")
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if env:
+        d = Path(env)
+    elif xdg and Path(xdg).is_dir():
+        d = Path(xdg) / "perflab"
+    else:
+        import tempfile
+
+        d = Path(tempfile.gettempdir()) / f"perflab-{os.getuid()}"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(d)
+    if not os.path.isdir(d) or os.path.islink(d) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise ServerError(
+            f"server directory {str(d)!r} must be a directory owned by uid {os.getuid()} with mode 0700 (it is "
+            f"uid {st.st_uid}, mode {oct(st.st_mode & 0o777)}); remove it, or set PERFLAB_RUNTIME_DIR to a private one"
+        )
+    return d
+
+
+def idle_s() -> float:
+    """``$PERFLAB_SERVER_IDLE_S`` (seconds, ≥ 5), else 900."""
+    raw = os.environ.get("PERFLAB_SERVER_IDLE_S")
+    if raw is None:
+        return IDLE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= 5.0:
+        raise ServerError(f"PERFLAB_SERVER_IDLE_S={raw!r} is not a number of seconds >= 5")
+    return value
+
+
+def harness_root() -> str:
+    return str(Path(__file__).resolve().parents[2])  # the directory holding the bench package
+
+
+def server_path(sys_path: Sequence[str] | None = None) -> list[str]:
+    """The server's import path: the harness's root, then the caller's path but its first entry (the
+    script's directory or the working directory, which differ between ``perflab`` and ``python -m``)."""
+    path = list(sys.path if sys_path is None else sys_path)[1:]
+    root = harness_root()
+    return [root, *(p for p in path if p != root)]
+
+
+def preload_modules() -> list[str]:
+    extra = [m for m in os.environ.get("PERFLAB_SERVER_PRELOAD", "").split(",") if m.strip()]
+    return [*PRELOAD, *extra]  # the extra modules: for tests of the stale-code check
+
+
+def server_key(interpret: bool, env: dict[str, str] | None = None) -> str:
+    """The key of the server a caller in this interpreter needs, in this Triton mode (16 hex digits)."""
+    environ = os.environ if env is None else env
+    keyed = {k: v for k, v in sorted(environ.items()) if k.startswith(_KEYED_PREFIXES) and k not in _PER_CHILD}
+    keyed["TRITON_INTERPRET"] = "1" if interpret else ""
+    doc = {
+        "protocol": PROTOCOL,
+        "executable": sys.executable,
+        "version": sys.version,
+        "path": server_path(),
+        "preload": preload_modules(),
+        "env": keyed,
+        "confinement": confinement(),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def confinement() -> dict[str, Any]:
+    """What the kernel confines this process by and a fork cannot change: its cgroups (a batch job's
+    memory, CPU and GPU-device limits: SLURM) and its resource limits. Part of the key, so a command in
+    another job or under another ``ulimit`` never gets children of a server started outside them."""
+    import resource
+
+    try:
+        with open("/proc/self/cgroup") as f:
+            cgroup = f.read()
+    except OSError:
+        cgroup = ""
+    limits = {
+        name: resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_") and isinstance(getattr(resource, name), int)
+    }
+    return {"cgroup": cgroup, "rlimits": limits}
+
+
+def umask() -> int:
+    """This process's umask, read without changing it (os.umask sets it: a race with other threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def send(sock: socket.socket, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
+    data = json.dumps(msg).encode()
+    frame = struct.pack("!I", len(data)) + data
+    if fds:
+        n = socket.send_fds(sock, [frame], list(fds))
+        frame = frame[n:]
+    sock.sendall(frame)
+
+
+def recv(sock: socket.socket, with_fds: bool = False) -> tuple[dict[str, Any] | None, list[int]]:
+    """One message (None at EOF) and the descriptors that came with it."""
+    fds: list[int] = []
+    buf = b""
+    while len(buf) < 4 or len(buf) < 4 + struct.unpack("!I", buf[:4])[0]:
+        if with_fds and not buf:
+            chunk, got, _, _ = socket.recv_fds(sock, 1 << 16, 4)
+            fds.extend(got)
+        else:
+            chunk = sock.recv(1 << 16)
+        if not chunk:
+            for fd in fds:
+                os.close(fd)
+            return None, []
+        buf += chunk
+    (n,) = struct.unpack("!I", buf[:4])
+    return json.loads(buf[4 : 4 + n]), fds
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

@@ -1,0 +1,109 @@
+"""Where a suite's finished results go: a ``Sink`` (the MLflow tracker, a test's list), and the
+``BackgroundSink`` that opens and feeds one on a thread of its own, so that the suite waits neither for it
+nor on it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from bench.define.result import Comparison, VariantResult
+from bench.errors import PerflabError
+
+
+class Sink(Protocol):
+    """Where finished results go (the MLflow tracker, a test's list)."""
+
+    def log_variant(self, result: VariantResult, comparison: Comparison | None = None) -> str: ...
+
+
+OnResult = Callable[[VariantResult, Comparison | None], None]
+
+
+class _Marker:
+    """Queued by ``BackgroundSink.drain``: set once everything queued before it has been handled."""
+
+    def __init__(self, done: threading.Event) -> None:
+        self.done = done
+
+
+class BackgroundSink:
+    """A sink opened and fed on a thread of its own, so the suite waits neither for it nor on it.
+
+    ``open_sink`` builds the real sink (for MLflow: import mlflow and open the store, ~10 s on a GPU host,
+    ~5 s of it a new SQLite store's migrations) while the first variants already run; results queue until
+    it is ready and are logged in the order they finished, and logging one never holds up the next
+    variant. A sink that fails to open or to log stops the suite before its next variant (``check``, which
+    ``run_suite`` calls): nothing may run that cannot be recorded. ``close`` waits until everything queued
+    is logged and returns the sink (for its summary), or raises what went wrong.
+    """
+
+    def __init__(self, open_sink: Callable[[], Sink]) -> None:
+        self._queue: queue.SimpleQueue[tuple[VariantResult, Comparison | None] | _Marker | None] = queue.SimpleQueue()
+        self._sink: Sink | None = None
+        self._error: BaseException | None = None
+        self._lost: list[str] = []  # variants queued but never logged, because the sink failed
+        self._t0 = time.monotonic()
+        # Set once the sink is open, or failed to open: opening is seconds of CPU-bound Python (MLflow's
+        # import, a new store's migrations), which a host-clocked measurement waits out (bench.isolate.workers).
+        self.opened = threading.Event()
+        self.ready_s: float | None = None  # seconds from creation until the sink was open
+        self.wait_s: float | None = None  # seconds ``close`` waited for the queue to drain
+        self._thread = threading.Thread(target=self._loop, args=(open_sink,), name="perflab-sink", daemon=True)
+        self._thread.start()
+
+    def _loop(self, open_sink: Callable[[], Sink]) -> None:
+        try:
+            self._sink = open_sink()
+        except BaseException as exc:  # recorded, raised by check/close in the suite's threads
+            self._error = exc
+        self.ready_s = time.monotonic() - self._t0
+        self.opened.set()
+        while (item := self._queue.get()) is not None:
+            if isinstance(item, _Marker):
+                item.done.set()
+                continue
+            if self._error is not None:
+                self._lost.append(item[0].spec.key)
+                continue
+            try:
+                self._sink.log_variant(*item)  # type: ignore[union-attr]
+            except BaseException as exc:
+                self._error = exc
+                self._lost.append(item[0].spec.key)
+
+    def log_variant(self, result: VariantResult, comparison: Comparison | None = None) -> str:
+        """Queue one result; returns at once (the run id is not known yet: "")."""
+        self._queue.put((result, comparison))
+        return ""
+
+    def check(self) -> None:
+        """Raise if the sink failed: the suite must not start another variant it cannot record."""
+        if self._error is not None:
+            lost = f"; not logged: {', '.join(self._lost)}" if self._lost else ""
+            raise PerflabError(f"results cannot be logged ({type(self._error).__name__}: {self._error}){lost}") from (
+                self._error
+            )
+
+    def drain(self) -> None:
+        """Wait until every result queued so far is logged (or the sink failed): files a result points to
+        (a profile's trace) must still exist when it is logged."""
+        done = threading.Event()
+        self._queue.put(_Marker(done))
+        while self._thread.is_alive() and not done.wait(0.1):
+            pass
+
+    def close(self) -> Sink:
+        """Wait until every queued result is logged; the opened sink, or the error that stopped it."""
+        t0 = time.monotonic()
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self.wait_s = time.monotonic() - t0
+        self.check()
+        assert self._sink is not None
+        return self._sink

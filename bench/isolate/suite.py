@@ -1,0 +1,141 @@
+"""Run a list of examples: each variant isolated, each optimized variant compared with its baseline.
+
+Nothing is lost: a failing, hanging or crashing variant is recorded with its status and stage and the
+suite runs on. Results are handed to the sink as they finish, so an interrupted suite keeps what ran. The
+workers, and what may run beside what, are ``bench.isolate.workers``'s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.define.config import Layer, resolve_config
+from bench.define.discovery import Example
+from bench.define.result import Comparison, SuiteResult
+from bench.isolate.sink import OnResult, Sink
+from bench.isolate.workers import Done, Lane, Worker, _Host
+
+
+def run_suite(
+    examples: Sequence[Example],
+    suite_layer: Layer = None,
+    cli_layer: Layer = None,
+    sink: Sink | None = None,
+    on_result: OnResult | None = None,
+    workdir: str | Path | None = None,
+    keep_workdir: bool = False,
+    cold_start: bool = False,
+    workers: Sequence[Worker] | None = None,
+    expected_s: Mapping[str, float] | None = None,
+    overlap: bool = True,
+) -> SuiteResult:
+    """Run every variant of ``examples``, baseline first; compare each optimized with its baseline.
+
+    ``workers``: one environment per parallel worker (``--gpus 0,1`` → one worker per GPU pinned with
+    CUDA_VISIBLE_DEVICES; ``--jobs N`` → N plain workers). A whole example runs on one worker, so a
+    baseline and its optimized partners share a GPU. Results are returned in example order.
+    ``expected_s``: seconds per variant key from an earlier run (``load_durations``); with several
+    workers the examples start longest first, so the last to start is a short one and the workers end
+    together (unknown examples first of all: they may be the long ones). The order never changes what
+    a variant measures, only which worker is idle at the end.
+    ``overlap``: start each variant's child ahead, held before its ``setup()`` (bench.isolate.workers, rules
+    1 and 2); off with ``cold_start`` (cold numbers) and with profiling (profile children run beside nothing).
+    """
+    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
+    t0 = time.monotonic()
+    pool = list(workers or [{}])
+    order = list(enumerate(examples))
+    if len(pool) > 1 and expected_s:
+        order.sort(key=lambda item: -_expected(item[1], expected_s))
+    pending: queue.SimpleQueue[tuple[int, Example]] = queue.SimpleQueue()
+    for item in order:
+        pending.put(item)
+    done = Done()
+    timeline: list[dict[str, Any]] = []
+    overlap = overlap and not cold_start and not resolve_config(suite_layer, cli_layer).enable_profiling
+    host = _Host(sink)
+    host.lanes = [
+        Lane(
+            pending, done, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
+            lambda entry, i=i: timeline.append({**entry, "worker": i}), t0, keep_workdir, host,
+        )  # fmt: skip
+        for i, env in enumerate(pool)
+    ]
+    try:
+        if len(pool) == 1:
+            host.lanes[0].run(overlap)
+        else:
+            with ThreadPoolExecutor(max_workers=len(pool), thread_name_prefix="perflab-worker") as ex:
+                for future in [ex.submit(lane.run, overlap) for lane in host.lanes]:
+                    future.result()  # re-raise a harness error from any worker
+    finally:
+        drain = getattr(sink, "drain", None)
+        if drain is not None:  # the results still queued may point into the work directory (profiles)
+            drain()
+        if not keep_workdir:
+            shutil.rmtree(root, ignore_errors=True)
+    return _suite_result(examples, done, timeline, time.monotonic() - t0)
+
+
+def _suite_result(
+    examples: Sequence[Example], done: Done, timeline: list[dict[str, Any]], wall_s: float
+) -> SuiteResult:
+    """Results and comparisons in example order (variants in file order), whatever order they finished in."""
+    position = {(i, spec.key): n for i, e in enumerate(examples) for n, spec in enumerate(e.variants)}
+    by = done.by_example
+    variants = [v for i in sorted(by) for v in sorted(by[i][0], key=lambda v: position[(i, v.spec.key)])]
+    comparisons = [c for i in sorted(by) for c in sorted(by[i][1], key=lambda c: position[(i, _key(c))])]
+    unpaired = [e.target for e in examples if not e.optimized]
+    return SuiteResult(variants=variants, comparisons=comparisons, unpaired=unpaired, wall_s=wall_s,
+                       timeline=sorted(timeline, key=lambda t: t["start_s"]))  # fmt: skip
+
+
+def _expected(example: Example, expected_s: Mapping[str, float]) -> float:
+    """Seconds the example took last time (the sum of its variants'); infinite when any is unknown."""
+    known = [expected_s.get(spec.key) for spec in example.variants]
+    return math.inf if any(k is None for k in known) else float(sum(k for k in known if k is not None))
+
+
+def _key(comparison: Comparison) -> str:
+    return f"{comparison.chapter}:{comparison.example}:{comparison.variant}"
+
+
+def load_durations(path: str | Path, signature: str) -> dict[str, float]:
+    """Seconds per variant key recorded by ``save_durations`` under ``signature`` (device, sizes); {} if none."""
+    try:
+        data = json.loads(Path(path).read_text())
+        table = data.get(signature, {})
+        return {str(k): float(v) for k, v in table.items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}  # a hint only: no file, or one this version cannot read
+
+
+def save_durations(path: str | Path, signature: str, suite: SuiteResult) -> None:
+    """Add this suite's per-variant worker time (run + compare) to ``path``, under ``signature``."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError):
+        data = {}  # none yet, or unreadable: start again
+    try:
+        if not isinstance(data, dict):
+            data = {}
+        table = data.setdefault(signature, {})
+        for t in suite.timeline:
+            table[t["key"]] = round(t["run_s"] + t["compare_s"], 3)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(p)
+    except (OSError, ValueError):
+        pass  # a hint only: never fail a suite over it

@@ -1,0 +1,200 @@
+"""The timed stages of a variant's child, after its set-up: warmup → measurement → check → batch → recheck →
+teardown.
+
+The clock (``bench.measure.clocks``, or the generation clock) does the timing; this module runs the stages
+around it in the order that keeps each number honest: the benchmark's memory peak before the harness's own
+buffers, outputs NaN-poisoned before the timed calls, the GPU's state (NVML) and the host's CPU time read
+around the measurement, the clocks checked after set-up, measurement and batch (a replaced timer ends the
+child as ``invalid``), the variant's memory taken before the check allocates.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from bench.define.context import set_context, synchronize
+from bench.define.protocol import outputs_of
+from bench.isolate.channel import Stage, send
+from bench.isolate.recheck import changed_inputs, restored_call
+
+# Other processes using more than this share of the host's CPU time during a measurement flag it: a
+# 2-thread op read 16 ms instead of 0.03 ms on the 2-core CI machine beside a busy process.
+HOST_BUSY_SHARE = 0.25
+
+
+@dataclass
+class SetUp:
+    """A variant set up in its child: what the timed stages need."""
+
+    job: dict[str, Any]
+    obj: Any  # the benchmark object
+    config: Any  # its effective BenchmarkConfig
+    device: Any  # torch.device
+    gen: Any  # the generation clock of a token-generating benchmark (bench.measure.generation), else None
+    inputs: dict[str, Any]  # tensors set up in setup() (bench.measure.guard.setup_tensors)
+    prints: dict[str, Any]  # and their fingerprints
+    setup_peak: int = 0  # CUDA max allocated after setup(), before the harness allocated anything
+
+
+def check_timers(stage: str) -> None:
+    """A benchmark that replaced a clock the harness times with ends here as invalid (bench.measure.guard)."""
+    from bench.measure import guard
+
+    replaced = guard.tampered()
+    if replaced:
+        send("tampered", stage=stage, names=replaced[:20])
+        os._exit(0)
+
+
+def run_timed(v: SetUp) -> None:
+    """The timed stages, then teardown and "done"."""
+    import torch
+
+    from bench.measure.timer import clock_for
+    from bench.profile.markers import per_call
+
+    config, device = v.config, v.device
+    clock = v.gen if v.gen is not None else clock_for(config, device)  # a generation is timed step by step
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    # A range per call only while an NVTX tool listens (never in a timed child): see bench.profile.markers.
+    fn = per_call(v.obj.benchmark_fn)
+    with Stage("warmup"):
+        first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
+        clock.warmup(fn, max(config.warmup - 1, 0))
+        if hasattr(clock, "check_capture"):
+            clock.check_capture(lambda: outputs_of(v.obj))
+    m, poisoned = _measure(v, clock, fn, first)
+    if v.gen is not None:  # token generation: TTFT, TPOT, throughput of the measured generations
+        send("generation", **v.gen.result())
+    # The variant's memory, taken before the check: the harness's own NaN check below allocates (a bool
+    # per output element: 16 MiB more for a 64 MiB fp32 output) and is not the variant's.
+    overhead = getattr(clock, "overhead_bytes", 0)
+    memory = _memory(device, v.setup_peak, overhead) if config.enable_memory_tracking else None
+    with Stage("check"):
+        timed_sample, mutated = _check(v, poisoned, memory)
+    if config.measure_batch:
+        with Stage("batch"):
+            batch = clock.measure_batch(fn, statistics.median(m.samples_ms))
+            if batch is not None:
+                send("batch", **{k: val for k, val in vars(batch).items()}, invalid=clock.invalid)
+        check_timers("batch")
+    if config.check_inputs:
+        with Stage("recheck"):
+            inputs = v.inputs
+            if mutated:  # set up again: the tensors to change next are the new set-up's
+                inputs = restored_call(v.obj, config, clock, fn, timed_sample, mutated)
+            changed_inputs(v.obj, inputs, fn, device, v.job)
+    with Stage("teardown"):
+        v.obj.teardown()
+        set_context(None)
+    send("done")
+
+
+def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool]:
+    """The measurement stage: outputs poisoned, the GPU's state and the host's CPU time read around the
+    clock's samples; then the timing message. Returns the measurement and whether outputs were poisoned."""
+    from bench.measure import guard
+    from bench.measure.machine import gpu_uuid, snapshot
+    from bench.measure.stopping import rule_for
+
+    config, device = v.config, v.device
+    poisoned = False
+    with Stage("measurement"):
+        if config.poison_outputs:
+            # INTEGRITY #6: outputs the timed calls do not rewrite keep the NaN and fail the check.
+            for t in outputs_of(v.obj) or []:
+                if t.is_floating_point() or t.is_complex():
+                    t.fill_(float("nan"))
+                    poisoned = True
+            synchronize(device)
+        uuid = gpu_uuid(device) if device.type == "cuda" else None
+        before = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
+        host_before, own_before = guard.cpu_times(), guard.process_cpu_s()
+        m = clock.measure(fn, config.iterations, rule_for(config))
+        host_after, own_after = guard.cpu_times(), guard.process_cpu_s()
+        after = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
+    check_timers("measurement")
+    busy = None
+    if host_before and host_after:
+        busy = guard.host_busy_share(host_before, host_after, own_after - own_before)
+    _send_timing(v, clock, m, first, before, after, busy)
+    return m, poisoned
+
+
+def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, Any], after: dict[str, Any],
+                 busy: float | None) -> None:  # fmt: skip
+    from bench.measure.clocks import drift_note
+    from bench.measure.machine import flags
+
+    machine_flags = flags(before, after) if v.device.type == "cuda" else []
+    if busy is not None and busy > HOST_BUSY_SHARE:
+        machine_flags.append(
+            f"host busy: other processes used {100 * busy:.0f} % of the host's CPU time during the measurement"
+        )
+    notes = clock.notes + m.notes + [n for n in [drift_note(m.samples_ms)] if n]
+    send(
+        "timing", mode=clock.mode, requested_mode=v.config.timing_mode, fallback=clock.fallback,
+        method=clock.method, samples_ms=m.samples_ms, first_call_ms=first, warmup_calls=1 + clock.warmup_done,
+        warmup_stable=clock.stable, l2_flushed=clock.l2_flushed, notes=notes, invalid=clock.invalid,
+        stop_reason=m.stop_reason, noise=m.noise, noise_target=m.noise_target, target_met=m.target_met,
+        machine_before=before, machine_after=after, machine_flags=machine_flags,
+    )  # fmt: skip
+
+
+def _check(v: SetUp, poisoned: bool, memory: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
+    """The check stage: the outputs saved for the comparison (and whether the timed calls overwrote the
+    poison), ``validate_result()``, the declared work, the memory; a sample of the timed calls' output and the
+    set-up tensors they changed, for the recheck."""
+    import torch
+
+    from bench.measure import guard, outputs
+
+    tensors = outputs_of(v.obj)
+    output: dict[str, Any] = {"path": None, "tensors": [], "timed_calls_wrote_output": None}
+    timed_sample = guard.subsample(tensors) if tensors is not None else None
+    if tensors is not None:
+        if poisoned:  # on the tensors' own device: one reduction on the GPU, not a pass over a host copy
+            output["timed_calls_wrote_output"] = not any(
+                bool(torch.isnan(t).any()) for t in tensors if t.is_floating_point() or t.is_complex()
+            )
+        path = os.path.join(v.job["workdir"], "outputs")
+        if v.gen is not None:  # the generation clock poisoned the outputs before every generation
+            output["timed_calls_wrote_output"] = v.gen.wrote_output()
+        output["tensors"] = outputs.save(tensors, path)
+        output["path"] = path
+    send("output", **output)
+    validate = getattr(v.obj, "validate_result", None)
+    send("validation", message=validate() if callable(validate) else None)
+    get_work = getattr(v.obj, "get_work", None)
+    work = get_work() if callable(get_work) else None
+    if work is not None:
+        send("work", **dict(work))
+    if memory is not None:
+        send("memory", **memory)
+    mutated = {k: v.inputs[k] for k in guard.changed(v.prints, guard.fingerprints(v.inputs))}
+    return timed_sample, mutated
+
+
+def _memory(device: Any, setup_peak: int = 0, harness_bytes: int = 0) -> dict[str, Any]:
+    """Peak memory of the variant: on GPU the larger of the setup peak and the run peak less the
+    harness's own buffers (L2 flush); on CPU the child's peak RSS (includes the interpreter and torch)."""
+    import resource
+
+    import torch
+
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    if device.type == "cuda":
+        run_peak = torch.cuda.max_memory_allocated(device) - harness_bytes
+        return {
+            "device": str(device),
+            "peak_mb": max(setup_peak, run_peak) / 2**20,
+            "allocated_mb": (torch.cuda.memory_allocated(device) - harness_bytes) / 2**20,
+            "reserved_mb": torch.cuda.max_memory_reserved(device) / 2**20,
+            "rss_peak_mb": rss_mb,
+            "harness_mb": harness_bytes / 2**20,
+        }
+    return {"device": str(device), "peak_mb": rss_mb, "rss_peak_mb": rss_mb}

@@ -1,0 +1,58 @@
+"""Imported by the fast path's server after torch and triton: fills Triton's per-process caches that
+every forked child would otherwise rebuild, without touching CUDA.
+
+The big one is ``triton_key()``: the version hash Triton puts in every compiled kernel's cache key,
+a SHA-256 of its own sources *and of libtriton.so* (~500 MB). It is ``lru_cache``d, so a fresh
+process pays it at its first kernel launch even when the kernel is in the on-disk cache: 1.26 s on
+this project's 2-core CI machine, and the bulk of the ~0.5 s first call of every Triton variant on the
+GPU hosts (``time_first_call_ms`` 487-673 ms on the H200 host). Hashed once here, inherited by every
+child through fork. ``libcuda_dirs()`` (an ``ldconfig -p`` subprocess) and the modules Triton imports
+lazily at the first launch likewise. On the H200 host the first call of a ch07 variant takes 150-200 ms
+with triton_key warm, 510-600 ms without.
+
+Nothing here may initialise CUDA (a forked child of a process that did cannot use it): no driver
+object, no device query. Under ``TRITON_INTERPRET=1`` kernels are interpreted, never compiled, so
+there is nothing to warm. Every step is optional: a Triton version without one of these functions
+simply leaves that cost to the children.
+"""
+
+from __future__ import annotations
+
+import os
+
+LAZY_IMPORTS = ("triton.experimental.gluon",)
+WARMED: list[str] = []  # what this process warmed (tests and the probe script read it)
+
+
+def warm_triton() -> list[str]:
+    if os.environ.get("TRITON_INTERPRET", "") == "1":
+        return WARMED
+    import importlib
+
+    # Modules Triton imports lazily at a process's first launch: triton.experimental.gluon, 0.17 s of
+    # the 0.2 s first call left on the H200 host once triton_key was warm (scripts/timing/first_call_probe.py).
+    for module in LAZY_IMPORTS:
+        try:
+            importlib.import_module(module)
+        except Exception:  # absent in this Triton version
+            continue
+        WARMED.append(module)
+    for module, name in (
+        ("triton.runtime.cache", "triton_key"),  # Triton >= 3.4
+        ("triton.compiler.compiler", "triton_key"),  # earlier 3.x (or the same function re-exported: free)
+        ("triton.backends.nvidia.driver", "libcuda_dirs"),
+    ):
+        label = f"{module}.{name}"
+        try:
+            fn = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        try:
+            fn()
+        except Exception:  # no libcuda on a CPU-only machine, an unreadable file: the child pays, as before
+            continue
+        WARMED.append(label)
+    return WARMED
+
+
+warm_triton()

@@ -1,0 +1,348 @@
+"""Several variants at a time: workers, children started ahead, gates, and what may run beside what.
+
+A worker (one per GPU under ``--gpus``, pinned with CUDA_VISIBLE_DEVICES; ``--jobs N`` on a CPU; one by
+default) takes whole examples from the suite's queue and runs their variants one after another, baseline
+first, each in a child of its own (``bench.isolate.runner``). These are the rules, and where each is enforced:
+
+1. **One variant's process per GPU past set-up.** A worker starts the next variant's child ahead (``overlap``,
+   the default on the fast path) once the previous variant's timed stages are over (measurement, batch,
+   recheck: the runner's ``on_measured``). That child runs its start-up, builds its benchmark object and
+   config, creates its CUDA context and opens NVML, then waits at its ``Gate`` before the benchmark's
+   ``setup()``. The gate opens once the previous child has exited: no measurement shares its GPU with
+   another variant's process (their NVML snapshots would flag it; H200 × 2: 0 "shared" flags in 144 variants).
+   A wait at the gate counts against no stage limit; a child that ends before its gate (a context that found
+   no room beside the previous variant's memory) runs again plainly once the gate is open.
+2. **No CUDA start during a measurement on its GPU.** The next child starts only after the previous one's
+   timed stages, because even ``cuInit`` alone on the measured GPU lengthens the tail of its samples, and a
+   context moved a matmul's (docs/results/h200x2.md, docs/results/h100.md: the neighbour probe). Children
+   starting, working and exiting on *another* GPU moved no sample, so GPU-clocked measurements of different
+   workers run side by side (chapter 7 on two GPUs: all 16 medians within ±0.2 % of one GPU's).
+3. **A host-clocked measurement runs alone on the host** (``bench.define.config.host_clocked``: every variant
+   on a CPU device, and the ``cpu`` and ``pytorch`` clocks on a GPU: their samples include the host's CPU
+   work). It waits, after its set-up and before its warm-up (the runner's ``before_measure``), until MLflow's
+   start is over (its import and store take seconds of CPU-bound Python in this process: on the 2-core CI
+   machine a 2-thread op read 16 ms instead of 0.03 ms beside it) and everything else is quiet: every other
+   worker's children parked (gone, at a closed gate with their CUDA context made, or set up and waiting
+   before their warm-up), no comparison running, its own worker's included; meanwhile no worker starts a
+   child, opens a gate, compares or measures (``_Host.checkpoint``). Set-up is not measured: it runs beside
+   the others. Measured need: on the H200 × 2 chapter 1's training_step baseline (pageable copies) read
+   64.0 ms on two GPUs against 20.5 ms on one until this rule; with it the medians match.
+4. **Where each child stops to let the rules hold.** With several workers every child stops after its set-up
+   (so that any of them can be parked while a host-clocked one measures); with one worker only a
+   host-clocked child does (it waits for MLflow's start and for its worker's comparison of the previous
+   variant). The child decides from its effective config (the runner's ``measure_gate``).
+5. **Comparisons.** Once a GPU variant's child has exited, the next variant's gate opens and the pair's
+   outputs are compared (on the CPU, in a child of the server) and logged beside it: neither touches the GPU.
+   A CPU variant is compared before the next variant goes on: the comparison would share the CPU with its
+   measurement. So is a profiled GPU variant (``enable_profiling``): its profile children run on the GPU
+   before its comparison.
+
+A whole example runs on one worker, so a baseline and its optimized partners share a GPU: a speedup is never
+taken across two GPUs. The order of examples (``bench.isolate.suite``: longest first by the last run's times)
+changes which worker idles at the end, never what a variant measures.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.define.config import Layer, host_clocked
+from bench.define.discovery import Example
+from bench.define.result import Comparison, VariantResult, VariantSpec
+from bench.isolate.process import KILL_GRACE_S, verify_in_server
+from bench.isolate.runner import Cancelled, Gate, run_variant
+from bench.isolate.sink import OnResult, Sink
+from bench.measure.compare import compare
+
+Worker = Mapping[str, str]  # environment of one worker, e.g. {"CUDA_VISIBLE_DEVICES": "1"}
+Item = tuple[int, Example, VariantSpec]  # (the example's index in the suite, the example, one of its variants)
+
+
+class Done:
+    """Each example's results and comparisons, by its index in the suite, as the workers finish them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_example: dict[int, tuple[list[VariantResult], list[Comparison]]] = {}
+
+    def add(self, index: int, result: VariantResult | None = None, comparison: Comparison | None = None) -> None:
+        with self.lock:
+            variants, comparisons = self.by_example.setdefault(index, ([], []))
+            if result is not None:
+                variants.append(result)
+            if comparison is not None:
+                comparisons.append(comparison)
+
+
+class _Host:
+    """Rule 3: a host-clocked measurement runs alone on the host; the other workers wait at their next step."""
+
+    def __init__(self, sink: Any = None) -> None:
+        self.cond = threading.Condition()
+        self.owner: Lane | None = None  # the worker whose measurement runs alone, or waits to
+        self.lanes: list[Lane] = []
+        self.opened = getattr(sink, "opened", None)  # a BackgroundSink's: set once MLflow's start is over
+
+    def checkpoint(self, lane: Lane, cancel: threading.Event | None = None) -> None:
+        """Before ``lane`` starts a child, opens a gate, compares or measures: wait while another runs alone."""
+        with self.cond:
+            while self.owner is not None and self.owner is not lane:
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled("cancelled while another worker measured alone")
+                self.cond.wait(0.05)
+
+    def alone(self, lane: Lane, cancel: threading.Event) -> None:
+        """Until ``lane``'s host-clocked measurement may start: MLflow's start over, then nothing else running."""
+        while self.opened is not None and not self.opened.wait(0.05):  # the others run on meanwhile
+            if cancel.is_set():
+                raise Cancelled("cancelled while waiting to measure alone")
+        with self.cond:
+            while self.owner is not None and self.owner is not lane:
+                if cancel.is_set():
+                    raise Cancelled("cancelled while waiting to measure alone")
+                self.cond.wait(0.05)
+            self.owner = lane
+            while lane.finishing or not all(other.quiet() for other in self.lanes if other is not lane):
+                if cancel.is_set():
+                    self.owner = None
+                    self.cond.notify_all()
+                    raise Cancelled("cancelled while waiting to measure alone")
+                self.cond.wait(0.01)  # polled: children end and reach gates without telling
+
+    def release(self, lane: Lane) -> None:
+        with self.cond:
+            if self.owner is lane:
+                self.owner = None
+                self.cond.notify_all()
+
+
+class _Started:
+    """One variant's ``run_variant`` on a thread of its own. ``measured`` is set once the child's timed stages
+    have ended (or the run is over): the moment the next variant may start ahead (rule 2)."""
+
+    def __init__(self, item: Item, wd: Path, gate: Gate | None, lane: Lane, **kwargs: Any) -> None:
+        self.item = item
+        self.gate = gate
+        self.lane = lane  # its worker
+        self.measured = threading.Event()
+        self.cancelled = threading.Event()
+        self.admitting = False  # set up, stopped before its warm-up (runner's before_measure): waiting to measure
+        self.alone_wait_s: float | None = None
+        self.started = time.monotonic()
+        self._result: VariantResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._go, args=(item[2], wd, kwargs), name=f"perflab-{item[2].key}", daemon=True
+        )
+        self._thread.start()
+
+    def _go(self, spec: VariantSpec, wd: Path, kwargs: dict[str, Any]) -> None:
+        try:
+            self._result = run_variant(
+                spec, wd, gate=self.gate, on_measured=self._measured, cancel=self.cancelled,
+                before_measure=self._admit,
+                measure_gate="all" if len(self.lane.host.lanes) > 1 else "host_bound",  # rule 4
+                **kwargs,
+            )  # fmt: skip
+        except BaseException as exc:  # raised again by result(), on the worker's thread
+            self._error = exc
+        finally:
+            self._measured()
+
+    def _measured(self) -> None:
+        self.lane.host.release(self.lane)  # a host-clocked measurement is over: the others go on
+        self.measured.set()
+
+    def _admit(self, config: Any, device: str | None = None) -> None:
+        """Set up, before its warm-up (runner's ``before_measure``): a host-clocked measurement waits to be
+        alone on the host; any other waits while one is."""
+        t0 = time.monotonic()
+        self.admitting = True
+        try:
+            if host_clocked(config, device):
+                self.lane.host.alone(self.lane, self.cancelled)
+                self.alone_wait_s = time.monotonic() - t0
+            else:
+                self.lane.host.checkpoint(self.lane, self.cancelled)
+        finally:
+            self.admitting = False
+
+    def parked(self) -> bool:
+        """Its child does nothing on the host now: gone, held at a closed gate with its CUDA context made,
+        or set up and waiting to measure."""
+        if not self._thread.is_alive() or self.admitting:
+            return True
+        return self.gate is not None and not self.gate.is_open() and self.gate.arrived.is_set()
+
+    def wait_measured(self) -> None:
+        while not self.measured.wait(0.5):  # in slices: the main thread stays interruptible (Ctrl-C)
+            pass
+
+    def result(self) -> VariantResult:
+        while self._thread.is_alive():
+            self._thread.join(0.5)
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def cancel(self) -> None:
+        """Kill its child (an interrupted suite) and wait until the thread is done with it."""
+        self.cancelled.set()
+        self._thread.join(KILL_GRACE_S + 15.0)
+
+
+class Lane:
+    """One worker: takes examples from the shared queue and runs their variants one after another, each
+    started ahead (``overlap``) while the previous one finishes; compares, logs and records them."""
+
+    def __init__(
+        self, pending: queue.SimpleQueue[tuple[int, Example]], done: Done, root: Path, suite_layer: Layer,
+        cli_layer: Layer, sink: Sink | None, on_result: OnResult | None, cold_start: bool, env: Worker,
+        record: Callable[[dict[str, Any]], None], t0: float, keep_workdir: bool, host: _Host,
+    ) -> None:  # fmt: skip
+        self.pending, self.done, self.root, self.sink, self.on_result = pending, done, root, sink, on_result
+        self.suite_layer, self.cli_layer, self.cold_start, self.env = suite_layer, cli_layer, cold_start, env
+        self.record, self.t0, self.keep_workdir = record, t0, keep_workdir
+        self._queue: list[Item] = []  # the rest of the current example
+        self._baseline: VariantResult | None = None  # the current example's, once finished
+        self.host = host  # what the workers share
+        self.children: list[_Started] = []  # its children not yet finished (current, ahead)
+        self.finishing = False  # comparing and logging a finished variant
+        self.over = False
+
+    def quiet(self) -> bool:
+        """Nothing of this worker's runs on the host (rule 3): its children parked, no comparison."""
+        return self.over or (not self.finishing and all(c.parked() for c in tuple(self.children)))
+
+    def _next(self) -> Item | None:
+        if not self._queue:
+            try:
+                index, example = self.pending.get_nowait()
+            except queue.Empty:
+                return None
+            self._queue = [(index, example, spec) for spec in example.variants]
+        return self._queue.pop(0)
+
+    def _start(self, item: Item, gate: Gate | None) -> _Started:
+        check = getattr(self.sink, "check", None)  # a BackgroundSink that failed stops the suite
+        if check is not None:
+            check()
+        self.host.checkpoint(self)
+        spec = item[2]
+        started = _Started(
+            item, self.root / spec.chapter / spec.example / spec.variant, gate, self,
+            suite_layer=self.suite_layer, cli_layer=self.cli_layer, cold_start=self.cold_start, env=dict(self.env),
+        )  # fmt: skip
+        self.children.append(started)
+        return started
+
+    def _open(self, gate: Gate) -> None:
+        self.host.checkpoint(self)
+        gate.open()
+
+    def run(self, overlap: bool) -> None:
+        current: _Started | None = None
+        ahead: _Started | None = None
+        try:
+            item = self._next()
+            current = self._start(item, None) if item is not None else None
+            while current is not None:
+                current.wait_measured()
+                item = self._next()
+                if overlap and item is not None:
+                    ahead = self._start(item, Gate())  # rules 1 and 2
+                result = current.result()  # its child has exited
+                self.children.remove(current)
+                beside = ahead is not None and _compare_beside(result)
+                if beside:
+                    assert ahead is not None and ahead.gate is not None
+                    self._open(ahead.gate)
+                self.host.checkpoint(self)
+                self.finishing = True
+                try:
+                    self._finish(current, result, beside)
+                finally:
+                    self.finishing = False
+                if ahead is not None:
+                    assert ahead.gate is not None
+                    if not ahead.gate.is_open():
+                        self._open(ahead.gate)
+                    current, ahead = ahead, None
+                else:
+                    current = self._start(item, None) if item is not None else None
+        except BaseException:
+            for started in (ahead, current):
+                if started is not None:
+                    started.cancel()
+            raise
+        finally:
+            self.over = True
+
+    def _log(self, result: VariantResult, comparison: Comparison | None) -> None:
+        if self.sink is not None:
+            self.sink.log_variant(result, comparison)
+        if self.on_result is not None:
+            self.on_result(result, comparison)
+
+    def _finish(self, started: _Started, result: VariantResult, beside: bool = False) -> None:
+        """After the variant's child has exited: profile it, compare it with its baseline, log it.
+        ``beside``: the next variant's gate is already open (rule 5)."""
+        index, example, spec = started.item
+        ran = time.monotonic()
+        if result.status == "ok" and result.config.get("enable_profiling"):
+            # After the timed child has exited, in children of their own: no profiler overhead in the
+            # samples, and the same GPU (the worker's) as the timed run.
+            from bench.isolate.profiled import profile_variant
+
+            wd = self.root / spec.chapter / spec.example / spec.variant
+            result.profile = profile_variant(
+                spec, wd, self.suite_layer, self.cli_layer, timed=result, cold_start=self.cold_start,
+                env=dict(self.env),
+            ).profile  # fmt: skip
+        comparison, compare_s = None, 0.0
+        if spec.is_baseline:
+            self._baseline = result
+        elif self._baseline is not None:
+            c0 = time.monotonic()
+            comparison = compare(self._baseline, result, verify=None if self.cold_start else verify_in_server)
+            compare_s = time.monotonic() - c0
+        self.done.add(index, result, comparison)
+        self._log(result, comparison)  # a baseline before its partners: their runs name its run
+        if spec == example.variants[-1]:
+            self._baseline = None
+            if not self.keep_workdir:  # compared: a long suite must not keep every output on disk (1 GiB each)
+                for s in example.variants:
+                    shutil.rmtree(self.root / s.chapter / s.example / s.variant / "outputs", ignore_errors=True)
+        self._record(started, result, ran, compare_s, beside)
+
+    def _record(self, started: _Started, result: VariantResult, ran: float, compare_s: float, beside: bool) -> None:
+        """The variant's entry in the suite's time line."""
+        end = time.monotonic()
+        # A variant started ahead begins, for the timeline, when its gate opened: before that it ran beside
+        # the previous variant (ahead_s), which the previous variant's entry already covers.
+        opened = started.gate.opened_at if started.gate is not None else None
+        begin = opened if opened is not None and result.ahead_s is not None else started.started
+        self.record({
+            "key": started.item[2].key, "start_s": begin - self.t0, "run_s": ran - begin,
+            "ahead_s": begin - started.started, "compare_s": compare_s, "other_s": end - ran - compare_s,
+            "end_s": end - self.t0, "late_s": result.gate_late_s or 0.0,
+            "beside": beside,  # compare_s and other_s ran beside the next variant, not before it
+            "alone_wait_s": started.alone_wait_s,  # a host-clocked measurement waited this long to run alone
+        })  # fmt: skip
+
+
+def _compare_beside(result: VariantResult) -> bool:
+    """Rule 5: whether the next variant on the worker may go on while this one's outputs are compared and
+    its result logged, rather than after: for a GPU variant whose child has exited (the comparison runs on
+    the CPU, in a server child; the log in this process: neither on the GPU). A CPU variant's measurement
+    would share the CPU with it: compared first. A variant that is profiled (``enable_profiling``, which a
+    benchmark's own ``get_config()`` may set) runs its profile children on this GPU before its comparison:
+    the next variant waits for them."""
+    return (result.device or "").startswith("cuda") and not result.config.get("enable_profiling")

@@ -1,0 +1,205 @@
+"""Baseline vs optimized: a pair's status, verification and speedup, computed in the parent from two results.
+
+The speedup is baseline median / optimized median on the time the optimized variant's config names (cold or
+batch; a token-generating pair's metric: TTFT, TPOT, throughput), never clamped, with a 95 % interval
+(``bench.measure.stats.speedup_interval``) and its significance. Verification (``bench.measure.verify``) never
+passes by default; a pair on different devices gets no speedup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bench.define.config import BenchmarkConfig
+from bench.define.result import Comparison, PairStatus, VariantResult, Verification
+from bench.measure.stats import speedup_interval
+from bench.measure.verify import FilePair, verify_all
+
+# verify_all's arguments plus the check stage's limit (s): where and how a pair's outputs are compared.
+Verifier = Callable[[list[FilePair], float | None, float], list[Verification]]
+
+_PAIR_STATUS: dict[str, PairStatus] = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}
+
+# The spread of one run's median between processes (relative standard deviation) when the config leaves
+# run_noise unset: samples of one process cannot show it (memory placement, clocks, the host's state).
+RUN_NOISE = {"gpu": 0.005, "host": 0.02}
+
+
+def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier | None = None) -> Comparison:
+    """Pair status, verification and speedup (baseline median / optimized median, never clamped) with its
+    95 % interval, on the time the optimized variant's config names (``speedup_time``: cold or batch).
+
+    ``verify``: what loads and compares the saved outputs, ``verify_all``'s arguments plus the check stage's
+    limit in seconds; by default ``verify_all`` here, in this process (it imports torch). A suite passes one
+    that runs it in a fresh child of the pre-warmed server (bench.isolate.process.verify_in_server), so the
+    parent never imports torch (~4 s on a GPU host, which the first comparison would wait for)."""
+    spec = optimized.spec
+    basis, base_samples, opt_samples = _basis(baseline, optimized)
+    common: dict[str, Any] = {
+        "chapter": spec.chapter,
+        "example": spec.example,
+        "variant": spec.variant,
+        "baseline_status": baseline.status,
+        "optimized_status": optimized.status,
+        "baseline_median_ms": _median(base_samples),
+        "optimized_median_ms": _median(opt_samples),
+        "speedup_time": basis,
+    }
+    skipped = [r for r in (baseline, optimized) if r.status == "skipped"]
+    if skipped:
+        reasons = "; ".join(f"{r.spec.variant}: {r.skip_reason}" for r in skipped)
+        return Comparison(**common, status="skipped", verification=Verification(verified=False,
+                          detail=f"skipped ({reasons})"))  # fmt: skip
+    if baseline.status != "ok" or optimized.status != "ok":
+        which = "baseline" if baseline.status != "ok" else "optimized"
+        bad = baseline if which == "baseline" else optimized
+        reason = bad.error.message if bad.error else bad.status
+        return Comparison(
+            **common,
+            status="failed",
+            verification=Verification(verified=False, detail=f"{which} {bad.status}: {reason}"),
+        )
+    verification = _verify(baseline, optimized, verify)
+    same_hardware = not verification.detail.startswith("ran on different devices")
+    speedup, low, high, metric = _speedup(baseline, optimized, base_samples, opt_samples, same_hardware)
+    significance = None
+    if low is not None and high is not None:
+        significance = "faster" if low > 1.0 else "slower" if high < 1.0 else "no significant difference"
+    return Comparison(
+        **common,
+        speedup=speedup,
+        speedup_ci_low=low,
+        speedup_ci_high=high,
+        significance=significance,
+        speedup_metric=metric,
+        status=_PAIR_STATUS[verification.outcome],
+        verification=verification,
+    )
+
+
+def _speedup(
+    baseline: VariantResult, optimized: VariantResult, base_samples: list[float], opt_samples: list[float],
+    same_hardware: bool,
+) -> tuple[float | None, float | None, float | None, str]:  # fmt: skip
+    """(speedup, its 95 % interval's low and high, the metric it is on): none across GPU models."""
+    speedup = low = high = None
+    b, o = _median(base_samples), _median(opt_samples)
+    noise = _run_noise(optimized)
+    if b is not None and o is not None and o > 0 and same_hardware:
+        speedup = b / o
+        interval = speedup_interval(base_samples, opt_samples, noise)
+        if interval is not None:
+            low, high = interval
+    metric = "time"
+    if same_hardware and optimized.generation is not None:  # token generation: the metric the pair names
+        from bench.measure.generation import pair_interval, pair_speedup
+
+        speedup, metric = pair_speedup(baseline, optimized, speedup)
+        if metric != "time":
+            low, high = pair_interval(baseline, optimized, metric, noise) or (None, None)
+    return speedup, low, high, metric
+
+
+def _run_noise(optimized: VariantResult) -> float:
+    """The run-to-run spread of a median (config ``run_noise``, else RUN_NOISE by clock)."""
+    noise = optimized.config.get("run_noise")
+    if noise is None:
+        host = optimized.timing is not None and optimized.timing.mode == "cpu"
+        noise = RUN_NOISE["host" if host else "gpu"]
+    return float(noise)
+
+
+def _basis(baseline: VariantResult, optimized: VariantResult) -> tuple[str, list[float], list[float]]:
+    """The time the speedup is on and both sides' raw per-call samples of it: batch when the optimized
+    variant's config asks for it and both sides measured it, else cold (the primary)."""
+    if optimized.config.get("speedup_time") == "batch" and baseline.batch and optimized.batch:
+        return "batch", baseline.batch.samples_ms, optimized.batch.samples_ms
+    cold = [r.timing.samples_ms if r.timing else [] for r in (baseline, optimized)]
+    return "cold", cold[0], cold[1]
+
+
+def _median(samples: list[float]) -> float | None:
+    import statistics
+
+    return statistics.median(samples) if samples else None
+
+
+def _gpu(result: VariantResult) -> str | None:
+    """The model name of the GPU in the variant's manifest; None on the CPU."""
+    gpu = result.manifest.get("gpu")
+    value = gpu.get("name") if isinstance(gpu, dict) else None
+    return str(value) if value else None
+
+
+def _verify(baseline: VariantResult, optimized: VariantResult, verify: Verifier | None = None) -> Verification:
+    if baseline.device != optimized.device or _gpu(baseline) != _gpu(optimized):
+        return Verification(
+            verified=False,
+            detail=f"ran on different devices: baseline {baseline.device} ({_gpu(baseline)}) vs "
+            f"optimized {optimized.device} ({_gpu(optimized)}); no comparison across devices",
+        )
+    missing = " and ".join(
+        n for n, r in (("baseline", baseline), ("optimized", optimized)) if r.output is None or r.output.path is None
+    )
+    if missing:
+        return Verification(
+            verified=False, detail=f"no output from {missing} (get_output() missing or None): not verified"
+        )
+    work = _work_differs(baseline, optimized)
+    if work:
+        return Verification(verified=False, outcome="mismatch", detail=work)
+    assert baseline.output is not None and optimized.output is not None
+    pairs = [_files(baseline.output, optimized.output)]
+    fresh = [r.recheck.fresh if r.recheck else None for r in (baseline, optimized)]
+    if fresh[0] is not None and fresh[1] is not None:
+        pairs.append(_files(fresh[0], fresh[1]))
+    rtol = optimized.config.get("rtol")
+    if verify is None:
+        results = verify_all(pairs, rtol)
+    else:
+        results = verify(pairs, rtol, BenchmarkConfig(**optimized.config).stage_limit("check"))
+    main = results[0]
+    if not main.verified:
+        return main
+    if len(results) == 1:
+        why = _why_not_rechecked(baseline, optimized)
+        return main.model_copy(update={"detail": f"{main.detail}; {why}"})
+    again = results[1]
+    if not again.verified:
+        return again.model_copy(
+            update={
+                "detail": "outputs match on the set-up inputs but not once the inputs were changed (a cached or "
+                f"precomputed result?): {again.detail}"
+            }
+        )
+    return main.model_copy(update={"detail": f"{main.detail}; again on changed inputs ({again.detail})"})
+
+
+def _files(a: Any, b: Any) -> tuple[tuple[str, list[Any]], tuple[str, list[Any]]]:
+    return (a.path, [t.model_dump() for t in a.tensors]), (b.path, [t.model_dump() for t in b.tensors])
+
+
+def _why_not_rechecked(baseline: VariantResult, optimized: VariantResult) -> str:
+    for name, r in (("baseline", baseline), ("optimized", optimized)):
+        if not r.config.get("check_inputs", True):
+            return f"not checked on changed inputs ({name}: check_inputs is off)"
+        if r.recheck is None or r.recheck.fresh is None:
+            if r.recheck is not None and r.recheck.perturbed == 0:
+                return f"not checked on changed inputs ({name} has no floating tensor set up in setup())"
+            return f"not checked on changed inputs ({name} made no such call)"
+    return "not checked on changed inputs"
+
+
+def _work_differs(baseline: VariantResult, optimized: VariantResult) -> str | None:
+    """Both sides of a pair do the same work (INTEGRITY #4): declared work counts must agree."""
+    b = baseline.work.model_dump(exclude_none=True) if baseline.work else {}
+    o = optimized.work.model_dump(exclude_none=True) if optimized.work else {}
+    if b != o:
+        return (
+            f"declared work differs: baseline {b or 'none'} vs optimized {o or 'none'}; both sides of a pair do "
+            "the same work and declare it alike (get_work())"
+        )
+    return None
+
+

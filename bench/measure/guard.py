@@ -1,0 +1,314 @@
+"""Guards a benchmark cannot talk its way past: clocks bound before its code runs, the tensors it was set
+up with watched, its inputs changed to see that its output follows.
+
+* **Bound clocks** (INTEGRITY #12, #13). ``BOUND`` holds the functions the harness times with
+  (``time.perf_counter``, ``torch.cuda.Event`` and its methods, ``torch.cuda.synchronize``, the spin
+  kernel, ...), captured when this module is imported: in the pre-warmed server or the child's start-up,
+  before any benchmark module is imported. Clocks call only these. ``tampered()`` names every one of
+  them, and every function of the harness's own measuring modules, that is no longer what was bound:
+  checked after set-up and after measurement, a replaced timer makes the variant ``invalid``.
+* **Set-up tensors** (INTEGRITY #6). ``setup_tensors(obj)`` finds the tensors reachable from the
+  benchmark object after ``setup()`` (attributes, lists, dicts, modules' parameters and buffers; three
+  levels deep), minus the outputs. ``fingerprint`` summarises each (a float64 sum and a strided sample,
+  so a permutation shows too); a change between set-up and the end of the measurement means the timed
+  calls ran on state that earlier calls left behind.
+* **Changed inputs** (INTEGRITY #5, #6). ``perturb`` maps every floating value x of the set-up tensors
+  to x·(1 + ½·sin 7x), in place: elementwise, so it commutes with any re-layout a variant did in set-up
+  (a transpose, a cast), but not with a result computed from the inputs (a cache), and not monotonic, so
+  even sorted or normalised outputs change. Both sides of a pair apply the same map to the same values,
+  so their outputs on the changed inputs must still agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+# A strided sample of at most this many elements goes into a tensor's fingerprint.
+_SAMPLE = 4096
+# perturb() works through floating tensors in chunks of this many elements (bounded temporaries).
+_CHUNK = 1 << 24
+
+
+class _Bound:
+    """The functions clocks call, as they were before any benchmark code ran."""
+
+    def __init__(self) -> None:
+        self.perf_counter = time.perf_counter
+        self.monotonic = time.monotonic
+        self.sleep = time.sleep
+        self.write = os.write
+        self._names: dict[str, tuple[Callable[[], Any], Any]] = {
+            "time.perf_counter": (lambda: time.perf_counter, self.perf_counter),
+            "time.monotonic": (lambda: time.monotonic, self.monotonic),
+            "time.sleep": (lambda: time.sleep, self.sleep),
+            "os.write": (lambda: os.write, self.write),
+        }
+        self.torch: ModuleType | None = None
+        # Streams benchmark code made current while this is a set (``streams_made_current``), as
+        # (stream_id, device_index, device_type); None: not recording.
+        self.made_current: set[tuple[int, int, int]] | None = None
+
+    def bind_torch(self) -> None:
+        """Bind torch's CUDA timing functions (importing torch; the server and the child have it already)."""
+        if self.torch is not None:
+            return
+        import torch
+
+        self.torch = torch
+        cuda = torch.cuda
+        self.Event = cuda.Event
+        self.record = cuda.Event.record
+        self.elapsed_time = cuda.Event.elapsed_time
+        self.event_synchronize = cuda.Event.synchronize
+        self.query = cuda.Event.query
+        self.synchronize = cuda.synchronize
+        self.spin = cuda._sleep
+        self.current_stream = cuda.current_stream
+        self.Stream = cuda.Stream
+        # Every Python path to a current stream (torch.cuda.stream(), set_stream(), torch.accelerator's)
+        # calls one of these; wrapped, they note the streams benchmark code makes current.
+        for name in ("_cuda_setStream", "_accelerator_setStream"):
+            original = getattr(torch._C, name, None)
+            if original is not None:
+                wrapper = _recording_set_stream(original)
+                setattr(torch._C, name, wrapper)
+                self._names[f"torch._C.{name}"] = (lambda n=name: getattr(torch._C, n), wrapper)
+        for base in cuda.Event.__mro__[1:]:  # the C implementations Event's methods call through super()
+            for attr in ("record", "elapsed_time", "synchronize", "query"):
+                member = vars(base).get(attr)
+                if member is not None:
+                    label = f"{base.__module__}.{base.__qualname__}.{attr}"
+                    self._names[label] = (lambda b=base, a=attr: vars(b).get(a), member)
+        for name, get, value in (
+            ("torch.cuda.Event", lambda: torch.cuda.Event, self.Event),
+            ("torch.cuda.Event.record", lambda: torch.cuda.Event.record, self.record),
+            ("torch.cuda.Event.elapsed_time", lambda: torch.cuda.Event.elapsed_time, self.elapsed_time),
+            ("torch.cuda.Event.synchronize", lambda: torch.cuda.Event.synchronize, self.event_synchronize),
+            ("torch.cuda.Event.query", lambda: torch.cuda.Event.query, self.query),
+            ("torch.cuda.synchronize", lambda: torch.cuda.synchronize, self.synchronize),
+            ("torch.cuda._sleep", lambda: torch.cuda._sleep, self.spin),
+            ("torch.cuda.current_stream", lambda: torch.cuda.current_stream, self.current_stream),
+        ):
+            self._names[name] = (get, value)
+
+    def bind_module(self, module: ModuleType) -> None:
+        """Bind every function and class method defined in ``module`` (the harness's measuring code)."""
+        for name, value in list(vars(module).items()):
+            if getattr(value, "__module__", None) != module.__name__:
+                continue
+            if callable(value):
+                self._names[f"{module.__name__}.{name}"] = (lambda m=module, n=name: getattr(m, n, None), value)
+            if isinstance(value, type):
+                for attr, member in list(vars(value).items()):
+                    if callable(member):
+                        self._names[f"{module.__name__}.{name}.{attr}"] = (
+                            lambda c=value, a=attr: vars(c).get(a),
+                            member,
+                        )
+
+    @contextlib.contextmanager
+    def streams_made_current(self) -> Iterator[set[tuple[int, int, int]]]:
+        """The streams made current (``torch.cuda.stream(s)``, ``set_stream``) inside the block."""
+        seen: set[tuple[int, int, int]] = set()
+        self.made_current = seen
+        try:
+            yield seen
+        finally:
+            self.made_current = None
+
+    def tampered(self) -> list[str]:
+        """Names of bound functions that something has replaced since they were bound."""
+        return [name for name, (get, value) in self._names.items() if get() is not value]
+
+
+def _recording_set_stream(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (torch's set-stream function) that also notes the stream in ``BOUND.made_current``."""
+
+    def set_stream(*args: Any, **kwargs: Any) -> Any:
+        seen = BOUND.made_current
+        if seen is not None:
+            stream = args[0] if args else kwargs.get("stream")
+            if stream is not None and hasattr(stream, "stream_id"):  # torch.accelerator: a Stream
+                seen.add((int(stream.stream_id), int(stream.device_index), int(stream.device_type)))
+            else:  # torch.cuda: stream_id, device_index, device_type
+                names = ("stream_id", "device_index", "device_type")
+                given = dict(zip(names, args, strict=False)) | {k: v for k, v in kwargs.items() if k in names}
+                if len(given) == 3:
+                    seen.add((int(given["stream_id"]), int(given["device_index"]), int(given["device_type"])))
+        return original(*args, **kwargs)
+
+    return set_stream
+
+
+BOUND = _Bound()
+
+
+def bind_harness() -> None:
+    """Bind torch's timing functions and the measuring modules' own functions (child start-up)."""
+    BOUND.bind_torch()
+    measuring = ("bench.measure.clocks", "bench.measure.gpu_clocks", "bench.measure.stopping", "bench.measure.guard",
+                 "bench.measure.generation", "bench.measure.generation_clock", "bench.isolate.child",
+                 "bench.isolate.channel", "bench.isolate.timed", "bench.isolate.recheck", "bench.define.context",
+                 "bench.define.protocol")  # fmt: skip
+    for name in measuring:
+        module = sys.modules.get(name)
+        if module is not None:
+            BOUND.bind_module(module)
+
+
+def tampered() -> list[str]:
+    return BOUND.tampered()
+
+
+# --- the tensors a benchmark was set up with -------------------------------------------------------
+
+
+def _tensors(value: Any, path: str, depth: int, seen: set[int]) -> Iterator[tuple[str, Any]]:
+    import torch
+
+    if id(value) in seen or depth < 0:
+        return
+    seen.add(id(value))
+    if isinstance(value, torch.Tensor):
+        yield path, value
+    elif isinstance(value, torch.nn.Module):
+        for name, t in [*value.named_parameters(), *value.named_buffers()]:
+            yield f"{path}.{name}", t
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _tensors(item, f"{path}[{key!r}]", depth - 1, seen)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _tensors(item, f"{path}[{i}]", depth - 1, seen)
+    elif hasattr(value, "__dict__") and not isinstance(value, (type, ModuleType)) and not callable(value):
+        for name, item in vars(value).items():
+            yield from _tensors(item, f"{path}.{name}", depth - 1, seen)
+
+
+def setup_tensors(obj: Any, outputs: list[Any] | None = None, declared: Any = None) -> dict[str, Any]:
+    """The tensors reachable from ``obj``'s attributes (or, when the benchmark declares ``get_inputs()``, from
+    what it returned) that share no storage with an output, keyed by the path that reaches them first
+    (``x``, ``params[0]``, ``model.fc.weight``); sparse, meta and empty tensors are left out."""
+    storages = {_storage(t) for t in outputs or []}
+    found: dict[str, Any] = {}
+    ids: set[int] = set()
+    root, prefix = (declared, "get_inputs()") if declared is not None else (obj, "")
+    items = _tensors(root, prefix, 4, set()) if declared is not None else (
+        pair for name, value in (vars(obj).items() if hasattr(obj, "__dict__") else ())
+        for pair in _tensors(value, name, 3, {id(obj)})
+    )  # fmt: skip
+    for path, t in items:
+        if t.is_sparse or t.is_meta or t.numel() == 0 or _storage(t) in storages or id(t) in ids:
+            continue
+        ids.add(id(t))
+        found[path] = t
+    return found
+
+
+def _storage(t: Any) -> int:
+    return int(t.untyped_storage().data_ptr())
+
+
+def fingerprint(t: Any) -> tuple[float, str]:
+    """A float64 sum of every element (any change of a value) and a hash of a strided sample of at most
+    ``_SAMPLE`` elements (a move of values: a sort, a permutation)."""
+    import torch
+
+    flat = t.detach()
+    total = float(torch.sum(flat, dtype=torch.float64)) if not flat.dtype.is_complex else float(flat.abs().sum())
+    if flat.is_contiguous():
+        flat = flat.reshape(-1)
+        step = max(1, flat.numel() // _SAMPLE)
+        sample = flat[::step][:_SAMPLE]
+    else:  # a strided view: sample along its first dimension only (no full copy)
+        step = max(1, flat.shape[0] // _SAMPLE) if flat.dim() else 1
+        sample = flat[::step] if flat.dim() else flat
+    data = sample.to("cpu", copy=True).contiguous().view(torch.uint8).numpy().tobytes()
+    return total, hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def fingerprints(tensors: dict[str, Any]) -> dict[str, tuple[float, str]]:
+    return {key: fingerprint(t) for key, t in tensors.items()}
+
+
+def changed(before: dict[str, tuple[float, str]], after: dict[str, tuple[float, str]]) -> list[str]:
+    """Keys whose fingerprint differs (a NaN sum compares equal to a NaN sum)."""
+    out = []
+    for key, (total, digest) in before.items():
+        if key not in after:
+            continue
+        total2, digest2 = after[key]
+        same_total = total == total2 or (total != total and total2 != total2)
+        if not same_total or digest != digest2:
+            out.append(key)
+    return out
+
+
+def describe(t: Any) -> str:
+    return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
+
+
+def perturb(tensors: dict[str, Any]) -> int:
+    """Map every finite floating value x of ``tensors`` to x·(1 + ½·sin 7x), in place; returns how many
+    tensors were changed (integer and bool tensors, indices among them, are left as they are)."""
+    import torch
+
+    n = 0
+    with torch.no_grad():
+        for t in tensors.values():
+            if not t.is_floating_point():
+                continue
+            flat = t.view(-1) if t.is_contiguous() else None
+            parts = [flat[i : i + _CHUNK] for i in range(0, flat.numel(), _CHUNK)] if flat is not None else [t]
+            for part in parts:
+                factor = torch.sin(part * 7.0).mul_(0.5).add_(1.0)
+                part.copy_(torch.where(torch.isfinite(part), part * factor, part))
+            n += 1
+    return n
+
+
+def subsample(tensors: list[Any], limit: int = 1 << 20) -> list[Any]:
+    """At most ``limit`` elements of each tensor, strided over its flattened values, on the CPU: enough to
+    tell a right output on changed inputs from a cached one, at a fraction of the full outputs' cost."""
+    out = []
+    for t in tensors:
+        flat = t.detach().reshape(-1)
+        step = max(1, -(-flat.numel() // limit))
+        out.append(flat[::step].to("cpu", copy=True))
+    return out
+
+
+def host_busy_share(before: tuple[float, float], after: tuple[float, float], own_cpu_s: float) -> float | None:
+    """Share of the host's CPU time that other processes used between two ``cpu_times()`` readings
+    (busy, total, in seconds over all cores), given this process's CPU seconds in between."""
+    busy = after[0] - before[0]
+    total = after[1] - before[1]
+    if total <= 0:
+        return None
+    return max(0.0, busy - own_cpu_s) / total
+
+
+def cpu_times() -> tuple[float, float] | None:
+    """(busy, total) CPU seconds of the whole host since boot, from /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [float(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already counted in user
+    return (total - idle) / tick, total / tick
+
+
+def process_cpu_s() -> float:
+    """CPU seconds of this process, every thread (user + system)."""
+    t = os.times()
+    return t.user + t.system

@@ -1,0 +1,125 @@
+"""When a finished measurement cannot stand: a problem seen is never counted as ``ok`` (INTEGRITY #13).
+
+A variant whose child finished its stages is ``invalid``, with the reason and the stage where it showed, when
+its own numbers or its result say so: a message the harness sends once arrived twice (a benchmark writing to
+the harness's pipe), its clock judged the samples invalid (work on an unjoined side stream), its
+``validate_result()`` objected, the timed calls left the NaN poison in its output, the recheck found the
+timed calls ran on what earlier calls left behind or the output ignores its inputs, or it ran faster than
+the device's measured ceilings allow.
+"""
+
+from __future__ import annotations
+
+from bench.define.result import ErrorInfo, VariantResult
+from bench.measure.ceilings import hardware_key, lookup
+
+
+def apply_checks(result: VariantResult, counts: dict[str, int] | None = None) -> None:
+    """A run that finished but whose own numbers or result cannot stand is ``invalid``, with the reason
+    and the stage where it showed (INTEGRITY #13: a problem seen is never counted as ok)."""
+    stage, reason = _invalid_reason(result, counts or {})
+    if reason:
+        result.status = "invalid"
+        result.failed_stage = stage
+        result.error = ErrorInfo(kind="invalid", message=reason)
+
+
+def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str | None, str | None]:
+    repeated = sorted(k for k, n in counts.items() if n > 1)
+    if repeated:
+        return "measurement", f"messages the harness sends once arrived more than once ({', '.join(repeated)})"
+    t = result.timing
+    if t is not None and t.invalid:
+        return "measurement", t.invalid
+    if result.validation:
+        return "check", f"validate_result(): {result.validation}"
+    if result.output and result.output.timed_calls_wrote_output is False:
+        return "check", (
+            "output still holds the NaN poison written before measurement: the timed calls did not "
+            "(fully) write the output (result precomputed in setup?) or they produced NaN"
+        )
+    r = result.recheck
+    if r is not None and r.mutated and result.median_ms:
+        what = ", ".join(r.mutated[:4])
+        if r.restored_same_output is False:
+            return "recheck", (
+                f"the timed calls changed tensors set up in setup() ({what}), and a call from the set-up state "
+                "gives a different output: the timed calls ran on what earlier calls left behind"
+            )
+        usual = r.reference_ms or (t.stats.median_ms if t is not None else None)
+        if r.controlled:  # B: a fresh set-up holding what the timed calls left; A from the set-up state
+            high = RESTORE_SLOWER * usual + RESTORE_FLOOR_MS if usual else None
+            if high and not _consistently_slower(r.restored_times_ms, r.reference_times_ms):
+                high = None  # one lucky B or a busy host, not skipped work
+        else:
+            high = max(2.0 * usual, t.stats.percentiles_ms.get("p99", 0.0) if r.reference_ms is None and t else 0.0) \
+                if usual else None  # fmt: skip
+        if r.restored_ms is not None and usual and high and r.restored_ms > high:
+            against = "the same set-up holding what they left" if r.controlled else "a usual call"
+            return "recheck", (
+                f"the timed calls changed tensors set up in setup() ({what}), and a call from the set-up state "
+                f"takes {r.restored_ms / usual:.1f}x {against} ({r.restored_ms:.4g} vs {usual:.4g} ms): the "
+                "timed calls did less work than a call on the inputs"
+            )
+    if r is not None and r.output_changed is False:
+        return "recheck", (
+            f"the output did not change when the {r.perturbed} tensor(s) set up in setup() were changed: a cached "
+            "or precomputed result (a benchmark whose output truly ignores them declares get_inputs())"
+        )
+    implausible = _faster_than_hardware(result)
+    if implausible:
+        return "measurement", implausible
+    return None, None
+
+
+def _consistently_slower(a_ms: list[float], b_ms: list[float]) -> bool:
+    """A's rounds slower than B's beyond chance: a one-sided Mann-Whitney test at 1 %. Two rounds each (the
+    child's first, when nothing looked slow) can never pass it; the child runs more rounds when A looks slower,
+    and a busy host that slows calls at random passes it about once in 150 such variants (simulated)."""
+    if len(a_ms) < 3 or len(b_ms) < 3:
+        return False
+    from scipy.stats import mannwhitneyu
+
+    return bool(mannwhitneyu(a_ms, b_ms, alternative="greater").pvalue < RESTORE_P)
+
+
+# The restore comparison (bench.isolate.recheck runs it, this module judges it). Below RESTORE_FLOOR_MS a
+# slower call from the set-up state is clock noise, not skipped work. A call from the set-up state
+# RESTORE_SLOWER times slower than one holding what the timed calls left (both the fastest of their rounds,
+# and A's rounds slower than B's beyond chance, at RESTORE_P) means the timed calls did less work.
+RESTORE_FLOOR_MS = 0.005
+RESTORE_SLOWER = 1.1
+RESTORE_P = 0.01
+
+# A variant may beat a measured ceiling by this much (clock and measurement spread) before it is refused.
+PLAUSIBLE_MARGIN = 1.10
+
+
+def _faster_than_hardware(result: VariantResult) -> str | None:
+    """Achieved bandwidth above the device's measured L2 bandwidth, or FLOP/s above its fastest measured
+    matmul, by more than 10 %: no real kernel does that (INTEGRITY #13). Needs `perflab peak`'s cache."""
+    derived = result.derived_metrics()
+    if not derived:
+        return None
+    ceilings = lookup(hardware_key(result))
+    if not ceilings:
+        return None
+    gbps, tflops = derived.get("achieved_gbps"), derived.get("achieved_tflops")
+    l2 = ceilings.get("l2_gbps")
+    if gbps and l2 and gbps > PLAUSIBLE_MARGIN * l2:
+        return (
+            f"faster than the hardware: {gbps:.0f} GB/s of declared traffic is more than {PLAUSIBLE_MARGIN:.2f}x the "
+            f"measured L2 bandwidth ({l2:.0f} GB/s, perflab peak)"
+        )
+    matmul = {k: v for k, v in ceilings.items() if k.endswith("_tflops")}
+    if tflops and matmul:
+        name, peak = max(matmul.items(), key=lambda kv: kv[1])
+        if tflops > PLAUSIBLE_MARGIN * peak:
+            return (
+                f"faster than the hardware: {tflops:.1f} TFLOP/s of declared work is more than "
+                f"{PLAUSIBLE_MARGIN:.2f}x the fastest measured matmul ({name.removesuffix('_tflops')}: {peak:.0f} "
+                "TFLOP/s, perflab peak)"
+            )
+    return None
+
+

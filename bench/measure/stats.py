@@ -1,0 +1,77 @@
+"""Statistics over raw timing samples. Nothing here invents, drops or clamps a sample."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench.define.result import TimingStats
+
+DEFAULT_PERCENTILES: tuple[float, ...] = (25.0, 50.0, 75.0, 90.0, 95.0, 99.0)
+BOOTSTRAP = 2000  # resamples behind a speedup's interval
+
+
+def _label(p: float) -> str:
+    return f"p{int(p)}" if float(p).is_integer() else f"p{p:g}".replace(".", "_")
+
+
+def summarize(samples_ms: Sequence[float], percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> TimingStats:
+    """Mean, median, sample std (ddof=1), min, max, IQR, CV and percentiles of raw samples.
+
+    Percentiles use linear interpolation between order statistics (numpy's default), never the
+    nearest rank, so p99 of 30 samples lies between the two largest rather than being the max by fiat.
+    The standard percentiles p25/p50/p75/p90/p95/p99 are always present.
+    """
+    import numpy as np  # here, not at import: the parent's first summary comes after its start-up
+
+    x = np.asarray(samples_ms, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("summarize() needs at least one sample, got an empty sequence")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"samples must be finite, got {x[~np.isfinite(x)][:3].tolist()}")
+    ps = sorted(set(DEFAULT_PERCENTILES) | {float(p) for p in percentiles})
+    values = np.percentile(x, ps)
+    mean = float(x.mean())
+    std = float(x.std(ddof=1)) if x.size > 1 else 0.0
+    q25, q75 = np.percentile(x, [25.0, 75.0])
+    return TimingStats(
+        n=int(x.size),
+        mean_ms=mean,
+        median_ms=float(np.median(x)),
+        std_ms=std,
+        min_ms=float(x.min()),
+        max_ms=float(x.max()),
+        iqr_ms=float(q75 - q25),
+        cv=std / mean if mean > 0 else 0.0,
+        percentiles_ms={_label(p): float(v) for p, v in zip(ps, values, strict=True)},
+    )
+
+
+def speedup_interval(
+    baseline_ms: list[float], optimized_ms: list[float], run_noise: float, n: int = BOOTSTRAP, seed: int = 0
+) -> tuple[float, float] | None:
+    """95 % interval of median(baseline) / median(optimized): a percentile bootstrap over both sides' raw
+    samples (resampled independently), each half-width then widened in log space by the run-to-run term
+    1.96·√2·``run_noise`` (two runs, each its median's spread between processes), added in quadrature.
+    None with fewer than 2 samples on a side."""
+    if len(baseline_ms) < 2 or len(optimized_ms) < 2:
+        return None
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    b, o = np.asarray(baseline_ms, dtype=np.float64), np.asarray(optimized_ms, dtype=np.float64)
+    ratios = []
+    chunk = max(1, 2_000_000 // max(b.size, o.size))  # bounded memory for long sample lists
+    for start in range(0, n, chunk):
+        k = min(chunk, n - start)
+        mb = np.median(b[rng.integers(0, b.size, (k, b.size))], axis=1)
+        mo = np.median(o[rng.integers(0, o.size, (k, o.size))], axis=1)
+        ratios.append(mb / mo)
+    r = np.concatenate(ratios)
+    lo, hi = np.percentile(r, [2.5, 97.5])
+    center = math.log(float(np.median(b)) / float(np.median(o)))
+    extra = 1.96 * math.sqrt(2.0) * run_noise
+    down = math.sqrt(max(center - math.log(lo), 0.0) ** 2 + extra**2)
+    up = math.sqrt(max(math.log(hi) - center, 0.0) ** 2 + extra**2)
+    return math.exp(center - down), math.exp(center + up)

@@ -1,0 +1,88 @@
+"""Which clock times what: the one mapping from configuration to clock (``make_clock``, ``clock_for``), for
+variants, the selfcheck and the kernel sweeps; and ``time_callable``, the harness's clock for code outside a
+chapter.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bench.measure.clocks import MODES, Clock, CpuClock, Fn, PytorchClock, TritonClock
+from bench.measure.gpu_clocks import CudaEventClock, CudaGraphClock
+from bench.measure.guard import BOUND
+from bench.measure.stats import summarize
+from bench.measure.stopping import rule_for
+
+if TYPE_CHECKING:
+    from bench.define.config import BenchmarkConfig
+    from bench.define.result import TimingStats
+
+
+# The floor of warm-up by clock, when the config leaves it unset: on the H100 host a fresh process ran a
+# 2.5 µs CPU op ~1.6x slower for its first ~0.3 s (perflab selfcheck's cpu_sum); GPU samples reach a
+# steady state within a few calls, which the stability rule checks.
+HOST_MIN_WARMUP_S = 0.3
+GPU_MIN_WARMUP_S = 0.05
+
+
+def make_clock(
+    mode: str,
+    device: Any,
+    flush_l2: bool = True,
+    spin_ms: float = 0.05,
+    min_warmup_s: float | None = None,
+    sample_gap: float = 1.0,
+    max_warmup_s: float = 5.0,
+) -> Clock:
+    """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason.
+    ``min_warmup_s``: the shortest warm-up (None: by clock); ``sample_gap``: idle after each GPU-event
+    sample, a multiple of its span; ``max_warmup_s``: the longest warm-up chasing a steady state."""
+    if mode not in MODES:
+        raise ValueError(f"timing_mode={mode!r} is not one of {', '.join(MODES)}")
+    is_cuda = getattr(device, "type", str(device)) == "cuda"
+    if mode == "auto":
+        mode = "cuda_event" if is_cuda else "cpu"
+    host_min = HOST_MIN_WARMUP_S if min_warmup_s is None else min_warmup_s
+    gpu_min = GPU_MIN_WARMUP_S if min_warmup_s is None else min_warmup_s
+    if not is_cuda and mode in ("cuda_event", "cuda_graph", "triton"):
+        clock = CpuClock(min_warmup_s=host_min, max_warmup_s=max_warmup_s)
+        clock.fallback = f"timing_mode={mode!r} needs a CUDA device; device is {device!s}, timed with 'cpu'"
+        return clock
+    if mode == "cpu":
+        if is_cuda:
+            BOUND.bind_torch()
+            return CpuClock(lambda: BOUND.synchronize(device), host_min, max_warmup_s)
+        return CpuClock(min_warmup_s=host_min, max_warmup_s=max_warmup_s)
+    if mode == "cuda_event":
+        return CudaEventClock(device, flush_l2, spin_ms, sample_gap, gpu_min, max_warmup_s)
+    if mode == "cuda_graph":
+        return CudaGraphClock(device, flush_l2, spin_ms, sample_gap, gpu_min, max_warmup_s)
+    if mode == "triton":
+        return TritonClock(device, gpu_min, max_warmup_s)
+    return PytorchClock(device, host_min if not is_cuda else gpu_min, max_warmup_s)
+
+
+def clock_for(config: BenchmarkConfig, device: Any, mode: str | None = None) -> Clock:
+    """``make_clock`` with every clock setting taken from ``config`` (``mode`` overrides its timing_mode):
+    the one mapping from configuration to clock, for variants, the selfcheck and the kernel sweeps."""
+    return make_clock(
+        mode or config.timing_mode,
+        device,
+        config.flush_l2,
+        config.launch_spin_ms,
+        config.min_warmup_seconds,
+        config.sample_gap,
+        max_warmup_s=0.5 * config.stage_limit("warmup"),
+    )
+
+
+def time_callable(fn: Fn, config: BenchmarkConfig, device: Any) -> TimingStats:
+    """``fn`` timed in this process with the harness's clock, for code outside a chapter (the kernel sweeps):
+    ``config``'s clock on ``device``, the first call apart, a warm-up of at least ``config.warmup`` calls more
+    to a steady state, then samples until ``config``'s stop rule; their statistics. No isolation: a chapter's
+    variant runs in a child of its own instead (bench.isolate)."""
+    clock = clock_for(config, device)
+    clock.first_call(fn)
+    clock.warmup(fn, config.warmup)
+    m = clock.measure(fn, config.iterations, rule_for(config))
+    return summarize(m.samples_ms)

@@ -1,0 +1,48 @@
+"""How results are recorded: MLflow runs (a parent per suite, a nested run per variant), the run manifest,
+the suite summary; and reading the store back.
+
+* ``tracking``: the ``Tracker`` that logs a suite (and parents of other runs: sweep trials, kernel providers);
+  ``contract``: what a variant's run carries (tags, metrics, params), from its result alone.
+* ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data, standalone
+  runs (selfcheck, peak), files attached to a run.
+* ``manifest``: the host part of a run's manifest (git, Python, OS, selected environment, secrets redacted);
+  ``summary``: the suite's summary.json / summary.md.
+
+Invariants: only this package imports mlflow, and only when a function needs it (``store.client``), never
+at import: the child processes never import it, and a command that does not log never pays for it. A
+run logs what was measured and nothing else: no metric is invented, clamped or filled in.
+
+Public (for the packages built on the harness: analysis, sweeps, kernels): the names in ``__all__``.
+"""
+
+from bench.record.manifest import host_manifest
+from bench.record.store import (
+    StoredRun,
+    benchmark_runs,
+    child_runs,
+    latest_suite_run_id,
+    log_run,
+    log_text_artifacts,
+    read_artifact_text,
+    read_run,
+    suite_runs,
+    tagged_runs,
+)
+from bench.record.summary import speedup_text
+from bench.record.tracking import Tracker
+
+__all__ = [
+    "StoredRun",
+    "Tracker",
+    "benchmark_runs",
+    "child_runs",
+    "host_manifest",
+    "latest_suite_run_id",
+    "log_run",
+    "log_text_artifacts",
+    "read_artifact_text",
+    "read_run",
+    "speedup_text",
+    "suite_runs",
+    "tagged_runs",
+]

@@ -1,0 +1,250 @@
+"""What a variant's MLflow run carries: its tags, metrics and params, computed from results alone.
+
+The contract readers rely on (docs/mlflow.md lists it): ``perflab.*`` tags, ``time_*_ms`` / ``batch_time_*`` /
+``mem_*_mb`` / derived throughput / ``stage_<name>_s`` metrics, the effective config as params. Only what was
+measured is logged: a variant that failed, timed out or was skipped gets no timing metric, and no metric is
+ever invented (no zeros, no NaNs standing in for a missing time). No mlflow here: ``bench.record.tracking``
+writes what these functions return.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from bench.define.result import Comparison, Recheck, Timing, VariantResult
+from bench.measure.ceilings import binding_ceiling, hardware_key, peak_metrics
+
+# Statuses that mean the variant did not produce a trustworthy number (``skipped`` is deliberate).
+FAILED_STATUSES = frozenset({"failed", "timeout", "invalid"})
+# Store limits (mlflow.utils.validation): longer values are rejected, not truncated, by the store.
+MAX_PARAM_LEN = 6000
+MAX_TAG_LEN = 8000
+MAX_DETAIL_LEN = 5000  # verification / error text kept in tags; the full text is in result.json
+# Characters MLflow accepts in metric/param names on every OS (colon is refused on Windows).
+_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
+
+
+def name(key: str) -> str:
+    """A metric/param name MLflow accepts everywhere (e.g. a percentile label from a config)."""
+    return "".join(c if c in _NAME_OK else "_" for c in key)
+
+
+def clip(text: str, limit: int = MAX_DETAIL_LEN) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def param_value(value: Any) -> str:
+    """Params are strings; lists read better comma-joined ("25.0,50.0") than as a Python repr."""
+    if isinstance(value, list | tuple):
+        text = ",".join(str(v) for v in value)
+    elif isinstance(value, dict):
+        text = json.dumps(value, sort_keys=True, default=str)
+    else:
+        text = str(value)
+    return clip(text, MAX_PARAM_LEN)
+
+
+def finite(metrics: Mapping[str, float | None] | None) -> dict[str, float]:
+    return {name(k): float(v) for k, v in (metrics or {}).items() if v is not None and math.isfinite(v)}
+
+
+def params(values: Mapping[str, Any] | None) -> dict[str, str]:
+    return {name(k): param_value(v) for k, v in (values or {}).items()}
+
+
+# ------------------------------------------------------------------------------------------ metrics
+
+
+def variant_metrics(result: VariantResult) -> dict[str, float]:
+    """Every number the result actually holds, under MLflow-legal names; nothing filled in.
+
+    Non-finite values are dropped rather than logged: a NaN in the store reads as a measurement.
+    """
+    out: dict[str, float | None] = {}
+    if result.timing is not None:
+        out.update(_timing_metrics(result.timing))
+    if result.batch is not None:  # back-to-back calls, warm L2 (bench.measure.clocks: the batch kind)
+        bt = result.batch.stats
+        out.update(
+            batch_time_median_ms=bt.median_ms,
+            batch_time_min_ms=bt.min_ms,
+            batch_time_iqr_ms=bt.iqr_ms,
+            batch_calls=float(result.batch.calls),
+            batch_n_samples=float(bt.n),
+        )
+        for label in ("p90", "p99"):
+            if label in bt.percentiles_ms:
+                out[f"batch_time_{label}_ms"] = bt.percentiles_ms[label]
+    if result.recheck is not None and result.recheck.restored_ms is not None:
+        out["recheck_restored_ms"] = result.recheck.restored_ms
+    if result.memory is not None:
+        mem = result.memory
+        out.update(mem_peak_mb=mem.peak_mb, mem_allocated_mb=mem.allocated_mb, mem_reserved_mb=mem.reserved_mb,
+                   mem_rss_peak_mb=mem.rss_peak_mb, mem_harness_mb=mem.harness_mb)  # fmt: skip
+    out.update({name(k): v for k, v in result.derived_metrics().items()})
+    if result.generation is not None:  # token generation: ttft_*/tpot_* (median, p90, p99), tokens/s, requests/s
+        out.update(result.generation.metrics())
+    if result.profile is not None:  # prof_* / ncu_* from the separate profile child(ren)
+        out.update({name(k): v for k, v in result.profile.metrics.items()})
+    out.update(peak_metrics(result))  # percent of the device's cached ceiling (`perflab peak`), if any
+    out.update({name(f"stage_{s.name}_s"): s.duration_s for s in result.stages})
+    if result.elapsed_s > 0:  # 0.0 is the model's default for "never started", not a measurement
+        out["elapsed_s"] = result.elapsed_s
+    # How the child got going: its CUDA context, its start ahead (bench.isolate.workers).
+    out.update(cuda_start_s=result.cuda_start_s, ahead_s=result.ahead_s, gate_late_s=result.gate_late_s)
+    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def _timing_metrics(t: Timing) -> dict[str, float | None]:
+    st = t.stats
+    out: dict[str, float | None] = {
+        "time_mean_ms": st.mean_ms, "time_median_ms": st.median_ms, "time_std_ms": st.std_ms,
+        "time_min_ms": st.min_ms, "time_max_ms": st.max_ms, "time_iqr_ms": st.iqr_ms, "time_cv": st.cv,
+        "n_samples": float(st.n),
+    }  # fmt: skip
+    for label, value in st.percentiles_ms.items():  # "p50", "p99_9" → time_p50_ms, time_p99_9_ms
+        out[name(f"time_{label}_ms")] = value
+    out["time_first_call_ms"] = t.first_call_ms
+    out["warmup_calls"] = float(t.warmup_calls)
+    out["timing_noise_pct"] = 100.0 * t.noise if t.noise is not None else None
+    out["timing_target_met"] = float(t.target_met) if t.target_met is not None else None
+    sm = t.machine_after.get("sm_clock_mhz")
+    out["gpu_sm_clock_after_mhz"] = float(sm) if sm is not None else None
+    return out
+
+
+def suite_counts(results: list[VariantResult], comparisons: list[Comparison]) -> dict[str, float]:
+    """Parent-run metrics: outcome counts, and the geometric-mean speedup of verified pairs."""
+    counts: dict[str, float] = {
+        "n_variants": float(len(results)),
+        "n_ok": float(sum(r.status == "ok" for r in results)),
+        "n_failed": float(sum(r.status in FAILED_STATUSES for r in results)),
+        "n_skipped": float(sum(r.status == "skipped" for r in results)),
+        "n_pairs": float(len(comparisons)),
+        "n_pairs_ok": float(sum(c.status == "ok" for c in comparisons)),
+        "n_verified": float(sum(c.verification.verified for c in comparisons)),
+    }
+    # Geometric mean: speedups are ratios, so 2x and 0.5x must cancel to 1x, not average to 1.25x.
+    good = [c.speedup for c in comparisons if c.status == "ok" and c.speedup and c.speedup > 0]
+    if good:
+        counts["speedup_geomean"] = math.exp(sum(math.log(s) for s in good) / len(good))
+    return counts
+
+
+# ------------------------------------------------------------------------------------ params and tags
+
+
+def variant_params(result: VariantResult) -> dict[str, str]:
+    """The effective config, plus ``device`` = the device actually used.
+
+    The config's own ``device`` is often "auto"; the resolved one ("cuda:0") is what a reader
+    filters on, so it takes the key and the requested value moves to ``device_requested``.
+    """
+    out = params(result.config)
+    out.update(params({f"size.{k}": v for k, v in result.sizes.items()}))  # context().working_set
+    requested = out.get("device")
+    if result.device is not None:
+        out["device"] = result.device
+        if requested is not None and requested != result.device:
+            out["device_requested"] = requested
+    return out
+
+
+def variant_tags(result: VariantResult) -> dict[str, str]:
+    """``perflab.*`` tags of a variant run; a tag whose value is unknown is left out, never "None"."""
+    spec = result.spec
+    gpu = result.manifest.get("gpu")
+    tags = {
+        "perflab.chapter": spec.chapter,
+        "perflab.example": spec.example,
+        "perflab.variant": spec.variant,
+        "perflab.target": spec.target,
+        "perflab.status": result.status,
+    }
+    optional: dict[str, Any] = {
+        "perflab.failed_stage": result.failed_stage,
+        "perflab.device": result.device or result.config.get("device"),
+        "perflab.timing_mode": result.timing.mode if result.timing else result.config.get("timing_mode"),
+        "perflab.gpu": gpu.get("name") if isinstance(gpu, Mapping) else None,
+        "perflab.hardware": hardware_key(result),  # the peak cache / expectations key
+        "perflab.peak_ceiling": ceiling[1] if (ceiling := binding_ceiling(result)) else None,  # pct_of_peak's
+        # Software versions beside the hardware key: regression history is searched on all three.
+        "perflab.torch": result.manifest.get("torch"),
+        "perflab.triton": result.manifest.get("triton"),
+        "perflab.limit_s": result.limit_s,
+        "perflab.launch": result.launch,
+        # Which physical GPU "cuda:0" was (the worker's CUDA_VISIBLE_DEVICES under --gpus).
+        "perflab.cuda_visible_devices": result.cuda_visible_devices,
+        "perflab.error_kind": result.error.kind if result.error else None,
+        "perflab.error": clip(result.error.message) if result.error else None,
+        "perflab.validation": clip(result.validation) if result.validation else None,
+        "perflab.skip_reason": clip(result.skip_reason) if result.skip_reason else None,
+        "perflab.arrival": result.generation.arrival if result.generation else None,  # token generation
+        "perflab.batch": clip(result.batch.method) if result.batch is not None else None,
+        "perflab.tampered": clip(", ".join(result.tampered)) if result.tampered else None,
+        "perflab.recheck": clip(recheck_summary(result.recheck)) if result.recheck is not None else None,
+    }
+    if result.timing is not None:
+        optional.update(_timing_tags(result.timing))
+    p = result.profile
+    if p is not None:
+        optional["perflab.bound"] = p.bound
+        optional["perflab.bound_evidence"] = p.bound_evidence and clip(p.bound_evidence)
+        optional.update({f"perflab.profile_{tool}": clip(state) for tool, state in p.tools.items()})
+    tags.update({k: str(v) for k, v in optional.items() if v is not None})
+    return tags
+
+
+def _timing_tags(t: Timing) -> dict[str, str | None]:
+    drift = next((n for n in t.notes if n.startswith("drift:")), None)
+    return {
+        "perflab.timing_notes": clip("; ".join(t.notes)) if t.notes else None,
+        "perflab.timing_fallback": t.fallback,
+        "perflab.timing_stop": t.stop_reason,
+        # The tag describes the primary time_* (cold: one call per sample); batch_time_* is always warm.
+        "perflab.l2": "flushed" if t.l2_flushed else "warm",
+        "perflab.warmup": {True: "steady", False: "unsteady"}.get(t.warmup_stable),  # type: ignore[arg-type]
+        "perflab.drift": clip(drift) if drift else None,
+        "perflab.machine_flags": clip("; ".join(t.machine_flags)) if t.machine_flags else None,
+    }
+
+
+def recheck_summary(r: Recheck) -> str:
+    parts = []
+    if r.mutated:
+        same = {True: "same output", False: "a different output", None: "output not compared"}[r.restored_same_output]
+        parts.append(f"timed calls changed {', '.join(r.mutated[:4])}; a call from the set-up state: {same}")
+    if r.perturbed == 0:
+        parts.append("no floating tensor to change")
+    elif r.perturbed is not None:
+        followed = "followed" if r.output_changed else "did not change"
+        parts.append(f"{r.perturbed} set-up tensor(s) changed: output {followed}")
+    return "; ".join(parts) or "nothing to report"
+
+
+def comparison_tags(comparison: Comparison, baseline_run_id: str | None) -> dict[str, str]:
+    """Tags of an optimized variant's run from its pair: verification, speedup basis, significance."""
+    v = comparison.verification
+    tags = {
+        "perflab.pair_status": comparison.status,
+        "perflab.verified": "true" if v.verified else "false",
+        "perflab.verification": clip(v.detail),
+        "perflab.speedup_time": comparison.speedup_time,
+        # time, or a generation pair's ttft/tpot/throughput
+        "perflab.speedup_metric": comparison.speedup_metric,
+    }
+    if comparison.significance is not None:
+        tags["perflab.significance"] = comparison.significance
+    if baseline_run_id is not None:
+        tags["perflab.baseline_run_id"] = baseline_run_id
+    return tags
+
+
+def comparison_metrics(comparison: Comparison) -> dict[str, float]:
+    """``speedup``, its interval and ``max_rel_error``: those that are finite numbers."""
+    values = {k: getattr(comparison, k) for k in ("speedup", "speedup_ci_low", "speedup_ci_high")}
+    values["max_rel_error"] = comparison.verification.max_rel_error
+    return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}

@@ -1,0 +1,212 @@
+"""The MLflow store outside a suite's own logging: reading runs back, and runs that are not a suite's.
+
+``analysis/`` reads runs through these helpers and sees plain data (``StoredRun``), never mlflow's own types;
+``log_run`` writes a standalone run (selfcheck, peak), ``log_text_artifacts`` attaches files to an existing
+one (a report on its suite's parent). mlflow is imported by the first call that needs it, not with this
+module: ``import mlflow`` takes seconds (5.5 s on the H100 host) that a command which never opens the store
+must not pay. Only ``bench.record`` imports mlflow.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from bench.record.contract import name, param_value
+
+DEFAULT_EXPERIMENT = "perflab"
+PARENT_RUN_ID = "mlflow.parentRunId"  # the tag MLflow nests runs by (mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_ID)
+
+
+def client(tracking_uri: str | None = None) -> Any:
+    """An ``MlflowClient`` of the store at ``tracking_uri`` (None: MLflow decides, ``MLFLOW_TRACKING_URI`` or
+    ./mlflow.db)."""
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def experiment_name(experiment: str | None) -> str:
+    """``experiment``, else ``MLFLOW_EXPERIMENT_NAME``, else "perflab"."""
+    return experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+
+
+def suite_runs(parent_run_id: str | None = None, tracking_uri: str | None = None) -> tuple[str, list[Any]]:
+    """The variant runs of one suite (the latest completed suite when ``parent_run_id`` is None).
+
+    Returns ``(parent_run_id, runs)`` with runs sorted by name; what ``perflab show`` tabulates.
+    """
+    store = client(tracking_uri)
+    experiments = [e.experiment_id for e in store.search_experiments()]
+    if parent_run_id is None:
+        parent_run_id = latest_suite_run_id(tracking_uri)
+    runs = store.search_runs(experiments, filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'")
+    return parent_run_id, sorted(runs, key=lambda r: r.info.run_name or "")
+
+
+def log_run(
+    run_name: str,
+    params: Mapping[str, Any],
+    metrics: Mapping[str, float],
+    artifacts: Mapping[str, str],
+    tags: Mapping[str, str] | None = None,
+    experiment: str | None = None,
+    tracking_uri: str | None = None,
+) -> str:
+    """One standalone run (selfcheck, peak): params, finite metrics, text artifacts ``{name: content}``."""
+    from mlflow.entities import Metric, Param, RunStatus
+
+    store = client(tracking_uri)
+    wanted = experiment_name(experiment)
+    found = store.get_experiment_by_name(wanted)
+    experiment_id = found.experiment_id if found else store.create_experiment(wanted)
+    run = store.create_run(experiment_id, run_name=run_name, tags=dict(tags or {}))
+    run_id = run.info.run_id
+    store.log_batch(
+        run_id,
+        metrics=[Metric(name(k), float(v), int(time.time() * 1000), 0) for k, v in metrics.items() if math.isfinite(v)],
+        params=[Param(name(k), param_value(v)) for k, v in params.items()],
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for fname, content in artifacts.items():
+            path = Path(tmp) / fname
+            path.write_text(content)
+            store.log_artifact(run_id, str(path))
+    store.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    return run_id
+
+
+# ------------------------------------------------------------------------------ reading the store back
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One run as read back from the store."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    status: str  # MLflow's run status: FINISHED, FAILED, KILLED, RUNNING
+    start_time: int  # ms since the epoch
+    tags: dict[str, str]
+    metrics: dict[str, float]
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.tags.get(PARENT_RUN_ID)
+
+    @property
+    def is_variant(self) -> bool:
+        """A variant run (nested, one benchmark file) rather than a suite's parent run."""
+        return "perflab.variant" in self.tags
+
+
+def _stored(run: Any) -> StoredRun:
+    return StoredRun(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        experiment_id=run.info.experiment_id,
+        status=run.info.status,
+        start_time=int(run.info.start_time or 0),
+        tags=dict(run.data.tags),
+        metrics=dict(run.data.metrics),
+    )
+
+
+def _quoted(value: str) -> str:
+    """A value for an MLflow filter string; the filter grammar has no escape for quotes."""
+    if "'" in value:
+        raise ValueError(f"cannot search MLflow for a value containing a quote: {value!r}")
+    return f"'{value}'"
+
+
+def latest_suite_run_id(tracking_uri: str | None = None) -> str:
+    """Id of the most recently started suite that completed."""
+    store = client(tracking_uri)
+    latest = store.search_runs(
+        [e.experiment_id for e in store.search_experiments()],
+        filter_string="tags.`perflab.suite_status` = 'completed'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not latest:
+        raise LookupError(f"no completed perflab suite in the store {store.tracking_uri!r}")
+    return str(latest[0].info.run_id)
+
+
+def read_run(run_id: str, tracking_uri: str | None = None) -> StoredRun:
+    """One run by id; ``LookupError`` naming the id and the store when it does not exist."""
+    from mlflow.exceptions import MlflowException
+
+    store = client(tracking_uri)
+    try:
+        return _stored(store.get_run(run_id))
+    except MlflowException as exc:
+        raise LookupError(f"no MLflow run {run_id!r} in the store {store.tracking_uri!r}") from exc
+
+
+def child_runs(parent_run_id: str, tracking_uri: str | None = None) -> list[StoredRun]:
+    """The nested runs of a parent run, sorted by name."""
+    _, runs = suite_runs(parent_run_id, tracking_uri)
+    return [_stored(r) for r in runs]
+
+
+def benchmark_runs(
+    experiment_id: str, chapter: str, example: str, variant: str, tracking_uri: str | None = None
+) -> list[StoredRun]:
+    """Every run of one benchmark variant in an experiment, newest first, whatever its status."""
+    store = client(tracking_uri)
+    keys = {"chapter": chapter, "example": example, "variant": variant}
+    where = " and ".join(f"tags.`perflab.{k}` = {_quoted(v)}" for k, v in keys.items())
+    # search_runs returns at most 1000 runs: far more history than a regression check pools.
+    runs = store.search_runs([experiment_id], filter_string=where, order_by=["attributes.start_time DESC"])
+    return [_stored(r) for r in runs]
+
+
+def tagged_runs(tags: Mapping[str, str], tracking_uri: str | None = None, max_results: int = 100) -> list[StoredRun]:
+    """Runs of any experiment that carry every tag in ``tags`` (e.g. the peak runs of one hardware key),
+    newest first."""
+    store = client(tracking_uri)
+    where = " and ".join(f"tags.`{k}` = {_quoted(v)}" for k, v in tags.items())
+    runs = store.search_runs(
+        [e.experiment_id for e in store.search_experiments()],
+        filter_string=where,
+        order_by=["attributes.start_time DESC"],
+        max_results=max_results,
+    )
+    return [_stored(r) for r in runs]
+
+
+def read_artifact_text(run_id: str, path: str, tracking_uri: str | None = None) -> str:
+    """A text artifact of a run (``result.json``, ``manifest.json``); ``LookupError`` when missing."""
+    from mlflow.exceptions import MlflowException
+
+    store = client(tracking_uri)
+    # MLflow draws a progress bar per download on stderr: noise for a command reading dozens of files.
+    quiet = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+    with tempfile.TemporaryDirectory(prefix="perflab-") as tmp, mock.patch.dict(os.environ, quiet):
+        try:
+            local = store.download_artifacts(run_id, path, tmp)
+        except (MlflowException, OSError) as exc:
+            raise LookupError(f"run {run_id!r} has no artifact {path!r} in the store {store.tracking_uri!r}") from exc
+        return Path(local).read_text()
+
+
+def log_text_artifacts(run_id: str, files: Mapping[str, str | bytes], tracking_uri: str | None = None) -> None:
+    """Attach files ``{name: text or bytes}`` to an existing run (a report and its PNGs on the parent)."""
+    store = client(tracking_uri)
+    with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
+        for name, content in files.items():
+            path = Path(tmp) / name
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+        store.log_artifacts(run_id, tmp)

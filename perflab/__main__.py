@@ -1,0 +1,5 @@
+"""``python -m perflab``: the ``perflab`` command."""
+
+from perflab.cli import main
+
+main()

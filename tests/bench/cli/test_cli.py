@@ -1,0 +1,140 @@
+"""The ``perflab`` command (perflab/cli.py over bench/cli/), run the way users run it (``python -m perflab`` → main)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from perflab.cli import app
+
+REPO = Path(__file__).resolve().parents[3]
+
+TREE: dict[str, dict[str, Any]] = {
+    "ch07/baseline_x.py": {},
+    "ch07/optimized_x.py": {},
+    "ch07/optimized_x_fast.py": {},
+    "ch07/baseline_bad.py": {"FAULT": ("setup", "raise")},
+    "ch07/optimized_bad.py": {},
+    "ch07/baseline_wrong.py": {},
+    "ch07/optimized_wrong.py": {"SCALE": 3.0},
+    "ch07/baseline_solo.py": {},
+    "ch07/optimized_orphan.py": {},  # no baseline_orphan.py
+    "ch1/baseline_w.py": {},
+    "ch1/optimized_w.py": {},
+}
+
+
+@pytest.fixture
+def tree(chapters: Callable[[dict[str, dict[str, Any]]], Path]) -> Path:
+    return chapters(TREE)
+
+
+def perflab(*args: str | Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "400", "NO_COLOR": "1"}  # wide: no wrapped paths or names
+    env.pop("PERFLAB_CHAPTERS_DIR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "perflab", *map(str, args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_list_with_cli_runner(tree: Path) -> None:
+    result = CliRunner().invoke(app, ["list", "--chapters-dir", str(tree)])
+    assert result.exit_code == 0, result.output
+    out = result.output.replace("\n", "")  # CliRunner's console is 80 columns wide: long paths wrap
+    for target in ("ch01:w", "ch07:x", "ch07:bad", "ch07:solo"):
+        assert target in out
+    assert "optimized_fast" in out
+    assert "no optimized partner" in out  # ch07:solo
+    assert "optimized_orphan.py" in out
+
+
+def test_list_targets_filter(tree: Path) -> None:
+    done = perflab("list", "--chapters-dir", tree, "--targets", "ch1")
+    assert done.returncode == 0, done.stderr
+    assert "ch01:w" in done.stdout and "ch07:x" not in done.stdout
+
+
+def test_unknown_chapter_exits_nonzero_listing_chapters(tree: Path) -> None:
+    done = perflab("run", "--targets", "ch99", "--no-track", "--chapters-dir", tree)
+    assert done.returncode == 2
+    assert "error:" in done.stderr and "Traceback" not in done.stderr
+    assert "'ch99'" in done.stderr and "ch01" in done.stderr and "ch07" in done.stderr
+
+
+def test_unknown_example_lists_examples(tree: Path) -> None:
+    done = perflab("run", "--targets", "ch7:xx", "--no-track", "--chapters-dir", tree)
+    assert done.returncode == 2
+    assert "examples there: x," in done.stderr  # closest first
+
+
+def test_invalid_flag_value_names_the_field(tree: Path) -> None:
+    done = perflab("run", "--iterations", "0", "--no-track", "--chapters-dir", tree)
+    assert done.returncode == 2
+    assert "error:" in done.stderr and "iterations=0" in done.stderr
+
+
+def test_bad_config_file_is_an_error(tree: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "suite.yaml"
+    cfg.write_text("itrations: 3\n")
+    done = perflab("run", "--config", cfg, "--no-track", "--chapters-dir", tree)
+    assert done.returncode == 2 and "itrations" in done.stderr
+
+
+def test_verify_good_example(tree: Path) -> None:
+    done = perflab("verify", "--targets", "ch7:x", "--chapters-dir", tree)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for key in ("ch07:x:baseline", "ch07:x:optimized", "ch07:x:optimized_fast"):
+        assert f"ok {key}" in done.stdout
+
+
+def test_verify_reports_a_setup_failure(tree: Path) -> None:
+    done = perflab("verify", "--targets", "ch7:bad", "--chapters-dir", tree)
+    assert done.returncode == 1
+    line = next(ln for ln in done.stdout.splitlines() if "ch07:bad:baseline" in ln)
+    assert "failed" in line and "[setup]" in line and "planted failure in setup" in line
+    assert "ok ch07:bad:optimized" in done.stdout  # the next variant still ran
+
+
+def test_run_without_tracking_end_to_end(tree: Path) -> None:
+    done = perflab("run", "-t", "ch7:x", "--no-track", "--iterations", "3", "--warmup", "1", "--chapters-dir", tree)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3/3 variants ok, 2/2 pairs verified" in done.stdout
+    assert "optimized_orphan.py has no baseline_ partner" in done.stderr
+
+
+def test_run_with_a_wrong_output_fails(tree: Path) -> None:
+    done = perflab("run", "-t", "ch7:wrong", "--no-track", "--iterations", "3", "--warmup", "1", "--chapters-dir", tree)
+    assert done.returncode == 1
+    assert "NOT verified (mismatch)" in done.stdout
+    assert "0/1 pairs verified" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(["--gpus", "0,x"], "'0,x'"), (["--gpus", "0", "--jobs", "2"], "exclude each other")],
+)
+def test_bad_worker_flags_are_rejected(args: list[str], needle: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "perflab", "run", "--no-track", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and needle in done.stderr, done.stderr
+
+
+def test_jobs_on_cpu_gives_cpu_workers() -> None:
+    from bench.cli.run import workers_for as _workers
+
+    assert _workers("cpu", None, 3) == [{}, {}, {}]
+    assert _workers("cpu", "2,3", None) == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "3"}]

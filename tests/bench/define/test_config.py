@@ -1,0 +1,151 @@
+"""bench/define/config.py: one source of defaults, layering where only explicit fields win, errors that name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
+from bench.errors import ConfigError, PerflabError
+
+
+def test_defaults() -> None:
+    c = resolve_config()
+    assert c.setup_timeout_seconds == 30.0
+    assert c.warmup_timeout_seconds == 15.0
+    assert c.measurement_timeout_seconds == 15.0
+    assert c.profiling_timeout_seconds == 180.0
+    assert c.timeout_multiplier == 1.0
+    assert c.device == "auto"
+    assert c.poison_outputs is True
+    assert c.rtol is None  # the dtype's tolerance, never a blanket one
+    assert c.percentiles == [25.0, 50.0, 75.0, 90.0, 95.0, 99.0]
+
+
+def test_layers_later_wins() -> None:
+    suite = {"iterations": 10, "warmup": 3, "seed": 1}
+    own = BenchmarkConfig(iterations=20, seed=2)
+    cli = {"iterations": 40}
+    c = resolve_config(suite, own, cli)
+    assert c.iterations == 40  # CLI over get_config()
+    assert c.seed == 2  # get_config() over suite
+    assert c.warmup == 3  # suite over defaults
+
+
+def test_model_layer_only_overrides_fields_it_sets() -> None:
+    # BenchmarkConfig(iterations=5) carries warmup=5 as a default; it must not reset warmup=11.
+    c = resolve_config({"warmup": 11, "device": "cpu"}, BenchmarkConfig(iterations=5))
+    assert (c.iterations, c.warmup, c.device) == (5, 11, "cpu")
+
+
+def test_resolved_config_used_as_layer_keeps_only_explicit_fields() -> None:
+    inner = resolve_config({"warmup": 7})
+    c = resolve_config({"seed": 9, "warmup": 1}, inner)
+    assert (c.seed, c.warmup) == (9, 7)
+
+
+def test_none_layers_are_skipped() -> None:
+    assert resolve_config(None, {"iterations": 3}, None).iterations == 3
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("iterations", 0),
+        ("warmup", -1),
+        ("device", "tpu"),
+        ("device", "cuda:x"),
+        ("timeout_multiplier", -1),
+        ("setup_timeout_seconds", 0),
+        ("timing_mode", "wallclock"),
+        ("percentiles", [50.0, 101.0]),
+        ("rtol", 2.0),
+    ],
+)
+def test_invalid_value_names_field_and_value(field: str, value: object) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_config({field: value})
+    message = str(info.value)
+    assert field in message
+    assert repr(value) in message or str(value) in message
+
+
+def test_config_error_is_a_perflab_error_and_a_value_error() -> None:
+    with pytest.raises(PerflabError):
+        resolve_config({"iterations": 0})
+    with pytest.raises(ValueError):
+        resolve_config({"iterations": 0})
+
+
+def test_unknown_field_is_named_and_accepted_fields_listed() -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_config({"iterations": 3, "itertions": 5})
+    message = str(info.value)
+    assert "itertions" in message
+    assert "iterations" in message and "warmup" in message  # what is accepted
+
+
+def test_bad_layer_type_rejected() -> None:
+    with pytest.raises(ConfigError, match="list"):
+        resolve_config([("iterations", 3)])  # type: ignore[arg-type]
+
+
+def test_stage_limit_multiplies_by_timeout_multiplier() -> None:
+    c = resolve_config({"setup_timeout_seconds": 4, "warmup_timeout_seconds": 3, "timeout_multiplier": 2.5})
+    assert c.stage_limit("setup") == pytest.approx(10.0)
+    assert c.stage_limit("warmup") == pytest.approx(7.5)
+    assert c.stage_limit("measurement") == pytest.approx(15.0 * 2.5)
+    assert c.stage_limit("profiling") == pytest.approx(180.0 * 2.5)
+    # check and teardown are bounded by the setup limit
+    assert c.stage_limit("check") == c.stage_limit("teardown") == pytest.approx(10.0)
+
+
+def test_stage_limit_unknown_stage() -> None:
+    with pytest.raises(ConfigError, match="'compile'"):
+        resolve_config().stage_limit("compile")
+
+
+@pytest.mark.parametrize(
+    ("suffix", "text"),
+    [
+        (".json", json.dumps({"iterations": 12, "device": "cpu"})),
+        (".yaml", "iterations: 12\ndevice: cpu\n"),
+        (".yml", "iterations: 12\ndevice: cpu\n"),
+        (".toml", 'iterations = 12\ndevice = "cpu"\n'),
+    ],
+)
+def test_load_config_file(tmp_path: Path, suffix: str, text: str) -> None:
+    path = tmp_path / f"suite{suffix}"
+    path.write_text(text)
+    layer = load_config_file(path)
+    assert layer == {"iterations": 12, "device": "cpu"}
+    c = resolve_config(layer, {"warmup": 2})
+    assert (c.iterations, c.device, c.warmup) == (12, "cpu", 2)
+
+
+def test_load_config_file_missing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config_file(tmp_path / "nope.yaml")
+
+
+def test_load_config_file_bad_suffix(tmp_path: Path) -> None:
+    path = tmp_path / "suite.ini"
+    path.write_text("iterations=3\n")
+    with pytest.raises(ConfigError, match=r"'\.ini'"):
+        load_config_file(path)
+
+
+def test_load_config_file_unknown_field(tmp_path: Path) -> None:
+    path = tmp_path / "suite.json"
+    path.write_text(json.dumps({"iteratons": 3}))
+    with pytest.raises(ConfigError, match="iteratons"):
+        load_config_file(path)
+
+
+def test_load_config_file_not_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "suite.yaml"
+    path.write_text("- iterations\n- 3\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config_file(path)

@@ -1,0 +1,63 @@
+"""The recheck of a variant whose timed calls changed its set-up tensors (bench.isolate.recheck, judged by
+bench.measure.judge)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.define.result import VariantSpec
+from bench.isolate.runner import run_variant
+
+# The timed calls advance a step counter set up in setup() (harmless state); the calls from the set-up
+# state in the recheck's first two rounds are slow, as on a busy host. Set-ups are counted: the first is
+# the measurement's, then each round sets up twice (holding what the timed calls left, then from the
+# set-up state), so set-ups 3 and 5 are the first two rounds' calls from the set-up state.
+NOISY = '''
+import time
+import torch
+
+SETUPS = [0]
+SLOW = {SLOW}
+
+class Noisy:
+    def setup(self):
+        SETUPS[0] += 1
+        self.x = torch.randn(4096)
+        self.steps = torch.zeros(1)
+        self.out = torch.empty_like(self.x)
+
+    def benchmark_fn(self):
+        if SETUPS[0] in SLOW and float(self.steps) == 0:
+            time.sleep(0.05)
+        self.steps += 1
+        torch.mul(self.x, 2.0, out=self.out)
+
+    def teardown(self):
+        del self.x, self.steps, self.out
+
+    def get_output(self):
+        return self.out
+
+def get_benchmark():
+    return Noisy()
+'''
+
+
+def _run(tmp_path: Path, slow: set[int]) -> object:
+    path = tmp_path / "ch98" / "baseline_noisy.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(NOISY.replace("{SLOW}", repr(slow)))
+    spec = VariantSpec(chapter="ch98", example="noisy", variant="baseline", path=str(path))
+    return run_variant(spec, tmp_path / "wd", cli_layer={"device": "cpu", "iterations": 5, "warmup": 1})
+
+
+def test_slow_calls_in_the_first_rounds_are_noise_not_skipped_work(tmp_path: Path) -> None:
+    r = _run(tmp_path, {3, 5})
+    assert r.status == "ok", r.error
+    assert r.recheck is not None and r.recheck.mutated and r.recheck.restored_ms < 50
+
+
+def test_calls_from_the_set_up_state_slow_in_every_round_are_skipped_work(tmp_path: Path) -> None:
+    r = _run(tmp_path, set(range(2, 40)))
+    assert r.status == "invalid" and r.failed_stage == "recheck", r.error
+    assert "call from the set-up state" in r.error.message

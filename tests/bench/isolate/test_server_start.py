@@ -1,0 +1,140 @@
+"""What happens before the first variant: the server's Triton mode is guessed without importing torch
+in the parent (cuda_likely), and the server warms Triton's per-process caches (bench.isolate.warm) without
+initialising CUDA."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.isolate import process
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _python(code: str, **env: str | None) -> str:
+    environ = {k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT), **env}.items() if v is not None}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_cuda_likely_does_not_import_torch() -> None:
+    code = "import sys; from bench.isolate.process import cuda_likely; cuda_likely(); print('torch' in sys.modules)"
+    assert _python(code) == "False"
+
+
+@pytest.fixture
+def fake_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
+    """A torch package location with or without libtorch_cuda.so, and a fake NVML; returns a setter."""
+    import importlib.util
+
+    (tmp_path / "lib").mkdir()
+    spec = types.SimpleNamespace(submodule_search_locations=[str(tmp_path)])
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec if name == "torch" else real(name, *a))
+    monkeypatch.setattr(process, "_CUDA", None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    process._probe_cuda.cache_clear()  # each case probes its own fake machine
+    request.addfinalizer(process._probe_cuda.cache_clear)
+
+    def make(cuda_build: bool, gpus: int) -> None:
+        lib = tmp_path / "lib" / "libtorch_cuda.so"
+        if cuda_build:
+            lib.touch()
+        nvml = types.ModuleType("pynvml")
+        nvml.nvmlInit = lambda: None  # type: ignore[attr-defined]
+        nvml.nvmlShutdown = lambda: None  # type: ignore[attr-defined]
+        nvml.nvmlDeviceGetCount = lambda: gpus  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "pynvml", nvml)
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("cuda_build", "gpus", "visible", "expected"),
+    [
+        (True, 2, None, True),
+        (False, 2, None, False),  # a CPU build of torch sees no GPU
+        (True, 0, None, False),
+        (True, 2, "", False),  # CUDA_VISIBLE_DEVICES hides every GPU
+        (True, 2, "-1", False),
+        (True, 2, "1", True),
+    ],
+)
+def test_cuda_likely_guess(
+    fake_torch: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    cuda_build: bool,
+    gpus: int,
+    visible: str | None,
+    expected: bool,
+) -> None:
+    fake_torch(cuda_build, gpus)
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert process.cuda_likely() is expected
+
+
+def test_cuda_likely_defers_to_an_exact_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process, "_CUDA", True)
+    assert process.cuda_likely() is True
+
+
+@pytest.mark.parametrize("cold_start", [True, False])
+def test_a_wrong_cuda_guess_is_caught_and_rerun_cold(
+    tmp_path: Path, write_benchmark: Any, monkeypatch: pytest.MonkeyPatch, cold_start: bool
+) -> None:
+    """Before torch answers, children's environments go by cuda_likely(); guessed wrong (a GPU seen by
+    NVML, yet torch without one), the child refuses before its first stage, and the variant re-runs
+    cold in the environment torch's answer gives: never a CPU run in compiled-Triton mode."""
+    from bench.define.result import VariantSpec
+    from bench.isolate.runner import run_variant
+
+    path = write_benchmark(tmp_path / "ch01" / "baseline_guess.py")
+    spec = VariantSpec(chapter="ch01", example="guess", variant="baseline", path=str(path))
+    monkeypatch.setattr(process, "_CUDA", None)
+    monkeypatch.setattr(process, "cuda_likely", lambda: not _torch_cuda())
+    layer = {"iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0}
+    result = run_variant(spec, tmp_path / "wd", cli_layer=layer, cold_start=cold_start)
+    assert result.status == "ok", result.error
+    assert result.launch is not None and "guessed" in result.launch
+    assert process._CUDA == _torch_cuda()  # asked torch once the guess failed
+
+
+def _torch_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def test_server_preloads_the_warm_up_after_triton() -> None:
+    from bench.isolate.server import PRELOAD
+
+    assert PRELOAD.index("bench.isolate.warm") > PRELOAD.index("triton")
+
+
+triton = pytest.importorskip("triton")
+
+
+def test_warm_hashes_triton_once_and_leaves_cuda_alone() -> None:
+    """Compiled mode: triton_key() is computed in the server (children inherit it); CUDA untouched."""
+    code = (
+        "import torch, bench.isolate.warm as w, importlib\n"
+        "keys = [getattr(importlib.import_module(m), 'triton_key', None) for m in "
+        "('triton.runtime.cache', 'triton.compiler.compiler')]\n"
+        "cached = [k.cache_info().currsize for k in keys if k is not None and hasattr(k, 'cache_info')]\n"
+        "print(any(n == 1 for n in cached), torch.cuda.is_initialized(), any('triton_key' in x for x in w.WARMED))"
+    )
+    assert _python(code, TRITON_INTERPRET=None) == "True False True"
+
+
+def test_warm_does_nothing_for_interpreted_triton() -> None:
+    code = "import bench.isolate.warm as w; print(w.WARMED)"
+    assert _python(code, TRITON_INTERPRET="1") == "[]"

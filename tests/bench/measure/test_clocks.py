@@ -1,0 +1,282 @@
+"""bench/measure/clocks.py, gpu_clocks.py, timer.py: every clock honours one contract; modes are picked by device,
+never silently."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import torch
+
+from bench.measure.clocks import STABLE_WINDOW, CpuClock, drift_note, warm_up
+from bench.measure.gpu_clocks import CudaEventClock, CudaGraphClock
+from bench.measure.stopping import StopRule
+from bench.measure.timer import make_clock
+
+CUDA = torch.cuda.is_available()
+NO_CUDA = "needs a CUDA device; torch.cuda.is_available() is False on this machine"
+gpu = pytest.mark.skipif(not CUDA, reason=NO_CUDA)
+RULE = StopRule(noise_target=0.005, min_samples=10, min_seconds=0.0, max_seconds=0.5)
+
+# One contract, every timing mode (STYLE 12): (mode, device), skipped where the device is absent.
+MODES = [
+    pytest.param("cpu", "cpu", id="cpu"),
+    pytest.param("pytorch", "cpu", id="pytorch"),
+    pytest.param("cpu", "cuda", id="cpu-on-cuda", marks=gpu),
+    pytest.param("cuda_event", "cuda", id="cuda_event", marks=gpu),
+    pytest.param("cuda_graph", "cuda", id="cuda_graph", marks=gpu),
+    pytest.param("triton", "cuda", id="triton", marks=gpu),
+    pytest.param("pytorch", "cuda", id="pytorch-on-cuda", marks=gpu),
+]
+
+
+class Counter:
+    def __init__(self, sleep_s: float = 0.0) -> None:
+        self.calls = 0
+        self.sleep_s = sleep_s
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+
+
+@pytest.mark.parametrize(("mode", "device"), MODES)
+def test_clock_contract_fixed_iterations(mode: str, device: str) -> None:
+    clock = make_clock(mode, torch.device(device))
+    assert clock.mode == mode and clock.fallback is None
+    assert clock.method  # the result says how it was measured
+    x = torch.randn(1 << 16, device=device)
+    fn = lambda: x.mul_(1.0)  # noqa: E731
+    assert clock.first_call(fn) > 0
+    clock.warmup(fn, 2)
+    m = clock.measure(fn, 5, RULE)
+    assert 1 <= len(m.samples_ms) <= 5 if mode == "triton" else len(m.samples_ms) == 5
+    assert all(s > 0 for s in m.samples_ms)
+
+
+def test_cpu_sample_is_one_call_and_includes_host_time() -> None:
+    fn = Counter(sleep_s=0.002)
+    clock = CpuClock(min_warmup_s=0.0)
+    clock.first_call(fn)
+    clock.warmup(fn, 2)
+    warm = fn.calls - 1
+    m = clock.measure(fn, 5, RULE)
+    assert fn.calls == 1 + warm + 5 and clock.warmup_done == warm  # one call per sample, nothing hidden
+    assert m.stop_reason == "fixed_iterations"
+    assert all(2.0 <= s < 1000 for s in m.samples_ms)
+
+
+def test_cpu_warmup_lasts_at_least_its_floor_and_counts_its_calls(slow_start: Any) -> None:
+    """A process whose first 0.1 s runs an op 4x slower (as the H100 host's did): the warm-up outlasts it,
+    so the measurement reads the steady rate; the calls made are counted, not the count asked for."""
+    start = time.perf_counter()
+    op = slow_start(400e-6, 100e-6)
+    clock = CpuClock()
+    clock.warmup(op, 2)
+    assert clock.warmup_done > 2 and time.perf_counter() - start >= clock.min_warmup_s
+    m = clock.measure(op, 9, RULE)
+    assert max(sorted(m.samples_ms)[:5]) < 0.3  # 0.1 ms, not the slow phase's 0.4 ms
+
+
+def test_warmup_goes_on_until_calls_are_steady_whatever_the_count() -> None:
+    """INTEGRITY #15: an explicit count of 1 does not end the warm-up while calls still change. The issue's
+    case: a forked child's first 7 calls took 16 ms, then 0.02 ms; warm-up ends once two windows agree."""
+    times = iter([16.0] * 7 + [0.02] * 1000)
+    samples, stable = warm_up(lambda: next(times), 1, 0.0, 10.0)
+    assert stable and len(samples) > 7 + STABLE_WINDOW  # past the slow calls, and a window after them
+    assert next(times) == 0.02 and samples[-STABLE_WINDOW:] == [0.02] * STABLE_WINDOW
+
+
+def test_warmup_that_never_settles_says_so() -> None:
+    values = iter(float(1 + (i % 2) * 5) for i in range(10**6))  # alternating 1 and 6 ms
+    samples, stable = warm_up(lambda: next(values), 3, 0.0, 0.05)
+    assert not stable and len(samples) >= 3
+
+
+def test_drift_between_early_and_late_samples_is_noted() -> None:
+    steady = [1.0 + 0.001 * (i % 3) for i in range(60)]
+    assert drift_note(steady) is None
+    drifting = [1.0] * 30 + [1.2] * 30
+    note = drift_note(drifting)
+    assert note is not None and "+20.0 %" in note
+
+
+def test_cpu_batch_times_back_to_back_calls() -> None:
+    fn = Counter(sleep_s=0.0002)
+    batch = CpuClock().measure_batch(fn, per_call_ms=0.2)
+    assert batch is not None and batch.calls == 5  # ~1 ms of calls per sample
+    assert fn.calls == batch.calls * len(batch.samples_ms)
+    assert all(0.2 <= s < 50 for s in batch.samples_ms) and "back-to-back" in batch.method
+
+
+def test_cpu_adaptive_stops_on_noise_target_with_min_samples() -> None:
+    fn = Counter(sleep_s=0.001)
+    m = CpuClock().measure(fn, None, StopRule(noise_target=0.5, min_samples=12, min_seconds=0.0, max_seconds=5))
+    # Checked at 12 (met), confirmed at the next checkpoint, 25 % later: 15 samples.
+    assert m.stop_reason == "noise_target" and len(m.samples_ms) == 15 and m.target_met
+
+
+def test_cpu_clock_syncs_before_start_and_stop() -> None:
+    events: list[str] = []
+    clock = CpuClock(sync=lambda: events.append("sync"))
+    clock.measure(lambda: events.append("call"), 2, RULE)
+    assert events == ["sync", "call", "sync"] * 2
+    assert "synchronized" in clock.method
+
+
+def test_auto_on_cpu_is_cpu_clock() -> None:
+    clock = make_clock("auto", torch.device("cpu"))
+    assert isinstance(clock, CpuClock)
+    assert clock.mode == "cpu" and clock.sync is None and clock.l2_flushed is False and clock.fallback is None
+
+
+@pytest.mark.parametrize("mode", ["cuda_event", "cuda_graph", "triton"])
+def test_gpu_modes_on_cpu_fall_back_with_a_reason(mode: str) -> None:
+    clock = make_clock(mode, torch.device("cpu"))
+    assert clock.mode == "cpu"
+    assert clock.fallback is not None and mode in clock.fallback and "CUDA" in clock.fallback
+
+
+def test_unknown_mode_rejected() -> None:
+    with pytest.raises(ValueError, match="'wall'"):
+        make_clock("wall", torch.device("cpu"))
+
+
+@gpu
+def test_auto_on_cuda_is_event_clock_with_l2_flush() -> None:
+    clock = make_clock("auto", torch.device("cuda", 0))
+    assert isinstance(clock, CudaEventClock)
+    assert clock.l2_flushed and "L2 flushed" in clock.method
+    warm = make_clock("auto", torch.device("cuda", 0), flush_l2=False)
+    assert not warm.l2_flushed and "warm" in warm.method
+
+
+@gpu
+@pytest.mark.parametrize("cls", [CudaEventClock, CudaGraphClock])
+def test_event_clocks_count_device_time(cls: type) -> None:
+    clock = cls(torch.device("cuda", 0))
+    spin_cycles = int(clock._cycles_per_ms * 2.0)  # a kernel that runs ~2 ms on the device
+    fn = lambda: torch.cuda._sleep(spin_cycles)  # noqa: E731
+    clock.warmup(fn, 3)
+    m = clock.measure(fn, 5, RULE)
+    # The host returns from fn at once; the samples must still cover the 2 ms kernel.
+    assert all(1.5 <= s <= 20.0 for s in m.samples_ms), m.samples_ms
+    assert clock.fallback is None
+
+
+@gpu
+def test_sample_gap_idles_after_each_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sample_gap=k: after every sample the host sleeps k x the span the events measured."""
+    from bench.measure.guard import BOUND
+
+    slept: list[float] = []
+    monkeypatch.setattr(BOUND, "sleep", lambda s: slept.append(s))
+    x = torch.randn(2**22, device="cuda")
+    clock = make_clock("cuda_event", torch.device("cuda", 0), sample_gap=2.0)
+    m = clock.measure(lambda: x.mul_(1.0), 12, RULE)
+    assert len(slept) == len(m.samples_ms) == 12
+    assert slept == pytest.approx([2.0 * t / 1e3 for t in m.samples_ms])  # one call per sample here
+    assert "idle 2x" in clock.method
+
+
+def test_sample_gap_is_validated() -> None:
+    from bench.define.config import BenchmarkConfig
+
+    with pytest.raises(ValueError, match="sample_gap"):
+        BenchmarkConfig(sample_gap=-1.0)
+    assert make_clock("cuda_event", torch.device("cpu"), sample_gap=1.0).mode == "cpu"  # falls back, no error
+
+
+@gpu
+def test_side_stream_work_makes_the_measurement_invalid() -> None:
+    side = torch.cuda.Stream()
+    clock = CudaEventClock(torch.device("cuda", 0))
+    cycles = int(clock._cycles_per_ms * 1.0)
+
+    def fn() -> None:
+        with torch.cuda.stream(side):  # 1 ms of work the current stream's events never see
+            torch.cuda._sleep(cycles)
+
+    clock.warmup(fn, 2)
+    m = clock.measure(fn, 5, RULE)
+    assert clock.invalid and "unjoined side stream" in clock.invalid, (clock.notes, m.samples_ms)
+
+
+@gpu
+def test_joined_side_stream_is_timed_with_its_work() -> None:
+    side = torch.cuda.Stream()
+    clock = CudaEventClock(torch.device("cuda", 0))
+    cycles = int(clock._cycles_per_ms * 1.0)
+
+    def fn() -> None:
+        main = torch.cuda.current_stream()
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(cycles)
+        main.wait_stream(side)
+
+    clock.warmup(fn, 2)
+    m = clock.measure(fn, 5, RULE)
+    assert clock.invalid is None and all(s >= 0.9 for s in m.samples_ms), m.samples_ms
+
+
+@gpu
+def test_unforked_side_stream_is_invalid_though_joined() -> None:
+    """A side stream that does not wait for the current stream starts its work during the spin kernel, before
+    the start event: joined back or not, the events would time none of it."""
+    side = torch.cuda.Stream()
+    clock = CudaEventClock(torch.device("cuda", 0))
+    cycles = int(clock._cycles_per_ms * 0.5)
+
+    def fn() -> None:
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(cycles)
+        torch.cuda.current_stream().wait_stream(side)
+
+    clock.warmup(fn, 2)
+    assert clock.invalid and "without waiting for the current stream" in clock.invalid, clock.notes
+
+
+@gpu
+def test_tiny_kernel_cold_and_batch() -> None:
+    """INTEGRITY #1 and #14: a 1024-element add is ~1 µs on the device; one cold call costs the device a few
+    µs more (no launch latency: that would be 14-22 µs), back to back in a graph ~1 µs each."""
+    a = torch.arange(1024, device="cuda", dtype=torch.float32)
+    b, out = a.flip(0).contiguous(), torch.empty_like(a)
+    clock = CudaEventClock(torch.device("cuda", 0))
+    fn = lambda: torch.add(a, b, out=out)  # noqa: E731
+    clock.warmup(fn, 10)
+    m = clock.measure(fn, 50, RULE)
+    cold = sorted(m.samples_ms)[25]
+    assert cold < 0.008, f"cold median {cold * 1e3:.1f} us: launch latency is inside the sample"
+    batch = clock.measure_batch(fn, cold)
+    assert batch is not None and batch.calls > 100 and "CUDA-graph replay" in batch.method
+    assert sorted(batch.samples_ms)[len(batch.samples_ms) // 2] < cold
+    assert torch.equal(out, a + b)
+
+
+# Last on purpose: a failed capture leaves torch's CUDA RNG in capture state for this process (the
+# harness runs every variant in its own process, so only this test process is affected).
+@gpu
+def test_cuda_graph_falls_back_when_capture_is_impossible() -> None:
+    x = torch.arange(1024, device="cuda", dtype=torch.float32)
+    fn = lambda: float(x.sum().item())  # noqa: E731  (a host sync cannot be captured)
+    clock = CudaGraphClock(torch.device("cuda", 0))
+    clock.warmup(fn, 1)
+    assert clock.mode == "cuda_event" and clock.fallback and "capture failed" in clock.fallback
+    assert len(clock.measure(fn, 3, RULE).samples_ms) == 3
+
+
+def test_time_callable_is_the_harness_clock_for_code_outside_a_chapter() -> None:
+    """bench.measure.time_callable (the kernel sweeps' timing): the config's clock, its first call apart, a
+    warm-up to a steady state, then the fixed number of samples; their statistics."""
+    from bench.define.config import resolve_config
+    from bench.measure import time_callable
+
+    calls: list[int] = []
+    config = resolve_config({"device": "cpu", "iterations": 7, "warmup": 2, "min_warmup_seconds": 0.0})
+    stats = time_callable(lambda: calls.append(1), config, torch.device("cpu"))
+    assert stats.n == 7 and stats.min_ms >= 0.0 and stats.median_ms <= stats.max_ms
+    assert len(calls) >= 1 + 2 * STABLE_WINDOW + 7  # first call, a steady warm-up (two windows), the samples

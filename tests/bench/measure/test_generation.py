@@ -1,0 +1,394 @@
+"""bench.measure.generation: step timing, TTFT / TPOT / throughput, arrivals, protocol checks, the pair's speedup
+metric, and a token-generating pair run end to end through the harness on the CPU."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from bench.define.discovery import discover, select
+from bench.define.result import Generation, VariantResult, VariantSpec
+from bench.errors import ProtocolError
+from bench.isolate.suite import run_suite
+from bench.measure.compare import compare
+from bench.measure.generation import (
+    RequestSpec,
+    is_generating,
+    pair_speedup,
+    read_requests,
+    run_generation,
+    summarize,
+)
+from bench.measure.generation_clock import GenerationClock, generation_clock
+from bench.measure.stopping import StopRule
+
+
+class Engine:
+    """A fake engine with known costs: a step costs 1 unit + 1 unit per token it processes (a prefill counts the
+    prompt, a decode one token per running request); every admitted request gets a token per step.
+
+    Requests: r0 (prompt 4, 3 tokens, at 0), r1 (prompt 2, 2 tokens, at 0), r2 (prompt 3, 2 tokens, at 25 units).
+    Time line, in units: [0, 7] prefill r0 + r1 (6 tokens): first tokens of r0, r1 at 7; [7, 10] decode r0, r1;
+    [10, 12] decode r0 (r1 done); idle until 25; [25, 29] prefill r2; [29, 31] decode r2. So TTFT r0 7, r1 7,
+    r2 4; TPOT r0 (12 - 7) / 2 = 2.5, r1 3, r2 2; span 31, 7 tokens, idle 13.
+    """
+
+    PROMPTS, NEW, ARRIVALS, OFFSETS = (4, 2, 3), (3, 2, 2), (0.0, 0.0, 25.0), (0, 3, 5)
+
+    def __init__(self, unit_ms: float = 1.0, sleep: bool = False) -> None:
+        self.unit, self.sleep = unit_ms, sleep
+        self.out = torch.zeros(7, dtype=torch.int64)  # request r's tokens from offset OFFSETS[r]
+        self.start_generation()
+
+    def get_requests(self) -> list[dict[str, Any]]:
+        return [
+            {"prompt_tokens": p, "new_tokens": n, "arrival_ms": a * self.unit}
+            for p, n, a in zip(self.PROMPTS, self.NEW, self.ARRIVALS, strict=True)
+        ]
+
+    def start_generation(self) -> None:
+        self.waiting, self.running, self.emitted, self.cost = [0, 1, 2], [], [0, 0, 0], 0.0
+        self.nows: list[float] = []
+
+    def generate_step(self, now_ms: float) -> dict[int, int] | None:
+        self.nows.append(now_ms)
+        if not self.waiting and not self.running:
+            return None
+        new = [r for r in self.waiting if self.ARRIVALS[r] * self.unit <= now_ms]
+        self.waiting = [r for r in self.waiting if r not in new]
+        work = [*new] if new else list(self.running)
+        tokens = sum(self.PROMPTS[r] for r in new) if new else len(work)
+        self.cost = (1 + tokens) * self.unit
+        if self.sleep:
+            time.sleep(self.cost / 1e3)
+        self.running += new
+        for r in work:
+            self.out[self.OFFSETS[r] + self.emitted[r]] = 10 * r + self.emitted[r]
+            self.emitted[r] += 1
+        self.running = [r for r in self.running if self.emitted[r] < self.NEW[r]]
+        return {r: 1 for r in work}
+
+    def get_output(self) -> torch.Tensor:
+        return self.out
+
+
+def fake_timer(engine: Engine) -> Any:
+    """A step timer that reads the engine's own cost: exact times, no clock involved."""
+
+    def timer(call: Any) -> tuple[Any, float]:
+        out = call()
+        return out, engine.cost
+
+    return timer
+
+
+def test_ttft_tpot_span_and_idle_on_known_step_times() -> None:
+    e = Engine()
+    rec = run_generation(e, read_requests(e), fake_timer(e))
+    assert rec.steps_ms == [7, 3, 2, 4, 2]
+    assert rec.ttft_ms == [7, 7, 4]
+    assert rec.tpot_ms == [2.5, 3, 2]
+    assert rec.itl_ms == [3, 3, 2, 2]  # r0 and r1 at 10 (from 7), r0 at 12 (from 10), r2 at 31 (from 29)
+    assert (rec.span_ms, rec.tokens, rec.idle_ms) == (31, 7, 13)
+    assert e.nows == [0, 7, 10, 25, 29, 31]  # the engine never saw the idle gap: the clock jumped to r2's arrival
+    s = summarize([rec, rec], read_requests(e), "tpot")
+    assert s["ttft_ms"]["median"] == 7 and s["tpot_ms"]["median"] == 2.5
+    assert s["tokens_per_s"] == pytest.approx(7 / 0.031) and s["requests_per_s"] == pytest.approx(3 / 0.031)
+    assert s["steps"] == 5 and s["idle_ms"] == 13 and s["prompt_tokens"] == 9
+    assert s["arrival"] == "3 requests arriving over 0-25 ms"
+    gen = Generation(**s)
+    assert gen.metrics() == {
+        "tokens_per_s": pytest.approx(7 / 0.031),
+        "requests_per_s": pytest.approx(3 / 0.031),
+        "ttft_median_ms": 7,
+        "ttft_p90_ms": 7,
+        "ttft_p99_ms": 7,
+        "tpot_median_ms": 2.5,
+        "tpot_p90_ms": 3.0,  # pooled [2, 2, 2.5, 2.5, 3, 3]: p90 interpolates between the two 3s
+        "tpot_p99_ms": 3.0,
+        "itl_median_ms": 2.5,
+        "itl_p90_ms": 3.0,
+        "itl_p99_ms": 3.0,
+    }
+
+
+def test_cpu_clock_measures_the_step_times() -> None:
+    """Through the real clock (perf_counter), steps that sleep 8 ms a unit: TTFT and TPOT come out in proportion
+    (a TPOT that counted the first token, or a TTFT from the generation's start, would not)."""
+    unit = 8.0
+    e = Engine(unit_ms=unit, sleep=True)
+    clock = generation_clock(e, None, torch.device("cpu"))
+    assert isinstance(clock, GenerationClock) and clock.mode == "cpu"
+    clock.min_warmup_s = 0.0
+    m = clock.measure(lambda: None, 2, StopRule())
+    assert len(m.samples_ms) == 2
+    rec = clock.records[0]
+    for got, want in zip(rec.ttft_ms, [7, 7, 4], strict=True):
+        assert want * unit <= got < want * unit * 1.3 + 3
+    for got, want in zip(rec.tpot_ms, [2.5, 3, 2], strict=True):
+        assert want * unit * 0.9 <= got < want * unit * 1.3 + 3  # type: ignore[operator]
+    assert 31 * unit <= rec.span_ms < 31 * unit * 1.3 + 10
+    assert rec.idle_ms < 13 * unit  # steps ran long, the gap to r2 shrank: never more than 13 units
+    assert clock.wrote_output() is True
+
+
+def test_unfinished_request_is_a_protocol_error() -> None:
+    e = Engine()
+    steps = iter([{0: 3, 1: 2}, None])
+    e.generate_step = lambda now_ms: next(steps)  # type: ignore[method-assign]
+    clock = generation_clock(e, None, torch.device("cpu"))
+    assert clock is not None
+    with pytest.raises(ProtocolError, match="1 request\\(s\\) unfinished: request 2 emitted 0 of 2 tokens"):
+        clock.measure(lambda: None, 1, StopRule())
+
+
+def test_poison_left_in_the_output_is_reported() -> None:
+    e = Engine()
+    step = e.generate_step
+
+    def lazy(now_ms: float) -> dict[int, int] | None:
+        out = step(now_ms)
+        e.out[6] = -1  # r2's last token is never written
+        return out
+
+    e.generate_step = lazy  # type: ignore[method-assign]
+    clock = generation_clock(e, None, torch.device("cpu"))
+    assert clock is not None
+    clock.measure(lambda: None, 1, StopRule())
+    assert clock.wrote_output() is False
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ({0: 1, 2: 1}, "request 2 emitted a token before its arrival at 25 ms"),
+        ({0: 4}, "request 0 emitted 4 tokens, declared new_tokens=3"),
+        ({5: 1}, r"request index 5 is not in 0..2"),
+        ({0: -1}, "request 0 emitted -1 tokens"),
+        ([1, 1], "returned 2 counts for 3 requests"),
+        ("x", "returned str"),
+    ],
+)
+def test_engine_mistakes_are_protocol_errors(bad: Any, message: str) -> None:
+    e = Engine()
+    e.generate_step = lambda now_ms: bad  # type: ignore[method-assign]
+    with pytest.raises(ProtocolError, match=message):
+        run_generation(e, read_requests(e), fake_timer(e))
+
+
+def test_a_waiting_engine_moves_the_clock_to_the_next_arrival() -> None:
+    """A static batcher that waits for its batch: an empty result means "nothing until more arrive"."""
+    e = Engine()
+    e.get_requests = lambda: [{"new_tokens": 1}, {"new_tokens": 1, "arrival_ms": 40.0}]  # type: ignore[method-assign]
+    e.cost = 1.0
+    steps = iter([{}, {0: 1, 1: 1}, None])
+    seen: list[float] = []
+    e.generate_step = lambda now_ms: seen.append(now_ms) or next(steps)  # type: ignore[method-assign]
+    rec = run_generation(e, read_requests(e), fake_timer(e))
+    assert seen == [0.0, 40.0, 41.0]
+    assert rec.ttft_ms == [41.0, 1.0] and rec.idle_ms == 39.0 and rec.span_ms == 41.0
+    steps = iter([{}])
+    e.get_requests = lambda: [{"new_tokens": 1}]  # type: ignore[method-assign]
+    with pytest.raises(ProtocolError, match="did nothing with every request arrived and 1 unfinished"):
+        run_generation(e, read_requests(e), fake_timer(e))
+
+
+def test_zero_counts_are_work_without_tokens() -> None:
+    e = Engine()
+    e.get_requests = lambda: [{"new_tokens": 1}]  # type: ignore[method-assign]
+    e.cost = 2.0
+    steps = iter([{0: 0}, {0: 0}, {0: 1}, None])  # two prefill chunks, then the token
+    e.generate_step = lambda now_ms: next(steps)  # type: ignore[method-assign]
+    rec = run_generation(e, read_requests(e), fake_timer(e))
+    assert rec.ttft_ms == [6.0] and rec.steps_ms == [2.0, 2.0, 2.0] and rec.tpot_ms == [None]
+
+
+def test_counts_as_sequence_or_tensor() -> None:
+    for counts in ([1, 1, 0], torch.tensor([1, 1, 0])):
+        e = Engine()
+        calls = iter([counts, None])
+        e.generate_step = lambda now_ms, c=calls: next(c)  # type: ignore[misc]
+        e.get_requests = lambda: [{"new_tokens": 1}, {"new_tokens": 1}, {"new_tokens": 1, "arrival_ms": 0}]  # type: ignore[method-assign]
+        with pytest.raises(ProtocolError, match="request 2 emitted 0 of 1"):
+            run_generation(e, read_requests(e), fake_timer(e))
+
+
+def test_protocol_declaration_and_requests_checked() -> None:
+    assert not is_generating(object())
+    assert is_generating(Engine())
+
+    class Half:
+        def generate_step(self, now_ms: float) -> None: ...
+
+    with pytest.raises(ProtocolError, match="defines generate_step but not get_requests, start_generation"):
+        is_generating(Half())
+    e = Engine()
+    e.get_requests = lambda: [{"new_tokens": 0}]  # type: ignore[method-assign]
+    with pytest.raises(ProtocolError, match="request 0: new_tokens=0 must be an int >= 1"):
+        read_requests(e)
+    e.get_requests = lambda: [RequestSpec(new_tokens=2, arrival_ms=-1.0)]  # type: ignore[method-assign]
+    with pytest.raises(ProtocolError, match="arrival_ms=-1.0"):
+        read_requests(e)
+    e = Engine()
+    e.speedup_metric = lambda: "latency"  # type: ignore[attr-defined]
+    with pytest.raises(ProtocolError, match="speedup_metric\\(\\) returned 'latency'; accepted: ttft, tpot"):
+        generation_clock(e, None, torch.device("cpu"))
+
+
+def _result(variant: str, gen: dict[str, Any] | None, median: float = 10.0) -> VariantResult:
+    from bench.define.result import Timing, TimingStats
+
+    stats = TimingStats(
+        n=3, mean_ms=median, median_ms=median, std_ms=0, min_ms=median, max_ms=median, iqr_ms=0, cv=0,
+        percentiles_ms={},
+    )
+    base = {
+        "requests": 4, "tokens": 40, "arrival": "", "samples": 3, "steps": 10, "step_ms": {"median": 1.0},
+        "speedup_metric": "time", "tokens_per_s": 100.0, "requests_per_s": 10.0,
+        "ttft_ms": {"median": 8.0, "p90": 9.0, "p99": 9.9}, "tpot_ms": {"median": 2.0, "p90": 3.0, "p99": 3.9},
+        "itl_ms": {"median": 2.0, "p90": 6.0, "p99": 9.9},
+    }
+    return VariantResult(
+        spec=VariantSpec(chapter="ch15", example="x", variant=variant, path="/x"),
+        status="ok",
+        device="cpu",
+        timing=Timing(mode="cpu", method="", samples_ms=[median] * 3, stats=stats),
+        generation=Generation(**{**base, **gen}) if gen is not None else None,
+    )
+
+
+@pytest.mark.parametrize(
+    "metric,opt,want",
+    [
+        ("ttft", {"ttft_ms": {"median": 2.0}}, 4.0),
+        ("tpot", {"tpot_ms": {"median": 0.5}}, 4.0),
+        ("throughput", {"tokens_per_s": 250.0}, 2.5),
+        ("ttft_p99", {"ttft_ms": {"median": 8.0, "p90": 3.0, "p99": 3.3}}, 3.0),
+        ("itl_p90", {"itl_ms": {"median": 1.0, "p90": 1.5, "p99": 2.0}}, 4.0),
+        ("time", {}, 2.0),
+    ],
+)
+def test_speedup_on_the_named_metric(metric: str, opt: dict[str, Any], want: float) -> None:
+    b = _result("baseline", {})
+    o = _result("optimized", {"speedup_metric": metric, **opt}, median=5.0)
+    assert pair_speedup(b, o, 2.0) == (pytest.approx(want), metric)
+    c = compare(b, o)
+    assert c.speedup == pytest.approx(want) and c.speedup_metric == metric
+
+
+def test_speedup_falls_back_to_time_without_the_metric() -> None:
+    b = _result("baseline", None)
+    o = _result("optimized", {"speedup_metric": "ttft"}, median=5.0)
+    assert pair_speedup(b, o, 2.0) == (2.0, "time")
+    o = _result("optimized", {"speedup_metric": "tpot", "tpot_ms": None}, median=5.0)
+    assert pair_speedup(_result("baseline", {}), o, 2.0) == (2.0, "time")
+
+
+def test_tracking_logs_the_generation_metrics() -> None:
+    from bench.record.contract import variant_metrics
+
+    metrics = variant_metrics(_result("optimized", {"speedup_metric": "tpot"}))
+    assert {k: metrics[k] for k in metrics if k.startswith(("ttft", "tpot", "itl", "tokens", "requests"))} == {
+        "ttft_median_ms": 8.0, "ttft_p90_ms": 9.0, "ttft_p99_ms": 9.9, "tpot_median_ms": 2.0, "tpot_p90_ms": 3.0,
+        "tpot_p99_ms": 3.9, "tokens_per_s": 100.0, "requests_per_s": 10.0, "itl_median_ms": 2.0, "itl_p90_ms": 6.0,
+        "itl_p99_ms": 9.9,
+    }
+    assert "time_median_ms" in metrics
+
+
+# --------------------------------------------------------------------------- end to end, through the harness
+
+ENGINE_FILE = '''
+import time
+import torch
+
+DECODE_S = {decode_s}
+CHEAT = {cheat}
+
+
+class Bench:
+    """Requests 0..4 of 1..5 tokens arriving 0, 0, 1, 2, 3 ms; a step emits a token for every admitted one."""
+
+    def setup(self):
+        self.out = torch.zeros(15, dtype=torch.int64)  # request i's tokens at offset i * (i + 1) / 2
+        if CHEAT:  # the answer written once, in setup: the steps only count
+            self.out.copy_(torch.arange(15))
+
+    def get_requests(self):
+        return [{{"new_tokens": i + 1, "arrival_ms": float(max(i - 1, 0)), "prompt_tokens": 3}} for i in range(5)]
+
+    def speedup_metric(self):
+        return "tpot"
+
+    def start_generation(self):
+        self.n = [0] * 5
+
+    def generate_step(self, now_ms):
+        if all(self.n[i] == i + 1 for i in range(5)):
+            return None
+        time.sleep(DECODE_S)
+        emitted = {{}}
+        for i in range(5):
+            if max(i - 1, 0) <= now_ms and self.n[i] < i + 1:
+                if not CHEAT:
+                    self.out[i * (i + 1) // 2 + self.n[i]] = i * (i + 1) // 2 + self.n[i]
+                self.n[i] += 1
+                emitted[i] = 1
+        return emitted
+
+    def benchmark_fn(self):
+        self.start_generation()
+        while self.generate_step(float("inf")) is not None:
+            pass
+
+    def teardown(self):
+        pass
+
+    def get_output(self):
+        return self.out
+
+
+def get_benchmark():
+    return Bench()
+'''
+
+
+def test_generating_pair_through_the_harness(tmp_path: Path) -> None:
+    root = tmp_path / "chapters"
+    (root / "ch15").mkdir(parents=True)
+    (root / "ch15" / "baseline_gen.py").write_text(ENGINE_FILE.format(decode_s=0.004, cheat=False))
+    (root / "ch15" / "optimized_gen.py").write_text(ENGINE_FILE.format(decode_s=0.001, cheat=False))
+    (root / "ch15" / "baseline_cheat.py").write_text(ENGINE_FILE.format(decode_s=0.001, cheat=False))
+    (root / "ch15" / "optimized_cheat.py").write_text(ENGINE_FILE.format(decode_s=0.001, cheat=True))
+    cli = {"iterations": 4, "warmup": 1, "min_warmup_seconds": 0.0}
+    suite = run_suite(select(discover(root)), cli_layer=cli, workdir=tmp_path / "w")
+    results = {v.spec.key: v for v in suite.variants}
+    base = results["ch15:gen:baseline"]
+    assert base.status == "ok", base.error
+    gen = base.generation
+    assert gen is not None and gen.samples == 4 and gen.requests == 5 and gen.tokens == 15
+    assert gen.speedup_metric == "tpot" and gen.arrival == "5 requests arriving over 0-3 ms"
+    assert gen.tpot_ms is not None and gen.tpot_ms["median"] >= 4.0  # each decode step sleeps 4 ms
+    assert base.timing is not None and len(base.timing.samples_ms) == 4 and base.timing.mode == "cpu"
+    assert "token generation" in base.timing.method
+    pair = next(c for c in suite.comparisons if c.example == "gen")
+    assert pair.status == "ok" and pair.verification.verified, pair.verification.detail
+    assert pair.speedup_metric == "tpot" and pair.speedup is not None and pair.speedup > 1.5
+    cheat = results["ch15:cheat:optimized"]
+    assert cheat.status == "invalid" and cheat.output is not None and cheat.output.timed_calls_wrote_output is False
+
+
+def test_token_mismatch_says_which_entries_differ() -> None:
+    """A greedy flip in one request diverges from there on: the detail says how many tokens and where."""
+    from bench.measure.verify import compare_tensors
+
+    ref = torch.arange(40, dtype=torch.int64)
+    out = ref.clone()
+    out[25:30] = 3
+    v = compare_tensors([ref], [out], None)
+    assert not v.verified and v.outcome == "mismatch"
+    assert v.detail.endswith("(int64); 5 of 40 entries differ, the first at flat index 25")

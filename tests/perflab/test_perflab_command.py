@@ -1,0 +1,42 @@
+"""perflab/cli.py: one command assembled from bench's commands and those of the packages built on it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from perflab.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+COMMANDS = {"run", "list", "verify", "profile", "selfcheck", "show", "overhead", "compare", "report", "regressions",
+            "peak", "readme", "kernels"}  # fmt: skip
+GROUPS = {"server", "expectations", "sweep"}
+
+
+def test_every_subcommand_is_there() -> None:
+    commands = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
+    groups = {g.name for g in app.registered_groups}
+    assert commands == COMMANDS and groups == GROUPS
+    out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    assert all(name in out for name in COMMANDS | GROUPS)
+
+
+def test_python_m_perflab_is_the_command_and_bad_input_is_one_line() -> None:
+    env = {**os.environ, "COLUMNS": "300"}  # unwrapped
+    done = subprocess.run([sys.executable, "-m", "perflab", "run", "--targets", "ch999", "--no-track"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: unknown chapter 'ch999'") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_bench_never_imports_the_command() -> None:
+    """The dependency points one way: importing the harness (and its CLI) loads no package built on it."""
+    code = ("import sys, bench, bench.cli; "
+            "print(sorted(m for m in ('perflab', 'analysis', 'sweeps', 'kernels') if m in sys.modules))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
