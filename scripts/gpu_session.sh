@@ -89,7 +89,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       $T python3 scripts/timing/side_stream_probe.py "${PERFLAB_SIDEPROBE_N:-40}" > "$OUT/side_stream_probe.md" 2>&1
       echo "sideprobe exit $?"; cat "$OUT/side_stream_probe.md" ;;
     exploits)  # issue 19: the exploit catalog and the clock tests on the GPU (side streams, CUDA events)
-      $T python3 -m pytest -q -p no:cacheprovider tests/bench/test_exploits.py tests/bench/measure/test_clocks.py \
+      $T python3 -m pytest -q -p no:cacheprovider tests/bench/test_exploits.py tests/bench/measure/test_clocks.py tests/bench/measure/test_streams.py \
         tests/bench/measure/test_memory.py > "$OUT/exploits.log" 2>&1
       echo "exploits exit $?"; grep -E "passed|failed|FAILED|Error" "$OUT/exploits.log" | tail -20 ;;
     aa)  # issue 19: A/A pairs (each baseline against a copy of itself): how often the 95 % interval holds 1.0
