@@ -149,7 +149,6 @@ def _check(v: SetUp, poisoned: bool, memory: dict[str, Any] | None) -> tuple[Any
     """The check stage: the outputs saved for the comparison (and whether the timed calls overwrote the
     poison), ``validate_result()``, the declared work, the memory; a sample of the timed calls' output and the
     set-up tensors they changed, for the recheck."""
-    import torch
 
     from bench.measure import guard, outputs
 
@@ -159,7 +158,7 @@ def _check(v: SetUp, poisoned: bool, memory: dict[str, Any] | None) -> tuple[Any
     if tensors is not None:
         if poisoned:  # on the tensors' own device: one reduction on the GPU, not a pass over a host copy
             output["timed_calls_wrote_output"] = not any(
-                bool(torch.isnan(t).any()) for t in tensors if t.is_floating_point() or t.is_complex()
+                guard.has_nan(t) for t in tensors if t.is_floating_point() or t.is_complex()
             )
         path = os.path.join(v.job["workdir"], "outputs")
         if v.gen is not None:  # the generation clock poisoned the outputs before every generation

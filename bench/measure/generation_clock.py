@@ -23,6 +23,7 @@ from bench.measure.generation import (
     speedup_metric,
     summarize,
 )
+from bench.measure.guard import has_nan
 from bench.measure.stopping import Measurement, StopRule, sample_until
 
 __all__ = ["GenerationClock", "RequestSpec", "generation_clock"]
@@ -110,11 +111,10 @@ class GenerationClock:
                 t.fill_(-1)
 
     def _poisoned(self) -> bool:
-        import torch
 
         for t in self._outputs():
             if t.is_floating_point() or t.is_complex():
-                if bool(torch.isnan(t).any()):
+                if has_nan(t):
                     return True
             elif t.dtype.is_signed and bool((t == -1).any()):
                 return True

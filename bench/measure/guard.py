@@ -255,6 +255,23 @@ def describe(t: Any) -> str:
     return f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
 
 
+def has_nan(t: Any) -> bool:
+    """Whether floating tensor ``t`` holds a NaN: in chunks of ``_CHUNK`` elements (bounded temporaries, none
+    billed to the variant's memory worth counting), FP8 widened to fp16 first (torch has no reductions or
+    comparisons for FP8 on a GPU)."""
+    import torch
+
+    wide = t.element_size() == 1  # float8_e4m3fn, float8_e5m2, ...
+    if not t.is_contiguous():
+        return bool(torch.isnan(t.to(torch.float16) if wide else t).any())
+    flat = t.reshape(-1)
+    for start in range(0, flat.numel(), _CHUNK):
+        part = flat[start : start + _CHUNK]
+        if bool(torch.isnan(part.to(torch.float16) if wide else part).any()):
+            return True
+    return False
+
+
 def perturb(tensors: dict[str, Any]) -> int:
     """Map every finite floating value x of ``tensors`` to x·(1 + ½·sin 7x), in place; returns how many
     tensors were changed (integer and bool tensors, indices among them, are left as they are)."""

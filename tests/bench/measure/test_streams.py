@@ -78,3 +78,20 @@ def test_unjoined_names_each_stream_and_what_it_skipped(
         assert reason is None
     else:
         assert reason is not None and reason.startswith("work on an unjoined side stream: ") and expected in reason
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2])
+def test_has_nan_in_any_float_dtype_and_chunk(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The poison checks read FP8 outputs too (torch has no NaN test or sum for FP8 on a GPU: a chapter-19 FP8
+    output failed its warm-up there), in chunks, and a strided view as a whole."""
+    from bench.measure import guard
+
+    monkeypatch.setattr(guard, "_CHUNK", 7)  # several chunks, the NaN in the last, short one
+    x = torch.randn(50).to(dtype)
+    assert not guard.has_nan(x)
+    x[49] = float("nan")
+    assert guard.has_nan(x)
+    y = torch.randn(6, 5).to(dtype).t()
+    assert not guard.has_nan(y)
+    y[4, 5] = float("nan")
+    assert guard.has_nan(y)
