@@ -1,0 +1,116 @@
+"""TTFT and TPOT as perflab reports them, against an independent measurement of the same engine.
+
+The independent side is a plain loop over the benchmark's own protocol (``start_generation``,
+``generate_step``) with CUDA events around every step (``perf_counter`` with the device synchronized on a
+CPU) and nothing of the harness but the seed: per request, its first token's time is the end of the step
+that emitted it (TTFT, every request arriving at 0) and TPOT is (last - first) / (tokens - 1); medians over
+the requests of ``--generations`` generations. The harness's side is ``perflab run`` on the same file, in
+its own child. Both sides use the benchmark's full size on a GPU. Request sets with later arrivals are
+refused (the plain loop has no clock that jumps to an arrival).
+
+    python3 scripts/timing/generation_probe.py chapters/ch15/optimized_kv_cache.py [--generations 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from bench import BenchmarkConfig, run_suite  # noqa: E402
+from bench.define.context import make_context, set_context  # noqa: E402
+from bench.define.discovery import Example  # noqa: E402
+from bench.define.protocol import load_benchmark  # noqa: E402
+from bench.define.result import VariantSpec  # noqa: E402
+
+
+def _steps(obj: object, device: torch.device) -> list[tuple[float, dict[int, int]]]:
+    """One generation: each step's end time (ms since the first step began) and the tokens it emitted."""
+    obj.start_generation()  # type: ignore[attr-defined]
+    out: list[tuple[float, dict[int, int]]] = []
+    now = 0.0
+    while True:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            emitted = obj.generate_step(now)  # type: ignore[attr-defined]
+            end.record()
+            end.synchronize()
+            now += start.elapsed_time(end)
+        else:
+            t0 = time.perf_counter()
+            emitted = obj.generate_step(now)  # type: ignore[attr-defined]
+            now += (time.perf_counter() - t0) * 1e3
+        if emitted is None:
+            return out
+        counts = dict(emitted) if hasattr(emitted, "items") else dict(enumerate(emitted))
+        out.append((now, {i: int(c) for i, c in counts.items() if int(c) > 0}))
+
+
+def independent(path: Path, generations: int) -> tuple[float, float]:
+    config = BenchmarkConfig()
+    ctx = make_context(config)
+    set_context(ctx)
+    torch.manual_seed(config.seed)
+    obj = load_benchmark(path)
+    obj.setup()
+    requests = obj.get_requests()  # type: ignore[attr-defined]
+    arrivals = [float(r["arrival_ms"] if isinstance(r, dict) else getattr(r, "arrival_ms", 0.0)) for r in requests]
+    if any(a > 0 for a in arrivals):
+        raise SystemExit(f"{path}: requests arrive after 0 ms; this probe times request sets that arrive at once")
+    _steps(obj, ctx.device)  # warm-up: allocator, kernels, graphs
+    ttft: list[float] = []
+    tpot: list[float] = []
+    for _ in range(generations):
+        first: dict[int, float] = {}
+        last: dict[int, float] = {}
+        tokens: dict[int, int] = {}
+        for t, emitted in _steps(obj, ctx.device):
+            for i, c in emitted.items():
+                first.setdefault(i, t)
+                last[i] = t
+                tokens[i] = tokens.get(i, 0) + c
+        ttft += list(first.values())
+        tpot += [(last[i] - first[i]) / (tokens[i] - 1) for i in first if tokens[i] > 1]
+    obj.teardown()
+    set_context(None)
+    return statistics.median(ttft), statistics.median(tpot)
+
+
+def harness(path: Path) -> tuple[float, float]:
+    spec = VariantSpec(chapter=path.parent.name, example="probe", variant="baseline", path=str(path))
+    with tempfile.TemporaryDirectory() as wd:
+        suite = run_suite([Example(path.parent.name, "probe", spec, [])], workdir=wd)
+    (result,) = suite.variants
+    gen = result.generation
+    if result.status != "ok" or gen is None or gen.tpot_ms is None:
+        raise SystemExit(f"{path}: the harness's run ended {result.status}: {result.error}")
+    return gen.ttft_ms["median"], gen.tpot_ms["median"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path, help="a token-generating benchmark file")
+    parser.add_argument("--generations", type=int, default=5)
+    args = parser.parse_args()
+    args.path = args.path.resolve()
+    ttft_i, tpot_i = independent(args.path, args.generations)
+    ttft_h, tpot_h = harness(args.path)
+    print(f"{args.path} on {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'the CPU'}\n")
+    print("| metric | perflab ms | independent ms | perflab / independent |")
+    print("|---|---:|---:|---:|")
+    for name, h, i in (("TTFT median", ttft_h, ttft_i), ("TPOT median", tpot_h, tpot_i)):
+        print(f"| {name} | {h:.3f} | {i:.3f} | {h / i:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
