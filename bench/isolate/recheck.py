@@ -118,22 +118,27 @@ def _restore(inputs: dict[str, Any], left: dict[str, Any]) -> None:
         synchronize(next(iter(left.values())).device)
 
 
-def changed_inputs(obj: Any, inputs: dict[str, Any], fn: Any, device: Any, job: Any) -> None:
+def changed_inputs(obj: Any, inputs: dict[str, Any], fn: Any, device: Any, job: Any, world: int = 1) -> None:
     """Change every floating tensor set up in setup() (``inputs``: not those made later, a cache among them)
     in place (bench.measure.guard.perturb), make one call, and keep a sample of its output: it must differ from
-    before, and match the baseline's on the same change."""
+    before, and match the baseline's on the same change. A variant's ranks each change their own inputs, and all
+    make the call when any changed one (rank 0's output may hang on another rank's inputs)."""
+    from bench.isolate.ranks import any_rank
     from bench.measure import guard, outputs
 
     before = outputs_of(obj)
-    if before is None:
+    if before is None and world == 1:
         return
-    sample = guard.subsample(before)
+    sample = guard.subsample(before) if before is not None else []
     changed = guard.perturb(inputs)
-    if not changed:
-        send("fresh", perturbed=0, path=None, tensors=[], output_changed=None)
+    if not any_rank(changed > 0, world):
+        if before is not None:
+            send("fresh", perturbed=0, path=None, tensors=[], output_changed=None)
         return
     fn()
     synchronize(device)
+    if before is None:
+        return
     fresh = guard.subsample(outputs_of(obj) or [])
     differs = len(fresh) != len(sample) or any(
         a.shape != b.shape or not bool((a == b).all()) for a, b in zip(sample, fresh, strict=False)
