@@ -30,7 +30,7 @@ import torch
 
 from bench import BenchmarkConfig, context
 
-WORLD_SIZE = 2  # ranks of every variant here (the H200 x 2 host); a CLI layer's world_size overrides it
+WORLD_SIZE = 2  # ranks of every variant here (the H200 x 2 host); a cli_layer's world_size (run_suite) outranks it
 # A rank's start (a fresh interpreter importing torch, ~6 s on the H100 host, then NCCL's communicator) counts
 # in the set-up stage: twice its default limit.
 SETUP_LIMIT_S = 60.0
