@@ -64,6 +64,13 @@ class _Ranks:
     rank_samples_ms: list[list[float]] | None
     _now: float
     _last: list[float]
+    # the clock's own (CudaEventClock's, CpuClock's)
+    min_warmup_s: float
+    max_warmup_s: float
+    warmup_done: int
+    stable: bool | None
+    notes: list[str]
+    eager_ms: float | None
 
     def _ranks(self, world: int) -> None:
         self.world = world
@@ -109,9 +116,15 @@ class _Ranks:
 
         return sample_until(sample, iterations, rule, now=self.now)
 
-    def _warming(self, one: Callable[[], float], n: int, min_s: float, max_s: float) -> tuple[list[float], bool]:
+    def _warm(self, one: Callable[[], float], n: int) -> list[float]:
+        """Warm-up to a steady state (bench.measure.clocks.warm_up) on the agreed samples and clock."""
         self._start_clock()
-        return warm_up(one, n, min_s, max_s, now=self.now)
+        samples, self.stable = warm_up(one, n, self.min_warmup_s, self.max_warmup_s, now=self.now)
+        self.warmup_done = len(samples)
+        self.eager_ms = statistics.median(samples[-STABLE_WINDOW:])
+        if not self.stable:
+            self.notes.append(unsteady(samples, self.max_warmup_s))
+        return samples
 
     def cpu_s(self) -> float:
         """CPU seconds of every rank's process (bench.isolate.timed: the host's busy share leaves them out)."""
@@ -169,12 +182,7 @@ class RanksEventClock(_Ranks, CudaEventClock):
         return self._agree(CudaEventClock.first_call(self, fn))
 
     def warmup(self, fn: Fn, n: int) -> None:
-        samples, self.stable = self._warming(lambda: self.eager(fn), n, self.min_warmup_s, self.max_warmup_s)
-        self.warmup_done = len(samples)
-        self.eager_ms = statistics.median(samples[-STABLE_WINDOW:])
-        if not self.stable:
-            self.notes.append(unsteady(samples, self.max_warmup_s))
-        self._judge(len(samples), "warm-up ")
+        self._judge(len(self._warm(lambda: self.eager(fn), n)), "warm-up ")
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         m = self._sampling(lambda: self.one(fn), iterations, rule)
@@ -224,11 +232,7 @@ class RanksHostClock(_Ranks, CpuClock):
         return self.one(fn)
 
     def warmup(self, fn: Fn, n: int) -> None:
-        samples, self.stable = self._warming(lambda: self.one(fn), n, self.min_warmup_s, self.max_warmup_s)
-        self.warmup_done = len(samples)
-        self.eager_ms = statistics.median(samples[-STABLE_WINDOW:])
-        if not self.stable:
-            self.notes.append(unsteady(samples, self.max_warmup_s))
+        self._warm(lambda: self.one(fn), n)
 
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement:
         return self._sampling(lambda: self.one(fn), iterations, rule)
