@@ -163,6 +163,38 @@ def test_a_fault_on_one_rank_ends_the_variant_naming_it(
     gone(pids)
 
 
+def test_adaptive_sampling_stops_on_every_rank_at_once(tmp_path: Path) -> None:
+    """Samples until a time limit on real ranks, rank 1 slower and jittery: every rank stops at the same sample
+    (the decision is taken on rank 0's clock and the slowest rank's samples: tests/bench/measure/test_collective.py),
+    and the samples are rank 1's."""
+    pids = tmp_path / "pids"
+    path = write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids)
+    slow = "        self.out.copy_(self.x)\n"
+    path.write_text(path.read_text().replace(slow, "        if self.rank == 1:\n"
+                                             "            time.sleep(0.001 * (1 + (self.calls % 3)))\n" + slow)
+                    .replace("    def benchmark_fn(self):\n", "    calls = 0\n\n    def benchmark_fn(self):\n"
+                                                                 "        self.calls += 1\n"))  # fmt: skip
+    spec = select(discover(tmp_path / "ch"))[0].variants[0]
+    adaptive = {"warmup": 2, "min_warmup_seconds": 0.0, "noise_target": 1e-6, "max_measure_seconds": 0.3}
+    r = run_variant(spec, tmp_path / "work", cli_layer=adaptive)
+    assert r.status == "ok", r.error
+    assert r.timing is not None and r.timing.stop_reason == "max_time"
+    own = r.timing.rank_samples_ms or []
+    assert len(own) == 2 and len(own[0]) == len(own[1]) == len(r.timing.samples_ms) > 10
+    assert min(own[1]) >= 1.0  # rank 1 slept at least 1 ms in every call: the samples are its times
+    gone(pids)
+
+
+def test_verify_sets_every_rank_up_without_timing(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids, world=3)
+    spec = select(discover(tmp_path / "ch"))[0].variants[0]
+    r = run_variant(spec, tmp_path / "work", cli_layer=FAST, mode="verify")
+    assert r.status == "ok", r.error
+    assert r.timing is None and len(list(pids.glob("rank*.pid"))) == 3
+    gone(pids)
+
+
 def test_a_fresh_interpreter_coordinates_ranks_too(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids)
