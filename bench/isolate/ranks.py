@@ -259,14 +259,9 @@ def gathered(tensors: list[Any] | None, wrote: bool | None, message: str | None,
     ``validate_result()`` message. Elsewhere: its own, unchanged."""
     if world == 1:
         return tensors, wrote, message
-    import torch.distributed as dist
-
     from bench.measure import guard
-    from bench.measure.collective import control
 
-    mine = (guard.subsample(tensors) if tensors is not None else None, wrote, message)
-    got: list[Any] | None = [None] * world if dist.get_rank() == 0 else None
-    dist.gather_object(mine, got, dst=0, group=control())
+    got = _to_rank0((guard.subsample(tensors) if tensors is not None else None, wrote, message), world)
     if got is None:
         return tensors, wrote, message
     others = [t for part, _, _ in got[1:] for t in (part or [])]
@@ -275,3 +270,25 @@ def gathered(tensors: list[Any] | None, wrote: bool | None, message: str | None,
     verdict = None if not flags else all(flags)
     said = [f"rank {r}: {m}" for r, (_, _, m) in enumerate(got) if m]
     return every, verdict, "; ".join(said) or None
+
+
+def restore_merged(described: list[str], same: bool | None, world: int) -> tuple[list[str], bool | None]:
+    """On rank 0: the set-up tensors the timed calls changed on every rank (another rank's named with it), and
+    whether every rank's call from the set-up state gave the timed calls' output. Elsewhere: its own."""
+    got = _to_rank0((described, same), world) if world > 1 else None
+    if got is None:
+        return described, same
+    names = [d if r == 0 else f"rank {r}: {d}" for r, (ds, _) in enumerate(got) for d in ds]
+    sames = [s for _, s in got if s is not None]
+    return names, (all(sames) if sames else None)
+
+
+def _to_rank0(mine: Any, world: int) -> list[Any] | None:
+    """Every rank's ``mine``, in rank order, on rank 0 (through the harness's gloo group); None elsewhere."""
+    import torch.distributed as dist
+
+    from bench.measure.collective import control
+
+    got: list[Any] | None = [None] * world if dist.get_rank() == 0 else None
+    dist.gather_object(mine, got, dst=0, group=control())
+    return got

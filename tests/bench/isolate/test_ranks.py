@@ -33,6 +33,7 @@ from bench import BenchmarkConfig, context
 WORLD = {world}
 FAULT = {fault!r}  # (rank, what, stage) or None
 WRONG_ON = {wrong_on!r}  # a rank whose answer is off, or None
+DRIFT_ON = {drift_on!r}  # a rank whose calls change its input: each call runs on what the last one left
 PIDS = {pids!r}
 
 class AllReduce:
@@ -71,6 +72,8 @@ class AllReduce:
         dist.all_reduce(self.out)
         if self.rank == WRONG_ON:
             self.out.mul_(1.5)
+        if self.rank == DRIFT_ON:
+            self.x.add_(1.0)
 
     def teardown(self):
         del self.x, self.out
@@ -89,10 +92,10 @@ FAST = {"iterations": 4, "warmup": 2, "min_warmup_seconds": 0.0}
 
 
 def write(path: Path, pids: Path, world: int = 2, fault: tuple[int, str, str] | None = None,
-          wrong_on: int | None = None) -> Path:  # fmt: skip
+          wrong_on: int | None = None, drift_on: int | None = None) -> Path:  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     pids.mkdir(parents=True, exist_ok=True)
-    path.write_text(BENCH.format(world=world, fault=fault, wrong_on=wrong_on, pids=str(pids)))
+    path.write_text(BENCH.format(world=world, fault=fault, wrong_on=wrong_on, drift_on=drift_on, pids=str(pids)))
     return path
 
 
@@ -163,6 +166,17 @@ def test_a_fault_on_one_rank_ends_the_variant_naming_it(
     gone(pids)
 
 
+def test_calls_that_run_on_what_the_last_left_on_another_rank_are_caught(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    write(tmp_path / "ch" / "ch90" / "baseline_drift.py", pids, drift_on=1)
+    spec = select(discover(tmp_path / "ch"))[0].variants[0]
+    r = run_variant(spec, tmp_path / "work", cli_layer=FAST)
+    assert r.status == "invalid" and r.failed_stage == "recheck", r.error
+    assert r.recheck is not None and r.recheck.mutated == ["rank 1: x: float32[3000]"]  # named with its rank
+    assert r.recheck.restored_same_output is False
+    gone(pids)
+
+
 def test_adaptive_sampling_stops_on_every_rank_at_once(tmp_path: Path) -> None:
     """Samples until a time limit on real ranks, rank 1 slower and jittery: every rank stops at the same sample
     (the decision is taken on rank 0's clock and the slowest rank's samples: tests/bench/measure/test_collective.py),
@@ -215,7 +229,8 @@ def test_beside_other_workers_the_ranks_run_alone(tmp_path: Path) -> None:
     plain = plain.replace("dist.get_rank()) == (WORLD, WORLD, ctx.rank)", "0) == (1, 1, ctx.rank)")
     for name in ("baseline_one.py", "optimized_one.py"):
         (tmp_path / "ch" / "ch91").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "ch" / "ch91" / name).write_text(plain.format(world=1, fault=None, wrong_on=None, pids=str(pids)))
+        text = plain.format(world=1, fault=None, wrong_on=None, drift_on=None, pids=str(pids))
+        (tmp_path / "ch" / "ch91" / name).write_text(text)
     suite = run_suite(select(discover(tmp_path / "ch")), cli_layer=FAST, workdir=tmp_path / "work",
                       workers=[{}, {}])  # fmt: skip
     assert [v.status for v in suite.variants] == ["ok"] * 4, [(v.spec.key, v.error) for v in suite.variants]
