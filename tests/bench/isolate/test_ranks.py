@@ -47,8 +47,8 @@ class AllReduce:
         with open(os.path.join(PIDS, f"rank{{ctx.rank}}.pid"), "w") as f:
             f.write(str(os.getpid()))
         self._fault("setup")
-        g = torch.Generator().manual_seed(ctx.seed + ctx.rank)  # every rank its own values
-        self.x = torch.randn(3000, generator=g)
+        g = torch.Generator(device=ctx.device).manual_seed(ctx.seed + ctx.rank)  # every rank its own values
+        self.x = torch.randn(3000, generator=g, device=ctx.device)
         self.out = torch.empty_like(self.x)
 
     def _fault(self, stage):
@@ -88,7 +88,8 @@ def get_benchmark():
     return AllReduce()
 """
 
-FAST = {"iterations": 4, "warmup": 2, "min_warmup_seconds": 0.0}
+# gloo processes on any host (a GPU host's NCCL ranks: test_nccl_ranks_on_the_gpus)
+FAST = {"iterations": 4, "warmup": 2, "min_warmup_seconds": 0.0, "device": "cpu"}
 
 
 def write(path: Path, pids: Path, world: int = 2, fault: tuple[int, str, str] | None = None,
@@ -189,7 +190,13 @@ def test_adaptive_sampling_stops_on_every_rank_at_once(tmp_path: Path) -> None:
                     .replace("    def benchmark_fn(self):\n", "    calls = 0\n\n    def benchmark_fn(self):\n"
                                                                  "        self.calls += 1\n"))  # fmt: skip
     spec = select(discover(tmp_path / "ch"))[0].variants[0]
-    adaptive = {"warmup": 2, "min_warmup_seconds": 0.0, "noise_target": 1e-6, "max_measure_seconds": 0.3}
+    adaptive = {
+        "warmup": 2,
+        "min_warmup_seconds": 0.0,
+        "noise_target": 1e-6,
+        "max_measure_seconds": 0.3,
+        "device": "cpu",
+    }
     r = run_variant(spec, tmp_path / "work", cli_layer=adaptive)
     assert r.status == "ok", r.error
     assert r.timing is not None and r.timing.stop_reason == "max_time"
@@ -235,6 +242,27 @@ def test_beside_other_workers_the_ranks_run_alone(tmp_path: Path) -> None:
                       workers=[{}, {}])  # fmt: skip
     assert [v.status for v in suite.variants] == ["ok"] * 4, [(v.spec.key, v.error) for v in suite.variants]
     assert all(c.verification.verified for c in suite.comparisons)
+    gone(pids)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this host has none")
+def test_nccl_ranks_on_the_gpus(tmp_path: Path) -> None:
+    """On a GPU host: two NCCL ranks, one per GPU, timed with events; on a host of one GPU, skipped with the reason
+    before any rank starts."""
+    pids = tmp_path / "pids"
+    write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids)
+    write(tmp_path / "ch" / "ch90" / "optimized_ar.py", pids)
+    suite = run_suite(select(discover(tmp_path / "ch")), cli_layer={**FAST, "device": "cuda"}, workdir=tmp_path / "w")
+    if torch.cuda.device_count() < 2:
+        assert [v.status for v in suite.variants] == ["skipped", "skipped"]
+        assert suite.variants[0].skip_reason == f"needs 2 GPUs, one per rank ({torch.cuda.device_count()} visible)"
+        assert not list(pids.glob("rank*.pid"))
+        return
+    for v in suite.variants:
+        assert v.status == "ok", v.error
+        assert v.sizes["backend"] == "nccl" and v.device == "cuda:0"
+        assert v.timing is not None and "one-element all-reduce" in v.timing.method
+    assert suite.comparisons[0].verification.verified, suite.comparisons[0].verification.detail
     gone(pids)
 
 
