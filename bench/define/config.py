@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.errors import ConfigError
 
@@ -51,8 +51,13 @@ class BenchmarkConfig(BaseModel):
     # Deterministic algorithms (torch.use_deterministic_algorithms, cuDNN deterministic,
     # CUBLAS_WORKSPACE_CONFIG). Off by default because it changes kernels and therefore timings.
     deterministic: bool = False
-    # "auto" (cuda when available, else cpu), "cpu", "cuda" or "cuda:N".
+    # "auto" (cuda when available, else cpu), "cpu", "cuda" or "cuda:N" ("cuda:N" only with world_size 1).
     device: str = "auto"
+    # Processes the variant runs as (bench.isolate.ranks). 1: one process, as every variant. N > 1: N ranks
+    # launched through torch.distributed, rank r on cuda:r with NCCL, or N gloo processes on a CPU; its
+    # benchmark code runs on every rank, each sample is the slowest rank's (a collective ends when its last
+    # rank does). Skipped, with the reason, on a host with fewer than N GPUs.
+    world_size: int = Field(1, ge=1, le=64)
     # Record peak/allocated/reserved CUDA memory (GPU) or peak RSS (CPU) for the variant.
     enable_memory_tracking: bool = True
     # Profile each variant after its timed run, in a separate child (bench/profile/tools.py): the timed
@@ -122,6 +127,15 @@ class BenchmarkConfig(BaseModel):
         if not _DEVICE_RE.match(value):
             raise ValueError(f"device={value!r} is not one of 'auto', 'cpu', 'cuda', 'cuda:N'")
         return value
+
+    @model_validator(mode="after")
+    def _check_placement(self) -> BenchmarkConfig:
+        if self.world_size > 1 and ":" in self.device:
+            raise ValueError(
+                f"device={self.device!r} with world_size={self.world_size}: rank r runs on cuda:r; "
+                "use device='cuda' or 'auto'"
+            )
+        return self
 
     @field_validator("percentiles")
     @classmethod

@@ -44,6 +44,10 @@ class RunContext:
     config: BenchmarkConfig
     facts: DeviceFacts | None = None
     sizes: dict[str, int | float | str] = field(default_factory=dict)  # what working_set/record gave out
+    # A variant with world_size > 1 runs on every rank (bench.isolate.ranks): this process's rank, on cuda:rank
+    # or the CPU, and the ranks in all; torch.distributed's default group joins them.
+    rank: int = 0
+    world_size: int = 1
 
     @property
     def is_cuda(self) -> bool:
@@ -164,24 +168,36 @@ def _cpu_last_level_cache() -> int:
 _current: RunContext | None = None
 
 
-def resolve_device(spec: str) -> torch.device:
+_rank = 0  # this process's rank among a variant's ranks (set_rank; bench.isolate.ranks)
+
+
+def set_rank(rank: int) -> None:
+    """This process is rank ``rank`` of a variant with world_size > 1: its contexts place it on cuda:rank."""
+    global _rank
+    _rank = rank
+
+
+def resolve_device(spec: str, rank: int | None = None) -> torch.device:
+    """The device ``spec`` names; with ``rank`` (a variant's ranks), "auto" and "cuda" mean cuda:rank."""
     import torch
 
     if spec == "auto":
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(spec)
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError(f"device={spec!r} requested but CUDA is not available on this machine")
         if device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
+            device = torch.device("cuda", torch.cuda.current_device() if rank is None else rank)
     return device
 
 
 def make_context(config: BenchmarkConfig) -> RunContext:
-    device = resolve_device(config.device)
+    ranked = config.world_size > 1
+    device = resolve_device(config.device, _rank if ranked else None)
     smoke = config.smoke if config.smoke is not None else device.type != "cuda"
-    return RunContext(device=device, seed=config.seed, smoke=smoke, config=config, facts=device_facts(device))
+    return RunContext(device=device, seed=config.seed, smoke=smoke, config=config, facts=device_facts(device),
+                      rank=_rank if ranked else 0, world_size=config.world_size)  # fmt: skip
 
 
 def set_context(ctx: RunContext | None) -> None:

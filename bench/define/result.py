@@ -93,6 +93,8 @@ class Timing(BaseModel):
     machine_before: dict[str, Any] = Field(default_factory=dict)  # NVML state (bench.measure.machine)
     machine_after: dict[str, Any] = Field(default_factory=dict)
     machine_flags: list[str] = Field(default_factory=list)  # throttled / shared GPU
+    # world_size > 1: every rank's own time of each sample (rank by rank); samples_ms holds the slowest rank's
+    rank_samples_ms: list[list[float]] | None = None
 
 
 class BatchTiming(BaseModel):
@@ -150,7 +152,13 @@ class Work(BaseModel):
     """Work per benchmark_fn call, declared by the benchmark (optional get_work())."""
 
     bytes: float | None = None  # minimum bytes moved through device memory (read + written)
-    flops: float | None = None
+    flops: float | None = None  # of all ranks together, for a variant with world_size > 1
+    # A collective's payload per rank (nccl-tests' "size": the bytes of the buffer each rank reduces or
+    # gathers) and the factor that turns its algorithm bandwidth (payload ÷ time) into bus bandwidth, the
+    # figure comparable with a link's peer bandwidth whatever the number of ranks n: 2(n-1)/n for all-reduce,
+    # (n-1)/n for all-gather and reduce-scatter, 1 for broadcast and reduce (NCCL's PERFORMANCE.md).
+    comm_bytes: float | None = None
+    bus_factor: float | None = None
 
 
 class Profile(BaseModel):
@@ -256,7 +264,16 @@ class VariantResult(BaseModel):
                 out["achieved_tflops"] = self.work.flops / seconds / 1e12
             if self.work.bytes and self.work.flops:
                 out["arithmetic_intensity"] = self.work.flops / self.work.bytes
+            if self.work.comm_bytes:
+                out["algbw_gbps"] = self.work.comm_bytes / seconds / 1e9
+                if self.work.bus_factor:
+                    out["busbw_gbps"] = out["algbw_gbps"] * self.work.bus_factor
         return out
+
+    @property
+    def world_size(self) -> int:
+        """The processes (GPUs, on a GPU) the variant ran on: its config's world_size."""
+        return int(self.config.get("world_size", 1) or 1)
 
 
 Recheck.model_rebuild()

@@ -25,7 +25,15 @@ def attach(fd: int) -> None:
 
 def send(kind: str, /, **payload: Any) -> None:
     # Positional-only: error messages carry their own "kind" field in the payload.
-    data = (json.dumps({"t": kind, **payload}, default=str) + "\n").encode()
+    _write((json.dumps({"t": kind, **payload}, default=str) + "\n").encode())
+
+
+def forward(line: bytes) -> None:
+    """Pass on one message another process sent (a rank's: bench.isolate.ranks), as it came."""
+    _write(line.rstrip(b"\n") + b"\n")
+
+
+def _write(data: bytes) -> None:
     view = memoryview(data)
     while view:
         n = os.write(_fd, view)

@@ -51,8 +51,8 @@ def _startup(job: dict[str, Any]) -> Any:
     import torch  # noqa: F401  (imported here, inside the stage: a cold start's heaviest import)
 
     from bench.define.protocol import import_file
-    from bench.isolate import timed  # noqa: F401  (the timed stages' code, bound below)
-    from bench.measure import clocks, generation_clock, gpu_clocks, guard  # noqa: F401
+    from bench.isolate import ranks, timed  # noqa: F401  (the timed stages' and the ranks' code, bound below)
+    from bench.measure import clocks, collective, generation_clock, gpu_clocks, guard  # noqa: F401
 
     guard.bind_harness()  # the clocks as they are before any benchmark code runs (INTEGRITY #12)
     return import_file(job["path"])
@@ -80,11 +80,19 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
         raise TypeError(f"get_config() must return a BenchmarkConfig or None, got {type(own).__name__}")
     config = resolve_config(job["suite_layer"], own, job["cli_layer"])
     send("config", config=config.model_dump())
+    if config.world_size > 1 and "rank" not in job:  # this child coordinates the variant's ranks
+        from bench.isolate.ranks import coordinate
+
+        coordinate(job, config, rank_main)  # never returns
     ctx = make_context(config)
     set_context(ctx)
     device = ctx.device
     if device.type == "cuda":
         _cuda_start(device)
+    if ctx.world_size > 1:
+        from bench.isolate.ranks import join_group
+
+        join_group(ctx, job)
     if job.get("gate"):
         _wait_at_gate(device)
     seed_everything(config.seed, config.deterministic)
@@ -181,6 +189,16 @@ def _finish(job_path: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip interpreter teardown (CUDA context destruction is slow and can hang)
+
+
+def rank_main(rank: int, job_path: str, conn: Any) -> None:
+    """One rank of a variant with world_size > 1 (bench.isolate.ranks), in a fresh interpreter: these stages, its
+    messages to the coordinator on ``conn`` (a pipe)."""
+    from bench.define.context import set_rank
+
+    attach(conn.fileno())
+    set_rank(rank)
+    _finish(job_path)
 
 
 def main() -> None:

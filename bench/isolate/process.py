@@ -34,6 +34,10 @@ def child_env(config: BenchmarkConfig, base: dict[str, str] | None = None) -> di
         env.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU through the interpreter
     if config.deterministic:
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # must precede CUDA init
+    # NVLink multicast (NVLS) stays off, whatever the caller's environment says: on the lent multi-GPU hosts it
+    # must not be used (NCCL's NVLS algorithms, torch's symmetric memory). A variant's ranks inherit these.
+    env["NCCL_NVLS_ENABLE"] = "0"
+    env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
     return env
 
 

@@ -35,12 +35,15 @@ def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutate
     with the tensors as the timed calls left them (B), RESTORE_ROUNDS of each, interleaved and ending on A.
     A much slower than B, or A's output unlike the timed calls', means the timed calls ran on what earlier
     calls left behind (an input sorted in place, an answer written into an input)."""
+    from bench.isolate.ranks import any_rank, restore_merged
     from bench.measure import guard
     from bench.measure.verify import compare_tensors
 
     try:
-        left = {k: t.detach().clone() for k, t in mutated.items()}
+        left: dict[str, Any] | None = {k: t.detach().clone() for k, t in mutated.items()}
     except Exception:  # no room for a copy: the set-up state alone, against the warm-up's calls
+        left = None
+    if any_rank(left is None, config.world_size):  # a variant's ranks make the same rounds, or hang
         left = None
     a_ms, b_ms, inputs = _rounds(obj, config, clock, fn, left)
     same = None
@@ -49,6 +52,7 @@ def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutate
         same = compare_tensors(timed, guard.subsample(after), config.rtol).verified
     reference = min(b_ms) if b_ms else getattr(clock, "eager_ms", None)
     described = [f"{k}: {guard.describe(t)}" for k, t in mutated.items()]
+    described, same = restore_merged(described, same, config.world_size)
     send("restore", mutated=described, time_ms=min(a_ms), reference_ms=reference, controlled=bool(b_ms),
          same_output=same, times_ms=a_ms, reference_times_ms=b_ms)  # fmt: skip
     return inputs
@@ -118,22 +122,27 @@ def _restore(inputs: dict[str, Any], left: dict[str, Any]) -> None:
         synchronize(next(iter(left.values())).device)
 
 
-def changed_inputs(obj: Any, inputs: dict[str, Any], fn: Any, device: Any, job: Any) -> None:
+def changed_inputs(obj: Any, inputs: dict[str, Any], fn: Any, device: Any, job: Any, world: int = 1) -> None:
     """Change every floating tensor set up in setup() (``inputs``: not those made later, a cache among them)
     in place (bench.measure.guard.perturb), make one call, and keep a sample of its output: it must differ from
-    before, and match the baseline's on the same change."""
+    before, and match the baseline's on the same change. A variant's ranks each change their own inputs, and all
+    make the call when any changed one (rank 0's output may hang on another rank's inputs)."""
+    from bench.isolate.ranks import any_rank
     from bench.measure import guard, outputs
 
     before = outputs_of(obj)
-    if before is None:
+    if before is None and world == 1:
         return
-    sample = guard.subsample(before)
+    sample = guard.subsample(before) if before is not None else []
     changed = guard.perturb(inputs)
-    if not changed:
-        send("fresh", perturbed=0, path=None, tensors=[], output_changed=None)
+    if not any_rank(changed > 0, world):
+        if before is not None:
+            send("fresh", perturbed=0, path=None, tensors=[], output_changed=None)
         return
     fn()
     synchronize(device)
+    if before is None:
+        return
     fresh = guard.subsample(outputs_of(obj) or [])
     differs = len(fresh) != len(sample) or any(
         a.shape != b.shape or not bool((a == b).all()) for a, b in zip(sample, fresh, strict=False)

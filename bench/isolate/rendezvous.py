@@ -41,7 +41,9 @@ KILL_GRACE_S = 2.0
 SERVER_LOST = 254  # exit status reported when the server died before the child: unknown
 
 # Environment variables a child sets for itself (applied before CUDA initialises): not part of the key.
-_PER_CHILD = frozenset({"CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "PERFLAB_RUNTIME_DIR"})
+_PER_CHILD = frozenset(
+    {"CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "PERFLAB_RUNTIME_DIR", "PERFLAB_RANK_DEVICES"}
+)
 _KEYED_PREFIXES = (
     "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS", "NUMPY", "PYTHON",
     "PERFLAB_",

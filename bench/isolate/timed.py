@@ -53,6 +53,7 @@ def run_timed(v: SetUp) -> None:
     """The timed stages, then teardown and "done"."""
     import torch
 
+    from bench.isolate.ranks import any_rank
     from bench.measure.timer import clock_for
     from bench.profile.markers import per_call
 
@@ -85,9 +86,10 @@ def run_timed(v: SetUp) -> None:
     if config.check_inputs:
         with Stage("recheck"):
             inputs = v.inputs
-            if mutated:  # set up again: the tensors to change next are the new set-up's
+            # set up again (on every rank, if any saw a change): the tensors to change next are the new set-up's
+            if any_rank(bool(mutated), config.world_size):
                 inputs = restored_call(v.obj, config, clock, fn, timed_sample, mutated)
-            changed_inputs(v.obj, inputs, fn, device, v.job)
+            changed_inputs(v.obj, inputs, fn, device, v.job, config.world_size)
     with Stage("teardown"):
         v.obj.teardown()
         set_context(None)
@@ -113,9 +115,10 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool]:
             synchronize(device)
         uuid = gpu_uuid(device) if device.type == "cuda" else None
         before = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
-        host_before, own_before = guard.cpu_times(), guard.process_cpu_s()
+        own = getattr(clock, "cpu_s", guard.process_cpu_s)  # a variant's ranks: all of their processes
+        host_before, own_before = guard.cpu_times(), own()
         m = clock.measure(fn, config.iterations, rule_for(config))
-        host_after, own_after = guard.cpu_times(), guard.process_cpu_s()
+        host_after, own_after = guard.cpu_times(), own()
         after = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
     check_timers("measurement")
     busy = None
@@ -142,6 +145,7 @@ def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, A
         warmup_stable=clock.stable, l2_flushed=clock.l2_flushed, notes=notes, invalid=clock.invalid,
         stop_reason=m.stop_reason, noise=m.noise, noise_target=m.noise_target, target_met=m.target_met,
         machine_before=before, machine_after=after, machine_flags=machine_flags,
+        rank_samples_ms=getattr(clock, "rank_samples_ms", None),
     )  # fmt: skip
 
 
@@ -150,24 +154,26 @@ def _check(v: SetUp, poisoned: bool, memory: dict[str, Any] | None) -> tuple[Any
     poison), ``validate_result()``, the declared work, the memory; a sample of the timed calls' output and the
     set-up tensors they changed, for the recheck."""
 
+    from bench.isolate.ranks import gathered
     from bench.measure import guard, outputs
 
     tensors = outputs_of(v.obj)
-    output: dict[str, Any] = {"path": None, "tensors": [], "timed_calls_wrote_output": None}
     timed_sample = guard.subsample(tensors) if tensors is not None else None
-    if tensors is not None:
-        if poisoned:  # on the tensors' own device: one reduction on the GPU, not a pass over a host copy
-            output["timed_calls_wrote_output"] = not any(
-                guard.has_nan(t) for t in tensors if t.is_floating_point() or t.is_complex()
-            )
+    wrote = None
+    if tensors is not None and poisoned:  # on the tensors' own device: one reduction on the GPU, not a host copy
+        wrote = not any(guard.has_nan(t) for t in tensors if t.is_floating_point() or t.is_complex())
+    if tensors is not None and v.gen is not None:  # the generation clock poisoned the outputs before each one
+        wrote = v.gen.wrote_output()
+    validate = getattr(v.obj, "validate_result", None)
+    message = validate() if callable(validate) else None
+    tensors, wrote, message = gathered(tensors, wrote, message, v.config.world_size)  # several ranks: rank 0 has all
+    output: dict[str, Any] = {"path": None, "tensors": [], "timed_calls_wrote_output": wrote}
+    if tensors is not None and v.job.get("rank", 0) == 0:  # another rank's are in rank 0's (gathered)
         path = os.path.join(v.job["workdir"], "outputs")
-        if v.gen is not None:  # the generation clock poisoned the outputs before every generation
-            output["timed_calls_wrote_output"] = v.gen.wrote_output()
         output["tensors"] = outputs.save(tensors, path)
         output["path"] = path
     send("output", **output)
-    validate = getattr(v.obj, "validate_result", None)
-    send("validation", message=validate() if callable(validate) else None)
+    send("validation", message=message)
     get_work = getattr(v.obj, "get_work", None)
     work = get_work() if callable(get_work) else None
     if work is not None:

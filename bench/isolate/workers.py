@@ -165,7 +165,7 @@ class _Started:
         t0 = time.monotonic()
         self.admitting = True
         try:
-            if host_clocked(config, device):
+            if host_clocked(config, device) or config.world_size > 1:  # a variant's ranks take every GPU
                 self.lane.host.alone(self.lane, self.cancelled)
                 self.alone_wait_s = time.monotonic() - t0
             else:
@@ -238,10 +238,18 @@ class Lane:
         spec = item[2]
         started = _Started(
             item, self.root / spec.chapter / spec.example / spec.variant, gate, self,
-            suite_layer=self.suite_layer, cli_layer=self.cli_layer, cold_start=self.cold_start, env=dict(self.env),
+            suite_layer=self.suite_layer, cli_layer=self.cli_layer, cold_start=self.cold_start, env=self._env(),
         )  # fmt: skip
         self.children.append(started)
         return started
+
+    def _env(self) -> dict[str, str]:
+        """This worker's environment, and the GPUs of every worker: a variant of several ranks (world_size > 1)
+        runs alone on the host (rule 3) and its ranks use them all (bench.isolate.ranks)."""
+        pins = [lane.env.get("CUDA_VISIBLE_DEVICES") for lane in self.host.lanes]
+        if len(pins) < 2 or not all(pins):
+            return dict(self.env)
+        return {**self.env, "PERFLAB_RANK_DEVICES": ",".join(p for p in pins if p)}
 
     def _open(self, gate: Gate) -> None:
         self.host.checkpoint(self)

@@ -141,10 +141,18 @@ def binding_ceiling(result: VariantResult, path: Path | None = None) -> tuple[fl
     derived = result.derived_metrics()
     if not derived:
         return None
-    ceilings = lookup(hardware_key(result), path)
+    ceilings = ranks_ceilings(result, path)
     if ceilings is None:
         return None
     return pct_of_peak(derived.get("achieved_gbps"), derived.get("achieved_tflops"), ceilings, result_dtype(result))
+
+
+def ranks_ceilings(result: VariantResult, path: Path | None = None) -> dict[str, float] | None:
+    """The cached ceilings of the devices ``result`` ran on: one GPU's times its world_size (a variant of N ranks
+    holds N GPUs, and its declared work is all ranks'); a CPU's ranks share the one host's."""
+    ceilings = lookup(hardware_key(result), path)
+    n = result.world_size if str(result.device or "").startswith("cuda") else 1
+    return None if ceilings is None else {k: v * n for k, v in ceilings.items()}
 
 
 def peak_metrics(result: VariantResult, path: Path | None = None) -> dict[str, float]:

@@ -93,12 +93,14 @@ class Clock(Protocol):
     def measure_batch(self, fn: Fn, per_call_ms: float, rule: StopRule = BATCH_RULE) -> Batch | None: ...
 
 
-def warm_up(one: Callable[[], float], n: int, min_s: float, max_s: float) -> tuple[list[float], bool]:
+def warm_up(
+    one: Callable[[], float], n: int, min_s: float, max_s: float, now: Callable[[], float] | None = None
+) -> tuple[list[float], bool]:
     """Samples of ``one()`` (ms): at least ``n`` and ``min_s`` seconds of them, then until the median of the
     last ``STABLE_WINDOW`` is within ``STABLE_TOLERANCE`` of the window's before, or ``max_s`` has passed
     (then ``False``: no steady state). A count alone let a fresh process's slow first calls become the
-    sample (INTEGRITY #15)."""
-    now = BOUND.perf_counter
+    sample (INTEGRITY #15). ``now``: the clock of elapsed seconds (every rank's the same: bench.measure.collective)."""
+    now = now or BOUND.perf_counter
     t0 = now()
     samples: list[float] = []
     while True:

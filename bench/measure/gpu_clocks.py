@@ -155,9 +155,11 @@ class CudaEventClock:
         """Milliseconds between events around ``work`` queued behind the spin kernel; counts leaks (the
         host outran the spin) and side streams (the device still busy after the end event)."""
         start, end = BOUND.Event(enable_timing=True), BOUND.Event(enable_timing=True)
+        self._before_sample()
         if flush and self._flush is not None:
             self._flush()
         BOUND.spin(int(self._spin_ms * self._cycles_per_ms))
+        self._align()
         BOUND.record(start)
         work()
         leaked = BOUND.query(start)  # the GPU reached the start before the host finished enqueueing
@@ -179,8 +181,20 @@ class CudaEventClock:
         if leaked:
             self.leaks += 1
             self._spin_ms = min(self._spin_ms * 2, _MAX_SPIN_MS)
+        span = self._agreed(span)
         if self.sample_gap > 0:
             BOUND.sleep(self.sample_gap * span / 1e3)
+        return span
+
+    # Hooks for a clock of several ranks (bench.measure.collective): on one GPU, nothing.
+    def _before_sample(self) -> None:
+        """Before the flush: the ranks' hosts meet."""
+
+    def _align(self) -> None:
+        """After the spin kernel is queued, before the start event: the ranks' streams meet."""
+
+    def _agreed(self, span: float) -> float:
+        """The sample every rank takes from this one's ``span`` (ms)."""
         return span
 
     def one(self, fn: Fn) -> float:

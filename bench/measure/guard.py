@@ -80,6 +80,13 @@ class _Bound:
                 wrapper = _recording_set_stream(original)
                 setattr(torch._C, name, wrapper)
                 self._names[f"torch._C.{name}"] = (lambda n=name: getattr(torch._C, n), wrapper)
+        import torch.distributed as dist
+
+        if dist.is_available():  # the ranks' clock meets and agrees through these (bench.measure.collective)
+            self.barrier, self.all_gather, self.all_reduce = dist.barrier, dist.all_gather, dist.all_reduce
+            self.broadcast = dist.broadcast
+            for name in ("barrier", "all_gather", "all_reduce", "broadcast"):
+                self._names[f"torch.distributed.{name}"] = (lambda n=name: getattr(dist, n), getattr(self, name))
         for base in cuda.Event.__mro__[1:]:  # the C implementations Event's methods call through super()
             for attr in ("record", "elapsed_time", "synchronize", "query"):
                 member = vars(base).get(attr)
@@ -154,9 +161,9 @@ def bind_harness() -> None:
     """Bind torch's timing functions and the measuring modules' own functions (child start-up)."""
     BOUND.bind_torch()
     measuring = ("bench.measure.clocks", "bench.measure.gpu_clocks", "bench.measure.stopping", "bench.measure.guard",
-                 "bench.measure.generation", "bench.measure.generation_clock", "bench.isolate.child",
-                 "bench.isolate.channel", "bench.isolate.timed", "bench.isolate.recheck", "bench.define.context",
-                 "bench.define.protocol")  # fmt: skip
+                 "bench.measure.generation", "bench.measure.generation_clock", "bench.measure.collective",
+                 "bench.isolate.child", "bench.isolate.channel", "bench.isolate.timed", "bench.isolate.recheck",
+                 "bench.isolate.ranks", "bench.define.context", "bench.define.protocol")  # fmt: skip
     for name in measuring:
         module = sys.modules.get(name)
         if module is not None:

@@ -11,7 +11,7 @@ the device's measured ceilings allow.
 from __future__ import annotations
 
 from bench.define.result import ErrorInfo, VariantResult
-from bench.measure.ceilings import hardware_key, lookup
+from bench.measure.ceilings import ranks_ceilings
 
 
 def apply_checks(result: VariantResult, counts: dict[str, int] | None = None) -> None:
@@ -97,19 +97,22 @@ PLAUSIBLE_MARGIN = 1.10
 
 def _faster_than_hardware(result: VariantResult) -> str | None:
     """Achieved bandwidth above the device's measured L2 bandwidth, or FLOP/s above its fastest measured
-    matmul, by more than 10 %: no real kernel does that (INTEGRITY #13). Needs `perflab peak`'s cache."""
+    matmul, by more than 10 %: no real kernel does that (INTEGRITY #13). Needs `perflab peak`'s cache. A variant
+    of N ranks on N GPUs is held to N times one GPU's ceilings."""
     derived = result.derived_metrics()
     if not derived:
         return None
-    ceilings = lookup(hardware_key(result))
+    ceilings = ranks_ceilings(result)
     if not ceilings:
         return None
+    several = str(result.device or "").startswith("cuda") and result.world_size > 1
+    gpus = f" of {result.world_size} GPUs" if several else ""  # the ceilings are their sum
     gbps, tflops = derived.get("achieved_gbps"), derived.get("achieved_tflops")
     l2 = ceilings.get("l2_gbps")
     if gbps and l2 and gbps > PLAUSIBLE_MARGIN * l2:
         return (
             f"faster than the hardware: {gbps:.0f} GB/s of declared traffic is more than {PLAUSIBLE_MARGIN:.2f}x the "
-            f"measured L2 bandwidth ({l2:.0f} GB/s, perflab peak)"
+            f"measured L2 bandwidth{gpus} ({l2:.0f} GB/s, perflab peak)"
         )
     matmul = {k: v for k, v in ceilings.items() if k.endswith("_tflops")}
     if tflops and matmul:
@@ -117,8 +120,8 @@ def _faster_than_hardware(result: VariantResult) -> str | None:
         if tflops > PLAUSIBLE_MARGIN * peak:
             return (
                 f"faster than the hardware: {tflops:.1f} TFLOP/s of declared work is more than "
-                f"{PLAUSIBLE_MARGIN:.2f}x the fastest measured matmul ({name.removesuffix('_tflops')}: {peak:.0f} "
-                "TFLOP/s, perflab peak)"
+                f"{PLAUSIBLE_MARGIN:.2f}x the fastest measured matmul{gpus} "
+                f"({name.removesuffix('_tflops')}: {peak:.0f} TFLOP/s, perflab peak)"
             )
     return None
 

@@ -33,17 +33,23 @@ def make_clock(
     min_warmup_s: float | None = None,
     sample_gap: float = 1.0,
     max_warmup_s: float = 5.0,
+    world_size: int = 1,
 ) -> Clock:
     """The clock for ``mode`` on ``device`` (a torch.device); GPU-only modes fall back on CPU, with reason.
     ``min_warmup_s``: the shortest warm-up (None: by clock); ``sample_gap``: idle after each GPU-event
-    sample, a multiple of its span; ``max_warmup_s``: the longest warm-up chasing a steady state."""
+    sample, a multiple of its span; ``max_warmup_s``: the longest warm-up chasing a steady state;
+    ``world_size`` > 1: this rank's clock among that many (bench.measure.collective)."""
     if mode not in MODES:
         raise ValueError(f"timing_mode={mode!r} is not one of {', '.join(MODES)}")
     is_cuda = getattr(device, "type", str(device)) == "cuda"
-    if mode == "auto":
-        mode = "cuda_event" if is_cuda else "cpu"
     host_min = HOST_MIN_WARMUP_S if min_warmup_s is None else min_warmup_s
     gpu_min = GPU_MIN_WARMUP_S if min_warmup_s is None else min_warmup_s
+    if world_size > 1:
+        from bench.measure.collective import ranks_clock
+
+        return ranks_clock(mode, device, world_size, flush_l2, spin_ms, sample_gap, host_min, gpu_min, max_warmup_s)
+    if mode == "auto":
+        mode = "cuda_event" if is_cuda else "cpu"
     if not is_cuda and mode in ("cuda_event", "cuda_graph", "triton"):
         clock = CpuClock(min_warmup_s=host_min, max_warmup_s=max_warmup_s)
         clock.fallback = f"timing_mode={mode!r} needs a CUDA device; device is {device!s}, timed with 'cpu'"
@@ -73,6 +79,7 @@ def clock_for(config: BenchmarkConfig, device: Any, mode: str | None = None) -> 
         config.min_warmup_seconds,
         config.sample_gap,
         max_warmup_s=0.5 * config.stage_limit("warmup"),
+        world_size=config.world_size,
     )
 
 

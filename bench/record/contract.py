@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Mapping
 from typing import Any
 
@@ -113,6 +114,10 @@ def _timing_metrics(t: Timing) -> dict[str, float | None]:
     out["timing_target_met"] = float(t.target_met) if t.target_met is not None else None
     sm = t.machine_after.get("sm_clock_mhz")
     out["gpu_sm_clock_after_mhz"] = float(sm) if sm is not None else None
+    # a variant of several ranks: each one's own median (its samples are the slowest rank's)
+    for rank, own in enumerate(t.rank_samples_ms or []):
+        if own:
+            out[f"time_rank{rank}_median_ms"] = statistics.median(own)
     return out
 
 

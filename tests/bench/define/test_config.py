@@ -72,6 +72,17 @@ def test_invalid_value_names_field_and_value(field: str, value: object) -> None:
     assert repr(value) in message or str(value) in message
 
 
+def test_world_size_is_bounded_and_places_rank_r_on_cuda_r() -> None:
+    assert resolve_config().world_size == 1
+    assert resolve_config({"world_size": 4, "device": "cuda"}).world_size == 4
+    for bad in (0, 65):
+        with pytest.raises(ConfigError, match=f"world_size={bad}"):
+            resolve_config({"world_size": bad})
+    # a fixed GPU cannot hold every rank: the error names the device and the fix
+    with pytest.raises(ConfigError, match="device='cuda:1' with world_size=2.*rank r runs on cuda:r"):
+        resolve_config({"world_size": 2, "device": "cuda:1"})
+
+
 def test_config_error_is_a_perflab_error_and_a_value_error() -> None:
     with pytest.raises(PerflabError):
         resolve_config({"iterations": 0})

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bench.define.config import resolve_config
-from bench.define.context import RunContext, device_facts, make_context
+from bench.define.context import RunContext, device_facts, make_context, set_rank
 from bench.define.discovery import discover, select
 from bench.errors import Skip
 from bench.isolate.suite import run_suite
@@ -93,3 +93,17 @@ def test_require_passes_when_the_host_has_it() -> None:
     ctx.require(tools=("python3",), modules=("torch",))  # no exception
     with pytest.raises(Skip, match="the Python module 'not_a_module_xyz'"):
         ctx.require(modules=("not_a_module_xyz",))
+
+
+def test_a_rank_of_several_knows_its_place() -> None:
+    set_rank(1)
+    try:
+        ranked = make_context(resolve_config({"device": "cpu", "world_size": 3}))
+        single = make_context(resolve_config({"device": "cpu"}))
+    finally:
+        set_rank(0)
+    assert (ranked.rank, ranked.world_size, ranked.device.type) == (1, 3, "cpu")
+    assert (single.rank, single.world_size) == (0, 1)  # a one-process variant is rank 0 whatever set_rank said
+    if torch.cuda.is_available():  # "auto" and "cuda" mean cuda:rank
+        set_rank(0)
+        assert make_context(resolve_config({"device": "cuda", "world_size": 2})).device == torch.device("cuda", 0)

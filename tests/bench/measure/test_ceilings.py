@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from bench.define.result import OutputInfo, TensorInfo
+from bench.define.result import OutputInfo, TensorInfo, Work
 from bench.measure import ceilings as peaks
+from bench.measure import judge
 from bench.record.tracking import Tracker
 from tests.analysis.synthetic import H100, result
 
@@ -58,6 +59,27 @@ def test_flop_bound_result_uses_its_output_dtype(cache: Path) -> None:
                                                                                   device="cuda:0")])})
     assert peaks.peak_metrics(r)["pct_of_peak"] == pytest.approx(80.0)
     assert peaks.binding_ceiling(r) == (pytest.approx(80.0), "bf16_tflops")  # the dtype's ceiling, by name
+
+
+def test_a_variant_of_several_gpus_is_held_to_their_summed_ceilings(cache: Path) -> None:
+    # 1200 TFLOP/s of bf16 work: impossible on one H100 (750), 80 % of two
+    r = result("ch04:tp:optimized", [1.0] * 20, work_bytes=1e8, work_flops=1.2e12)
+    r = r.model_copy(update={
+        "config": {**r.config, "world_size": 2},
+        "output": OutputInfo(path=None, tensors=[TensorInfo(shape=[1], dtype="bfloat16", device="cuda:0")]),
+    })  # fmt: skip
+    assert peaks.binding_ceiling(r) == (pytest.approx(80.0), "bf16_tflops")
+    assert judge._faster_than_hardware(r) is None
+    one = r.model_copy(update={"config": {**r.config, "world_size": 1}})
+    assert "faster than the hardware" in (judge._faster_than_hardware(one) or "")
+    three = r.model_copy(update={"config": {**r.config, "world_size": 2}, "work": Work(flops=2.0e12)})
+    assert "of 2 GPUs" in (judge._faster_than_hardware(three) or "")
+
+
+def test_collective_work_gives_algorithm_and_bus_bandwidth() -> None:
+    r = result("ch04:allreduce:optimized", [2.0] * 20)  # 2 ms per call
+    r = r.model_copy(update={"work": Work(comm_bytes=1e9, bus_factor=1.5)})
+    assert r.derived_metrics() == {"algbw_gbps": pytest.approx(500.0), "busbw_gbps": pytest.approx(750.0)}
 
 
 def test_slug_and_hardware_key() -> None:

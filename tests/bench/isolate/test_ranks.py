@@ -1,0 +1,295 @@
+"""bench/isolate/ranks.py (and bench/measure/collective.py): variants of several ranks, for real, as gloo processes.
+
+Each case is a variant whose config says world_size > 1, run through the harness like any other: its child
+coordinates ranks started through torch.multiprocessing, which join a gloo group and time an all-reduce. The
+faults (an exception, a kill, a hang, a skip, a replaced clock) happen on rank 1 only: what the parent sees must
+name it, and no rank may outlive the variant.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from bench.define.config import resolve_config
+from bench.define.discovery import discover, select
+from bench.errors import Skip
+from bench.isolate import ranks
+from bench.isolate.process import child_env
+from bench.isolate.runner import run_variant
+from bench.isolate.suite import run_suite
+from bench.isolate.workers import Lane
+
+BENCH = """
+import os, signal, time
+import torch
+import torch.distributed as dist
+from bench import BenchmarkConfig, context
+
+WORLD = {world}
+FAULT = {fault!r}  # (rank, what, stage) or None
+WRONG_ON = {wrong_on!r}  # a rank whose answer is off, or None
+DRIFT_ON = {drift_on!r}  # a rank whose calls change its input: each call runs on what the last one left
+PIDS = {pids!r}
+
+class AllReduce:
+    def get_config(self):
+        return BenchmarkConfig(world_size=WORLD, measurement_timeout_seconds=3.0)
+
+    def setup(self):
+        ctx = context()
+        self.rank = ctx.rank
+        assert (ctx.world_size, dist.get_world_size(), dist.get_rank()) == (WORLD, WORLD, ctx.rank)
+        with open(os.path.join(PIDS, f"rank{{ctx.rank}}.pid"), "w") as f:
+            f.write(str(os.getpid()))
+        self._fault("setup")
+        g = torch.Generator(device=ctx.device).manual_seed(ctx.seed + ctx.rank)  # every rank its own values
+        self.x = torch.randn(3000, generator=g, device=ctx.device)
+        self.out = torch.empty_like(self.x)
+
+    def _fault(self, stage):
+        if FAULT is None or FAULT[0] != self.rank or FAULT[2] != stage or os.environ.get("PERFLAB_STAGE") != stage:
+            return
+        what = FAULT[1]
+        if what == "raise":
+            raise ValueError("bad input on this rank")
+        if what == "skip":
+            context().skip("this rank lacks a thing")
+        if what == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if what == "hang":
+            time.sleep(1000)
+        if what == "tamper":
+            time.perf_counter = lambda: 0.0
+
+    def benchmark_fn(self):
+        self._fault("measurement")
+        self.out.copy_(self.x)
+        dist.all_reduce(self.out)
+        if self.rank == WRONG_ON:
+            self.out.mul_(1.5)
+        if self.rank == DRIFT_ON:
+            self.x.add_(1.0)
+
+    def teardown(self):
+        del self.x, self.out
+
+    def get_output(self):
+        return self.out
+
+    def get_work(self):
+        return {{"comm_bytes": self.x.numel() * 4, "bus_factor": 2 * (WORLD - 1) / WORLD}}
+
+def get_benchmark():
+    return AllReduce()
+"""
+
+# gloo processes on any host (a GPU host's NCCL ranks: test_nccl_ranks_on_the_gpus)
+FAST = {"iterations": 4, "warmup": 2, "min_warmup_seconds": 0.0, "device": "cpu"}
+
+
+def write(path: Path, pids: Path, world: int = 2, fault: tuple[int, str, str] | None = None,
+          wrong_on: int | None = None, drift_on: int | None = None) -> Path:  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pids.mkdir(parents=True, exist_ok=True)
+    path.write_text(BENCH.format(world=world, fault=fault, wrong_on=wrong_on, drift_on=drift_on, pids=str(pids)))
+    return path
+
+
+def gone(pids: Path) -> None:
+    """Every rank that wrote its pid has exited."""
+    for f in pids.glob("rank*.pid"):
+        pid = int(f.read_text())
+        deadline = time.monotonic() + 5.0
+        while Path(f"/proc/{pid}").exists() and _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), f"{f.stem} (pid {pid}) outlived its variant"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_ranks_time_together_and_every_ranks_answer_is_compared(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids, world=3)
+    write(tmp_path / "ch" / "ch90" / "optimized_ar.py", pids, world=3)
+    write(tmp_path / "ch" / "ch90" / "optimized_ar_wrong.py", pids, world=3, wrong_on=2)
+    suite = run_suite(select(discover(tmp_path / "ch")), cli_layer=FAST, workdir=tmp_path / "work")
+    for v in suite.variants:
+        assert v.status == "ok", (v.spec.key, v.error)
+        t = v.timing
+        assert t is not None and t.rank_samples_ms is not None and len(t.rank_samples_ms) == 3
+        # each sample is the slowest rank's
+        assert t.samples_ms == [max(own) for own in zip(*t.rank_samples_ms, strict=True)]
+        assert "3 ranks, each sample the slowest rank's" in t.method
+        assert v.sizes["world_size"] == 3 and v.sizes["backend"] == "gloo"
+        assert v.output is not None and len(v.output.tensors) == 3  # rank 0's, then a sample of ranks 1 and 2
+        assert v.derived_metrics()["busbw_gbps"] == pytest.approx(v.derived_metrics()["algbw_gbps"] * 4 / 3)
+    by = {c.variant: c for c in suite.comparisons}
+    assert by["optimized"].verification.verified, by["optimized"].verification.detail
+    assert "on changed inputs" in by["optimized"].verification.detail  # the recheck ran on every rank
+    # rank 0 is right, rank 2 is not: the pair is a mismatch, naming the output that holds rank 2's sample
+    assert not by["optimized_wrong"].verification.verified
+    assert "output[2]" in by["optimized_wrong"].verification.detail
+    gone(pids)
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "stage", "says"),
+    [
+        ((1, "raise", "setup"), "failed", "setup", "rank 1 of 2: ValueError: bad input on this rank"),
+        ((1, "kill", "measurement"), "failed", "measurement", "rank 1 of 2 was killed by signal SIGKILL"),
+        ((1, "hang", "measurement"), "timeout", "measurement", "stage 'measurement' exceeded its limit"),
+        ((1, "skip", "setup"), "skipped", None, "this rank lacks a thing"),
+        ((1, "tamper", "measurement"), "invalid", "measurement", "timer replaced: time.perf_counter"),
+    ],
+)
+def test_a_fault_on_one_rank_ends_the_variant_naming_it(
+    tmp_path: Path, fault: tuple[int, str, str], status: str, stage: str | None, says: str
+) -> None:
+    pids = tmp_path / "pids"
+    path = write(tmp_path / "ch" / "ch90" / "baseline_f.py", pids, fault=fault)
+    spec = select(discover(tmp_path / "ch"))[0].variants[0]
+    assert path.samefile(spec.path)
+    r = run_variant(spec, tmp_path / "work", cli_layer=FAST)
+    assert r.status == status
+    assert r.failed_stage == stage
+    assert says in ((r.error.message if r.error else "") + (r.skip_reason or ""))
+    gone(pids)
+
+
+def test_calls_that_run_on_what_the_last_left_on_another_rank_are_caught(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    write(tmp_path / "ch" / "ch90" / "baseline_drift.py", pids, drift_on=1)
+    spec = select(discover(tmp_path / "ch"))[0].variants[0]
+    r = run_variant(spec, tmp_path / "work", cli_layer=FAST)
+    assert r.status == "invalid" and r.failed_stage == "recheck", r.error
+    assert r.recheck is not None and r.recheck.mutated == ["rank 1: x: float32[3000]"]  # named with its rank
+    assert r.recheck.restored_same_output is False
+    gone(pids)
+
+
+def test_adaptive_sampling_stops_on_every_rank_at_once(tmp_path: Path) -> None:
+    """Samples until a time limit on real ranks, rank 1 slower and jittery: every rank stops at the same sample
+    (the decision is taken on rank 0's clock and the slowest rank's samples: tests/bench/measure/test_collective.py),
+    and the samples are rank 1's."""
+    pids = tmp_path / "pids"
+    path = write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids)
+    slow = "        self.out.copy_(self.x)\n"
+    path.write_text(path.read_text().replace(slow, "        if self.rank == 1:\n"
+                                             "            time.sleep(0.001 * (1 + (self.calls % 3)))\n" + slow)
+                    .replace("    def benchmark_fn(self):\n", "    calls = 0\n\n    def benchmark_fn(self):\n"
+                                                                 "        self.calls += 1\n"))  # fmt: skip
+    spec = select(discover(tmp_path / "ch"))[0].variants[0]
+    adaptive = {
+        "warmup": 2,
+        "min_warmup_seconds": 0.0,
+        "noise_target": 1e-6,
+        "max_measure_seconds": 0.3,
+        "device": "cpu",
+    }
+    r = run_variant(spec, tmp_path / "work", cli_layer=adaptive)
+    assert r.status == "ok", r.error
+    assert r.timing is not None and r.timing.stop_reason == "max_time"
+    own = r.timing.rank_samples_ms or []
+    assert len(own) == 2 and len(own[0]) == len(own[1]) == len(r.timing.samples_ms) > 10
+    assert min(own[1]) >= 1.0  # rank 1 slept at least 1 ms in every call: the samples are its times
+    gone(pids)
+
+
+def test_verify_sets_every_rank_up_without_timing(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids, world=3)
+    spec = select(discover(tmp_path / "ch"))[0].variants[0]
+    r = run_variant(spec, tmp_path / "work", cli_layer=FAST, mode="verify")
+    assert r.status == "ok", r.error
+    assert r.timing is None and len(list(pids.glob("rank*.pid"))) == 3
+    gone(pids)
+
+
+def test_a_fresh_interpreter_coordinates_ranks_too(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids)
+    spec = select(discover(tmp_path / "ch"))[0].variants[0]
+    r = run_variant(spec, tmp_path / "work", cli_layer=FAST, cold_start=True)
+    assert r.status == "ok", r.error
+    assert r.launch == "cold_start" and r.timing is not None and len(r.timing.rank_samples_ms or []) == 2
+    gone(pids)
+
+
+def test_beside_other_workers_the_ranks_run_alone(tmp_path: Path) -> None:
+    """Two workers: the ranks' variants stop after set-up to be admitted (workers rule 3), the plain one beside."""
+    pids = tmp_path / "pids"
+    write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids)
+    write(tmp_path / "ch" / "ch90" / "optimized_ar.py", pids)
+    plain = BENCH.replace("world_size=WORLD", "world_size=1").replace("dist.all_reduce(self.out)", "")
+    plain = plain.replace("assert (ctx.world_size, dist.get_world_size()", "assert (ctx.world_size, 1")
+    plain = plain.replace("dist.get_rank()) == (WORLD, WORLD, ctx.rank)", "0) == (1, 1, ctx.rank)")
+    for name in ("baseline_one.py", "optimized_one.py"):
+        (tmp_path / "ch" / "ch91").mkdir(parents=True, exist_ok=True)
+        text = plain.format(world=1, fault=None, wrong_on=None, drift_on=None, pids=str(pids))
+        (tmp_path / "ch" / "ch91" / name).write_text(text)
+    suite = run_suite(select(discover(tmp_path / "ch")), cli_layer=FAST, workdir=tmp_path / "work",
+                      workers=[{}, {}])  # fmt: skip
+    assert [v.status for v in suite.variants] == ["ok"] * 4, [(v.spec.key, v.error) for v in suite.variants]
+    assert all(c.verification.verified for c in suite.comparisons)
+    gone(pids)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this host has none")
+def test_nccl_ranks_on_the_gpus(tmp_path: Path) -> None:
+    """On a GPU host: two NCCL ranks, one per GPU, timed with events; on a host of one GPU, skipped with the reason
+    before any rank starts."""
+    pids = tmp_path / "pids"
+    write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids)
+    write(tmp_path / "ch" / "ch90" / "optimized_ar.py", pids)
+    suite = run_suite(select(discover(tmp_path / "ch")), cli_layer={**FAST, "device": "cuda"}, workdir=tmp_path / "w")
+    if torch.cuda.device_count() < 2:
+        assert [v.status for v in suite.variants] == ["skipped", "skipped"]
+        assert suite.variants[0].skip_reason == f"needs 2 GPUs, one per rank ({torch.cuda.device_count()} visible)"
+        assert not list(pids.glob("rank*.pid"))
+        return
+    for v in suite.variants:
+        assert v.status == "ok", v.error
+        assert v.sizes["backend"] == "nccl" and v.device == "cuda:0"
+        assert v.timing is not None and "one-element all-reduce" in v.timing.method
+    assert suite.comparisons[0].verification.verified, suite.comparisons[0].verification.detail
+    gone(pids)
+
+
+def test_a_gpu_host_with_too_few_gpus_skips_before_starting_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.delenv(ranks.RANK_DEVICES, raising=False)
+    with pytest.raises(Skip, match=r"needs 2 GPUs, one per rank \(1 visible\)"):
+        ranks._rank_devices("auto", 2)
+    monkeypatch.setenv(ranks.RANK_DEVICES, "0,1")  # the suite's two workers' GPUs: the ranks see both
+    assert ranks._rank_devices("cuda", 2) == "0,1"
+    assert ranks._rank_devices("cpu", 8) is None  # gloo processes: any number
+
+
+def test_the_ranks_get_every_workers_gpu_and_multicast_stays_off() -> None:
+    class Fake:
+        def __init__(self, env: dict[str, str], others: list[Any]) -> None:
+            self.env = env
+            self.host = type("H", (), {"lanes": others})()
+
+    lanes: list[Any] = []
+    lanes += [Fake({"CUDA_VISIBLE_DEVICES": "2"}, lanes), Fake({"CUDA_VISIBLE_DEVICES": "3"}, lanes)]
+    assert Lane._env(lanes[1]) == {"CUDA_VISIBLE_DEVICES": "3", ranks.RANK_DEVICES: "2,3"}  # type: ignore[arg-type]
+    alone: list[Any] = []
+    alone.append(Fake({}, alone))
+    assert Lane._env(alone[0]) == {}  # type: ignore[arg-type]
+    caller = {"NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0"}
+    env = child_env(resolve_config(), caller)
+    assert (env["NCCL_NVLS_ENABLE"], env["TORCH_SYMM_MEM_DISABLE_MULTICAST"]) == ("0", "1")
+    assert caller == {"NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0"}  # the caller's, untouched
