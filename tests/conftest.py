@@ -50,6 +50,21 @@ def _private_durations_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _private_results_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What perflab writes by itself (spools of results a store did not take, sweep data) goes under
+    $PERFLAB_RESULTS_DIR, else ./perflab-results: not into the checkout from tests."""
+    import os
+
+    saved = os.environ.get("PERFLAB_RESULTS_DIR")
+    os.environ["PERFLAB_RESULTS_DIR"] = str(tmp_path_factory.mktemp("results"))
+    yield
+    if saved is None:
+        os.environ.pop("PERFLAB_RESULTS_DIR", None)
+    else:
+        os.environ["PERFLAB_RESULTS_DIR"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _private_servers(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Tests' pre-warmed servers (bench.isolate.server) live in a directory of their own, and are stopped when the
     session ends (with an idle exit of their own should the session be killed)."""

@@ -39,7 +39,7 @@ from bench.errors import PerflabError
 
 if TYPE_CHECKING:
     from bench.isolate.sink import BackgroundSink
-    from bench.record.tracking import Tracker
+    from bench.record.upload import SpoolSink
 
 IterationsOpt = Annotated[int | None, typer.Option(help="timed calls per variant")]
 WarmupOpt = Annotated[int | None, typer.Option(help="untimed calls before measurement")]
@@ -118,30 +118,37 @@ def run(
     suite, before_s = _run(examples, effective, workers, sink, suite_layer=suite_layer, cli_layer=layer,
                            workdir=keep_workdir, keep_workdir=keep_workdir is not None, cold_start=cold_start,
                            overlap=overlap)  # fmt: skip
-    tracker = cast("Tracker", sink.close()) if sink is not None else None
-    _report(suite, tracker, sink, cold_start, before_s)
-    if not suite.all_ok:
+    tracker = cast("SpoolSink", sink.close()) if sink is not None else None
+    logged = _report(suite, tracker, sink, cold_start, before_s)
+    if not suite.all_ok or not logged:
         raise typer.Exit(1)
 
 
 def _sink(experiment: str | None, tracking_uri: str | None, targets: str, cold_start: bool) -> BackgroundSink:
-    """The MLflow tracker, opened on a thread of its own (import + store: ~10 s on a GPU host) while the first
-    variants run."""
+    """Results kept on disk first (bench.record.spool), then logged to MLflow from a thread of its own (import +
+    store: ~10 s on a GPU host) while the first variants run; a store that fails loses nothing."""
     from bench.isolate.sink import BackgroundSink
+    from bench.record.spool import Spool, absolute_uri
+    from bench.record.store import check_tracking_uri, experiment_name
 
-    def open_tracker() -> Tracker:
+    check_tracking_uri(tracking_uri)
+    spool = Spool.create({
+        "tracking_uri": absolute_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")),
+        "experiment": experiment_name(experiment), "run_name": f"perflab run {targets}",
+        "tags": {"perflab.targets": targets, "perflab.cold_start": str(cold_start).lower()},
+        "adopt": os.environ.get("MLFLOW_RUN_ID"),  # inside `mlflow run`: its run is the parent
+    })  # fmt: skip
+
+    def open_sink() -> SpoolSink:
         from bench.record.manifest import host_manifest
-        from bench.record.tracking import Tracker
+        from bench.record.upload import SpoolSink, Uploader, quiet_store
 
-        tracker = Tracker(
-            experiment=experiment, tracking_uri=tracking_uri, run_name=f"perflab run {targets}",
-            host_manifest=host_manifest(),
-            tags={"perflab.targets": targets, "perflab.cold_start": str(cold_start).lower()},
-        )  # fmt: skip
-        tracker.start()
-        return tracker
+        quiet_store()
+        spool.suite["host"] = host_manifest()
+        spool.save_suite()
+        return SpoolSink(spool, Uploader(spool))
 
-    return BackgroundSink(open_tracker)
+    return BackgroundSink(open_sink, keep=spool.add)
 
 
 def _run(
@@ -172,31 +179,36 @@ def _run(
         except BaseException:
             if sink is not None:
                 with contextlib.suppress(Exception):  # the store may be what failed; keep the original error
-                    tracker = cast("Tracker", sink.close())
-                    tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True},
-                                   failed=True)  # fmt: skip
+                    tracker = cast("SpoolSink", sink.close())
+                    kept = tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True},
+                                          failed=True, wait=False)  # fmt: skip
+                    if kept:
+                        err_console.print(escape(kept), soft_wrap=True)
             raise
     save_durations(durations, signature, suite)
     return suite, before_s
 
 
 def _report(
-    suite: SuiteResult, tracker: Tracker | None, sink: BackgroundSink | None, cold_start: bool, before_s: float | None
-) -> None:
-    """The summary on the parent run, the table, and where the time went."""
+    suite: SuiteResult, tracker: SpoolSink | None, sink: BackgroundSink | None, cold_start: bool, before_s: float | None
+) -> bool:
+    """The summary on the parent run, the table, and where the time went; False when the results could not be
+    logged (they are kept on disk, and one line says where)."""
     from bench.record.summary import summary_dict, summary_markdown
 
     summary = summary_dict(suite)
-    if tracker is not None:
-        tracker.finish(summary_markdown(summary), summary, failed=False)
+    spooled = tracker.finish(summary_markdown(summary), summary, failed=False) if tracker is not None else None
     console.print(table(suite))
     console.print(
         f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
         f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s"
-        + (f", MLflow parent run {tracker.parent_run_id}" if tracker is not None else "")
+        + (f", MLflow parent run {tracker.parent_run_id}" if tracker is not None and not spooled else "")
     )
     for text in time_lines(suite, sink, cold_start, before_s):
         console.print(text)
+    if spooled:
+        err_console.print(escape(spooled), soft_wrap=True)
+    return not spooled
 
 
 def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool, before_s: float | None) -> list[str]:
