@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import pytest
 
+from tests.services import mlflow_server, postgres, ray_cluster, team  # noqa: F401  (fixtures: PostgreSQL, MLflow, Ray)
+
 TEMPLATE = Path(__file__).parent / "fixtures" / "benchmark_template.py"
 _TEMPLATE_TEXT = TEMPLATE.read_text()
 # Module-level UPPER_CASE assignments of the template are its knobs.
