@@ -74,11 +74,13 @@ class Entry:
     run_id: str | None = None  # the run it was uploaded as
 
     def result(self) -> VariantResult:
-        result = VariantResult.model_validate_json((self.dir / "result.json").read_text())
-        profile = self.dir / "profile"
-        if result.profile is not None and profile.is_dir():
-            result.profile.dir = str(profile)
-        return result
+        """As measured: its ``profile.dir`` is where the suite wrote the files (gone); they are in ``profile_dir``."""
+        return VariantResult.model_validate_json((self.dir / "result.json").read_text())
+
+    @property
+    def profile_dir(self) -> str | None:
+        d = self.dir / "profile"
+        return str(d) if d.is_dir() else None
 
     def comparison(self) -> Comparison | None:
         path = self.dir / "comparison.json"

@@ -20,9 +20,8 @@ What goes where (and what readers of the store may rely on; docs/mlflow.md):
 * Parents whose children are not variants (sweep trials, kernel providers): ``log_parent``, ``log_child``,
   ``close``.
 
-Logging is idempotent when a caller gives uids (``bench.record.spool`` does): the parent and each variant run
-carry ``perflab.uid``; ``resume=True`` looks the uid up first and fills the run found (a run created before the
-store failed mid-way) instead of creating another, with the same timestamps, so nothing is logged twice.
+Idempotent with uids (``bench.record.spool``): runs carry ``perflab.uid``; ``resume=True`` fills the run an
+earlier attempt made (the store failed mid-way), with the same timestamps: nothing is logged twice.
 """
 
 from __future__ import annotations
@@ -215,7 +214,7 @@ class Tracker:
 
     def log_variant(
         self, result: VariantResult, comparison: Comparison | None = None, *, uid: str | None = None,
-        resume: bool = False, ended_ms: int | None = None,
+        resume: bool = False, ended_ms: int | None = None, profile_dir: str | None = None,
     ) -> str:  # fmt: skip
         """Log one variant as a nested run and return its id.
 
@@ -224,9 +223,9 @@ class Tracker:
         failed, timed out or was invalid (so the MLflow UI flags it), FINISHED otherwise; the
         precise outcome is always in the ``perflab.status`` tag.
 
-        ``ended_ms``: when the variant's run ended (ms since the epoch; default now): the run's start and end
-        and its metrics' timestamps, so a result uploaded later reads as measured when it was. ``uid`` and
-        ``resume``: see the module's docstring.
+        ``ended_ms``: when the variant's run ended (ms since the epoch; default now): the run's start, end and
+        metrics' timestamps, so a result uploaded later reads as measured when it was. ``uid``, ``resume``: see
+        the module's docstring. ``profile_dir``: the profile's files, when moved (result.json keeps the path).
         """
         parent = self.parent_run_id
         spec = result.spec
@@ -260,7 +259,7 @@ class Tracker:
             metrics.update(comparison_metrics(comparison))
         # A failure here leaves the run open (RUNNING): a later attempt with ``resume`` finds and fills it.
         self._log(run_id, metrics=metrics, params=variant_params(result), tags=tags, ts=ended)
-        self._log_variant_artifacts(run_id, result, host)
+        self._log_variant_artifacts(run_id, result, host, profile_dir)
         self._client.set_terminated(run_id, FAILED if result.status in FAILED_STATUSES else FINISHED, end_time=ended)
         self.record(result, comparison, run_id)
         return str(run_id)
@@ -274,7 +273,9 @@ class Tracker:
                 self._comparisons.append(comparison)
             self._run_ids[result.spec.key] = run_id
 
-    def _log_variant_artifacts(self, run_id: str, result: VariantResult, host: dict[str, Any]) -> None:
+    def _log_variant_artifacts(
+        self, run_id: str, result: VariantResult, host: dict[str, Any], profile_dir: str | None = None
+    ) -> None:
         with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
             d = Path(tmp)
             (d / "result.json").write_text(result.model_dump_json(indent=2))
@@ -287,7 +288,7 @@ class Tracker:
             }
             (d / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
             self._client.log_artifacts(run_id, tmp)  # one upload for both files
-        profile = Path(result.profile.dir) if result.profile and result.profile.dir else None
+        profile = Path(profile_dir or result.profile.dir) if result.profile and result.profile.dir else None
         if profile is not None and profile.is_dir() and any(profile.iterdir()):
             self._client.log_artifacts(run_id, str(profile), artifact_path="profile")
 
