@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -45,6 +46,7 @@ from bench.record.contract import (
     comparison_tags,
     finite,
     suite_counts,
+    variant_files,
     variant_metrics,
     variant_params,
     variant_tags,
@@ -73,7 +75,6 @@ def _commit_tags(host_manifest: Mapping[str, Any]) -> dict[str, str]:
     git = host_manifest.get("git") or {}
     tags = {"perflab.git_commit": git.get("commit"), "perflab.git_dirty": git.get("dirty")}
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in tags.items() if v is not None}
-
 
 
 class Tracker:
@@ -115,6 +116,7 @@ class Tracker:
         self._results: list[VariantResult] = []
         self._comparisons: list[Comparison] = []
         self._run_ids: dict[str, str] = {}  # variant key → run id, to link optimized runs to baselines
+        self._uploads = ThreadPoolExecutor(max_workers=3, thread_name_prefix="perflab-upload")  # threads made on use
 
     @property
     def parent_run_id(self) -> str:
@@ -257,16 +259,17 @@ class Tracker:
             baseline = self._run_ids.get(f"{comparison.chapter}:{comparison.example}:baseline")
             tags.update(comparison_tags(comparison, baseline))
             metrics.update(comparison_metrics(comparison))
-        # A failure here leaves the run open (RUNNING): a later attempt with ``resume`` finds and fills it.
+        # A failure leaves the run open (RUNNING): ``resume`` finds and fills it. Files go up beside the batch.
+        uploads = self._log_variant_artifacts(run_id, result, host, profile_dir)
         self._log(run_id, metrics=metrics, params=variant_params(result), tags=tags, ts=ended)
-        self._log_variant_artifacts(run_id, result, host, profile_dir)
+        for upload in uploads:
+            upload.result()
         self._client.set_terminated(run_id, FAILED if result.status in FAILED_STATUSES else FINISHED, end_time=ended)
         self.record(result, comparison, run_id)
         return str(run_id)
 
     def record(self, result: VariantResult, comparison: Comparison | None, run_id: str) -> None:
-        """A variant logged as ``run_id`` (by this tracker, or by an earlier process whose results are
-        imported): counted in the suite's summary, and named as the baseline of its optimized partners."""
+        """A variant logged as ``run_id`` (here or by an earlier process): counted, and named as the baseline."""
         with self._lock:
             self._results.append(result)
             if comparison is not None:
@@ -275,22 +278,19 @@ class Tracker:
 
     def _log_variant_artifacts(
         self, run_id: str, result: VariantResult, host: dict[str, Any], profile_dir: str | None = None
-    ) -> None:
-        with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
-            d = Path(tmp)
-            (d / "result.json").write_text(result.model_dump_json(indent=2))
-            manifest = {
-                "host": host,
-                "device": result.manifest,
-                # Seeds and every other setting the variant actually ran with (all layers applied).
-                "seeds": {"random/numpy/torch/cuda": result.config.get("seed")},
-                "config": result.config,
-            }
-            (d / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
-            self._client.log_artifacts(run_id, tmp)  # one upload for both files
+    ) -> list[Future[None]]:
+        """result.json, manifest.json and the profile's files, each uploading on a thread of its own."""
+        upload = self._uploads.submit
+        uploads = [upload(self._upload_text, run_id, n, t) for n, t in variant_files(result, host).items()]
         profile = Path(profile_dir or result.profile.dir) if result.profile and result.profile.dir else None
         if profile is not None and profile.is_dir() and any(profile.iterdir()):
-            self._client.log_artifacts(run_id, str(profile), artifact_path="profile")
+            uploads.append(upload(self._client.log_artifacts, run_id, str(profile), "profile"))
+        return uploads
+
+    def _upload_text(self, run_id: str, name: str, text: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
+            (Path(tmp) / name).write_text(text)
+            self._client.log_artifact(run_id, str(Path(tmp) / name))
 
     def finish(
         self, summary_md: str, summary_json: dict[str, Any], failed: bool = False, ended_ms: int | None = None
