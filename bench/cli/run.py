@@ -139,7 +139,7 @@ def run(
     suite, before_s = _run(examples, effective, workers, sink, suite_layer=suite_layer, cli_layer=layer,
                            cold_start=cold_start, overlap=overlap, **options)  # fmt: skip
     tracker = cast("SpoolSink", sink.close()) if sink is not None else None
-    logged = _report(suite, tracker, sink, cold_start, before_s)
+    logged = _report(suite, tracker, sink, cold_start or ray is not None, before_s)  # --ray: no server here ran them
     if not suite.all_ok or not logged:
         raise typer.Exit(1)
 

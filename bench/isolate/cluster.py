@@ -294,7 +294,9 @@ class _Driver:
                     self.timeline += [{**e, "start_s": e["start_s"] + started - wall0,
                                        "end_s": e["end_s"] + started - wall0} for e in entries]  # fmt: skip
                 except ray.exceptions.RayError as exc:  # the node, its agent or the harness on it failed
-                    reason = f"Ray node {node[:12]} lost: {str(exc).strip().splitlines()[0][:300]}"
+                    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [type(exc).__name__]
+                    why = lines[0] if len(lines) == 1 else f"{lines[0]} … {lines[-1]}"  # a task's error: its last
+                    reason = f"Ray node {node[:12]} lost: {why[:300]}"
                     back = ray.get(dispatcher.lost.remote(node, reason))
                     if self.warn is not None:
                         names = ", ".join(self.examples[i].target for i in back) or "none"
