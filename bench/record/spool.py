@@ -99,6 +99,7 @@ class Spool:
         self.root = root
         self.suite = suite
         self._entries = entries
+        self._added = max((int(e.dir.name.split("-", 1)[0]) for e in entries), default=0)  # directories numbered
         self._lock = threading.Lock()
 
     @classmethod
@@ -144,13 +145,13 @@ class Spool:
         _write_json(self.root / _SUITE, self.suite)
 
     def add(self, result: VariantResult, comparison: Comparison | None = None) -> Entry:
-        """Write one finished variant (and its profile files, which the suite's work directory will lose)."""
+        """Write one finished variant (and its profile files, which the suite's work directory will lose); it is
+        an entry (``entries``) once all of it is on disk."""
         with self._lock:
-            n = len(self._entries) + 1
-            d = self.root / f"{n:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', result.spec.key)}"
+            self._added += 1
+            d = self.root / f"{self._added:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', result.spec.key)}"
             d.mkdir()
-            entry = Entry(d, result.spec.key, uuid.uuid4().hex, int(time.time() * 1000))
-            self._entries.append(entry)
+        entry = Entry(d, result.spec.key, uuid.uuid4().hex, int(time.time() * 1000))
         profile = Path(result.profile.dir) if result.profile and result.profile.dir else None
         if profile is not None and profile.is_dir():
             _copy_tree(profile, d / "profile")
@@ -158,6 +159,8 @@ class Spool:
         if comparison is not None:
             (d / "comparison.json").write_text(comparison.model_dump_json(indent=1))
         entry.save()  # last: a directory without it was never uploaded (``open`` makes it one)
+        with self._lock:
+            self._entries.append(entry)
         return entry
 
     def entries(self) -> list[Entry]:

@@ -205,3 +205,31 @@ def test_a_sqlite_store_in_a_missing_directory_is_refused_and_not_created(tmp_pa
                     cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2 and f"the directory {missing} does not exist" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "nonexistent").exists()
+
+
+def test_an_entry_is_listed_only_once_all_of_it_is_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The uploader's thread lists entries while a worker's thread adds one (a profile being copied): it must never
+    see one whose result.json is not written yet."""
+    import threading
+
+    import bench.record.spool as spool_module
+
+    copying = threading.Event()
+
+    def slow_copy(src: Path, dst: Path) -> None:
+        copying.set()
+        time.sleep(0.5)
+        shutil.copytree(src, dst)
+
+    monkeypatch.setattr(spool_module, "_copy_tree", slow_copy)
+    spool = _spool(tmp_path, "spool-race", "sqlite:///unused.db")
+    trace = tmp_path / "profile"
+    trace.mkdir()
+    (trace / "trace.json").write_text("{}")
+    adding = threading.Thread(target=spool.add, args=(ok_result("optimized", [1.0], profile_dir=str(trace)),))
+    adding.start()
+    assert copying.wait(10)
+    assert spool.entries() == []  # being written
+    adding.join()
+    [entry] = spool.entries()
+    assert (entry.dir / "result.json").is_file() and entry.profile_dir is not None
