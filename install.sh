@@ -7,7 +7,7 @@
 # * Offline host: PERFLAB_WHEELS=DIR installs the wheels in DIR (e.g. .whl from
 #   ../shared/gpu-wheelhouse.sh) without an index and without dependency resolution, so the image's
 #   torch/triton stay untouched.
-# --test adds the test tools (pytest, pytest-timeout).
+# --test adds the test tools (pytest, pytest-timeout, psycopg, ray).
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}

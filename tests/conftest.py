@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import pytest
 
+from tests.services import mlflow_server, postgres, ray_cluster, team  # noqa: F401  (fixtures: PostgreSQL, MLflow, Ray)
+
 TEMPLATE = Path(__file__).parent / "fixtures" / "benchmark_template.py"
 _TEMPLATE_TEXT = TEMPLATE.read_text()
 # Module-level UPPER_CASE assignments of the template are its knobs.
@@ -47,6 +49,21 @@ def _private_durations_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
         os.environ.pop("PERFLAB_DURATIONS", None)
     else:
         os.environ["PERFLAB_DURATIONS"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_results_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What perflab writes by itself (spools of results a store did not take, sweep data) goes under
+    $PERFLAB_RESULTS_DIR, else ./perflab-results: not into the checkout from tests."""
+    import os
+
+    saved = os.environ.get("PERFLAB_RESULTS_DIR")
+    os.environ["PERFLAB_RESULTS_DIR"] = str(tmp_path_factory.mktemp("results"))
+    yield
+    if saved is None:
+        os.environ.pop("PERFLAB_RESULTS_DIR", None)
+    else:
+        os.environ["PERFLAB_RESULTS_DIR"] = saved
 
 
 @pytest.fixture(scope="session", autouse=True)

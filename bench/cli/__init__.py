@@ -1,9 +1,9 @@
 """bench's commands of ``perflab``: ``run``, ``list``, ``verify``, ``profile``, ``show``, ``selfcheck``,
-``overhead`` and ``server``. The ``perflab`` command itself (``perflab/cli.py``) adds them to one app beside the
-commands of the packages built on the harness (analysis, sweeps, kernels); bench never imports those.
+``overhead``, ``server`` and ``import``. The ``perflab`` command itself (``perflab/cli.py``) adds them to one app
+beside the commands of the packages built on the harness (analysis, sweeps, kernels); bench never imports those.
 
 * ``run``: a suite from the command line (flags → a config layer, workers, MLflow on a thread, the report);
-* ``commands``: list, verify, profile, show, server; ``audit``: selfcheck, overhead;
+* ``commands``: list, verify, profile, show, server; ``audit``: selfcheck, overhead; ``store``: import;
 * ``common``: the consoles, the options several commands share, one line per variant.
 
 Invariants: the command process never imports torch (the server's children do the work); every module
@@ -18,6 +18,7 @@ from typing import Any
 from bench.cli.audit import overhead, selfcheck
 from bench.cli.commands import list_, profile, server_app, show, verify
 from bench.cli.run import run
+from bench.cli.store import import_
 
 __all__ = ["register"]
 
@@ -32,3 +33,4 @@ def register(app: Any) -> None:
     app.command()(show)
     app.command()(overhead)
     app.add_typer(server_app, name="server")
+    app.command("import")(import_)

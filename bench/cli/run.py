@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -39,7 +40,7 @@ from bench.errors import PerflabError
 
 if TYPE_CHECKING:
     from bench.isolate.sink import BackgroundSink
-    from bench.record.tracking import Tracker
+    from bench.record.upload import SpoolSink
 
 IterationsOpt = Annotated[int | None, typer.Option(help="timed calls per variant")]
 WarmupOpt = Annotated[int | None, typer.Option(help="untimed calls before measurement")]
@@ -70,6 +71,20 @@ GpusOpt = Annotated[
     str | None, typer.Option(help="GPU indices, e.g. 0,1: one worker per GPU (default: every visible GPU)")
 ]
 JobsOpt = Annotated[int | None, typer.Option(min=1, help="parallel workers for CPU-only runs")]
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        help="run the examples on a Ray cluster's GPUs: 'auto' (the cluster of this host, or $RAY_ADDRESS) or its "
+        "address HOST:6379; results are logged from here (pip install -e '.[ray]')",
+    ),
+]
+ShardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shard", help="I/N: only the I-th of N parts of the examples, 0 <= I < N (Slurm: $SLURM_ARRAY_TASK_ID/N)"
+    ),
+]
 OverlapOpt = Annotated[
     bool,
     typer.Option(
@@ -89,7 +104,7 @@ def run(
     timing_mode: TimingModeOpt = None, noise_target: NoiseOpt = None, config: ConfigOpt = None,
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
     chapters_dir: ChaptersOpt = None, keep_workdir: KeepOpt = None, gpus: GpusOpt = None, jobs: JobsOpt = None,
-    overlap: OverlapOpt = True,
+    overlap: OverlapOpt = True, ray: RayOpt = None, shard: ShardOpt = None,
 ) -> None:  # fmt: skip
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -107,41 +122,55 @@ def run(
     if not examples:
         raise PerflabError(f"no examples found under {catalog.root}")
     check_workers(gpus, jobs)
-    if not cold_start:
+    if ray is not None and (gpus is not None or jobs is not None or shard is not None):
+        raise PerflabError("--ray places the examples on the cluster's GPUs itself: without --gpus, --jobs or --shard")
+    examples = shard_of(examples, shard) if shard is not None else examples
+    if not cold_start and ray is None:
         from bench.isolate.process import prestart_server
 
         # First: the server's imports (torch) overlap everything below, the MLflow start-up included.
         prestart_server(effective)
-    workers = workers_for(effective.device, gpus, jobs)
+    workers = workers_for(effective.device, gpus, jobs) if ray is None else []
     target_text = ",".join(targets or ["all"])
-    sink = None if no_track else _sink(experiment, tracking_uri, target_text, cold_start)
+    tags = {"perflab.shard": shard} if shard is not None else {}
+    sink = None if no_track else _sink(experiment, tracking_uri, target_text, cold_start, tags)
+    options = {"ray": ray, "chapters_dir": chapters_dir} if ray is not None else {
+        "workdir": keep_workdir, "keep_workdir": keep_workdir is not None}  # fmt: skip
     suite, before_s = _run(examples, effective, workers, sink, suite_layer=suite_layer, cli_layer=layer,
-                           workdir=keep_workdir, keep_workdir=keep_workdir is not None, cold_start=cold_start,
-                           overlap=overlap)  # fmt: skip
-    tracker = cast("Tracker", sink.close()) if sink is not None else None
-    _report(suite, tracker, sink, cold_start, before_s)
-    if not suite.all_ok:
+                           cold_start=cold_start, overlap=overlap, **options)  # fmt: skip
+    tracker = cast("SpoolSink", sink.close()) if sink is not None else None
+    logged = _report(suite, tracker, sink, cold_start or ray is not None, before_s)  # --ray: no server here ran them
+    if not suite.all_ok or not logged:
         raise typer.Exit(1)
 
 
-def _sink(experiment: str | None, tracking_uri: str | None, targets: str, cold_start: bool) -> BackgroundSink:
-    """The MLflow tracker, opened on a thread of its own (import + store: ~10 s on a GPU host) while the first
-    variants run."""
+def _sink(
+    experiment: str | None, tracking_uri: str | None, targets: str, cold_start: bool, tags: dict[str, str]
+) -> BackgroundSink:
+    """Results kept on disk first (bench.record.spool), then logged to MLflow from a thread of its own (import +
+    store: ~10 s on a GPU host) while the first variants run; a store that fails loses nothing."""
     from bench.isolate.sink import BackgroundSink
+    from bench.record.spool import Spool, absolute_uri
+    from bench.record.store import check_tracking_uri, experiment_name
 
-    def open_tracker() -> Tracker:
+    check_tracking_uri(tracking_uri)
+    spool = Spool.create({
+        "tracking_uri": absolute_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")),
+        "experiment": experiment_name(experiment), "run_name": f"perflab run {targets}",
+        "tags": {"perflab.targets": targets, "perflab.cold_start": str(cold_start).lower(), **tags},
+        "adopt": os.environ.get("MLFLOW_RUN_ID"),  # inside `mlflow run`: its run is the parent
+    })  # fmt: skip
+
+    def open_sink() -> SpoolSink:
         from bench.record.manifest import host_manifest
-        from bench.record.tracking import Tracker
+        from bench.record.upload import SpoolSink, Uploader, quiet_store
 
-        tracker = Tracker(
-            experiment=experiment, tracking_uri=tracking_uri, run_name=f"perflab run {targets}",
-            host_manifest=host_manifest(),
-            tags={"perflab.targets": targets, "perflab.cold_start": str(cold_start).lower()},
-        )  # fmt: skip
-        tracker.start()
-        return tracker
+        quiet_store()
+        spool.suite["host"] = host_manifest()
+        spool.save_suite()
+        return SpoolSink(spool, Uploader(spool))
 
-    return BackgroundSink(open_tracker)
+    return BackgroundSink(open_sink, keep=spool.add)
 
 
 def _run(
@@ -154,7 +183,7 @@ def _run(
 
     durations = durations_path()
     signature = f"device={effective.device} smoke={effective.smoke} cold_start={options['cold_start']}"
-    expected = load_durations(durations, signature) if len(workers) > 1 else None
+    expected = load_durations(durations, signature) if len(workers) > 1 or options.get("ray") else None
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), console=console, transient=False,
@@ -167,36 +196,71 @@ def _run(
 
         before_s = process_age_s()  # interpreter start, imports, discovery, server and MLflow threads started
         try:
-            suite = run_suite(examples, sink=sink, on_result=on_result, workers=workers, expected_s=expected,
-                              **options)  # type: ignore[arg-type]  # fmt: skip
+            if options.get("ray") is not None:
+                suite = _on_ray(examples, sink, on_result, expected, **options)
+            else:
+                suite = run_suite(examples, sink=sink, on_result=on_result, workers=workers, expected_s=expected,
+                                  **options)  # type: ignore[arg-type]  # fmt: skip
         except BaseException:
             if sink is not None:
                 with contextlib.suppress(Exception):  # the store may be what failed; keep the original error
-                    tracker = cast("Tracker", sink.close())
-                    tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True},
-                                   failed=True)  # fmt: skip
+                    tracker = cast("SpoolSink", sink.close())
+                    kept = tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True},
+                                          failed=True, wait=False)  # fmt: skip
+                    if kept:
+                        err_console.print(escape(kept), soft_wrap=True)
             raise
     save_durations(durations, signature, suite)
     return suite, before_s
 
 
+def _on_ray(
+    examples: list[Example], sink: BackgroundSink | None, on_result: Callable[[VariantResult, Comparison | None], None],
+    expected: dict[str, float] | None, ray: str, **options: Any,
+) -> SuiteResult:  # fmt: skip
+    """The suite on a Ray cluster (bench.isolate.cluster), the longest examples first as on several local workers."""
+    from bench.isolate.cluster import run_on_ray
+    from bench.record.manifest import host_manifest
+
+    def warn(text: str) -> None:
+        err_console.print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)
+
+    return run_on_ray(examples, ray, sink=sink, on_result=on_result, describe_host=host_manifest, warn=warn,
+                      expected_s=expected, **options)  # fmt: skip
+
+
+def shard_of(examples: list[Example], shard: str) -> list[Example]:
+    """``I/N``: every N-th example from the I-th, in target order; the same partition on every host for one
+    checkout (a Slurm job array runs ``--shard $SLURM_ARRAY_TASK_ID/N``)."""
+    i, slash, n = shard.partition("/")
+    if not (slash and i.strip().isdigit() and n.strip().isdigit()) or not 0 <= int(i) < int(n):
+        raise PerflabError(f"--shard {shard!r}: expected I/N with 0 <= I < N, e.g. 0/4 (Slurm: $SLURM_ARRAY_TASK_ID/4)")
+    part = sorted(examples, key=lambda e: e.target)[int(i) :: int(n)]
+    if not part:
+        raise PerflabError(f"--shard {shard}: no example falls in this part ({len(examples)} examples in all)")
+    return part
+
+
 def _report(
-    suite: SuiteResult, tracker: Tracker | None, sink: BackgroundSink | None, cold_start: bool, before_s: float | None
-) -> None:
-    """The summary on the parent run, the table, and where the time went."""
+    suite: SuiteResult, tracker: SpoolSink | None, sink: BackgroundSink | None, cold_start: bool, before_s: float | None
+) -> bool:
+    """The summary on the parent run, the table, and where the time went; False when the results could not be
+    logged (they are kept on disk, and one line says where)."""
     from bench.record.summary import summary_dict, summary_markdown
 
     summary = summary_dict(suite)
-    if tracker is not None:
-        tracker.finish(summary_markdown(summary), summary, failed=False)
+    spooled = tracker.finish(summary_markdown(summary), summary, failed=False) if tracker is not None else None
     console.print(table(suite))
     console.print(
         f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
         f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s"
-        + (f", MLflow parent run {tracker.parent_run_id}" if tracker is not None else "")
+        + (f", MLflow parent run {tracker.parent_run_id}" if tracker is not None and not spooled else "")
     )
     for text in time_lines(suite, sink, cold_start, before_s):
         console.print(text)
+    if spooled:
+        err_console.print(escape(spooled), soft_wrap=True)
+    return not spooled
 
 
 def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool, before_s: float | None) -> list[str]:

@@ -248,6 +248,9 @@ class VariantResult(BaseModel):
     manifest: dict[str, Any] = Field(default_factory=dict)
     profile: Profile | None = None  # from the separate profile child(ren), when profiling was asked for
     generation: Generation | None = None  # token-generating benchmarks only (bench.measure.generation)
+    # The host manifest (bench.record.manifest) of the machine it ran on when that is not the suite's own: a
+    # Ray node (bench.isolate.cluster). None: the host of the command that ran the suite.
+    host: dict[str, Any] | None = None
 
     @property
     def median_ms(self) -> float | None:

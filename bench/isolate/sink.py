@@ -1,6 +1,7 @@
 """Where a suite's finished results go: a ``Sink`` (the MLflow tracker, a test's list), and the
 ``BackgroundSink`` that opens and feeds one on a thread of its own, so that the suite waits neither for it
-nor on it.
+nor on it. With ``keep`` (``bench.record.spool``: the results on disk first) a result is kept on the suite's
+own thread before it is queued, so that nothing measured depends on the sink's thread or on the store.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Sink(Protocol):
 
 
 OnResult = Callable[[VariantResult, Comparison | None], None]
+_TICK_S = 1.0  # how often an idle sink's ``tick`` runs (a spool retrying its uploads)
 
 
 class _Marker:
@@ -40,9 +42,14 @@ class BackgroundSink:
     variant. A sink that fails to open or to log stops the suite before its next variant (``check``, which
     ``run_suite`` calls): nothing may run that cannot be recorded. ``close`` waits until everything queued
     is logged and returns the sink (for its summary), or raises what went wrong.
+
+    ``keep``: called with each result on the caller's thread before it is queued (the write-ahead spool); an
+    error there is raised to the caller at once, as nothing may run that cannot be recorded. A sink with a
+    ``tick()`` has it called every second while no result arrives (a spool's retries of a store that failed).
     """
 
-    def __init__(self, open_sink: Callable[[], Sink]) -> None:
+    def __init__(self, open_sink: Callable[[], Sink], keep: OnResult | None = None) -> None:
+        self._keep = keep
         self._queue: queue.SimpleQueue[tuple[VariantResult, Comparison | None] | _Marker | None] = queue.SimpleQueue()
         self._sink: Sink | None = None
         self._error: BaseException | None = None
@@ -63,7 +70,8 @@ class BackgroundSink:
             self._error = exc
         self.ready_s = time.monotonic() - self._t0
         self.opened.set()
-        while (item := self._queue.get()) is not None:
+        tick = getattr(self._sink, "tick", None)
+        while (item := self._get(tick)) is not None:
             if isinstance(item, _Marker):
                 item.done.set()
                 continue
@@ -76,8 +84,21 @@ class BackgroundSink:
                 self._error = exc
                 self._lost.append(item[0].spec.key)
 
+    def _get(self, tick: Callable[[], None] | None) -> tuple[VariantResult, Comparison | None] | _Marker | None:
+        while True:
+            try:
+                return self._queue.get(timeout=_TICK_S) if tick is not None else self._queue.get()
+            except queue.Empty:
+                if self._error is None:
+                    try:
+                        tick()  # type: ignore[misc]
+                    except BaseException as exc:
+                        self._error = exc
+
     def log_variant(self, result: VariantResult, comparison: Comparison | None = None) -> str:
-        """Queue one result; returns at once (the run id is not known yet: "")."""
+        """Keep (``keep``) and queue one result; returns at once (the run id is not known yet: "")."""
+        if self._keep is not None:
+            self._keep(result, comparison)
         self._queue.put((result, comparison))
         return ""
 
@@ -91,7 +112,9 @@ class BackgroundSink:
 
     def drain(self) -> None:
         """Wait until every result queued so far is logged (or the sink failed): files a result points to
-        (a profile's trace) must still exist when it is logged."""
+        (a profile's trace) must still exist when it is logged. Kept results (``keep``) hold their files."""
+        if self._keep is not None:
+            return
         done = threading.Event()
         self._queue.put(_Marker(done))
         while self._thread.is_alive() and not done.wait(0.1):

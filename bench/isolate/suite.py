@@ -14,7 +14,7 @@ import queue
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from bench.define.config import Layer, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult
 from bench.isolate.sink import OnResult, Sink
-from bench.isolate.workers import Done, Lane, Worker, _Host
+from bench.isolate.workers import Done, Lane, Pending, Worker, _Host
 
 
 def run_suite(
@@ -51,23 +51,38 @@ def run_suite(
     ``overlap``: start each variant's child ahead, held before its ``setup()`` (bench.isolate.workers, rules
     1 and 2); off with ``cold_start`` (cold numbers) and with profiling (profile children run beside nothing).
     """
-    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
     t0 = time.monotonic()
     pool = list(workers or [{}])
     order = list(enumerate(examples))
     if len(pool) > 1 and expected_s:
-        order.sort(key=lambda item: -_expected(item[1], expected_s))
+        order.sort(key=lambda item: -_expected(item[1], expected_s))  # stable: ties keep the suite's order
     pending: queue.SimpleQueue[tuple[int, Example]] = queue.SimpleQueue()
     for item in order:
         pending.put(item)
     done = Done()
     timeline: list[dict[str, Any]] = []
+    run_lanes(pending, done, timeline.append, pool, suite_layer, cli_layer, sink=sink, on_result=on_result,
+              workdir=workdir, keep_workdir=keep_workdir, cold_start=cold_start, overlap=overlap, t0=t0)  # fmt: skip
+    return _suite_result(examples, done, timeline, time.monotonic() - t0)
+
+
+def run_lanes(
+    pending: Pending, done: Done, record: Callable[[dict[str, Any]], None], pool: Sequence[Worker],
+    suite_layer: Layer = None, cli_layer: Layer = None, *, sink: Sink | None = None, on_result: OnResult | None = None,
+    workdir: str | Path | None = None, keep_workdir: bool = False, cold_start: bool = False, overlap: bool = True,
+    t0: float | None = None, names: Sequence[str] | None = None,
+) -> None:  # fmt: skip
+    """One host's workers, a ``Lane`` per environment of ``pool``, taking examples from ``pending`` until it is
+    empty; their results go to ``done``, ``sink`` and ``on_result``, each variant's time-line entry to ``record``
+    (its ``worker``: the lane's index, or ``names[index]``)."""
+    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
+    t0 = time.monotonic() if t0 is None else t0
     overlap = overlap and not cold_start and not resolve_config(suite_layer, cli_layer).enable_profiling
     host = _Host(sink)
     host.lanes = [
         Lane(
             pending, done, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
-            lambda entry, i=i: timeline.append({**entry, "worker": i}), t0, keep_workdir, host,
+            lambda entry, i=i: record({**entry, "worker": names[i] if names else i}), t0, keep_workdir, host,
         )  # fmt: skip
         for i, env in enumerate(pool)
     ]
@@ -84,7 +99,6 @@ def run_suite(
             drain()
         if not keep_workdir:
             shutil.rmtree(root, ignore_errors=True)
-    return _suite_result(examples, done, timeline, time.monotonic() - t0)
 
 
 def _suite_result(
@@ -98,6 +112,13 @@ def _suite_result(
     unpaired = [e.target for e in examples if not e.optimized]
     return SuiteResult(variants=variants, comparisons=comparisons, unpaired=unpaired, wall_s=wall_s,
                        timeline=sorted(timeline, key=lambda t: t["start_s"]))  # fmt: skip
+
+
+def expected_order(examples: Sequence[Example], expected_s: Mapping[str, float] | None) -> list[int]:
+    """Indices of ``examples``, the longest first by the last run's times (unknown ones first of all); ties, and
+    every example without ``expected_s``, in the suite's order."""
+    order = range(len(examples))
+    return sorted(order, key=lambda i: -_expected(examples[i], expected_s)) if expected_s else list(order)
 
 
 def _expected(example: Example, expected_s: Mapping[str, float]) -> float:

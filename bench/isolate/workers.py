@@ -50,7 +50,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.define.config import Layer, host_clocked
 from bench.define.discovery import Example
@@ -62,6 +62,13 @@ from bench.measure.compare import compare
 
 Worker = Mapping[str, str]  # environment of one worker, e.g. {"CUDA_VISIBLE_DEVICES": "1"}
 Item = tuple[int, Example, VariantSpec]  # (the example's index in the suite, the example, one of its variants)
+
+
+class Pending(Protocol):
+    """Where a host's workers take examples from: ``get_nowait`` gives (index in the suite, example), or raises
+    ``queue.Empty`` when there is none (a ``queue.SimpleQueue``; a Ray node's, bench.isolate.cluster)."""
+
+    def get_nowait(self) -> tuple[int, Example]: ...
 
 
 class Done:
@@ -203,7 +210,7 @@ class Lane:
     started ahead (``overlap``) while the previous one finishes; compares, logs and records them."""
 
     def __init__(
-        self, pending: queue.SimpleQueue[tuple[int, Example]], done: Done, root: Path, suite_layer: Layer,
+        self, pending: Pending, done: Done, root: Path, suite_layer: Layer,
         cli_layer: Layer, sink: Sink | None, on_result: OnResult | None, cold_start: bool, env: Worker,
         record: Callable[[dict[str, Any]], None], t0: float, keep_workdir: bool, host: _Host,
     ) -> None:  # fmt: skip

@@ -142,6 +142,20 @@ def suite_counts(results: list[VariantResult], comparisons: list[Comparison]) ->
 # ------------------------------------------------------------------------------------ params and tags
 
 
+def variant_files(result: VariantResult, host: Mapping[str, Any]) -> dict[str, str]:
+    """A variant run's text artifacts: ``result.json`` (the whole result) and ``manifest.json`` (the host it ran
+    on, its device, seeds and effective config)."""
+    manifest = {
+        "host": host,
+        "device": result.manifest,
+        # Seeds and every other setting the variant actually ran with (all layers applied).
+        "seeds": {"random/numpy/torch/cuda": result.config.get("seed")},
+        "config": result.config,
+    }
+    text = json.dumps(manifest, indent=2, default=str)
+    return {"result.json": result.model_dump_json(indent=2), "manifest.json": text}
+
+
 def variant_params(result: VariantResult) -> dict[str, str]:
     """The effective config, plus ``device`` = the device actually used.
 

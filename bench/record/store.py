@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from bench.errors import PerflabError
 from bench.record.contract import name, param_value
 
 DEFAULT_EXPERIMENT = "perflab"
@@ -27,10 +28,24 @@ PARENT_RUN_ID = "mlflow.parentRunId"  # the tag MLflow nests runs by (mlflow.uti
 
 def client(tracking_uri: str | None = None) -> Any:
     """An ``MlflowClient`` of the store at ``tracking_uri`` (None: MLflow decides, ``MLFLOW_TRACKING_URI`` or
-    ./mlflow.db)."""
+    ./mlflow.db); ``PerflabError`` for a SQLite file in a directory that does not exist (MLflow would make it)."""
+    check_tracking_uri(tracking_uri)
+    # A tracking server's client prints "View run ... at: http://..." on every run it ends: not ours to show.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     from mlflow import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri)
+
+
+def check_tracking_uri(tracking_uri: str | None) -> None:
+    """A ``sqlite:///`` store's directory must exist: MLflow would create it (a typo in the path then makes a
+    tree at the file system's root)."""
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
+    if not uri.startswith("sqlite:///"):
+        return
+    path = uri[len("sqlite:///"):].split("?", 1)[0]
+    if path and path != ":memory:" and not Path(path).absolute().parent.is_dir():
+        raise PerflabError(f"tracking URI {uri}: the directory {Path(path).absolute().parent} does not exist")
 
 
 def experiment_name(experiment: str | None) -> str:
@@ -49,6 +64,30 @@ def suite_runs(parent_run_id: str | None = None, tracking_uri: str | None = None
         parent_run_id = latest_suite_run_id(tracking_uri)
     runs = store.search_runs(experiments, filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'")
     return parent_run_id, sorted(runs, key=lambda r: r.info.run_name or "")
+
+
+# log_batch limits: 1000 entities in all, of which at most 100 params and 100 tags.
+_BATCH_METRICS = 800
+_BATCH_PARAMS_TAGS = 100
+
+
+def log_batch(
+    store: Any, run_id: str, metrics: Mapping[str, float] | None = None, params: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None, ts: int | None = None,
+) -> None:  # fmt: skip
+    """One ``log_batch`` per run when it fits; chunked to the store's per-call limits otherwise. ``ts``: the
+    metrics' timestamp (ms; default now): the same on a second attempt, so the store keeps one entry."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    ts = ts if ts is not None else int(time.time() * 1000)
+    ms = [Metric(k, v, ts, 0) for k, v in (metrics or {}).items()]
+    ps = [Param(k, v) for k, v in (params or {}).items()]
+    rts = [RunTag(k, v) for k, v in (tags or {}).items()]
+    calls = max(1, -(-len(ms) // _BATCH_METRICS), -(-max(len(ps), len(rts)) // _BATCH_PARAMS_TAGS))
+    for i in range(calls):
+        m = slice(i * _BATCH_METRICS, (i + 1) * _BATCH_METRICS)
+        b = slice(i * _BATCH_PARAMS_TAGS, (i + 1) * _BATCH_PARAMS_TAGS)
+        store.log_batch(run_id, metrics=ms[m], params=ps[b], tags=rts[b])
 
 
 def log_run(
@@ -125,6 +164,23 @@ def _quoted(value: str) -> str:
     if "'" in value:
         raise ValueError(f"cannot search MLflow for a value containing a quote: {value!r}")
     return f"'{value}'"
+
+
+def find_run(store: Any, experiment_id: str, tags: Mapping[str, str]) -> Any:
+    """The first run (mlflow's ``Run``) of an experiment that carries every tag in ``tags``, or None."""
+    where = " and ".join(f"tags.`{k}` = {_quoted(v)}" for k, v in tags.items())
+    runs = store.search_runs([experiment_id], filter_string=where, max_results=1)
+    return runs[0] if runs else None
+
+
+def run_exists(store: Any, run_id: str) -> bool:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        store.get_run(run_id)
+    except MlflowException:
+        return False
+    return True
 
 
 def latest_suite_run_id(tracking_uri: str | None = None) -> str:

@@ -19,6 +19,9 @@ What goes where (and what readers of the store may rely on; docs/mlflow.md):
   nothing else.
 * Parents whose children are not variants (sweep trials, kernel providers): ``log_parent``, ``log_child``,
   ``close``.
+
+Idempotent with uids (``bench.record.spool``): runs carry ``perflab.uid``; ``resume=True`` fills the run an
+earlier attempt made (the store failed mid-way), with the same timestamps: nothing is logged twice.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -42,24 +46,23 @@ from bench.record.contract import (
     comparison_tags,
     finite,
     suite_counts,
+    variant_files,
     variant_metrics,
     variant_params,
     variant_tags,
 )
 from bench.record.contract import params as as_params
-from bench.record.store import PARENT_RUN_ID, client, experiment_name
+from bench.record.store import PARENT_RUN_ID, client, experiment_name, find_run, log_batch, run_exists
 
 __all__ = ["Tracker"]
 
 _log = logging.getLogger(__name__)
 
-# log_batch limits: 1000 entities in all, of which at most 100 params and 100 tags.
-_BATCH_METRICS = 800
-_BATCH_PARAMS_TAGS = 100
 # Context tags copied from the parent to variant runs so the UI's source/user/commit columns fill.
 _CONTEXT_TAG_PREFIXES = ("mlflow.source.", "mlflow.user", "mlflow.project.", "mlflow.gitRepoURL")
 # MLflow's run statuses (mlflow.entities.RunStatus), as set_terminated takes them.
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
+UID = "perflab.uid"  # a run's identity across attempts to log it (bench.record.spool)
 
 
 def _context_tags(tags: Mapping[str, str]) -> dict[str, str]:
@@ -72,7 +75,6 @@ def _commit_tags(host_manifest: Mapping[str, Any]) -> dict[str, str]:
     git = host_manifest.get("git") or {}
     tags = {"perflab.git_commit": git.get("commit"), "perflab.git_dirty": git.get("dirty")}
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in tags.items() if v is not None}
-
 
 
 class Tracker:
@@ -90,14 +92,17 @@ class Tracker:
         run_name: str | None = None,
         host_manifest: dict[str, Any] | None = None,
         tags: dict[str, str] | None = None,
+        uid: str | None = None,
     ) -> None:
         """``tracking_uri=None`` lets MLflow decide (``MLFLOW_TRACKING_URI``, else ./mlflow.db).
 
         ``experiment=None`` uses ``MLFLOW_EXPERIMENT_NAME`` when set, else "perflab"; it is ignored
         when a parent run is adopted from ``MLFLOW_RUN_ID`` (that run's experiment wins).
         ``tags`` go on the parent and on every variant run, so variant searches can filter on them.
+        ``uid``: the parent's ``perflab.uid`` (``start(resume=True)`` finds the parent by it).
         """
         self._client = client(tracking_uri)
+        self._uid = uid
         self._experiment_name = experiment_name(experiment)
         self._run_name = run_name
         self._host_manifest = host_manifest or {}
@@ -111,6 +116,7 @@ class Tracker:
         self._results: list[VariantResult] = []
         self._comparisons: list[Comparison] = []
         self._run_ids: dict[str, str] = {}  # variant key → run id, to link optimized runs to baselines
+        self._uploads = ThreadPoolExecutor(max_workers=3, thread_name_prefix="perflab-upload")  # threads made on use
 
     @property
     def parent_run_id(self) -> str:
@@ -125,6 +131,11 @@ class Tracker:
         return self._experiment_id
 
     @property
+    def finished(self) -> bool:
+        """The parent run has ended (``finish``, or an earlier attempt's, found by ``start(resume=True)``)."""
+        return self._finished
+
+    @property
     def tracking_uri(self) -> str:
         return self._client.tracking_uri
 
@@ -132,34 +143,61 @@ class Tracker:
         """Run id of a variant logged by this tracker, by ``chapter:example:variant``."""
         return self._run_ids.get(key)
 
-    def start(self) -> str:
-        """Open (or adopt) the parent run and return its id; calling it again returns the same id."""
+    def start(self, resume: bool = False, adopt: str | None = None, started_ms: int | None = None) -> str:
+        """Open (or adopt) the parent run and return its id; calling it again returns the same id.
+
+        ``resume``: an earlier attempt may have created the parent (its answer lost): the run holding this
+        tracker's uid is taken, when there is one. ``adopt``: the id of a run that is not ours to end (the
+        ``mlflow run`` project run a spooled suite was filling), used when the store has it. ``started_ms``:
+        when the suite began (default now).
+        """
         if self._parent_run_id is not None:
             return self._parent_run_id
         import os
 
         from mlflow.tracking.context.registry import resolve_tags
 
-        adopted = os.environ.get("MLFLOW_RUN_ID")
-        if adopted:
+        adopted = os.environ.get("MLFLOW_RUN_ID") or (adopt if adopt and run_exists(self._client, adopt) else None)
+        found = None if adopted or not resume else self._find(self._uid, None)
+        if found is not None:
+            self._experiment_id, self._parent_run_id = found.info.experiment_id, found.info.run_id
+            self._owns_parent = True
+            self._finished = found.info.status != "RUNNING"  # ended by an earlier attempt: not ended again
+            self._context_tags = _context_tags(found.data.tags)
+        elif adopted:
             # Inside `mlflow run`: the project run is ours to fill, not to create or terminate.
             run = self._client.get_run(adopted)
             self._experiment_id = run.info.experiment_id
             self._parent_run_id = run.info.run_id
             self._owns_parent = False
             self._context_tags = _context_tags(run.data.tags)
-            tags = {**self._tags, **_commit_tags(self._host_manifest)}
+            tags = {**self._tags, **_commit_tags(self._host_manifest), **self._uid_tag(self._uid)}
             if tags:
                 self._log(self._parent_run_id, tags=tags)
         else:
             self._experiment_id = self._get_or_create_experiment(self._experiment_name)
             context = resolve_tags()  # user, source file, git commit: what fluent runs get for free
             self._context_tags = _context_tags(context)
-            tags = {**context, **self._tags, **_commit_tags(self._host_manifest)}
-            run = self._client.create_run(self._experiment_id, run_name=self._run_name, tags=tags)
+            tags = {**context, **self._tags, **_commit_tags(self._host_manifest), **self._uid_tag(self._uid)}
+            run = self._client.create_run(
+                self._experiment_id, start_time=started_ms, run_name=self._run_name, tags=tags
+            )
             self._parent_run_id = run.info.run_id
             self._owns_parent = True
         return self._parent_run_id
+
+    @staticmethod
+    def _uid_tag(uid: str | None) -> dict[str, str]:
+        return {UID: uid} if uid else {}
+
+    def _find(self, uid: str | None, parent: str | None) -> Any:
+        """The run carrying ``uid`` (under ``parent``, when given), or None."""
+        if uid and self._experiment_id is None:
+            exp = self._client.get_experiment_by_name(self._experiment_name)
+            self._experiment_id = exp.experiment_id if exp is not None else None
+        if not uid or self._experiment_id is None:
+            return None
+        return find_run(self._client, self._experiment_id, {UID: uid, **({PARENT_RUN_ID: parent} if parent else {})})
 
     def _get_or_create_experiment(self, name: str) -> str:
         from mlflow.exceptions import MlflowException
@@ -176,13 +214,20 @@ class Tracker:
                 raise
             return exp.experiment_id
 
-    def log_variant(self, result: VariantResult, comparison: Comparison | None = None) -> str:
+    def log_variant(
+        self, result: VariantResult, comparison: Comparison | None = None, *, uid: str | None = None,
+        resume: bool = False, ended_ms: int | None = None, profile_dir: str | None = None,
+    ) -> str:  # fmt: skip
         """Log one variant as a nested run and return its id.
 
         ``comparison`` is the pair this (optimized) variant belongs to; it adds ``speedup``,
         ``max_rel_error`` and the verification tags. The variant run ends FAILED when the variant
         failed, timed out or was invalid (so the MLflow UI flags it), FINISHED otherwise; the
         precise outcome is always in the ``perflab.status`` tag.
+
+        ``ended_ms``: when the variant's run ended (ms since the epoch; default now): the run's start, end and
+        metrics' timestamps, so a result uploaded later reads as measured when it was. ``uid``, ``resume``: see
+        the module's docstring. ``profile_dir``: the profile's files, when moved (result.json keeps the path).
         """
         parent = self.parent_run_id
         spec = result.spec
@@ -193,53 +238,69 @@ class Tracker:
                 f"comparison for {comparison.chapter}:{comparison.example}:{comparison.variant} passed with "
                 f"result {spec.key}; pass the comparison whose optimized variant is this result"
             )
-        run = self._client.create_run(
-            self.experiment_id, run_name=spec.key, tags={**self._context_tags, PARENT_RUN_ID: parent}
-        )
-        run_id = run.info.run_id
-        try:
-            metrics = variant_metrics(result)
-            tags = {**self._tags, **variant_tags(result)}
-            if comparison is not None:
-                baseline = self._run_ids.get(f"{comparison.chapter}:{comparison.example}:baseline")
-                tags.update(comparison_tags(comparison, baseline))
-                metrics.update(comparison_metrics(comparison))
-            self._log(run_id, metrics=metrics, params=variant_params(result), tags=tags)
-            self._log_variant_artifacts(run_id, result)
-        except BaseException:
-            self._client.set_terminated(run_id, FAILED)
-            raise
-        self._client.set_terminated(run_id, FAILED if result.status in FAILED_STATUSES else FINISHED)
+        ended = ended_ms if ended_ms is not None else int(time.time() * 1000)
+        found = self._find(uid, parent) if resume else None
+        if found is not None and found.info.status != "RUNNING":  # logged and ended by an earlier attempt
+            self.record(result, comparison, found.info.run_id)
+            return str(found.info.run_id)
+        if found is not None:  # created by an earlier attempt that failed part-way: filled again, alike
+            run_id = found.info.run_id
+        else:
+            tags = {**self._context_tags, PARENT_RUN_ID: parent, **self._uid_tag(uid)}
+            started = ended - int(result.elapsed_s * 1000)
+            run = self._client.create_run(self.experiment_id, start_time=started, run_name=spec.key, tags=tags)
+            run_id = run.info.run_id
+        host = result.host or self._host_manifest
+        metrics = variant_metrics(result)
+        tags = {**self._tags, **variant_tags(result)}
+        if host.get("hostname"):
+            tags["perflab.host"] = str(host["hostname"])
+        if comparison is not None:
+            baseline = self._run_ids.get(f"{comparison.chapter}:{comparison.example}:baseline")
+            tags.update(comparison_tags(comparison, baseline))
+            metrics.update(comparison_metrics(comparison))
+        # A failure leaves the run open (RUNNING): ``resume`` finds and fills it. Files go up beside the batch.
+        uploads = self._log_variant_artifacts(run_id, result, host, profile_dir)
+        self._log(run_id, metrics=metrics, params=variant_params(result), tags=tags, ts=ended)
+        for upload in uploads:
+            upload.result()
+        self._client.set_terminated(run_id, FAILED if result.status in FAILED_STATUSES else FINISHED, end_time=ended)
+        self.record(result, comparison, run_id)
+        return str(run_id)
+
+    def record(self, result: VariantResult, comparison: Comparison | None, run_id: str) -> None:
+        """A variant logged as ``run_id`` (here or by an earlier process): counted, and named as the baseline."""
         with self._lock:
             self._results.append(result)
             if comparison is not None:
                 self._comparisons.append(comparison)
-            self._run_ids[spec.key] = run_id
-        return run_id
+            self._run_ids[result.spec.key] = run_id
 
-    def _log_variant_artifacts(self, run_id: str, result: VariantResult) -> None:
-        with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
-            d = Path(tmp)
-            (d / "result.json").write_text(result.model_dump_json(indent=2))
-            manifest = {
-                "host": self._host_manifest,
-                "device": result.manifest,
-                # Seeds and every other setting the variant actually ran with (all layers applied).
-                "seeds": {"random/numpy/torch/cuda": result.config.get("seed")},
-                "config": result.config,
-            }
-            (d / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
-            self._client.log_artifacts(run_id, tmp)  # one upload for both files
-        profile = Path(result.profile.dir) if result.profile and result.profile.dir else None
+    def _log_variant_artifacts(
+        self, run_id: str, result: VariantResult, host: dict[str, Any], profile_dir: str | None = None
+    ) -> list[Future[None]]:
+        """result.json, manifest.json and the profile's files, each uploading on a thread of its own."""
+        upload = self._uploads.submit
+        uploads = [upload(self._upload_text, run_id, n, t) for n, t in variant_files(result, host).items()]
+        profile = Path(profile_dir or result.profile.dir) if result.profile and result.profile.dir else None
         if profile is not None and profile.is_dir() and any(profile.iterdir()):
-            self._client.log_artifacts(run_id, str(profile), artifact_path="profile")
+            uploads.append(upload(self._client.log_artifacts, run_id, str(profile), "profile"))
+        return uploads
 
-    def finish(self, summary_md: str, summary_json: dict[str, Any], failed: bool = False) -> None:
+    def _upload_text(self, run_id: str, name: str, text: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
+            (Path(tmp) / name).write_text(text)
+            self._client.log_artifact(run_id, str(Path(tmp) / name))
+
+    def finish(
+        self, summary_md: str, summary_json: dict[str, Any], failed: bool = False, ended_ms: int | None = None
+    ) -> None:
         """Attach the suite summary to the parent run and end it (when this tracker created it).
 
         ``failed`` means the suite itself did not complete (crash, abort); failing *variants* are not
         a suite failure, so a completed suite with failures still ends FINISHED. ``summary_json``
-        values that JSON cannot encode (paths, datetimes) are written as strings.
+        values that JSON cannot encode (paths, datetimes) are written as strings. ``ended_ms``: when the
+        suite ended (default now; a spooled suite uploaded later ends when it did).
         """
         parent = self.parent_run_id
         if self._finished:
@@ -261,8 +322,8 @@ class Tracker:
         if "perflab.targets" not in self._tags:  # a caller's own (requested) targets win
             targets = sorted({r.spec.target for r in results})
             tags["perflab.targets"] = clip(",".join(targets), MAX_TAG_LEN)
-        self._log(parent, metrics=counts, tags=tags)
-        self._end(FAILED if failed else FINISHED)
+        self._log(parent, metrics=counts, tags=tags, ts=ended_ms)
+        self._end(FAILED if failed else FINISHED, ended_ms)
 
     # --- parents whose children are not benchmark variants (sweep trials) -----------------------------
 
@@ -304,10 +365,10 @@ class Tracker:
                 self._client.log_artifacts(self.parent_run_id, tmp)
         self._end(FAILED if failed else FINISHED)
 
-    def _end(self, status: str) -> None:
-        self._finished = True
+    def _end(self, status: str, ended_ms: int | None = None) -> None:
         if self._owns_parent and self._parent_run_id is not None:
-            self._client.set_terminated(self._parent_run_id, status)
+            self._client.set_terminated(self._parent_run_id, status, end_time=ended_ms)
+        self._finished = True  # once ended: a store that failed here may be tried again
 
     def __enter__(self) -> Tracker:
         self.start()
@@ -334,18 +395,6 @@ class Tracker:
         metrics: Mapping[str, float] | None = None,
         params: Mapping[str, str] | None = None,
         tags: Mapping[str, str] | None = None,
+        ts: int | None = None,
     ) -> None:
-        """One log_batch per run when it fits; chunked to the store's per-call limits otherwise."""
-        ts = int(time.time() * 1000)
-        from mlflow.entities import Metric, Param, RunTag
-
-        ms = [Metric(k, v, ts, 0) for k, v in (metrics or {}).items()]
-        ps = [Param(k, v) for k, v in (params or {}).items()]
-        rts = [RunTag(k, clip(v, MAX_TAG_LEN)) for k, v in (tags or {}).items()]
-        calls = max(1, -(-len(ms) // _BATCH_METRICS), -(-max(len(ps), len(rts)) // _BATCH_PARAMS_TAGS))
-        for i in range(calls):
-            m = slice(i * _BATCH_METRICS, (i + 1) * _BATCH_METRICS)
-            b = slice(i * _BATCH_PARAMS_TAGS, (i + 1) * _BATCH_PARAMS_TAGS)
-            self._client.log_batch(run_id, metrics=ms[m], params=ps[b], tags=rts[b])
-
-
+        log_batch(self._client, run_id, metrics, params, {k: clip(v, MAX_TAG_LEN) for k, v in (tags or {}).items()}, ts)

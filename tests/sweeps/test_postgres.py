@@ -1,4 +1,4 @@
-"""Several sweep workers on one study in a real PostgreSQL server that this test starts and stops.
+"""Several sweep workers on one study in a real PostgreSQL server (the session's ``postgres``, tests/services.py).
 
 Two worker processes run one grid; one is killed mid-trial. The other fails the dead worker's trial
 through the heartbeat, runs the queued retry, and every configuration ends measured exactly once.
@@ -8,63 +8,15 @@ Needs Debian's postgresql package (initdb, pg_ctl; .ci/run installs it) and psyc
 from __future__ import annotations
 
 import collections
-import glob
-import importlib.util
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from sweeps.search import config_of
 from sweeps.storage import make_storage
-
-
-def _binaries() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    return Path(found[-1]).parent if found else None
-
-
-def _as_server_user(cmd: list[str]) -> list[str]:
-    """initdb refuses root: run the server as 'nobody' then (its files are chowned to it)."""
-    return ["runuser", "-u", "nobody", "--", *cmd] if os.geteuid() == 0 else cmd
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    bin_dir = _binaries()
-    if bin_dir is None:
-        pytest.skip("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (apt-get install postgresql)")
-    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is None:
-        pytest.skip("no PostgreSQL driver (psycopg): pip install -e '.[test]'")
-    if os.geteuid() == 0 and shutil.which("runuser") is None:
-        pytest.skip("running as root without runuser: initdb refuses root")
-    root = Path(tempfile.mkdtemp(prefix="perflab-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, "nobody")
-    with socket.socket() as s:  # a free port on the loopback
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data = root / "data"
-    run = {"check": True, "capture_output": True, "timeout": 60}
-    subprocess.run(_as_server_user([str(bin_dir / "initdb"), "-D", str(data), "-U", "perflab", "--auth=trust",
-                                    "-E", "UTF8", "--no-sync"]), **run)  # type: ignore[call-overload]  # fmt: skip
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run(_as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w",
-                                    "-o", options, "start"]), **run)  # type: ignore[call-overload]  # fmt: skip
-    try:
-        yield f"postgresql://perflab@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(_as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True, timeout=60)  # fmt: skip
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _worker(url: str, study: str, marks: Path, delay: float) -> subprocess.Popen[bytes]:
