@@ -10,21 +10,24 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+
+from bench.cli import console, error
 
 __all__ = ["register"]
 
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
 expectations_app = typer.Typer(no_args_is_help=True, help="Proof of benefit: speedups vs reviewed expectations")
 
 TrackingOpt = Annotated[str | None, typer.Option(help="MLflow tracking URI (default: MLflow's)")]
 DirOpt = Annotated[Path, typer.Option("--dir", help="expectations root (one folder per hardware key)")]
 
 
+def say(text: str) -> None:
+    """A line of data (paths, names, notes) on one line: never markup, never wrapped by us."""
+    console.print(text, markup=False, soft_wrap=True)
+
+
 def _bad_input(exc: Exception) -> typer.Exit:
-    err_console.print(f"[red]error:[/] {escape(str(exc))}")
+    error(str(exc))  # one line, never wrapped mid-sentence
     return typer.Exit(2)
 
 
@@ -42,13 +45,13 @@ def peak(
 
     entry, reused = run_peak(force=force, device=device, track=not no_track, experiment=experiment,
                              tracking_uri=tracking_uri)  # fmt: skip
-    console.print(peak_markdown(entry))
-    where = escape(str(ceilings.cache_path()))
+    console.print(peak_markdown(entry), markup=False)
+    where = ceilings.cache_path()
     if reused:
-        console.print(f"reused the cached ceilings of {escape(entry['key'])} from {where} (--force to measure again)")
+        say(f"reused the cached ceilings of {entry['key']} from {where} (--force to measure again)")
     else:
         run = f"; MLflow run {entry['run_id']}" if entry.get("run_id") else ""
-        console.print(f"cached under {escape(entry['key'])!r} in {where}{run}")
+        say(f"cached under {entry['key']!r} in {where}{run}")
 
 
 @expectations_app.command("check")
@@ -77,11 +80,10 @@ def expectations_check(
     for r in rows:
         speedup = "—" if r.speedup is None else f"{r.speedup:.3f}x"
         expected = "—" if r.expected is None else f"{r.expected:.3f}x"
-        console.print(f"{r.status:10} {r.chapter}:{r.example}:{r.variant}  {speedup} (expected {expected})  "
-                      + escape(r.notes))  # fmt: skip
+        say(f"{r.status:10} {r.chapter}:{r.example}:{r.variant}  {speedup} (expected {expected})  {r.notes}")
     counts = {s: sum(r.status == s for r in rows) for s in ("pass", "regressed", "failed", "needs-work")}
-    console.print(f"suite {parent}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-                  + f"; wrote {escape(str(out / 'proof_of_benefit.csv'))}")  # fmt: skip
+    tally = ", ".join(f"{n} {s}" for s, n in counts.items())
+    say(f"suite {parent}: {tally}; wrote {out / 'proof_of_benefit.csv'}")
     if counts["regressed"] or counts["failed"]:
         raise typer.Exit(1)
 
@@ -100,7 +102,7 @@ def expectations_update(
         path = update(run_id, example, root, tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
-    console.print(f"wrote {escape(example)} from suite {run_id} into {escape(str(path))}; review and commit it")
+    say(f"wrote {example} from suite {run_id} into {path}; review and commit it")
 
 
 def readme(
@@ -127,10 +129,9 @@ def readme(
         raise _bad_input(exc) from None
     for o in outcomes:
         what = f" ({', '.join(o.sections)}) from suite {o.run_id}" if o.sections else ""
-        line = f"{o.state:9} {escape(str(o.path))}{what}" + (f": {escape(o.reason)}" if o.reason else "")
-        console.print(line, soft_wrap=True)  # a path and its reason on one line, whatever the width
+        say(f"{o.state:9} {o.path}{what}" + (f": {o.reason}" if o.reason else ""))
     if all(o.state == "skipped" for o in outcomes):
-        err_console.print(f"[red]error:[/] no chapter README under {escape(str(root))} was generated", soft_wrap=True)
+        error(f"no chapter README under {root} was generated")
         raise typer.Exit(2)
     if check and any(o.state == "differs" for o in outcomes):
         raise typer.Exit(1)
@@ -152,7 +153,7 @@ def compare_cmd(
     console.print(compare_table(cmp))
     for side, names in (("A", cmp.only_a), ("B", cmp.only_b)):
         if names:
-            console.print(f"only in {side}: " + escape(", ".join(names)))
+            say(f"only in {side}: " + ", ".join(names))
 
 
 def report(
@@ -172,9 +173,9 @@ def report(
         raise _bad_input(exc) from None
     o = rep["overall"]
     gm = o["speedup_geomean"]
-    console.print(
+    say(
         f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted, "
-        f"geomean speedup {'—' if gm is None else f'{gm:.3f}x'}; wrote {escape(str(where))}"
+        f"geomean speedup {'—' if gm is None else f'{gm:.3f}x'}; wrote {where}"
         + ("" if no_log else f", logged to run {o['parent_run_id']}")
     )
 
@@ -198,7 +199,7 @@ def regressions(
     console.print(regression_table(rows))
     verdicts = ("regressed", "improved", "ok", "no-history", "not-measured")
     counts = {s: sum(r.status == s for r in rows) for s in verdicts}
-    console.print(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    say(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     if counts["regressed"]:
         raise typer.Exit(1)
 

@@ -1,0 +1,61 @@
+"""Where the commands print: the consoles, errors on one line, and progress for long work.
+
+* Text from names, paths and messages is data: it goes through ``rich.text.Text`` or ``markup=False``, so
+  "[L2 flush]" is printed, not swallowed as a markup tag; no emoji codes either (``ch07:x:baseline`` would
+  otherwise print as ``ch07❌baseline``).
+* An error is one line (``soft_wrap``): a terminal wraps it at its edge, a log file keeps it whole, and no
+  phrase is ever broken by our own wrapping.
+* Long work (a suite, a sweep, the kernel cases) shows rich's progress bar on a terminal, with each step's
+  line printed above it; elsewhere (a pipe, a CI log) the same lines, each counted ``3/16``, and no bar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+__all__ = ["Report", "console", "err_console", "error", "progress"]
+
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)
+
+# report(line, advance=1): print a step's line (None: none) and count ``advance`` steps done
+Report = Callable[..., None]
+
+
+def error(message: str) -> None:
+    """``error: <message>`` on stderr, on one line."""
+    err_console.print(Text.assemble(("error:", "red"), " ", message))
+
+
+@contextlib.contextmanager
+def progress(what: str, total: int | None, out: Console | None = None) -> Iterator[Report]:
+    """Count ``total`` steps of ``what``: yields ``report(line, advance=1)``. On a terminal a rich progress bar
+    (removed when done) with the lines above it; otherwise each line prefixed with the steps done so far."""
+    out = out or console
+    if not out.is_terminal:
+        done = 0
+
+        def plain(line: str | Text | None = None, advance: int = 1) -> None:
+            nonlocal done
+            done += advance
+            if line is not None:
+                count = f"{done}/{total}" if total else str(done)
+                out.print(Text.assemble((f"{count:>7} ", "dim"), line), soft_wrap=True, markup=False)
+
+        yield plain
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=out, transient=True) as bar:
+        task = bar.add_task(what, total=total)
+
+        def live(line: str | Text | None = None, advance: int = 1) -> None:
+            if line is not None:
+                bar.console.print(line, soft_wrap=True, markup=False)
+            bar.advance(task, advance)
+
+        yield live
