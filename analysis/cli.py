@@ -173,11 +173,10 @@ def report(
         raise _bad_input(exc) from None
     o = rep["overall"]
     gm = o["speedup_geomean"]
-    say(
-        f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted, "
-        f"geomean speedup {'—' if gm is None else f'{gm:.3f}x'}; wrote {where}"
-        + ("" if no_log else f", logged to run {o['parent_run_id']}")
-    )
+    say(f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted: "
+        f"{o['pairs_faster']} faster, {o['pairs_slower']} slower, {o['pairs_no_difference']} no significant "
+        f"difference; geomean speedup {'—' if gm is None else f'{gm:.3f}x'}")  # fmt: skip
+    say(f"wrote {where}" + ("" if no_log else f", logged to run {o['parent_run_id']}"))
 
 
 def regressions(

@@ -115,3 +115,14 @@ def test_markdown_times_share_a_unit_chosen_from_the_column(suite: SuiteResult) 
         suite.comparisons[i] = c.model_copy(update={"baseline_median_ms": 0.004, "optimized_median_ms": 0.002})
     md = summary_markdown(summary_dict(suite))
     assert "| baseline µs | optimized µs |" in md and "| 4.00 | 2.00 |" in md
+
+
+def test_speedup_text_names_a_pair_that_is_not_faster() -> None:
+    from bench.record.summary import speedup_text
+
+    slower = {"status": "ok", "speedup": 0.8, "speedup_ci_low": 0.7, "speedup_ci_high": 0.9, "significance": "slower"}
+    same = {**slower, "speedup": 1.01, "significance": "no significant difference"}
+    assert speedup_text(slower) == "0.80× [0.70, 0.90] slower"  # what README and report tables show
+    assert speedup_text(same).endswith(" no significant difference")
+    assert speedup_text({"status": "ok", "speedup": 0.9}) == "0.90× slower"  # no interval: below 1 all the same
+    assert speedup_text(slower, verdict=False) == "0.80× [0.70, 0.90]"  # beside a verdict column
