@@ -183,19 +183,21 @@ def regressions(
     run_id: Annotated[
         str | None, typer.Option(help="suite parent run or variant run (default: the latest completed suite)")
     ] = None,
-    k: Annotated[int, typer.Option("-k", min=1, help="previous runs pooled as history")] = 5,
+    k: Annotated[int, typer.Option("-k", min=2, help="previous runs compared with (their medians' spread)")] = 5,
     threshold: Annotated[float, typer.Option(min=0.0, help="relative median slowdown to flag (0.05 = 5%)")] = 0.05,
-    alpha: Annotated[float, typer.Option(help="one-sided Mann-Whitney U significance level")] = 0.01,
+    alpha: Annotated[float, typer.Option(help="significance level of the one-sided test between runs")] = 0.01,
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Each variant vs its previous runs on the same hardware and software; exits 1 on a regression."""
-    from analysis.regression import check_suite, regression_table
+    from analysis.regression import check_suite, regression_notes, regression_table
 
     try:
         checked, rows = check_suite(run_id, k=k, threshold=threshold, alpha=alpha, tracking_uri=tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
-    console.print(regression_table(rows))
+    console.print(regression_table(rows, console.width))
+    for note in regression_notes(rows):
+        say(note)
     verdicts = ("regressed", "improved", "ok", "no-history", "not-measured")
     counts = {s: sum(r.status == s for r in rows) for s in verdicts}
     say(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))

@@ -6,7 +6,7 @@ commands of the packages built on the harness (analysis, sweeps, kernels); bench
 * ``commands``: list, verify, profile, show, server; ``audit``: selfcheck, overhead;
 * ``common``: the options several commands share, one line per variant, a suite's table;
 * ``output``: the consoles, one-line errors, progress for long work (also for the commands of the packages built
-  on the harness: ``console``, ``err_console``, ``error``, ``progress``).
+  on the harness: ``console``, ``err_console``, ``error``, ``fitted``, ``progress``).
 
 Invariants: the command process never imports torch (the server's children do the work); every module
 here is cheap to import (heavy imports happen inside the commands); bad input is one line naming the bad
@@ -19,10 +19,10 @@ from typing import Any
 
 from bench.cli.audit import overhead, selfcheck
 from bench.cli.commands import list_, profile, server_app, show, verify
-from bench.cli.output import console, err_console, error, progress
+from bench.cli.output import console, err_console, error, fitted, progress
 from bench.cli.run import run
 
-__all__ = ["console", "err_console", "error", "progress", "register"]
+__all__ = ["console", "err_console", "error", "fitted", "progress", "register"]
 
 
 def register(app: Any) -> None:

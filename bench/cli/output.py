@@ -5,6 +5,8 @@
   otherwise print as ``ch07❌baseline``).
 * An error is one line (``soft_wrap``): a terminal wraps it at its edge, a log file keeps it whole, and no
   phrase is ever broken by our own wrapping.
+* A table wider than the console keeps its figures whole and wraps its names (``fitted``): rich's own
+  squeezing cuts every column at once, names into "ch07:aos…".
 * Long work (a suite, a sweep, the kernel cases) shows rich's progress bar on a terminal, with each step's
   line printed above it; elsewhere (a pipe, a CI log) the same lines, each counted ``3/16``, and no bar.
 """
@@ -18,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-__all__ = ["Report", "console", "err_console", "error", "progress"]
+__all__ = ["Report", "console", "err_console", "error", "fitted", "progress"]
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)
@@ -59,3 +61,18 @@ def progress(what: str, total: int | None, out: Console | None = None) -> Iterat
             bar.advance(task, advance)
 
         yield live
+
+
+def fitted(headers: list[str], rows: list[list[str]], width: int, narrow: dict[int, int]) -> list[int | None]:
+    """Column widths for a table of ``width`` characters (three spaces between columns, none at the edges):
+    None each (rich's natural widths) when it fits; else each column in ``narrow`` at that width (header words
+    on two lines; a cell's words wrap) or its longest word, the others at their widest cell, and column 0 (the
+    names) what is left, at least 10."""
+    natural = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    gaps = 3 * (len(headers) - 1)  # rich.box.SIMPLE_HEAD: a padding space, the rule, a padding space
+    if sum(natural) + gaps <= width:
+        return [None] * len(headers)
+    fixed = [max(narrow[i], *(len(w) for r in rows for w in r[i].split())) if i in narrow else natural[i]
+             for i in range(len(headers))]  # fmt: skip
+    fixed[0] = max(10, min(natural[0], width - gaps - sum(fixed[1:])))
+    return list(fixed)

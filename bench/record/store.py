@@ -159,14 +159,16 @@ def child_runs(parent_run_id: str, tracking_uri: str | None = None) -> list[Stor
 
 
 def benchmark_runs(
-    experiment_id: str, chapter: str, example: str, variant: str, tracking_uri: str | None = None
+    experiment_id: str | None, chapter: str, example: str, variant: str, tracking_uri: str | None = None
 ) -> list[StoredRun]:
-    """Every run of one benchmark variant in an experiment, newest first, whatever its status."""
+    """Every run of one benchmark variant in an experiment (None: in every experiment of the store, where
+    suites of ``perflab run`` and of ``mlflow run`` both are), newest first, whatever its status."""
     store = client(tracking_uri)
     keys = {"chapter": chapter, "example": example, "variant": variant}
     where = " and ".join(f"tags.`perflab.{k}` = {_quoted(v)}" for k, v in keys.items())
-    # search_runs returns at most 1000 runs: far more history than a regression check pools.
-    runs = store.search_runs([experiment_id], filter_string=where, order_by=["attributes.start_time DESC"])
+    experiments = [experiment_id] if experiment_id else [e.experiment_id for e in store.search_experiments()]
+    # search_runs returns at most 1000 runs: far more history than a regression check uses.
+    runs = store.search_runs(experiments, filter_string=where, order_by=["attributes.start_time DESC"])
     return [_stored(r) for r in runs]
 
 
