@@ -100,6 +100,10 @@ def run(
         timing_mode=timing_mode, noise_target=noise_target,
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
+    if not no_track:
+        from bench.record.store import check_tracking_uri
+
+        check_tracking_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
     catalog, examples = examples_for(targets, chapters_dir)
     for orphan in catalog.orphans:
         err_console.print(Text.assemble(("warning:", "yellow"), f" {orphan} has no baseline_ partner; skipped"))
@@ -132,8 +136,8 @@ def _sink(experiment: str | None, tracking_uri: str | None, targets: str, cold_s
         from bench.record.manifest import host_manifest
         from bench.record.tracking import Tracker
 
-        tracker = Tracker(
-            experiment=experiment, tracking_uri=tracking_uri, run_name=f"perflab run {targets}",
+        tracker = Tracker(  # run_name None: named for its chapters, device and date when it finishes
+            experiment=experiment, tracking_uri=tracking_uri, run_name=None,
             host_manifest=host_manifest(),
             tags={"perflab.targets": targets, "perflab.cold_start": str(cold_start).lower()},
         )  # fmt: skip
@@ -195,7 +199,8 @@ def _report(
     if summary["n_pairs_verified"]:
         console.print(f"verified pairs: {counts_text(summary)}", markup=False)
     if tracker is not None:  # bench.audit.wall reads the id back from this line
-        console.print(f"MLflow parent run {tracker.parent_run_id}", markup=False)
+        console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r} of "
+                      f"{tracker.tracking_uri}", markup=False, soft_wrap=True)  # fmt: skip
     for text in time_lines(suite, sink, cold_start, before_s):
         console.print(text, markup=False)
 

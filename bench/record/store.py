@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from bench.errors import ConfigError
 from bench.record.contract import name, param_value
 
 DEFAULT_EXPERIMENT = "perflab"
@@ -27,10 +28,35 @@ PARENT_RUN_ID = "mlflow.parentRunId"  # the tag MLflow nests runs by (mlflow.uti
 
 def client(tracking_uri: str | None = None) -> Any:
     """An ``MlflowClient`` of the store at ``tracking_uri`` (None: MLflow decides, ``MLFLOW_TRACKING_URI`` or
-    ./mlflow.db)."""
+    ./mlflow.db); ``ConfigError`` for a local store whose directory does not exist (``check_tracking_uri``)."""
+    check_tracking_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
     from mlflow import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri)
+
+
+def check_tracking_uri(uri: str | None) -> None:
+    """A local store (``sqlite:`` or ``file:``) must be put in a directory that exists: SQLAlchemy and MLflow
+    would create the missing ones, at the filesystem root for ``sqlite:////nonexistent_dir/sub/x.db``, and a
+    typo would scatter stores. ``ConfigError`` naming the directory; other URIs (servers) pass. No mlflow
+    import: a command checks before anything starts."""
+    if not uri:
+        return
+    scheme, _, rest = uri.partition(":")
+    if scheme == "sqlite" and rest.startswith("///"):
+        path = rest[3:].split("?", 1)[0]  # sqlite:///x.db: relative; sqlite:////abs/x.db: absolute
+        if not path or path == ":memory:":
+            return
+    elif scheme == "file":
+        from urllib.parse import unquote, urlparse
+
+        path = unquote(urlparse(uri).path)  # the store's own directory is created; its parent must exist
+    else:
+        return
+    directory = Path(path).parent
+    if not directory.is_dir():
+        raise ConfigError(f"tracking URI {uri!r}: its directory {str(directory)!r} does not exist; create it or "
+                          "choose another store (--tracking-uri or MLFLOW_TRACKING_URI)")  # fmt: skip
 
 
 def experiment_name(experiment: str | None) -> str:
