@@ -59,20 +59,22 @@ def expectations_check(
     run_id: Annotated[str | None, typer.Option(help="suite parent run id (default: the latest completed one)")] = None,
     tolerance: Annotated[float, typer.Option(help="relative shortfall allowed before 'regressed' (0.05 = 5%)")] = 0.05,
     root: DirOpt = Path("expectations"),
-    out: Annotated[Path | None, typer.Option(help="directory for proof_of_benefit.csv (default: .)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="directory for proof_of_benefit.csv (default: perflab-results/)")
+    ] = None,
     no_log: Annotated[bool, typer.Option("--no-log", help="do not attach the CSV to the parent run")] = False,
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Write proof_of_benefit.csv (pass / regressed / failed / needs-work per variant); exit 1 on regressed/failed."""
     from analysis.expectations import check, check_csv
-    from bench.record import log_text_artifacts
+    from bench.record import log_text_artifacts, results_dir
 
     try:
         parent, rows = check(run_id, root, tolerance, tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
     text = check_csv(rows)
-    out = out or Path(".")
+    out = out or results_dir()
     out.mkdir(parents=True, exist_ok=True)
     (out / "proof_of_benefit.csv").write_text(text)
     if not no_log:
@@ -160,7 +162,9 @@ def report(
     run_id: Annotated[
         str | None, typer.Option(help="suite parent run id (default: the latest completed suite)")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="directory for the files (default: ./perflab-report-<id>)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="directory for the files (default: perflab-results/report-<id>)")
+    ] = None,
     no_log: Annotated[bool, typer.Option("--no-log", help="do not attach the files to the parent run")] = False,
     tracking_uri: TrackingOpt = None,
 ) -> None:

@@ -30,6 +30,7 @@ from bench.record import (
     pair_verdict,
     read_artifact_text,
     read_run,
+    results_dir,
     speedup_text,
 )
 
@@ -231,7 +232,7 @@ def write_report(
     run_id: str | None, out: Path | None, tracking_uri: str | None = None, log: bool = True
 ) -> tuple[dict[str, Any], Path]:
     """Build the report of a suite (default: the latest completed one), write the three files to
-    ``out`` (default ``./perflab-report-<run id prefix>``) and, with ``log``, attach them to the
+    ``out`` (default ``perflab-results/report-<run id prefix>``, git-ignored) and, with ``log``, attach them to the
     parent run. ``LookupError`` for an unknown run; ``ValueError`` when it is not a suite."""
     if not run_id:  # None, or "" from the MLproject entry point's default
         run_id = latest_suite_run_id(tracking_uri)
@@ -248,7 +249,7 @@ def write_report(
         "report.csv": report_csv(report),
         **charts(report, runs, tracking_uri),
     }
-    out = out or Path(f"perflab-report-{run_id[:8]}")
+    out = out or results_dir() / f"report-{run_id[:8]}"
     out.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         if isinstance(content, bytes):

@@ -31,9 +31,10 @@ def kernels_cmd(
         int | None,
         typer.Option(min=0, help="time at most N shapes per case, spread over the sweep's sizes (0: all)"),
     ] = None,
-    save_path: Annotated[Path, typer.Option("--save-path", help="directory for the CSVs and plots")] = Path(
-        "kernels-out"
-    ),
+    save_path: Annotated[
+        Path | None,
+        typer.Option("--save-path", help="directory for the CSVs and plots (default: perflab-results/kernels)"),
+    ] = None,
     smoke: Annotated[
         bool | None, typer.Option("--smoke/--full-size", help="tiny shapes (default: on CPU) or the GPU sweep")
     ] = None,
@@ -52,6 +53,9 @@ def kernels_cmd(
 
     from bench import resolve_config
     from bench.errors import PerflabError
+    from bench.record import results_dir
+
+    save_path = save_path or results_dir() / "kernels"
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto"
                        else device)  # fmt: skip

@@ -4,7 +4,7 @@ the suite summary; and reading the store back.
 * ``tracking``: the ``Tracker`` that logs a suite (and parents of other runs: sweep trials, kernel providers);
   ``contract``: what a variant's run carries (tags, metrics, params), from its result alone.
 * ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data, standalone
-  runs (selfcheck, peak), files attached to a run.
+  runs (selfcheck, peak), files attached to a run; where commands write files of their own (``results_dir``).
 * ``manifest``: the host part of a run's manifest (git, Python, OS, selected environment, secrets redacted);
   ``summary``: the suite's summary.json / summary.md, and each pair's verdict;
 * ``units``: numbers as tables print them (a unit per column, named in its header).
@@ -26,6 +26,7 @@ from bench.record.store import (
     log_text_artifacts,
     read_artifact_text,
     read_run,
+    results_dir,
     suite_runs,
     tagged_runs,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "read_artifact_text",
     "pair_verdict",
     "read_run",
+    "results_dir",
     "sig",
     "speedup_text",
     "suite_runs",

@@ -35,6 +35,12 @@ def client(tracking_uri: str | None = None) -> Any:
     return MlflowClient(tracking_uri=tracking_uri)
 
 
+def results_dir() -> Path:
+    """Where perflab's commands write files of their own (reports, CSVs, plots, a sweep's data and study):
+    ``$PERFLAB_RESULTS_DIR``, else ``./perflab-results`` (git-ignored), never loose in a checkout."""
+    return Path(os.environ.get("PERFLAB_RESULTS_DIR") or "perflab-results")
+
+
 def check_tracking_uri(uri: str | None) -> None:
     """A local store (``sqlite:`` or ``file:``) must be put in a directory that exists: SQLAlchemy and MLflow
     would create the missing ones, at the filesystem root for ``sqlite:////nonexistent_dir/sub/x.db``, and a
