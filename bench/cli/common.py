@@ -51,8 +51,8 @@ def cli_layer(**flags: Any) -> dict[str, Any]:
 def line(result: VariantResult, comparison: Comparison | None, prefix: str = "") -> Text:
     """One variant's outcome as the console shows it while a suite runs, on one line: status, name (without
     ``prefix``, the chapter of a one-chapter suite), median, and for an optimized variant its speedup and
-    the pair's verdict."""
-    from bench.record.summary import pair_verdict, speedup_text
+    the pair's verdict (its interval is in the table)."""
+    from bench.record.summary import pair_verdict
     from bench.record.units import time_text
 
     colour = {"ok": "green", "skipped": "yellow"}.get(result.status, "red")
@@ -64,10 +64,9 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
     if result.status != "ok" and result.error:
         text.append(f"  [{result.failed_stage}] {result.error.message.splitlines()[0]}")
     if comparison is not None and result.status == "ok":  # a variant not ok said so already
-        pair = comparison.model_dump()
-        verdict = pair_verdict(pair)
-        if comparison.speedup is not None:
-            text.append(f"  {speedup_text(pair, verdict=False)}")
+        verdict = pair_verdict(comparison.model_dump())
+        if comparison.speedup is not None:  # its interval is in the table: the line stays short
+            text.append(f"  {ratio(comparison.speedup)}×" + (" batch" if comparison.speedup_time == "batch" else ""))
         text.append(f" {verdict}", {"faster": "green", "slower": "red"}.get(verdict, "yellow"))
     if result.profile is not None:
         from bench.profile.tools import summary_line
