@@ -199,8 +199,11 @@ def _report(
     if summary["n_pairs_verified"]:
         console.print(f"verified pairs: {counts_text(summary)}", markup=False)
     if tracker is not None:  # bench.audit.wall reads the id back from this line
-        console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r} of "
-                      f"{tracker.tracking_uri}", markup=False, soft_wrap=True)  # fmt: skip
+        console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r}",
+                      markup=False)  # fmt: skip
+        uri = tracker.tracking_uri
+        browse = uri if uri.startswith(("http:", "https:")) else f"mlflow ui --backend-store-uri {uri}"
+        console.print(f"  browse: {browse}", markup=False, soft_wrap=True)
     for text in time_lines(suite, sink, cold_start, before_s):
         console.print(text, markup=False)
 
@@ -214,8 +217,8 @@ def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool
         beside = f" ({b['compare_beside_s']:.1f} s beside the next)" if b["compare_beside_s"] >= 0.05 else ""
         out.append(f"time: {b['workers']} worker(s), {b['run_s']:.1f} s running variants, {b['compare_s']:.1f} s "
                    f"checking outputs{beside}, {b['idle_s']:.1f} s idle")  # fmt: skip
-        began = f"the suite began {before_s:.2f} s after the command started, " if before_s is not None else ""
-        out.append(f"  {began}its first variant {b['first_start_s']:.1f} s into it")
+        began = f"the suite began {before_s:.2f} s after the command started; " if before_s is not None else ""
+        out.append(f"  {began}variant 1 at {b['first_start_s']:.1f} s")
         if b.get("alone_wait_s", 0.0) >= 0.05:
             out.append(f"  host-clocked variants waited {b['alone_wait_s']:.1f} s to run alone on the host")
         if b["ahead_s"] >= 0.05:
