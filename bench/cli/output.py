@@ -37,7 +37,9 @@ def error(message: str) -> None:
 @contextlib.contextmanager
 def progress(what: str, total: int | None, out: Console | None = None) -> Iterator[Report]:
     """Count ``total`` steps of ``what``: yields ``report(line, advance=1)``. On a terminal a rich progress bar
-    (removed when done) with the lines above it; otherwise each line prefixed with the steps done so far."""
+    (removed when done) with the lines above it; otherwise each step's line prefixed with the steps done so far
+    (``advance=0``: a line between steps, indented alike). Anything else printed to ``out`` meanwhile shows above
+    the bar."""
     out = out or console
     if not out.is_terminal:
         done = 0
@@ -45,8 +47,8 @@ def progress(what: str, total: int | None, out: Console | None = None) -> Iterat
         def plain(line: str | Text | None = None, advance: int = 1) -> None:
             nonlocal done
             done += advance
-            if line is not None:
-                count = f"{done}/{total}" if total else str(done)
+            if line is not None:  # a step's line says how many are done; a line between steps is indented alike
+                count = (f"{done}/{total}" if total else str(done)) if advance else ""
                 out.print(Text.assemble((f"{count:>7} ", "dim"), line), soft_wrap=True, markup=False)
 
         yield plain

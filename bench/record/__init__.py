@@ -32,7 +32,7 @@ from bench.record.store import (
 )
 from bench.record.summary import pair_verdict, speedup_text
 from bench.record.tracking import Tracker
-from bench.record.units import RATE_UNITS, TIME_UNITS, column, sig
+from bench.record.units import RATE_UNITS, TIME_UNITS, column, sig, time_text
 
 __all__ = [
     "RATE_UNITS",
@@ -54,4 +54,5 @@ __all__ = [
     "speedup_text",
     "suite_runs",
     "tagged_runs",
+    "time_text",
 ]
