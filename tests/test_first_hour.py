@@ -113,6 +113,20 @@ def test_history_commands_find_the_suite_whatever_the_entry_point(clone: Clone) 
     assert compare.returncode == 0 and "transpose:optimized" in compare.stdout, compare.stdout + compare.stderr
 
 
+def test_your_own_benchmark_from_the_readme_runs(clone: Clone) -> None:
+    """The README's example benchmark, as its First hour says: a baseline and an optimized file under mine/ch01."""
+    code = re.search(r"## Writing a benchmark.*?```python\n(.*?)```", (clone.root / "README.md").read_text(), re.S)
+    assert code
+    mine = clone.root / "mine" / "ch01"
+    mine.mkdir(parents=True)
+    (mine / "baseline_scale.py").write_text(code.group(1))
+    (mine / "optimized_scale.py").write_text(code.group(1))  # the same work: it must verify
+    done = clone.sh("perflab run --chapters-dir mine -t ch1:scale --no-track")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "2/2 variants ok, 1/1 pairs verified" in done.stdout
+    shutil.rmtree(clone.root / "mine")  # the user's own files, not the commands'
+
+
 def test_nothing_is_left_for_git_to_see(clone: Clone) -> None:
     """What perflab, its reports, the kernels and a sweep write is git-ignored (or outside the checkout)."""
     for command in ("perflab report --no-log", "perflab expectations check --no-log",
