@@ -10,21 +10,24 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+
+from bench.cli import console, error
 
 __all__ = ["register"]
 
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
 expectations_app = typer.Typer(no_args_is_help=True, help="Proof of benefit: speedups vs reviewed expectations")
 
 TrackingOpt = Annotated[str | None, typer.Option(help="MLflow tracking URI (default: MLflow's)")]
 DirOpt = Annotated[Path, typer.Option("--dir", help="expectations root (one folder per hardware key)")]
 
 
+def say(text: str) -> None:
+    """A line of data (paths, names, notes) on one line: never markup, never wrapped by us."""
+    console.print(text, markup=False, soft_wrap=True)
+
+
 def _bad_input(exc: Exception) -> typer.Exit:
-    err_console.print(f"[red]error:[/] {escape(str(exc))}")
+    error(str(exc))  # one line, never wrapped mid-sentence
     return typer.Exit(2)
 
 
@@ -42,13 +45,13 @@ def peak(
 
     entry, reused = run_peak(force=force, device=device, track=not no_track, experiment=experiment,
                              tracking_uri=tracking_uri)  # fmt: skip
-    console.print(peak_markdown(entry))
-    where = escape(str(ceilings.cache_path()))
+    console.print(peak_markdown(entry), markup=False)
+    where = ceilings.cache_path()
     if reused:
-        console.print(f"reused the cached ceilings of {escape(entry['key'])} from {where} (--force to measure again)")
+        say(f"reused the cached ceilings of {entry['key']} from {where} (--force to measure again)")
     else:
         run = f"; MLflow run {entry['run_id']}" if entry.get("run_id") else ""
-        console.print(f"cached under {escape(entry['key'])!r} in {where}{run}")
+        say(f"cached under {entry['key']!r} in {where}{run}")
 
 
 @expectations_app.command("check")
@@ -56,20 +59,22 @@ def expectations_check(
     run_id: Annotated[str | None, typer.Option(help="suite parent run id (default: the latest completed one)")] = None,
     tolerance: Annotated[float, typer.Option(help="relative shortfall allowed before 'regressed' (0.05 = 5%)")] = 0.05,
     root: DirOpt = Path("expectations"),
-    out: Annotated[Path | None, typer.Option(help="directory for proof_of_benefit.csv (default: .)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="directory for proof_of_benefit.csv (default: perflab-results/)")
+    ] = None,
     no_log: Annotated[bool, typer.Option("--no-log", help="do not attach the CSV to the parent run")] = False,
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Write proof_of_benefit.csv (pass / regressed / failed / needs-work per variant); exit 1 on regressed/failed."""
     from analysis.expectations import check, check_csv
-    from bench.record import log_text_artifacts
+    from bench.record import log_text_artifacts, results_dir
 
     try:
         parent, rows = check(run_id, root, tolerance, tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
     text = check_csv(rows)
-    out = out or Path(".")
+    out = out or results_dir()
     out.mkdir(parents=True, exist_ok=True)
     (out / "proof_of_benefit.csv").write_text(text)
     if not no_log:
@@ -77,11 +82,10 @@ def expectations_check(
     for r in rows:
         speedup = "—" if r.speedup is None else f"{r.speedup:.3f}x"
         expected = "—" if r.expected is None else f"{r.expected:.3f}x"
-        console.print(f"{r.status:10} {r.chapter}:{r.example}:{r.variant}  {speedup} (expected {expected})  "
-                      + escape(r.notes))  # fmt: skip
+        say(f"{r.status:10} {r.chapter}:{r.example}:{r.variant}  {speedup} (expected {expected})  {r.notes}")
     counts = {s: sum(r.status == s for r in rows) for s in ("pass", "regressed", "failed", "needs-work")}
-    console.print(f"suite {parent}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-                  + f"; wrote {escape(str(out / 'proof_of_benefit.csv'))}")  # fmt: skip
+    tally = ", ".join(f"{n} {s}" for s, n in counts.items())
+    say(f"suite {parent}: {tally}; wrote {out / 'proof_of_benefit.csv'}")
     if counts["regressed"] or counts["failed"]:
         raise typer.Exit(1)
 
@@ -100,7 +104,7 @@ def expectations_update(
         path = update(run_id, example, root, tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
-    console.print(f"wrote {escape(example)} from suite {run_id} into {escape(str(path))}; review and commit it")
+    say(f"wrote {example} from suite {run_id} into {path}; review and commit it")
 
 
 def readme(
@@ -127,10 +131,9 @@ def readme(
         raise _bad_input(exc) from None
     for o in outcomes:
         what = f" ({', '.join(o.sections)}) from suite {o.run_id}" if o.sections else ""
-        line = f"{o.state:9} {escape(str(o.path))}{what}" + (f": {escape(o.reason)}" if o.reason else "")
-        console.print(line, soft_wrap=True)  # a path and its reason on one line, whatever the width
+        say(f"{o.state:9} {o.path}{what}" + (f": {o.reason}" if o.reason else ""))
     if all(o.state == "skipped" for o in outcomes):
-        err_console.print(f"[red]error:[/] no chapter README under {escape(str(root))} was generated", soft_wrap=True)
+        error(f"no chapter README under {root} was generated")
         raise typer.Exit(2)
     if check and any(o.state == "differs" for o in outcomes):
         raise typer.Exit(1)
@@ -152,14 +155,16 @@ def compare_cmd(
     console.print(compare_table(cmp))
     for side, names in (("A", cmp.only_a), ("B", cmp.only_b)):
         if names:
-            console.print(f"only in {side}: " + escape(", ".join(names)))
+            say(f"only in {side}: " + ", ".join(names))
 
 
 def report(
     run_id: Annotated[
         str | None, typer.Option(help="suite parent run id (default: the latest completed suite)")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="directory for the files (default: ./perflab-report-<id>)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="directory for the files (default: perflab-results/report-<id>)")
+    ] = None,
     no_log: Annotated[bool, typer.Option("--no-log", help="do not attach the files to the parent run")] = False,
     tracking_uri: TrackingOpt = None,
 ) -> None:
@@ -172,33 +177,34 @@ def report(
         raise _bad_input(exc) from None
     o = rep["overall"]
     gm = o["speedup_geomean"]
-    console.print(
-        f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted, "
-        f"geomean speedup {'—' if gm is None else f'{gm:.3f}x'}; wrote {escape(str(where))}"
-        + ("" if no_log else f", logged to run {o['parent_run_id']}")
-    )
+    say(f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted: "
+        f"{o['pairs_faster']} faster, {o['pairs_slower']} slower, {o['pairs_no_difference']} no significant "
+        f"difference; geomean speedup {'—' if gm is None else f'{gm:.3f}x'}")  # fmt: skip
+    say(f"wrote {where}" + ("" if no_log else f", logged to run {o['parent_run_id']}"))
 
 
 def regressions(
     run_id: Annotated[
         str | None, typer.Option(help="suite parent run or variant run (default: the latest completed suite)")
     ] = None,
-    k: Annotated[int, typer.Option("-k", min=1, help="previous runs pooled as history")] = 5,
+    k: Annotated[int, typer.Option("-k", min=2, help="previous runs compared with (their medians' spread)")] = 5,
     threshold: Annotated[float, typer.Option(min=0.0, help="relative median slowdown to flag (0.05 = 5%)")] = 0.05,
-    alpha: Annotated[float, typer.Option(help="one-sided Mann-Whitney U significance level")] = 0.01,
+    alpha: Annotated[float, typer.Option(help="significance level of the one-sided test between runs")] = 0.01,
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Each variant vs its previous runs on the same hardware and software; exits 1 on a regression."""
-    from analysis.regression import check_suite, regression_table
+    from analysis.regression import check_suite, regression_notes, regression_table
 
     try:
         checked, rows = check_suite(run_id, k=k, threshold=threshold, alpha=alpha, tracking_uri=tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
-    console.print(regression_table(rows))
+    console.print(regression_table(rows, console.width))
+    for note in regression_notes(rows):
+        say(note)
     verdicts = ("regressed", "improved", "ok", "no-history", "not-measured")
     counts = {s: sum(r.status == s for r in rows) for s in verdicts}
-    console.print(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    say(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     if counts["regressed"]:
         raise typer.Exit(1)
 

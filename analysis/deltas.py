@@ -15,6 +15,7 @@ from bench.record import StoredRun, child_runs, read_run
 __all__ = ["MetricDelta", "RunComparison", "compare_runs", "compare_table", "direction"]
 
 Direction = Literal["lower", "higher"]
+SAME_PCT = 0.05  # a change below this (in %) reads "+0.0" in the table: called same, not better or worse
 Verdict = Literal["better", "worse", "same"]
 
 
@@ -48,7 +49,8 @@ class MetricDelta:
         """B relative to A: ``better`` when B moved the good way."""
         if self.direction is None:
             return None
-        if self.b == self.a:
+        pct = self.delta_pct
+        if self.b == self.a or (pct is not None and abs(pct) < SAME_PCT):
             return "same"
         return "better" if (self.b < self.a) == (self.direction == "lower") else "worse"
 
@@ -93,24 +95,30 @@ def compare_runs(
 
 
 def compare_table(cmp: RunComparison) -> Any:
-    """A rich table of the deltas; the verdict column says whether B is better or worse than A."""
-    from rich.markup import escape
+    """A rich table of the deltas, grouped by run: the run's name on a line of its own (a suite's variants
+    without their chapter when they share one), then one row per metric, its name whole; ``B vs A`` says
+    whether B is better or worse. The metrics carry their units in their names (``time_median_ms``)."""
+    from rich import box
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}")
-    for col in ("run", "metric", "A", "B", "Δ", "Δ %", "better is", "B vs A"):
-        table.add_column(col, justify="right" if col in ("A", "B", "Δ", "Δ %") else "left")
-    style = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "same", None: ""}
+    names = {d.name for d in cmp.deltas if d.name != "suite"}
+    chapters = {n.split(":", 1)[0] for n in names}
+    prefix = f"{chapters.pop()}:" if len(chapters) == 1 else ""
+    title = f"{prefix}B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}"
+    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("run / metric", overflow="fold")
+    for col in ("A", "B", "Δ %"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("B vs A", no_wrap=True)
+    style = {"better": Text("better", "green"), "worse": Text("worse", "red"), "same": Text("same"), None: Text("")}
+    group = None
     for d in cmp.deltas:
+        if d.name != group:
+            group = d.name
+            table.add_row(Text(d.name.removeprefix(prefix), "bold"), end_section=False)
         pct = d.delta_pct
         table.add_row(
-            escape(d.name),
-            escape(d.metric),
-            f"{d.a:.6g}",
-            f"{d.b:.6g}",
-            f"{d.delta:+.4g}",
-            "—" if pct is None else f"{pct:+.2f}%",
-            d.direction or "",
-            style[d.verdict],
+            Text(f"  {d.metric}"), f"{d.a:.4g}", f"{d.b:.4g}", "—" if pct is None else f"{pct:+.1f}", style[d.verdict]
         )
     return table

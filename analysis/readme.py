@@ -24,7 +24,6 @@ ceilings). The chapters' target per pair: ok, verified, speedup ≥ 1.1, and the
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +36,7 @@ from bench.record import (
     latest_suite_run_id,
     read_artifact_text,
     read_run,
+    sig,
     speedup_text,
     tagged_runs,
 )
@@ -222,28 +222,18 @@ def target_check(row: dict[str, Any], pct: float | None, name: str | None) -> st
 # ------------------------------------------------------------------------------------------ writing
 
 
-def _sig(x: float | None, digits: int = 3) -> str:
-    """``x`` to about ``digits`` significant figures, never in exponent form; '—' for no value."""
-    if x is None or not math.isfinite(x):
-        return "—"
-    if x == 0:
-        return "0"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
-    return f"{x:.{decimals}f}"
-
-
 def _us(ms: float | None) -> str:
-    return _sig(None if ms is None else ms * 1e3, 4)
+    return sig(None if ms is None else ms * 1e3, 4)
 
 
 def _achieved(gbps: float | None, tflops: float | None, name: str | None) -> str:
     """The rate the binding ceiling is in; both when the example declares both and the bound is unknown."""
     parts = []
     if gbps is not None and (name is None or name.endswith("_gbps") or tflops is None):
-        parts.append(f"{_sig(gbps)} GB/s")
+        parts.append(f"{sig(gbps)} GB/s")
     if tflops is not None and (name is None or name.endswith("_tflops") or gbps is None):
         # a CPU's rates are GFLOP/s: "0.00000365 TFLOP/s" reads badly
-        parts.append(f"{_sig(tflops)} TFLOP/s" if tflops >= 0.1 else f"{_sig(tflops * 1e3)} GFLOP/s")
+        parts.append(f"{sig(tflops)} TFLOP/s" if tflops >= 0.1 else f"{sig(tflops * 1e3)} GFLOP/s")
     return ", ".join(parts) or "—"
 
 
@@ -292,7 +282,7 @@ def _header(suite: Suite, runs: list[StoredRun]) -> list[str]:
                       "the run logged, if anything (`perflab peak` on that device)."]  # fmt: skip
             continue
         ceilings, source = found
-        shown = [f"{_label(k)} {_sig(v)} {'GB/s' if k.endswith('_gbps') else 'TFLOP/s'}"
+        shown = [f"{_label(k)} {sig(v)} {'GB/s' if k.endswith('_gbps') else 'TFLOP/s'}"
                  for k, v in sorted(ceilings.items())]  # fmt: skip
         lines += ["", f"Measured ceilings of {hw} ({source}): {', '.join(shown)}."]
     return lines
@@ -356,7 +346,7 @@ def roofline_section(suite: Suite, chapter: str) -> str:
         if found:
             ceilings = found[0]
             copy = ceilings.get("copy_gbps")
-            ridges = [f"{k.removesuffix('_tflops')} {_sig(v * 1e3 / copy)} FLOP/B"
+            ridges = [f"{k.removesuffix('_tflops')} {sig(v * 1e3 / copy)} FLOP/B"
                       for k, v in sorted(ceilings.items()) if k.endswith("_tflops") and copy]  # fmt: skip
             if ridges:
                 lines += ["", f"Ridge points of {hw} (measured matmul peak ÷ measured copy bandwidth): "
@@ -377,8 +367,8 @@ def roofline_section(suite: Suite, chapter: str) -> str:
             bound = f"{r.tags.get('perflab.status', '?')}: not measured"
         lines.append(
             f"| {r.tags['perflab.example']} | {r.tags['perflab.variant']} | {_us(m.get('time_median_ms'))} | "
-            f"{_sig(m.get('arithmetic_intensity'))} | {_sig(m.get('achieved_gbps'))} | "
-            f"{_sig(m.get('achieved_tflops'))} | {bound} | {'—' if pct is None else f'{pct:.1f}'} |"
+            f"{sig(m.get('arithmetic_intensity'))} | {sig(m.get('achieved_gbps'))} | "
+            f"{sig(m.get('achieved_tflops'))} | {bound} | {'—' if pct is None else f'{pct:.1f}'} |"
         )
     return "\n".join(lines) + "\n"
 

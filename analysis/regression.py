@@ -1,21 +1,26 @@
 """Regression detection: a variant run against the previous runs of the same benchmark in MLflow.
 
-History = the previous ``k`` runs of the same benchmark (tags ``perflab.chapter/example/variant``)
-in the same experiment, with status ``ok``, on the same hardware (tag ``perflab.gpu``, or
+History = the previous ``k`` runs of the same benchmark (tags ``perflab.chapter/example/variant``),
+in any experiment of the store, with status ``ok``, on the same hardware (tag ``perflab.gpu``, or
 ``perflab.device`` for CPU runs) and the same software (``perflab.torch`` / ``perflab.triton``
 tags, or the ``torch`` / ``triton`` of the ``result.json`` manifest for runs logged before those
-tags existed). Their raw samples are pooled.
+tags existed).
 
-A regression needs two things at once:
+The unit of evidence is a run, not a sample. Thousands of samples of one process say how precisely
+that process's median is known, not how much the median moves from one run to the next (clocks, memory
+placement, what else the host is doing): on a busy CPU, two runs of the same code differ by 10-40 %
+while each run's samples are tight, and pooling them called such noise a regression at p = 1e-80.
+So each run gives one number, its median, and a new median is judged against the spread of the previous
+runs' medians:
 
-* the median slowdown against the pooled history exceeds ``threshold`` (5 %): a statistically
-  real but tiny shift (1 % on a quiet GPU) is not worth a red flag;
-* a one-sided Mann–Whitney U test on the raw samples gives ``p < alpha`` (0.01): a large median
-  shift from a handful of noisy samples is not evidence.
+* the slowdown is the new median against the median of the previous runs' medians;
+* the test is a one-sided prediction-interval t test on log medians: ``t = (log m - mean) / (s *
+  sqrt(1 + 1/k))`` with ``k - 1`` degrees of freedom, ``s`` the standard deviation of the previous log
+  medians (never below the new run's own standard error of its median); it needs at least two previous
+  runs (one shows no spread).
 
-Pooling treats all history samples as one population; run-to-run variation (clocks, placement)
-makes that optimistic, which is one more reason the threshold is also required. ``improved`` is
-the mirror image (faster by more than the threshold, and the opposite one-sided test agrees).
+A regression needs both: the slowdown exceeds ``threshold`` (5 %: a statistically real but tiny shift
+is not worth a red flag) and ``p < alpha`` (0.01). ``improved`` is the mirror image.
 """
 
 from __future__ import annotations
@@ -28,14 +33,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from scipy.stats import mannwhitneyu
+from scipy.stats import t as student_t
 
 from bench.record import StoredRun, benchmark_runs, child_runs, latest_suite_run_id, read_artifact_text, read_run
 
-__all__ = ["Assessment", "RegressionRow", "assess", "check_run", "check_suite", "regression_table"]
+__all__ = ["Assessment", "RegressionRow", "assess", "check_run", "check_suite", "regression_notes", "regression_table"]
 
 Verdict = Literal["regressed", "ok", "improved", "no-history", "not-measured"]
 DEFAULT_K = 5
+MIN_RUNS = 2  # previous runs a verdict needs: one run shows no spread between runs
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
 
@@ -43,8 +49,9 @@ DEFAULT_ALPHA = 0.01
 @dataclass(frozen=True)
 class Assessment:
     status: Literal["regressed", "ok", "improved"]
-    slowdown_pct: float  # 100 * (median / pooled history median - 1); negative = faster
-    p_value: float  # one-sided Mann–Whitney U p in the direction the median moved
+    slowdown_pct: float  # 100 * (median / median of the previous runs' medians - 1); negative = faster
+    p_value: float  # one-sided, in the direction the median moved, from the spread between runs
+    spread_pct: float  # the spread between runs the test used: 100 * s (s of the log medians)
 
 
 def _check_params(threshold: float, alpha: float, k: int | None = None) -> None:
@@ -52,32 +59,45 @@ def _check_params(threshold: float, alpha: float, k: int | None = None) -> None:
         raise ValueError(f"threshold is a relative slowdown >= 0 (0.05 = 5 %), but got {threshold=}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha is a significance level in (0, 1), but got {alpha=}")
-    if k is not None and k < 1:
-        raise ValueError(f"k is the number of previous runs to pool, at least 1, but got {k=}")
+    if k is not None and k < MIN_RUNS:
+        raise ValueError(f"k is the number of previous runs to compare with, at least {MIN_RUNS}, but got {k=}")
+
+
+def _median_noise(samples: Sequence[float]) -> float:
+    """The standard error of a run's median, relative (on the log scale): 1.2533 sd / sqrt(n)."""
+    logs = [math.log(x) for x in samples if x > 0]
+    return 1.2533 * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
 
 
 def assess(
     samples: Sequence[float],
-    history: Sequence[float],
+    history: Sequence[Sequence[float]],
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
 ) -> Assessment:
-    """Compare raw samples (ms) with pooled history samples (ms); see the module docstring."""
+    """A run's raw samples (ms) against the samples of each previous run (one list per run); see the module
+    docstring. ``ValueError`` with fewer than ``MIN_RUNS`` previous runs."""
     _check_params(threshold, alpha)
-    if not samples or not history:
-        raise ValueError(f"need samples on both sides, but got {len(samples)} samples and {len(history)} history")
-    now, before = statistics.median(samples), statistics.median(history)
-    if before <= 0:
-        raise ValueError(f"history median must be > 0 ms, but got {before=}")
-    slowdown = now / before - 1.0
-    alternative = "greater" if slowdown >= 0 else "less"
-    p = float(mannwhitneyu(samples, history, alternative=alternative).pvalue)
-    if not math.isfinite(p):  # every sample identical on both sides: no evidence of anything
-        p = 1.0
+    runs = [r for r in history if r]
+    if not samples or len(runs) < MIN_RUNS:
+        raise ValueError(f"need samples and at least {MIN_RUNS} previous runs, but got {len(samples)} samples and "
+                         f"{len(runs)} run(s)")  # fmt: skip
+    now = statistics.median(samples)
+    medians = [statistics.median(r) for r in runs]
+    if now <= 0 or min(medians) <= 0:
+        raise ValueError(f"medians must be > 0 ms, but got {now=} and previous {medians}")
+    slowdown = now / statistics.median(medians) - 1.0
+    logs = [math.log(m) for m in medians]
+    spread = max(statistics.stdev(logs), _median_noise(samples))
+    k = len(logs)
+    p = 1.0
+    if spread > 0:
+        score = (math.log(now) - statistics.fmean(logs)) / (spread * math.sqrt(1 + 1 / k))
+        p = float(student_t.sf(score if slowdown >= 0 else -score, df=k - 1))
     status: Literal["regressed", "ok", "improved"] = "ok"
     if abs(slowdown) > threshold and p < alpha:
         status = "regressed" if slowdown > 0 else "improved"
-    return Assessment(status=status, slowdown_pct=100.0 * slowdown, p_value=p)
+    return Assessment(status=status, slowdown_pct=100.0 * slowdown, p_value=p, spread_pct=100.0 * spread)
 
 
 @dataclass
@@ -160,9 +180,7 @@ def check_run(
 
     earlier = [
         r
-        for r in benchmark_runs(
-            run.experiment_id, t["perflab.chapter"], t["perflab.example"], t["perflab.variant"], tracking_uri
-        )
+        for r in benchmark_runs(None, t["perflab.chapter"], t["perflab.example"], t["perflab.variant"], tracking_uri)
         if r.run_id != run.run_id and r.start_time <= run.start_time
     ]
     not_ok: Counter[str] = Counter()
@@ -180,22 +198,25 @@ def check_run(
             used.append(r)
             if len(used) == k:
                 break
-    if not used:
+    row.k_used = len(used)
+    row.history_run_ids = [r.run_id for r in used]
+    history = [_samples(r, results) for r in used]
+    if used:
+        row.history_median_ms = statistics.median(statistics.median(h) for h in history)
+        row.slowdown_pct = 100.0 * (row.median_ms / row.history_median_ms - 1.0)
+    if len(used) < MIN_RUNS:
         row.status = "no-history"
         seen = _others(other_hw, "on") + _others(other_sw, "with") + _others(not_ok, "with status")
-        row.reason = f"no previous ok run of {key} on {hardware} with {software}" + (
+        found = "no previous ok run" if not used else f"only {len(used)} previous ok run"
+        row.reason = f"{found} of {key} on {hardware} with {software}" + (
             f" (earlier runs: {'; '.join(seen)})" if seen else ""
-        )
+        ) + (f"; a verdict needs {MIN_RUNS}: the spread between runs" if used else "")
         return row
-    history = [x for r in used for x in _samples(r, results)]
     verdict = assess(samples, history, threshold, alpha)
     row.status, row.slowdown_pct, row.p_value = verdict.status, verdict.slowdown_pct, verdict.p_value
-    row.k_used = len(used)
-    row.history_median_ms = statistics.median(history)
-    row.history_run_ids = [r.run_id for r in used]
     row.reason = (
-        f"median {verdict.slowdown_pct:+.1f} % vs {len(used)} previous run(s), "
-        f"one-sided Mann–Whitney p={verdict.p_value:.2g} (flag: > {100 * threshold:g} % and p < {alpha:g})"
+        f"median {verdict.slowdown_pct:+.1f} % vs the median of {len(used)} previous runs' medians (spread between "
+        f"runs {verdict.spread_pct:.1f} %), p={verdict.p_value:.2g} (flag: > {100 * threshold:g} % and p < {alpha:g})"
     )
     return row
 
@@ -231,25 +252,37 @@ def check_suite(
     return run_id, rows
 
 
-def regression_table(rows: list[RegressionRow]) -> Any:
-    """A rich table, one row per variant, regressions in red."""
-    from rich.markup import escape
+def regression_table(rows: list[RegressionRow], width: int = 80) -> Any:
+    """A rich table, one short row per variant (what the verdict rests on in the notes, ``regression_notes``);
+    the medians in one unit, named in the header; a one-chapter suite's names without their chapter."""
+    from rich import box
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title="regressions vs previous runs (same benchmark, hardware and software)")
-    for col in ("variant", "status", "slowdown", "p", "K", "median ms", "history ms", "why / compared on"):
-        table.add_column(col, justify="right" if col in ("slowdown", "p", "K", "median ms", "history ms") else "left")
+    from bench.cli import fitted
+    from bench.record import column
+
+    chapters = {r.key.split(":", 1)[0] for r in rows}
+    prefix = f"{chapters.pop()}:" if len(chapters) == 1 else ""
+    unit = column(x for r in rows for x in (r.median_ms, r.history_median_ms))
+    cells = [[r.key.removeprefix(prefix), r.status, unit.text(r.median_ms), unit.text(r.history_median_ms),
+              "—" if r.slowdown_pct is None else f"{r.slowdown_pct:+.1f} %",
+              "—" if r.p_value is None else f"{r.p_value:.1g}", str(r.k_used)] for r in rows]  # fmt: skip
+    headers = ["variant", "verdict", f"now {unit.name}", f"before {unit.name}", "change", "p", "runs"]
+    widths = fitted(headers, cells, width, narrow={1: 9, 2: 6, 3: 6})
+    title = f"{prefix.rstrip(':') or 'suite'}: each variant against its previous runs"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i < 2 else "right", overflow="fold", width=widths[i])
     colour = {"regressed": "red", "improved": "green", "ok": "default", "no-history": "yellow"}
-    for r in rows:
-        unchecked = r.status in ("no-history", "not-measured")
-        table.add_row(
-            escape(r.key),
-            f"[{colour.get(r.status, 'magenta')}]{r.status}[/]",
-            "—" if r.slowdown_pct is None else f"{r.slowdown_pct:+.1f}%",
-            "—" if r.p_value is None else f"{r.p_value:.2g}",
-            str(r.k_used),
-            "—" if r.median_ms is None else f"{r.median_ms:.4f}",
-            "—" if r.history_median_ms is None else f"{r.history_median_ms:.4f}",
-            escape(r.reason if unchecked else f"{r.hardware}, {r.software}"),
-        )
+    for row in cells:
+        table.add_row(Text(row[0]), Text(row[1], colour.get(row[1], "magenta")), *row[2:])
     return table
+
+
+def regression_notes(rows: list[RegressionRow]) -> list[str]:
+    """Under the table: what the runs were compared on, and why a variant has no verdict."""
+    compared = sorted({f"{r.hardware}, {r.software}" for r in rows if r.status not in ("not-measured",)})
+    notes = [f"compared on {c}" for c in compared]
+    notes += [f"{r.key}: {r.reason}" for r in rows if r.status in ("no-history", "not-measured")]
+    return notes

@@ -21,12 +21,16 @@ from typing import Any
 
 from bench.measure import ceilings as peaks
 from bench.record import (
+    RATE_UNITS,
     StoredRun,
     child_runs,
+    column,
     latest_suite_run_id,
     log_text_artifacts,
+    pair_verdict,
     read_artifact_text,
     read_run,
+    results_dir,
     speedup_text,
 )
 
@@ -42,6 +46,7 @@ CSV_COLUMNS = (
     "speedup",
     "verified",
     "status",
+    "verdict",
     "counted",
     "baseline_gbps",
     "optimized_gbps",
@@ -90,6 +95,8 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "verified": verified,
         "status": status,
         "counted": bool(verified and status == "ok" and speedup and speedup > 0 and math.isfinite(speedup)),
+        "verdict": pair_verdict({"status": status, "speedup": speedup,
+                                 "significance": t.get("perflab.significance")}),  # fmt: skip
         "baseline_gbps": baseline.metrics.get("achieved_gbps") if baseline else None,
         "optimized_gbps": m.get("achieved_gbps"),
         "optimized_pct_of_peak": _pct_of_peak(run, ceilings),
@@ -136,8 +143,10 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
         "pairs": len(rows),
         "pairs_verified": sum(x["verified"] for x in rows),
         "pairs_counted": len(counted),
-        # successes: counted, and the speedup's 95 % interval above 1.0
-        "pairs_faster": sum(x["counted"] and x["significance"] == "faster" for x in rows),
+        # successes: counted, and the speedup's 95 % interval above 1.0; the others as they are
+        "pairs_faster": sum(x["counted"] and x["verdict"] == "faster" for x in rows),
+        "pairs_slower": sum(x["counted"] and x["verdict"] == "slower" for x in rows),
+        "pairs_no_difference": sum(x["counted"] and x["verdict"] == "no significant difference" for x in rows),
         "speedup_geomean": _geomean(counted),
         "speedup_max": max(counted) if counted else None,
         "speedup_min": min(counted) if counted else None,
@@ -172,26 +181,29 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"{o['succeeded']} succeeded, {o['failed']} failed, {o['skipped']} skipped",
         f"- {o['pairs']} pair(s), {o['pairs_verified']} verified; speedup over the {o['pairs_counted']} verified ok "
         f"pair(s): geomean {_f(o['speedup_geomean'], '.3f')}×, max {_f(o['speedup_max'], '.3f')}×, "
-        f"min {_f(o['speedup_min'], '.3f')}×; {o.get('pairs_faster', 0)} significantly faster (95 % interval above 1)",
+        f"min {_f(o['speedup_min'], '.3f')}×; {o.get('pairs_faster', 0)} significantly faster (95 % interval above 1), "
+        f"{o.get('pairs_slower', 0)} slower, {o.get('pairs_no_difference', 0)} no significant difference",
     ]
     for chapter, rows in sorted(report["chapters"].items()):
+        t = column(x for r in rows for x in (r["baseline_median_ms"], r["optimized_median_ms"]))
+        rate = column((x for r in rows for x in (r["baseline_gbps"], r["optimized_gbps"])), RATE_UNITS)
         lines += [
             "",
             f"## {chapter}",
             "",
-            "| example | variant | baseline ms | optimized ms | speedup | verified | status | baseline GB/s | "
-            "optimized GB/s | optimized % of peak |",
+            f"| example | variant | baseline {t.name} | optimized {t.name} | speedup | verdict | verified | "
+            f"baseline {rate.name} | optimized {rate.name} | optimized % of peak |",
             "|---|---|---:|---:|---:|---|---|---:|---:|---:|",
         ]
         for x in rows:
-            speedup = speedup_text(x)
+            speedup = speedup_text(x, verdict=False)
             if x["speedup"] is not None and not x["counted"]:
                 speedup += " (not counted)"
             lines.append(
-                f"| {x['example']} | {x['variant']} | {_f(x['baseline_median_ms'], '.4f')} | "
-                f"{_f(x['optimized_median_ms'], '.4f')} | {speedup} | {'yes' if x['verified'] else 'no'} | "
-                f"{x['status']} | {_f(x['baseline_gbps'], '.1f')} | {_f(x['optimized_gbps'], '.1f')} | "
-                f"{_f(x['optimized_pct_of_peak'], '.1f')} |"
+                f"| {x['example']} | {x['variant']} | {t.text(x['baseline_median_ms'])} | "
+                f"{t.text(x['optimized_median_ms'])} | {speedup} | {x['verdict']} | "
+                f"{'yes' if x['verified'] else 'no'} | {rate.text(x['baseline_gbps'])} | "
+                f"{rate.text(x['optimized_gbps'])} | {_f(x['optimized_pct_of_peak'], '.1f')} |"
             )
     lines += ["", "![speedups](speedup.png)", "", "![roofline](roofline.png)", "", "![latency](latency.png)"]
     missing = [h for h, c in o["ceilings"].items() if not c]
@@ -220,7 +232,7 @@ def write_report(
     run_id: str | None, out: Path | None, tracking_uri: str | None = None, log: bool = True
 ) -> tuple[dict[str, Any], Path]:
     """Build the report of a suite (default: the latest completed one), write the three files to
-    ``out`` (default ``./perflab-report-<run id prefix>``) and, with ``log``, attach them to the
+    ``out`` (default ``perflab-results/report-<run id prefix>``, git-ignored) and, with ``log``, attach them to the
     parent run. ``LookupError`` for an unknown run; ``ValueError`` when it is not a suite."""
     if not run_id:  # None, or "" from the MLproject entry point's default
         run_id = latest_suite_run_id(tracking_uri)
@@ -237,7 +249,7 @@ def write_report(
         "report.csv": report_csv(report),
         **charts(report, runs, tracking_uri),
     }
-    out = out or Path(f"perflab-report-{run_id[:8]}")
+    out = out or results_dir() / f"report-{run_id[:8]}"
     out.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         if isinstance(content, bytes):

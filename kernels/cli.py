@@ -5,6 +5,7 @@ Cheap to import: torch, triton, matplotlib and mlflow load inside the command.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,9 +32,10 @@ def kernels_cmd(
         int | None,
         typer.Option(min=0, help="time at most N shapes per case, spread over the sweep's sizes (0: all)"),
     ] = None,
-    save_path: Annotated[Path, typer.Option("--save-path", help="directory for the CSVs and plots")] = Path(
-        "kernels-out"
-    ),
+    save_path: Annotated[
+        Path | None,
+        typer.Option("--save-path", help="directory for the CSVs and plots (default: perflab-results/kernels)"),
+    ] = None,
     smoke: Annotated[
         bool | None, typer.Option("--smoke/--full-size", help="tiny shapes (default: on CPU) or the GPU sweep")
     ] = None,
@@ -44,14 +46,18 @@ def kernels_cmd(
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
     """Triton kernel cases vs naive PyTorch and torch.compile, forward and backward, over shapes and dtypes."""
-    import contextlib
     import importlib
     import os
+    import warnings
 
     import torch
 
     from bench import resolve_config
+    from bench.cli import progress
     from bench.errors import PerflabError
+    from bench.record import results_dir
+
+    save_path = save_path or results_dir() / "kernels"
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto"
                        else device)  # fmt: skip
@@ -61,7 +67,7 @@ def kernels_cmd(
     for name in CASE_MODULES:
         importlib.import_module(name)
     from kernels.case import CASES, DTYPES, PROVIDERS
-    from kernels.sweep import CHECK_SHAPES, SMOKE_SHAPES, copy_ceiling, sweep_case, sweep_shapes, write_outputs
+    from kernels.sweep import CHECK_SHAPES, SMOKE_SHAPES, copy_ceiling, sweep_shapes
 
     cases = list(CASES) if case == "all" else [c.strip() for c in case.split(",")]
     dtypes = list(DTYPES) if dtype == "all" else [d.strip() for d in dtype.split(",")]
@@ -89,45 +95,70 @@ def kernels_cmd(
               "timing_mode": config.timing_mode, "iterations": config.iterations, "hardware": hardware,
               "copy_gbps": f"{copy_gbps:.1f}" if copy_gbps else "none cached"}  # fmt: skip
 
-    for c in cases:
-        shapes = SMOKE_SHAPES if smoke else sweep_shapes(CASES[c], max_shapes)
-        tracker = None
-        if not no_track:
-            from kernels.tracking import KernelsTracker
-
-            case_params = {f"{c}.shapes": [str(s) for s in shapes], f"{c}.check_shapes": [str(s) for s in check_shapes]}
-            tracker = KernelsTracker(c, {**params, **case_params}, experiment=experiment, tracking_uri=tracking_uri)
-        with tracker or contextlib.nullcontext():
-            for d in dtypes:
-                rows = sweep_case(CASES[c], d, shapes, config, dev, providers, check_shapes=check_shapes,
-                                  log=typer.echo, profile_dir=save_path / "profile" if profile else None,
-                                  copy_gbps=copy_gbps)  # fmt: skip
-                files = write_outputs(rows, c, d, save_path, plot)
-                _report(c, d, rows)
-                if tracker is not None:
-                    tracker.log_dtype(d, rows, providers, files)
-        typer.echo(f"wrote {save_path}")
-        if tracker is not None:
-            typer.echo(f"logged {c} to MLflow run {tracker.parent}")
+    shapes_of = {c: SMOKE_SHAPES if smoke else sweep_shapes(CASES[c], max_shapes) for c in cases}
+    total = sum(2 * len(shapes) * len(dtypes) for shapes in shapes_of.values())  # a step: a shape, one direction
+    with progress("kernels: shapes", total) as step, warnings.catch_warnings():
+        # compiled_triton in the interpreter: dynamo cannot trace it, says so in three multi-line warnings, and
+        # the check then records the provider as skipped with the reason, on one line
+        warnings.filterwarnings("ignore", "Dynamo does not know how to trace", UserWarning)
+        for c in cases:
+            _case(c, shapes_of[c], dtypes, providers, config, dev, check_shapes, save_path, plot, profile, copy_gbps,
+                  None if no_track else {**params, "experiment": experiment, "tracking_uri": tracking_uri}, step)
 
 
-def _report(case: str, dtype_name: str, rows: dict[str, Any]) -> None:
+def _case(c: str, shapes: list[Any], dtypes: list[str], providers: list[str], config: Any, dev: Any,
+          check_shapes: Any, save_path: Path, plot: bool, profile: bool, copy_gbps: float | None,
+          track: dict[str, Any] | None, step: Any) -> None:  # fmt: skip
+    """One case over its dtypes: checked, timed, written, logged (``track``: the run's params, and where)."""
+    from kernels.case import CASES
+    from kernels.sweep import sweep_case, write_outputs
+
+    tracker = None
+    if track is not None:
+        from kernels.tracking import KernelsTracker
+
+        params = {k: v for k, v in track.items() if k not in ("experiment", "tracking_uri")}
+        case_params = {f"{c}.shapes": [str(s) for s in shapes], f"{c}.check_shapes": [str(s) for s in check_shapes]}
+        tracker = KernelsTracker(c, {**params, **case_params}, experiment=track["experiment"],
+                                 tracking_uri=track["tracking_uri"])  # fmt: skip
+    with tracker or contextlib.nullcontext():
+        for d in dtypes:
+            rows = sweep_case(CASES[c], d, shapes, config, dev, providers, check_shapes=check_shapes,
+                              log=lambda line: step(line, advance=0), done=step,
+                              profile_dir=save_path / "profile" if profile else None, copy_gbps=copy_gbps)  # fmt: skip
+            files = write_outputs(rows, c, d, save_path, plot)
+            _report(c, d, rows, say)
+            if tracker is not None:
+                tracker.log_dtype(d, rows, providers, files)
+    say(f"wrote {save_path}")
+    if tracker is not None:
+        say(f"logged {c} to MLflow run {tracker.parent}")
+
+
+def say(line: str) -> None:
+    """A result line, whole (above the progress bar on a terminal)."""
+    from bench.cli import console
+
+    console.print(line, markup=False, soft_wrap=True)
+
+
+def _report(case: str, dtype_name: str, rows: dict[str, Any], say: Any = typer.echo) -> None:
     """Triton's geomean speedups and what was not timed, per direction; the bandwidth target's line for
     the cases it covers (rms, add_rms forward)."""
     from kernels.sweep import bandwidth_target, geomean
 
     target = bandwidth_target(case, dtype_name, rows.get("fwd", []))
     if target is not None:
-        typer.echo(target.line)
+        say(target.line)
     for direction, rs in rows.items():
         key = f"{case}.{dtype_name}.{direction}"
         for against in ("naive", "compiled"):
             gm = geomean(r.speedup(against) for r in rs)
             if gm is not None:
-                typer.echo(f"{key}: triton vs {against} geomean {gm:.3f}x")
+                say(f"{key}: triton vs {against} geomean {gm:.3f}x")
         skipped = {p: why for r in rs for p, why in r.skipped.items()}
         for p, why in skipped.items():
-            typer.echo(f"{key}: {p} skipped: {why}")
+            say(f"{key}: {p} skipped: {why}")
 
 
 def register(app: Any) -> None:

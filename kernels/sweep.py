@@ -21,6 +21,8 @@ import contextlib
 import csv
 import io
 import math
+import re
+import textwrap
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,7 @@ from bench import BenchmarkConfig
 from bench.measure import ceilings as peaks
 from bench.measure import time_callable
 from bench.profile import capture_torch
+from bench.record import RATE_UNITS, column, time_text
 from kernels.case import DTYPES, PROVIDERS, Case, Shape, build, mark_rows_dynamic
 from kernels.check import check
 
@@ -140,12 +143,14 @@ def sweep_case(
     case: Case, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig, device: torch.device,
     providers: Sequence[str] = PROVIDERS, check_shapes: Sequence[Shape] | None = None,
     log: Callable[[str], None] = print, profile_dir: Path | None = None, copy_gbps: float | None = None,
+    done: Callable[[str], None] | None = None,
 ) -> dict[str, list[Row]]:  # fmt: skip
     """{direction: rows}. Each provider is checked first, forward and backward, at every ``check_shapes``
     (default: the first shape); one that fails a check, or whose compilation fails, is skipped with the
     reason. ``profile_dir``: also a torch.profiler trace per provider, shape and direction (after timing,
     never inside it). ``copy_gbps``: the device's measured copy bandwidth (``copy_ceiling``), which the
-    rows' percentages are of; None: GB/s only."""
+    rows' percentages are of; None: GB/s only. ``done``: told each timed shape and direction's line (a
+    step of the command's progress), instead of ``log``."""
     dtype = DTYPES[dtype_name]
     out: dict[str, list[Row]] = {"fwd": [], "bwd": []}
     torch._dynamo.reset()  # graphs of another case or dtype never count against this one's recompile limit
@@ -156,7 +161,7 @@ def sweep_case(
             if why:
                 reasons[p] = why
         _time_shapes(case, dtype, dtype_name, shapes, config, device, providers, reasons, out, log, profile_dir,
-                     copy_gbps)  # fmt: skip
+                     copy_gbps, done)  # fmt: skip
     return out
 
 
@@ -188,7 +193,7 @@ def _check(case: Case, provider: str, dtype_name: str, shapes: Sequence[Shape], 
             res = check(case, provider, shape, DTYPES[dtype_name], device, seed=config.seed)
         except Exception as exc:  # torch.compile without a compiler, a kernel that does not compose
             kind = "compile failed" if provider in _COMPILED else "raised"
-            why = f"{kind} at {shape}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+            why = clip(f"{kind} at {shape}: {type(exc).__name__}: {first_line(exc)}")
         else:
             why = None if res.ok else f"check failed at {shape}: " + "; ".join(res.problems)
         log(f"check {case.name}/{provider} {dtype_name} {shape}: {why or 'ok'}")
@@ -200,7 +205,7 @@ def _check(case: Case, provider: str, dtype_name: str, shapes: Sequence[Shape], 
 def _time_shapes(case: Case, dtype: torch.dtype, dtype_name: str, shapes: Sequence[Shape], config: BenchmarkConfig,
                  device: torch.device, providers: Sequence[str], reasons: dict[str, str],
                  out: dict[str, list[Row]], log: Callable[[str], None], profile_dir: Path | None,
-                 copy_gbps: float | None) -> None:  # fmt: skip
+                 copy_gbps: float | None, done: Callable[[str], None] | None = None) -> None:  # fmt: skip
     for shape in shapes:
         gen = torch.Generator().manual_seed(config.seed)
         reference = case.reference(shape.hidden, dtype, device, gen)
@@ -219,11 +224,32 @@ def _time_shapes(case: Case, dtype: torch.dtype, dtype_name: str, shapes: Sequen
                         trace = profile_dir / f"{case.name}-{dtype_name}-{direction}" / f"{p}-{shape}"
                         row.kernels[p] = capture_torch(fn, device, str(trace))["metrics"].get("prof_kernel_count")
                 except Exception as exc:
-                    row.skipped[p] = f"timing raised {type(exc).__name__}: {exc}"[:300]
+                    row.skipped[p] = clip(f"timing raised {type(exc).__name__}: {first_line(exc)}")
             out[direction].append(row)
-            log(f"{case.name} {dtype_name} {direction} {shape}: "
-                + ", ".join(f"{p} {us:.1f} µs ({_fmt(row.gbps(p), '.1f')} GB/s, {_fmt(row.pct_of_copy(p), '.1f')} % of "
-                            "copy)" for p, us in row.us.items()))  # fmt: skip
+            (done or log)(row_line(row, f"{case.name} {dtype_name} {direction}"))
+
+
+def row_line(row: Row, what: str) -> str:
+    """``rms bf16 fwd 2x3x37: naive 17.4 µs 91.8 MB/s, …``: each provider's median and achieved rate, the rates
+    in one unit chosen from them (a CPU's are MB/s, not "0.0 GB/s"), % of copy when a ceiling is cached."""
+    rate = column((row.gbps(p) for p in row.us), RATE_UNITS)
+    parts = []
+    for p, us in row.us.items():
+        pct = row.pct_of_copy(p)
+        parts.append(f"{p} {time_text(us / 1e3)} {rate.text(row.gbps(p))} {rate.name}"
+                     + ("" if pct is None else f" ({pct:.1f} % of copy)"))  # fmt: skip
+    return f"{what} {row.shape}: " + ", ".join(parts)
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line; one wrapping another's repr holds its line breaks as the two characters
+    backslash and n (dynamo's "TorchRuntimeError('RuntimeError when making fake tensor call\\n  Explanation:")."""
+    return re.split(r"\n|\\n", str(exc), maxsplit=1)[0]
+
+
+def clip(text: str, width: int = 300) -> str:
+    """``text`` on one line, cut at a word (never mid-word) with " …" when longer than ``width``."""
+    return textwrap.shorten(text, width, placeholder=" …")
 
 
 def _fmt(x: float | None, spec: str, missing: str = "—") -> str:
@@ -286,7 +312,7 @@ def bandwidth_target(case: str, dtype_name: str, rows: Sequence[Row], provider: 
     measured = [(pct, r) for r in big if (pct := r.pct_of_copy(provider)) is not None]
     if not measured:
         why = next((r.skipped[provider] for r in big if provider in r.skipped), f"{provider} not timed")
-        return BandwidthTarget("not measured", f"{head} not measured — {why}"[:400], None)
+        return BandwidthTarget("not measured", clip(f"{head} not measured — {why}", 400), None)
     low, at = min(measured, key=lambda m: m[0])
     passed = sum(pct >= TARGET_PCT_OF_COPY for pct, _ in measured)
     detail = (f"min {low:.1f} % ({at.gbps(provider):.0f} of {at.copy_gbps:.0f} GB/s) at {at.shape}; "

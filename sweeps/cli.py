@@ -97,7 +97,7 @@ def run_cmd(
     sweep(  # "" (MLproject's unset parameters): not given
         config=config or None, data_path=data_path, strategy=strategy, n_trials=n_trials or None,
         storage=storage or None, study_name=study_name, out=out, experiment=experiment, track=not no_track,
-        echo=typer.echo, resume=resume,
+        echo=typer.echo, resume=resume, progress=True,
         overrides={"workload": workload or preset, "batch_sizes": batch_sizes, "num_workers_options": num_workers,
                    "grad_accum_options": grad_accum, "steps_per_test": steps, "warmup_steps": warmup, "device": device,
                    "size": size, "baseline": baseline, "verify_repeats": verify_repeats,

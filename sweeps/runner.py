@@ -3,6 +3,7 @@ verification → MLflow (runs, tables, pictures)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
@@ -184,6 +185,15 @@ def pictures(study: Any, rows: list[dict[str, Any]], varied: list[str], title: s
     }
 
 
+def _steps(show: bool, what: str, total: int) -> Any:
+    """The command's progress over the configurations (``bench.cli.progress``), or none (``report`` echoes)."""
+    if not show:
+        return contextlib.nullcontext(None)
+    from bench.cli import progress
+
+    return progress(what, total)
+
+
 def sweep(
     config: str | Path | None = None,
     data_path: str | Path | None = None,
@@ -198,6 +208,7 @@ def sweep(
     overrides: dict[str, Any] | None = None,
     evaluate: Callable[[dict[str, Any], Pruner | None], TrialOutcome] | None = None,
     resume: bool = False,
+    progress: bool = False,
 ) -> SweepResult:
     from sweeps.recommend import describe_config
     from sweeps.search import results_rows, run_sweep
@@ -230,16 +241,22 @@ def sweep(
             experiment=experiment,
         )  # fmt: skip
 
+    step: Callable[..., None] | None = None  # the progress's, while the trials run (progress=True)
+
     def report(study: Any, trial: Any) -> None:
-        from sweeps.search import config_of
+        from sweeps.search import MEASURED, config_of
 
         a, c = trial.user_attrs, config_of(trial)
         if a.get("status") == "skipped" and a.get("reason") == "nothing left to measure":
             return
         sps = a.get("metrics", {}).get("samples_per_s")
         reason = f" ({a['reason']})" if a.get("status") in ("skipped", "pruned") and a.get("reason") else ""
-        echo(f"trial {trial.number}: {describe_config(c) if c else '?'} -> {a.get('status')}"
-             + (f" {sps:.0f} samples/s" if sps else "") + reason)  # fmt: skip
+        line = (f"trial {trial.number}: {describe_config(c) if c else '?'} -> {a.get('status')}"
+                + (f" {sps:.0f} samples/s" if sps else "") + reason)  # fmt: skip
+        if step is not None:
+            step(line, advance=int(a.get("status") in MEASURED))  # a step: a configuration measured
+        else:
+            echo(line)
         if tracker is not None:
             tracker.log_trial(trial)
 
@@ -252,10 +269,12 @@ def sweep(
         echo(f"trial server (forkserver) ready in {server['server_start_s']:.2f} s")
     ok = False
     try:
-        study = run_sweep(
-            cfg, run, strategy, n_trials, storage, name, callbacks=[report], cuda=cuda, fingerprint=fingerprint,
-            resume=resume, echo=echo,
-        )  # fmt: skip
+        with _steps(progress, f"sweep {name}: configurations", n_trials or space.size()) as step:
+            study = run_sweep(
+                cfg, run, strategy, n_trials, storage, name, callbacks=[report], cuda=cuda, fingerprint=fingerprint,
+                resume=resume, echo=echo,
+            )  # fmt: skip
+        step = None
         rows = results_rows(study)
         sweep_wall = time.monotonic() - t0
         echo(f"sweep: {len(rows)} trials finished in {sweep_wall:.1f} s ({strategy}, study {name!r})")

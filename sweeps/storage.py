@@ -29,14 +29,11 @@ from typing import Any
 import optuna
 
 from bench.errors import ConfigError
+from bench.record import results_dir
 
 __all__ = ["check_fingerprint", "data_digest", "default_storage", "make_storage", "quiet_optuna", "results_dir"]
 
 FINGERPRINT = "perflab.fingerprint"
-
-
-def results_dir() -> Path:
-    return Path(os.environ.get("PERFLAB_RESULTS_DIR") or "perflab-results")
 
 
 def default_storage() -> str:

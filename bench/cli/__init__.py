@@ -4,7 +4,9 @@ beside the commands of the packages built on the harness (analysis, sweeps, kern
 
 * ``run``: a suite from the command line (flags → a config layer, workers, MLflow on a thread, the report);
 * ``commands``: list, verify, profile, show, server; ``audit``: selfcheck, overhead; ``store``: import;
-* ``common``: the consoles, the options several commands share, one line per variant.
+* ``common``: the options several commands share, one line per variant, a suite's table;
+* ``output``: the consoles, one-line errors, progress for long work (also for the commands of the packages built
+  on the harness: ``console``, ``err_console``, ``error``, ``fitted``, ``progress``).
 
 Invariants: the command process never imports torch (the server's children do the work); every module
 here is cheap to import (heavy imports happen inside the commands); bad input is one line naming the bad
@@ -17,10 +19,11 @@ from typing import Any
 
 from bench.cli.audit import overhead, selfcheck
 from bench.cli.commands import list_, profile, server_app, show, verify
+from bench.cli.output import console, err_console, error, fitted, progress
 from bench.cli.run import run
 from bench.cli.store import import_
 
-__all__ = ["register"]
+__all__ = ["console", "err_console", "error", "fitted", "progress", "register"]
 
 
 def register(app: Any) -> None:

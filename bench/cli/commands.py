@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from bench.cli.common import (
     ChaptersOpt,
@@ -37,14 +37,15 @@ server_app = typer.Typer(
 def list_(targets: TargetsOpt = None, chapters_dir: ChaptersOpt = None) -> None:
     """List chapters, examples and their variants."""
     catalog, examples = examples_for(targets, chapters_dir)
-    out = Table(title=f"examples under {catalog.root}")
+    out = Table(title=Text(f"examples under {catalog.root}"))
     for col in ("target", "variants", "note"):
         out.add_column(col)
-    for e in examples:
-        out.add_row(e.target, ", ".join(v.variant for v in e.variants), "" if e.optimized else "no optimized partner")
+    for e in examples:  # names are data: Text, never markup
+        out.add_row(Text(e.target), Text(", ".join(v.variant for v in e.variants)),
+                    "" if e.optimized else "no optimized partner")  # fmt: skip
     console.print(out)
     for orphan in catalog.orphans:
-        console.print(f"[yellow]optimized file without baseline:[/] {escape(orphan)}")
+        console.print(Text.assemble(("optimized file without baseline:", "yellow"), f" {orphan}"))
 
 
 def verify(
@@ -123,42 +124,59 @@ def show(
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
     """Print a suite's pairs as a Markdown table, straight from the MLflow store."""
-    from bench.record.store import suite_runs
+    from bench.record.store import read_run, suite_runs
 
     try:
+        if run_id is not None:
+            run = read_run(run_id, tracking_uri)
+            if run.is_variant:
+                raise LookupError(f"run {run_id!r} is the variant run {run.name!r}; pass its suite's parent run "
+                                  f"{run.parent_id!r}")  # fmt: skip
         parent, runs = suite_runs(run_id, tracking_uri)
     except LookupError as exc:
         raise PerflabError(str(exc)) from None
+    if not runs:
+        raise PerflabError(f"run {parent!r} has no variant runs: not a perflab suite")
     print(pairs_markdown(parent, runs))
 
 
 def pairs_markdown(parent: str, runs: list[Any]) -> str:
-    """One row per optimized variant, numbers read from the runs' metrics and tags (never typed)."""
+    """One row per optimized variant, numbers read from the runs' metrics and tags (never typed); each column's
+    unit chosen from its values and named in its header."""
+    from bench.record.summary import pair_verdict, speedup_text
+    from bench.record.units import RATE_UNITS, column
+
     by_name = {r.info.run_name: r for r in runs}
     gpus = sorted({r.data.tags.get("perflab.gpu") or r.data.tags.get("perflab.device", "?") for r in runs})
-    lines = [
-        f"MLflow parent run `{parent}`; device(s): {', '.join(gpus)}",
-        "",
-        "| example | variant | baseline median µs | optimized median µs | speedup | verified | "
-        "baseline GB/s | optimized GB/s | optimized CV |",
-        "|---|---|---:|---:|---:|---|---:|---:|---:|",
-    ]
-
-    def num(run: Any, key: str, scale: float = 1.0, spec: str = ".1f") -> str:
-        value = run.data.metrics.get(key) if run is not None else None
-        return "—" if value is None else format(value * scale, spec)
-
+    rows = []
     for _, run in sorted(by_name.items()):
-        tags = run.data.tags
+        tags, metrics = run.data.tags, run.data.metrics
         if tags.get("perflab.variant", "baseline") == "baseline":
             continue
         base = by_name.get(f"{tags['perflab.chapter']}:{tags['perflab.example']}:baseline")
+        b = base.data.metrics if base is not None else {}
+        pair = {"status": tags.get("perflab.pair_status") or tags.get("perflab.status"),
+                "speedup": metrics.get("speedup"), "speedup_ci_low": metrics.get("speedup_ci_low"),
+                "speedup_ci_high": metrics.get("speedup_ci_high"), "significance": tags.get("perflab.significance"),
+                "speedup_time": tags.get("perflab.speedup_time")}  # fmt: skip
+        rows.append((tags, metrics, b, pair))
+    t = column(x for _, m, b, _ in rows for x in (b.get("time_median_ms"), m.get("time_median_ms")))
+    rate = column((x for _, m, b, _ in rows for x in (b.get("achieved_gbps"), m.get("achieved_gbps"))), RATE_UNITS)
+    lines = [
+        f"MLflow parent run `{parent}`; device(s): {', '.join(gpus)}",
+        "",
+        f"| example | variant | baseline median {t.name} | optimized median {t.name} | speedup (95 % interval) | "
+        f"verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |",
+        "|---|---|---:|---:|---:|---|---|---:|---:|---:|",
+    ]
+    for tags, m, b, pair in rows:
+        cv = m.get("time_cv")
         lines.append(
             f"| {tags['perflab.chapter']}:{tags['perflab.example']} | {tags['perflab.variant']} | "
-            f"{num(base, 'time_median_ms', 1e3)} | {num(run, 'time_median_ms', 1e3)} | "
-            f"{num(run, 'speedup', spec='.2f')}× | {tags.get('perflab.verified', 'false')} | "
-            f"{num(base, 'achieved_gbps', spec='.0f')} | {num(run, 'achieved_gbps', spec='.0f')} | "
-            f"{num(run, 'time_cv', 100, '.2f')}% |"
+            f"{t.text(b.get('time_median_ms'))} | {t.text(m.get('time_median_ms'))} | "
+            f"{speedup_text(pair, verdict=False)} | {pair_verdict(pair)} | {tags.get('perflab.verified', 'false')} | "
+            f"{rate.text(b.get('achieved_gbps'))} | {rate.text(m.get('achieved_gbps'))} | "
+            f"{'—' if cv is None else f'{100 * cv:.2f} %'} |"
         )
     return "\n".join(lines)
 
@@ -170,15 +188,16 @@ def server_status() -> None:
 
     found = server.servers()
     if not found:
-        console.print(f"no server running (socket directory {server.runtime_dir()})")
+        console.print(f"no server running (socket directory {server.runtime_dir()})", markup=False)
     for s in found:
         if s.get("starting"):
-            console.print(f"server {s['pid']} key {s['key']}: starting (importing torch)")
+            console.print(f"server {s['pid']} key {s['key']}: starting (importing torch)", markup=False)
             continue
         errors = f", preload errors: {s['preload_errors']}" if s["preload_errors"] else ""
         console.print(
             f"server {s['pid']} key {s['key']}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, "
-            f"{s['children']} child(ren), exits after {s['idle_limit_s']:.0f} s idle{escape(errors)}"
+            f"{s['children']} child(ren), exits after {s['idle_limit_s']:.0f} s idle{errors}",
+            markup=False,
         )
 
 

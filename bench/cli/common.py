@@ -1,4 +1,4 @@
-"""What bench's commands share: the consoles, the common options, targets, and one line per variant."""
+"""What bench's commands share: the common options, targets, one line per variant and a suite's table."""
 
 from __future__ import annotations
 
@@ -7,17 +7,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from rich import box
 from rich.table import Table
+from rich.text import Text
 
+from bench.cli.output import console, fitted
 from bench.define.discovery import Catalog, Example, discover, select
 from bench.define.result import Comparison, SuiteResult, VariantResult
-
-# No emoji codes: a key like "ch07:x:baseline" would print as "ch07❌baseline". Text from names,
-# paths and messages is escaped so "[setup]" is printed, not swallowed as a markup tag.
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
 
 TargetsOpt = Annotated[
     list[str] | None,
@@ -52,47 +48,83 @@ def cli_layer(**flags: Any) -> dict[str, Any]:
     return {k: v for k, v in flags.items() if v is not None}
 
 
-def line(result: VariantResult, comparison: Comparison | None) -> str:
-    """One variant's outcome as the console shows it while a suite runs."""
-    colour = {"ok": "green", "skipped": "yellow"}.get(result.status, "red")
-    text = f"[{colour}]{result.status:>7}[/] {escape(result.spec.key)}"
-    if result.skip_reason:
-        text += escape(f"  ({result.skip_reason})")
-    if result.median_ms is not None:
-        text += f"  median {result.median_ms:.4f} ms"
-    if result.status != "ok" and result.error:
-        text += escape(f"  [{result.failed_stage}] {result.error.message.splitlines()[0][:120]}")
-    if comparison is not None and comparison.speedup is not None:
-        from bench.record.summary import speedup_text
+def line(result: VariantResult, comparison: Comparison | None, prefix: str = "") -> Text:
+    """One variant's outcome as the console shows it while a suite runs, on one line: status, name (without
+    ``prefix``, the chapter of a one-chapter suite), median, and for an optimized variant its speedup and
+    the pair's verdict (its interval is in the table)."""
+    from bench.record.summary import pair_verdict
+    from bench.record.units import time_text
 
-        text += "  speedup " + escape(speedup_text(comparison.model_dump()))
-    if comparison is not None:
-        text += "  verified" if comparison.verification.verified else f"  NOT verified ({comparison.status})"
+    colour = {"ok": "green", "skipped": "yellow"}.get(result.status, "red")
+    text = Text.assemble((f"{result.status:>7}", colour), " ", result.spec.key.removeprefix(prefix))
+    if result.skip_reason:
+        text.append(f"  ({result.skip_reason})")
+    if result.median_ms is not None:
+        text.append(f"  {time_text(result.median_ms)}")
+    if result.status != "ok" and result.error:
+        text.append(f"  [{result.failed_stage}] {result.error.message.splitlines()[0]}")
+    if comparison is not None and result.status == "ok":  # a variant not ok said so already
+        verdict = pair_verdict(comparison.model_dump())
+        if comparison.speedup is not None:  # its interval is in the table: the line stays short
+            text.append(f"  {ratio(comparison.speedup)}×" + (" batch" if comparison.speedup_time == "batch" else ""))
+        text.append(f" {verdict}", {"faster": "green", "slower": "red"}.get(verdict, "yellow"))
     if result.profile is not None:
         from bench.profile.tools import summary_line
 
-        text += escape(f"\n          bound: {summary_line(result.profile)}")
+        text.append(f"\n          bound: {summary_line(result.profile)}")
     return text
 
 
-def table(suite: SuiteResult) -> Table:
-    """A suite's pairs: medians, speedup, verified, status."""
-    from bench.record.summary import speedup_text
+def chapter_prefix(keys: list[str]) -> str:
+    """``"ch07:"`` when every key is of one chapter (its table need not repeat it), else ``""``."""
+    chapters = {k.split(":", 1)[0] for k in keys}
+    return f"{chapters.pop()}:" if len(chapters) == 1 else ""
 
-    out = Table(title="perflab results")
-    for col in ("example", "variant", "baseline ms", "optimized ms", "speedup", "verified", "status"):
-        out.add_column(col, justify="right" if "ms" in col or col == "speedup" else "left")
-    for c in suite.comparisons:
-        out.add_row(
-            f"{c.chapter}:{c.example}",
-            c.variant,
-            f"{c.baseline_median_ms:.4f}" if c.baseline_median_ms is not None else "—",
-            f"{c.optimized_median_ms:.4f}" if c.optimized_median_ms is not None else "—",
-            speedup_text(c.model_dump()),
-            "yes" if c.verification.verified else "no",
-            c.status,
-        )
+
+def table(suite: SuiteResult, width: int | None = None) -> Table:
+    """A suite's pairs: medians (one unit for both, named in the header), speedup, its interval, the verdict.
+    Names are never cut: a one-chapter suite's drop the chapter (named in the title); on a narrow console
+    (``width``, default the console's) the figures keep their width and a long name wraps."""
+    from bench.record.summary import pair_verdict
+    from bench.record.units import column
+
+    pairs = suite.comparisons
+    prefix = chapter_prefix([f"{c.chapter}:{c.example}" for c in pairs])
+    unit = column(x for c in pairs for x in (c.baseline_median_ms, c.optimized_median_ms))
+    rows = []
+    for c in pairs:
+        name = f"{c.chapter}:{c.example}".removeprefix(prefix) + ("" if c.variant == "optimized" else f" ({c.variant})")
+        low, high = c.speedup_ci_low, c.speedup_ci_high
+        rows.append([
+            name,
+            unit.text(c.baseline_median_ms),
+            unit.text(c.optimized_median_ms),
+            "—" if c.speedup is None else f"{ratio(c.speedup)}×" + (" batch" if c.speedup_time == "batch" else ""),
+            "—" if low is None or high is None else f"{ratio(low)}–{ratio(high)}",
+            pair_verdict(c.model_dump()),
+        ])  # fmt: skip
+    headers = ["pair", f"baseline {unit.name}", f"optimized {unit.name}", "speedup", "95 % interval", "verdict"]
+    width = width or console.width
+    if width < 72:  # no room for the interval beside the rest: the verdict says what it shows
+        headers.pop(4)
+        rows = [r[:4] + r[5:] for r in rows]
+    widths = fitted(headers, rows, width, narrow={1: 9, 2: 9, len(headers) - 2: 8, len(headers) - 1: 14})
+    out = Table(title=f"{prefix.rstrip(':') or 'perflab'}: baseline vs optimized", box=box.SIMPLE_HEAD,
+                show_edge=False, pad_edge=False, title_justify="left")  # fmt: skip
+    for i, header in enumerate(headers):
+        last = i == len(headers) - 1
+        out.add_column(header, justify="left" if i == 0 or last else "right", overflow="fold", width=widths[i])
+    colour = {"faster": "green", "slower": "red"}
+    for row in rows:
+        out.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1], "yellow")))
     return out
+
+
+def ratio(x: float) -> str:
+    """A speedup: two decimals below 10 (``0.99``, ``1.61``), three significant figures above (``49.1``)."""
+    from bench.record.units import sig
+
+    return f"{x:.2f}" if x < 10 else sig(x, 3)
 
 
 def emit(text: str, report: dict[str, Any], out: Path | None, stem: str) -> None:

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from bench.cli.common import (
     ChaptersOpt,
@@ -26,13 +25,13 @@ from bench.cli.common import (
     SmokeOpt,
     TargetsOpt,
     TimeoutOpt,
+    chapter_prefix,
     cli_layer,
-    console,
-    err_console,
     examples_for,
     line,
     table,
 )
+from bench.cli.output import console, err_console, progress
 from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult, VariantResult
@@ -116,9 +115,13 @@ def run(
         timing_mode=timing_mode, noise_target=noise_target,
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
+    if not no_track:
+        from bench.record.store import check_tracking_uri
+
+        check_tracking_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
     catalog, examples = examples_for(targets, chapters_dir)
     for orphan in catalog.orphans:
-        err_console.print(f"[yellow]warning:[/] {escape(orphan)} has no baseline_ partner; skipped")
+        err_console.print(Text.assemble(("warning:", "yellow"), f" {orphan} has no baseline_ partner; skipped"))
     if not examples:
         raise PerflabError(f"no examples found under {catalog.root}")
     check_workers(gpus, jobs)
@@ -151,12 +154,11 @@ def _sink(
     store: ~10 s on a GPU host) while the first variants run; a store that fails loses nothing."""
     from bench.isolate.sink import BackgroundSink
     from bench.record.spool import Spool, absolute_uri
-    from bench.record.store import check_tracking_uri, experiment_name
+    from bench.record.store import experiment_name
 
-    check_tracking_uri(tracking_uri)
     spool = Spool.create({
         "tracking_uri": absolute_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")),
-        "experiment": experiment_name(experiment), "run_name": f"perflab run {targets}",
+        "experiment": experiment_name(experiment), "run_name": None,  # named for its chapters, device and date
         "tags": {"perflab.targets": targets, "perflab.cold_start": str(cold_start).lower(), **tags},
         "adopt": os.environ.get("MLFLOW_RUN_ID"),  # inside `mlflow run`: its run is the parent
     })  # fmt: skip
@@ -184,15 +186,12 @@ def _run(
     durations = durations_path()
     signature = f"device={effective.device} smoke={effective.smoke} cold_start={options['cold_start']}"
     expected = load_durations(durations, signature) if len(workers) > 1 or options.get("ray") else None
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console, transient=False,
-    ) as progress:  # fmt: skip
-        task = progress.add_task("running", total=sum(len(e.variants) for e in examples))
+    prefix = chapter_prefix([e.target for e in examples])
+    total = sum(len(e.variants) for e in examples)
+    with progress(f"{prefix.rstrip(':') or 'suite'}: variants", total) as report:
 
         def on_result(result: VariantResult, comparison: Comparison | None) -> None:
-            progress.console.print(line(result, comparison))
-            progress.advance(task)
+            report(line(result, comparison, prefix))
 
         before_s = process_age_s()  # interpreter start, imports, discovery, server and MLflow threads started
         try:
@@ -208,7 +207,7 @@ def _run(
                     kept = tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True},
                                           failed=True, wait=False)  # fmt: skip
                     if kept:
-                        err_console.print(escape(kept), soft_wrap=True)
+                        err_console.print(kept, markup=False, soft_wrap=True)
             raise
     save_durations(durations, signature, suite)
     return suite, before_s
@@ -223,7 +222,7 @@ def _on_ray(
     from bench.record.manifest import host_manifest
 
     def warn(text: str) -> None:
-        err_console.print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)
+        err_console.print(Text.assemble(("warning:", "yellow"), f" {text}"), soft_wrap=True)
 
     return run_on_ray(examples, ray, sink=sink, on_result=on_result, describe_host=host_manifest, warn=warn,
                       expected_s=expected, **options)  # fmt: skip
@@ -246,59 +245,58 @@ def _report(
 ) -> bool:
     """The summary on the parent run, the table, and where the time went; False when the results could not be
     logged (they are kept on disk, and one line says where)."""
-    from bench.record.summary import summary_dict, summary_markdown
+    from bench.record.summary import counts_text, summary_dict, summary_markdown
 
     summary = summary_dict(suite)
     spooled = tracker.finish(summary_markdown(summary), summary, failed=False) if tracker is not None else None
-    console.print(table(suite))
+    if suite.comparisons:
+        console.print(table(suite))
     console.print(
         f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
-        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s"
-        + (f", MLflow parent run {tracker.parent_run_id}" if tracker is not None and not spooled else "")
+        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s",
+        markup=False,
     )
+    if summary["n_pairs_verified"]:
+        console.print(f"verified pairs: {counts_text(summary)}", markup=False)
+    if tracker is not None and not spooled:  # bench.audit.wall reads the id back from this line
+        console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r}",
+                      markup=False)  # fmt: skip
+        uri = tracker.tracking_uri
+        browse = uri if uri.startswith(("http:", "https:")) else f"mlflow ui --backend-store-uri {uri}"
+        console.print(f"  browse: {browse}", markup=False, soft_wrap=True)
     for text in time_lines(suite, sink, cold_start, before_s):
-        console.print(text)
+        console.print(text, markup=False)
     if spooled:
-        err_console.print(escape(spooled), soft_wrap=True)
+        err_console.print(spooled, markup=False, soft_wrap=True)
     return not spooled
 
 
 def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool, before_s: float | None) -> list[str]:
-    """Where a suite's time went: the workers, children started ahead, host-bound waits, the command's start,
-    MLflow, the server."""
+    """Where a suite's time went, a short line each: the workers, the start, host-bound waits, children started
+    ahead, MLflow, the server."""
     out = []
     b = suite.time_breakdown()
     if b:
-        beside = f" ({b['compare_beside_s']:.1f} s of it beside the next variant)" if b["compare_beside_s"] else ""
-        ahead = (
-            f"; children started ahead ran {b['ahead_s']:.1f} s beside the previous variant, and kept their "
-            f"workers waiting {b['late_s']:.1f} s at open gates (start-up, CUDA context)"
-            if b["ahead_s"]
-            else ""
-        )
-        out.append(
-            f"time: first variant started at {b['first_start_s']:.1f} s; {b['workers']} worker(s) ran variants "
-            f"{b['run_s']:.1f} s, compared outputs {b['compare_s']:.1f} s{beside}, idled {b['idle_s']:.1f} s{ahead}"
-        )
-    if b and b.get("alone_wait_s"):
-        out.append(
-            f"host-bound measurements (timed on the host's clock) waited {b['alone_wait_s']:.1f} s in all to run "
-            "alone on the host"
-        )
-    if before_s is not None:
-        out.append(f"command: the suite began {before_s:.2f} s after the command started (interpreter, imports)")
+        beside = f" ({b['compare_beside_s']:.1f} s beside the next)" if b["compare_beside_s"] >= 0.05 else ""
+        out.append(f"time: {b['workers']} worker(s), {b['run_s']:.1f} s running variants, {b['compare_s']:.1f} s "
+                   f"checking outputs{beside}, {b['idle_s']:.1f} s idle")  # fmt: skip
+        began = f"the suite began {before_s:.2f} s after the command started; " if before_s is not None else ""
+        out.append(f"  {began}variant 1 at {b['first_start_s']:.1f} s")
+        if b.get("alone_wait_s", 0.0) >= 0.05:
+            out.append(f"  host-clocked variants waited {b['alone_wait_s']:.1f} s to run alone on the host")
+        if b["ahead_s"] >= 0.05:
+            out.append(f"  children started ahead ran {b['ahead_s']:.1f} s beside the previous variant "
+                       f"({b['late_s']:.1f} s late)")  # fmt: skip
     if sink is not None and sink.ready_s is not None and sink.wait_s is not None:
-        out.append(
-            f"MLflow: import and store open took {sink.ready_s:.1f} s (on a thread, beside the variants); after "
-            f"the last variant, {sink.wait_s:.1f} s went on logging results still queued"
-        )
+        out.append(f"  MLflow opened in {sink.ready_s:.1f} s beside the variants, logged {sink.wait_s:.1f} s after "
+                   "the last")  # fmt: skip
     if not cold_start:
         from bench.isolate import server
 
         out.append(
-            "server: started by this command (its imports delayed the first variant)"
+            "  server: started by this command (its imports delayed the first variant)"
             if server.STARTED_HERE
-            else "server: kept from an earlier command (`perflab server stop` ends it)"
+            else "  server: kept from an earlier command (`perflab server stop` ends it)"
         )
     return out
 

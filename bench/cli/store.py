@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from bench.cli.common import ExperimentOpt, console, err_console
+from bench.cli.common import ExperimentOpt
+from bench.cli.output import console, err_console
 
 
 def import_(
@@ -25,9 +25,9 @@ def import_(
     failed = False
     for ok, text in import_spools(path, tracking_uri, experiment):
         if ok:
-            console.print(f"uploaded {escape(text)}", soft_wrap=True)
+            console.print(f"uploaded {text}", markup=False, soft_wrap=True)
         else:
-            err_console.print(escape(text), soft_wrap=True)
+            err_console.print(text, markup=False, soft_wrap=True)
             failed = True
     if failed:
         raise typer.Exit(1)

@@ -4,9 +4,10 @@ the suite summary; and reading the store back.
 * ``tracking``: the ``Tracker`` that logs a suite (and parents of other runs: sweep trials, kernel providers);
   ``contract``: what a variant's run carries (tags, metrics, params), from its result alone.
 * ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data, standalone
-  runs (selfcheck, peak), files attached to a run.
+  runs (selfcheck, peak), files attached to a run; where commands write files of their own (``results_dir``).
 * ``manifest``: the host part of a run's manifest (git, Python, OS, selected environment, secrets redacted);
-  ``summary``: the suite's summary.json / summary.md.
+  ``summary``: the suite's summary.json / summary.md, and each pair's verdict;
+* ``units``: numbers as tables print them (a unit per column, named in its header).
 
 Invariants: only this package imports mlflow, and only when a function needs it (``store.client``), never
 at import: the child processes never import it, and a command that does not log never pays for it. A
@@ -25,13 +26,17 @@ from bench.record.store import (
     log_text_artifacts,
     read_artifact_text,
     read_run,
+    results_dir,
     suite_runs,
     tagged_runs,
 )
-from bench.record.summary import speedup_text
+from bench.record.summary import pair_verdict, speedup_text
 from bench.record.tracking import Tracker
+from bench.record.units import RATE_UNITS, TIME_UNITS, column, sig, time_text
 
 __all__ = [
+    "RATE_UNITS",
+    "TIME_UNITS",
     "StoredRun",
     "Tracker",
     "benchmark_runs",
@@ -39,10 +44,15 @@ __all__ = [
     "host_manifest",
     "latest_suite_run_id",
     "log_run",
+    "column",
     "log_text_artifacts",
     "read_artifact_text",
+    "pair_verdict",
     "read_run",
+    "results_dir",
+    "sig",
     "speedup_text",
     "suite_runs",
     "tagged_runs",
+    "time_text",
 ]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from bench.errors import PerflabError
+from bench.errors import ConfigError
 from bench.record.contract import name, param_value
 
 DEFAULT_EXPERIMENT = "perflab"
@@ -28,8 +28,8 @@ PARENT_RUN_ID = "mlflow.parentRunId"  # the tag MLflow nests runs by (mlflow.uti
 
 def client(tracking_uri: str | None = None) -> Any:
     """An ``MlflowClient`` of the store at ``tracking_uri`` (None: MLflow decides, ``MLFLOW_TRACKING_URI`` or
-    ./mlflow.db); ``PerflabError`` for a SQLite file in a directory that does not exist (MLflow would make it)."""
-    check_tracking_uri(tracking_uri)
+    ./mlflow.db); ``ConfigError`` for a local store whose directory does not exist (``check_tracking_uri``)."""
+    check_tracking_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
     # A tracking server's client prints "View run ... at: http://..." on every run it ends: not ours to show.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     from mlflow import MlflowClient
@@ -37,15 +37,34 @@ def client(tracking_uri: str | None = None) -> Any:
     return MlflowClient(tracking_uri=tracking_uri)
 
 
-def check_tracking_uri(tracking_uri: str | None) -> None:
-    """A ``sqlite:///`` store's directory must exist: MLflow would create it (a typo in the path then makes a
-    tree at the file system's root)."""
-    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
-    if not uri.startswith("sqlite:///"):
+def results_dir() -> Path:
+    """Where perflab's commands write files of their own (reports, CSVs, plots, a sweep's data and study):
+    ``$PERFLAB_RESULTS_DIR``, else ``./perflab-results`` (git-ignored), never loose in a checkout."""
+    return Path(os.environ.get("PERFLAB_RESULTS_DIR") or "perflab-results")
+
+
+def check_tracking_uri(uri: str | None) -> None:
+    """A local store (``sqlite:`` or ``file:``) must be put in a directory that exists: SQLAlchemy and MLflow
+    would create the missing ones, at the filesystem root for ``sqlite:////nonexistent_dir/sub/x.db``, and a
+    typo would scatter stores. ``ConfigError`` naming the directory; other URIs (servers) pass. No mlflow
+    import: a command checks before anything starts."""
+    if not uri:
         return
-    path = uri[len("sqlite:///"):].split("?", 1)[0]
-    if path and path != ":memory:" and not Path(path).absolute().parent.is_dir():
-        raise PerflabError(f"tracking URI {uri}: the directory {Path(path).absolute().parent} does not exist")
+    scheme, _, rest = uri.partition(":")
+    if scheme == "sqlite" and rest.startswith("///"):
+        path = rest[3:].split("?", 1)[0]  # sqlite:///x.db: relative; sqlite:////abs/x.db: absolute
+        if not path or path == ":memory:":
+            return
+    elif scheme == "file":
+        from urllib.parse import unquote, urlparse
+
+        path = unquote(urlparse(uri).path)  # the store's own directory is created; its parent must exist
+    else:
+        return
+    directory = Path(path).parent
+    if not directory.is_dir():
+        raise ConfigError(f"tracking URI {uri!r}: its directory {str(directory)!r} does not exist; create it or "
+                          "choose another store (--tracking-uri or MLFLOW_TRACKING_URI)")  # fmt: skip
 
 
 def experiment_name(experiment: str | None) -> str:
@@ -215,14 +234,16 @@ def child_runs(parent_run_id: str, tracking_uri: str | None = None) -> list[Stor
 
 
 def benchmark_runs(
-    experiment_id: str, chapter: str, example: str, variant: str, tracking_uri: str | None = None
+    experiment_id: str | None, chapter: str, example: str, variant: str, tracking_uri: str | None = None
 ) -> list[StoredRun]:
-    """Every run of one benchmark variant in an experiment, newest first, whatever its status."""
+    """Every run of one benchmark variant in an experiment (None: in every experiment of the store, where
+    suites of ``perflab run`` and of ``mlflow run`` both are), newest first, whatever its status."""
     store = client(tracking_uri)
     keys = {"chapter": chapter, "example": example, "variant": variant}
     where = " and ".join(f"tags.`perflab.{k}` = {_quoted(v)}" for k, v in keys.items())
-    # search_runs returns at most 1000 runs: far more history than a regression check pools.
-    runs = store.search_runs([experiment_id], filter_string=where, order_by=["attributes.start_time DESC"])
+    experiments = [experiment_id] if experiment_id else [e.experiment_id for e in store.search_experiments()]
+    # search_runs returns at most 1000 runs: far more history than a regression check uses.
+    runs = store.search_runs(experiments, filter_string=where, order_by=["attributes.start_time DESC"])
     return [_stored(r) for r in runs]
 
 

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from bench.define.result import SuiteResult
+from bench.record.units import RATE_UNITS, column
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -39,8 +40,10 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
                 **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
             }
         )
+    for p in pairs:
+        p["verdict"] = pair_verdict(p)
     good: list[float] = [float(p["speedup"]) for p in pairs if p["status"] == "ok" and p["speedup"]]
-    faster = [p for p in pairs if p["status"] == "ok" and p["significance"] == "faster"]
+    verdicts = [p["verdict"] for p in pairs]
     variants = [
         {
             "key": v.spec.key,
@@ -56,8 +59,10 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
         "n_variants_ok": sum(v.status == "ok" for v in suite.variants),
         "n_pairs": len(pairs),
         "n_pairs_verified": sum(p["verified"] for p in pairs),
-        # A success: verified, ok, and the speedup's 95 % interval above 1.0.
-        "n_pairs_faster": len(faster),
+        # A success: verified, ok, and the speedup's 95 % interval above 1.0; the others as they are.
+        "n_pairs_faster": verdicts.count("faster"),
+        "n_pairs_slower": verdicts.count("slower"),
+        "n_pairs_no_difference": verdicts.count("no significant difference"),
         # Geometric mean over verified, successful pairs only: an unverified speedup is not a success.
         "geomean_speedup_verified": math.exp(sum(math.log(x) for x in good) / len(good)) if good else None,
         "unpaired_baselines": suite.unpaired,
@@ -70,26 +75,27 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
+    pairs = summary["pairs"]
+    # one unit for both times: a row reads across
+    t = column(x for p in pairs for x in (p["baseline_median_ms"], p["optimized_median_ms"]))
+    rate = column((p.get("optimized_achieved_gbps") for p in pairs), RATE_UNITS)
     lines = [
         "# perflab summary",
         "",
         f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
-        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified "
-        f"({summary.get('n_pairs_faster', 0)} significantly faster), "
+        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified: {counts_text(summary)}; "
         f"geomean speedup of verified pairs: {_fmt(summary['geomean_speedup_verified'], '.2f')}×, "
         f"wall {summary['wall_s']:.1f} s",
         "",
-        "| example | variant | baseline ms | optimized ms | speedup (95 % interval) | verified | status | GB/s |",
-        "|---|---|---:|---:|---:|---|---|---:|",
+        f"| example | variant | baseline {t.name} | optimized {t.name} | speedup (95 % interval) | verdict | "
+        f"optimized {rate.name} |",
+        "|---|---|---:|---:|---:|---|---:|",
     ]
-    for p in summary["pairs"]:
-        speedup = speedup_text(p)
-        if p["speedup"] and p["status"] != "ok":
-            speedup += " (not a success)"
+    for p in pairs:
         lines.append(
-            f"| {p['chapter']}:{p['example']} | {p['variant']} | {_fmt(p['baseline_median_ms'], '.4f')} | "
-            f"{_fmt(p['optimized_median_ms'], '.4f')} | {speedup} | {'yes' if p['verified'] else 'no'} | "
-            f"{p['status']} | {_fmt(p.get('optimized_achieved_gbps'), '.0f')} |"
+            f"| {p['chapter']}:{p['example']} | {p['variant']} | {t.text(p['baseline_median_ms'])} | "
+            f"{t.text(p['optimized_median_ms'])} | {speedup_text(p, verdict=False)} | {p['verdict']} | "
+            f"{rate.text(p.get('optimized_achieved_gbps'))} |"
         )
     failures = [v for v in summary["variants"] if v["status"] != "ok"]
     if failures:
@@ -97,7 +103,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         for v in failures:
             err = (v["error"] or "").replace("|", "\\|").replace("\n", " ")[:200]
             lines.append(f"| {v['key']} | {v['status']} | {v['failed_stage'] or '—'} | {err} |")
-    notes = [p for p in summary["pairs"] if not p["verified"]]
+    notes = [p for p in pairs if not p["verified"]]
     if notes:
         lines += ["", "## Verification notes", ""]
         lines += [f"- {p['chapter']}:{p['example']} {p['variant']}: {p['verification']}" for p in notes]
@@ -106,9 +112,19 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def speedup_text(pair: dict[str, Any]) -> str:
-    """``1.73× [1.70, 1.76]``, with "no significant difference" when the interval holds 1.0 and the time
-    it is on when that is the batch time."""
+def counts_text(summary: dict[str, Any]) -> str:
+    """``5 faster, 1 slower, 2 no significant difference`` (the verified pairs; only the first are successes)."""
+    parts = [f"{summary.get('n_pairs_faster', 0)} faster"]
+    if summary.get("n_pairs_slower"):
+        parts.append(f"{summary['n_pairs_slower']} slower")
+    if summary.get("n_pairs_no_difference"):
+        parts.append(f"{summary['n_pairs_no_difference']} no significant difference")
+    return ", ".join(parts)
+
+
+def speedup_text(pair: dict[str, Any], verdict: bool = True) -> str:
+    """``1.73× [1.70, 1.76]``, the time it is on when that is the batch time, and (``verdict``) the words
+    "slower" or "no significant difference" when the pair is not faster."""
     if not pair.get("speedup"):
         return "—"
     text = f"{pair['speedup']:.2f}×"
@@ -117,9 +133,25 @@ def speedup_text(pair: dict[str, Any]) -> str:
         text += f" [{low:.2f}, {high:.2f}]"
     if pair.get("speedup_time") == "batch":
         text += " (batch)"
-    if pair.get("significance") == "no significant difference":
-        text += " no significant difference"
-    elif pair.get("significance") == "slower":
-        text += " slower"
+    shown = pair_verdict(pair)
+    if verdict and shown in ("slower", "no significant difference"):
+        text += f" {shown}"
     return text
+
+
+def pair_verdict(pair: dict[str, Any]) -> str:
+    """What a pair shows, in one word or phrase: ``faster`` (verified, ok, the speedup's 95 % interval above 1),
+    ``slower`` (below 1), ``no significant difference`` (holding 1); ``no interval`` for a speedup above 1
+    logged without one, ``no speedup`` for a verified pair without one; else the pair's status (``mismatch``,
+    ``unverified``, ``failed``, ``skipped``). Only ``faster`` is a success."""
+    status = pair.get("status") or "?"
+    if status != "ok":
+        return str(status)
+    speedup = pair.get("speedup")
+    if not speedup:
+        return "no speedup"
+    significance = pair.get("significance")
+    if significance:
+        return str(significance)
+    return "slower" if speedup < 1 else "no interval"
 

@@ -12,7 +12,9 @@ What goes where (and what readers of the store may rely on; docs/mlflow.md):
 * Parent run — the suite. Adopted from ``MLFLOW_RUN_ID`` when set (inside ``mlflow run``, which
   owns and terminates that run); otherwise created here and terminated by ``finish``: FINISHED when
   the suite completed, *even if variants failed* (their failures are data, recorded per variant),
-  FAILED/KILLED only when the suite itself crashed or was interrupted.
+  FAILED/KILLED only when the suite itself crashed or was interrupted. A suite's parent without a
+  name of the caller's (``run_name=None``), adopted ones included (MLflow names them at random), is
+  named for a person: its chapters, device and start (``ch07 on cpu, 2026-11-26 08:15``), by ``finish``.
 * Variant run — nested (``mlflow.parentRunId``), named ``chapter:example:variant``; its tags, metrics and
   params are ``bench.record.contract``'s; artifacts ``result.json`` (full result, raw samples) and
   ``manifest.json``. A variant that failed, timed out or was skipped logs what was measured and
@@ -77,6 +79,17 @@ def _commit_tags(host_manifest: Mapping[str, Any]) -> dict[str, str]:
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in tags.items() if v is not None}
 
 
+def suite_name(results: list[VariantResult], started: float) -> str:
+    """A suite's name for a person: its chapters (``ch07``; ``ch01, ch07``; ``20 chapters``), the device
+    (the GPU's model, else ``cpu``) and the local start time."""
+    chapters = sorted({r.spec.chapter for r in results})
+    which = ", ".join(chapters) if len(chapters) <= 3 else f"{len(chapters)} chapters"
+    gpus = sorted({str(g["name"]) for r in results if isinstance(g := r.manifest.get("gpu"), dict) and g.get("name")})
+    devices = sorted({(r.device or "?").split(":")[0] for r in results if r.device})
+    device = ", ".join(gpus) or ", ".join(devices) or "?"
+    return f"{which} on {device}, {time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}"
+
+
 class Tracker:
     """Logs one suite invocation to MLflow: a parent run and a nested run per variant.
 
@@ -109,6 +122,7 @@ class Tracker:
         self._tags = {k: str(v) for k, v in (tags or {}).items()}
         self._parent_run_id: str | None = None
         self._experiment_id: str | None = None
+        self._started = time.time()
         self._owns_parent = False
         self._finished = False
         self._context_tags: dict[str, str] = {}
@@ -139,6 +153,11 @@ class Tracker:
     def tracking_uri(self) -> str:
         return self._client.tracking_uri
 
+    @property
+    def experiment_name(self) -> str:
+        """The experiment the parent run is in (an adopted run's, not the one asked for)."""
+        return str(self._client.get_experiment(self.experiment_id).name)
+
     def run_id(self, key: str) -> str | None:
         """Run id of a variant logged by this tracker, by ``chapter:example:variant``."""
         return self._run_ids.get(key)
@@ -153,6 +172,8 @@ class Tracker:
         """
         if self._parent_run_id is not None:
             return self._parent_run_id
+        if started_ms is not None:  # a spooled suite: named for when it began, not when it was uploaded
+            self._started = started_ms / 1000
         import os
 
         from mlflow.tracking.context.registry import resolve_tags
@@ -174,14 +195,15 @@ class Tracker:
             tags = {**self._tags, **_commit_tags(self._host_manifest), **self._uid_tag(self._uid)}
             if tags:
                 self._log(self._parent_run_id, tags=tags)
+            if self._run_name is None:  # MLflow's random name until finish() names it for its results
+                self._client.update_run(self._parent_run_id, name=self._provisional_name())
         else:
             self._experiment_id = self._get_or_create_experiment(self._experiment_name)
             context = resolve_tags()  # user, source file, git commit: what fluent runs get for free
             self._context_tags = _context_tags(context)
             tags = {**context, **self._tags, **_commit_tags(self._host_manifest), **self._uid_tag(self._uid)}
-            run = self._client.create_run(
-                self._experiment_id, start_time=started_ms, run_name=self._run_name, tags=tags
-            )
+            name = self._run_name or self._provisional_name()
+            run = self._client.create_run(self._experiment_id, start_time=started_ms, run_name=name, tags=tags)
             self._parent_run_id = run.info.run_id
             self._owns_parent = True
         return self._parent_run_id
@@ -198,6 +220,11 @@ class Tracker:
         if not uid or self._experiment_id is None:
             return None
         return find_run(self._client, self._experiment_id, {UID: uid, **({PARENT_RUN_ID: parent} if parent else {})})
+
+    def _provisional_name(self) -> str:
+        """What a suite is called until its results name it: its targets and start."""
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self._started))
+        return f"{self._tags.get('perflab.targets', 'perflab')}, {when}"
 
     def _get_or_create_experiment(self, name: str) -> str:
         from mlflow.exceptions import MlflowException
@@ -323,6 +350,8 @@ class Tracker:
             targets = sorted({r.spec.target for r in results})
             tags["perflab.targets"] = clip(",".join(targets), MAX_TAG_LEN)
         self._log(parent, metrics=counts, tags=tags, ts=ended_ms)
+        if self._run_name is None and results:
+            self._client.update_run(parent, name=suite_name(results, self._started))
         self._end(FAILED if failed else FINISHED, ended_ms)
 
     # --- parents whose children are not benchmark variants (sweep trials) -----------------------------

@@ -201,6 +201,13 @@ class SpoolSink:
     def tracking_uri(self) -> str | None:
         return self.uploader.tracker.tracking_uri if self.uploader.tracker is not None else self.uploader.tracking_uri
 
+    @property
+    def experiment_name(self) -> str | None:
+        """The parent run's experiment (an adopted run's, not the one asked for) once the store is open."""
+        if self.uploader.tracker is not None:
+            return self.uploader.tracker.experiment_name
+        return self.uploader.experiment
+
     def _try(self) -> None:
         if self.uploader.error is not None and not self.uploader.down:
             return  # unwritable: not tried again in this command

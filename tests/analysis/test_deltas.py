@@ -93,15 +93,23 @@ def test_suites_are_matched_by_variant_name(suites: dict[str, Any], store: Store
     assert "n_samples" in by_metric(cmp.deltas, "ch07:x:optimized")  # all_metrics
 
 
-def test_cli_marks_better_and_worse(suites: dict[str, Any], store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(analysis.cli.console, "width", 250)
+@pytest.mark.parametrize("width", [80, 250])
+def test_cli_marks_better_and_worse_with_every_metric_named(
+    suites: dict[str, Any], store: Store, monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    monkeypatch.setattr(analysis.cli.console, "width", width)
     out = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--tracking-uri", store.uri])
     assert out.exit_code == 0, out.output
-    lines = out.output.splitlines()
-    opt = next(x for x in lines if "ch07:x:optimized" in x and "time_median_ms" in x)
-    base = next(x for x in lines if "ch07:x:baseline" in x and "time_median_ms" in x)
-    speedup = next(x for x in lines if "ch07:x:optimized" in x and " speedup " in x)
-    assert "better" in opt and "worse" in base and "better" in speedup
+    assert "…" not in out.output and all(len(x) <= width for x in out.output.splitlines())
+    groups: dict[str, dict[str, str]] = {}
+    for x in out.output.splitlines():
+        if x in ("x:baseline", "x:optimized", "suite") or x.rstrip() in ("x:baseline", "x:optimized", "suite"):
+            group = groups.setdefault(x.strip(), {})
+        elif x.startswith("  ") and x.split() and x.split()[0].isidentifier():
+            group[x.split()[0]] = x  # one row per metric, its name whole
+    assert {"time_median_ms", "time_p90_ms", "time_mean_ms"} <= set(groups["x:optimized"])
+    assert "better" in groups["x:optimized"]["time_median_ms"] and "better" in groups["x:optimized"]["speedup"]
+    assert "worse" in groups["x:baseline"]["time_median_ms"]
     assert "only in A: ch07:gone:baseline" in out.output
 
 

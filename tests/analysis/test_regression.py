@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
+from scipy.stats import mannwhitneyu
 from typer.testing import CliRunner
 
 import analysis.cli
@@ -16,13 +16,21 @@ from tests.analysis.synthetic import A100, H100, Store, draw, log_suite, result
 EXP = "regress"
 
 
-# ------------------------------------------------------------------------------ the rule on samples
+# ------------------------------------------------------------------------------ the rule on runs
+
+
+def runs(medians: list[float], seed: int, sigma: float = 0.02) -> list[list[float]]:
+    """One list of samples per previous run, around each run's own median."""
+    return [draw(m, seed=seed + i, sigma=sigma) for i, m in enumerate(medians)]
+
+
+STEADY = [1.0, 1.004, 0.997, 1.002, 0.999]  # five previous runs of a quiet GPU: medians within 0.5 %
+BUSY = [0.85, 1.1, 0.9, 1.15, 0.95]  # five previous runs of one variant on a busy CPU: medians ±15 %
 
 
 @pytest.mark.parametrize("seed", range(10))
 def test_real_seven_percent_regression_is_flagged(seed: int) -> None:
-    history = draw(1.0, seed=1000 + seed, n=250)  # 5 previous runs of 50 samples, pooled
-    verdict = assess(draw(1.07, seed=seed), history)
+    verdict = assess(draw(1.07, seed=seed), runs(STEADY, seed=1000 + 10 * seed))
     assert verdict.status == "regressed"
     assert 5.0 < verdict.slowdown_pct < 9.0
     assert verdict.p_value < 0.01
@@ -30,32 +38,46 @@ def test_real_seven_percent_regression_is_flagged(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_noise_with_the_same_median_is_not_flagged(seed: int) -> None:
-    verdict = assess(draw(1.0, seed=seed), draw(1.0, seed=1000 + seed, n=250))
+    verdict = assess(draw(1.0, seed=seed), runs(STEADY, seed=1000 + 10 * seed))
     assert verdict.status == "ok"
     assert abs(verdict.slowdown_pct) < 5.0
 
 
+def test_a_busy_cpu_is_not_a_regression_however_many_samples() -> None:
+    """Each run's samples are tight (1 %), the runs' medians are not: pooling the samples called this
+    p = 1e-80; the spread between runs says it is noise."""
+    history = runs(BUSY, seed=7, sigma=0.01)
+    now = draw(1.15, seed=8, n=400, sigma=0.01)  # +21 % over the previous medians' median (0.95)
+    pooled = mannwhitneyu(now, [x for r in history for x in r], alternative="greater").pvalue
+    assert pooled < 1e-40  # what treating samples as independent evidence says
+    verdict = assess(now, history)
+    assert verdict.slowdown_pct > 20.0 and verdict.status == "ok" and verdict.p_value > 0.05
+    assert verdict.spread_pct > 10.0
+
+
 def test_a_faster_run_is_improved_not_regressed() -> None:
-    verdict = assess(draw(0.9, seed=1), draw(1.0, seed=2, n=250))
+    verdict = assess(draw(0.9, seed=1), runs(STEADY, seed=2))
     assert verdict.status == "improved" and verdict.slowdown_pct < -5.0 and verdict.p_value < 0.01
 
 
-def test_a_large_median_shift_without_statistical_evidence_is_not_flagged() -> None:
-    history = np.linspace(0.5, 1.5, 50).tolist()  # very noisy history, median 1.0
-    samples = [0.6, 0.9, 1.1, 1.2, 1.4]  # median +10 %, but five samples prove nothing
-    verdict = assess(samples, history)
-    assert verdict.slowdown_pct == pytest.approx(10.0)
-    assert verdict.p_value > 0.01
-    assert verdict.status == "ok"
+def test_a_large_median_shift_without_evidence_is_not_flagged() -> None:
+    samples = [0.6, 0.9, 1.1, 1.2, 1.4]  # median +10 %, but five noisy samples prove nothing ...
+    verdict = assess(samples, runs(STEADY, seed=3))  # ... the run's own noise floors the spread
+    assert verdict.slowdown_pct == pytest.approx(10.0, abs=1.0)
+    assert verdict.p_value > 0.01 and verdict.status == "ok"
 
 
 def test_a_significant_shift_below_the_threshold_is_not_flagged() -> None:
-    verdict = assess(draw(1.02, seed=3, sigma=0.002), draw(1.0, seed=4, n=250, sigma=0.002))
-    assert verdict.p_value < 1e-6  # certainly slower ...
-    assert verdict.status == "ok"  # ... but by 2 %, under the 5 % threshold
-    assert assess(draw(1.02, seed=3, sigma=0.002), draw(1.0, seed=4, sigma=0.002), threshold=0.01).status == (
-        "regressed"
-    )
+    history = runs(STEADY, seed=4, sigma=0.002)
+    verdict = assess(draw(1.03, seed=3, sigma=0.002), history)
+    assert verdict.p_value < 1e-3  # certainly slower ...
+    assert verdict.status == "ok"  # ... but by 3 %, under the 5 % threshold
+    assert assess(draw(1.03, seed=3, sigma=0.002), history, threshold=0.01).status == "regressed"
+
+
+def test_one_previous_run_gives_no_verdict() -> None:
+    with pytest.raises(ValueError, match="at least 2 previous runs"):
+        assess(draw(2.0, seed=1), runs([1.0], seed=2))
 
 
 @pytest.mark.parametrize(
@@ -64,7 +86,7 @@ def test_a_significant_shift_below_the_threshold_is_not_flagged() -> None:
 )
 def test_bad_parameters_are_named(kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        assess([1.0], [1.0], **kwargs)
+        assess([1.0], [[1.0], [1.0]], **kwargs)
 
 
 # ------------------------------------------------------------------------------ histories in MLflow
@@ -82,6 +104,7 @@ def history(store: Store) -> dict[str, Any]:
             # Only the two newest runs match today's speed: K=2 says ok, K=5 pools three faster runs.
             result("ch07:window:baseline", draw(0.8 if i < 5 else 1.0, next(seed))),
             result("ch07:failedhist:baseline", None, status="timeout"),
+            result("ch07:busy:baseline", draw([1.0, 1.2, *BUSY][i], next(seed), sigma=0.01)),
         ]
         if i >= 5:
             results.append(result("ch07:mixed:baseline", draw(1.0, next(seed))))
@@ -115,6 +138,7 @@ def history(store: Store) -> dict[str, Any]:
             result("ch07:moved:baseline", draw(1.0, 9007)),
             result("ch07:legacy:baseline", draw(1.0, 9008)),
             result("ch07:brandnew:baseline", draw(1.0, 9009)),
+            result("ch07:busy:baseline", draw(1.15, 9010, n=400, sigma=0.01)),
             result("ch07:broken:baseline", None, status="timeout"),
         ],
     )
@@ -125,7 +149,7 @@ def history(store: Store) -> dict[str, Any]:
 
 def test_every_variant_of_the_suite_is_checked(history: dict[str, Any]) -> None:
     assert set(history["rows"]) == {
-        "steady", "slower", "faster", "window", "failedhist", "mixed", "moved", "legacy", "brandnew", "broken"
+        "steady", "slower", "faster", "window", "failedhist", "mixed", "moved", "legacy", "brandnew", "broken", "busy"
     }
 
 
@@ -143,12 +167,20 @@ def test_stored_noise_is_not_flagged(history: dict[str, Any]) -> None:
     assert row.k_used == 5 and abs(row.slowdown_pct) < 5.0
 
 
-def test_only_the_previous_k_runs_are_pooled(history: dict[str, Any], store: Store) -> None:
-    window = history["rows"]["window"]
-    assert window.k_used == 5 and window.status == "regressed"  # three of the five were 0.8 ms
+def test_only_the_previous_k_runs_count(history: dict[str, Any], store: Store) -> None:
+    window = history["rows"]["window"]  # three of the five were 0.8 ms, the two newest 1.0 ms
+    assert window.k_used == 5 and window.history_median_ms == pytest.approx(0.8, rel=0.02)
+    assert window.slowdown_pct > 20 and window.status == "ok", window.reason  # a history that moved: no evidence
     _, rows = check_suite(history["parent"], k=2, tracking_uri=store.uri)
     newest = next(r for r in rows if r.key == "ch07:window:baseline")
-    assert newest.k_used == 2 and newest.status == "ok", newest.reason  # the two newest ran at 1.0 ms
+    assert newest.k_used == 2 and newest.status == "ok", newest.reason
+    assert newest.history_median_ms == pytest.approx(1.0, rel=0.02)
+
+
+def test_stored_noise_of_a_busy_host_is_not_flagged(history: dict[str, Any]) -> None:
+    busy = history["rows"]["busy"]
+    assert busy.k_used == 5 and busy.slowdown_pct > 20 and busy.status == "ok", busy.reason
+    assert busy.p_value > 0.05 and "spread between runs" in busy.reason
 
 
 def test_missing_history_says_why(history: dict[str, Any]) -> None:
@@ -189,14 +221,21 @@ def test_a_single_variant_run_can_be_checked(history: dict[str, Any], store: Sto
     assert rows[0].status == "regressed"
 
 
-def test_cli_prints_the_table_and_exits_1_on_a_regression(
+def test_cli_prints_a_compact_table_and_exits_1_on_a_regression(
     history: dict[str, Any], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(analysis.cli.console, "width", 250)
+    monkeypatch.setattr(analysis.cli.console, "width", 80)
     out = CliRunner().invoke(cli.app, ["regressions", "--run-id", history["parent"], "--tracking-uri", store.uri])
     assert out.exit_code == 1, out.output
-    assert "ch07:slower:baseline" in out.output and "regressed" in out.output and "no-history" in out.output
-    assert "2 regressed, 1 improved" in out.output
+    table = out.output.split("\ncompared on ")[0]
+    rows = [line for line in table.splitlines() if line.startswith(("steady", "slower", "busy", "brandnew"))]
+    assert len(rows) == 4 and all(len(line) <= 80 for line in table.splitlines())  # one line per variant
+    slower = next(line for line in rows if line.startswith("slower"))
+    assert slower.split()[:2] == ["slower:baseline", "regressed"] and "…" not in table
+    assert "now ms" in table and "before ms" in table  # the unit in the header
+    assert "no-history" in out.output and f"compared on {H100}, torch 2.11.0, triton 3.5.0" in out.output
+    assert "ch07:brandnew:baseline: no previous ok run" in out.output
+    assert "1 regressed, 1 improved" in out.output
     steady = CliRunner().invoke(
         cli.app, ["regressions", "--run-id", history["ids"]["ch07:steady:baseline"], "--tracking-uri", store.uri]
     )

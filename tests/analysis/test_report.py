@@ -96,7 +96,9 @@ def test_markdown_has_chapter_tables_and_the_geomean(written: dict[str, Any], su
     assert f"geomean {expected_geomean(suite['samples']):.3f}×" in md
     assert "## ch07" in md and "## ch08" in md
     z = next(line for line in md.splitlines() if line.startswith("| z |"))
-    assert "(not counted)" in z and "| no |" in z
+    assert "(not counted)" in z and "| mismatch | no |" in z
+    header = next(line for line in md.splitlines() if line.startswith("| example"))
+    assert "| baseline ms | optimized ms |" in header and "| baseline GB/s |" in header  # ~1-3 ms, ~2-4 GB/s
     assert "ch08:v:optimized | timeout | measurement" in md
 
 
@@ -117,3 +119,31 @@ def test_cli_report_and_bad_run_ids(
     assert bad.exit_code == 2 and "is the variant run" in bad.output
     unknown = CliRunner().invoke(cli.app, ["report", "--run-id", "cafe0000", "--tracking-uri", store.uri])
     assert unknown.exit_code == 2 and "cafe0000" in unknown.output
+
+
+def test_a_slower_or_not_significant_pair_is_shown_so_and_is_no_success() -> None:
+    from analysis.report import build_report, report_markdown
+    from bench.record import StoredRun
+
+    def run(name: str, metrics: dict[str, float], **tags: str) -> StoredRun:
+        chapter, example, variant = name.split(":")
+        base = {"perflab.chapter": chapter, "perflab.example": example, "perflab.variant": variant,
+                "perflab.status": "ok", "perflab.device": "cpu", "mlflow.parentRunId": "p"}  # fmt: skip
+        return StoredRun(name, name, "0", "FINISHED", 0, {**base, **tags}, metrics)
+
+    pair = {"perflab.pair_status": "ok", "perflab.verified": "true"}
+    runs = [
+        run("ch07:a:baseline", {"time_median_ms": 2.0}),
+        run("ch07:a:optimized", {"time_median_ms": 2.5, "speedup": 0.8}, **pair, **{"perflab.significance": "slower"}),
+        run("ch07:b:baseline", {"time_median_ms": 2.0}),
+        run("ch07:b:optimized", {"time_median_ms": 1.98, "speedup": 1.01}, **pair,
+            **{"perflab.significance": "no significant difference"}),
+    ]  # fmt: skip
+    parent = StoredRun("p", "ch07 on cpu", "0", "FINISHED", 0, {}, {})
+    rep = build_report(parent, runs)
+    o = rep["overall"]
+    assert (o["pairs_faster"], o["pairs_slower"], o["pairs_no_difference"]) == (0, 1, 1)
+    assert [x["verdict"] for x in rep["chapters"]["ch07"]] == ["slower", "no significant difference"]
+    md = report_markdown(rep)
+    assert "| 0.80× | slower |" in md and "| 1.01× | no significant difference |" in md
+    assert "0 significantly faster" in md

@@ -5,6 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,10 +18,23 @@ from typer.testing import CliRunner
 
 from kernels.case import CASES, Shape
 from kernels.common import retyped
-from kernels.sweep import CSV_COLUMNS, GPU_SHAPES, Row, csv_text, geomean, plot_png, sweep_case, sweep_shapes
+from kernels.sweep import (
+    CSV_COLUMNS,
+    GPU_SHAPES,
+    Row,
+    clip,
+    csv_text,
+    first_line,
+    geomean,
+    plot_png,
+    row_line,
+    sweep_case,
+    sweep_shapes,
+)
 from perflab.cli import app
 
 CPU = torch.device("cpu")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_csv_columns_and_speedups() -> None:
@@ -35,6 +52,19 @@ def test_csv_columns_and_speedups() -> None:
     assert first["compiled_triton_us"] == ""  # not run: empty, never 0
     assert float(second["speedup_vs_naive"]) == pytest.approx(0.5)
     assert second["compiled_us"] == second["speedup_vs_compiled"] == ""
+
+
+def test_a_row_reads_in_the_unit_of_its_rates() -> None:
+    # a CPU's rates: 0.04-0.1 GB/s read "0.0 GB/s" to one decimal
+    row = Row(Shape(2, 3, 37), us={"naive": 19.3, "triton": 41_700.0}, bytes=963.0)
+    assert row_line(row, "rms bf16 fwd") == "rms bf16 fwd 2x3x37: naive 19.3 µs 49.9 MB/s, triton 41.7 ms 0.0231 MB/s"
+
+
+def test_an_error_is_cut_at_a_word_and_a_wrapped_repr_at_its_first_line() -> None:
+    wrapped = RuntimeError("TorchRuntimeError('RuntimeError when making fake tensor call\\n  Explanation: long')")
+    assert first_line(wrapped) == "TorchRuntimeError('RuntimeError when making fake tensor call"
+    cut = clip("compile failed " * 40, 60)
+    assert len(cut) <= 60 and cut.endswith(" …") and set(cut.removesuffix(" …").split()) == {"compile", "failed"}
 
 
 def test_geomean_ignores_missing() -> None:
@@ -81,6 +111,25 @@ def test_cli_smoke_one_case(interp: ModuleType, tmp_path: Path) -> None:
     rows = list(csv.DictReader((out / "add_rms-fp32-fwd-perf.csv").open()))
     assert len(rows) == 2 and all(float(r["triton_us"]) > 0 and float(r["naive_us"]) > 0 for r in rows)
     assert "check add_rms/triton fp32 2x3x37: ok" in result.output
+    steps = [line.split()[0] for line in result.output.splitlines() if "add_rms fp32 " in line]
+    assert steps == ["1/4", "2/4", "3/4", "4/4"]  # two shapes, fwd and bwd: counted lines, no terminal
+    assert "GB/s" in result.output or "MB/s" in result.output
+
+
+def test_cli_compiled_triton_in_the_interpreter_is_skipped_on_one_line(tmp_path: Path) -> None:
+    """dynamo cannot trace the interpreter's kernels: three multi-line UserWarnings, then the provider skipped
+    with its reason. The reason is kept, the warnings are not (a process of its own: pytest would catch them),
+    and nothing is cut mid-word."""
+    env = {**os.environ, "COLUMNS": "80", "TRITON_INTERPRET": "1"}
+    args = ["kernels", "--case", "rms", "--dtype", "fp32", "--provider", "compiled_triton", "--smoke", "--max-shapes",
+            "1", "--save-path", str(tmp_path), "--no-track"]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "perflab", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "Dynamo does not know how to trace" not in out and "UserWarning" not in out
+    skipped = [line for line in out.splitlines() if "compiled_triton skipped:" in line]
+    assert skipped and not any(re.search(r"\w…", line) for line in skipped)  # never cut mid-word
 
 
 def test_cli_rejects_unknown_case(interp: ModuleType) -> None:

@@ -45,7 +45,7 @@ def test_kernels_parameters_map_to_cli_options() -> None:
     name, params = _parse("kernels")
     assert name == "kernels"
     assert (params["case"], params["dtype"], params["save_path"], params["max_shapes"], params["plot"]) == (
-        "all", "bf16", Path("kernels-out"), 0, True)  # fmt: skip
+        "all", "bf16", Path("perflab-results/kernels"), 0, True)  # fmt: skip
     given = {"case": "rms,add_rms", "dtype": "fp32", "save_path": "out dir/k", "max_shapes": "6"}
     _, params = _parse("kernels", given)
     assert (params["case"], params["dtype"], params["save_path"], params["max_shapes"]) == (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from pathlib import Path
@@ -131,3 +132,18 @@ def test_generated_files_go_to_the_ignored_results_directory(tmp_path: Path, mon
     assert default_storage() == f"sqlite:///{tmp_path / 'perflab-results' / 'optuna.db'}"
     ignored = (Path(__file__).parents[2] / ".gitignore").read_text().splitlines()
     assert "/perflab-results/" in ignored
+
+
+def test_the_command_counts_measured_configurations_without_a_terminal(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from perflab.cli import app
+
+    data = make_data(tmp_path / "d.h5", 300, 16).path
+    args = ["sweep", "run", "--workload", "tiny", "--data-path", data, "--batch-sizes", "8,16", "--num-workers", "0",
+            "--steps", "1", "--warmup", "0", "--verify-repeats", "0", "--no-track", "--storage",
+            f"sqlite:///{tmp_path / 'o.db'}"]  # fmt: skip
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    counts = [m.group(1) for line in result.output.splitlines() if (m := re.match(r"\s*(\d+/\d+) trial \d+: ", line))]
+    assert counts == ["1/4", "2/4", "3/4", "4/4"]  # 2 batches x AMP off/on, counted as measured

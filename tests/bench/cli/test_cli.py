@@ -117,7 +117,8 @@ def test_run_without_tracking_end_to_end(tree: Path) -> None:
 def test_run_with_a_wrong_output_fails(tree: Path) -> None:
     done = perflab("run", "-t", "ch7:wrong", "--no-track", "--iterations", "3", "--warmup", "1", "--chapters-dir", tree)
     assert done.returncode == 1
-    assert "NOT verified (mismatch)" in done.stdout
+    line = next(ln for ln in done.stdout.splitlines() if "wrong:optimized" in ln)
+    assert line.rstrip().endswith(" mismatch")  # the pair's verdict
     assert "0/1 pairs verified" in done.stdout
 
 
@@ -138,3 +139,11 @@ def test_jobs_on_cpu_gives_cpu_workers() -> None:
 
     assert _workers("cpu", None, 3) == [{}, {}, {}]
     assert _workers("cpu", "2,3", None) == [{"CUDA_VISIBLE_DEVICES": "2"}, {"CUDA_VISIBLE_DEVICES": "3"}]
+
+
+def test_a_store_in_a_missing_directory_is_one_line_before_anything_runs(tree: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent_dir" / "sub"
+    done = perflab("run", "-t", "ch7:x", "--chapters-dir", tree, "--tracking-uri", f"sqlite:///{missing}/x.db")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: tracking URI") and f"'{missing}' does not exist" in done.stderr
+    assert not (tmp_path / "nonexistent_dir").exists() and "ok " not in done.stdout  # nothing ran, nothing made

@@ -74,12 +74,55 @@ def test_no_verified_pair_means_no_geomean(suite: SuiteResult) -> None:
     assert summary_dict(suite)["geomean_speedup_verified"] is None
 
 
-def test_markdown_marks_unverified_speedups_and_lists_failures(suite: SuiteResult) -> None:
+def test_markdown_gives_each_pair_its_verdict_and_lists_failures(suite: SuiteResult) -> None:
     md = summary_markdown(summary_dict(suite))
-    row = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ch07:")}
-    assert "(not a success)" in row["ch07:c"] and "(not a success)" in row["ch07:d"]
-    assert "(not a success)" not in row["ch07:a"]
+    verdict = {line.split("|")[1].strip(): line.split("|")[6].strip() for line in md.splitlines()
+               if line.startswith("| ch07:") and line.count("|") == 8}  # fmt: skip
+    assert verdict["ch07:c"] == "mismatch" and verdict["ch07:d"] == "unverified" and verdict["ch07:e"] == "failed"
+    assert verdict["ch07:a"] == "no interval"  # a speedup above 1 without an interval is no success either
     assert "## Variants not ok" in md
     failure = next(line for line in md.splitlines() if line.startswith("| ch07:e:optimized"))
     assert "timeout" in failure and "exceeded \\| its limit" in failure  # the table is not broken
     assert "Baselines without an optimized partner: ch07:solo" in md
+
+
+def test_slower_and_not_significant_pairs_are_shown_as_such_and_never_counted_faster(suite: SuiteResult) -> None:
+    # a: 4x with an interval above 1; b: 0.8x below 1 (verified all the same); d: an interval holding 1
+    suite.comparisons[0] = suite.comparisons[0].model_copy(
+        update={"speedup_ci_low": 3.5, "speedup_ci_high": 4.5, "significance": "faster"})
+    suite.comparisons[1] = suite.comparisons[1].model_copy(
+        update={"speedup": 0.8, "speedup_ci_low": 0.7, "speedup_ci_high": 0.9, "significance": "slower"})
+    suite.comparisons[3] = suite.comparisons[3].model_copy(
+        update={"status": "ok", "verification": Verification(verified=True, detail="match"), "speedup": 1.02,
+                "speedup_ci_low": 0.95, "speedup_ci_high": 1.1, "significance": "no significant difference"})
+    s = summary_dict(suite)
+    assert (s["n_pairs_faster"], s["n_pairs_slower"], s["n_pairs_no_difference"]) == (1, 1, 1)
+    assert [p["verdict"] for p in s["pairs"]] == ["faster", "slower", "mismatch", "no significant difference",
+                                                  "failed"]  # fmt: skip
+    md = summary_markdown(s)
+    assert "1 faster, 1 slower, 1 no significant difference" in md
+    row = next(line for line in md.splitlines() if line.startswith("| ch07:b "))
+    assert "0.80× [0.70, 0.90] | slower |" in row
+
+
+def test_markdown_times_share_a_unit_chosen_from_the_column(suite: SuiteResult) -> None:
+    md = summary_markdown(summary_dict(suite))  # medians 1 ms (baselines) down to 10 µs (c's optimized)
+    assert "| baseline ms | optimized ms |" in md
+    fast = [v.model_copy(update={"timing": v.timing.model_copy(update={"stats": summarize([0.004])})})
+            if v.timing else v for v in suite.variants]  # fmt: skip
+    suite.variants = fast
+    for i, c in enumerate(suite.comparisons):
+        suite.comparisons[i] = c.model_copy(update={"baseline_median_ms": 0.004, "optimized_median_ms": 0.002})
+    md = summary_markdown(summary_dict(suite))
+    assert "| baseline µs | optimized µs |" in md and "| 4.00 | 2.00 |" in md
+
+
+def test_speedup_text_names_a_pair_that_is_not_faster() -> None:
+    from bench.record.summary import speedup_text
+
+    slower = {"status": "ok", "speedup": 0.8, "speedup_ci_low": 0.7, "speedup_ci_high": 0.9, "significance": "slower"}
+    same = {**slower, "speedup": 1.01, "significance": "no significant difference"}
+    assert speedup_text(slower) == "0.80× [0.70, 0.90] slower"  # what README and report tables show
+    assert speedup_text(same).endswith(" no significant difference")
+    assert speedup_text({"status": "ok", "speedup": 0.9}) == "0.90× slower"  # no interval: below 1 all the same
+    assert speedup_text(slower, verdict=False) == "0.80× [0.70, 0.90]"  # beside a verdict column

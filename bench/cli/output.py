@@ -1,0 +1,80 @@
+"""Where the commands print: the consoles, errors on one line, and progress for long work.
+
+* Text from names, paths and messages is data: it goes through ``rich.text.Text`` or ``markup=False``, so
+  "[L2 flush]" is printed, not swallowed as a markup tag; no emoji codes either (``ch07:x:baseline`` would
+  otherwise print as ``ch07❌baseline``).
+* An error is one line (``soft_wrap``): a terminal wraps it at its edge, a log file keeps it whole, and no
+  phrase is ever broken by our own wrapping.
+* A table wider than the console keeps its figures whole and wraps its names (``fitted``): rich's own
+  squeezing cuts every column at once, names into "ch07:aos…".
+* Long work (a suite, a sweep, the kernel cases) shows rich's progress bar on a terminal, with each step's
+  line printed above it; elsewhere (a pipe, a CI log) the same lines, each counted ``3/16``, and no bar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+__all__ = ["Report", "console", "err_console", "error", "fitted", "progress"]
+
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)
+
+# report(line, advance=1): print a step's line (None: none) and count ``advance`` steps done
+Report = Callable[..., None]
+
+
+def error(message: str) -> None:
+    """``error: <message>`` on stderr, on one line."""
+    err_console.print(Text.assemble(("error:", "red"), " ", message))
+
+
+@contextlib.contextmanager
+def progress(what: str, total: int | None, out: Console | None = None) -> Iterator[Report]:
+    """Count ``total`` steps of ``what``: yields ``report(line, advance=1)``. On a terminal a rich progress bar
+    (removed when done) with the lines above it; otherwise each step's line prefixed with the steps done so far
+    (``advance=0``: a line between steps, indented alike). Anything else printed to ``out`` meanwhile shows above
+    the bar."""
+    out = out or console
+    if not out.is_terminal:
+        done = 0
+
+        def plain(line: str | Text | None = None, advance: int = 1) -> None:
+            nonlocal done
+            done += advance
+            if line is not None:  # a step's line says how many are done; a line between steps is indented alike
+                count = (f"{done}/{total}" if total else str(done)) if advance else ""
+                out.print(Text.assemble((f"{count:>7} ", "dim"), line), soft_wrap=True, markup=False)
+
+        yield plain
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=out, transient=True) as bar:
+        task = bar.add_task(what, total=total)
+
+        def live(line: str | Text | None = None, advance: int = 1) -> None:
+            if line is not None:
+                bar.console.print(line, soft_wrap=True, markup=False)
+            bar.advance(task, advance)
+
+        yield live
+
+
+def fitted(headers: list[str], rows: list[list[str]], width: int, narrow: dict[int, int]) -> list[int | None]:
+    """Column widths for a table of ``width`` characters (three spaces between columns, none at the edges):
+    None each (rich's natural widths) when it fits; else each column in ``narrow`` at that width (header words
+    on two lines; a cell's words wrap) or its longest word, the others at their widest cell, and column 0 (the
+    names) what is left, at least 10."""
+    natural = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    gaps = 3 * (len(headers) - 1)  # rich.box.SIMPLE_HEAD: a padding space, the rule, a padding space
+    if sum(natural) + gaps <= width:
+        return [None] * len(headers)
+    fixed = [max(narrow[i], *(len(w) for r in rows for w in r[i].split())) if i in narrow else natural[i]
+             for i in range(len(headers))]  # fmt: skip
+    fixed[0] = max(10, min(natural[0], width - gaps - sum(fixed[1:])))
+    return list(fixed)

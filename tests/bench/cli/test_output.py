@@ -1,0 +1,133 @@
+"""bench/cli/output.py and the suite's table and lines (bench/cli/common.py) as a reader sees them: 80 columns,
+no terminal, names never cut, units in the headers, data never taken for markup."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from bench.cli import common, output
+from bench.define.result import Comparison, ErrorInfo, SuiteResult, VariantResult, VariantSpec, Verification
+
+NAMES = ("aos_soa", "gather_locality", "stencil_blocking", "tiled_matmul")
+
+
+def screen(width: int, terminal: bool = False) -> Console:
+    return Console(width=width, file=io.StringIO(), force_terminal=terminal, emoji=False, color_system=None)
+
+
+def text_of(out: Console) -> str:
+    assert isinstance(out.file, io.StringIO)
+    return out.file.getvalue()
+
+
+def pair(example: str, base: float, opt: float, low: float, high: float, chapter: str = "ch07",
+         variant: str = "optimized") -> Comparison:  # fmt: skip
+    speedup = base / opt
+    significance = "faster" if low > 1 else "slower" if high < 1 else "no significant difference"
+    return Comparison(chapter=chapter, example=example, variant=variant, baseline_status="ok", optimized_status="ok",
+                      baseline_median_ms=base, optimized_median_ms=opt, speedup=speedup, speedup_ci_low=low,
+                      speedup_ci_high=high, significance=significance, status="ok",
+                      verification=Verification(verified=True, outcome="match", detail="equal"))  # fmt: skip
+
+
+def suite(*pairs: Comparison) -> SuiteResult:
+    return SuiteResult(variants=[], comparisons=list(pairs))
+
+
+CH07 = suite(
+    pair("aos_soa", 4.02, 2.5, 1.52, 1.7), pair("gather_locality", 2.5, 2.47, 0.96, 1.07),
+    pair("stencil_blocking", 15.1, 17.8, 0.81, 0.9), pair("tiled_matmul", 208.0, 4.23, 46.2, 53.1),
+)  # fmt: skip
+
+
+def render(s: SuiteResult, width: int) -> str:
+    out = screen(width)
+    out.print(common.table(s, width))
+    return text_of(out)
+
+
+def test_a_chapter_table_fits_80_columns_with_every_name_whole() -> None:
+    text = render(CH07, 80)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "…" not in text
+    assert text.splitlines()[0].startswith("ch07:")  # the chapter, named once in the title ...
+    for name in NAMES:  # ... not before each name, so each fits
+        assert any(line.startswith(f"{name} ") for line in text.splitlines()), name
+    assert "baseline" in text and "ms" in text  # the unit in the header
+    assert "49.2×" in text and "46.2–53.1" in text  # 208 / 4.23 = 49.17
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100, 200])
+def test_no_name_or_verdict_is_cut_at_any_width(width: int) -> None:
+    long = pair("transpose", 19.6, 6.6, 2.8, 3.14, variant="optimized_tiled_smem_padded")
+    other = pair("x", 1.0, 1.0, 0.9, 1.1, chapter="ch01")  # two chapters: the prefix stays
+    text = render(suite(*CH07.comparisons, long, other), width)
+    assert "…" not in text  # rich's ellipsis: what "ch07:aos…" was
+    lines = text.splitlines()
+    if width >= 100:  # two chapters: the names keep theirs, and fold below that
+        for name in NAMES:
+            assert any(line.startswith(f"ch07:{name} ") for line in lines), name
+    flat = "".join(text.split())
+    for name in (*(f"ch07:{n}" for n in NAMES), "ch07:transpose(optimized_tiled_smem_padded)", "ch01:x",
+                 "nosignificantdifference"):  # fmt: skip
+        chars = iter(flat)  # a folded name: each character still there, in order
+        assert all(ch in chars for ch in name), name
+
+
+def test_times_take_the_unit_of_their_column() -> None:
+    fast = suite(pair("a", 0.004, 0.002, 1.8, 2.2), pair("b", 0.0031, 0.0029, 0.9, 1.2))
+    text = render(fast, 80)
+    assert "µs" in text and "ms" not in text and "4.00" in text and "2.00" in text and "0.00" not in text
+
+
+def test_a_line_is_one_line_and_keeps_brackets() -> None:
+    spec = VariantSpec(chapter="ch07", example="x", variant="optimized", path="/x.py")
+    failed = VariantResult(spec=spec, status="failed", failed_stage="setup",
+                           error=ErrorInfo(kind="exception", message="no [GPU] here: [L2 flush] " + "word " * 30))
+    out = screen(80)
+    with output.progress("ch07", 2, out) as report:
+        report(common.line(failed, None, "ch07:"))
+    text = text_of(out)
+    assert text.count("\n") == 1 and "[setup]" in text and "no [GPU] here: [L2 flush]" in text
+    assert text.split()[:3] == ["1/2", "failed", "x:optimized"]  # counted: no terminal, no bar
+
+
+def test_slower_and_not_significant_pairs_read_so_on_their_line() -> None:
+    spec = VariantSpec(chapter="ch07", example="stencil_blocking", variant="optimized", path="/x.py")
+    from bench.define.result import Timing
+    from bench.measure.stats import summarize
+
+    timing = Timing(mode="cpu", method="t", samples_ms=[17.8], stats=summarize([17.8]))
+    ok = VariantResult(spec=spec, status="ok", timing=timing)
+    out = screen(80)
+    out.print(common.line(ok, CH07.comparisons[2], "ch07:"), soft_wrap=True)
+    out.print(common.line(ok, CH07.comparisons[1], "ch07:"), soft_wrap=True)
+    lines = text_of(out).splitlines()
+    assert lines[0].endswith("17.8 ms  0.85× slower") and len(lines[0]) <= 80
+    assert lines[1].endswith("no significant difference")
+
+
+def test_progress_is_rich_on_a_terminal_and_plain_lines_elsewhere() -> None:
+    tty = screen(80, terminal=True)
+    with output.progress("suite", 3, tty) as report:
+        for i in range(3):
+            report(f"line {i} [kept]")
+    text = text_of(tty)
+    assert "line 2 [kept]" in text and "1/3 line" not in text  # the bar counts, not the lines
+    assert "\x1b[?25l" in text  # rich's live display hid the cursor to draw its bar (removed when done)
+    plain = screen(80)
+    with output.progress("suite", 3, plain) as report:
+        report("a")
+        report(None)  # a step without a line
+        report("c")
+    assert [ln.split() for ln in text_of(plain).splitlines()] == [["1/3", "a"], ["3/3", "c"]]
+
+
+def test_an_error_is_one_line_whatever_the_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = Console(width=40, file=io.StringIO(), stderr=True, emoji=False, soft_wrap=True, color_system=None)
+    monkeypatch.setattr(output, "err_console", out)
+    output.error("run 'bogus' is not in the store 'sqlite:///a/very/long/path/to/mlflow.db' [really]")
+    assert text_of(out) == "error: run 'bogus' is not in the store 'sqlite:///a/very/long/path/to/mlflow.db' [really]\n"

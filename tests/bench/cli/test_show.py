@@ -1,0 +1,90 @@
+"""``perflab show``: a suite's pairs from the store, in the units of their columns, each with its verdict; a run
+that is not a suite is one line of error and exit status 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from typer.testing import CliRunner
+
+from bench.record.tracking import Tracker
+from perflab.cli import app
+from tests.analysis.synthetic import Store, draw, pair, result
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, str, dict[str, str]]]:
+    root = tmp_path_factory.mktemp("show")
+    uri = f"sqlite:///{root}/mlflow.db"
+    store = Store(uri=uri, root=root, client=MlflowClient(tracking_uri=uri))
+    store.experiment("perflab")
+    # CPU figures: 2.5 µs and 1.2 µs medians, 0.0004–0.014 GB/s (the issue's), one pair slower, one no different
+    runs = {
+        "ch07:fast:baseline": result("ch07:fast:baseline", draw(0.0025, 1), gpu=None, work_bytes=1e3),
+        "ch07:fast:optimized": result("ch07:fast:optimized", draw(0.0012, 2), gpu=None, work_bytes=1e3),
+        "ch07:slow:baseline": result("ch07:slow:baseline", draw(0.0020, 3), gpu=None, work_bytes=28.0),
+        "ch07:slow:optimized": result("ch07:slow:optimized", draw(0.0025, 4), gpu=None, work_bytes=28.0),
+        "ch07:same:baseline": result("ch07:same:baseline", draw(0.0030, 5), gpu=None),
+        "ch07:same:optimized": result("ch07:same:optimized", draw(0.0030, 6), gpu=None),
+    }
+    intervals = {"fast": (1.9, 2.2, "faster"), "slow": (0.75, 0.85, "slower"), "same": (0.95, 1.05,
+                 "no significant difference")}  # fmt: skip
+    ids = {}
+    with Tracker(experiment="perflab", tracking_uri=uri, run_name="ch07 on cpu") as t:
+        for key, r in runs.items():
+            cmp = None
+            if not r.spec.is_baseline:
+                low, high, significance = intervals[r.spec.example]
+                cmp = pair(runs[f"ch07:{r.spec.example}:baseline"], r).model_copy(
+                    update={"speedup_ci_low": low, "speedup_ci_high": high, "significance": significance})
+            ids[key] = t.log_variant(r, cmp)
+        t.finish("# synthetic\n", {})
+    yield store, t.parent_run_id, ids
+
+
+def show(store: Store, *args: str) -> tuple[int, str]:
+    out = CliRunner().invoke(app, ["show", "--tracking-uri", store.uri, *args], env={"COLUMNS": "80"})
+    return out.exit_code, out.output
+
+
+def test_show_tabulates_in_the_units_of_each_column(logged: tuple[Store, str, dict[str, str]]) -> None:
+    store, parent, _ = logged
+    code, text = show(store, "--run-id", parent)
+    assert code == 0, text
+    header = next(line for line in text.splitlines() if line.startswith("| example"))
+    assert "baseline median µs" in header and "optimized median µs" in header  # not ms: 2.5 µs reads "0.0025"
+    assert "baseline MB/s" in header  # 0.0004–0.4 GB/s: not "0.0"
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines()
+            if line.startswith("| ch07:")}  # fmt: skip
+    assert rows["ch07:slow"][5] == "slower" and rows["ch07:same"][5] == "no significant difference"
+    assert rows["ch07:fast"][5] == "faster"
+    assert all(row[8] not in ("0", "0.0") for row in rows.values())
+
+
+def test_show_of_the_latest_suite_needs_no_id(logged: tuple[Store, str, dict[str, str]]) -> None:
+    store, parent, _ = logged
+    code, text = show(store)
+    assert code == 0 and parent in text
+
+
+@pytest.mark.parametrize("bad", ["bogus", "variant"])
+def test_show_of_a_run_that_is_no_suite_is_one_line_and_fails(
+    logged: tuple[Store, str, dict[str, str]], bad: str
+) -> None:
+    store, _, ids = logged
+    run_id = ids["ch07:fast:optimized"] if bad == "variant" else "bogus"
+    env = {**os.environ, "COLUMNS": "40"}  # narrow: the error stays one line all the same
+    done = subprocess.run([sys.executable, "-m", "perflab", "show", "--tracking-uri", store.uri, "--run-id", run_id],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=REPO)  # fmt: skip
+    assert done.returncode == 2 and not done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and run_id in lines[0]
+    assert ("is the variant run" in lines[0]) == (bad == "variant")

@@ -1,0 +1,89 @@
+"""Where suites land and how they are found: one history whatever the entry point (``mlflow run`` adopts its
+project run, in MLflow's experiment "Default"; ``perflab run`` logs to "perflab"), names a person can read, and
+a local store whose directory does not exist refused before anything is created."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow import MlflowClient
+
+from analysis.regression import check_suite
+from bench.errors import ConfigError
+from bench.record import latest_suite_run_id
+from bench.record.store import check_tracking_uri, client
+from bench.record.tracking import Tracker, suite_name
+from tests.analysis.synthetic import draw, result
+
+_MLFLOW_ENV = ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID")
+NAME = re.compile(r"^ch07 on NVIDIA H100 80GB HBM3, \d{4}-\d\d-\d\d \d\d:\d\d$")
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    for name in _MLFLOW_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    yield {"uri": uri, "client": MlflowClient(tracking_uri=uri)}
+
+
+def log(uri: str, median: float, seed: int) -> str:
+    with Tracker(tracking_uri=uri, tags={"perflab.targets": "7"}) as t:  # run_name None: a suite's
+        t.log_variant(result("ch07:x:baseline", draw(median, seed)))
+        t.finish("# s\n", {})
+    return t.parent_run_id
+
+
+def test_suites_of_mlflow_run_and_perflab_run_are_one_history(
+    store: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c: MlflowClient = store["client"]
+    default = c.get_experiment_by_name("Default")
+    assert default is not None  # where `mlflow run` puts its project run unless told otherwise
+    project = c.create_run(default.experiment_id, run_name="bittersweet-owl-42")  # MLflow's random name
+    monkeypatch.setenv("MLFLOW_RUN_ID", project.info.run_id)
+    adopted = log(store["uri"], 1.0, 1)
+    monkeypatch.delenv("MLFLOW_RUN_ID")
+    time.sleep(0.01)
+    own = log(store["uri"], 1.0, 2)
+    assert adopted == project.info.run_id
+    assert c.get_run(own).info.experiment_id != default.experiment_id  # "perflab"
+    for run_id in (adopted, own):  # named for a person, not "bittersweet-owl-42" or "perflab run 7"
+        assert NAME.match(c.get_run(run_id).info.run_name), c.get_run(run_id).info.run_name
+    assert latest_suite_run_id(store["uri"]) == own
+    _, rows = check_suite(own, tracking_uri=store["uri"])
+    (row,) = rows
+    assert row.k_used == 1 and c.get_run(row.history_run_ids[0]).data.tags["mlflow.parentRunId"] == adopted
+    assert row.status == "no-history" and "a verdict needs 2" in row.reason  # one run shows no spread
+
+
+def test_a_suite_name_says_chapters_device_and_date() -> None:
+    cpu = [result("ch07:x:baseline", [1.0], gpu=None), result("ch01:y:baseline", [1.0], gpu=None)]
+    started = time.mktime((2026, 11, 26, 8, 15, 0, 0, 0, -1))
+    assert suite_name(cpu, started) == "ch01, ch07 on cpu, 2026-11-26 08:15"
+    many = [result(f"ch{i:02d}:x:baseline", [1.0]) for i in range(1, 21)]
+    assert suite_name(many, started) == "20 chapters on NVIDIA H100 80GB HBM3, 2026-11-26 08:15"
+
+
+@pytest.mark.parametrize("scheme", ["sqlite:///{}/x.db", "file://{}/mlruns"])
+def test_a_local_store_in_a_missing_directory_is_refused_and_nothing_created(tmp_path: Path, scheme: str) -> None:
+    missing = tmp_path / "nonexistent_dir" / "sub"
+    uri = scheme.format(missing)
+    with pytest.raises(ConfigError, match=re.escape(f"its directory '{missing}' does not exist")):
+        check_tracking_uri(uri)
+    with pytest.raises(ConfigError):
+        client(uri)  # every store open is checked, not only the run command's
+    assert not (tmp_path / "nonexistent_dir").exists()
+
+
+def test_stores_that_can_be_opened_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for uri in (None, "", "sqlite:///mlflow.db", f"sqlite:///{tmp_path}/x.db", "sqlite://", "sqlite:///:memory:",
+                f"file://{tmp_path}/mlruns", "http://localhost:5000", "databricks"):  # fmt: skip
+        check_tracking_uri(uri)
