@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,8 @@ FAILED_STATUSES = frozenset({"failed", "timeout", "invalid"})
 MAX_PARAM_LEN = 6000
 MAX_TAG_LEN = 8000
 MAX_DETAIL_LEN = 5000  # verification / error text kept in tags; the full text is in result.json
+# Context tags copied from the parent to variant runs so the UI's source/user/commit columns fill.
+CONTEXT_TAG_PREFIXES = ("mlflow.source.", "mlflow.user", "mlflow.project.", "mlflow.gitRepoURL")
 # Characters MLflow accepts in metric/param names on every OS (colon is refused on Windows).
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./ ")
 
@@ -139,7 +142,45 @@ def suite_counts(results: list[VariantResult], comparisons: list[Comparison]) ->
     return counts
 
 
+def suite_tags(
+    results: list[VariantResult], counts: Mapping[str, float], failed: bool, targets: bool
+) -> dict[str, str]:
+    """A suite's parent tags at its end: its counts and status; ``targets``: the targets its variants ran."""
+    tags = {
+        "perflab.n_variants": str(int(counts["n_variants"])),
+        "perflab.n_failed": str(int(counts["n_failed"])),
+        "perflab.suite_status": "failed" if failed else "completed",
+    }
+    if targets:
+        tags["perflab.targets"] = clip(",".join(sorted({r.spec.target for r in results})), MAX_TAG_LEN)
+    return tags
+
+
 # ------------------------------------------------------------------------------------ params and tags
+
+
+def context_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """The tags of MLflow's run context (source, user, project, repository) among ``tags``."""
+    return {k: v for k, v in tags.items() if k.startswith(CONTEXT_TAG_PREFIXES)}
+
+
+def commit_tags(host_manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The suite's commit from the host manifest, as parent tags: MLflow's own git tag is missing on a
+    host whose copy has no history (the manifest then has the commit from ``PERFLAB_GIT_COMMIT``)."""
+    git = host_manifest.get("git") or {}
+    tags = {"perflab.git_commit": git.get("commit"), "perflab.git_dirty": git.get("dirty")}
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in tags.items() if v is not None}
+
+
+def suite_name(results: list[VariantResult], started: float) -> str:
+    """A suite's name for a person: its chapters (``ch07``; ``ch01, ch07``; ``20 chapters``), the device
+    (the GPU's model, else ``cpu``) and the local start time."""
+    chapters = sorted({r.spec.chapter for r in results})
+    which = ", ".join(chapters) if len(chapters) <= 3 else f"{len(chapters)} chapters"
+    gpus = sorted({str(g["name"]) for r in results if isinstance(g := r.manifest.get("gpu"), dict) and g.get("name")})
+    devices = sorted({(r.device or "?").split(":")[0] for r in results if r.device})
+    device = ", ".join(gpus) or ", ".join(devices) or "?"
+    return f"{which} on {device}, {time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}"
 
 
 def variant_files(result: VariantResult, host: Mapping[str, Any]) -> dict[str, str]:

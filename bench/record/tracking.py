@@ -17,8 +17,7 @@ What goes where (and what readers of the store may rely on; docs/mlflow.md):
   named for a person: its chapters, device and start (``ch07 on cpu, 2026-11-26 08:15``), by ``finish``.
 * Variant run — nested (``mlflow.parentRunId``), named ``chapter:example:variant``; its tags, metrics and
   params are ``bench.record.contract``'s; artifacts ``result.json`` (full result, raw samples) and
-  ``manifest.json``. A variant that failed, timed out or was skipped logs what was measured and
-  nothing else.
+  ``manifest.json``. A variant that failed, timed out or was skipped logs what was measured, nothing else.
 * Parents whose children are not variants (sweep trials, kernel providers): ``log_parent``, ``log_child``,
   ``close``.
 
@@ -44,10 +43,14 @@ from bench.record.contract import (
     FAILED_STATUSES,
     MAX_TAG_LEN,
     clip,
+    commit_tags,
     comparison_metrics,
     comparison_tags,
+    context_tags,
     finite,
     suite_counts,
+    suite_name,
+    suite_tags,
     variant_files,
     variant_metrics,
     variant_params,
@@ -60,34 +63,9 @@ __all__ = ["Tracker"]
 
 _log = logging.getLogger(__name__)
 
-# Context tags copied from the parent to variant runs so the UI's source/user/commit columns fill.
-_CONTEXT_TAG_PREFIXES = ("mlflow.source.", "mlflow.user", "mlflow.project.", "mlflow.gitRepoURL")
 # MLflow's run statuses (mlflow.entities.RunStatus), as set_terminated takes them.
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
 UID = "perflab.uid"  # a run's identity across attempts to log it (bench.record.spool)
-
-
-def _context_tags(tags: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in tags.items() if k.startswith(_CONTEXT_TAG_PREFIXES)}
-
-
-def _commit_tags(host_manifest: Mapping[str, Any]) -> dict[str, str]:
-    """The suite's commit from the host manifest, as parent tags: MLflow's own git tag is missing on a
-    host whose copy has no history (the manifest then has the commit from ``PERFLAB_GIT_COMMIT``)."""
-    git = host_manifest.get("git") or {}
-    tags = {"perflab.git_commit": git.get("commit"), "perflab.git_dirty": git.get("dirty")}
-    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in tags.items() if v is not None}
-
-
-def suite_name(results: list[VariantResult], started: float) -> str:
-    """A suite's name for a person: its chapters (``ch07``; ``ch01, ch07``; ``20 chapters``), the device
-    (the GPU's model, else ``cpu``) and the local start time."""
-    chapters = sorted({r.spec.chapter for r in results})
-    which = ", ".join(chapters) if len(chapters) <= 3 else f"{len(chapters)} chapters"
-    gpus = sorted({str(g["name"]) for r in results if isinstance(g := r.manifest.get("gpu"), dict) and g.get("name")})
-    devices = sorted({(r.device or "?").split(":")[0] for r in results if r.device})
-    device = ", ".join(gpus) or ", ".join(devices) or "?"
-    return f"{which} on {device}, {time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}"
 
 
 class Tracker:
@@ -184,15 +162,15 @@ class Tracker:
             self._experiment_id, self._parent_run_id = found.info.experiment_id, found.info.run_id
             self._owns_parent = True
             self._finished = found.info.status != "RUNNING"  # ended by an earlier attempt: not ended again
-            self._context_tags = _context_tags(found.data.tags)
+            self._context_tags = context_tags(found.data.tags)
         elif adopted:
             # Inside `mlflow run`: the project run is ours to fill, not to create or terminate.
             run = self._client.get_run(adopted)
             self._experiment_id = run.info.experiment_id
             self._parent_run_id = run.info.run_id
             self._owns_parent = False
-            self._context_tags = _context_tags(run.data.tags)
-            tags = {**self._tags, **_commit_tags(self._host_manifest), **self._uid_tag(self._uid)}
+            self._context_tags = context_tags(run.data.tags)
+            tags = {**self._tags, **commit_tags(self._host_manifest), **self._uid_tag(self._uid)}
             if tags:
                 self._log(self._parent_run_id, tags=tags)
             if self._run_name is None:  # MLflow's random name until finish() names it for its results
@@ -200,8 +178,8 @@ class Tracker:
         else:
             self._experiment_id = self._get_or_create_experiment(self._experiment_name)
             context = resolve_tags()  # user, source file, git commit: what fluent runs get for free
-            self._context_tags = _context_tags(context)
-            tags = {**context, **self._tags, **_commit_tags(self._host_manifest), **self._uid_tag(self._uid)}
+            self._context_tags = context_tags(context)
+            tags = {**context, **self._tags, **commit_tags(self._host_manifest), **self._uid_tag(self._uid)}
             name = self._run_name or self._provisional_name()
             run = self._client.create_run(self._experiment_id, start_time=started_ms, run_name=name, tags=tags)
             self._parent_run_id = run.info.run_id
@@ -341,14 +319,7 @@ class Tracker:
             (d / "summary.json").write_text(json.dumps(summary_json, indent=2, default=str))
             self._client.log_artifacts(parent, tmp)
         counts = suite_counts(results, comparisons)
-        tags = {
-            "perflab.n_variants": str(int(counts["n_variants"])),
-            "perflab.n_failed": str(int(counts["n_failed"])),
-            "perflab.suite_status": "failed" if failed else "completed",
-        }
-        if "perflab.targets" not in self._tags:  # a caller's own (requested) targets win
-            targets = sorted({r.spec.target for r in results})
-            tags["perflab.targets"] = clip(",".join(targets), MAX_TAG_LEN)
+        tags = suite_tags(results, counts, failed, targets="perflab.targets" not in self._tags)  # the caller's win
         self._log(parent, metrics=counts, tags=tags, ts=ended_ms)
         if self._run_name is None and results:
             self._client.update_run(parent, name=suite_name(results, self._started))
