@@ -35,15 +35,11 @@ from typing import Any
 
 from bench.define.result import Comparison, VariantResult
 from bench.errors import PerflabError
+from bench.record.store import results_dir
 
-__all__ = ["Entry", "Spool", "absolute_uri", "find_spools", "results_dir"]
+__all__ = ["Entry", "Spool", "absolute_uri", "find_spools"]
 
 _SUITE, _END, _ENTRY = "suite.json", "end.json", "entry.json"
-
-
-def results_dir() -> Path:
-    """Where perflab writes files of its own: ``$PERFLAB_RESULTS_DIR``, else ``./perflab-results`` (git-ignored)."""
-    return Path(os.environ.get("PERFLAB_RESULTS_DIR") or "perflab-results")
 
 
 def absolute_uri(tracking_uri: str | None) -> str | None:
