@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from perflab.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
-COMMANDS = {"run", "list", "verify", "profile", "selfcheck", "show", "overhead", "compare", "report", "regressions",
-            "peak", "readme", "kernels"}  # fmt: skip
+COMMANDS = {"run", "list", "verify", "profile", "selfcheck", "show", "overhead", "import", "compare", "report",
+            "regressions", "peak", "readme", "kernels"}  # fmt: skip
 GROUPS = {"server", "expectations", "sweep"}
 
 
