@@ -105,7 +105,7 @@ def compare_table(cmp: RunComparison) -> Any:
     names = {d.name for d in cmp.deltas if d.name != "suite"}
     chapters = {n.split(":", 1)[0] for n in names}
     prefix = f"{chapters.pop()}:" if len(chapters) == 1 else ""
-    title = f"{prefix}B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}"
+    title = f"{prefix and prefix + ' '}B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}"
     table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("run / metric", overflow="fold")
     for col in ("A", "B", "Δ %"):
