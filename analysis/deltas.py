@@ -73,9 +73,7 @@ def _deltas(name: str, a: StoredRun, b: StoredRun, all_metrics: bool) -> list[Me
     return out
 
 
-def compare_runs(
-    run_a: str, run_b: str, tracking_uri: str | None = None, all_metrics: bool = False
-) -> RunComparison:
+def compare_runs(run_a: str, run_b: str, tracking_uri: str | None = None, all_metrics: bool = False) -> RunComparison:
     """Deltas B − A. ``LookupError`` for an unknown id; ``ValueError`` for a variant vs a suite."""
     a, b = read_run(run_a, tracking_uri), read_run(run_b, tracking_uri)
     if a.is_variant != b.is_variant:

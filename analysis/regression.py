@@ -208,9 +208,11 @@ def check_run(
         row.status = "no-history"
         seen = _others(other_hw, "on") + _others(other_sw, "with") + _others(not_ok, "with status")
         found = "no previous ok run" if not used else f"only {len(used)} previous ok run"
-        row.reason = f"{found} of {key} on {hardware} with {software}" + (
-            f" (earlier runs: {'; '.join(seen)})" if seen else ""
-        ) + (f"; a verdict needs {MIN_RUNS}: the spread between runs" if used else "")
+        row.reason = (
+            f"{found} of {key} on {hardware} with {software}"
+            + (f" (earlier runs: {'; '.join(seen)})" if seen else "")
+            + (f"; a verdict needs {MIN_RUNS}: the spread between runs" if used else "")
+        )
         return row
     verdict = assess(samples, history, threshold, alpha)
     row.status, row.slowdown_pct, row.p_value = verdict.status, verdict.slowdown_pct, verdict.p_value

@@ -95,8 +95,9 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "verified": verified,
         "status": status,
         "counted": bool(verified and status == "ok" and speedup and speedup > 0 and math.isfinite(speedup)),
-        "verdict": pair_verdict({"status": status, "speedup": speedup,
-                                 "significance": t.get("perflab.significance")}),  # fmt: skip
+        "verdict": pair_verdict(
+            {"status": status, "speedup": speedup, "significance": t.get("perflab.significance")}
+        ),  # fmt: skip
         "baseline_gbps": baseline.metrics.get("achieved_gbps") if baseline else None,
         "optimized_gbps": m.get("achieved_gbps"),
         "optimized_pct_of_peak": _pct_of_peak(run, ceilings),

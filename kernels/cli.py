@@ -102,8 +102,21 @@ def kernels_cmd(
         # the check then records the provider as skipped with the reason, on one line
         warnings.filterwarnings("ignore", "Dynamo does not know how to trace", UserWarning)
         for c in cases:
-            _case(c, shapes_of[c], dtypes, providers, config, dev, check_shapes, save_path, plot, profile, copy_gbps,
-                  None if no_track else {**params, "experiment": experiment, "tracking_uri": tracking_uri}, step)
+            _case(
+                c,
+                shapes_of[c],
+                dtypes,
+                providers,
+                config,
+                dev,
+                check_shapes,
+                save_path,
+                plot,
+                profile,
+                copy_gbps,
+                None if no_track else {**params, "experiment": experiment, "tracking_uri": tracking_uri},
+                step,
+            )
 
 
 def _case(c: str, shapes: list[Any], dtypes: list[str], providers: list[str], config: Any, dev: Any,

@@ -123,9 +123,11 @@ def geomean(xs: Iterable[float | None]) -> float | None:
 def _timed_call(case: Case, module: torch.nn.Module, inputs: Sequence[torch.Tensor], direction: str,
                 gen: torch.Generator) -> Callable[[], object]:  # fmt: skip
     if direction == "fwd":
+
         def fwd() -> object:
             with torch.no_grad():
                 return case.forward(module, inputs)
+
         return fwd
     outs = case.forward(module, inputs)
     upstream = [torch.randn(o.shape, generator=gen).to(o.device, o.dtype) for o in outs]

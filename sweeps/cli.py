@@ -50,16 +50,20 @@ def run_cmd(
     ] = None,
     preset: Annotated[str | None, typer.Option(help="a built-in workload (same as --workload NAME)")] = None,
     strategy: Annotated[
-        str, typer.Option(help="grid (every configuration), smart (climb to the memory wall) or pareto (TPE, "
-                               "throughput vs memory)")  # fmt: skip
+        str,
+        typer.Option(
+            help="grid (every configuration), smart (climb to the memory wall) or pareto (TPE, throughput vs memory)"
+        ),  # fmt: skip
     ] = "grid",
     n_trials: Annotated[
         int | None, typer.Option(help="measured configurations to reach (default / 0: the whole space)")
     ] = None,
     storage: Annotated[
         str | None,
-        typer.Option(help="Optuna storage URL, e.g. postgresql://user@host/db shared by workers on several hosts "
-                          "(default: sqlite perflab-results/optuna.db)"),  # fmt: skip
+        typer.Option(
+            help="Optuna storage URL, e.g. postgresql://user@host/db shared by workers on several hosts "
+            "(default: sqlite perflab-results/optuna.db)"
+        ),  # fmt: skip
     ] = None,
     study_name: Annotated[str | None, typer.Option(help="Optuna study; the same (same workload/data) resumes")] = None,
     resume: Annotated[
@@ -74,8 +78,10 @@ def run_cmd(
     size: Annotated[str | None, typer.Option(help="built-ins: auto (full on a GPU), full, smoke")] = None,
     baseline: Annotated[
         str | None,
-        typer.Option(help="your current configuration, e.g. batch_size=64,num_workers=2,amp=false (default: "
-                          "batch 32, 0 workers, fp32)"),  # fmt: skip
+        typer.Option(
+            help="your current configuration, e.g. batch_size=64,num_workers=2,amp=false (default: "
+            "batch 32, 0 workers, fp32)"
+        ),  # fmt: skip
     ] = None,
     verify_repeats: Annotated[
         int | None, typer.Option("--verify-repeats", help="fresh runs of the recommended and baseline (0: none)")

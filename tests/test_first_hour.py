@@ -85,7 +85,7 @@ def test_the_first_command_installs_into_the_venv_and_runs_chapter_7(clone: Clon
 def test_its_output_reads_at_80_columns(clone: Clone) -> None:
     out = clone.first.stdout
     assert "…" not in out  # nothing cut: "ch07:aos…", "time_m…"
-    table = out[out.index("ch07: baseline vs optimized"):].split("\n16/16 variants ok")[0].splitlines()
+    table = out[out.index("ch07: baseline vs optimized") :].split("\n16/16 variants ok")[0].splitlines()
     assert all(len(line) <= 80 for line in table)
     for name in CH07:  # each pair's name whole on its row, the chapter named once in the title
         assert any(line.startswith(f"{name} ") for line in table), name

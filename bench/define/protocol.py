@@ -44,8 +44,7 @@ def check_benchmark(obj: object, origin: str) -> Benchmark:
     """Return ``obj`` if it follows the protocol, else raise ProtocolError naming what is missing."""
     if obj is None:
         raise ProtocolError(
-            f"{origin}: get_benchmark() returned None; it must return the benchmark object (with "
-            f"{', '.join(REQUIRED)})"
+            f"{origin}: get_benchmark() returned None; it must return the benchmark object (with {', '.join(REQUIRED)})"
         )
     missing = [name for name in REQUIRED if not callable(getattr(obj, name, None))]
     if missing:

@@ -149,5 +149,3 @@ def changed_inputs(obj: Any, inputs: dict[str, Any], fn: Any, device: Any, job: 
     )
     path = os.path.join(job["workdir"], "fresh")
     send("fresh", perturbed=changed, path=path, tensors=outputs.save(fresh, path), output_changed=differs)
-
-

@@ -58,7 +58,6 @@ class StaleServer(ServerError):
     """The server's loaded code changed on disk; a new server must be started."""
 
 
-
 def runtime_dir() -> Path:
     """The private directory of this user's server sockets (created 0700; refused if not private)."""
     env = os.environ.get("PERFLAB_RUNTIME_DIR")

@@ -81,8 +81,19 @@ def run_lanes(
     host = _Host(sink)
     host.lanes = [
         Lane(
-            pending, done, root, suite_layer, cli_layer, sink, on_result, cold_start, env,
-            lambda entry, i=i: record({**entry, "worker": names[i] if names else i}), t0, keep_workdir, host,
+            pending,
+            done,
+            root,
+            suite_layer,
+            cli_layer,
+            sink,
+            on_result,
+            cold_start,
+            env,
+            lambda entry, i=i: record({**entry, "worker": names[i] if names else i}),
+            t0,
+            keep_workdir,
+            host,
         )  # fmt: skip
         for i, env in enumerate(pool)
     ]

@@ -296,5 +296,3 @@ class PytorchClock(_ExternalClock):
         )
         samples = [t * 1e3 for t in m.times]
         return Measurement(samples, "torch adaptive_autorange", relative_noise(samples), None)
-
-

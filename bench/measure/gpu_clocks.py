@@ -356,5 +356,3 @@ class CudaGraphClock(CudaEventClock):
 
     def one(self, fn: Fn) -> float:
         return self._span(self._replay or fn, flush=True)
-
-

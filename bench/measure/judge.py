@@ -124,5 +124,3 @@ def _faster_than_hardware(result: VariantResult) -> str | None:
                 f"({name.removesuffix('_tflops')}: {peak:.0f} TFLOP/s, perflab peak)"
             )
     return None
-
-

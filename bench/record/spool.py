@@ -45,7 +45,7 @@ _SUITE, _END, _ENTRY = "suite.json", "end.json", "entry.json"
 def absolute_uri(tracking_uri: str | None) -> str | None:
     """A ``sqlite:///relative.db`` URI made absolute: a spool may be imported from another directory."""
     if tracking_uri and tracking_uri.startswith("sqlite:///") and not tracking_uri.startswith("sqlite:////"):
-        path, q, query = tracking_uri[len("sqlite:///"):].partition("?")
+        path, q, query = tracking_uri[len("sqlite:///") :].partition("?")
         if path and path != ":memory:":
             return f"sqlite:///{Path(path).absolute()}{q}{query}"
     return tracking_uri

@@ -154,4 +154,3 @@ def pair_verdict(pair: dict[str, Any]) -> str:
     if significance:
         return str(significance)
     return "slower" if speedup < 1 else "no interval"
-

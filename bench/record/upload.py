@@ -53,7 +53,7 @@ def store_problem(tracking_uri: str | None) -> str | None:
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
     if not uri.startswith("sqlite:///"):
         return None
-    path = uri[len("sqlite:///"):].split("?", 1)[0]
+    path = uri[len("sqlite:///") :].split("?", 1)[0]
     if path in ("", ":memory:"):
         return None
     try:
@@ -277,8 +277,10 @@ def import_spools(path: str | Path, tracking_uri: str | None = None, experiment:
     out = []
     for spool in find_spools(path):
         if spool.ending() is None:
-            suite = SuiteResult(variants=[e.result() for e in spool.entries()],
-                                comparisons=[c for e in spool.entries() if (c := e.comparison()) is not None])
+            suite = SuiteResult(
+                variants=[e.result() for e in spool.entries()],
+                comparisons=[c for e in spool.entries() if (c := e.comparison()) is not None],
+            )
             summary = summary_dict(suite)
             note = "# perflab summary\n\nThe suite's command ended before the suite did; these variants finished.\n\n"
             spool.end(note + summary_markdown(summary), summary, failed=True)

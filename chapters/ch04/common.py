@@ -226,4 +226,3 @@ class Mlp(Ranked):
 def shard(t: torch.Tensor, dim: int, rank: int, world: int) -> torch.Tensor:
     """Rank ``rank``'s contiguous slice of ``t`` along ``dim`` (``world`` near-equal parts), as its own tensor."""
     return torch.tensor_split(t, world, dim=dim)[rank].contiguous()
-

@@ -149,7 +149,17 @@ def history(store: Store) -> dict[str, Any]:
 
 def test_every_variant_of_the_suite_is_checked(history: dict[str, Any]) -> None:
     assert set(history["rows"]) == {
-        "steady", "slower", "faster", "window", "failedhist", "mixed", "moved", "legacy", "brandnew", "broken", "busy"
+        "steady",
+        "slower",
+        "faster",
+        "window",
+        "failedhist",
+        "mixed",
+        "moved",
+        "legacy",
+        "brandnew",
+        "broken",
+        "busy",
     }
 
 

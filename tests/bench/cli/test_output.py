@@ -85,8 +85,12 @@ def test_times_take_the_unit_of_their_column() -> None:
 
 def test_a_line_is_one_line_and_keeps_brackets() -> None:
     spec = VariantSpec(chapter="ch07", example="x", variant="optimized", path="/x.py")
-    failed = VariantResult(spec=spec, status="failed", failed_stage="setup",
-                           error=ErrorInfo(kind="exception", message="no [GPU] here: [L2 flush] " + "word " * 30))
+    failed = VariantResult(
+        spec=spec,
+        status="failed",
+        failed_stage="setup",
+        error=ErrorInfo(kind="exception", message="no [GPU] here: [L2 flush] " + "word " * 30),
+    )
     out = screen(80)
     with output.progress("ch07", 2, out) as report:
         report(common.line(failed, None, "ch07:"))

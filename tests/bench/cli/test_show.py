@@ -44,7 +44,8 @@ def logged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, st
             if not r.spec.is_baseline:
                 low, high, significance = intervals[r.spec.example]
                 cmp = pair(runs[f"ch07:{r.spec.example}:baseline"], r).model_copy(
-                    update={"speedup_ci_low": low, "speedup_ci_high": high, "significance": significance})
+                    update={"speedup_ci_low": low, "speedup_ci_high": high, "significance": significance}
+                )
             ids[key] = t.log_variant(r, cmp)
         t.finish("# synthetic\n", {})
     yield store, t.parent_run_id, ids

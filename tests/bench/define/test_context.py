@@ -13,7 +13,7 @@ from bench.define.discovery import discover, select
 from bench.errors import Skip
 from bench.isolate.suite import run_suite
 
-BENCH = '''
+BENCH = """
 import torch
 from bench import context
 
@@ -36,7 +36,7 @@ class B:
 
 def get_benchmark():
     return B()
-'''
+"""
 
 
 def _chapter(root: Path, body_baseline: str, body_optimized: str) -> Path:
@@ -80,8 +80,13 @@ def test_full_size_scales_with_the_device_facts() -> None:
 
 
 def test_working_set_refuses_ambiguous_or_bad_scales() -> None:
-    ctx = RunContext(device=torch.device("cpu"), seed=0, smoke=False, config=resolve_config(),
-                     facts=device_facts(torch.device("cpu")))
+    ctx = RunContext(
+        device=torch.device("cpu"),
+        seed=0,
+        smoke=False,
+        config=resolve_config(),
+        facts=device_facts(torch.device("cpu")),
+    )
     with pytest.raises(ValueError, match="exactly one of l2= or memory="):
         ctx.working_set(l2=1, memory=1, smoke=1)
     with pytest.raises(ValueError, match="must be > 0, got -1"):

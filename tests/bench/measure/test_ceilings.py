@@ -55,8 +55,11 @@ def test_peak_metrics_from_the_cache(cache: Path) -> None:
 
 def test_flop_bound_result_uses_its_output_dtype(cache: Path) -> None:
     r = result("ch09:mm:optimized", [1.0] * 20, work_bytes=1e8, work_flops=6e11)  # 600 TFLOP/s, 6000 FLOP/B
-    r = r.model_copy(update={"output": OutputInfo(path=None, tensors=[TensorInfo(shape=[1], dtype="torch.bfloat16",
-                                                                                  device="cuda:0")])})
+    r = r.model_copy(
+        update={
+            "output": OutputInfo(path=None, tensors=[TensorInfo(shape=[1], dtype="torch.bfloat16", device="cuda:0")])
+        }
+    )
     assert peaks.peak_metrics(r)["pct_of_peak"] == pytest.approx(80.0)
     assert peaks.binding_ceiling(r) == (pytest.approx(80.0), "bf16_tflops")  # the dtype's ceiling, by name
 

@@ -89,12 +89,21 @@ def test_markdown_gives_each_pair_its_verdict_and_lists_failures(suite: SuiteRes
 def test_slower_and_not_significant_pairs_are_shown_as_such_and_never_counted_faster(suite: SuiteResult) -> None:
     # a: 4x with an interval above 1; b: 0.8x below 1 (verified all the same); d: an interval holding 1
     suite.comparisons[0] = suite.comparisons[0].model_copy(
-        update={"speedup_ci_low": 3.5, "speedup_ci_high": 4.5, "significance": "faster"})
+        update={"speedup_ci_low": 3.5, "speedup_ci_high": 4.5, "significance": "faster"}
+    )
     suite.comparisons[1] = suite.comparisons[1].model_copy(
-        update={"speedup": 0.8, "speedup_ci_low": 0.7, "speedup_ci_high": 0.9, "significance": "slower"})
+        update={"speedup": 0.8, "speedup_ci_low": 0.7, "speedup_ci_high": 0.9, "significance": "slower"}
+    )
     suite.comparisons[3] = suite.comparisons[3].model_copy(
-        update={"status": "ok", "verification": Verification(verified=True, detail="match"), "speedup": 1.02,
-                "speedup_ci_low": 0.95, "speedup_ci_high": 1.1, "significance": "no significant difference"})
+        update={
+            "status": "ok",
+            "verification": Verification(verified=True, detail="match"),
+            "speedup": 1.02,
+            "speedup_ci_low": 0.95,
+            "speedup_ci_high": 1.1,
+            "significance": "no significant difference",
+        }
+    )
     s = summary_dict(suite)
     assert (s["n_pairs_faster"], s["n_pairs_slower"], s["n_pairs_no_difference"]) == (1, 1, 1)
     assert [p["verdict"] for p in s["pairs"]] == ["faster", "slower", "mismatch", "no significant difference",
