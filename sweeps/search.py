@@ -166,8 +166,11 @@ class PlanSampler(BaseSampler):
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if not search_space or trial.params or "fixed_params" in trial.system_attrs:
-            return {}  # a queued trial (a retry, a re-run after Ctrl-C) brings its own configuration
+        # A queued trial (a retry, a re-run after Ctrl-C) brings its own configuration. trial.params says nothing
+        # here: Optuna samples relatively at the first knob of several values, after it has set the single-valued
+        # ones (batch_size [8]), and a plan never asked would leave a finished grid running forever.
+        if not search_space or "fixed_params" in trial.system_attrs:
+            return {}
         p = self._plan(_history(study, exclude=trial.number))
         if p is None:
             self.exhausted.add(trial.number)

@@ -62,6 +62,24 @@ def test_smart_reaches_grid_best_neighbourhood_in_a_fraction_of_the_grid() -> No
             seen_oom.add((p["batch_size"], *other))
 
 
+@pytest.mark.parametrize("strategy", ["grid", "smart"])
+def test_a_space_whose_first_knobs_have_one_value_ends(strategy: str) -> None:
+    """One batch size and one worker count (a CPU's first sweep): Optuna fixes those before it asks the plan
+    for the rest, and a plan never asked proposed the measured configuration again forever."""
+    cfg = SweepConfig(batch_sizes=[8], num_workers_options=[0], preset="tiny")
+    assert cfg.space(False).size() == 2  # AMP off and on
+    f = Synthetic()
+
+    def guard(study: optuna.Study, _: Any) -> None:
+        if len(study.trials) > 20:
+            pytest.fail(f"{len(study.trials)} trials for a space of 2: the sweep does not end")
+
+    study = run_sweep(cfg, f, strategy, storage=optuna.storages.InMemoryStorage(), study_name="one", cuda=False,
+                      callbacks=[guard])  # fmt: skip
+    assert sorted(c["amp"] for c in f.calls) == [False, True]
+    assert len(study.trials) <= 3  # the two measured and at most one "nothing left" marker
+
+
 def test_grid_is_exhaustive_and_skips_batches_past_an_oom() -> None:
     cfg = SweepConfig(batch_sizes=[16, 2048, 4096], num_workers_options=[0], test_pin_memory=False, preset="tiny")
     storage = optuna.storages.InMemoryStorage()
