@@ -345,8 +345,11 @@ class Optimizer(LMTraining):
         if impl not in ("loop", "foreach", "fused"):
             raise ValueError(f"impl={impl!r} is not one of 'loop', 'foreach', 'fused'")
         self.impl = impl
-        # The fused kernel evaluates the same formula in another order: updates agree to ~1e-6.
-        self.rtol = 1e-4
+        # AdamW divides by sqrt(v) + eps: a weight whose gradient is rounding noise near eps still moves by
+        # ~lr, in a direction set by its last bits, so implementations that sum in another order disagree
+        # there. Measured on the H100 (bf16 autocast): fused and foreach against the loop, 6.9e-3 and
+        # 6.7e-3 of the updates' norm; the losses agree to 1e-6. A wrong or skipped step is off by O(1).
+        self.rtol = 2e-2
 
     def make_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
         return adamw(params, **{"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[
@@ -359,8 +362,12 @@ class Optimizer(LMTraining):
 
 class ZeroGrad(LMTraining):
     """zero_grad: gradients zeroed in place (``set_to_none=False``) or dropped, before each backward; fused
-    AdamW on both sides, 4 steps."""
+    AdamW on both sides, 4 steps. A wide, shallow model on few tokens (vocab 16384, d 2048, 2 layers, ff
+    8192: 168 M parameters, 1 x 128 tokens per step), so a step is bound by parameter-sized memory traffic,
+    which is what the gradients' zeroing and accumulation add to (a deep narrow model's step is bound by
+    the host issuing ops: 25 ms per step on the H100, where the zeroing's traffic does not show)."""
 
+    full = (16384, 2048, 16, 2, 8192, 1, 128)
     steps = 4
 
     def __init__(self, set_to_none: bool) -> None:
