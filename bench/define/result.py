@@ -192,6 +192,7 @@ class Generation(BaseModel):
     idle_ms: float = 0.0  # per generation (median): waiting for arrivals with nothing admitted left to do
     ttft_samples_ms: list[list[float]] = Field(default_factory=list)  # raw: per generation, per request
     tpot_samples_ms: list[list[float | None]] = Field(default_factory=list)
+    tokens_per_s_samples: list[float] = Field(default_factory=list)  # raw: per generation
 
     def metrics(self) -> dict[str, float]:
         """The MLflow metrics: ttft_/tpot_/itl_ median, p90, p99 (ms), tokens_per_s, requests_per_s."""
