@@ -4,7 +4,7 @@
 # sweep_builtins sweep_grid kernels wall context neighbour sideprobe genprobe exploits aa targets). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
-#   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
+#   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
 #   PERFLAB_SELFCHECK_CONFIGS (config files for selfcheck_cfg), PERFLAB_OVERHEAD_N (default 20)
 #   PERFLAB_SWEEP_ARGS (extra flags for the sweep steps, e.g. "--steps 20")
 #   PERFLAB_SWEEP_WORKLOADS (sweep_builtins; default "cnn gpt"), PERFLAB_SWEEP_TRIALS (default 16 each)
@@ -23,6 +23,11 @@ export PYTHONUNBUFFERED=1
 if [ -z "${PERFLAB_SKIP_INSTALL:-}" ]; then  # set it to dry-run the steps where perflab is installed already
   PERFLAB_WHEELS=${PERFLAB_WHEELS:-.whl} ./install.sh --test > "$OUT/install.log" 2>&1 || { tail -30 "$OUT/install.log"; exit 1; }
   tail -1 "$OUT/install.log"
+fi
+# PERFLAB_PEAKS: a peaks.json recorded by `perflab peak` on this device model (e.g. one under docs/results/),
+# put in the peak cache so the runs log their roofline bound without spending the call on `perflab peak`.
+if [ -n "${PERFLAB_PEAKS:-}" ]; then
+  mkdir -p "$HOME/.cache/perflab" && cp "$PERFLAB_PEAKS" "${PERFLAB_PEAK_CACHE:-$HOME/.cache/perflab/peaks.json}"
 fi
 # The device kills a command at its limit and then nothing comes back: stop starting steps, and cut the
 # running one, PERFLAB_BUDGET_S (default 540) seconds after the start, so the bundle is always written.
