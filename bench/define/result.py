@@ -151,6 +151,9 @@ class Work(BaseModel):
 
     bytes: float | None = None  # minimum bytes moved through device memory (read + written)
     flops: float | None = None
+    # The matmul peak the FLOPs compete with (bf16, fp16, fp8, tf32, fp32), where the first output's dtype
+    # does not say it: e.g. fp32 losses of a training step whose matmuls run under bf16 autocast.
+    dtype: Literal["bf16", "fp16", "fp8", "tf32", "fp32"] | None = None
 
 
 class Profile(BaseModel):

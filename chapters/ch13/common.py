@@ -302,8 +302,8 @@ class LMTraining(Training):
     def data(self) -> dict[str, torch.Tensor]:
         return {"tokens": self.tokens}
 
-    def get_work(self) -> dict[str, int]:
-        return self.work
+    def get_work(self) -> dict[str, Any]:
+        return {**self.work, "dtype": "bf16" if self.amp else "fp32"}  # the matmuls' precision, not the losses'
 
     def teardown(self) -> None:
         del self.tokens
@@ -508,8 +508,8 @@ class ConvTraining(Training):
         self.work = {"flops": self.steps * step + step // 3}  # and the probe's forward pass
         return seeded(lambda: ConvNet(widths, blocks, classes), offset=1)
 
-    def get_work(self) -> dict[str, int]:
-        return self.work
+    def get_work(self) -> dict[str, Any]:
+        return {**self.work, "dtype": "bf16" if self.amp else "fp32"}  # the matmuls' precision, not the losses'
 
 
 class ChannelsLast(ConvTraining):

@@ -261,3 +261,13 @@ def test_each_variant_trace_is_logged_to_mlflow(tmp_path: Path, monkeypatch: pyt
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "profile")}
         assert {"profile/trace.json", "profile/top_ops.md"} <= artifacts
         assert run.data.params["enable_profiling"] == "True"
+
+
+def test_work_names_the_matmuls_precision() -> None:
+    """The losses are fp32 on every side; the work says which matmul peak the FLOPs compete with."""
+    for variant, dtype in (("baseline_amp", "fp32"), ("optimized_amp", "bf16"), ("optimized_channels_last", "bf16")):
+        bench = load(variant)
+        try:
+            assert bench.get_work()["dtype"] == dtype and bench.get_work()["flops"] > 0
+        finally:
+            bench.teardown()
