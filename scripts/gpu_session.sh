@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels wall context neighbour sideprobe genprobe exploits aa). Everything
+# sweep_builtins sweep_grid kernels wall context neighbour sideprobe genprobe exploits aa targets). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
-#   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite),
+#   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
 #   PERFLAB_SELFCHECK_CONFIGS (config files for selfcheck_cfg), PERFLAB_OVERHEAD_N (default 20)
 #   PERFLAB_SWEEP_ARGS (extra flags for the sweep steps, e.g. "--steps 20")
 #   PERFLAB_SWEEP_WORKLOADS (sweep_builtins; default "cnn gpt"), PERFLAB_SWEEP_TRIALS (default 16 each)
@@ -23,6 +23,11 @@ export PYTHONUNBUFFERED=1
 if [ -z "${PERFLAB_SKIP_INSTALL:-}" ]; then  # set it to dry-run the steps where perflab is installed already
   PERFLAB_WHEELS=${PERFLAB_WHEELS:-.whl} ./install.sh --test > "$OUT/install.log" 2>&1 || { tail -30 "$OUT/install.log"; exit 1; }
   tail -1 "$OUT/install.log"
+fi
+# PERFLAB_PEAKS: a peaks.json recorded by `perflab peak` on this device model (e.g. one under docs/results/),
+# put in the peak cache so the runs log their roofline bound without spending the call on `perflab peak`.
+if [ -n "${PERFLAB_PEAKS:-}" ]; then
+  mkdir -p "$HOME/.cache/perflab" && cp "$PERFLAB_PEAKS" "${PERFLAB_PEAK_CACHE:-$HOME/.cache/perflab/peaks.json}"
 fi
 # The device kills a command at its limit and then nothing comes back: stop starting steps, and cut the
 # running one, PERFLAB_BUDGET_S (default 540) seconds after the start, so the bundle is always written.
@@ -57,6 +62,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
         timeout "$left" mlflow run . -e chapter -P ch="$ch" --env-manager local >> "$OUT/chapter.log" 2>&1
         echo "mlflow run ch$ch exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee -a "$OUT/show.md" | grep -v "^$"
       done ;;
+    targets)  # `perflab run -t PERFLAB_RUN_TARGETS` (examples rather than whole chapters, e.g. "ch13:optimizer ch13:zero_grad")
+      $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" >> "$OUT/run.log" 2>&1
+      echo "run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee -a "$OUT/show.md" | grep -v "^$" ;;
     peak)
       $T perflab peak --force > "$OUT/peak.log" 2>&1; echo "peak exit $?"; tail -15 "$OUT/peak.log"
       cp "${PERFLAB_PEAK_CACHE:-$HOME/.cache/perflab/peaks.json}" "$OUT/peaks.json" 2> /dev/null ;;
@@ -148,7 +156,8 @@ perflab server stop > /dev/null 2>&1  # the pre-warmed servers outlive commands:
 # The device returns a limited number of files: everything goes into one bundle (logs, tables, raw ncu
 # CSV, report, MLflow artifacts), beside mlflow.db and machine.txt.
 repo=$(pwd)
-tar czf /tmp/perflab-bundle.tgz -C "$OUT" . -C "$repo" mlruns 2> /dev/null
+# PERFLAB_BUNDLE_EXCLUDE: a tar pattern left out of the bundle (e.g. "trace.json": torch traces are large)
+tar czf /tmp/perflab-bundle.tgz ${PERFLAB_BUNDLE_EXCLUDE:+--exclude="$PERFLAB_BUNDLE_EXCLUDE"} -C "$OUT" . -C "$repo" mlruns 2> /dev/null
 find "$OUT" -mindepth 1 ! -name machine.txt -delete
 mv /tmp/perflab-bundle.tgz "$OUT/bundle.tgz"
 cp mlflow.db "$OUT/" 2> /dev/null

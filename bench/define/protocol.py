@@ -13,7 +13,8 @@ and optionally:
   compared with the baseline's (no output ⇒ not verified);
 * ``validate_result() -> str | None`` — a message when the result is wrong, None when it is fine;
 * ``get_work() -> dict | None`` — ``{"bytes": ..., "flops": ...}`` moved/done per call, the same on both
-  sides of a pair;
+  sides of a pair; ``"dtype"`` (bf16, fp16, fp8, tf32, fp32) names the matmul peak the FLOPs compete with
+  where the first output's dtype does not (fp32 losses of a bf16-autocast step);
 * ``get_inputs()`` — the tensors that are this benchmark's inputs (a tensor, a list, a dict); the harness
   changes them to check that the output follows (bench.measure.guard). Without it: every tensor set up in setup().
 """

@@ -159,6 +159,9 @@ class Work(BaseModel):
     # (n-1)/n for all-gather and reduce-scatter, 1 for broadcast and reduce (NCCL's PERFORMANCE.md).
     comm_bytes: float | None = None
     bus_factor: float | None = None
+    # The matmul peak the FLOPs compete with (bf16, fp16, fp8, tf32, fp32), where the first output's dtype
+    # does not say it: e.g. fp32 losses of a training step whose matmuls run under bf16 autocast.
+    dtype: Literal["bf16", "fp16", "fp8", "tf32", "fp32"] | None = None
 
 
 class Profile(BaseModel):
@@ -200,6 +203,7 @@ class Generation(BaseModel):
     idle_ms: float = 0.0  # per generation (median): waiting for arrivals with nothing admitted left to do
     ttft_samples_ms: list[list[float]] = Field(default_factory=list)  # raw: per generation, per request
     tpot_samples_ms: list[list[float | None]] = Field(default_factory=list)
+    tokens_per_s_samples: list[float] = Field(default_factory=list)  # raw: per generation
 
     def metrics(self) -> dict[str, float]:
         """The MLflow metrics: ttft_/tpot_/itl_ median, p90, p99 (ms), tokens_per_s, requests_per_s."""

@@ -122,8 +122,11 @@ def pct_of_peak(
 
 
 def result_dtype(result: VariantResult) -> str:
-    """Which matmul ceiling a flop-bound result competes with: its first output's dtype; fp32 with
-    TF32 allowed (as the benchmark left the switches) counts against the TF32 peak."""
+    """Which matmul ceiling a flop-bound result competes with: the dtype its declared work names, else its
+    first output's dtype; fp32 with TF32 allowed (as the benchmark left the switches) counts against the TF32
+    peak."""
+    if result.work is not None and result.work.dtype:
+        return result.work.dtype
     dtype = result.output.tensors[0].dtype.removeprefix("torch.") if result.output and result.output.tensors else ""
     if dtype in _DTYPE_CEILING:
         return _DTYPE_CEILING[dtype]

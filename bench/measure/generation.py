@@ -302,6 +302,7 @@ def summarize(records: Sequence[SampleRecord], requests: Sequence[RequestSpec], 
         "idle_ms": float(np.median([r.idle_ms for r in records])),
         "ttft_samples_ms": [r.ttft_ms for r in records],
         "tpot_samples_ms": [r.tpot_ms for r in records],
+        "tokens_per_s_samples": [r.tokens / (r.span_ms / 1e3) for r in records],
     }
 
 
@@ -328,8 +329,16 @@ def pair_speedup(baseline: Any, optimized: Any, time_speedup: float | None) -> t
 
 def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) -> tuple[float, float] | None:
     """The 95 % interval of a TTFT or TPOT median speedup, from the per-request samples pooled over
-    generations (bench.measure.stats.speedup_interval with the run-to-run term ``run_noise``). Other metrics get
-    none: a percentile's or a rate's interval is not what the bootstrap of medians gives."""
+    generations, or of a throughput speedup (the ratio of median tokens/s), from each generation's rate
+    (bench.measure.stats.speedup_interval with the run-to-run term ``run_noise``). A percentile's speedup
+    gets none: its interval is not what the bootstrap of medians gives."""
+    from bench.measure.stats import speedup_interval
+
+    if metric == "throughput":  # rates: the optimized side's over the baseline's
+        rates = [getattr(side.generation, "tokens_per_s_samples", None) or [] for side in (optimized, baseline)]
+        if min(len(r) for r in rates) < 2:
+            return None
+        return speedup_interval(rates[0], rates[1], run_noise)
     if metric not in ("ttft", "tpot"):
         return None
     pooled = []
@@ -338,6 +347,4 @@ def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) 
         pooled.append([v for row in rows for v in row if v is not None])
     if min(len(p) for p in pooled) < 2:
         return None
-    from bench.measure.stats import speedup_interval
-
     return speedup_interval(pooled[0], pooled[1], run_noise)

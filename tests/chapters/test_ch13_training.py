@@ -33,10 +33,15 @@ def load(variant: str, **attrs: Any) -> Any:
     return bench
 
 
-def outputs(bench: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def outputs(bench: Any) -> tuple[torch.Tensor, ...]:
     bench.benchmark_fn()
-    losses, update = bench.get_output()
-    return losses.clone(), update.clone()
+    return tuple(t.clone() for t in bench.get_output())
+
+
+def trained(bench: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A call's losses (each step's, and the probe's where the output has it) and its flattened updates."""
+    losses = outputs(bench)[0]
+    return losses, torch.cat([p.detach().reshape(-1) for p in bench.params]) - bench.flat_init
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -60,6 +65,10 @@ def reference(bench: Any, optimizer: Callable[[list[nn.Parameter]], torch.optim.
         loss.backward()
         opt.step()
         losses.append(loss.detach())
+    if hasattr(bench, "probe"):  # the conv nets: the trained model's loss on the probe batch
+        with torch.no_grad():
+            x, y = bench.probe()
+            losses.append(F.cross_entropy(model(x.double()), y))
     update = torch.cat([p.detach().reshape(-1) for p in model.parameters()]) - bench.flat_init.double()
     return torch.stack(losses), update
 
@@ -88,8 +97,8 @@ def sgd(params: list[nn.Parameter]) -> torch.optim.Optimizer:
 def test_every_call_equals_a_fresh_training_run_in_float64(variant: str, optimizer: Any, tolerance: float) -> None:
     bench = load(variant, amp=False)  # fp32 on the CPU: compared with float64, not with bf16's rounding
     try:
-        first = outputs(bench)
-        second = outputs(bench)  # from the reset: parameters, buffers and optimizer state as set up
+        first = trained(bench)
+        second = trained(bench)  # from the reset: parameters, buffers and optimizer state as set up
         assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
         ref_losses, ref_update = reference(bench, optimizer)
         assert rel(second[0], ref_losses) < 1e-5
@@ -134,6 +143,32 @@ def test_both_sides_agree_within_the_declared_tolerance(example: str) -> None:
         assert max(errors) <= rtol, (example, errors, rtol)
         if example == "amp":  # bf16 really ran: its rounding shows, well inside the tolerance
             assert 1e-4 < errors[1] < rtol / 4, errors
+
+
+@pytest.mark.parametrize("variant", ["optimized_channels_last", "optimized_dataloader"])
+def test_conv_output_catches_a_skipped_last_update(variant: str) -> None:
+    """The conv nets' output (each step's loss and the trained model's loss on the probe batch) moves past the
+    pair's tolerance when the last optimizer step is skipped: the losses stand in for the updates."""
+    results = []
+    for skip in (False, True):
+        bench = load(variant)
+        try:
+            if skip:
+                step, calls = bench.opt.step, []
+
+                def last_skipped(*args: Any, bench: Any = bench, step: Any = step, calls: list = calls) -> Any:
+                    calls.append(1)
+                    return None if len(calls) % bench.steps == 0 else step(*args)
+
+                bench.opt.step = last_skipped
+            losses = outputs(bench)[0]
+            assert losses.shape == (bench.steps + 1,)
+            results.append((losses, bench.get_config().rtol))
+        finally:
+            bench.teardown()
+    (honest, rtol), (skipped, _) = results
+    assert rel(skipped, honest) > 2 * rtol, (rel(skipped, honest), rtol)
+    assert torch.equal(skipped[:-1], honest[:-1])  # only the probe saw the missing update
 
 
 def test_channels_last_side_keeps_weights_and_batches_in_nhwc() -> None:
@@ -226,3 +261,13 @@ def test_each_variant_trace_is_logged_to_mlflow(tmp_path: Path, monkeypatch: pyt
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "profile")}
         assert {"profile/trace.json", "profile/top_ops.md"} <= artifacts
         assert run.data.params["enable_profiling"] == "True"
+
+
+def test_work_names_the_matmuls_precision() -> None:
+    """The losses are fp32 on every side; the work says which matmul peak the FLOPs compete with."""
+    for variant, dtype in (("baseline_amp", "fp32"), ("optimized_amp", "bf16"), ("optimized_channels_last", "bf16")):
+        bench = load(variant)
+        try:
+            assert bench.get_work()["dtype"] == dtype and bench.get_work()["flops"] > 0
+        finally:
+            bench.teardown()

@@ -61,3 +61,21 @@ def test_calls_from_the_set_up_state_slow_in_every_round_are_skipped_work(tmp_pa
     r = _run(tmp_path, set(range(2, 40)))
     assert r.status == "invalid" and r.failed_stage == "recheck", r.error
     assert "call from the set-up state" in r.error.message
+
+
+def test_the_rounds_go_on_past_the_first_look_while_undecided() -> None:
+    """The restore comparison's rounds: at least two; on while A looks slower (by its fastest or its median
+    call); at the first look (8 rounds) on only while A looks slower but not yet beyond chance; never past 16."""
+    from bench.isolate.recheck import RESTORE_LOOKS, more_rounds
+
+    assert more_rounds([], [], 0) and more_rounds([1.0], [1.0], 1)
+    assert not more_rounds([1.0, 1.0], [1.0, 1.0], 2)  # A as fast as B: done
+    assert more_rounds([1.0, 2.0, 2.0], [1.0, 1.0, 1.0], 3)  # A's fastest as B's, its median twice B's: on
+    first, last = RESTORE_LOOKS
+    # An H100's rounds for a fake that sorts its input in place: at 8, one-sided Mann-Whitney p = 0.012 (> 1 %)
+    a = [0.6777, 0.6036, 0.4294, 0.2164, 0.5120, 0.4680, 0.4421, 0.2236]
+    b = [0.2304, 0.2233, 0.1256, 0.2202, 0.2821, 0.2921, 0.2938, 0.1509]
+    assert first == 8 and more_rounds(a, b, first)
+    assert not more_rounds(a * 2, b * 2, last)  # decided (or given up) at the last look
+    slower = [x * 3 for x in b]  # beyond chance already at the first look: no more rounds
+    assert not more_rounds(slower, b, first)

@@ -85,6 +85,18 @@ def test_collective_work_gives_algorithm_and_bus_bandwidth() -> None:
     assert r.derived_metrics() == {"algbw_gbps": pytest.approx(500.0), "busbw_gbps": pytest.approx(750.0)}
 
 
+def test_work_that_names_its_precision_is_judged_against_that_peak(cache: Path) -> None:
+    """fp32 losses of a bf16-autocast step: the declared work's dtype picks the matmul peak, not the output."""
+    from bench.define.result import Work
+
+    r = result("ch13:amp:optimized", [1.0] * 20, work_bytes=1e8, work_flops=6e11)  # 600 TFLOP/s
+    fp32_out = OutputInfo(path=None, tensors=[TensorInfo(shape=[2], dtype="torch.float32", device="cuda:0")])
+    r = r.model_copy(update={"output": fp32_out})
+    assert peaks.binding_ceiling(r) == (pytest.approx(1200.0), "fp32_tflops")  # the losses' dtype: absurd
+    r = r.model_copy(update={"work": Work(bytes=1e8, flops=6e11, dtype="bf16")})
+    assert peaks.binding_ceiling(r) == (pytest.approx(80.0), "bf16_tflops")
+
+
 def test_slug_and_hardware_key() -> None:
     assert peaks.slug(H100) == "nvidia-h100-80gb-hbm3"
     assert peaks.hardware_key(result("a:b:baseline", [1.0])) == H100

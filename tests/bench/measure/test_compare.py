@@ -296,3 +296,16 @@ def test_failed_side_fails_the_pair(tmp_path: Path, bad_side: str, bad_status: s
     c = compare(base, opt)
     assert c.status == "failed" and c.speedup is None and not c.verification.verified
     assert c.verification.detail.startswith(f"{bad_side} {bad_status}")
+
+
+def test_a_precision_pair_declares_its_dtype_and_still_the_same_work(tmp_path: Path) -> None:
+    """Declared work must agree (INTEGRITY #4) in bytes and FLOPs; the precision it runs at may differ."""
+    from bench.define.result import Work
+
+    r = ref()
+    base = variant(tmp_path, "baseline", [r], 2.0).model_copy(update={"work": Work(flops=1e9, dtype="fp32")})
+    opt = variant(tmp_path, "optimized", [r.clone()], 1.0).model_copy(update={"work": Work(flops=1e9, dtype="bf16")})
+    assert compare(base, opt).status == "ok"
+    fewer = opt.model_copy(update={"work": Work(flops=5e8, dtype="bf16")})
+    c = compare(base, fewer)
+    assert not c.verification.verified and "declared work differs" in c.verification.detail

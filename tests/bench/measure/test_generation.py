@@ -392,3 +392,19 @@ def test_token_mismatch_says_which_entries_differ() -> None:
     v = compare_tensors([ref], [out], None)
     assert not v.verified and v.outcome == "mismatch"
     assert v.detail.endswith("(int64); 5 of 40 entries differ, the first at flat index 25")
+
+
+def test_a_throughput_speedup_has_an_interval_from_each_generation_rate() -> None:
+    """Throughput: the ratio of median tokens/s, its interval bootstrapped from the generations' rates (one
+    per generation, as TTFT and TPOT use their per-request samples); too few generations give none."""
+    base_rates, opt_rates = [98.0, 100.0, 101.0, 103.0], [240.0, 250.0, 251.0, 262.0]
+    b = _result("baseline", {"tokens_per_s": 100.5, "tokens_per_s_samples": base_rates})
+    o = _result("optimized", {"speedup_metric": "throughput", "tokens_per_s": 250.5,
+                              "tokens_per_s_samples": opt_rates}, median=5.0)  # fmt: skip
+    c = compare(b, o)
+    assert c.speedup_metric == "throughput" and c.speedup == pytest.approx(250.5 / 100.5)
+    assert c.speedup_ci_low is not None and c.speedup_ci_high is not None
+    assert 2.0 < c.speedup_ci_low < c.speedup < c.speedup_ci_high < 3.0 and c.significance == "faster"
+    o = _result("optimized", {"speedup_metric": "throughput", "tokens_per_s": 250.5,
+                              "tokens_per_s_samples": [250.0]}, median=5.0)  # fmt: skip
+    assert compare(b, o).speedup_ci_low is None
