@@ -232,3 +232,27 @@ def test_binding_ceiling_of_runs_without_the_tag() -> None:
     high = stored({"achieved_gbps": 100.0, "achieved_tflops": 40.0})  # 400 FLOP/B: the dtype decides
     assert readme.binding(high, CEILINGS) == (None, None)
     assert readme.binding(stored({"achieved_gbps": 1500.0}), None) == (None, None)  # nothing invented
+
+
+def test_wall_clock_and_per_token_pairs_are_judged_on_their_speedup_only() -> None:
+    """A wall-clock time on a GPU includes host work, and a TPOT or tokens/s speedup is no per-call time: the
+    device roofline does not bound them, so a low % of it is no shortfall (nor a high one a success)."""
+
+    def run(**tags: str) -> StoredRun:
+        return StoredRun(run_id="r", name="n", experiment_id="0", status="FINISHED", start_time=0, tags=tags,
+                         metrics={})  # fmt: skip
+
+    wall = run(**{"perflab.timing_mode": "cpu", "perflab.device": "cuda:0", "perflab.speedup_metric": "time"})
+    tpot = run(**{"perflab.timing_mode": "cuda_event", "perflab.device": "cuda:0", "perflab.speedup_metric": "tpot"})
+    events = run(**{"perflab.timing_mode": "cuda_event", "perflab.device": "cuda:0", "perflab.speedup_metric": "time"})
+    on_cpu = run(**{"perflab.timing_mode": "cpu", "perflab.device": "cpu"})
+    assert readme.roofline_exempt(wall) == "a wall-clock time on a GPU"
+    assert readme.roofline_exempt(tpot) == "a tpot speedup"
+    assert readme.roofline_exempt(events) is None and readme.roofline_exempt(on_cpu) is None
+    good = {"status": "ok", "verified": True, "speedup": 2.0, "significance": "faster"}
+    assert readme.target_check(good, 33.4, "fp32_tflops") == "not met: 33.4 % of fp32 peak < 60 %"
+    exempt = readme.roofline_exempt(wall)
+    want = "met on speedup (a wall-clock time on a GPU: no roofline)"
+    assert readme.target_check(good, 33.4, "fp32_tflops", exempt) == want
+    tie = {**good, "speedup": 1.14, "significance": "no significant difference"}
+    assert readme.target_check(tie, 90.0, "copy_gbps", exempt).startswith("not met: speedup interval holds 1.0")
