@@ -12,7 +12,7 @@ from typing import Any
 from bench.define.context import seed_everything, synchronize
 from bench.define.protocol import outputs_of
 from bench.isolate.channel import send
-from bench.measure.judge import RESTORE_FLOOR_MS, RESTORE_SLOWER, consistently_slower
+from bench.measure.judge import consistently_slower, restore_slower
 
 
 def watch_inputs(obj: Any, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -96,15 +96,14 @@ def more_rounds(a_ms: list[float], b_ms: list[float], rounds: int) -> bool:
     catches and what it takes for skipped work."""
     if rounds < RESTORE_ROUNDS:
         return True
-    if not b_ms or not (_slower(min(a_ms), min(b_ms)) or _slower(statistics.median(a_ms), statistics.median(b_ms))):
+    if not b_ms:
+        return False
+    fastest, median = restore_slower(min(a_ms), min(b_ms)), restore_slower(*map(statistics.median, (a_ms, b_ms)))
+    if not (fastest or median):
         return False
     if rounds in RESTORE_LOOKS:
         return rounds < RESTORE_LOOKS[-1] and not consistently_slower(a_ms, b_ms)
     return True
-
-
-def _slower(a: float, b: float) -> bool:
-    return a > RESTORE_SLOWER * b + RESTORE_FLOOR_MS
 
 
 # Calls from each state in the restore comparison (the fastest of each counts); when the first rounds look

@@ -335,7 +335,7 @@ def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) 
     from bench.measure.stats import speedup_interval
 
     if metric == "throughput":  # rates: the optimized side's over the baseline's
-        rates = [getattr(side.generation, "tokens_per_s_samples", None) or [] for side in (optimized, baseline)]
+        rates = [side.generation.tokens_per_s_samples for side in (optimized, baseline)]
         if min(len(r) for r in rates) < 2:
             return None
         return speedup_interval(rates[0], rates[1], run_noise)

@@ -72,6 +72,12 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
     return None, None
 
 
+def restore_slower(a_ms: float, b_ms: float) -> bool:
+    """The restore comparison's line: a call from the set-up state (``a_ms``) RESTORE_SLOWER times slower than
+    one holding what the timed calls left (``b_ms``), beyond the clock's floor."""
+    return a_ms > RESTORE_SLOWER * b_ms + RESTORE_FLOOR_MS
+
+
 def consistently_slower(a_ms: list[float], b_ms: list[float]) -> bool:
     """A's rounds slower than B's beyond chance: a one-sided Mann-Whitney test at 1 %. Two rounds each (the
     child's first, when nothing looked slow) can never pass it; the child runs more rounds when A looks slower

@@ -261,6 +261,10 @@ class Training:
     def get_output(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.losses, self.update
 
+    def get_work(self) -> dict[str, Any]:
+        """The subclass's FLOPs (``self.work``, made in setup) and the matmuls' precision, not the losses'."""
+        return {**self.work, "dtype": "bf16" if self.amp else "fp32"}
+
     def get_inputs(self) -> dict[str, Any]:
         """What a call reads: the snapshot it resets from and the batches. The parameters, gradients and
         optimizer state are scratch that every call overwrites first; the harness changes these inputs in
@@ -302,8 +306,6 @@ class LMTraining(Training):
     def data(self) -> dict[str, torch.Tensor]:
         return {"tokens": self.tokens}
 
-    def get_work(self) -> dict[str, Any]:
-        return {**self.work, "dtype": "bf16" if self.amp else "fp32"}  # the matmuls' precision, not the losses'
 
     def teardown(self) -> None:
         del self.tokens
@@ -508,8 +510,6 @@ class ConvTraining(Training):
         self.work = {"flops": self.steps * step + step // 3}  # and the probe's forward pass
         return seeded(lambda: ConvNet(widths, blocks, classes), offset=1)
 
-    def get_work(self) -> dict[str, Any]:
-        return {**self.work, "dtype": "bf16" if self.amp else "fp32"}  # the matmuls' precision, not the losses'
 
 
 class ChannelsLast(ConvTraining):

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.isolate.recheck import more_rounds  # noqa: E402
-from bench.measure.judge import RESTORE_FLOOR_MS, RESTORE_SLOWER, consistently_slower  # noqa: E402
+from bench.measure.judge import consistently_slower, restore_slower  # noqa: E402
 
 H100_A = [0.6777, 0.6036, 0.4294, 0.2164, 0.5120, 0.4680, 0.4421, 0.2236]  # ms, 2026-11-26
 H100_B = [0.2304, 0.2233, 0.1256, 0.2202, 0.2821, 0.2921, 0.2938, 0.1509]
@@ -36,7 +36,7 @@ def judged(draw_a: Callable[[], float], draw_b: Callable[[], float]) -> tuple[bo
     while more_rounds(a, b, len(a)):
         b.append(draw_b())
         a.append(draw_a())
-    invalid = min(a) > RESTORE_SLOWER * min(b) + RESTORE_FLOOR_MS and consistently_slower(a, b)
+    invalid = restore_slower(min(a), min(b)) and consistently_slower(a, b)
     return invalid, len(a)
 
 
