@@ -7,7 +7,7 @@ backward, every parameter's gradient norm for the dashboard (``p.grad.norm().ite
 parameters), then the clipped total norm and the loss (``.item()``). Each read is a device-to-host copy
 that returns only when everything queued before it has run: the host cannot queue ahead, the GPU idles
 while the host launches, and each per-parameter read costs a launch, a tiny kernel and a copy back in
-series (~25-30 µs). Model as the optimizer pair (46 M parameters), 16 x 256 tokens per step (a seeded
+series (~25-30 µs). Model as the optimizer pair (46 M parameters), 64 x 256 tokens per step (a seeded
 50-100 % of each row real), fused AdamW.
 
 What to look for in the profile: after the backward, ~150 rounds of ``aten::linalg_vector_norm`` then
@@ -15,8 +15,9 @@ What to look for in the profile: after the backward, ~150 rounds of ``aten::lina
 host row, each a few µs of kernel on the GPU row and gaps between them; ``aten::nonzero`` and
 ``aten::is_nonzero`` waits after the forward.
 
-Predicted on an H100: per step ~2 ms of forward launches, the backward's ~2 ms of device time waited for,
-~150 x 25-30 µs ≈ 4-4.5 ms of reads: ~9 ms per step, ~35 ms per call. Work per call: 4 x 1.2 TFLOP.
+Predicted on an H100: per step the device's ~12 ms (forward, backward, optimizer) with the host's ~2 ms of
+forward launches ahead of it and ~150 x 25-30 µs ≈ 4-4.5 ms of reads after it, none overlapped: ~18 ms per
+step, ~70 ms per call. Work per call: 4 x 4.8 TFLOP.
 Clock: wall.
 """
 
