@@ -189,6 +189,36 @@ def product() -> Inputs:
     return (a, b), torch.empty(m, n, dtype=torch.bfloat16, device=a.device), work
 
 
+def fp32_product(inp: tuple[torch.Tensor, torch.Tensor], out: torch.Tensor) -> None:
+    """tensor_cores' fp32 sides: torch.mm on the fp32 operands (CUDA cores or TF32 tensor cores, as the float32
+    matmul precision says), the product rounded into the bf16 output."""
+    a, b = inp
+    out.copy_(torch.mm(a, b))
+
+
+class Fp32Product(Example):
+    """An fp32 side of tensor_cores: ``torch.set_float32_matmul_precision(precision)`` in setup ("highest": CUDA
+    cores; "high": TF32 tensor cores), so the run's manifest (read after setup) records what the variant ran with;
+    the previous setting restored in teardown. ``dtype``: the matmul peak the FLOPs are judged against when it is
+    not the output's (bf16)."""
+
+    def __init__(self, precision: str, dtype: str | None = None, config: BenchmarkConfig | None = None) -> None:
+        super().__init__(product, fp32_product, config)
+        self.precision, self.dtype = precision, dtype
+
+    def setup(self) -> None:
+        self.saved_precision = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(self.precision)
+        super().setup()
+
+    def teardown(self) -> None:
+        super().teardown()
+        torch.set_float32_matmul_precision(self.saved_precision)
+
+    def get_work(self) -> dict[str, Any]:
+        return {**self.work, "dtype": self.dtype} if self.dtype else self.work
+
+
 # --- pinned_copy ---------------------------------------------------------------------------------------
 
 

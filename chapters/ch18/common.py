@@ -6,7 +6,8 @@ Problems (full size for an H100, bf16; smoke size for the CPU, lengths that are 
 * ``causal_problem`` (causal_masking): 4 x 16 x 8192 x 128, query i against keys 0..i;
 * ``window_problem`` (sliding_window): 2 x 16 x 8192 x 128, query i against keys i - 1023..i;
 * ``decode_problem`` (decode_attention): one new token of 32 query heads against a 32,768-token KV cache of 8
-  heads (grouped-query attention, 4 query heads per KV head: Llama-3-8B's shape).
+  heads (grouped-query attention, 4 query heads per KV head: Llama-3-8B's shape);
+* ``gqa_problem`` (gqa_decode): the same decode step for 4 sequences at once, in SDPA's layout (q [4, 32, 1, 128]).
 
 Work (``get_work``, the same on both sides of a pair): the useful attention FLOPs, 4 x head dim per (query, key)
 pair that the mask lets through (QK^T and PV, 2 each): a causal mask halves them, a window cuts them to the
@@ -103,14 +104,30 @@ def window_problem() -> Problem:
     return (*qkv(b, h, s, d), window), attention_work(b, h, s, d, window_pairs(s, window))  # type: ignore[return-value]
 
 
+def decode_work(b: int, hq: int, hkv: int, n: int, d: int) -> dict[str, int]:
+    """One token per sequence: 4 d FLOPs per (query head, cached key); K and V read once (hkv heads, not hq: the
+    cache as it is stored), q read and the output written once (bf16)."""
+    return {"flops": 4 * d * b * hq * n, "bytes": 2 * (2 * b * hkv * n * d + 2 * b * hq * d)}
+
+
 def decode_problem() -> Problem:
     """decode_attention: q [b, 32, 128] (one token), k and v [b, 8, 32768, 128]; operands (q, k, v)."""
     b, hq, hkv, n, d = context().size((1, 32, 8, 32768, 128), (2, 4, 2, 300, 16))
     _record(batch=b, q_heads=hq, kv_heads=hkv, cached_tokens=n, head_dim=d)
     q = _draw(b, hq, d, offset=1, scale=Q_SCALE)
     k, v = _draw(b, hkv, n, d, offset=2), _draw(b, hkv, n, d, offset=3)
-    work = {"flops": 4 * d * b * hq * n, "bytes": 2 * (2 * b * hkv * n * d + 2 * b * hq * d)}
-    return (q, k, v), work
+    return (q, k, v), decode_work(b, hq, hkv, n, d)
+
+
+def gqa_problem() -> Problem:
+    """gqa_decode: q [4, 32, 1, 128] (one token per sequence, SDPA's [batch, heads, tokens, dim]), k and v
+    [4, 8, 32768, 128] (512 MiB together); operands (q, k, v). Smoke: 8 query heads over 2 KV heads (groups of 4,
+    as at full size) and 333 cached tokens."""
+    b, hq, hkv, n, d = context().size((4, 32, 8, 32768, 128), (2, 8, 2, 333, 16))
+    _record(batch=b, q_heads=hq, kv_heads=hkv, cached_tokens=n, head_dim=d)
+    q = _draw(b, hq, 1, d, offset=1, scale=Q_SCALE)
+    k, v = _draw(b, hkv, n, d, offset=2), _draw(b, hkv, n, d, offset=3)
+    return (q, k, v), decode_work(b, hq, hkv, n, d)
 
 
 # --- the benchmark shell -------------------------------------------------------------------------------
@@ -175,15 +192,36 @@ def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
-def sdpa(backend: SDPBackend) -> Callable[..., torch.Tensor]:
+def sdpa(backend: SDPBackend, enable_gqa: bool = False) -> Callable[..., torch.Tensor]:
     """``attn(q, k, v, mask=None)``: ``F.scaled_dot_product_attention`` restricted to ``backend`` (an error, not a
-    silent fallback, when that backend cannot run the call)."""
+    silent fallback, when that backend cannot run the call). ``enable_gqa``: k and v may have fewer heads than q
+    (query head h attends with KV head h // (q heads / KV heads)), handed to the kernel as they are."""
 
     def attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         with sdpa_kernel(backend):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=enable_gqa)
 
     return attn
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """[b, hkv, n, d] -> [b, hkv x n_rep, n, d], each KV head copied n_rep times side by side (query head h gets KV
+    head h // n_rep): Hugging Face Llama's ``repeat_kv``, the same tensor as ``x.repeat_interleave(n_rep, dim=1)``.
+    The reshape of the expanded view is a copy: n_rep times x's bytes written."""
+    b, h, n, d = x.shape
+    return x[:, :, None].expand(b, h, n_rep, n, d).reshape(b, h * n_rep, n, d)
+
+
+def expanded(backend: SDPBackend) -> Callable[..., torch.Tensor]:
+    """``attn(q, k, v)`` for k and v with fewer heads than q: both repeated to q's heads (``repeat_kv``), then
+    ``sdpa(backend)`` on the copies, as a model without ``enable_gqa`` does at every step."""
+    attn = sdpa(backend)
+
+    def expand_then_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        n_rep = q.shape[1] // k.shape[1]
+        return attn(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep))
+
+    return expand_then_attend
 
 
 def recorded(backend: SDPBackend) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:

@@ -116,13 +116,58 @@ def test_tensor_core_sides_agree_within_the_declared_rtol(interpreted: dict[str,
     c = interpreted["common"]
     (a, b), out32, work = c.product()
     out16 = torch.empty_like(out32)
-    interpreted["baseline_tensor_cores"].launch((a, b), out32)
+    c.fp32_product((a, b), out32)
     interpreted["optimized_tensor_cores"].launch((a, b), out16)
     ref = a.double() @ b.double()
     err = float((out16.double() - ref).norm() / ref.norm())
     assert 1e-4 < err < 1e-2  # bf16 rounding is visible, and within the declared rtol
     assert interpreted["optimized_tensor_cores"].get_benchmark().get_config().rtol == 1e-2
     assert work["flops"] == 2 * a.shape[0] * a.shape[1] * b.shape[1]
+
+
+def tf32(x: torch.Tensor, truncate: bool) -> torch.Tensor:
+    """fp32 values as TF32 holds them: the low 13 of 23 mantissa bits cut, or rounded (half away from zero)."""
+    bits = x.view(torch.int32)
+    if not truncate:
+        bits = bits + 0x1000
+    return (bits & ~0x1FFF).view(torch.float32)
+
+
+@pytest.mark.parametrize("truncate", [False, True])
+def test_tf32_tolerance_covers_tf32_rounding(interpreted: dict[str, ModuleType], cpu_smoke: None,
+                                             truncate: bool) -> None:  # fmt: skip
+    """The TF32 variant's declared rtol holds the difference TF32 operands make once both sides deliver bf16
+    (emulated: a CPU has no TF32), and that difference is visible (the emulation rounds something)."""
+    c = interpreted["common"]
+    (a, b), out, work = c.product()
+    c.fp32_product((a, b), out)
+    emulated = (tf32(a.clone(), truncate) @ tf32(b.clone(), truncate)).to(torch.bfloat16)
+    err = float((emulated.double() - out.double()).norm() / out.double().norm())
+    bench = interpreted["optimized_tensor_cores_tf32"].get_benchmark()
+    assert 1e-4 < err < bench.get_config().rtol == 5e-3
+
+
+def test_tf32_variant_sets_the_switch_in_setup_and_restores_it(interpreted: dict[str, ModuleType],
+                                                               cpu_smoke: None) -> None:  # fmt: skip
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")  # whatever the caller had: teardown gives it back
+    try:
+        bench = interpreted["optimized_tensor_cores_tf32"].get_benchmark()
+        bench.setup()
+        assert torch.get_float32_matmul_precision() == "high" and torch.backends.cuda.matmul.allow_tf32
+        bench.benchmark_fn()
+        assert bench.get_output().dtype == torch.bfloat16
+        base = interpreted["baseline_tensor_cores"].get_benchmark()
+        base.setup()  # the baseline's own setting, inside the same process only in this test
+        assert torch.get_float32_matmul_precision() == "highest"
+        base_work = base.get_work()
+        base.teardown()
+        assert torch.get_float32_matmul_precision() == "high"
+        assert bench.get_work() == {**base_work, "dtype": "tf32"} and "dtype" not in base_work
+        bench.teardown()
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def test_kernels_compile_for_h100(compile_sm90: Callable[..., bytes]) -> None:

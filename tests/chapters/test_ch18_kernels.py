@@ -144,6 +144,46 @@ def test_naive_and_sdpa_match_float64(smoke_context: None) -> None:
     assert rel_err(C.sdpa(C.SDPBackend.FLASH_ATTENTION)(q, k, v), ref) < 1.2e-2
 
 
+@pytest.mark.parametrize("hq,hkv,n", [(8, 2, 333), (5, 1, 1), (6, 6, 77), (12, 3, 130)])
+def test_gqa_paths_match_float64_and_each_other(hq: int, hkv: int, n: int) -> None:
+    """gqa_decode's two sides: repeat_kv + SDPA and SDPA with enable_gqa, against float64 attention with query head
+    h on KV head h // group; groups of 4, 5, 1 and 4 with 1, 77 and 130 cached tokens."""
+    q = randn(2, hq, 1, 16, seed=n, scale=2.0)
+    k, v = randn(2, hkv, n, 16, seed=n + 1), randn(2, hkv, n, 16, seed=n + 2)
+    backend = C.SDPBackend.FLASH_ATTENTION
+    copied, grouped = C.expanded(backend)(q, k, v), C.sdpa(backend, enable_gqa=True)(q, k, v)
+    ref = C.reference(q, k, v)
+    assert copied.shape == grouped.shape == q.shape
+    assert rel_err(copied, ref) < 1.2e-2 and rel_err(grouped, ref) < 1.2e-2
+    assert rel_err(grouped, copied.double()) <= C.BF16_ATTENTION_RTOL
+
+
+def test_gqa_tolerance_catches_the_wrong_grouping(smoke_context: None) -> None:
+    """Heads grouped the other way (query head h on KV head h % hkv, what ``k.repeat(1, group, 1, 1)`` gives) fail
+    the pair's tolerance: the comparison tells the mapping apart, not only the shapes."""
+    (q, k, v), _ = C.gqa_problem()
+    group = q.shape[1] // k.shape[1]
+    right = C.sdpa(C.SDPBackend.FLASH_ATTENTION, enable_gqa=True)(q, k, v)
+    wrong = C.sdpa(C.SDPBackend.FLASH_ATTENTION)(q, k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1))
+    assert rel_err(wrong, right.double()) > 10 * C.BF16_ATTENTION_RTOL
+
+
+def test_repeat_kv_copies_each_head_side_by_side() -> None:
+    x = randn(2, 3, 7, 16, seed=9)
+    y = C.repeat_kv(x, 4)
+    assert torch.equal(y, x.repeat_interleave(4, dim=1)) and y.is_contiguous()
+    assert y.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()  # a copy: the baseline's traffic
+
+
+def test_gqa_work_counts_the_cache_as_stored(smoke_context: None) -> None:
+    """Both sides declare K and V read once with the KV heads' count (not the query heads'), q and the output."""
+    (q, k, v), work = C.gqa_problem()
+    b, hq, _, d = q.shape
+    assert k.shape[1] * 4 == hq  # groups of 4, as at full size
+    assert work["bytes"] == 2 * (k.numel() + v.numel() + 2 * q.numel())
+    assert work["flops"] == 4 * d * b * hq * k.shape[2]
+
+
 def test_window_paths_match_float64(smoke_context: None) -> None:
     """The dense masked SDPA and the compiled FlexAttention (its block mask from the mask function) both keep
     exactly the pairs 0 <= i - j < window."""
