@@ -23,9 +23,11 @@ Two figures per store:
    its own) logging through the same sink as ``perflab run`` (``BackgroundSink`` with ``Spool.add`` as its
    ``keep``, a ``SpoolSink``, waiting for the store's start before the first variant as a host-clocked variant
    does, ``close`` and ``finish`` at the end), against the same suite without tracking; (median wall with the
-   store - median wall without) / variants. Of it, the time the suite's own thread spent in the sink's calls.
-   MLflow is already imported in this process: its import (seconds, on the sink's thread, the same for every
-   store) is not counted.
+   store - median wall without) / variants: the suite's start and end (the parent run made, the last upload
+   waited for, the summary logged) spread over its variants, and what each variant adds. Beside it, where the
+   suite's own thread waited in the sink's calls: at the start, per variant (``check``, ``log_variant``: keeping
+   the result in the spool) and at the end. MLflow is already imported in this process: its import (seconds, on
+   the sink's thread, the same for every store) is not counted.
 
 The target ("logging through the server adds <= 50 ms per variant run", issue #25) is judged on the second
 figure: what a variant run adds is the wall the suite gains, and the upload's latency is hidden behind the next
@@ -166,43 +168,43 @@ def measure(entries: list[Entry], uri: str, n: int, tmp: Path) -> tuple[list[flo
     return wall, cpu, steps
 
 
-def fixed_suite(uri: str | None, entries: list[Entry], n: int, variant_s: float) -> tuple[float, float]:
-    """Wall seconds of a suite of ``n`` variants that each wait ``variant_s``, logged as ``perflab run`` logs
-    them (no tracking when ``uri`` is None), and the seconds its thread spent in the sink's calls."""
+def fixed_suite(uri: str | None, entries: list[Entry], n: int, variant_s: float) -> tuple[float, float, float, float]:
+    """A suite of ``n`` variants that each wait ``variant_s``, logged as ``perflab run`` logs them (no tracking
+    when ``uri`` is None): its wall seconds, and the seconds its thread spent in the sink's calls at the start
+    (waiting for the store to open), over all its variants (``check``, ``log_variant``) and at the end."""
     from bench.cli.run import _sink
 
     t0 = time.perf_counter()
     sink = _sink("store-overhead", uri, "fixed", False, {}) if uri else None
-    blocked = 0.0
     if sink is not None:
         sink.opened.wait()  # as a host-clocked variant does: MLflow's start over first (bench.isolate.workers)
-        blocked += time.perf_counter() - t0
+    at_start, over_variants = time.perf_counter() - t0, 0.0
     for i in range(n):
         b = time.perf_counter()
         if sink is not None:
             sink.check()
-        blocked += time.perf_counter() - b
+        over_variants += time.perf_counter() - b
         time.sleep(variant_s)  # the variant's measurement
         e = entries[i % len(entries)]
         result, comparison = e.result(), e.comparison()  # the runner has these in memory: not timed
         b = time.perf_counter()
         if sink is not None:
             sink.log_variant(result, comparison)
-        blocked += time.perf_counter() - b
+        over_variants += time.perf_counter() - b
+    b = time.perf_counter()
     if sink is not None:
-        b = time.perf_counter()
         kept = sink.close().finish("# fixed suite\n", {"n_variants": n}, failed=False)  # type: ignore[attr-defined]
-        blocked += time.perf_counter() - b
         if kept:
             raise SystemExit(kept)
-    return time.perf_counter() - t0, blocked
+    at_end = time.perf_counter() - b
+    return time.perf_counter() - t0, at_start if sink else 0.0, over_variants, at_end
 
 
 def suites(stores: dict[str, str | None], entries: list[Entry], repeats: int, n: int, variant_s: float,
-           tmp: Path) -> dict[str, list[tuple[float, float]]]:  # fmt: skip
-    """(wall, blocked) seconds of ``repeats`` fixed suites per store, the stores interleaved."""
+           tmp: Path) -> dict[str, list[tuple[float, ...]]]:  # fmt: skip
+    """``fixed_suite``'s seconds for ``repeats`` suites per store, the stores interleaved."""
     os.environ["PERFLAB_RESULTS_DIR"] = str(tmp / "fixed")  # the suites' spools
-    out: dict[str, list[tuple[float, float]]] = {k: [] for k in stores}
+    out: dict[str, list[tuple[float, ...]]] = {k: [] for k in stores}
     for _ in range(repeats):
         for name, uri in stores.items():
             out[name].append(fixed_suite(uri, entries, n, variant_s))
@@ -269,17 +271,18 @@ def main() -> None:
         if args.suites:
             stores = {"none": None, "sqlite": f"sqlite:///{tmp}/fixed.db", "server": uri}
             walls = suites(stores, entries, args.suites, args.suite_variants, args.variant_s, tmp)
-            none = statistics.median(w for w, _ in walls["none"])
+            none = statistics.median(r[0] for r in walls["none"])
             print(f"\nfixed suites: {args.suite_variants} variants of {args.variant_s * 1e3:g} ms each, "
                   f"{args.suites} per store (interleaved):")  # fmt: skip
-            print("| store | wall median s | runs s | added per variant vs no tracking, ms | of it, the suite's "
-                  "thread in the sink's calls, ms |")  # fmt: skip
-            print("|---|---:|---|---:|---:|")
+            print("| store | wall median s | runs s | added per variant vs no tracking, ms | the suite's thread "
+                  "in the sink's calls: at the start, ms | per variant, ms | at the end, ms |")  # fmt: skip
+            print("|---|---:|---|---:|---:|---:|---:|")
             for name, runs in walls.items():
-                added = (statistics.median(w for w, _ in runs) - none) / args.suite_variants * 1e3
-                held = statistics.median(b for _, b in runs) / args.suite_variants * 1e3
-                print(f"| {name} | {statistics.median(w for w, _ in runs):.3f} | "
-                      f"{', '.join(f'{w:.3f}' for w, _ in runs)} | {added:+.1f} | {held:.1f} |")  # fmt: skip
+                wall_s = statistics.median(r[0] for r in runs)
+                added = (wall_s - none) / args.suite_variants * 1e3
+                start, per, end = (statistics.median(r[i] for r in runs) * 1e3 for i in (1, 2, 3))
+                print(f"| {name} | {wall_s:.3f} | {', '.join(f'{r[0]:.3f}' for r in runs)} | {added:+.1f} | "
+                      f"{start:.0f} | {per / args.suite_variants:.1f} | {end:.0f} |")  # fmt: skip
                 if name == "server":
                     gained = added
         print(f"\nload average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} -> "
