@@ -23,6 +23,7 @@
 # (mlflow and psycopg: pip install -e '.[test]', or pip install mlflow 'psycopg[binary]').
 set -euo pipefail
 
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # deploy/: uvicorn_nodelay.py
 DIR=$(mkdir -p "${PERFLAB_TEAM_DIR:-perflab-team}" && cd "${PERFLAB_TEAM_DIR:-perflab-team}" && pwd)
 PY=${PYTHON:-python3}
 PG_PORT=${PERFLAB_PG_PORT:-5432}
@@ -103,12 +104,14 @@ mlflow_pid() { [ -f "$DIR/mlflow.pid" ] && kill -0 "$(cat "$DIR/mlflow.pid")" 2>
 start_mlflow() {
   if mlflow_pid > /dev/null; then say "MLflow already runs (pid $(mlflow_pid))"; return; fi
   mkdir -p "$DIR/artifacts"
+  # uvicorn's workers leave Nagle's algorithm on (deploy/uvicorn_nodelay.py): ~40 ms per request without this loop.
   local args=(--backend-store-uri "$(db_url)" --serve-artifacts --artifacts-destination "$DIR/artifacts"
-              --host "$HOST" --port "$PORT" --workers "$WORKERS")
+              --host "$HOST" --port "$PORT" --workers "$WORKERS" --uvicorn-opts "--loop uvicorn_nodelay:NoDelayLoop")
   [ -n "${PERFLAB_ALLOWED_HOSTS:-}" ] && args+=(--allowed-hosts "$PERFLAB_ALLOWED_HOSTS")
   # MLflow's job runner (GenAI evaluation jobs: a dozen more processes) is not what perflab uses: off unless
   # MLFLOW_SERVER_ENABLE_JOB_EXECUTION says otherwise. Its own session: `stop` ends the server and its workers.
   MLFLOW_SERVER_ENABLE_JOB_EXECUTION=${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false} \
+    PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" \
     setsid "$PY" -m mlflow server "${args[@]}" >> "$DIR/mlflow.log" 2>&1 < /dev/null &
   echo $! > "$DIR/mlflow.pid"
   for _ in $(seq 1 240); do  # a new database is migrated first: up to a minute on a small host

@@ -109,6 +109,20 @@ def log_batch(
         store.log_batch(run_id, metrics=ms[m], params=ps[b], tags=rts[b])
 
 
+def artifact_repo(store: Any, artifact_uri: str) -> Any:
+    """The artifact repository of a run whose ``artifact_uri`` is known (``create_run`` answers it): what
+    ``MlflowClient.log_artifact`` uses, without the ``get_run`` round trip it makes to find it."""
+    import inspect
+
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+    from mlflow.utils.uri import add_databricks_profile_info_to_artifact_uri
+
+    uri = add_databricks_profile_info_to_artifact_uri(artifact_uri, store.tracking_uri)
+    if "tracking_uri" in inspect.signature(get_artifact_repository).parameters:  # older MLflow: the URI only
+        return get_artifact_repository(uri, tracking_uri=store.tracking_uri)
+    return get_artifact_repository(uri)
+
+
 def log_run(
     run_name: str,
     params: Mapping[str, Any],

@@ -57,7 +57,7 @@ from bench.record.contract import (
     variant_tags,
 )
 from bench.record.contract import params as as_params
-from bench.record.store import PARENT_RUN_ID, client, experiment_name, find_run, log_batch, run_exists
+from bench.record.store import PARENT_RUN_ID, artifact_repo, client, experiment_name, find_run, log_batch, run_exists
 
 __all__ = ["Tracker"]
 
@@ -249,12 +249,12 @@ class Tracker:
             self.record(result, comparison, found.info.run_id)
             return str(found.info.run_id)
         if found is not None:  # created by an earlier attempt that failed part-way: filled again, alike
-            run_id = found.info.run_id
+            run = found
         else:
             tags = {**self._context_tags, PARENT_RUN_ID: parent, **self._uid_tag(uid)}
             started = ended - int(result.elapsed_s * 1000)
             run = self._client.create_run(self.experiment_id, start_time=started, run_name=spec.key, tags=tags)
-            run_id = run.info.run_id
+        run_id = run.info.run_id
         host = result.host or self._host_manifest
         metrics = variant_metrics(result)
         tags = {**self._tags, **variant_tags(result)}
@@ -265,7 +265,7 @@ class Tracker:
             tags.update(comparison_tags(comparison, baseline))
             metrics.update(comparison_metrics(comparison))
         # A failure leaves the run open (RUNNING): ``resume`` finds and fills it. Files go up beside the batch.
-        uploads = self._log_variant_artifacts(run_id, result, host, profile_dir)
+        uploads = self._log_variant_artifacts(run, result, host, profile_dir)
         self._log(run_id, metrics=metrics, params=variant_params(result), tags=tags, ts=ended)
         for upload in uploads:
             upload.result()
@@ -282,20 +282,20 @@ class Tracker:
             self._run_ids[result.spec.key] = run_id
 
     def _log_variant_artifacts(
-        self, run_id: str, result: VariantResult, host: dict[str, Any], profile_dir: str | None = None
+        self, run: Any, result: VariantResult, host: dict[str, Any], profile_dir: str | None = None
     ) -> list[Future[None]]:
         """result.json, manifest.json and the profile's files, each uploading on a thread of its own."""
-        upload = self._uploads.submit
-        uploads = [upload(self._upload_text, run_id, n, t) for n, t in variant_files(result, host).items()]
+        repo, upload = artifact_repo(self._client, run.info.artifact_uri), self._uploads.submit
+        uploads = [upload(self._upload_text, repo, n, t) for n, t in variant_files(result, host).items()]
         profile = Path(profile_dir or result.profile.dir) if result.profile and result.profile.dir else None
         if profile is not None and profile.is_dir() and any(profile.iterdir()):
-            uploads.append(upload(self._client.log_artifacts, run_id, str(profile), "profile"))
+            uploads.append(upload(repo.log_artifacts, str(profile), "profile"))
         return uploads
 
-    def _upload_text(self, run_id: str, name: str, text: str) -> None:
+    def _upload_text(self, repo: Any, name: str, text: str) -> None:
         with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
             (Path(tmp) / name).write_text(text)
-            self._client.log_artifact(run_id, str(Path(tmp) / name))
+            repo.log_artifact(str(Path(tmp) / name))
 
     def finish(
         self, summary_md: str, summary_json: dict[str, Any], failed: bool = False, ended_ms: int | None = None

@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from mlflow import MlflowClient
 
-from bench.record.upload import import_spools
+from bench.record.spool import Spool
+from bench.record.upload import Uploader, import_spools
+from tests.bench.record.test_tracking import HOST, comparison, ok_result
 from tests.services import REPO, Team
 
 # Differ between two stores by nature: run ids (and the tags naming them), the stores' own bookkeeping.
@@ -133,6 +135,40 @@ def test_the_server_killed_mid_suite_and_down_30_s_loses_nothing_and_logs_nothin
     parent = runs[suite]
     assert parent.info.status == "FINISHED" and parent.data.metrics["n_variants"] == 16
     assert parent.data.metrics["n_verified"] == 8
+
+
+def test_a_variant_goes_up_in_five_requests_to_a_server_whose_workers_send_without_delay(
+    mlflow_server: Team, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What keeps a variant's upload short (scripts/store_overhead.py): the run created with its tags, one
+    log_batch, result.json and manifest.json, the run ended; no lookup of the run (its artifact location comes
+    with it) nor of anything else. The recipe runs uvicorn's workers on a loop without Nagle's delay
+    (deploy/uvicorn_nodelay.py)."""
+    import psutil
+    import requests
+
+    spool = Spool.create({"tracking_uri": mlflow_server.uri, "experiment": "requests", "run_name": "requests",
+                          "host": HOST, "tags": {}}, base=tmp_path / "spool")  # fmt: skip
+    uploader = Uploader(spool)
+    uploader.attempt()  # the parent run
+    base, opt = ok_result("baseline", [2.0, 2.2, 2.1]), ok_result("optimized", [1.0, 1.1, 0.9])
+    spool.add(base)
+    spool.add(opt, comparison(base, opt))
+    sent: list[str] = []
+    send = requests.Session.send
+
+    def counted(session: requests.Session, request: requests.PreparedRequest, **kwargs: Any) -> Any:
+        sent.append(f"{request.method} {(request.path_url or '').split('?')[0].rsplit('/', 2)[-2:][-1]}")
+        return send(session, request, **kwargs)
+
+    monkeypatch.setattr(requests.Session, "send", counted)
+    uploader.attempt()
+    assert uploader.error is None and all(e.run_id for e in spool.entries())
+    per_variant = ["POST create", "POST log-batch", "PUT result.json", "PUT manifest.json", "POST update"]
+    assert sorted(sent) == sorted(per_variant * 2)
+    server = psutil.Process(int((mlflow_server.dir / "mlflow.pid").read_text()))
+    workers = [p.cmdline() for p in server.children(recursive=True) if "uvicorn" in " ".join(p.cmdline())]
+    assert workers and all("uvicorn_nodelay:NoDelayLoop" in " ".join(c) for c in workers), workers
 
 
 def _logged(client: MlflowClient, experiment: str) -> bool:
