@@ -97,7 +97,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       $T python3 scripts/timing/side_stream_probe.py "${PERFLAB_SIDEPROBE_N:-40}" > "$OUT/side_stream_probe.md" 2>&1
       echo "sideprobe exit $?"; cat "$OUT/side_stream_probe.md" ;;
     coldprobe)  # issue 19: ways to time a cold call beside ncu; batch per-call time by graph length (scripts/timing/cold_probe.py)
-      $T python3 scripts/timing/cold_probe.py > "$OUT/cold_probe.md" 2>&1
+      $T python3 scripts/timing/cold_probe.py ${PERFLAB_COLDPROBE_ARGS:-} > "$OUT/cold_probe.md" 2>&1
       echo "coldprobe exit $?"; cat "$OUT/cold_probe.md" ;;
     genprobe)  # issue 24: TTFT/TPOT as perflab reports them against a plain per-step CUDA-event loop
       for f in ${PERFLAB_GENPROBE_FILES:-chapters/ch15/baseline_kv_cache.py chapters/ch15/optimized_kv_cache.py}; do

@@ -11,7 +11,9 @@ For the selfcheck's GPU workloads this prints the median of ``samples`` samples 
 
 and ``ncu`` — Nsight Compute's ``gpu__time_duration`` of a cold call (bench.audit.truth), where ncu is on
 the PATH. Then, for each workload, a graph of N back-to-back calls replayed: per-call time by N (the batch
-truth takes ~4 ms of calls; the harness's batch another N).
+truth takes ~4 ms of calls; the harness's batch another N), and one graph of ~4 ms of calls timed in several
+regimes: replays back to back (the batch truth), each behind a spin kernel of 0.05, 0.2 or 1 ms (the
+harness's batch sample), each after the host slept as long as a replay, and the harness's own batch.
 
 Usage: ``python scripts/timing/cold_probe.py [samples] [--no-ncu]``.
 """
@@ -37,7 +39,7 @@ def graph_events(clock: CudaEventClock, fn, dev: torch.device, samples: int) -> 
     """Events recorded inside the graph, right around the call, after the graph's own flush."""
     flush = clock._flush
     assert flush is not None
-    start, end = torch.cuda.Event(enable_timing=True, external=True), torch.cuda.Event(enable_timing=True, external=True)
+    start, end = (torch.cuda.Event(enable_timing=True, external=True) for _ in range(2))
 
     def body() -> None:
         flush()
@@ -57,6 +59,31 @@ def graph_events(clock: CudaEventClock, fn, dev: torch.device, samples: int) -> 
     return out[3:]
 
 
+def batch_regimes(clock: CudaEventClock, fn, dev: torch.device, per_call_ms: float) -> dict[str, float]:
+    calls = max(10, min(4000, int(4.0 / max(per_call_ms, 1e-4))))
+    replay = capture_graph(fn, calls, dev)
+
+    def timed(before) -> float:
+        times = []
+        for _ in range(22):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            before()
+            start.record()
+            replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times[1:]) / calls * 1e3
+
+    out = {f"calls={calls} back to back": timed(lambda: None)}
+    for spin_ms in (0.05, 0.2, 1.0):
+        out[f"behind a {spin_ms:g} ms spin"] = timed(lambda s=spin_ms: BOUND.spin(int(s * clock._cycles_per_ms)))
+    out["after a sleep"] = timed(lambda: BOUND.sleep(calls * per_call_ms / 1e3))
+    batch = clock.measure_batch(fn, per_call_ms)
+    out[f"harness batch ({batch.calls} calls)"] = statistics.median(batch.samples_ms) * 1e3 if batch else float("nan")
+    return out
+
+
 def main() -> None:
     samples = int(next((a for a in sys.argv[1:] if a.isdigit()), "300"))
     use_ncu = "--no-ncu" not in sys.argv
@@ -64,7 +91,7 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name(dev)}; torch {torch.__version__}; {samples} samples per cell\n")
     print("| workload | differential | graph_events | graph_call | eager | ncu |")
     print("|---|---:|---:|---:|---:|---:|")
-    batches = {}
+    batches, regimes = {}, {}
     for name in WORKLOADS:
         w = build(name)
         clock = CudaEventClock(dev)
@@ -83,9 +110,13 @@ def main() -> None:
             n: _graph_replay_ms(w.fn, n) / n * 1e3
             for n in sorted({10, 50, 100, max(10, int(4.0 / max(per_call, 1e-4))), 500, 1000, 2000})
         }
+        regimes[name] = batch_regimes(clock, w.fn, dev, per_call)
     print("\nback-to-back calls in one graph, µs per call by calls per graph:\n")
     for name, by_n in batches.items():
         print(f"- {name}: " + ", ".join(f"{n}: {t:.3f}" for n, t in by_n.items()))
+    print("\none graph of ~4 ms of calls, µs per call (median of 21 replays) by regime:\n")
+    for name, by_regime in regimes.items():
+        print(f"- {name}: " + ", ".join(f"{r}: {t:.3f}" for r, t in by_regime.items()))
 
 
 if __name__ == "__main__":
