@@ -15,9 +15,10 @@ What to look for in the profile: after the backward, ~150 rounds of ``aten::lina
 host row, each a few µs of kernel on the GPU row and gaps between them; ``aten::nonzero`` and
 ``aten::is_nonzero`` waits after the forward.
 
-Predicted on an H100: per step the device's ~12 ms (forward, backward, optimizer) with the host's ~2 ms of
-forward launches ahead of it and ~150 x 25-30 µs ≈ 4-4.5 ms of reads after it, none overlapped: ~18 ms per
-step, ~70 ms per call. Work per call: 4 x 4.8 TFLOP.
+Predicted on an H100: per step the device's ~25 ms (forward, backward, optimizer; matmuls with d = 512 run
+at about a quarter of the bf16 peak) with the host's ~2 ms of forward launches ahead of it and ~150 x 25-30
+µs ≈ 4-4.5 ms of reads after it, none overlapped: ~31 ms per step, ~125 ms per call. Work per call: 4 x 4.8
+TFLOP.
 Clock: wall.
 """
 

@@ -399,7 +399,7 @@ class HostSync(LMTraining):
     that logs, every step, the loss, the total gradient norm and each parameter's gradient norm (what a
     training dashboard plots per layer), clips the gradients to norm 1 and stops on a non-finite value. With
     ``sync=True`` the host reads every value as it is produced; otherwise everything stays on the device
-    until the call ends. 64 x 256 tokens per step, 4 steps, fused AdamW: enough device work per step (~12 ms
+    until the call ends. 64 x 256 tokens per step, 4 steps, fused AdamW: enough device work per step (~25 ms
     on an H100) that the loop without waits is bound by the GPU, not by the host's ~5 ms of launches (at 16
     rows both sides were host-bound, and the H100 read 1.52x and 1.14x on two hosts)."""
 

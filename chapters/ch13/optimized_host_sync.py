@@ -11,8 +11,8 @@ What to look for in the profile: no ``cudaStreamSynchronize`` inside the steps; 
 i+1 happen while the GPU still runs step i, and the GPU row has no gaps.
 
 Predicted on an H100: the host's ~4.5-5 ms per step (forward, backward, 149 norm launches, optimizer)
-hides behind the device's ~12 ms: ~12 ms per step, ~48 ms per call, ~1.4x; bound by the GPU, so the host's
-speed hardly moves it. Ceiling: the steps' device time.
+hides behind the device's ~25 ms: ~25 ms per step, ~100 ms per call, ~1.25x; bound by the GPU, so the
+host's speed hardly moves it. Ceiling: the steps' device time.
 
 Precision: the mean over the real tokens is summed in another order; updates agree to ~1e-6 of their norm
 (tolerance 1e-4), and so does the log. Work and clock: as the baseline.
