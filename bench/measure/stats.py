@@ -78,8 +78,8 @@ def cluster_speedup_interval(
     bootstrap that resamples whole clusters with replacement on each side independently, pools them and takes
     the percentile, then widened by the run-to-run term (``widen``). Values within a cluster share its steps
     and are not independent; resampling single values would treat a slow generation's block of stalls as
-    scattered luck and give too narrow an interval. None with fewer than 2 clusters on a side, or when a
-    side's percentile is 0 (in the data or in a resample: no finite ratio)."""
+    scattered luck and give too narrow an interval. None with fewer than 2 clusters on a side, an empty
+    cluster, or a side's percentile of 0 (in the data or in a resample: no finite ratio)."""
     sides = [[list(c) for c in side] for side in (baseline, optimized)]
     if min(len(side) for side in sides) < 2 or any(not c for side in sides for c in side):
         return None
