@@ -203,6 +203,8 @@ class Generation(BaseModel):
     idle_ms: float = 0.0  # per generation (median): waiting for arrivals with nothing admitted left to do
     ttft_samples_ms: list[list[float]] = Field(default_factory=list)  # raw: per generation, per request
     tpot_samples_ms: list[list[float | None]] = Field(default_factory=list)
+    # raw: per generation, per token after a request's first, rounded to 0.1 us (generation.ITL_DECIMALS)
+    itl_samples_ms: list[list[float]] = Field(default_factory=list)
     tokens_per_s_samples: list[float] = Field(default_factory=list)  # raw: per generation
 
     def metrics(self) -> dict[str, float]:

@@ -58,6 +58,9 @@ GENERATION_METHODS = ("get_requests", "start_generation", "generate_step")
 # Latency metrics ("ttft", "tpot", "itl"; "_p90"/"_p99" for a percentile instead of the median), then rates.
 LATENCIES = ("ttft", "tpot", "itl")
 SPEEDUP_METRICS = (*LATENCIES, *(f"{m}_{q}" for m in LATENCIES for q in ("p90", "p99")), "throughput", "time")
+# Decimals (ms) of the per-generation ITLs kept in the result: 0.1 us, finer than a CUDA event's ~0.5 us, and a
+# short number in result.json, which holds one per token of every generation.
+ITL_DECIMALS = 4
 # A step loop that never finishes is a broken engine: stop it with a clear error, long before any stage limit.
 MAX_STEPS = 1_000_000
 
@@ -302,6 +305,7 @@ def summarize(records: Sequence[SampleRecord], requests: Sequence[RequestSpec], 
         "idle_ms": float(np.median([r.idle_ms for r in records])),
         "ttft_samples_ms": [r.ttft_ms for r in records],
         "tpot_samples_ms": [r.tpot_ms for r in records],
+        "itl_samples_ms": [[round(v, ITL_DECIMALS) for v in r.itl_ms] for r in records],
         "tokens_per_s_samples": [r.tokens / (r.span_ms / 1e3) for r in records],
     }
 
@@ -328,23 +332,29 @@ def pair_speedup(baseline: Any, optimized: Any, time_speedup: float | None) -> t
 
 
 def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) -> tuple[float, float] | None:
-    """The 95 % interval of a TTFT or TPOT median speedup, from the per-request samples pooled over
-    generations, or of a throughput speedup (the ratio of median tokens/s), from each generation's rate
-    (bench.measure.stats.speedup_interval with the run-to-run term ``run_noise``). A percentile's speedup
-    gets none: its interval is not what the bootstrap of medians gives."""
-    from bench.measure.stats import speedup_interval
+    """The 95 % interval of the pair's speedup on ``metric``, with the run-to-run term ``run_noise``; None
+    with fewer than 2 samples on a side.
+
+    A TTFT or TPOT median: bench.measure.stats.speedup_interval over the per-request samples pooled over
+    generations. A throughput (the ratio of median tokens/s): the same over each generation's rate. An ITL
+    median and any percentile (``_p90``/``_p99``): bench.measure.stats.cluster_speedup_interval, which
+    resamples whole generations (its samples: at least 2 of them), whose tokens or requests share the same
+    steps, and pools them as ``summarize`` does."""
+    from bench.measure.stats import cluster_speedup_interval, speedup_interval
 
     if metric == "throughput":  # rates: the optimized side's over the baseline's
         rates = [side.generation.tokens_per_s_samples for side in (optimized, baseline)]
         if min(len(r) for r in rates) < 2:
             return None
         return speedup_interval(rates[0], rates[1], run_noise)
-    if metric not in ("ttft", "tpot"):
+    name, _, q = metric.partition("_")
+    if name not in LATENCIES:
         return None
-    pooled = []
-    for side in (baseline, optimized):
-        rows = getattr(side.generation, f"{metric}_samples_ms")
-        pooled.append([v for row in rows for v in row if v is not None])
-    if min(len(p) for p in pooled) < 2:
-        return None
+    sides = [
+        [[v for v in row if v is not None] for row in getattr(side.generation, f"{name}_samples_ms")]
+        for side in (baseline, optimized)
+    ]
+    if q or name == "itl":
+        return cluster_speedup_interval(sides[0], sides[1], float(q[1:]) if q else 50.0, run_noise)
+    pooled = [[v for row in generations for v in row] for generations in sides]
     return speedup_interval(pooled[0], pooled[1], run_noise)

@@ -50,13 +50,10 @@ def speedup_interval(
     baseline_ms: list[float], optimized_ms: list[float], run_noise: float, n: int = BOOTSTRAP, seed: int = 0
 ) -> tuple[float, float] | None:
     """95 % interval of median(baseline) / median(optimized): a percentile bootstrap over both sides' raw
-    samples (resampled independently), each half-width then widened in log space by the run-to-run term
-    1.96·√2·``run_noise`` (two runs, each its median's spread between processes), added in quadrature.
-    None with fewer than 2 samples on a side."""
+    samples (resampled independently), then widened by the run-to-run term (``widen``). None with fewer than
+    2 samples on a side."""
     if len(baseline_ms) < 2 or len(optimized_ms) < 2:
         return None
-    import math
-
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -68,9 +65,48 @@ def speedup_interval(
         mb = np.median(b[rng.integers(0, b.size, (k, b.size))], axis=1)
         mo = np.median(o[rng.integers(0, o.size, (k, o.size))], axis=1)
         ratios.append(mb / mo)
-    r = np.concatenate(ratios)
-    lo, hi = np.percentile(r, [2.5, 97.5])
-    center = math.log(float(np.median(b)) / float(np.median(o)))
+    lo, hi = np.percentile(np.concatenate(ratios), [2.5, 97.5])
+    return widen(float(np.median(b)) / float(np.median(o)), float(lo), float(hi), run_noise)
+
+
+def cluster_speedup_interval(
+    baseline: Sequence[Sequence[float]], optimized: Sequence[Sequence[float]], q: float, run_noise: float,
+    n: int = BOOTSTRAP, seed: int = 0,
+) -> tuple[float, float] | None:  # fmt: skip
+    """95 % interval of the ratio of the ``q``-th percentile (linear, of all of a side's values pooled) of
+    baseline over optimized, where each side's values come in clusters (one per generation): a percentile
+    bootstrap that resamples whole clusters with replacement on each side independently, pools them and takes
+    the percentile, then widened by the run-to-run term (``widen``). Values within a cluster share its steps
+    and are not independent; resampling single values would treat a slow generation's block of stalls as
+    scattered luck and give too narrow an interval. None with fewer than 2 clusters on a side, an empty
+    cluster, or a side's percentile of 0 (in the data or in a resample: no finite ratio)."""
+    sides = [[list(c) for c in side] for side in (baseline, optimized)]
+    if min(len(side) for side in sides) < 2 or any(not c for side in sides for c in side):
+        return None
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    stats = []
+    for side in sides:
+        clusters = [np.asarray(c, dtype=np.float64) for c in side]
+        point = float(np.percentile(np.concatenate(clusters), q))
+        draws = rng.integers(0, len(clusters), (n, len(clusters)))
+        boot = [np.percentile(np.concatenate([clusters[i] for i in row]), q) for row in draws]
+        stats.append((point, np.asarray(boot)))
+    (b, boot_b), (o, boot_o) = stats
+    if b <= 0 or o <= 0 or np.any(boot_b <= 0) or np.any(boot_o <= 0):
+        return None
+    lo, hi = np.percentile(boot_b / boot_o, [2.5, 97.5])
+    return widen(b / o, float(lo), float(hi), run_noise)
+
+
+def widen(ratio: float, lo: float, hi: float, run_noise: float) -> tuple[float, float]:
+    """A bootstrap interval ``lo``..``hi`` of a speedup ``ratio`` widened by the run-to-run term: each half-width,
+    in log space, added in quadrature to 1.96·√2·``run_noise`` (two runs, each its statistic's spread between
+    processes)."""
+    import math
+
+    center = math.log(ratio)
     extra = 1.96 * math.sqrt(2.0) * run_noise
     down = math.sqrt(max(center - math.log(lo), 0.0) ** 2 + extra**2)
     up = math.sqrt(max(math.log(hi) - center, 0.0) ** 2 + extra**2)

@@ -17,7 +17,9 @@ from bench.isolate.suite import run_suite
 from bench.measure.compare import compare
 from bench.measure.generation import (
     RequestSpec,
+    SampleRecord,
     is_generating,
+    pair_interval,
     pair_speedup,
     read_requests,
     run_generation,
@@ -100,6 +102,7 @@ def test_ttft_tpot_span_and_idle_on_known_step_times() -> None:
     assert s["tokens_per_s"] == pytest.approx(7 / 0.031) and s["requests_per_s"] == pytest.approx(3 / 0.031)
     assert s["steps"] == 5 and s["idle_ms"] == 13 and s["prompt_tokens"] == 9
     assert s["arrival"] == "3 requests arriving over 0-25 ms"
+    assert s["ttft_samples_ms"] == [[7, 7, 4]] * 2 and s["itl_samples_ms"] == [[3, 3, 2, 2]] * 2  # per generation
     gen = Generation(**s)
     assert gen.metrics() == {
         "tokens_per_s": pytest.approx(7 / 0.031),
@@ -407,4 +410,43 @@ def test_a_throughput_speedup_has_an_interval_from_each_generation_rate() -> Non
     assert 2.0 < c.speedup_ci_low < c.speedup < c.speedup_ci_high < 3.0 and c.significance == "faster"
     o = _result("optimized", {"speedup_metric": "throughput", "tokens_per_s": 250.5,
                               "tokens_per_s_samples": [250.0]}, median=5.0)  # fmt: skip
+    assert compare(b, o).speedup_ci_low is None
+
+
+def _measured(variant: str, metric: str, seed: int, scale: float = 1.0, generations: int = 8) -> VariantResult:
+    """A side whose generations are synthetic: 6 requests of 5 tokens, TTFTs and ITLs drawn (seeded) with a
+    per-generation slowdown (the step times every token of a generation shares), summarized as measured."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    requests = [RequestSpec(new_tokens=5) for _ in range(6)]
+    records = []
+    for _ in range(generations):
+        slow = rng.lognormal(0.0, 0.1)
+        ttft = list(scale * slow * rng.gamma(4.0, 5.0, 6))
+        itl = list(scale * slow * rng.gamma(2.0, 1.0, 24))
+        tpot = [sum(itl[4 * i : 4 * i + 4]) / 4 for i in range(6)]
+        records.append(SampleRecord(max(ttft) + sum(itl), [1.0], ttft, tpot, itl, 30))
+    return _result(variant, summarize(records, requests, metric), median=10.0 * scale)
+
+
+@pytest.mark.parametrize("metric", ["itl_p99", "ttft_p90", "tpot_p99", "itl"])
+def test_a_latency_percentile_speedup_has_an_interval_over_generations(metric: str) -> None:
+    """A percentile (and the ITL median): the interval resamples whole generations and holds the point
+    estimate; a side twice as slow is faster beyond doubt, two draws of the same engine are not (seeded: with 8
+    generations a side, about one pair of draws in ten falls outside)."""
+    b = _measured("baseline", metric, seed=1, scale=2.0)
+    c = compare(b, _measured("optimized", metric, seed=2))
+    assert c.speedup_metric == metric and c.speedup is not None
+    assert c.speedup_ci_low is not None and c.speedup_ci_high is not None
+    assert 1.0 < c.speedup_ci_low < c.speedup < c.speedup_ci_high and c.significance == "faster"
+    same = compare(_measured("baseline", metric, seed=7), _measured("optimized", metric, seed=8))
+    assert same.speedup_ci_low is not None and same.speedup_ci_high is not None
+    assert same.speedup_ci_low < 1.0 < same.speedup_ci_high and same.significance == "no significant difference"
+    assert same.speedup_ci_low < same.speedup < same.speedup_ci_high
+
+
+def test_a_percentile_speedup_needs_two_generations_a_side() -> None:
+    b, o = _measured("baseline", "itl_p99", seed=1, generations=1), _measured("optimized", "itl_p99", seed=2)
+    assert pair_interval(b, o, "itl_p99", 0.0) is None and pair_interval(o, b, "itl_p99", 0.0) is None
     assert compare(b, o).speedup_ci_low is None

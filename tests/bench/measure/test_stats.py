@@ -8,7 +8,7 @@ import statistics
 import numpy as np
 import pytest
 
-from bench.measure.stats import summarize
+from bench.measure.stats import cluster_speedup_interval, summarize, widen
 
 ONE_TO_TEN = [float(i) for i in range(1, 11)]
 
@@ -70,3 +70,44 @@ def test_samples_not_modified() -> None:
     summarize(arr, percentiles=[10.0])
     assert xs == [5.0, 1.0, 3.0, 2.0, 4.0]  # not sorted in place
     assert arr.tolist() == [5.0, 1.0, 3.0, 2.0, 4.0]
+
+
+def _clusters(rng: np.random.Generator, n: int, size: int, scale: float) -> list[list[float]]:
+    return [list(rng.gamma(4.0, scale / 4.0, size)) for _ in range(n)]
+
+
+def test_cluster_interval_resamples_whole_clusters() -> None:
+    """One generation of stalls: drawn or not, it moves the p99 a lot, so the interval is wide; the very same
+    values spread over every generation give a p99 that barely moves (a per-value bootstrap sees no
+    difference between the two)."""
+    rng = np.random.default_rng(3)
+    base = _clusters(rng, 10, 100, 10.0)
+    block = [[30.0 + v for v in c] if i == 0 else c for i, c in enumerate(_clusters(rng, 10, 100, 1.0))]
+    pooled = np.asarray(block).ravel()
+    spread = [list(pooled[i::10]) for i in range(10)]  # each generation gets ten of the stalls
+    assert sorted(v for c in spread for v in c) == sorted(pooled.tolist())
+    lo_b, hi_b = cluster_speedup_interval(base, block, 99.0, 0.0) or (0.0, 0.0)
+    lo_s, hi_s = cluster_speedup_interval(base, spread, 99.0, 0.0) or (0.0, 0.0)
+    point = float(np.percentile(np.concatenate(base), 99)) / float(np.percentile(pooled, 99))
+    assert lo_b <= point <= hi_b and lo_s <= point <= hi_s
+    assert math.log(hi_b / lo_b) > 3 * math.log(hi_s / lo_s)
+
+
+def test_cluster_interval_degenerate_and_too_few_clusters() -> None:
+    """Equal values: the bootstrap has no spread, the interval is the run-to-run term around the ratio. One
+    generation on a side, or a percentile of 0, gives none."""
+    lo, hi = cluster_speedup_interval([[4.0] * 5] * 3, [[2.0] * 5] * 3, 99.0, 0.01) or (0.0, 0.0)
+    extra = 1.96 * math.sqrt(2.0) * 0.01
+    assert (lo, hi) == (pytest.approx(2.0 * math.exp(-extra)), pytest.approx(2.0 * math.exp(extra)))
+    assert cluster_speedup_interval([[4.0] * 5] * 3, [[2.0] * 5] * 3, 50.0, 0.0) == (pytest.approx(2.0),) * 2
+    assert cluster_speedup_interval([[4.0, 5.0]], [[2.0], [3.0]], 50.0, 0.0) is None
+    assert cluster_speedup_interval([[4.0], [5.0]], [[0.0, 0.0], [0.0, 1.0]], 50.0, 0.0) is None
+
+
+def test_widen_adds_the_run_term_in_log_space() -> None:
+    lo, hi = widen(2.0, 1.5, 2.5, 0.0)
+    assert (lo, hi) == (pytest.approx(1.5), pytest.approx(2.5))
+    lo, hi = widen(2.0, 1.5, 2.5, 0.1)
+    extra = 1.96 * math.sqrt(2.0) * 0.1
+    assert math.log(2.0 / lo) == pytest.approx(math.hypot(math.log(2.0 / 1.5), extra))
+    assert math.log(hi / 2.0) == pytest.approx(math.hypot(math.log(2.5 / 2.0), extra))
