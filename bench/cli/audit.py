@@ -17,7 +17,8 @@ from bench.errors import PerflabError
 def selfcheck(
     repeats: Annotated[int, typer.Option(min=2, help="measurements per mode and workload (CV is over these)")] = 7,
     workload: Annotated[
-        list[str] | None, typer.Option("--workload", help="tiny_add, scale_8mib, scale_64mib, matmul_bf16, cpu_sum (default: all)")
+        list[str] | None,
+        typer.Option("--workload", help="tiny_add, scale_8mib, scale_64mib, matmul_bf16, cpu_sum (default: all)"),
     ] = None,
     mode: Annotated[list[str] | None, typer.Option("--mode", help="timing modes to check (default: all)")] = None,
     ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="also compare with Nsight Compute when on PATH")] = True,
