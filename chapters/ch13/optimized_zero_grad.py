@@ -8,8 +8,8 @@ memory is allocated again by each backward, from PyTorch's caching allocator (no
 What to see in the profile: no ``aten::zero_`` ops before the forward, and ``AccumulateGrad`` nodes with no
 kernel under them.
 
-Predicted on an H100: ~8 ms per step against the baseline's ~11 ms, ~39 ms per call against ~50: ~1.3x. Ceiling: the same step
-without any zeroing, i.e. this, at the copy bandwidth.
+Predicted on an H100: ~8 ms per step against the baseline's ~11 ms, ~39 ms per call against ~50: ~1.3x.
+Ceiling: the same step without any zeroing, i.e. this, at the copy bandwidth.
 
 Precision: 0 + g = g exactly, so the updates match the baseline's bit for bit up to the run-to-run
 differences of the GPU's kernels (tolerance: the fp32 default). Work and clock: as the baseline.
