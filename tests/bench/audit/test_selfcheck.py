@@ -90,3 +90,42 @@ def test_cpu_truth_waits_out_a_slow_start(slow_start: Any) -> None:
     ms, how = _cpu_truth_ms(slow_start(40e-6, 10e-6))
     assert 0.009 < ms < 0.02, ms  # 10 µs, never the 40 µs of the start (a slip of units is 1000x)
     assert how.startswith("median of 7 blocks")
+
+
+def test_batch_rows_are_judged_against_a_truth_from_their_own_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch row's truth is a plain graph replay of the same call on the same buffers, measured in the
+    cell's process after each repeat (an L2-resident call's speed depends on where its buffers landed)."""
+    import os
+
+    from bench.audit import selfcheck
+    from bench.audit.truth import Workload
+    from bench.measure.clocks import Batch
+    from bench.measure.stopping import Measurement
+
+    class FakeClock:
+        def first_call(self, fn: Any) -> float:
+            return 1.0
+
+        def warmup(self, fn: Any, n: int) -> None: ...
+
+        def measure(self, fn: Any, iterations: Any, rule: Any) -> Measurement:
+            return Measurement([0.010, 0.010, 0.010], "fixed", None)
+
+        def measure_batch(self, fn: Any, per_call_ms: float) -> Batch:
+            return Batch([0.0040] * 5, 1000, "graph of 1000 calls", "fixed")
+
+    truths = iter([0.0036, 0.0038, 0.0037])
+    seen: list[tuple[int, float]] = []
+
+    def fake_truth(w: Workload, per_call_ms: float) -> tuple[float, str]:
+        seen.append((os.getpid(), per_call_ms))
+        return next(truths), "CUDA graph of 1000 back-to-back calls"
+
+    monkeypatch.setattr(selfcheck, "clock_for", lambda cfg, device, mode: FakeClock())
+    monkeypatch.setattr(selfcheck, "batch_truth_ms", fake_truth)
+    cell = selfcheck.measure_cell(Workload("scale_8mib", lambda: None, "cuda"), "cuda_event", repeats=3)
+    assert cell.batch is not None and len(seen) == 3 and {pid for pid, _ in seen} == {os.getpid()}
+    assert all(per_call == pytest.approx(0.010) for _, per_call in seen)
+    assert cell.batch.truth_ms == pytest.approx(0.0037)  # the median of the three
+    assert cell.batch.error_pct == pytest.approx(100 * (0.0040 - 0.0037) / 0.0037)
+    assert "in this cell's process" in (cell.batch.truth_method or "")
