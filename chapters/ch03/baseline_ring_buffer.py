@@ -1,15 +1,15 @@
 """Each step's batch produced on the main thread, between launching one step and the next.
 
 A training-like loop: every step needs a batch decoded on the host (gather 2048 rows of uint8 pixels,
-centre, scale, squash: common.decode) and runs 128 small eager layers on the device (256 launches). The
+centre, scale, squash: common.decode) and runs 32 small eager layers on the device (64 launches). The
 main thread does both in turn: while it decodes it launches nothing, and the device, done with the
 last step's short kernels, idles; while it launches, nothing is decoded. The batch goes through one
 page-locked buffer (so page-locking is not what differs), its copy queued; the next decode waits for
 that copy to leave the buffer.
 
-Expected on the H100 host: per step ~0.9 ms of decoding (all cores) + ~0.8-1.5 ms of launching 256
-kernels (~3-6 us each) whose device time (~0.8 ms) hides behind the next decode: ~1.7-2.4 ms per step,
-27-38 ms per call. On a CPU-only machine the layers run on the same CPU, in turn with the decoding.
+Expected on the H100 host: per step ~0.3-1 ms of decoding (all cores) + ~0.4 ms of launching 64 kernels
+(~6 us each) whose device time (~0.2 ms) hides behind the next decode: ~0.7-1.4 ms per step, 12-22 ms
+per call. On a CPU-only machine the layers run on the same CPU, in turn with the decoding.
 
 Work per call (both sides): 16 steps of 2048 x 512 decoded values and 32 layers (common.Feed).
 Timed with the wall clock.

@@ -8,7 +8,7 @@ producer's intra-op team is one core short of the machine: the launching thread 
 as large as the machine beside a busy thread stalls at its barriers: see num_threads). Same batches,
 same order, same layers: bitwise-equal outputs.
 
-Expected on the H100 host: per step max(decode, launch) instead of their sum: ~1.6-1.9x faster, bound
+Expected on the H100 host: per step max(decode, launch) instead of their sum: ~1.4-1.9x faster, bound
 by whichever of the two is longer (the decode's ceiling: the host's memory bandwidth for the gather and
 three passes). On a CPU-only machine the two threads share the CPU with the layers' own threads.
 
