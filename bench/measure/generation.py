@@ -43,6 +43,11 @@ sample, tokens / span and requests / span, whose medians are ``tokens_per_s`` an
 The sample itself (``time_*``) is the span: from 0 to the end of the last step. L2 is not flushed between
 steps: a serving engine runs them back to back. The harness checks the engine: no token before a
 request's arrival, none beyond its ``new_tokens``, all of them by the end.
+
+The pair's 95 % interval (``pair_interval``): a TTFT or TPOT median's from its per-request values pooled
+over generations, a throughput's from each generation's tokens/s (bootstrap of the ratio of medians); an
+ITL median's or any percentile's by resampling whole generations (tokens of one generation are not
+independent), the same statistic recomputed on each resample.
 """
 
 from __future__ import annotations
