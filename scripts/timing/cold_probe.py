@@ -6,6 +6,9 @@ For the selfcheck's GPU workloads this prints the median of ``samples`` samples 
   minus the median of recent replays of a graph [L2 flush] (bench.measure.gpu_clocks);
 * ``graph_events`` — one replay of a graph [L2 flush, event, call, event], timed by the two events inside
   it (recorded as external events): no subtraction, no graph-launch cost between the events;
+* ``marked_differential`` — as ``differential``, with an event recorded inside both graphs after the flush
+  ([flush, event, call] minus [flush, event]): whether a call that cannot start its launch under the
+  flush's tail reads what ncu reads of an isolated kernel;
 * ``graph_call`` — events around a replay of a graph [call] after an L2 flush (the cuda_graph clock);
 * ``eager`` — events around an eager call after an L2 flush, queued behind the spin kernel;
 
@@ -59,6 +62,29 @@ def graph_events(clock: CudaEventClock, fn, dev: torch.device, samples: int) -> 
     return out[3:]
 
 
+def marked_differential(clock: CudaEventClock, fn, dev: torch.device, samples: int) -> list[float]:
+    flush = clock._flush
+    assert flush is not None
+    marks = [torch.cuda.Event(external=True) for _ in range(2)]
+
+    def with_call() -> None:
+        flush()
+        marks[0].record()
+        fn()
+
+    def without() -> None:
+        flush()
+        marks[1].record()
+
+    both, alone = capture_graph(with_call, 1, dev), capture_graph(without, 1, dev)
+    out, refs = [], []
+    for _ in range(samples + 3):
+        out.append(clock._span(both, flush=True))
+        refs.append(clock._span(alone, flush=True))
+        out[-1] -= statistics.median(refs[-9:])
+    return out[3:]
+
+
 def batch_regimes(clock: CudaEventClock, fn, dev: torch.device, per_call_ms: float) -> dict[str, float]:
     calls = max(10, min(4000, int(4.0 / max(per_call_ms, 1e-4))))
     replay = capture_graph(fn, calls, dev)
@@ -89,8 +115,8 @@ def main() -> None:
     use_ncu = "--no-ncu" not in sys.argv
     dev = torch.device("cuda", 0)
     print(f"device: {torch.cuda.get_device_name(dev)}; torch {torch.__version__}; {samples} samples per cell\n")
-    print("| workload | differential | graph_events | graph_call | eager | ncu |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| workload | differential | marked_differential | graph_events | graph_call | eager | ncu |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     batches, regimes = {}, {}
     for name in WORKLOADS:
         w = build(name)
@@ -98,11 +124,12 @@ def main() -> None:
         clock.warmup(w.fn, 20)
         diff = [clock.one(w.fn) for _ in range(samples)]
         eager = [clock.eager(w.fn) for _ in range(samples)]
+        marked = marked_differential(clock, w.fn, dev, samples)
         ev = graph_events(clock, w.fn, dev, samples)
         replay = capture_graph(w.fn, 1, dev)
         call = [clock._span(replay, flush=True) for _ in range(samples)]
         ncu = ncu_truth_ms(name)[0] if use_ncu else None
-        med = [statistics.median(s) * 1e3 for s in (diff, ev, call, eager)]
+        med = [statistics.median(s) * 1e3 for s in (diff, marked, ev, call, eager)]
         ncu_s = f"{ncu * 1e3:.2f}" if ncu else "—"
         print(f"| {name} | " + " | ".join(f"{m:.2f}" for m in med) + f" | {ncu_s} |", flush=True)
         per_call = statistics.median(diff)
