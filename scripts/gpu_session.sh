@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels wall context neighbour sideprobe coldprobe genprobe exploits aa targets). Everything
+# sweep_builtins sweep_grid kernels wall context neighbour sideprobe coldprobe genprobe exploits aa targets ray). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
@@ -96,6 +96,22 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     sideprobe)  # issue 19: what the side-stream detector sees per kind of call and sample (scripts/timing/side_stream_probe.py)
       $T python3 scripts/timing/side_stream_probe.py "${PERFLAB_SIDEPROBE_N:-40}" > "$OUT/side_stream_probe.md" 2>&1
       echo "sideprobe exit $?"; cat "$OUT/side_stream_probe.md" ;;
+    ray)  # issue 25: PERFLAB_TARGETS on one GPU without Ray, then through a local Ray cluster of this host's GPUs
+      # (.whl-ray from scripts/ray_wheelhouse.sh, installed here when carried); each whole command timed
+      if [ -d .whl-ray ]; then python3 -m pip install -q --no-index --no-deps .whl-ray/*.whl > "$OUT/ray-install.log" 2>&1; fi
+      ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
+      ray start --head --num-gpus "$ngpu" --include-dashboard=false --disable-usage-stats > "$OUT/ray-start.log" 2>&1
+      echo "ray start exit $? ($ngpu GPUs)"
+      for how in one ray; do
+        args=(-t "${PERFLAB_TARGETS:-7}" --tracking-uri "sqlite:///ray-$how.db")
+        [ "$how" = ray ] && args+=(--ray auto)
+        t0=$(date +%s.%N)
+        if [ "$how" = one ]; then CUDA_VISIBLE_DEVICES=0 $T perflab run "${args[@]}" > "$OUT/ray-$how.log" 2>&1
+        else $T perflab run "${args[@]}" > "$OUT/ray-$how.log" 2>&1; fi
+        echo "$how: exit $? in $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')") s"
+        perflab show --tracking-uri "sqlite:///ray-$how.db" | tee "$OUT/ray-$how.md" | grep -v "^$"; cp "ray-$how.db" "$OUT/"
+      done
+      ray stop > /dev/null 2>&1 ;;
     coldprobe)  # issue 19: ways to time a cold call beside ncu; batch per-call time by graph length (scripts/timing/cold_probe.py)
       $T python3 scripts/timing/cold_probe.py ${PERFLAB_COLDPROBE_ARGS:-} > "$OUT/cold_probe.md" 2>&1
       echo "coldprobe exit $?"; cat "$OUT/cold_probe.md" ;;
