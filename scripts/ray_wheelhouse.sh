@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ray for the offline GPU host, within the device's 64 MiB carry: ./.whl-ray/ (git-ignored) holds Ray's wheel
 # for the host's Python 3.12 without the parts a `perflab run --ray` cluster never loads (Java workers'
-# jar, the dashboard's web client: 33 of its 75 MB), and the dependencies the GPU image lacks. Carry it in a
+# jar, the dashboard's web client, RLlib, Data, Serve, Tune, Train, LLM: 37 of its 75 MB), and the
+# dependencies the GPU image lacks. Carry it in a
 # call of its own (the device keeps an install from an earlier call on the same machine), or with a
 # smaller .whl; scripts/gpu_session.sh's `ray` step installs it when present.
 set -euo pipefail
@@ -15,7 +16,8 @@ for w in "$tmp"/.whl/*.whl; do
     ray-*) python3 - "$w" "$root/.whl-ray/$(basename "$w")" <<'PY'
 import sys, zipfile
 src, dst = sys.argv[1:]
-drop = ("ray/jars/", "ray/dashboard/client/build/")
+drop = ("ray/jars/", "ray/dashboard/client/build/", "ray/rllib/", "ray/data/", "ray/serve/", "ray/tune/", "ray/train/",
+        "ray/llm/")
 with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
     for item in zin.infolist():
         if item.filename.startswith(drop):
