@@ -111,3 +111,29 @@ def test_widen_adds_the_run_term_in_log_space() -> None:
     extra = 1.96 * math.sqrt(2.0) * 0.1
     assert math.log(2.0 / lo) == pytest.approx(math.hypot(math.log(2.0 / 1.5), extra))
     assert math.log(hi / 2.0) == pytest.approx(math.hypot(math.log(2.5 / 2.0), extra))
+
+
+def test_t_975_matches_students_table() -> None:
+    from bench.measure.stats import t_975
+
+    table = {1: 12.7062, 2: 4.3027, 3: 3.1824, 5: 2.5706, 7: 2.3646, 10: 2.2281, 30: 2.0423}
+    for nu, t in table.items():
+        assert abs(t_975(nu) - t) < 0.005, (nu, t_975(nu))
+    with pytest.raises(ValueError, match="nu=0"):
+        t_975(0)
+
+
+def test_cluster_interval_widens_by_t_for_few_generations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With G generations a side, each log half-width is the bootstrap's times t(G - 1) / z."""
+    from bench.measure import stats
+
+    rng = np.random.default_rng(5)
+    a = [rng.lognormal(0, 0.2, 40).tolist() for _ in range(3)]
+    b = [rng.lognormal(0.1, 0.2, 40).tolist() for _ in range(3)]
+    lo, hi = stats.cluster_speedup_interval(a, b, 99, 0.0)
+    monkeypatch.setattr(stats, "t_975", lambda nu: stats.Z_975)
+    plain_lo, plain_hi = stats.cluster_speedup_interval(a, b, 99, 0.0)
+    center = math.log(np.percentile(np.concatenate(a), 99) / np.percentile(np.concatenate(b), 99))
+    k = 4.3027 / stats.Z_975  # t(2) / z
+    assert math.log(hi) - center == pytest.approx(k * (math.log(plain_hi) - center), rel=1e-3)
+    assert center - math.log(lo) == pytest.approx(k * (center - math.log(plain_lo)), rel=1e-3)
