@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from bench.define.result import TimingStats
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (25.0, 50.0, 75.0, 90.0, 95.0, 99.0)
 BOOTSTRAP = 2000  # resamples behind a speedup's interval
+Z_975 = 1.959963984540054  # the standard normal's 97.5 % quantile
 
 
 def _label(p: float) -> str:
@@ -100,21 +102,13 @@ def cluster_speedup_interval(
     if b <= 0 or o <= 0 or np.any(boot_b <= 0) or np.any(boot_o <= 0):
         return None
     lo, hi = np.percentile(boot_b / boot_o, [2.5, 97.5])
-    import math
-
-    center, k = math.log(b / o), t_975(min(len(side) for side in sides) - 1) / Z_975
-    lo, hi = math.exp(center - k * (center - math.log(lo))), math.exp(center + k * (math.log(hi) - center))
-    return widen(b / o, lo, hi, run_noise)
-
-
-Z_975 = 1.959963984540054
+    scale = t_975(min(len(side) for side in sides) - 1) / Z_975
+    return widen(b / o, float(lo), float(hi), run_noise, scale)
 
 
 def t_975(nu: int) -> float:
     """Student's t quantile at 97.5 % with ``nu`` degrees of freedom: exact for 1 and 2, else a Cornish-Fisher
     expansion (within 0.004 of the exact value from 3 on)."""
-    import math
-
     if nu < 1:
         raise ValueError(f"nu={nu} is not a number of degrees of freedom (>= 1)")
     if nu == 1:
@@ -131,14 +125,12 @@ def t_975(nu: int) -> float:
     )
 
 
-def widen(ratio: float, lo: float, hi: float, run_noise: float) -> tuple[float, float]:
-    """A bootstrap interval ``lo``..``hi`` of a speedup ``ratio`` widened by the run-to-run term: each half-width,
-    in log space, added in quadrature to 1.96·√2·``run_noise`` (two runs, each its statistic's spread between
-    processes)."""
-    import math
-
+def widen(ratio: float, lo: float, hi: float, run_noise: float, scale: float = 1.0) -> tuple[float, float]:
+    """A bootstrap interval ``lo``..``hi`` of a speedup ``ratio`` widened: each half-width, in log space, times
+    ``scale`` (a small-sample factor), then added in quadrature to the run-to-run term 1.96·√2·``run_noise``
+    (two runs, each its statistic's spread between processes)."""
     center = math.log(ratio)
     extra = 1.96 * math.sqrt(2.0) * run_noise
-    down = math.sqrt(max(center - math.log(lo), 0.0) ** 2 + extra**2)
-    up = math.sqrt(max(math.log(hi) - center, 0.0) ** 2 + extra**2)
+    down = math.sqrt((scale * max(center - math.log(lo), 0.0)) ** 2 + extra**2)
+    up = math.sqrt((scale * max(math.log(hi) - center, 0.0)) ** 2 + extra**2)
     return math.exp(center - down), math.exp(center + up)
