@@ -211,11 +211,15 @@ def suites(stores: dict[str, str | None], entries: list[Entry], repeats: int, n:
     return out
 
 
+def p90(ms: list[float]) -> float:
+    ms = sorted(ms)
+    return ms[min(len(ms) - 1, int(0.9 * len(ms)))]
+
+
 def latency_line(name: str, wall: list[float], cpu: list[float], server_ms: float | None) -> str:
-    ms = sorted(x * 1e3 for x in wall)
-    p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
+    ms = [x * 1e3 for x in wall]
     server = f"{server_ms:.1f}" if server_ms is not None else "—"
-    return (f"| {name} | {len(ms)} | {statistics.median(ms):.1f} | {p90:.1f} | {statistics.fmean(ms):.1f} | "
+    return (f"| {name} | {len(ms)} | {statistics.median(ms):.1f} | {p90(ms):.1f} | {statistics.fmean(ms):.1f} | "
             f"{statistics.median(cpu) * 1e3:.1f} | {server} |")  # fmt: skip
 
 
@@ -225,9 +229,8 @@ def print_steps(steps: dict[str, list[float]], n: int) -> None:
     print("| step | requests per variant | median ms | p90 ms |")
     print("|---|---:|---:|---:|")
     for step, seconds in steps.items():
-        ms = sorted(x * 1e3 for x in seconds)
-        p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
-        print(f"| {step} | {len(ms) / n:g} | {statistics.median(ms):.1f} | {p90:.1f} |")
+        ms = [x * 1e3 for x in seconds]
+        print(f"| {step} | {len(ms) / n:g} | {statistics.median(ms):.1f} | {p90(ms):.1f} |")
     http = sum(len(v) for k, v in steps.items() if not k.startswith("keep"))
     print(f"HTTP requests per variant: {http / n:g}")
 
