@@ -44,10 +44,10 @@ The sample itself (``time_*``) is the span: from 0 to the end of the last step. 
 steps: a serving engine runs them back to back. The harness checks the engine: no token before a
 request's arrival, none beyond its ``new_tokens``, all of them by the end.
 
-The pair's 95 % interval (``pair_interval``): a TTFT or TPOT median's from its per-request values pooled
-over generations, a throughput's from each generation's tokens/s (bootstrap of the ratio of medians); an
-ITL median's or any percentile's by resampling whole generations (tokens of one generation are not
-independent), the same statistic recomputed on each resample.
+The pair's 95 % interval (``pair_interval``): a throughput's from each generation's tokens/s (bootstrap of
+the ratio of medians); a latency's (TTFT, TPOT, ITL; median or percentile) by resampling whole generations,
+the same statistic recomputed on each resample: the requests and tokens of one generation share its steps
+and are not independent.
 """
 
 from __future__ import annotations
@@ -340,11 +340,12 @@ def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) 
     """The 95 % interval of the pair's speedup on ``metric``, with the run-to-run term ``run_noise``; None
     with fewer than 2 samples on a side.
 
-    A TTFT or TPOT median: bench.measure.stats.speedup_interval over the per-request samples pooled over
-    generations. A throughput (the ratio of median tokens/s): the same over each generation's rate. An ITL
-    median and any percentile (``_p90``/``_p99``): bench.measure.stats.cluster_speedup_interval, which
-    resamples whole generations (its samples: at least 2 of them), whose tokens or requests share the same
-    steps, and pools them as ``summarize`` does."""
+    A throughput (the ratio of median tokens/s): bench.measure.stats.speedup_interval over each generation's
+    rate. A latency (TTFT, TPOT or ITL; its median or ``_p90``/``_p99``):
+    bench.measure.stats.cluster_speedup_interval, which resamples whole generations (its samples: at least 2
+    of them), whose requests and tokens share the same steps, and pools them as ``summarize`` does: a
+    generation slowed as a whole moves all its requests at once, which a bootstrap of single requests would
+    count as independent luck."""
     from bench.measure.stats import cluster_speedup_interval, speedup_interval
 
     if metric == "throughput":  # rates: the optimized side's over the baseline's
@@ -359,7 +360,4 @@ def pair_interval(baseline: Any, optimized: Any, metric: str, run_noise: float) 
         [[v for v in row if v is not None] for row in getattr(side.generation, f"{name}_samples_ms")]
         for side in (baseline, optimized)
     ]
-    if q or name == "itl":
-        return cluster_speedup_interval(sides[0], sides[1], float(q[1:]) if q else 50.0, run_noise)
-    pooled = [[v for row in generations for v in row] for generations in sides]
-    return speedup_interval(pooled[0], pooled[1], run_noise)
+    return cluster_speedup_interval(sides[0], sides[1], float(q[1:]) if q else 50.0, run_noise)

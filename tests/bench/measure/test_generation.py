@@ -413,26 +413,33 @@ def test_a_throughput_speedup_has_an_interval_from_each_generation_rate() -> Non
     assert compare(b, o).speedup_ci_low is None
 
 
-def _measured(variant: str, metric: str, seed: int, scale: float = 1.0, generations: int = 8) -> VariantResult:
-    """A side whose generations are synthetic: 6 requests of 5 tokens, TTFTs and ITLs drawn (seeded) with a
-    per-generation slowdown (the step times every token of a generation shares), summarized as measured."""
+def _measured(
+    variant: str, metric: str, seed: int, scale: float = 1.0, generations: int = 8, shared: float = 0.1,
+    shape: float = 4.0,
+) -> VariantResult:  # fmt: skip
+    """A side whose generations are synthetic: 6 requests of 5 tokens, TTFTs (gamma of ``shape``) and ITLs
+    drawn (seeded) with a per-generation slowdown (lognormal of sigma ``shared``: the step times every token of
+    a generation shares), summarized as measured."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     requests = [RequestSpec(new_tokens=5) for _ in range(6)]
     records = []
     for _ in range(generations):
-        slow = rng.lognormal(0.0, 0.1)
-        ttft = list(scale * slow * rng.gamma(4.0, 5.0, 6))
+        slow = rng.lognormal(0.0, shared)
+        ttft = list(scale * slow * rng.gamma(shape, 20.0 / shape, 6))
         itl = list(scale * slow * rng.gamma(2.0, 1.0, 24))
         tpot = [sum(itl[4 * i : 4 * i + 4]) / 4 for i in range(6)]
         records.append(SampleRecord(max(ttft) + sum(itl), [1.0], ttft, tpot, itl, 30))
     return _result(variant, summarize(records, requests, metric), median=10.0 * scale)
 
 
-@pytest.mark.parametrize("metric", ["itl_p99", "ttft_p90", "tpot_p99", "itl"])
+SIDES = ("baseline", "optimized")
+
+
+@pytest.mark.parametrize("metric", ["itl_p99", "ttft_p90", "tpot_p99", "itl", "ttft", "tpot"])
 def test_a_latency_percentile_speedup_has_an_interval_over_generations(metric: str) -> None:
-    """A percentile (and the ITL median): the interval resamples whole generations and holds the point
+    """A latency's median or percentile: the interval resamples whole generations and holds the point
     estimate; a side twice as slow is faster beyond doubt, two draws of the same engine are not (seeded: with 8
     generations a side, about one pair of draws in ten falls outside)."""
     b = _measured("baseline", metric, seed=1, scale=2.0)
@@ -444,6 +451,24 @@ def test_a_latency_percentile_speedup_has_an_interval_over_generations(metric: s
     assert same.speedup_ci_low is not None and same.speedup_ci_high is not None
     assert same.speedup_ci_low < 1.0 < same.speedup_ci_high and same.significance == "no significant difference"
     assert same.speedup_ci_low < same.speedup < same.speedup_ci_high
+
+
+def test_a_latency_median_interval_counts_generations_not_requests() -> None:
+    """A/A pairs whose generations are slowed as a whole (sigma 0.3 a generation, each request's own spread
+    smaller): the TTFT median's interval holds 1.0 in 20 of 20 seeded pairs; an interval over the requests
+    pooled as if independent holds it in 15 of them (the within-generation spread is all it sees)."""
+    from bench.measure.stats import speedup_interval
+
+    held = pooled_held = 0
+    for i in range(20):
+        b, o = (_measured(v, "ttft", seed=100 + 2 * i + k, shared=0.3, shape=16.0) for k, v in enumerate(SIDES))
+        low, high = pair_interval(b, o, "ttft", 0.0) or (None, None)
+        assert low is not None and high is not None
+        held += low < 1.0 < high
+        pooled = [[v for row in side.generation.ttft_samples_ms for v in row] for side in (b, o)]
+        low, high = speedup_interval(pooled[0], pooled[1], 0.0)
+        pooled_held += low < 1.0 < high
+    assert held >= 19 and pooled_held <= 16
 
 
 def test_a_percentile_speedup_needs_two_generations_a_side() -> None:
