@@ -8,11 +8,12 @@ producer's intra-op team is one core short of the machine: the launching thread 
 as large as the machine beside a busy thread stalls at its barriers: see num_threads). Same batches,
 same order, same layers: bitwise-equal outputs.
 
-Expected on the H100 host: per step max(decode, launch) instead of their sum: ~1.4-1.9x faster, bound
-by whichever of the two is longer (the decode's ceiling: the host's memory bandwidth for the gather and
-three passes). On a CPU-only machine the two threads share the CPU with the layers' own threads. The
-threads hand the GIL to each other between ops (a thread wake-up each time), so the gain shrinks as the
-launching thread issues more ops: with 256 launches per step instead of 64 the H100 host read 0.79-0.88x.
+Expected on the H100 host: per step max(decode, launch) instead of their sum: up to 2x with halves of
+~0.25 ms each, less the threads' hand-offs of the GIL between ops (a thread wake-up each time: launching
+beside a decoding thread took 13 % longer than alone on the H100 host, scripts/timing/ring_probe.py).
+The overlap hides only the shorter half: with 64 launches a step (4x the decode) the ring could save at
+most a fifth of the call and read 1.09x; with 256 it read 0.79-0.88x. On a CPU-only machine the two
+threads share the CPU with the layers' own threads.
 
 Work per call: as the baseline (common.Feed). Timed with the wall clock.
 """
