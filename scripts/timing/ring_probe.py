@@ -2,7 +2,7 @@
 
 Runs the pair's own objects (chapters/ch03: ``Feed``, ``Serial``, ``Ring``) outside the harness at their
 full size on the GPU (smoke size on a CPU) and prints the median wall time of one call (16 steps) in ms,
-with the device synchronized on both sides, for:
+with the device synchronized on both sides, the rows in order and then in reverse order, for:
 
 - ``decode only``: the producer's half (wait for the slot, gather, decode) for every step, on this thread;
 - ``launch only``: the consumer's half (queue the copy, launch the layers) for every step;
@@ -155,14 +155,18 @@ def main() -> None:
     for s in (1e-4, 1e-5):
         rows.append((f"ring, switch interval {s * 1e6:g} us", with_switch_interval(ring.benchmark_fn, s)))
     rows.append(("serial, switch interval 10 us", with_switch_interval(serial.benchmark_fn, 1e-5)))
+    rows.append(("serial, switch interval 5 ms (the default, set)", with_switch_interval(serial.benchmark_fn, 5e-3)))
     rows += [(f"ring, producer team {n}", with_team(ring.benchmark_fn, n)) for n in sorted({max(1, cores // 2), 4, 1})]
     device = context().device
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "the CPU"
-    print(f"ch03 ring_buffer's parts on {name}, {cores} cores, {args.calls} calls each (median ms per call)\n")
-    print("| what | ms per call |")
-    print("|---|---:|")
-    for label, fn in rows:
-        print(f"| {label} | {timed(fn, args.calls):.2f} |", flush=True)
+    print(f"ch03 ring_buffer's parts on {name}, {cores} cores, {args.calls} calls a row (median ms per call):")
+    print("the rows in order, then again in reverse order (what a row leaves behind shows as a difference)\n")
+    forward = [timed(fn, args.calls) for _, fn in rows]
+    backward = [timed(fn, args.calls) for _, fn in reversed(rows)][::-1]
+    print("| what | in order | reversed |")
+    print("|---|---:|---:|")
+    for (label, _), a, b in zip(rows, forward, backward, strict=True):
+        print(f"| {label} | {a:.2f} | {b:.2f} |")
     serial.benchmark_fn()
     expected = serial.out.clone()
     scripted.benchmark_fn()
