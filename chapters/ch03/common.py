@@ -346,3 +346,18 @@ class Feed(HostBenchmark):
 
     def get_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.raw, self.w_in, self.ws
+
+
+def produce_forever(raw: torch.Tensor, idx: torch.Tensor, slots: list[torch.Tensor], threads: int, conn) -> None:  # noqa: ANN001
+    """ring_buffer's producer process: for each order (step, slot) received on ``conn``, decode the step's
+    rows into that shared slot and answer with the slot; ``None`` ends it. A failure is answered with its
+    text and ends it. Runs in a process of its own (its own GIL and intra-op team of ``threads``)."""
+    torch.set_num_threads(threads)
+    while (order := conn.recv()) is not None:
+        step, k = order
+        try:
+            decode(raw[idx[step]], out=slots[k])
+        except BaseException as exc:  # the main process raises it
+            conn.send(f"{type(exc).__name__}: {exc}")
+            return
+        conn.send(k)

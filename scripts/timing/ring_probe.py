@@ -1,19 +1,17 @@
-"""Where ch03 ring_buffer's time goes: its two halves alone, in turn and overlapped, and the overlap's knobs.
+"""Where ch03 ring_buffer's time goes: its two halves alone, in turn, and overlapped by a thread or a process.
 
-Runs the pair's own objects (chapters/ch03: ``Feed``, ``Serial``, ``Ring``) outside the harness at their
-full size on the GPU (smoke size on a CPU) and prints the median wall time of one call (16 steps) in ms,
-with the device synchronized on both sides, the rows in order and then in reverse order, for:
+Runs the pair's own objects (chapters/ch03: ``Feed``, ``Serial``, ``ProcessRing``) outside the harness at
+their full size on the GPU (smoke size on a CPU) and prints the median wall time of one call (16 steps) in
+ms, with the device synchronized on both sides, the rows in order and then in reverse order, for:
 
 - ``decode only``: the producer's half (wait for the slot, gather, decode) for every step, on this thread;
 - ``launch only``: the consumer's half (queue the copy, launch the layers) for every step;
-- ``serial`` / ``ring``: the pair's baseline and optimized ``benchmark_fn``;
-- ``ring, switch interval S``: the ring with ``sys.setswitchinterval(S)`` (CPython's GIL hand-off timeout,
-  5 ms by default: how long a thread that wants the GIL waits before it asks the holder to drop it);
-- ``ring, producer team N``: the ring with the producer's intra-op team of N threads;
-- ``ring, scripted decode``: the ring whose producer decodes through one TorchScript call per step (run
-  without the GIL: one hand-off per step instead of one per op);
-- ``launch beside a decoding thread``: the launch half while another thread decodes without pause (what the
-  launching thread suffers from the producer: GIL hand-offs and cores).
+- ``launch beside a decoding thread``: the launch half while another thread of this process decodes
+  without pause (what a producer thread costs the launching one: GIL hand-offs and cores);
+- ``serial``: the pair's baseline;
+- ``thread ring``: a ring of 3 page-locked slots filled by a producer thread (``ThreadRing`` below, the
+  design the pair's optimized side replaced);
+- ``process ring``: the pair's optimized side (a producer process).
 
     python3 scripts/timing/ring_probe.py [--calls 30]
 """
@@ -21,6 +19,7 @@ with the device synchronized on both sides, the rows in order and then in revers
 from __future__ import annotations
 
 import argparse
+import queue
 import statistics
 import sys
 import threading
@@ -33,11 +32,47 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-import chapters.ch03.optimized_ring_buffer as ring_module  # noqa: E402
 from bench.define.context import context, synchronize  # noqa: E402
 from chapters.ch03.baseline_ring_buffer import Serial  # noqa: E402
-from chapters.ch03.common import host_cores  # noqa: E402
-from chapters.ch03.optimized_ring_buffer import Ring  # noqa: E402
+from chapters.ch03.common import Feed, host_cores  # noqa: E402
+from chapters.ch03.optimized_ring_buffer import ProcessRing  # noqa: E402
+
+
+class ThreadRing(Feed):
+    """A ring of 3 page-locked slots, filled ahead by a producer thread of this process (intra-op team: the
+    cores less one) while this thread launches; the producer waits on a slot's CUDA event before refilling."""
+
+    def prepare(self, batch: int, width: int) -> None:
+        self.slots = [self.slot(batch, width) for _ in range(3)]
+
+    def benchmark_fn(self) -> None:
+        steps = self.idx.shape[0]
+        free: queue.SimpleQueue[int] = queue.SimpleQueue()
+        filled: queue.SimpleQueue[int | BaseException] = queue.SimpleQueue()
+        for k in range(len(self.slots)):
+            free.put(k)
+
+        def producer() -> None:
+            try:
+                torch.set_num_threads(max(1, len(host_cores()) - 1))
+                for step in range(steps):
+                    k = free.get()
+                    self.produce(step, *self.slots[k])
+                    filled.put(k)
+            except BaseException as exc:
+                filled.put(exc)
+
+        thread = threading.Thread(target=producer, daemon=True)
+        thread.start()
+        try:
+            for step in range(steps):
+                k = filled.get()
+                if isinstance(k, BaseException):
+                    raise k
+                self.consume(step, *self.slots[k])
+                free.put(k)
+        finally:
+            thread.join()
 
 
 def timed(fn: Callable[[], None], calls: int) -> float:
@@ -94,53 +129,13 @@ def beside_decoder(obj: Serial, launch_only: Callable[[], None]) -> Callable[[],
     return call
 
 
-def with_switch_interval(fn: Callable[[], None], seconds: float) -> Callable[[], None]:
-    def call() -> None:
-        before = sys.getswitchinterval()
-        sys.setswitchinterval(seconds)
-        try:
-            fn()
-        finally:
-            sys.setswitchinterval(before)
-
-    return call
-
-
-def with_team(fn: Callable[[], None], threads: int) -> Callable[[], None]:
-    """``fn`` with the ring's producer team sized ``threads`` (its module's ``host_cores`` patched)."""
-
-    def call() -> None:
-        real = ring_module.host_cores
-        ring_module.host_cores = lambda: list(range(threads + 1))
-        try:
-            fn()
-        finally:
-            ring_module.host_cores = real
-
-    return call
-
-
-@torch.jit.script
-def scripted_decode(raw: torch.Tensor, idx: torch.Tensor, out: torch.Tensor) -> None:
-    torch.sub(raw.index_select(0, idx), 127.5, out=out)
-    out.mul_(1 / 48)
-    torch.tanh(out, out=out)
-
-
-class ScriptedRing(Ring):
-    def produce(self, step: int, slot: torch.Tensor, done: torch.cuda.Event | None) -> None:
-        if done is not None:
-            done.synchronize()
-        scripted_decode(self.raw, self.idx[step], slot)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args()
     torch.manual_seed(0)
-    serial, ring, scripted = Serial(), Ring(), ScriptedRing()
-    for obj in (serial, ring, scripted):
+    serial, threaded, process = Serial(), ThreadRing(), ProcessRing()
+    for obj in (serial, threaded, process):
         obj.setup()
     cores = len(host_cores())
     decode_only, launch_only = halves(serial)
@@ -148,15 +143,10 @@ def main() -> None:
         ("decode only", decode_only),
         ("launch only", launch_only),
         ("launch beside a decoding thread", beside_decoder(serial, launch_only)),
-        ("serial (baseline)", serial.benchmark_fn),
-        ("ring (optimized)", ring.benchmark_fn),
-        ("ring, scripted decode", scripted.benchmark_fn),
+        ("serial (the baseline)", serial.benchmark_fn),
+        ("thread ring", threaded.benchmark_fn),
+        ("process ring (the optimized side)", process.benchmark_fn),
     ]
-    for s in (1e-4, 1e-5):
-        rows.append((f"ring, switch interval {s * 1e6:g} us", with_switch_interval(ring.benchmark_fn, s)))
-    rows.append(("serial, switch interval 10 us", with_switch_interval(serial.benchmark_fn, 1e-5)))
-    rows.append(("serial, switch interval 5 ms (the default, set)", with_switch_interval(serial.benchmark_fn, 5e-3)))
-    rows += [(f"ring, producer team {n}", with_team(ring.benchmark_fn, n)) for n in sorted({max(1, cores // 2), 4, 1})]
     device = context().device
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "the CPU"
     print(f"ch03 ring_buffer's parts on {name}, {cores} cores, {args.calls} calls a row (median ms per call):")
@@ -168,9 +158,11 @@ def main() -> None:
     for (label, _), a, b in zip(rows, forward, backward, strict=True):
         print(f"| {label} | {a:.2f} | {b:.2f} |")
     serial.benchmark_fn()
-    expected = serial.out.clone()
-    scripted.benchmark_fn()
-    print(f"\nscripted ring's output equal to the serial one: {torch.equal(scripted.out.cpu(), expected.cpu())}")
+    expected = serial.out.cpu()
+    for label, obj in (("thread ring", threaded), ("process ring", process)):
+        obj.benchmark_fn()
+        print(f"\n{label}'s output equal to the serial one: {torch.equal(obj.out.cpu(), expected)}")
+    process.teardown()
 
 
 if __name__ == "__main__":

@@ -86,19 +86,26 @@ def test_serving_threads_use_their_own_team_size(per_thread: int) -> None:
         bench.teardown()
 
 
-def test_ring_producer_error_reaches_the_caller() -> None:
+def test_ring_producer_failure_or_death_reaches_the_caller() -> None:
+    """The producer process's error comes back as its text; a producer that dies ends the wait, with its exit
+    code, instead of hanging the call."""
     bench = load_benchmark(CH03 / "optimized_ring_buffer.py")
     bench.setup()
-
-    def broken(*args: object) -> None:
-        raise RuntimeError("decode failed")
-
-    bench.produce = broken  # type: ignore[method-assign]
     try:
-        with pytest.raises(RuntimeError, match="decode failed"):
+        bench.conn.send((10**6, 0))  # a step the producer has no rows for
+        with pytest.raises(RuntimeError, match="producer process failed: IndexError"):
+            bench.filled()
+    finally:
+        bench.teardown()
+    bench.setup()
+    worker = bench.worker
+    try:
+        worker.kill()
+        with pytest.raises(RuntimeError, match="producer process ended"):
             bench.benchmark_fn()
     finally:
         bench.teardown()
+    assert not worker.is_alive()
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
