@@ -18,7 +18,8 @@ a CPU run's figures are labelled as such, never passed off as a GPU's.
 The binding ceiling of a variant is the one its ``pct_of_peak`` was logged against
 (``perflab.peak_ceiling``; for older runs, recovered by matching the percent against the suite's
 ceilings). The chapters' target per pair: ok, verified, speedup ≥ 1.1, and the optimized variant at
-≥ 80 % of the copy bandwidth when memory-bound or ≥ 60 % of its dtype's matmul peak when compute-bound.
+≥ 80 % of the copy bandwidth when memory-bound or ≥ 60 % of its dtype's matmul peak when compute-bound, or
+at the share it states of a ceiling of its own (``get_work()``'s ``ceiling``: PCIe copies, copy engines).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ __all__ = [
     "results_section",
     "roofline_section",
     "roofline_exempt",
+    "stated_ceiling",
     "target_check",
     "update_readmes",
 ]
@@ -156,9 +158,10 @@ def _ceilings_of(suite: Suite, run: StoredRun) -> dict[str, float] | None:
 def binding(run: StoredRun, ceilings: dict[str, float] | None) -> tuple[float | None, str | None]:
     """(% of the binding ceiling, that ceiling's name); either may be None when the run cannot say.
 
-    As logged when the run names its ceiling. A percent logged without a name is matched against the
-    ceilings. With no percent logged (no peak cached when it ran), one is computed only where the dtype
-    cannot matter: bytes declared and no FLOPs, or an intensity left of every matmul ridge.
+    As logged when the run names its ceiling (``stated``: the benchmark's own, ``stated_ceiling``). A percent
+    logged without a name is matched against the ceilings. With no percent logged (no peak cached when it
+    ran), one is computed only where the dtype cannot matter: bytes declared and no FLOPs, or an intensity
+    left of every matmul ridge.
     """
     m = run.metrics
     pct, name = m.get("pct_of_peak"), run.tags.get("perflab.peak_ceiling")
@@ -183,14 +186,24 @@ def binding(run: StoredRun, ceilings: dict[str, float] | None) -> tuple[float | 
     return None, None
 
 
-def _required(name: str | None) -> float | None:
+def stated_ceiling(run: StoredRun) -> tuple[str, float] | None:
+    """The ceiling a benchmark stated (``get_work()``'s ``ceiling``): its name and the % of it the pair targets."""
+    name, target = run.tags.get("perflab.ceiling"), run.metrics.get("ceiling_target_pct")
+    return (name, target) if name and target is not None else None
+
+
+def _required(name: str | None, stated: tuple[str, float] | None = None) -> float | None:
+    if name == "stated":
+        return stated[1] if stated else None
     if name == "copy_gbps":
         return PCT_TARGET["copy_gbps"]
     return PCT_TARGET["tflops"] if name and name.endswith("_tflops") else None
 
 
-def _label(name: str) -> str:
-    """``copy_gbps`` → ``copy``; ``bf16_tflops`` → ``bf16 peak``."""
+def _label(name: str, stated: tuple[str, float] | None = None) -> str:
+    """``copy_gbps`` → ``copy``; ``bf16_tflops`` → ``bf16 peak``; ``stated`` → the benchmark's words for it."""
+    if name == "stated":
+        return stated[0] if stated else "a stated ceiling"
     return name.removesuffix("_gbps") if name.endswith("_gbps") else name.removesuffix("_tflops") + " peak"
 
 
@@ -205,10 +218,14 @@ def roofline_exempt(run: StoredRun) -> str | None:
     return None
 
 
-def target_check(row: dict[str, Any], pct: float | None, name: str | None, exempt: str | None = None) -> str:
+def target_check(
+    row: dict[str, Any], pct: float | None, name: str | None, exempt: str | None = None,
+    stated: tuple[str, float] | None = None,
+) -> str:  # fmt: skip
     """``met``, ``not met: <every shortfall>``, or ``—`` with why it cannot be decided. ``exempt``: why the
     roofline does not bind (``roofline_exempt``): then only status, verification and speedup are judged, and
-    a pair that passes them is ``met on speedup``."""
+    a pair that passes them is ``met on speedup``. ``stated``: the ceiling the benchmark states and its target
+    % (``stated_ceiling``), which ``name`` ``stated`` is judged against."""
     if exempt:
         pct = name = None
     misses = []
@@ -223,9 +240,9 @@ def target_check(row: dict[str, Any], pct: float | None, name: str | None, exemp
         misses.append(f"speedup {speedup:.2f} < {SPEEDUP_TARGET}")
     elif row.get("significance") not in (None, "faster"):  # None: a run from before speedup intervals
         misses.append(f"speedup interval holds 1.0 ({row['significance']})")
-    need = _required(name)
+    need = _required(name, stated)
     if pct is not None and name and need is not None and pct < need:
-        misses.append(f"{pct:.1f} % of {_label(name)} < {need:.0f} %")
+        misses.append(f"{pct:.1f} % of {_label(name, stated)} < {need:.0f} %")
     if misses:
         return "not met: " + "; ".join(misses)
     if exempt:
@@ -247,18 +264,18 @@ def _us(ms: float | None) -> str:
 def _achieved(gbps: float | None, tflops: float | None, name: str | None) -> str:
     """The rate the binding ceiling is in; both when the example declares both and the bound is unknown."""
     parts = []
-    if gbps is not None and (name is None or name.endswith("_gbps") or tflops is None):
+    if gbps is not None and (name in (None, "stated") or name.endswith("_gbps") or tflops is None):
         parts.append(f"{sig(gbps)} GB/s")
-    if tflops is not None and (name is None or name.endswith("_tflops") or gbps is None):
+    if tflops is not None and (name in (None, "stated") or name.endswith("_tflops") or gbps is None):
         # a CPU's rates are GFLOP/s: "0.00000365 TFLOP/s" reads badly
         parts.append(f"{sig(tflops)} TFLOP/s" if tflops >= 0.1 else f"{sig(tflops * 1e3)} GFLOP/s")
     return ", ".join(parts) or "—"
 
 
-def _pct(pct: float | None, name: str | None) -> str:
+def _pct(pct: float | None, name: str | None, stated: tuple[str, float] | None = None) -> str:
     if pct is None:
         return "—"
-    return f"{pct:.1f} % of {_label(name)}" if name else f"{pct:.1f} % (ceiling unknown)"
+    return f"{pct:.1f} % of {_label(name, stated)}" if name else f"{pct:.1f} % (ceiling unknown)"
 
 
 def _device(runs: list[StoredRun]) -> str:
@@ -326,7 +343,8 @@ def results_section(suite: Suite, chapter: str) -> str:
         run = by_id[x["run_id"]]
         pct, name = binding(run, _ceilings_of(suite, run))
         exempt = roofline_exempt(run)
-        check = target_check(x, pct, name, exempt)
+        stated = stated_ceiling(run)
+        check = target_check(x, pct, name, exempt, stated)
         if exempt:  # the device's roofline does not bound this number: no % of it shown
             pct = name = None
         met += check == "met"
@@ -336,7 +354,7 @@ def results_section(suite: Suite, chapter: str) -> str:
         verified = "yes" if x["verified"] else f"no ({x['status']})" if x["status"] != "ok" else "no"
         lines.append(
             f"| {label} | {_us(x['baseline_median_ms'])} | {_us(x['optimized_median_ms'])} | {speedup} | "
-            f"{verified} | {_achieved(x['optimized_gbps'], x['optimized_tflops'], name)} | {_pct(pct, name)} | "
+            f"{verified} | {_achieved(x['optimized_gbps'], x['optimized_tflops'], name)} | {_pct(pct, name, stated)} | "
             f"{check} |"
         )
     if not rows:
@@ -347,8 +365,9 @@ def results_section(suite: Suite, chapter: str) -> str:
         "95 % interval above 1, and the "
         f"optimized variant at ≥ {PCT_TARGET['copy_gbps']:.0f} % of the measured copy bandwidth when memory-bound "
         f"or ≥ {PCT_TARGET['tflops']:.0f} % of its dtype's measured matmul peak when compute-bound (the binding "
-        "ceiling of the roofline, as logged with the run). Medians over the run's samples; achieved rates are "
-        "the example's declared minimum work ÷ median."
+        "ceiling of the roofline, as logged with the run), or at the share the example states of a ceiling the "
+        "roofline does not know (PCIe copies: the % column names it). Medians over the run's samples; achieved "
+        "rates are the example's declared minimum work ÷ median."
         + (f" {on_speedup} more meet it on speedup alone: wall-clock times on a GPU (host work included) and "
            "speedups on a per-token latency or a rate, which the roofline does not bound; the text above "
            "states their ceilings." if on_speedup else ""),
@@ -385,7 +404,8 @@ def roofline_section(suite: Suite, chapter: str) -> str:
     for r in runs:
         m = r.metrics
         pct, name = binding(r, _ceilings_of(suite, r))
-        bound = "—" if name is None else ("memory" if name.endswith("_gbps") else "compute") + f" ({_label(name)})"
+        kind = "stated" if name == "stated" else "memory" if name and name.endswith("_gbps") else "compute"
+        bound = "—" if name is None else f"{kind} ({_label(name, stated_ceiling(r))})"
         if r.tags.get("perflab.bound"):  # the profiler's verdict, when the run was profiled
             bound += f"; profile: {r.tags['perflab.bound']}"
         if "time_median_ms" not in m:

@@ -14,7 +14,9 @@ and optionally:
 * ``validate_result() -> str | None`` — a message when the result is wrong, None when it is fine;
 * ``get_work() -> dict | None`` — ``{"bytes": ..., "flops": ...}`` moved/done per call, the same on both
   sides of a pair; ``"dtype"`` (bf16, fp16, fp8, tf32, fp32) names the matmul peak the FLOPs compete with
-  where the first output's dtype does not (fp32 losses of a bf16-autocast step);
+  where the first output's dtype does not (fp32 losses of a bf16-autocast step); ``"ceiling"``,
+  ``"ceiling_ms"``, ``"ceiling_target_pct"`` state a ceiling the roofline does not know (a PCIe copy, a
+  copy engine): its name, the least ms a call can take under it, and the share of it the pair must reach;
 * ``get_inputs()`` — the tensors that are this benchmark's inputs (a tensor, a list, a dict); the harness
   changes them to check that the output follows (bench.measure.guard). Without it: every tensor set up in setup().
 """
@@ -96,3 +98,20 @@ def outputs_of(obj: Any) -> list[Any] | None:
     if bad:
         raise TypeError(f"get_output() must return a tensor or a tuple of tensors, got {bad}")
     return tensors
+
+
+def declared_work(work: Any) -> dict[str, Any]:
+    """``get_work()``'s value checked against bench.define.result.Work: its fields, the unset ones left out; a
+    ProtocolError naming the bad value otherwise (in one line)."""
+    from bench.define.result import Work
+
+    try:
+        return Work.model_validate(dict(work)).model_dump(exclude_none=True)
+    except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        errors = getattr(exc, "errors", None)
+        first = errors()[0] if callable(errors) and errors() else None
+        if first is None:
+            raise ProtocolError(f"get_work() returned {work!r}: not a dict of work counts ({exc})") from None
+        where = ".".join(str(p) for p in first["loc"])
+        what = f"{where}={first['input']!r}: " if where else ""
+        raise ProtocolError(f"get_work() returned {what}{first['msg'].removeprefix('Value error, ')}") from None

@@ -6,9 +6,10 @@ speedups are computed in the parent (``bench.measure.compare``) from two results
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Status = Literal["ok", "failed", "timeout", "skipped", "invalid"]
 StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
@@ -162,6 +163,27 @@ class Work(BaseModel):
     # The matmul peak the FLOPs compete with (bf16, fp16, fp8, tf32, fp32), where the first output's dtype
     # does not say it: e.g. fp32 losses of a training step whose matmuls run under bf16 autocast.
     dtype: Literal["bf16", "fp16", "fp8", "tf32", "fp32"] | None = None
+    # A ceiling the device's roofline does not know, stated by the benchmark: the least time one call can take
+    # under a limit it names in words (host-to-device copies at the PCIe rate measured in setup, a copy engine
+    # per direction, ...), and the share of it (%) the benchmark means to reach. Where stated, pct_of_peak is
+    # of this ceiling (ceiling_ms ÷ median) and the README judges the pair against ceiling_target_pct.
+    ceiling: str | None = None
+    ceiling_ms: float | None = None
+    ceiling_target_pct: float | None = None
+
+    @model_validator(mode="after")
+    def _stated_ceiling(self) -> Work:
+        stated = (self.ceiling, self.ceiling_ms, self.ceiling_target_pct)
+        if any(v is not None for v in stated) and any(v is None for v in stated):
+            raise ValueError(
+                f"ceiling={self.ceiling!r}, ceiling_ms={self.ceiling_ms!r}, ceiling_target_pct="
+                f"{self.ceiling_target_pct!r}: a stated ceiling needs all three (its name, ms per call, target %)"
+            )
+        if self.ceiling_ms is not None and not (math.isfinite(self.ceiling_ms) and self.ceiling_ms > 0):
+            raise ValueError(f"ceiling_ms={self.ceiling_ms!r}: the least time of a call, in ms, finite and > 0")
+        if self.ceiling_target_pct is not None and not 0 < self.ceiling_target_pct <= 100:
+            raise ValueError(f"ceiling_target_pct={self.ceiling_target_pct!r}: a share of the ceiling, in (0, 100]")
+        return self
 
 
 class Profile(BaseModel):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.define.context import set_context, synchronize
-from bench.define.protocol import outputs_of
+from bench.define.protocol import declared_work, outputs_of
 from bench.isolate.channel import Stage, send
 from bench.isolate.recheck import changed_inputs, restored_call
 
@@ -177,7 +177,7 @@ def _check(v: SetUp, poisoned: bool, memory: dict[str, Any] | None) -> tuple[Any
     get_work = getattr(v.obj, "get_work", None)
     work = get_work() if callable(get_work) else None
     if work is not None:
-        send("work", **dict(work))
+        send("work", **declared_work(work))
     if memory is not None:
         send("memory", **memory)
     mutated = {k: v.inputs[k] for k in guard.changed(v.prints, guard.fingerprints(v.inputs))}

@@ -30,6 +30,7 @@ __all__ = [
     "peak_metrics",
     "result_dtype",
     "slug",
+    "stated_ceiling",
 ]
 
 # Output dtype of a flop-bound benchmark → the matmul ceiling it competes with.
@@ -139,8 +140,13 @@ def binding_ceiling(result: VariantResult, path: Path | None = None) -> tuple[fl
     """(percent, ceiling name) for a result with declared work when its hardware has cached ceilings.
 
     The name (``copy_gbps``, ``fp32_tflops`` ...) is logged beside the percent: only this side knows
-    the output dtype, and a reader needs it to tell a bandwidth-bound variant from a matmul-like one.
+    the output dtype, and a reader needs it to tell a bandwidth-bound variant from a matmul-like one. A
+    ceiling the benchmark states (``Work.ceiling_ms``) comes first, under the name ``stated``: the roofline
+    does not know the limit it names.
     """
+    stated = stated_ceiling(result)
+    if stated is not None:
+        return stated
     derived = result.derived_metrics()
     if not derived:
         return None
@@ -148,6 +154,14 @@ def binding_ceiling(result: VariantResult, path: Path | None = None) -> tuple[fl
     if ceilings is None:
         return None
     return pct_of_peak(derived.get("achieved_gbps"), derived.get("achieved_tflops"), ceilings, result_dtype(result))
+
+
+def stated_ceiling(result: VariantResult) -> tuple[float, str] | None:
+    """(100 × the stated least time ÷ the median, ``stated``) for a result whose benchmark states its ceiling."""
+    w, t = result.work, result.timing
+    if w is None or w.ceiling_ms is None or t is None or not t.stats.median_ms > 0:
+        return None
+    return 100.0 * w.ceiling_ms / t.stats.median_ms, "stated"
 
 
 def ranks_ceilings(result: VariantResult, path: Path | None = None) -> dict[str, float] | None:

@@ -193,9 +193,11 @@ def _why_not_rechecked(baseline: VariantResult, optimized: VariantResult) -> str
 
 def _work_differs(baseline: VariantResult, optimized: VariantResult) -> str | None:
     """Both sides of a pair do the same work (INTEGRITY #4): declared work counts must agree (the precision
-    they run at, ``dtype``, may differ: that is what a precision pair changes)."""
-    b = baseline.work.model_dump(exclude_none=True, exclude={"dtype"}) if baseline.work else {}
-    o = optimized.work.model_dump(exclude_none=True, exclude={"dtype"}) if optimized.work else {}
+    they run at, ``dtype``, may differ: that is what a precision pair changes; so may a stated ceiling, which
+    each side computes from rates it measured itself)."""
+    own = {"dtype", "ceiling", "ceiling_ms", "ceiling_target_pct"}
+    b = baseline.work.model_dump(exclude_none=True, exclude=own) if baseline.work else {}
+    o = optimized.work.model_dump(exclude_none=True, exclude=own) if optimized.work else {}
     if b != o:
         return (
             f"declared work differs: baseline {b or 'none'} vs optimized {o or 'none'}; both sides of a pair do "

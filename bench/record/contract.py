@@ -93,7 +93,9 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
         out.update(result.generation.metrics())
     if result.profile is not None:  # prof_* / ncu_* from the separate profile child(ren)
         out.update({name(k): v for k, v in result.profile.metrics.items()})
-    out.update(peak_metrics(result))  # percent of the device's cached ceiling (`perflab peak`), if any
+    out.update(peak_metrics(result))  # percent of the device's cached ceiling (`perflab peak`), or of a stated one
+    if result.work is not None and result.work.ceiling_ms is not None:  # the benchmark's own ceiling
+        out.update(ceiling_ms=result.work.ceiling_ms, ceiling_target_pct=result.work.ceiling_target_pct)
     out.update({name(f"stage_{s.name}_s"): s.duration_s for s in result.stages})
     if result.elapsed_s > 0:  # 0.0 is the model's default for "never started", not a measurement
         out["elapsed_s"] = result.elapsed_s
@@ -231,6 +233,7 @@ def variant_tags(result: VariantResult) -> dict[str, str]:
         "perflab.gpu": gpu.get("name") if isinstance(gpu, Mapping) else None,
         "perflab.hardware": hardware_key(result),  # the peak cache / expectations key
         "perflab.peak_ceiling": ceiling[1] if (ceiling := binding_ceiling(result)) else None,  # pct_of_peak's
+        "perflab.ceiling": result.work.ceiling if result.work else None,  # a stated ceiling's name (Work.ceiling)
         # Software versions beside the hardware key: regression history is searched on all three.
         "perflab.torch": result.manifest.get("torch"),
         "perflab.triton": result.manifest.get("triton"),

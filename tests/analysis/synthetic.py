@@ -54,8 +54,10 @@ def result(
     status: str = "ok",
     work_bytes: float | None = None,
     work_flops: float | None = None,
+    ceiling: tuple[str, float, float] | None = None,
 ) -> VariantResult:
-    """A variant result for ``chapter:example:variant``; ``samples=None`` for one that measured nothing."""
+    """A variant result for ``chapter:example:variant``; ``samples=None`` for one that measured nothing;
+    ``ceiling``: a stated ceiling (name, ms, target %) beside the declared work."""
     chapter, example, variant = key.split(":")
     device = "cuda:0" if gpu else "cpu"
     manifest: dict = {"device": device, "torch": torch, "triton": triton}
@@ -77,9 +79,16 @@ def result(
         device=device,
         timing=timing,
         memory=Memory(device=device, peak_mb=100.0) if timing else None,
-        work=Work(bytes=work_bytes, flops=work_flops) if work_bytes or work_flops else None,
+        work=Work(bytes=work_bytes, flops=work_flops, **stated(ceiling)) if work_bytes or work_flops else None,
         manifest=manifest,
     )
+
+
+def stated(ceiling: tuple[str, float, float] | None) -> dict[str, str | float]:
+    """A stated ceiling (name, ms, target %) as Work's fields."""
+    if ceiling is None:
+        return {}
+    return dict(zip(("ceiling", "ceiling_ms", "ceiling_target_pct"), ceiling, strict=True))
 
 
 def pair(base: VariantResult, opt: VariantResult, verified: bool = True) -> Comparison:

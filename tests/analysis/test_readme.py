@@ -39,7 +39,8 @@ def suite(store: Store, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     """ch07, logged with the H100 ceilings cached (pct_of_peak and its ceiling's name logged):
 
     fast: 90 % of copy, 8x · slow: 60 % of copy, 2x · mm: 40 TFLOP/s fp32 (80 %), 4x ·
-    nowork: no work declared, 1.5x · wrong: 90 % of copy but not verified · broken: optimized timed out.
+    nowork: no work declared, 1.5x · wrong: 90 % of copy but not verified · broken: optimized timed out ·
+    pcie / pcie_slow: a stated ceiling (PCIe) the optimized side reaches at 90 % / 50 % (target 80 %), 3x.
     """
     cache = tmp_path_factory.mktemp("peaks") / "peaks.json"
     cache.write_text(json.dumps({H100: {"ceilings": CEILINGS}}))
@@ -64,6 +65,10 @@ def suite(store: Store, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         result("ch07:broken:baseline", flat(OPT_MS), work_bytes=1e6),
         result("ch07:broken:optimized", None, status="timeout"),
     ]
+    for name, share in (("pcie", 0.9), ("pcie_slow", 0.5)):
+        ceiling = ("copies at the measured PCIe rate", share * OPT_MS, 80.0)
+        results += [result(f"ch07:{name}:baseline", flat(3 * OPT_MS), work_bytes=1e6, ceiling=ceiling),
+                    result(f"ch07:{name}:optimized", flat(OPT_MS), work_bytes=1e6, ceiling=ceiling)]  # fmt: skip
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PERFLAB_PEAK_CACHE", str(cache))
         parent, ids = log_suite(store, EXP, results, verified={"ch07:wrong:optimized": False},
@@ -132,7 +137,20 @@ def test_missing_metrics_show_a_dash(text: str) -> None:
 def test_target_check_flags_rows_below_the_ceiling_targets(text: str) -> None:
     assert row(text, "slow")[5:] == ["1800 GB/s", "60.0 % of copy", "not met: 60.0 % of copy < 80 %"]
     assert row(text, "wrong")[-1] == "not met: pair mismatch"  # fast enough, but not verified
-    assert "2 of 6 pair(s) meet the target" in text
+    assert "3 of 8 pair(s) meet the target" in text
+
+
+def test_a_stated_ceiling_replaces_the_roofline(text: str, suite: dict[str, Any], store: Store) -> None:
+    """A pair that states its own ceiling (PCIe) is judged against it and its target, not against the HBM copy
+    bandwidth its 8 GB/s would be 0.3 % of; the run logs the percent, the ceiling's name and its target."""
+    assert row(text, "pcie")[5:] == ["8.00 GB/s", "90.0 % of copies at the measured PCIe rate", "met"]
+    want = "not met: 50.0 % of copies at the measured PCIe rate < 80 %"
+    assert row(text, "pcie_slow")[6:] == ["50.0 % of copies at the measured PCIe rate", want]
+    run = store.client.get_run(suite["ids"]["ch07:pcie:optimized"])
+    assert run.data.tags["perflab.peak_ceiling"] == "stated"
+    assert run.data.tags["perflab.ceiling"] == "copies at the measured PCIe rate"
+    assert run.data.metrics["pct_of_peak"] == pytest.approx(90.0)
+    assert run.data.metrics["ceiling_target_pct"] == 80.0
 
 
 def test_rerun_is_idempotent_and_check_spots_edits(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:

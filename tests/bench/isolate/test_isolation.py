@@ -60,6 +60,10 @@ SUITE_FILES: dict[str, dict[str, Any]] = {
 }
 
 
+# A ceiling the benchmark states beside its work (get_work()): what a PCIe-bound pair declares.
+STATED = {"bytes": 1e6, "ceiling": "copies at the measured PCIe rate", "ceiling_ms": 0.5, "ceiling_target_pct": 80.0}
+
+
 def single_cases(pid_dir: Path) -> dict[str, tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]]:
     """name → (knobs, suite layer, CLI layer) for cases run alone through run_variant."""
     return {
@@ -80,6 +84,8 @@ def single_cases(pid_dir: Path) -> dict[str, tuple[dict[str, Any], dict[str, Any
         "segfault_warmup": ({"FAULT": ("warmup", "segfault")}, None, FAST),
         "exit7_measurement": ({"FAULT": ("measurement", "exit7")}, None, FAST),
         "no_get_benchmark": ({"extra": "del get_benchmark"}, None, FAST),
+        "stated_ceiling": ({"extra": f"Bench.get_work = lambda self: {STATED!r}"}, None, FAST),
+        "bad_ceiling": ({"extra": f"Bench.get_work = lambda self: {STATED | {'ceiling_ms': -1.0}!r}"}, None, FAST),
         "forked_grandchild": (
             {"FAULT": ("setup", "fork"), "PID_FILE": str(pid_dir / "forked.pid")},
             None,
@@ -335,6 +341,16 @@ def test_missing_get_benchmark_fails_at_setup_as_a_protocol_error(matrix: dict[s
     r = get(matrix, "no_get_benchmark")
     assert r.status == "failed" and r.failed_stage == "setup"
     assert r.error is not None and r.error.kind == "protocol" and "get_benchmark" in r.error.message
+
+
+def test_a_stated_ceiling_reaches_the_result_and_a_bad_one_fails_naming_it(matrix: dict[str, Future[Any]]) -> None:
+    r = get(matrix, "stated_ceiling")
+    assert r.status == "ok" and r.work is not None
+    assert (r.work.ceiling, r.work.ceiling_ms, r.work.ceiling_target_pct) == (
+        STATED["ceiling"], STATED["ceiling_ms"], STATED["ceiling_target_pct"])  # fmt: skip
+    bad = get(matrix, "bad_ceiling")
+    assert bad.status == "failed" and bad.error is not None and bad.error.kind == "protocol"
+    assert "get_work() returned ceiling_ms=-1.0" in bad.error.message
 
 
 def test_get_config_setup_limit_takes_effect(matrix: dict[str, Future[Any]]) -> None:

@@ -309,3 +309,20 @@ def test_a_precision_pair_declares_its_dtype_and_still_the_same_work(tmp_path: P
     fewer = opt.model_copy(update={"work": Work(flops=5e8, dtype="bf16")})
     c = compare(base, fewer)
     assert not c.verification.verified and "declared work differs" in c.verification.detail
+
+
+def test_a_stated_ceiling_may_differ_between_the_sides(tmp_path: Path) -> None:
+    """Each side states its ceiling from rates it measured itself (a PCIe copy timed in setup): a different
+    ceiling_ms is no different work; different bytes still are."""
+    from bench.define.result import Work
+
+    r = ref()
+
+    def stated(ms: float, bytes_: float = 1e9) -> Work:
+        return Work(bytes=bytes_, ceiling="copies at the measured PCIe rate", ceiling_ms=ms, ceiling_target_pct=80.0)
+
+    base = variant(tmp_path, "baseline", [r], 2.0).model_copy(update={"work": stated(0.98)})
+    opt = variant(tmp_path, "optimized", [r.clone()], 1.0).model_copy(update={"work": stated(1.02)})
+    assert compare(base, opt).status == "ok" and compare(base, opt).verification.verified
+    fewer = opt.model_copy(update={"work": stated(1.02, 5e8)})
+    assert "declared work differs" in compare(base, fewer).verification.detail
