@@ -350,20 +350,23 @@ class Scans(Pair):
 
 
 class Monitored(Pair):
-    """event_dependencies: 32 layers h = tanh(h @ W_l) (batch 512, width 1024, fp32) on the current stream;
+    """event_dependencies: 32 layers h = tanh(h @ W_l) (batch 4096, width 1024, fp32) on the current stream;
     a side stream computes each layer's row norms (a monitor: activation statistics) once that layer's
     output exists. ``handoff(layer)`` is how the side stream learns that it does.
 
-    Per layer: 1.07 GFLOP of matmul (~25 µs at the fp32 rate) and 2 MiB read by the norm (~3 µs).
-    Work per call, both sides: 2 x 32 x 512 x 1024² = 34 GFLOP; bytes: x and the weights read, every
-    layer's output written and read once more by the norms.
+    Per layer: 8.6 GFLOP of matmul (~170 µs at the fp32 rate) and 16 MiB read by the norm (~8 µs). The
+    layer is sized so that the GPU's work outlasts the host's per layer (~70-120 µs of Python and launches
+    on the H100 host: six calls and two stream switches); with 512 rows (21 µs a layer) both sides were
+    bound by the host and the pair read 1.16x and then 0.85x. Work per call, both sides: 2 x 32 x 4096 x
+    1024² = 275 GFLOP; bytes: x and the weights read, every layer's output written and read once more by
+    the norms.
     """
 
     config = wall_clock()
 
     def prepare(self) -> None:
         ctx = context()
-        batch, width, layers = ctx.size((512, 1024, 32), (5, 24, 6))
+        batch, width, layers = ctx.size((4096, 1024, 32), (5, 24, 6))
         ctx.record("batch x width x layers", f"{batch}x{width}x{layers}")
         self.x = randn(batch, width, offset=0)
         self.ws = randn(layers, width, width, offset=1, scale=1 / math.sqrt(width))

@@ -6,8 +6,9 @@ layers and norms without stopping, the GPU runs the matmuls back to back, and ea
 stream beside the next layer's matmul. The side stream is forked from the current stream and joined back
 before the call returns (common.fork / common.join).
 
-What it should buy on an H100: the ~20 µs idle gap per layer goes, and the norms hide behind the
-matmuls: ~32 x 26 µs ≈ 0.85 ms instead of ~1.5 ms, about 1.5-1.8x. On a CPU run events do nothing and the
+What it should buy on an H100: the ~50 µs idle gap per layer goes, and the norms hide behind the
+matmuls: ~32 x 170 µs ≈ 5.5 ms instead of ~7 ms, about 1.2-1.4x (more on a slower host: the gap is the
+host's). Its ceiling: the matmuls back to back at the fp32 rate. On a CPU run events do nothing and the
 layers run in order: same output, no speedup.
 
 Timed with the wall clock, as the baseline. Work per call: as the baseline (common.Monitored).
