@@ -232,7 +232,8 @@ class Projection(Variant):
     Shapes (M, N, K): ``FULL`` and ``SMOKE``. The harness changes only x to see the output follow
     (``get_inputs``): w stands for a model's weights, which the low-precision sides quantise once, when
     loaded (``prepare``). Work: 2MNK FLOPs and the bf16 problem's bytes (x, w read, out written: 2 B each)
-    on both sides; a side with 1-byte weights moves fewer (README: its GB/s are bf16-equivalent).
+    on both sides; a side with 1-byte weights moves fewer (README: its GB/s are bf16-equivalent). The FLOPs
+    compete with the peak of the tensor cores' input dtype (``MATMUL``: bf16, FP8 on the FP8 side).
     """
 
     FULL: tuple[int, int, int]
@@ -261,9 +262,11 @@ class Projection(Variant):
     def get_inputs(self) -> torch.Tensor:
         return self.x
 
-    def get_work(self) -> dict[str, int]:
+    MATMUL = "bf16"  # the tensor cores' input dtype, the peak the FLOPs compete with
+
+    def get_work(self) -> dict[str, int | str]:
         m, n, k = self.m, self.n, self.k
-        return {"flops": 2 * m * n * k, "bytes": 2 * (m * k + n * k + m * n)}
+        return {"flops": 2 * m * n * k, "bytes": 2 * (m * k + n * k + m * n), "dtype": self.MATMUL}
 
 
 class Gemm(Projection):
@@ -282,6 +285,7 @@ class Fp8Gemm(Gemm):
     """
 
     PARAMS = ("rowwise",)
+    MATMUL = "fp8"
 
     def __init__(self, rowwise: bool) -> None:
         self.rowwise = rowwise

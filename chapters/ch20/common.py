@@ -248,7 +248,7 @@ class Example:
     def get_inputs(self) -> tuple:
         return tuple(t for t in self.operands if isinstance(t, torch.Tensor) and t.is_floating_point())
 
-    def get_work(self) -> dict[str, int]:
+    def get_work(self) -> dict[str, int | str]:
         return self.work
 
 
@@ -298,11 +298,12 @@ SPLITK_RTOL = 1e-4  # fp32 sums of 65536 products in another order: ~2e-6 apart 
 def tall_k_matmul() -> tuple:
     """split_k_search: C = A @ B with M = N = 1024 and K = 65536 (A 128 MiB, B 128 MiB bf16; C fp32 4 MiB),
     the shape of a weight gradient over 64 Ki tokens: 137 GFLOP but only 64 output tiles of 128 x 128 for 132
-    SMs. Smoke: 40 x 48 x 700. Work (minimum): read A and B once, write C once; 2MNK FLOPs."""
+    SMs. Smoke: 40 x 48 x 700. Work (minimum): read A and B once, write C once; 2MNK FLOPs on bf16 tensor
+    cores (``dtype``: the fp32 output does not say so)."""
     m, n, k = context().size((1024, 1024, 65536), (40, 48, 700))
     a, b = randn(m, k, offset=0, scale=k**-0.25), randn(k, n, offset=1, scale=k**-0.25)
     out = torch.empty(m, n, device=a.device)
-    return (a, b), out, {"bytes": 2 * (m * k + k * n) + 4 * m * n, "flops": 2 * m * n * k}
+    return (a, b), out, {"bytes": 2 * (m * k + k * n) + 4 * m * n, "flops": 2 * m * n * k, "dtype": "bf16"}
 
 
 def matmul_args(operands: tuple, out: torch.Tensor) -> tuple[list[Any], dict[str, Any], Callable]:
