@@ -320,6 +320,9 @@ class Scans(Pair):
     kernel that takes offsets (the better fix where one can write it; streams are the tool when the
     independent kernels are different ops or libraries). ``streams`` is how many streams the sequences
     are dealt to in turn. Work per call, both sides: read x, write out (8 B per element), 4 FLOPs per element.
+    On a GPU, setup times each sequence's kernel alone and states the busiest stream's sum as the side's
+    ceiling (``get_work()``): what its streams would take if they overlapped perfectly; the roofline does not
+    bind latency-bound kernels.
     """
 
     streams = 1
@@ -337,6 +340,24 @@ class Scans(Pair):
         self.out = torch.empty_like(self.x)
         self.lanes = lanes(self.streams)
         self.work = {"bytes": 8 * self.x.numel() + 4 * channels, "flops": 4 * self.x.numel()}
+        if ctx.is_cuda:  # the stated ceiling: the busiest stream's kernels, each timed alone
+            alone = [self.alone_ms(start, stop) for start, stop in self.bounds]
+            busiest = max(sum(alone[i :: self.streams]) for i in range(self.streams))
+            self.work |= {
+                "ceiling": f"the busiest of its {self.streams} stream(s)' kernels, each timed alone in setup",
+                "ceiling_ms": busiest,
+                "ceiling_target_pct": 80.0,
+            }
+
+    def alone_ms(self, start: int, stop: int) -> float:
+        """One sequence's scan alone on the current stream, in ms between CUDA events, after a warm-up call."""
+        scan(self.x[start:stop], self.rate, self.out[start:stop])  # compiles on the first call
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        scan(self.x[start:stop], self.rate, self.out[start:stop])
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end)
 
     def benchmark_fn(self) -> None:
         fork(self.lanes)
