@@ -21,6 +21,7 @@ Work per call: as the baseline (common.Feed). Timed with the wall clock.
 import contextlib
 import multiprocessing
 from multiprocessing.connection import wait
+from typing import NoReturn
 
 import torch
 
@@ -63,12 +64,15 @@ class ProcessRing(Feed):
             wait([self.conn, self.worker.sentinel])
             if not self.conn.poll():
                 self.ended()
-        k = self.conn.recv()
+        try:
+            k = self.conn.recv()
+        except (EOFError, OSError):  # readable because its end closed (reset when orders were left unread)
+            self.ended()
         if isinstance(k, str):
             raise RuntimeError(f"the producer process failed: {k}")
         return k
 
-    def ended(self) -> None:
+    def ended(self) -> NoReturn:
         self.worker.join(timeout=5)
         raise RuntimeError(f"the producer process ended (exit code {self.worker.exitcode})")
 

@@ -106,6 +106,16 @@ def test_ring_producer_failure_or_death_reaches_the_caller() -> None:
     finally:
         bench.teardown()
     assert not worker.is_alive()
+    bench.setup()  # dead with an order unread: the pipe reads as closed (reset), not as a slot
+    worker = bench.worker
+    try:
+        bench.order(0, 0)
+        worker.kill()
+        worker.join()
+        with pytest.raises(RuntimeError, match="producer process ended"):
+            bench.filled()
+    finally:
+        bench.teardown()
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
