@@ -7,7 +7,7 @@ speedups are computed in the parent (``bench.measure.compare``) from two results
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -170,10 +170,11 @@ class Work(BaseModel):
     ceiling: str | None = None
     ceiling_ms: float | None = None
     ceiling_target_pct: float | None = None
+    STATED: ClassVar[tuple[str, ...]] = ("ceiling", "ceiling_ms", "ceiling_target_pct")
 
     @model_validator(mode="after")
     def _stated_ceiling(self) -> Work:
-        stated = (self.ceiling, self.ceiling_ms, self.ceiling_target_pct)
+        stated = [getattr(self, name) for name in self.STATED]
         if any(v is not None for v in stated) and any(v is None for v in stated):
             raise ValueError(
                 f"ceiling={self.ceiling!r}, ceiling_ms={self.ceiling_ms!r}, ceiling_target_pct="

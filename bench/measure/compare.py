@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.define.config import BenchmarkConfig
-from bench.define.result import Comparison, PairStatus, VariantResult, Verification
+from bench.define.result import Comparison, PairStatus, VariantResult, Verification, Work
 from bench.measure.stats import speedup_interval
 from bench.measure.verify import FilePair, verify_all
 
@@ -195,7 +195,7 @@ def _work_differs(baseline: VariantResult, optimized: VariantResult) -> str | No
     """Both sides of a pair do the same work (INTEGRITY #4): declared work counts must agree (the precision
     they run at, ``dtype``, may differ: that is what a precision pair changes; so may a stated ceiling, which
     each side computes from rates it measured itself)."""
-    own = {"dtype", "ceiling", "ceiling_ms", "ceiling_target_pct"}
+    own = {"dtype", *Work.STATED}
     b = baseline.work.model_dump(exclude_none=True, exclude=own) if baseline.work else {}
     o = optimized.work.model_dump(exclude_none=True, exclude=own) if optimized.work else {}
     if b != o:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
@@ -348,7 +349,9 @@ class Feed(HostBenchmark):
         return self.raw, self.w_in, self.ws
 
 
-def produce_forever(raw: torch.Tensor, idx: torch.Tensor, slots: list[torch.Tensor], threads: int, conn) -> None:  # noqa: ANN001
+def produce_forever(
+    raw: torch.Tensor, idx: torch.Tensor, slots: list[torch.Tensor], threads: int, conn: Connection
+) -> None:
     """ring_buffer's producer process: for each order (step, slot) received on ``conn``, decode the step's
     rows into that shared slot and answer with the slot; ``None`` ends it. A failure is answered with its
     text and ends it. Runs in a process of its own (its own GIL and intra-op team of ``threads``)."""

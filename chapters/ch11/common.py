@@ -32,7 +32,7 @@ Smoke sizes keep every call to milliseconds on a CPU, with lengths that are not 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -250,7 +250,8 @@ class Swap(Pair):
         self.work = {"bytes": 2 * 4 * n}
         if ctx.is_cuda:  # the stated ceiling: the slower direction's copy alone
             host_dst, device_dst = self.out
-            ms = [copy_ms(host_dst, self.device_src), copy_ms(device_dst, self.host_src)]
+            ms = [alone_ms(lambda: host_dst.copy_(self.device_src, non_blocking=True)),
+                  alone_ms(lambda: device_dst.copy_(self.host_src, non_blocking=True))]  # fmt: skip
             d2h, h2d = (
                 ctx.record(f"{way}_gbps", round(4 * n / (t * 1e6), 1))
                 for way, t in zip(("d2h", "h2d"), ms, strict=True)
@@ -271,15 +272,22 @@ class Swap(Pair):
         join(self.lanes)
 
 
-def copy_ms(dst: torch.Tensor, src: torch.Tensor) -> float:
-    """One ``dst.copy_(src)`` alone on the current stream, in ms between CUDA events, after one warm-up copy."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    dst.copy_(src, non_blocking=True)
-    start.record()
-    dst.copy_(src, non_blocking=True)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
+def alone_ms(fn: Callable[[], Any], tries: int = 1, flush: torch.Tensor | None = None) -> float:
+    """``fn``'s device work alone on the current stream, in ms between CUDA events: the least of ``tries``
+    timings after one untimed call (a warm-up, or a compile), each after reading ``flush`` when given (a
+    buffer of twice the L2: clean lines, no write-back inside the timing, as the harness flushes)."""
+    fn()
+    best = math.inf
+    for _ in range(tries):
+        if flush is not None:
+            flush.sum()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end))
+    return best
 
 
 # --- concurrent_kernels ---------------------------------------------------------------------------
@@ -341,9 +349,9 @@ class Scans(Pair):
         self.lanes = lanes(self.streams)
         self.work = {"bytes": 8 * self.x.numel() + 4 * channels, "flops": 4 * self.x.numel()}
         if ctx.is_cuda:  # the stated ceiling: the busiest stream's kernels, each timed alone
-            scratch = torch.ones(2 * ctx.facts.l2_bytes // 4 + 1, device=ctx.device)  # twice the L2, read to flush it
-            alone = [self.alone_ms(start, stop, scratch) for start, stop in self.bounds]
-            del scratch
+            flush = torch.ones(2 * ctx.facts.l2_bytes // 4 + 1, device=ctx.device)
+            alone = [alone_ms(self.scan_of(start, stop), tries=3, flush=flush) for start, stop in self.bounds]
+            del flush
             busiest = max(sum(alone[i :: self.streams]) for i in range(self.streams))
             self.work |= {
                 "ceiling": f"the busiest of its {self.streams} stream(s)' kernels, each timed alone in setup",
@@ -351,21 +359,9 @@ class Scans(Pair):
                 "ceiling_target_pct": 80.0,
             }
 
-    def alone_ms(self, start: int, stop: int, scratch: torch.Tensor, tries: int = 3) -> float:
-        """One sequence's scan alone on the current stream: the least of ``tries`` timings between CUDA events,
-        each after the L2 is flushed by reading ``scratch`` (clean lines: no write-back inside the timing, as
-        the harness flushes), the first call (a compile) untimed."""
-        scan(self.x[start:stop], self.rate, self.out[start:stop])
-        best = math.inf
-        for _ in range(tries):
-            scratch.sum()
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            scan(self.x[start:stop], self.rate, self.out[start:stop])
-            end.record()
-            end.synchronize()
-            best = min(best, begin.elapsed_time(end))
-        return best
+    def scan_of(self, start: int, stop: int) -> Callable[[], None]:
+        """The scan of the sequence in rows ``start:stop`` as a call."""
+        return lambda: scan(self.x[start:stop], self.rate, self.out[start:stop])
 
     def benchmark_fn(self) -> None:
         fork(self.lanes)

@@ -88,7 +88,7 @@ def stated(ceiling: tuple[str, float, float] | None) -> dict[str, str | float]:
     """A stated ceiling (name, ms, target %) as Work's fields."""
     if ceiling is None:
         return {}
-    return dict(zip(("ceiling", "ceiling_ms", "ceiling_target_pct"), ceiling, strict=True))
+    return dict(zip(Work.STATED, ceiling, strict=True))
 
 
 def pair(base: VariantResult, opt: VariantResult, verified: bool = True) -> Comparison:
