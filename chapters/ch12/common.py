@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from bench import BenchmarkConfig, context
+from chapters.ch11.common import alone_ms
 
 EPS = 1e-6  # RMSNorm epsilon
 Stream = Any  # torch.cuda.Stream on a GPU, None on a CPU
@@ -390,7 +391,10 @@ class Experts(Shell):
     Each expert's matmuls have a few dozen rows: a handful of thread blocks, a few µs of mostly latency,
     and its weights (4 MiB) to read. ``branches`` is how many streams the experts are dealt to during the
     capture. Work per call, both sides: 4 x tokens x 512 x 1024 FLOPs; bytes: the 32 MiB of weights, x
-    and out.
+    and out. On a GPU, setup captures each expert alone in a graph of its own, times it (L2 flushed, the
+    least of 3) and states the busiest stream's sum as the side's ceiling (``get_work()``): what its
+    branches would take if they overlapped perfectly. The roofline does not bind chains of latency-bound
+    kernels (chapter 11's concurrent_kernels states its ceiling the same way).
     """
 
     config = None  # the default device clock: both sides launch one graph; what differs is inside it
@@ -412,12 +416,27 @@ class Experts(Shell):
         }
         self.lanes = side_streams(self.branches) if self.branches > 1 else [None]
         self.layer = Graph(self.experts)
+        if ctx.is_cuda:  # the stated ceiling: the busiest stream's experts, each replayed alone
+            flush = torch.ones(2 * ctx.facts.l2_bytes // 4 + 1, device=ctx.device)
+            alone = [alone_ms(Graph(self.expert(e)), tries=3, flush=flush) for e in range(count)]
+            del flush
+            busiest = max(sum(alone[i :: self.branches]) for i in range(self.branches))
+            self.work |= {
+                "ceiling": f"the busiest of its {self.branches} stream(s)' experts, each replayed alone in setup",
+                "ceiling_ms": busiest,
+                "ceiling_target_pct": 80.0,
+            }
+
+    def expert(self, e: int) -> Callable[[], None]:
+        """Expert ``e``'s MLP on its rows, as a call."""
+        start, stop = self.bounds[e]
+        return lambda: torch.mm(F.gelu(self.x[start:stop] @ self.w1[e]), self.w2[e], out=self.out[start:stop])
 
     def experts(self) -> None:
         fork(self.lanes)
-        for e, (start, stop) in enumerate(self.bounds):
+        for e in range(len(self.bounds)):
             with on(self.lanes[e % len(self.lanes)]):
-                torch.mm(F.gelu(self.x[start:stop] @ self.w1[e]), self.w2[e], out=self.out[start:stop])
+                self.expert(e)()
         join(self.lanes)
 
     def benchmark_fn(self) -> None:
