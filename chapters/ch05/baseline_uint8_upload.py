@@ -7,7 +7,7 @@ cross the host link. The GPU waits for both.
 
 Expected on the H100 host: the host pass moves ~1 GB through host memory (the uint8 read; three fp32 writes,
 the first with its write-allocate reads; two fp32 reads) at ~40-80 GB/s on ~16 threads: ~12-25 ms (one thread
-of the 2-core CI machine converts ~0.5 G values/s: 78 ms for the batch); then 154 MB across PCIe (Gen5 x16:
+of the 2-core CI machine, shared and busy: 90-200 ms for the batch); then 154 MB across PCIe (Gen5 x16:
 49-55 GB/s measured by chapters 10 and 11 on H100 hosts, 25-50 GB/s on lesser links; setup records this run's
 rate as h2d_gbps): ~3 ms. ~15-28 ms per call.
 
