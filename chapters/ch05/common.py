@@ -1,21 +1,22 @@
 """What every chapter-5 variant shares: files in a temporary directory, seeded records, delivery to the device.
 
-Each variant writes its own files in ``setup()`` under a fresh temporary directory (removed in
+Each variant that reads files writes its own in ``setup()`` under a fresh temporary directory (removed in
 ``teardown()``), from the same seeded byte stream, so both sides of a pair read the same data laid out
-their way. **Page cache: warm on both sides.** The files were just written, so every read is served from
-the page cache, never the disk; both sides are in that same state. What this chapter measures is the
-cost of getting bytes from the page cache into a batch on the device (system calls, Python per record,
-copies, decoding), not the disk's speed. A cold read would need the page cache dropped (root) or
+their way (``uint8_upload`` starts later, from images already decoded in memory, and writes none).
+**Page cache: warm on both sides.** The files were just written, so every read is served from the page
+cache, never the disk; both sides are in that same state. What this chapter measures is the cost of
+getting bytes from the page cache into a batch on the device (system calls, Python per record, copies,
+decoding), not the disk's speed. A cold read would need the page cache dropped (root) or
 O_DIRECT, and would time the disk instead.
 
-**Ceiling**: each setup measures the page cache's single-thread sequential read bandwidth on a probe file
-written next to the data (256 MiB at full size, read once in 8 MiB pieces with ``readinto``) and records it
-in the result as ``page_cache_read_gbps``: a reader of whole files on one thread cannot beat it (several
-threads can, up to the host's memory bandwidth, which is what ``mmap_reads`` uses).
+**Ceiling**: each file pair's setup measures the page cache's single-thread sequential read bandwidth on
+a probe file written next to the data (256 MiB at full size, read once in 8 MiB pieces with ``readinto``)
+and records it in the result as ``page_cache_read_gbps``: a reader of whole files on one thread cannot
+beat it (several threads can, up to the host's memory bandwidth, which is what ``mmap_reads`` uses).
 
-Every pair is timed with the wall clock (``timing_mode="cpu"``): the cost is host work.
-The inputs are files, not tensors: ``get_inputs()`` returns none, so the harness's changed-inputs check
-has nothing to change and says so; the outputs are still compared on the set-up data.
+Every pair is timed with the wall clock (``timing_mode="cpu"``): the cost is host work (and the host link's).
+The inputs of the file pairs are files, not tensors: ``get_inputs()`` returns none, so the harness's
+changed-inputs check has nothing to change and says so; the outputs are still compared on the set-up data.
 """
 
 from __future__ import annotations
@@ -340,3 +341,103 @@ class Shards(FileBenchmark):
         for k, i in enumerate(self.idx):
             self.read(i, rows[k])
         to_device(self.host, self.staging, self.out)
+
+
+# --- uint8_upload ----------------------------------------------------------------------------------
+
+MEAN = (0.485, 0.456, 0.406)  # per-channel statistics of ImageNet: torchvision's usual Normalize arguments
+STD = (0.229, 0.224, 0.225)
+
+Stats = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def statistics(device: torch.device) -> Stats:
+    """``normalize``'s constants as fp32 tensors on ``device``: 255 (0-d), the mean and the std ([3, 1, 1])."""
+
+    def column(values: tuple[float, ...]) -> torch.Tensor:
+        return torch.tensor(values, device=device).view(-1, 1, 1)
+
+    return torch.tensor(255.0, device=device), column(MEAN), column(STD)
+
+
+def normalize(x: torch.Tensor, stats: Stats, out: torch.Tensor) -> None:
+    """out = (x / 255 - mean) / std per channel, from uint8 images ``x`` [B, 3, H, W], on their device.
+
+    torchvision's ToTensor then Normalize, as three fp32 ops (the byte is widened inside the first), each
+    correctly rounded on a CPU and on a GPU alike, so the result does not depend on where it runs: bit for
+    bit. That needs the constants as tensors on x's device (``statistics``), not Python numbers: CUDA
+    divides by a Python number as a multiplication by its fp32 reciprocal, which rounds differently for
+    about half of the 256 byte values (x * (1/255) against x / 255, checked on the CPU).
+    """
+    scale, mean, std = stats
+    torch.div(x, scale, out=out)
+    out.sub_(mean).div_(std)
+
+
+def record_upload_rate(host: torch.Tensor, device: torch.device) -> float:
+    """Time one copy of ``host`` (page-locked) to a buffer of its size on ``device`` with CUDA events, after an
+    untimed one, and record its rate as ``h2d_gbps``: the host link's rate for this batch (not a harness timing)."""
+    dev = torch.empty_like(host, device=device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    dev.copy_(host)
+    start.record()
+    dev.copy_(host, non_blocking=True)
+    end.record()
+    end.synchronize()
+    gbps = host.numel() * host.element_size() / (start.elapsed_time(end) * 1e6)
+    return float(context().record("h2d_gbps", round(gbps, 1)))
+
+
+class Upload:
+    """uint8_upload: a batch of decoded images, uint8 [B, 3, H, W] in page-locked host memory (as a DataLoader
+    with pin_memory=True hands it over), delivered to the device as fp32 normalised per channel (``normalize``);
+    subclasses say where the conversion runs. No files: the images are seeded random bytes made in setup
+    (every byte value occurs, which is what the conversion's exactness is about). Both sides' host buffers
+    are page-locked on a GPU, and both copies are plain blocking ones: the DMA reads the buffer at the link's
+    rate, and the host waits for it, so a next call never writes a buffer that is still being read.
+
+    Sizes (full): 256 images of 224 x 224 x 3: 37 MiB as uint8, 147 MiB as fp32. Work: 1 B per value across
+    the host link and 4 B per value written on the device (5 B per value, as the chapter's other pairs count).
+    On a GPU, setup records the link's rate for the uint8 batch as ``h2d_gbps`` (``record_upload_rate``)
+    and torch's intra-op threads (the host pass's) as ``host_threads``.
+    """
+
+    made: tuple[str, ...] = ("images", "stats", "out", "work")  # attributes dropped in teardown
+
+    def get_config(self) -> BenchmarkConfig:
+        return wall_clock()
+
+    def setup(self) -> None:
+        ctx = context()
+        batch, height, width = ctx.size((256, 224, 224), (3, 13, 11))
+        gen = torch.Generator().manual_seed(ctx.seed)
+        images = torch.randint(0, 256, (batch, 3, height, width), dtype=torch.uint8, generator=gen)
+        self.images = images.pin_memory() if ctx.is_cuda else images
+        self.out = torch.empty(images.shape, device=ctx.device)
+        self.work = {"bytes": 5 * images.numel()}
+        ctx.record("host_threads", torch.get_num_threads())
+        if ctx.is_cuda:
+            record_upload_rate(self.images, ctx.device)
+        self.prepare(ctx.device)
+
+    def prepare(self, device: torch.device) -> None:
+        """Set ``stats`` (``statistics`` on the device the side converts on) and the side's buffers."""
+        raise NotImplementedError
+
+    def benchmark_fn(self) -> None:
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        for name in self.made:
+            self.__dict__.pop(name, None)
+
+    def get_output(self) -> torch.Tensor:
+        return self.out
+
+    def get_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The images and the statistics: the harness changes floating tensors only (the statistics, to see
+        the output follow); the chapter's tests change the images."""
+        return self.images, self.stats[1], self.stats[2]
+
+    def get_work(self) -> dict[str, int]:
+        return self.work

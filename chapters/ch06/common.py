@@ -242,3 +242,34 @@ def host_input(operands: tuple[Any, ...]) -> torch.Tensor:
 def finish(dev: torch.Tensor, out: torch.Tensor) -> None:
     """The op that needs the data on the device: out = dev * 2 + 1."""
     torch.mul(dev, 2.0, out=out).add_(1.0)
+
+
+# --- async_launches --------------------------------------------------------------------------------
+
+STEPS, DECAY = 64, 0.5  # async_launches: STEPS kernels, each out = x + DECAY * (x, then out)
+
+
+def decay_chain() -> Inputs:
+    """async_launches: x of 4 Mi fp32 (16 MiB) and out; STEPS kernels (``decay_step``), each reading the one
+    before's output, as a model's layers do: out = x (1 + DECAY + ... + DECAY^STEPS). 16 MiB + 16 MiB fit in an
+    H100's 50 MiB L2, so back-to-back kernels are served partly from it. Smoke: a length no multiple of any
+    block.
+
+    Work: STEPS kernels, each reading x and the previous output and writing out (12 B per element), 2 flops
+    per element: the sequence's traffic (its closed form would take one pass; the pair is about the sequence).
+    """
+    n = context().size(4 * 2**20, 3 * 1024 + 7)
+    x = randn(n)
+    return x, torch.empty_like(x), {"bytes": 12 * n * STEPS, "flops": 2 * n * STEPS}
+
+
+def decay_step(x: torch.Tensor, prev: torch.Tensor, out: torch.Tensor) -> None:
+    """One kernel: out = x + DECAY * prev (``prev`` may be ``out`` itself: elementwise, in place)."""
+    torch.add(x, prev, alpha=DECAY, out=out)
+
+
+def synchronize(device: torch.device) -> None:
+    """torch.cuda.synchronize() on a GPU: the host waits until the device has run everything queued. A CPU
+    runs each op before returning, so there is nothing to wait for."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

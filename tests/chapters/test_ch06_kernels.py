@@ -90,6 +90,34 @@ def test_prefetch_sides_move_every_page(interpreted: dict[str, ModuleType], cpu_
     assert torch.equal(paged, x * 2 + 1) and torch.equal(out, paged)
 
 
+def test_async_launch_sides_agree_and_synchronize_as_claimed(
+    interpreted: dict[str, ModuleType], cpu_smoke: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c = interpreted["common"]
+    x, out, work = c.decay_chain()
+    calls: list[str] = []
+    outs = {}
+    for side in ("baseline", "optimized"):
+        module = interpreted[f"{side}_async_launches"]
+        step = module.decay_step
+        monkeypatch.setattr(module, "decay_step", lambda *a, step=step: (calls.append("step"), step(*a)))
+        monkeypatch.setattr(module, "synchronize", lambda device: calls.append("sync"))
+        calls.clear()
+        outs[side] = torch.full_like(out, float("nan"))
+        module.launch(x, outs[side])
+        expected = ["step", "sync"] * c.STEPS if side == "baseline" else ["step"] * c.STEPS + ["sync"]
+        assert calls == expected, side  # the baseline waits after every launch, the optimized side once
+    assert torch.equal(outs["baseline"], outs["optimized"])
+    factor = sum(c.DECAY**k for k in range(c.STEPS + 1))
+    torch.testing.assert_close(outs["optimized"].double(), x.double() * factor, rtol=1e-6, atol=1e-7)
+    assert work == {"bytes": 12 * x.numel() * c.STEPS, "flops": 2 * x.numel() * c.STEPS}
+    x.copy_(torch.randn(x.shape, generator=torch.Generator().manual_seed(7)))
+    for side in ("baseline", "optimized"):
+        interpreted[f"{side}_async_launches"].launch(x, outs[side])
+    assert torch.equal(outs["baseline"], outs["optimized"])
+    torch.testing.assert_close(outs["baseline"].double(), x.double() * factor, rtol=1e-6, atol=1e-7)
+
+
 def test_kernels_compile_for_h100(compile_sm90: Callable[..., bytes]) -> None:
     c = compiled_common
     sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
