@@ -362,7 +362,7 @@ def row_sums_launch(rows_per_program: int) -> Launch:
 
 def narrow_rows() -> Inputs:
     """rows_per_program: rows of NARROW = 64 fp32 filling 4x L2 (200 MiB on an H100: 800 Ki rows of 256 B);
-    2 * ROWS_PER_PROGRAM + 5 = 133 rows of 61 at smoke size (a partial last tile, a partial row block).
+    2 * ROWS_PER_PROGRAM + 5 = 133 rows of 61 at smoke size (a partial last tile, masked columns).
 
     Output: the row sums (fp32). Work (minimum): read x once, write the sums; one add per element.
     """
