@@ -327,3 +327,47 @@ def wide_rows() -> Inputs:
     cols = ctx.working_set(l2=4, smoke=4 * rows * (2 * ROW_BLOCK + 7), name="x_bytes") // (4 * rows)
     x = randn(rows, cols)
     return (x,), torch.empty(rows, device=x.device), {"bytes": 4 * rows * cols + 4 * rows, "flops": rows * cols}
+
+
+# --- rows_per_program: row sums of a tall, narrow matrix ----------------------------------------
+
+NARROW = 64  # rows_per_program: columns per row (256 B of fp32)
+ROWS_PER_PROGRAM = 64  # rows_per_program, optimized: 64 rows of 64 fp32 = 16 KiB per program
+
+
+@triton.jit
+def row_sums(x_ptr, out_ptr, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """out[r] = the sum of row r of x: program p loads rows p * BLOCK_M ... + BLOCK_M - 1 as one
+    [BLOCK_M, BLOCK_N] tile and reduces it along the row; each row's additions are the same whatever BLOCK_M."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
+    tl.store(out_ptr + rows, tl.reduce(x, 1, add), mask=rows < n_rows)
+
+
+def row_sums_launch(rows_per_program: int) -> Launch:
+    """Launch ``row_sums`` with ``rows_per_program`` rows per program and one warp per 1024 elements of its
+    tile (32 fp32 per thread), at least one: a single 64-wide row gets one warp."""
+
+    def launch(x: torch.Tensor, out: torch.Tensor) -> None:
+        n_rows, n_cols = x.shape
+        block_n = triton.next_power_of_2(n_cols)
+        warps = max(1, min(8, rows_per_program * block_n // 1024))
+        grid = (triton.cdiv(n_rows, rows_per_program),)
+        row_sums[grid](x, out, n_rows, n_cols, BLOCK_M=rows_per_program, BLOCK_N=block_n, num_warps=warps)
+
+    return launch
+
+
+def narrow_rows() -> Inputs:
+    """rows_per_program: rows of NARROW = 64 fp32 filling 4x L2 (200 MiB on an H100: 800 Ki rows of 256 B);
+    2 * ROWS_PER_PROGRAM + 5 = 133 rows of 61 at smoke size (a partial last tile, masked columns).
+
+    Output: the row sums (fp32). Work (minimum): read x once, write the sums; one add per element.
+    """
+    ctx = context()
+    cols = ctx.size(NARROW, NARROW - 3)
+    rows = ctx.working_set(l2=4, smoke=4 * cols * (2 * ROWS_PER_PROGRAM + 5), name="x_bytes") // (4 * cols)
+    x = randn(rows, cols)
+    return (x,), torch.empty(rows, device=x.device), {"bytes": 4 * rows * cols + 4 * rows, "flops": rows * cols}

@@ -115,3 +115,26 @@ def row_launch(n_cols: int) -> tuple[int, int]:
     """(BLOCK, num_warps) for one program per row holding the whole row: 16 fp32 per thread at most."""
     block = triton.next_power_of_2(n_cols)
     return block, max(1, min(16, block // (32 * 16)))
+
+
+# --- batched_matvec: one weight matrix, many vectors -----------------------------------------------
+
+BATCH = 64  # batched_matvec: vectors per call
+
+
+def weight_and_vectors() -> Inputs:
+    """batched_matvec: BATCH = 64 bf16 vectors x_b and one bf16 weight W [N, K] filling 4x L2 (10240 x
+    10240, 200 MiB on an H100); 5 vectors and a 45 x 40 weight at smoke size.
+
+    Operands (x [B, K], W [N, K]: nn.Linear's layout); output: the B products W @ x_b as the rows of
+    out [B, N], bf16. Work (minimum): read W and x once, write out once, 2(NK + BK + BN) bytes; 2BNK
+    flops: an intensity just under B FLOP/B (63 at full size).
+    """
+    ctx = context()
+    batch = ctx.size(BATCH, 5)
+    side = math.isqrt(ctx.working_set(l2=4, smoke=2 * 45 * 40, name="w_bytes") // 2)
+    n, k = ctx.size((side // 128 * 128,) * 2, (45, 40))  # full size: whole 128-wide tiles for cuBLAS
+    x = randn(batch, k, offset=0).bfloat16()
+    w = randn(n, k, offset=1, scale=1 / math.sqrt(k)).bfloat16()  # keeps the products O(1)
+    work = {"bytes": 2 * (n * k + batch * k + batch * n), "flops": 2 * batch * n * k}
+    return (x, w), torch.empty(batch, n, device=x.device, dtype=torch.bfloat16), work

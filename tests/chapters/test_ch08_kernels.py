@@ -3,8 +3,9 @@ compiled (when there is one), and compiled for an H100 without a GPU.
 
 Shapes are awkward (1 element, one past a block, partial tiles and a partial K step) so every mask
 is exercised; the harness's smoke run covers one shape per example. The sm_90 compilations check
-what the interpreter cannot: that Triton compiles each kernel for Hopper, and the register_pressure
-pair's premise (the 4-warp tile spills, the 8-warp one does not).
+what the interpreter cannot: that Triton compiles each kernel for Hopper, the register_pressure
+pair's premise (the 4-warp tile spills, the 8-warp one does not) and rows_per_program's (a program
+loads one 256-byte row, against 64 rows in 16-byte loads).
 """
 
 from __future__ import annotations
@@ -92,6 +93,14 @@ def test_atomic_reduction_matches_reference(load: Kernels, variant: str, tol: fl
     assert rel_err(out, x.double().sum(1)) < tol
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (37, 61), (2 * C.ROWS_PER_PROGRAM + 5, C.NARROW), (70, 100)])
+def test_rows_per_program_matches_reference(load: Kernels, shape: tuple[int, int]) -> None:
+    x = randn(*shape, seed=shape[0]) + 0.5  # a nonzero mean: the sums do not cancel to ~0
+    one, tile = (run(load, f"{v}_rows_per_program", x, out=torch.empty(shape[0])) for v in VARIANTS)
+    assert rel_err(one, x.double().sum(1)) < 1e-6
+    assert load.same(tile, one, rtol=1e-6)  # each row's additions alone, whatever the rows per program
+
+
 def test_chain_length_must_be_a_multiple_of_the_unroll() -> None:
     assert C.chain_trips(1024) == 128
     with pytest.raises(ValueError, match="chain length 12 must be a positive multiple of 8"):
@@ -103,9 +112,12 @@ def test_smoke_inputs_have_partial_blocks() -> None:
     try:
         (x,), out, work = C.wide_rows()
         (xc, trips), _, chain_work = C.chain_inputs()
+        (xn,), out_n, narrow_work = C.narrow_rows()
     finally:
         set_context(None)
     assert x.shape[1] % C.ROW_BLOCK and out.shape == (x.shape[0],)
+    assert xn.shape[0] % C.ROWS_PER_PROGRAM and xn.shape[1] < C.NARROW and out_n.shape == (xn.shape[0],)
+    assert narrow_work["bytes"] == 4 * xn.numel() + 4 * xn.shape[0]
     assert work["bytes"] == 4 * x.numel() + 4 * x.shape[0]
     assert xc.numel() % 1024 and chain_work["flops"] == 2 * C.UNROLL * trips * xc.numel()
 
@@ -140,6 +152,45 @@ def test_register_pressure_premise_on_h100() -> None:
     eight = resources(compile_for_h100(C.matmul_kernel, MATMUL_ARGS, MATMUL_CONSTS, num_warps=8, num_stages=3))
     assert four["REG"] == 255 and four["STACK"] > 0, four
     assert eight["STACK"] == 0 and eight["REG"] < 255, eight
+
+
+ROWS = 819200  # rows_per_program at full size on an H100: 200 MiB of 64-wide rows
+
+
+def row_sums_options(monkeypatch: pytest.MonkeyPatch, rows_per_program: int) -> dict[str, Any]:
+    """The grid and options ``row_sums_launch`` gives the kernel for the H100-sized matrix (nothing runs)."""
+    seen: dict[str, Any] = {}
+
+    class Recorder:
+        def __getitem__(self, grid: tuple[int, ...]) -> Any:
+            return lambda *args, **options: seen.update(grid=grid, **options)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(C, "row_sums", Recorder())
+        C.row_sums_launch(rows_per_program)(
+            torch.empty(ROWS, C.NARROW, device="meta"), torch.empty(ROWS, device="meta")
+        )
+    return seen
+
+
+# (rows per program, warps, the per-thread load instruction, how many of them per thread)
+ROW_PROGRAMS = [(1, 1, "ld.global.v2.b32", 1), (C.ROWS_PER_PROGRAM, 4, "ld.global.v4.b32", 8)]
+
+
+@needs_compiler
+@pytest.mark.parametrize("rows,warps,vector,loads", ROW_PROGRAMS)
+def test_rows_per_program_premise_on_h100(
+    monkeypatch: pytest.MonkeyPatch, rows: int, warps: int, vector: str, loads: int
+) -> None:
+    """rows_per_program's programs as the docstrings say (sm_90): one warp per row with one 8-byte load per
+    thread (256 B per program), against four warps per 64 rows with eight 16-byte loads per thread (16 KiB)."""
+    options = row_sums_options(monkeypatch, rows)
+    assert options["grid"] == (ROWS // rows,) and options["num_warps"] == warps
+    constexprs = {"BLOCK_M": options["BLOCK_M"], "BLOCK_N": options["BLOCK_N"]}
+    args = {"x_ptr": FP32, "out_ptr": FP32, "n_rows": ROWS, "n_cols": C.NARROW}
+    compiled = compile_for_h100(C.row_sums, args, constexprs, num_warps=warps)
+    assert resources(compiled)["STACK"] == 0
+    assert compiled.asm["ptx"].count(vector) == loads
 
 
 # (file stem, kernel name, example arguments as at full size, constexprs, launch options)
