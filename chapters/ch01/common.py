@@ -52,6 +52,33 @@ def wall_clock() -> BenchmarkConfig:
     return BenchmarkConfig(timing_mode="cpu")
 
 
+def alone_ms(fn: Callable[[], Any], tries: int = 1, flush: torch.Tensor | None = None) -> float:
+    """``fn``'s device work alone on the current stream, in ms between CUDA events: the least of ``tries``
+    timings after one untimed call (a warm-up, or a compile), each after reading ``flush`` when given (a
+    buffer of twice the L2: clean lines, no write-back inside the timing, as the harness flushes).
+
+    For a ceiling a benchmark states in ``get_work()`` (chapters 11, 12, 19): a part of the call timed on
+    its own in setup, never a harness timing."""
+    fn()
+    best = math.inf
+    for _ in range(tries):
+        if flush is not None:
+            flush.sum()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end))
+    return best
+
+
+def flush_buffer() -> torch.Tensor:
+    """A buffer of twice the device's L2 (``alone_ms``'s ``flush``)."""
+    ctx = context()
+    return torch.ones(2 * ctx.facts.l2_bytes // 4 + 1, device=ctx.device)
+
+
 class Example:
     """One variant: ``make()`` builds operands and output in setup; each call runs ``launch(*operands, out)``."""
 

@@ -41,6 +41,7 @@ import triton
 import triton.language as tl
 
 from bench import BenchmarkConfig, context
+from chapters.ch01.common import alone_ms, flush_buffer
 
 Stream = Any  # torch.cuda.Stream on a GPU, None on a CPU (CPU builds of torch have no stream type to name)
 Event = Any  # torch.cuda.Event on a GPU, None on a CPU
@@ -272,24 +273,6 @@ class Swap(Pair):
         join(self.lanes)
 
 
-def alone_ms(fn: Callable[[], Any], tries: int = 1, flush: torch.Tensor | None = None) -> float:
-    """``fn``'s device work alone on the current stream, in ms between CUDA events: the least of ``tries``
-    timings after one untimed call (a warm-up, or a compile), each after reading ``flush`` when given (a
-    buffer of twice the L2: clean lines, no write-back inside the timing, as the harness flushes)."""
-    fn()
-    best = math.inf
-    for _ in range(tries):
-        if flush is not None:
-            flush.sum()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end))
-    return best
-
-
 # --- concurrent_kernels ---------------------------------------------------------------------------
 
 
@@ -349,7 +332,7 @@ class Scans(Pair):
         self.lanes = lanes(self.streams)
         self.work = {"bytes": 8 * self.x.numel() + 4 * channels, "flops": 4 * self.x.numel()}
         if ctx.is_cuda:  # the stated ceiling: the busiest stream's kernels, each timed alone
-            flush = torch.ones(2 * ctx.facts.l2_bytes // 4 + 1, device=ctx.device)
+            flush = flush_buffer()
             alone = [alone_ms(self.scan_of(start, stop), tries=3, flush=flush) for start, stop in self.bounds]
             del flush
             busiest = max(sum(alone[i :: self.streams]) for i in range(self.streams))

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from bench import BenchmarkConfig, context
-from chapters.ch11.common import alone_ms
+from chapters.ch01.common import alone_ms, flush_buffer
 
 EPS = 1e-6  # RMSNorm epsilon
 Stream = Any  # torch.cuda.Stream on a GPU, None on a CPU
@@ -417,7 +417,7 @@ class Experts(Shell):
         self.lanes = side_streams(self.branches) if self.branches > 1 else [None]
         self.layer = Graph(self.experts)
         if ctx.is_cuda:  # the stated ceiling: the busiest stream's experts, each replayed alone
-            flush = torch.ones(2 * ctx.facts.l2_bytes // 4 + 1, device=ctx.device)
+            flush = flush_buffer()
             alone = [alone_ms(Graph(self.expert(e)), tries=3, flush=flush) for e in range(count)]
             del flush
             busiest = max(sum(alone[i :: self.branches]) for i in range(self.branches))
