@@ -1,6 +1,6 @@
-"""What every chapter-12 variant shares: seeded inputs, a small fp32 model (residual MLP blocks with RMSNorm,
-and a toy decoder around them), the capture helper, and the five problems (one class each; the two sides
-of a pair differ in one attribute or method).
+"""What every chapter-12 variant shares: seeded inputs, small fp32 models (residual MLP blocks with RMSNorm, a
+toy decoder around them, a plain MLP to train), the capture helper, and the six problems (one class each; the
+two sides of a pair differ in one attribute or method).
 
 CUDA graphs. A graph records a sequence of kernels once (capture) and launches all of them with one call
 (replay): the host's per-kernel cost (Python, dispatcher, driver: ~10-20 µs per op on the H100 host,
@@ -11,7 +11,7 @@ a capture) except where re-capture is the baseline's cost (graph_update). Every 
 from the tensors set up in ``setup()``: the harness changes them in place and checks that the output
 follows.
 
-Clocks. Four pairs are about host launch cost, which the harness's default cuda_event clock hides (it
+Clocks. Five pairs are about host launch cost, which the harness's default cuda_event clock hides (it
 queues each call behind a spin kernel so that launch gaps stay out of the sample): they are timed on the
 host's wall clock (``timing_mode="cpu"``, device synchronized before start and stop), as chapter 1's
 cuda_graph pair is. multistream_graph is about what the GPU does inside one replay and keeps the default
@@ -441,3 +441,114 @@ class Experts(Shell):
 
     def benchmark_fn(self) -> None:
         self.layer()
+
+
+# --- training_step_graph --------------------------------------------------------------------------
+
+
+class Mlp(torch.nn.Module):
+    """Linear layers ``sizes[0] -> sizes[1] -> ... -> sizes[-1]`` (weights [in, out], biases) with GELU between
+    them; fp32, trainable."""
+
+    def __init__(self, sizes: Sequence[int], offset: int) -> None:
+        super().__init__()
+        shapes = list(zip(sizes[:-1], sizes[1:], strict=True))
+        self.weights = torch.nn.ParameterList(
+            randn(i, o, offset=offset + 2 * k, scale=1 / math.sqrt(i)) for k, (i, o) in enumerate(shapes)
+        )
+        self.biases = torch.nn.ParameterList(
+            randn(o, offset=offset + 2 * k + 1, scale=0.1) for k, (_, o) in enumerate(shapes)
+        )
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        last = len(self.weights) - 1
+        for k, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            h = torch.addmm(b, h, w)
+            if k < last:
+                h = F.gelu(h)
+        return h
+
+    def flops_per_row(self) -> int:
+        """Forward (2 per weight) and backward (the weights' gradients 2, the inputs' 2 except the first layer's)."""
+        weights = [w.numel() for w in self.weights]
+        return 6 * sum(weights) - 2 * weights[0]
+
+
+class Training(Shell):
+    """training_step_graph: 8 training steps of an MLP (256 -> 512 -> 512 -> 512 -> 256, GELU, fp32, 0.79 M
+    parameters in 8 tensors) on batches of 32 rows: forward, mean-squared error against the batch's targets,
+    backward, Adam (lr 1e-3, ``foreach=True``).
+
+    Adam is ``capturable=True`` on both sides (on a GPU; a CPU has no graphs and Adam does not allow it
+    there): its step counts and bias corrections live on the device, computed by kernels, where the default
+    reads them on the host, which a graph could not replay. Each step copies its batch (``xs[i]``, ``ys[i]``)
+    into the static buffers ``x`` and ``y``, runs ``advance()`` on them (which leaves the loss in ``loss``)
+    and records the loss. Every call starts from the set-up state: parameters copied from ``init``, the
+    optimizer's state zeroed in place (a fresh Adam's: zero moments, step 0), so every call does the same
+    work and the two sides' outputs compare: the 8 losses and the update of every parameter (final minus
+    initial, flattened; a skipped or wrong step changes the update by O(1), the final weights by a few per
+    cent only).
+
+    One step is ~45 kernels: the forward's 4 ``addmm`` and 3 GELUs, the loss, the backward's ~17 (two
+    matmuls, a bias sum and a GELU backward per layer), Adam's ~17 multi-tensor ops, the loss's copy. Work
+    per call, both sides: 8 x 32 rows x (6 x 0.79 M - 2 x 256 x 512) FLOPs (~1.2 GFLOP); bytes: Adam's 28 per
+    parameter and step (read the weight, its gradient and both moments, write three) and the batches.
+    """
+
+    def prepare(self) -> None:
+        ctx = context()
+        batch, width, hidden, layers, self.steps = ctx.size((32, 256, 512, 4, 8), (5, 12, 20, 3, 3))
+        ctx.record("batch x steps", f"{batch}x{self.steps}")
+        self.model = Mlp((width, *[hidden] * (layers - 1), width), offset=10)
+        self.params = list(self.model.parameters())
+        self.opt = torch.optim.Adam(self.params, lr=1e-3, foreach=True, capturable=ctx.is_cuda)
+        self.init = [p.detach().clone() for p in self.params]
+        self.flat_init = torch.cat([p.reshape(-1) for p in self.init])
+        self.xs = randn(self.steps, batch, width, offset=0)
+        self.ys = randn(self.steps, batch, width, offset=1)
+        self.x, self.y = self.xs[0].clone(), self.ys[0].clone()  # the static buffers every step reads
+        self.loss = torch.empty((), device=ctx.device)
+        self.out = (torch.empty(self.steps, device=ctx.device), torch.empty_like(self.flat_init))
+        self.work = {
+            "bytes": self.steps * (28 * self.flat_init.numel() + 4 * batch * 2 * width),
+            "flops": self.steps * batch * self.model.flops_per_row(),
+        }
+        self.advance = self.stepper()
+
+    def train_step(self) -> None:
+        """One step on the static buffers. Gradients set to None first: the backward then writes each gradient
+        afresh (in a capture: into buffers of the graph's own pool, which every replay rewrites) instead of
+        adding to the last step's."""
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.mse_loss(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        self.loss.copy_(loss.detach())
+
+    def stepper(self) -> Callable[[], None]:
+        """What one training step costs the host: here eager, every kernel launched from Python."""
+        return self.train_step
+
+    def reset(self) -> None:
+        """Back to the set-up state, in place (a captured graph reads and writes these very tensors)."""
+        with torch.no_grad():
+            torch._foreach_copy_(self.params, self.init)
+            state = [t for s in self.opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+            if state:  # none before the first step
+                torch._foreach_zero_(state)
+
+    def benchmark_fn(self) -> None:
+        losses, update = self.out
+        self.reset()
+        for i in range(self.steps):
+            self.x.copy_(self.xs[i])
+            self.y.copy_(self.ys[i])
+            self.advance()
+            losses[i].copy_(self.loss)
+        with torch.no_grad():
+            torch.cat([p.reshape(-1) for p in self.params], out=update).sub_(self.flat_init)
+
+    def get_inputs(self) -> dict[str, Any]:
+        """What a call reads: the snapshot it starts from and the batches. Parameters, gradients, optimizer
+        state and the static buffers are scratch that every call overwrites first."""
+        return {"init": self.init, "flat_init": self.flat_init, "xs": self.xs, "ys": self.ys}

@@ -1,7 +1,7 @@
 """What every chapter-14 variant shares: seeded bf16 inputs, compiling in setup (timed and recorded, never in a
 timed call), a LLaMA-style transformer block, a coordinate MLP, causal attention with logit soft-capping (as
-PyTorch code for the compiler and as a hand-written Triton kernel), and cross-entropy over a large vocabulary
-(plain and in chunks).
+PyTorch code for the compiler and as a hand-written Triton kernel), cross-entropy over a large vocabulary
+(plain and in chunks), and Adam's steps over a language model's parameter tensors (eager or compiled).
 
 **Compilation happens in setup.** ``compile_now`` wraps a function with ``torch.compile`` and calls it on the
 set-up inputs until it no longer compiles (the first call traces and compiles; Dynamo recompiles only for
@@ -10,17 +10,22 @@ new shapes or guards, which a second call would show), then records in the resul
 ``compile_graphs`` (graphs Dynamo produced: 1 with ``fullgraph=True``) and ``compile_cache_hits``
 (Inductor's FX-graph cache on disk: a hit means an earlier process already compiled this graph, and
 ``compile_s`` is then mostly tracing). A compile inside a timed call would be a lie; the harness's warm-up
-and the recheck's second set-up find compiled code waiting. The setup stage's limit is raised to 10 minutes
-for compiling variants (max-autotune benchmarks kernels while it compiles).
+and the recheck's second set-up find compiled code waiting (the compiled optimizer excepted: Dynamo guards it
+on the optimizer's identity, so a new set-up traces again and finds Inductor's code in its cache). The setup
+stage's limit is raised to 10 minutes for compiling variants (max-autotune benchmarks kernels while it
+compiles).
 
-Clocks: every pair here is about what the GPU does, so every variant keeps the default device clock
-(``cuda_event``; launch gaps hidden by a spin kernel). Sizes: full for an H100, smoke for a CPU, where
-Inductor generates C++ instead of Triton and the Triton kernel runs in the interpreter: the CPU run checks
-results, its times say nothing about a GPU.
+Clocks: the other pairs are about what the GPU does, so their variants keep the default device clock
+(``cuda_event``; launch gaps hidden by a spin kernel); compiled_optimizer is about the host's work as much as
+the device's and is timed on the wall clock (``timing_mode="cpu"``), as chapters 12 and 13 time theirs.
+Sizes: full for an H100, smoke for a CPU, where Inductor generates C++ instead of Triton and the Triton kernel
+runs in the interpreter: the CPU run checks results, its times say nothing about a GPU.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import time
 from collections.abc import Callable
@@ -496,6 +501,114 @@ class CrossEntropy:
 
     def get_inputs(self) -> Any:
         return (self.x, self.w)
+
+    def get_work(self) -> dict[str, int]:
+        return self.work
+
+
+# --- compiled_optimizer: Adam's step over a language model's 149 parameter tensors --------------------------
+
+
+def lm_shapes(vocab: int, d: int, layers: int, ff: int, seq: int) -> list[tuple[int, ...]]:
+    """The parameter shapes of a GPT-style language model with biases (chapter 13's ``LM``): token and position
+    embeddings; per block two LayerNorms, the QKV and output projections, a two-layer MLP; a final LayerNorm and
+    an untied head. 12 * layers + 5 tensors, from d to vocab x d elements."""
+    block = [(d,), (d,), (3 * d, d), (3 * d,), (d, d), (d,), (d,), (d,), (ff, d), (ff,), (d, ff), (d,)]
+    return [(vocab, d), (seq, d), *block * layers, (d,), (d,), (vocab, d)]
+
+
+class AdamSteps:
+    """compiled_optimizer: 4 Adam steps (``foreach=True``, lr 1e-3) over the parameter tensors of a GPT-style
+    language model (``lm_shapes``: vocab 8192, d 512, 12 layers, ff 2048: 149 tensors, 46 M fp32 parameters),
+    the step eager or compiled (``compiled``).
+
+    Gradients: one seeded set per step, fixed in setup, every element at least 0.1 in magnitude, so that
+    Adam's √v̂ + ε is ~10⁷ ε and no update hinges on ε (chapter 13's optimizer pairs met weights whose
+    gradient was rounding noise near ε, whose updates then depended on the order of evaluation). Before each step
+    its set is copied into the parameters' ``.grad``, as a backward would leave it (one multi-tensor copy,
+    the same on both sides). Every call starts from the set-up state: parameters copied from the snapshot
+    ``flat_init``, the optimizer's state zeroed in place (a fresh Adam's: zero moments, step 0). Output: the
+    update of every parameter, final minus initial, flattened (fp32); a skipped step moves it by ~1/4, a
+    missing bias correction by O(1).
+    """
+
+    def __init__(self, compiled: bool) -> None:
+        self.compiles = compiled
+
+    def get_config(self) -> BenchmarkConfig:
+        # The wall clock: the eager step's cost is the host's work per tensor, which the device clock hides. The
+        # tolerance: compiled, Adam's formula is evaluated in Inductor's order and the bias corrections in fp32
+        # (1 - 0.999^t is then off by up to 1.3e-5 of itself, the update by half that), where eager computes
+        # them in float64 on the host: 7e-6 of the updates' norm from float64 Adam, eager 5e-7 (CPU).
+        if self.compiles:
+            return BenchmarkConfig(timing_mode="cpu", setup_timeout_seconds=COMPILE_SETUP_S, rtol=1e-4)
+        return BenchmarkConfig(timing_mode="cpu", rtol=1e-4)
+
+    def setup(self) -> None:
+        ctx = context()
+        vocab, d, layers, ff, seq, self.steps = ctx.size((8192, 512, 12, 2048, 256, 4), (97, 24, 1, 40, 11, 3))
+        shapes = lm_shapes(vocab, d, layers, ff, seq)
+        sizes = [math.prod(s) for s in shapes]
+        ctx.record("parameter_tensors", len(shapes))
+        ctx.record("parameters", sum(sizes))
+        # Initial weights of std 0.02 (GPT-2's): their last bit, ~2e-9, is ~1e-6 of a step's update of ~1e-3.
+        self.flat_init = randn(sum(sizes), offset=1, scale=0.02, dtype=torch.float32)
+        self.init = [t.view(s) for t, s in zip(self.flat_init.split(sizes), shapes, strict=True)]
+        self.params = [nn.Parameter(t.clone()) for t in self.init]
+        g = randn(self.steps, sum(sizes), offset=2, dtype=torch.float32)
+        self.flat_grads = g.add_(torch.copysign(torch.full_like(g, 0.1), g))  # |g| >= 0.1
+        self.grad_steps = [
+            [t.view(s) for t, s in zip(row.split(sizes), shapes, strict=True)] for row in self.flat_grads
+        ]
+        for p, g0 in zip(self.params, self.grad_steps[0], strict=True):
+            p.grad = g0.clone()  # the buffers each step's gradients are copied into
+        self.grads = [p.grad for p in self.params]
+        self.opt = torch.optim.Adam(self.params, lr=1e-3, foreach=True)
+        self.update = torch.empty_like(self.flat_init)
+        step = self.opt.step
+        if self.compiles:
+            # Optimizer.step's wrapper breaks the graph on purpose around its switch to no_grad
+            # (torch/optim/optimizer.py, ``_use_grad``): compiled is the step it wraps, called under no_grad.
+            compiled = compile_now(inspect.unwrap(type(self.opt).step), self.opt)
+            step = functools.partial(compiled, self.opt)
+        self.step = step
+        n = self.flat_init.numel()
+        # Reset (the snapshot read, the parameters and both moments written), per step the gradients' copy
+        # and Adam's least traffic (read p, g, m, v; write p, m, v), the update (read p and the snapshot).
+        self.work = {"bytes": 4 * n * (4 + self.steps * (2 + 7) + 3)}
+
+    def reset(self) -> None:
+        """Back to the set-up state in place: parameters from the snapshot, the optimizer's state zeroed (compiled
+        code holds these very tensors; on a GPU its step counts live on the device, eager Adam's on the host)."""
+        torch._foreach_copy_(self.params, self.init)
+        state = [t for s in self.opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+        for device in {t.device for t in state}:
+            torch._foreach_zero_([t for t in state if t.device == device])
+
+    def benchmark_fn(self) -> None:
+        with torch.no_grad():  # as Optimizer.step's wrapper would set it (and compiled code is guarded on it)
+            self.reset()
+            for grads in self.grad_steps:
+                torch._foreach_copy_(self.grads, grads)
+                self.step()
+            torch.cat([p.reshape(-1) for p in self.params], out=self.update).sub_(self.flat_init)
+
+    def teardown(self) -> None:
+        del self.flat_init, self.init, self.params, self.flat_grads, self.grad_steps, self.grads
+        del self.opt, self.update, self.step
+        if self.compiles:
+            # Dynamo guards the compiled step on the identity of the optimizer and of each of its tensors, so a
+            # new set-up compiles anew (from Inductor's cache); this one's entries would stay on Adam.step's code
+            # and count towards its recompile limit (8; with fullgraph=True the ninth set-up would fail).
+            torch.compiler.reset()
+
+    def get_output(self) -> torch.Tensor:
+        return self.update
+
+    def get_inputs(self) -> dict[str, torch.Tensor]:
+        """What a call reads: the snapshot and the gradients. Parameters, ``.grad`` buffers and the optimizer's
+        state are scratch that every call overwrites first."""
+        return {"flat_init": self.flat_init, "flat_grads": self.flat_grads}
 
     def get_work(self) -> dict[str, int]:
         return self.work

@@ -1,5 +1,6 @@
 """Chapter 12 on the CPU: each variant's output against a float64 reference computed from its own inputs, the
-bucket padding (stale rows change nothing), and the helpers' CPU behaviour.
+bucket padding (stale rows change nothing), the training step's premises (both sides bitwise equal, one
+capture, every call writing the same tensors), and the helpers' CPU behaviour.
 
 On a CPU there are no CUDA graphs: ``Graph`` calls its function eagerly, so these tests check the work each
 call does and that both sides of a pair do the same work; only a GPU run shows what capture buys.
@@ -96,7 +97,7 @@ def test_each_call_writes_the_reference(cpu_smoke: None, example: str, side: str
         bench.teardown()
 
 
-@pytest.mark.parametrize("example", sorted(REFERENCES))
+@pytest.mark.parametrize("example", [*sorted(REFERENCES), "training_step_graph"])
 def test_both_sides_declare_the_same_work(cpu_smoke: None, example: str) -> None:
     works = []
     for side in ("baseline", "optimized"):
@@ -141,3 +142,101 @@ def test_graph_calls_its_function_each_time_on_a_cpu(cpu_smoke: None) -> None:
     graph()
     graph()
     assert graph.graph is None and len(calls) == 2
+
+
+# --- training_step_graph ---------------------------------------------------------------------------
+
+
+def train64(b: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The steps in float64 from the same snapshot and batches: the MLP written out, torch's single-tensor Adam."""
+    params = [p.double().requires_grad_() for p in b.init]
+    opt = torch.optim.Adam(params, lr=1e-3, foreach=False)
+    layers = len(params) // 2
+    losses = []
+    for x, y in zip(b.xs.double(), b.ys.double(), strict=True):
+        h = x
+        for k in range(layers):
+            h = h @ params[k] + params[layers + k]
+            h = torch.nn.functional.gelu(h) if k < layers - 1 else h
+        loss = (h - y).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    update = torch.cat([(p.detach() - p0.double()).reshape(-1) for p, p0 in zip(params, b.init, strict=True)])
+    return torch.stack(losses), update
+
+
+@pytest.mark.parametrize("side", ["baseline", "optimized"])
+def test_training_steps_match_float64(cpu_smoke: None, side: str) -> None:
+    bench = load(side, "training_step_graph")
+    try:
+        losses, update = poisoned_call(bench)
+        ref_losses, ref_update = train64(bench)
+        assert losses.shape == (bench.steps,) and bool((losses.diff() != 0).all())  # every step trains
+        torch.testing.assert_close(losses.double(), ref_losses, rtol=1e-5, atol=0)
+        # An fp32 weight of ~0.3 holds an update of ~3e-3 to ~1e-5 of its size (its last bit): 5e-6 measured.
+        assert float((update.double() - ref_update).norm() / ref_update.norm()) < 1e-4
+    finally:
+        bench.teardown()
+
+
+def test_training_sides_agree_bitwise_and_follow_their_inputs(cpu_smoke: None) -> None:
+    """The graph replays the eager step's kernels: on a CPU, where both run eagerly, the outputs are equal to the
+    bit, call after call, and stay so when the snapshot and the batches change."""
+    benches = [load(side, "training_step_graph") for side in ("baseline", "optimized")]
+    try:
+        first = [[t.clone() for t in poisoned_call(b)] for b in benches]
+        again = [[t.clone() for t in poisoned_call(b)] for b in benches]
+        assert all(torch.equal(a, c) for a, c in zip(first[0] + again[0], first[1] + again[1], strict=True))
+        assert all(torch.equal(a, c) for a, c in zip(first[0], again[0], strict=True))
+        for b in benches:
+            with torch.no_grad():
+                b.xs.mul_(1.5)
+                b.init[0].mul_(-1.0)  # the snapshot and its flattened copy, as the harness changes both
+                b.flat_init[: b.init[0].numel()].mul_(-1.0)
+        changed = [[t.clone() for t in poisoned_call(b)] for b in benches]
+        assert all(torch.equal(a, c) for a, c in zip(changed[0], changed[1], strict=True))
+        losses, update = changed[0]
+        assert not torch.equal(losses, first[0][0]) and not torch.equal(update, first[0][1])
+    finally:
+        for b in benches:
+            b.teardown()
+
+
+def test_training_step_is_captured_once(cpu_smoke: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = import_file(CH12 / "optimized_training_step_graph.py")
+    made: list[Any] = []
+
+    class Counted(Graph):
+        def __init__(self, fn: Callable[[], Any], warmup: int = 3) -> None:
+            made.append(fn)
+            super().__init__(fn, warmup)
+
+    monkeypatch.setattr(module, "Graph", Counted)
+    bench = module.get_benchmark()
+    bench.setup()
+    try:
+        for _ in range(3):
+            bench.benchmark_fn()
+        assert len(made) == 1 and made[0] == bench.train_step and isinstance(bench.advance, Counted)
+    finally:
+        bench.teardown()
+
+
+@pytest.mark.parametrize("side", ["baseline", "optimized"])
+def test_training_calls_write_the_same_tensors(cpu_smoke: None, side: str) -> None:
+    """A replay writes where the capture wrote: every call resets the parameters and Adam's state (step, both
+    moments per parameter) in place and replaces none of them."""
+    bench = load(side, "training_step_graph")
+    try:
+
+        def storages() -> list[int]:
+            state = [t for s in bench.opt.state.values() for t in s.values()]
+            return [t.data_ptr() for t in [*bench.params, *state]]
+
+        before = storages()
+        poisoned_call(bench)
+        assert storages() == before and len(before) == 4 * len(bench.params)
+    finally:
+        bench.teardown()

@@ -1,7 +1,9 @@
 """Chapter 14 on the CPU: the hand-written attention kernel (Triton interpreter) and the PyTorch attention the
 compiler gets against float64 on awkward shapes, and the kernel compiled for an H100 without spilling; the
 chunked cross-entropy's loss and gradients against float64 autograd with a short last chunk; the eager block
-and MLP against float64; ``compile_now`` records the compile and refuses a graph break.
+and MLP against float64; ``compile_now`` records the compile and refuses a graph break; Adam's steps, eager and
+compiled, against Adam written out in float64, and the compiled step one graph that issues none of eager
+Adam's ops.
 
 Compiling on the CPU takes seconds per graph, so only a few small graphs are compiled here; the all-examples
 smoke run compiles every variant once more.
@@ -10,6 +12,7 @@ smoke run compiles every variant once more.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +24,7 @@ from triton_checks import compile_for_h100, needs_compiler, resources
 
 import chapters.ch14.common as C14  # compiled-mode kernels (imported before the interpreter fixture swaps copies in)
 from bench.define.context import context
+from bench.define.protocol import import_file
 
 CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "ch14"
 
@@ -170,6 +174,66 @@ def test_compile_now_records_the_compile_and_refuses_a_graph_break() -> None:
 
     with pytest.raises(Exception, match="(?i)graph break|data-dependent|item"):
         C14.compile_now(breaks, x)
+
+
+def adam64(bench: object) -> torch.Tensor:
+    """Adam (lr 1e-3, betas 0.9 and 0.999, eps 1e-8) written out in float64 from the variant's own snapshot and
+    gradients: the update of every parameter after its steps."""
+    p0 = bench.flat_init.double()  # type: ignore[attr-defined]
+    p, m, v = p0.clone(), torch.zeros_like(p0), torch.zeros_like(p0)
+    for t, g in enumerate(bench.flat_grads.double(), start=1):  # type: ignore[attr-defined]
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        p = p - 1e-3 * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
+    return p - p0
+
+
+def adam_steps(side: str) -> object:
+    bench = import_file(CHAPTER / f"{side}_compiled_optimizer.py").get_benchmark()
+    bench.setup()
+    return bench
+
+
+@pytest.mark.parametrize(("side", "tol"), [("baseline", 1e-5), ("optimized", 1e-4)])
+def test_adam_steps_match_float64_and_follow_their_inputs(side: str, tol: float) -> None:
+    """Each call's update against float64 Adam on the call's inputs, twice: the second time after the snapshot and
+    the gradients changed in place, which compiled code must read anew. The compiled side computes the bias
+    corrections in fp32 (7e-6 of the update measured here), hence its looser bound, the pair's tolerance."""
+    bench = adam_steps(side)
+    try:
+        for _ in range(2):
+            bench.update.fill_(float("nan"))
+            bench.benchmark_fn()
+            assert rel(bench.update, adam64(bench)) < tol
+            with torch.no_grad():
+                bench.flat_grads[:, ::3].neg_()
+                bench.flat_init.mul_(1.5)
+    finally:
+        bench.teardown()
+
+
+@pytest.mark.parametrize("side", ["baseline", "optimized"])
+def test_compiled_step_is_one_graph_without_eager_adam_ops(side: str) -> None:
+    """The optimized side's premise: every step runs one compiled graph, compiled in setup (no recompiling in a
+    call), and none of the ``_foreach`` ops that eager Adam dispatches from Python."""
+    from torch._dynamo.utils import counters
+
+    bench = adam_steps(side)
+    try:
+        bench.benchmark_fn()
+        graphs = counters["stats"]["unique_graphs"]
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            bench.benchmark_fn()
+        ops = Counter(e.name for e in prof.events())
+        regions = sum(n for name, n in ops.items() if name.startswith("Torch-Compiled Region"))
+        assert counters["stats"]["unique_graphs"] == graphs
+        if side == "optimized":
+            assert context().sizes["compile_graphs"] == 1
+            assert regions == bench.steps and ops["aten::_foreach_addcdiv_"] == ops["aten::_foreach_lerp_"] == 0
+        else:
+            assert regions == 0 and ops["aten::_foreach_addcdiv_"] == ops["aten::_foreach_lerp_"] == bench.steps
+    finally:
+        bench.teardown()
 
 
 VARIANTS = sorted(p.stem for p in CHAPTER.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
