@@ -519,7 +519,7 @@ def lm_shapes(vocab: int, d: int, layers: int, ff: int, seq: int) -> list[tuple[
 
 class AdamSteps:
     """compiled_optimizer: 4 Adam steps (``foreach=True``, lr 1e-3) over the parameter tensors of a GPT-style
-    language model (``lm_shapes``: vocab 8192, d 512, 12 layers, ff 2048: 149 tensors, 46 M fp32 parameters),
+    language model (``lm_shapes``: vocab 16384, d 1024, 12 layers, ff 4096: 149 tensors, 185 M fp32 parameters),
     the step eager or compiled (``compiled``).
 
     Gradients: one seeded set per step, fixed in setup, every element at least 0.1 in magnitude, so that
@@ -546,7 +546,7 @@ class AdamSteps:
 
     def setup(self) -> None:
         ctx = context()
-        vocab, d, layers, ff, seq, self.steps = ctx.size((8192, 512, 12, 2048, 256, 4), (97, 24, 1, 40, 11, 3))
+        vocab, d, layers, ff, seq, self.steps = ctx.size((16384, 1024, 12, 4096, 256, 4), (97, 24, 1, 40, 11, 3))
         shapes = lm_shapes(vocab, d, layers, ff, seq)
         sizes = [math.prod(s) for s in shapes]
         ctx.record("parameter_tensors", len(shapes))

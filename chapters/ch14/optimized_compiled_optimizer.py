@@ -5,7 +5,7 @@ once, so its Python bookkeeping (gathering each parameter's gradient and state i
 happens at trace time only, and Inductor fuses the whole update of each tensor (the step counter, both
 moments, the bias corrections, the square root, the division) into one pass, many tensors per generated
 kernel: per step a few Triton launches that read p, g, m, v and write p, m, v once (28 B per parameter,
-~1.3 GB per step), and a call costs the host only the guards (the optimizer and each of its tensors), the
+~5.2 GB per step), and a call costs the host only the guards (the optimizer and each of its tensors), the
 size checks of the graph's ~750 inputs and those launches. On a GPU Dynamo also switches the optimizer to
 ``capturable``: its step counters move to the device and the bias corrections are computed there.
 
@@ -14,10 +14,14 @@ Compiling (tracing 149 tensors, Inductor, Triton; ~0.5-2 min cold) happens in se
 ``no_grad``; the step it wraps is what is compiled, called under ``no_grad``, so the whole step is one graph
 (``fullgraph=True``).
 
-Predicted on an H100: per step the gradients' copy and the fused update, (8 + 28) B x 46 M ≈ 1.7 GB ≈ 0.6 ms
-at ~2.8 TB/s, with the host's ~0.3-0.6 ms (guards, size checks, launches) under it; ~3 ms per call with the
-reset and the update instead of ~16-20 ms: about 5x (about 2x from the device passes alone, were the eager
-host fast). Ceiling: the declared 8.0 GB at the copy bandwidth, ~2.7 ms per call.
+Predicted on an H100, from scripts/timing/optimizer_probe.py at a quarter of this size (46 M parameters in the
+same 149 tensors): the compiled step is 10 kernels and 0.51 ms of device time, and 1.69 ms of the host's
+(Dynamo's guards over the optimizer and its ~600 tensors, the compiled code's checks of its inputs, the
+launches): host-bound there, 1.73 ms a step against eager's 2.36 (the pair at that size read 0.68x, the
+host's cost per call outweighing the fused passes; docs/results/h100.md). At 185 M the passes grow four-fold
+and the host's work not at all: ~2 ms a step, device-bound, against eager's ~5; with the same ~4 ms of
+copies, ~12 ms per call instead of ~24: about 2x. Ceiling: the declared 31.8 GB at the copy bandwidth,
+~10.6 ms per call.
 
 Precision: Inductor evaluates the update in its own order, and the bias corrections in fp32 (on a GPU, on the
 device) where eager computes them in float64 on the host (1 - 0.999^t is then off by up to 1.3e-5 of itself,
