@@ -455,13 +455,14 @@ class Int8Gemv(Gemv):
 
 @triton.jit
 def decode_attention_kernel(q_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr, S, qk_scale, v_scale, D: tl.constexpr,
-                            CHUNK: tl.constexpr, BLOCK_S: tl.constexpr):  # fmt: skip
+                            CHUNK: tl.constexpr, BLOCK_S: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
     """Split-K decode attention, one program per (sequence·head, chunk of CHUNK cached positions).
 
     The head's one query against the chunk's keys, softmax kept online (running max m, running sum l,
     output acc rescaled when m grows), BLOCK_S positions at a time; the partial (m, l, acc) goes to the
     combine kernel. The cache's dtype is the pointer's: bf16, or FP8 codes widened in registers with the
     scales folded in (``qk_scale`` = k's scale / sqrt(D) multiplies q once; ``v_scale`` multiplies acc once).
+    ``NUM_STAGES`` > 1 software-pipelines the loop (the next positions' loads in flight during this step's math).
     """
     bh = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
@@ -471,7 +472,7 @@ def decode_attention_kernel(q_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr, S, qk_sc
     m = tl.full([], float("-inf"), tl.float32)
     l = tl.full([], 0.0, tl.float32)  # noqa: E741 (the softmax's l, as in the FlashAttention papers)
     acc = tl.full([D], 0.0, tl.float32)
-    for start in range(split * CHUNK, (split + 1) * CHUNK, BLOCK_S):
+    for start in tl.range(split * CHUNK, (split + 1) * CHUNK, BLOCK_S, num_stages=NUM_STAGES):
         pos = start + tl.arange(0, BLOCK_S)
         pmask = pos < S
         offs = base + pos.to(tl.int64)[:, None] * D + d[None, :]
@@ -506,7 +507,7 @@ def combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, n_splits, D: tl.constexpr, SP
     tl.store(out_ptr + bh * D + d, out.to(out_ptr.dtype.element_ty))
 
 
-ATTN_TILE = (256, 64, 4)  # CHUNK positions per program, BLOCK_S per step (fp8: 8 KiB of K and V), num_warps
+ATTN_TILE = (256, 64, 4, 1)  # CHUNK positions per program, BLOCK_S per step (fp8: 8 KiB of K and V), num_warps, stages
 
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, partial: tuple,
@@ -517,9 +518,10 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: tor
     b, h, s, d = k.shape
     splits = triton.cdiv(s, chunk)
     m, l, acc = partial  # noqa: E741
-    _, block_s, warps = ATTN_TILE
+    _, block_s, warps, stages = ATTN_TILE
     decode_attention_kernel[(b * h, splits)](q, k, v, m, l, acc, s, k_scale / math.sqrt(d), v_scale, D=d,
-                                             CHUNK=chunk, BLOCK_S=min(block_s, chunk), num_warps=warps)  # fmt: skip
+                                             CHUNK=chunk, BLOCK_S=min(block_s, chunk), NUM_STAGES=stages,
+                                             num_warps=warps)  # fmt: skip
     combine_kernel[(b * h,)](m, l, acc, out, splits, D=d, SPLITS=triton.next_power_of_2(splits), num_warps=1)
 
 

@@ -279,7 +279,7 @@ def test_fp8_variants_skip_on_a_gpu_without_fp8(interpreted: dict[str, ModuleTyp
 BF16, F32 = torch.empty(16, dtype=torch.bfloat16), torch.empty(16)
 F8, I8 = torch.empty(16, dtype=FP8), torch.empty(16, dtype=torch.int8)
 BN, BK, STAGES, WARPS = compiled.GEMV_TILE
-CHUNK, BLOCK_S, ATTN_WARPS = compiled.ATTN_TILE
+CHUNK, BLOCK_S, ATTN_WARPS, ATTN_STAGES = compiled.ATTN_TILE
 KERNELS = [
     ("quantize_rows", compiled.quantize_rows_kernel, {"x_ptr": BF16, "q_ptr": F8, "inv_ptr": F32, "n_cols": 8192},
      {"BLOCK": 8192, "EXACT": False}, {"num_warps": compiled.row_warps(8192)}),
@@ -289,7 +289,7 @@ KERNELS = [
      "N": 28672, "K": 8192}, {"BLOCK_N": BN, "BLOCK_K": BK, "NUM_STAGES": STAGES}, {"num_warps": WARPS}),
     *[(f"decode_attention_{name}", compiled.decode_attention_kernel, {"q_ptr": BF16, "k_ptr": cache, "v_ptr": cache,
        "m_ptr": F32, "l_ptr": F32, "acc_ptr": F32, "S": 8192, "qk_scale": 0.1, "v_scale": 0.5},
-      {"D": 128, "CHUNK": CHUNK, "BLOCK_S": BLOCK_S}, {"num_warps": ATTN_WARPS})
+      {"D": 128, "CHUNK": CHUNK, "BLOCK_S": BLOCK_S, "NUM_STAGES": ATTN_STAGES}, {"num_warps": ATTN_WARPS})
       for name, cache in (("bf16", BF16), ("fp8", F8))],
     ("combine", compiled.combine_kernel, {"m_ptr": F32, "l_ptr": F32, "acc_ptr": F32, "out_ptr": BF16,
      "n_splits": 32}, {"D": 128, "SPLITS": 32}, {"num_warps": 1}),

@@ -1,0 +1,84 @@
+"""ch19 fp8_kv_cache's decode attention by tile: what the FP8 cache needs to read at the copy bandwidth.
+
+The pair's shapes (8 sequences x 32 heads x 8192 cached positions x 128, one query each), its kernel
+(chapters/ch19 ``decode_attention_kernel`` and its combine) over a bf16 cache and an FP8 one, for positions per
+step (BLOCK_S), warps and software-pipelining stages; chunks of 256 positions per program as the pair. Each row:
+the median of 50 calls between CUDA events, the L2 flushed before each (a read of 2x L2), and the cache's own
+bytes per second (bf16 1 GiB, FP8 512 MiB). The reference: a copy of the FP8 cache (read and written).
+
+    python3 scripts/timing/kv_attention_probe.py
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from chapters.ch19.common import FP8, attention_scratch, combine_kernel, decode_attention_kernel  # noqa: E402
+
+
+def timed_us(fn: Callable[[], None], flush: torch.Tensor, calls: int = 50) -> float:
+    fn()
+    times = []
+    for _ in range(calls):
+        flush.sum()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def main() -> None:
+    b, h, s, d, chunk = 8, 32, 8192, 128, 256
+    props = torch.cuda.get_device_properties(0)
+    flush = torch.empty(2 * props.L2_cache_size // 4, device="cuda")
+    q = torch.randn(b, h, d, device="cuda", dtype=torch.bfloat16)
+    caches = {"bf16": torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)}
+    caches["fp8"] = caches["bf16"].float().clamp_(-448, 448).to(FP8)
+    out = torch.empty(b, h, d, device="cuda", dtype=torch.bfloat16)
+    m, l, acc = attention_scratch(b, h, s, d, chunk, torch.device("cuda"))  # noqa: E741
+    splits = triton.cdiv(s, chunk)
+    copy = torch.empty_like(caches["fp8"])
+    copy_us = timed_us(lambda: copy.copy_(caches["fp8"]), flush)
+    nbytes = caches["fp8"].numel()
+    print(f"# decode attention by tile: {props.name}, torch {torch.__version__}, triton {triton.__version__}\n")
+    print(f"copy of the FP8 cache ({nbytes / 2**20:.0f} MiB read + written): {copy_us:.1f} µs, "
+          f"{2 * nbytes / copy_us / 1e3:.0f} GB/s; one read of it at that rate: {copy_us / 2:.1f} µs\n")  # fmt: skip
+    print("| cache | BLOCK_S | warps | stages | µs | GB/s of K and V |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, cache in caches.items():
+        kv_bytes = 2 * cache.numel() * cache.element_size()
+        for block_s, warps, stages in itertools.product((32, 64, 128, 256), (4, 8), (1, 2, 3)):
+
+            def call(
+                cache: torch.Tensor = cache, block_s: int = block_s, warps: int = warps, stages: int = stages
+            ) -> None:
+                decode_attention_kernel[(b * h, splits)](q, cache, cache, m, l, acc, s, 1 / math.sqrt(d), 1.0, D=d,
+                                                         CHUNK=chunk, BLOCK_S=block_s, NUM_STAGES=stages,
+                                                         num_warps=warps)  # fmt: skip
+                combine_kernel[(b * h,)](m, l, acc, out, splits, D=d, SPLITS=triton.next_power_of_2(splits),
+                                         num_warps=1)  # fmt: skip
+
+            try:
+                us = timed_us(call, flush)
+            except Exception as exc:  # noqa: BLE001 - a tile that does not compile is a row
+                print(f"| {name} | {block_s} | {warps} | {stages} | failed: {type(exc).__name__} | |")
+                continue
+            print(f"| {name} | {block_s} | {warps} | {stages} | {us:.1f} | {kv_bytes / us / 1e3:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
