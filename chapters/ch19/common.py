@@ -507,7 +507,7 @@ def combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, n_splits, D: tl.constexpr, SP
     tl.store(out_ptr + bh * D + d, out.to(out_ptr.dtype.element_ty))
 
 
-ATTN_TILE = (256, 64, 4, 1)  # CHUNK positions per program, BLOCK_S per step (fp8: 8 KiB of K and V), num_warps, stages
+ATTN_TILE = (256, 256, 8, 1)  # CHUNK positions per program, BLOCK_S per step, num_warps, stages (kv_attention_probe)
 
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, partial: tuple,

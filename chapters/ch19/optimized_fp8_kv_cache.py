@@ -9,7 +9,11 @@ positions were quantised once, when written (in setup).
 Predicted on an H100 (not measured): 512 MiB at ~2.5-2.8 TB/s ~ 190-215 µs against ~390 µs, ~1.8-1.9x
 (ceiling 2x, the bytes ratio). Accuracy: ~3.5-4.1 % from the fp32 reference (``rel_err_vs_fp32``; FP8 keys
 shift the softmax, FP8 values the sum); verified against the bf16 baseline with rtol 0.08. The declared
-work is the bf16 cache's, so this side's GB/s read as bf16-equivalent. Needs compute capability 8.9+.
+work is the bf16 cache's, so this side's GB/s read as bf16-equivalent; its stated ceiling is its own 512 MiB
+read once at the copy bandwidth (common.read_ceiling). The kernel's tile (common.ATTN_TILE: a program's 256
+positions in one step, 8 warps) is the fastest of scripts/timing/kv_attention_probe.py's for both caches: with
+64 positions a step the FP8 cache read at ~2.1 TB/s, half the bytes in flight of a bf16 step (docs/results/
+h100.md). Needs compute capability 8.9+.
 
 Clock and work: as the baseline.
 """
