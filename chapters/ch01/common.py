@@ -52,16 +52,13 @@ def wall_clock() -> BenchmarkConfig:
     return BenchmarkConfig(timing_mode="cpu")
 
 
-def alone_ms(fn: Callable[[], Any], tries: int = 1, flush: torch.Tensor | None = None) -> float:
-    """``fn``'s device work alone on the current stream, in ms between CUDA events: the least of ``tries``
-    timings after one untimed call (a warm-up, or a compile), each after reading ``flush`` when given (a
-    buffer of twice the L2: clean lines, no write-back inside the timing, as the harness flushes).
-
-    For a ceiling a benchmark states in ``get_work()`` (chapters 11, 12, 19): a part of the call timed on
-    its own in setup, never a harness timing."""
+def event_times_ms(fn: Callable[[], Any], calls: int, flush: torch.Tensor | None = None) -> list[float]:
+    """``fn``'s device work alone on the current stream, ``calls`` times, in ms between CUDA events, after one
+    untimed call (a warm-up, or a compile); each after reading ``flush`` when given (a buffer of twice the L2:
+    clean lines, no write-back inside the timing, as the harness flushes)."""
     fn()
-    best = math.inf
-    for _ in range(tries):
+    times = []
+    for _ in range(calls):
         if flush is not None:
             flush.sum()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -69,8 +66,14 @@ def alone_ms(fn: Callable[[], Any], tries: int = 1, flush: torch.Tensor | None =
         fn()
         end.record()
         end.synchronize()
-        best = min(best, start.elapsed_time(end))
-    return best
+        times.append(start.elapsed_time(end))
+    return times
+
+
+def alone_ms(fn: Callable[[], Any], tries: int = 1, flush: torch.Tensor | None = None) -> float:
+    """The least of ``tries`` of ``event_times_ms``: for a ceiling a benchmark states in ``get_work()``
+    (chapters 11, 12, 19), a part of the call timed on its own in setup, never a harness timing."""
+    return min(event_times_ms(fn, tries, flush))
 
 
 def flush_buffer() -> torch.Tensor:

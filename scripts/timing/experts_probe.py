@@ -27,23 +27,13 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from chapters.ch01.common import event_times_ms  # noqa: E402
 from chapters.ch12.common import Experts, Graph  # noqa: E402
 
 
-def timed_us(fn: Callable[[], None], flush: torch.Tensor, calls: int) -> float:
+def timed_us(fn: Callable[[], None], flush: torch.Tensor, calls: int = 50) -> float:
     """Median µs of ``fn`` between CUDA events, the L2 flushed (a read of ``flush``) before each call."""
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(calls):
-        flush.sum()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+    return statistics.median(event_times_ms(fn, calls, flush)) * 1e3
 
 
 def layer(branches: int) -> Experts:

@@ -24,21 +24,13 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+from chapters.ch01.common import event_times_ms  # noqa: E402
 from chapters.ch19.common import FP8, attention_scratch, combine_kernel, decode_attention_kernel  # noqa: E402
 
 
 def timed_us(fn: Callable[[], None], flush: torch.Tensor, calls: int = 50) -> float:
-    fn()
-    times = []
-    for _ in range(calls):
-        flush.sum()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+    """Median µs of ``fn`` between CUDA events, the L2 flushed (a read of ``flush``) before each call."""
+    return statistics.median(event_times_ms(fn, calls, flush)) * 1e3
 
 
 def main() -> None:
