@@ -314,12 +314,54 @@ def _max(a, b):
 
 
 @triton.jit
-def softcap_attention_kernel(
-    Q, K, V, Out, S, scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr
-):  # fmt: skip
+def _capped(s, FAST_TANH: tl.constexpr):
+    """cap * tanh(s / cap) for fp32 scores ``s``. ``FAST_TANH``: the GPU's one-instruction ``tanh.approx.f32``
+    (one special-function op, relative error ~2^-11, finer than the bf16 the scores are compared at); else
+    2 / (1 + e^(-2x)) - 1, an exponential and a reciprocal (two ops; the CPU interpreter's way)."""
+    if FAST_TANH:
+        t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [s * (1.0 / _CAP)], dtype=tl.float32,
+                                      is_pure=True, pack=1)  # fmt: skip
+    else:
+        t = 2.0 / (1.0 + tl.exp(s * (-2.0 / _CAP))) - 1.0
+    return _CAP * t
+
+
+@triton.jit
+def _softcap_tile(q, K, V, base, start, rows, dims, S, scale, m_i, l_i, acc, BLOCK_N: tl.constexpr,
+                  D: tl.constexpr, MASK: tl.constexpr, FAST_TANH: tl.constexpr, UPCAST: tl.constexpr):  # fmt: skip
+    """One block of BLOCK_N keys into the online softmax of the program's queries. ``MASK``: the block touches
+    the diagonal or runs past the last key (the causal and bound masks); blocks left of the diagonal need none."""
+    cols = start + tl.arange(0, BLOCK_N)
+    if MASK:
+        k = tl.load(K + base + cols[None, :] * D + dims[:, None], mask=cols[None, :] < S, other=0.0)  # [D, BLOCK_N]
+        v = tl.load(V + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < S, other=0.0)
+    else:
+        k = tl.load(K + base + cols[None, :] * D + dims[:, None])
+        v = tl.load(V + base + cols[:, None] * D + dims[None, :])
+    if UPCAST:
+        k = k.to(tl.float32)
+    s = _capped(tl.dot(q, k) * scale, FAST_TANH) * _LOG2E
+    if MASK:
+        s = tl.where((cols[None, :] <= rows[:, None]) & (cols[None, :] < S), s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.reduce(s, 1, _max))
+    alpha = tl.math.exp2(m_i - m_new)
+    p = tl.math.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.reduce(p, 1, _add)
+    p = p.to(v.dtype)  # the probabilities enter the second matmul in bf16, as in any flash kernel
+    if UPCAST:
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float32), v.to(tl.float32))
+    else:
+        acc = acc * alpha[:, None] + tl.dot(p, v)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def softcap_attention_kernel(Q, K, V, Out, S, scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+                             UPCAST: tl.constexpr, FAST_TANH: tl.constexpr):  # fmt: skip
     """One program: BLOCK_M query rows of one (batch, head), contiguous [B * H, S, D] tensors. Key/value blocks
-    stream through from the first to the diagonal (the causal upper triangle is never touched), scores stay in
-    fp32 registers (dot, scale, cap, mask), the softmax is computed online (running max and sum, the
+    stream through from the first to the diagonal (the causal upper triangle is never touched): those left of
+    the block's diagonal without a mask, the diagonal ones masked (BLOCK_M a multiple of BLOCK_N). Scores stay
+    in fp32 registers (dot, scale, cap, mask), the softmax is computed online (running max and sum, the
     accumulator rescaled when the max grows), and only the output is written. ``UPCAST``: the CPU interpreter
     (triton 3.9) multiplies bf16 tiles as their uint16 bit patterns, so there the operands go in as fp32
     (bf16 products are exact in fp32, and the tensor cores accumulate in fp32 too)."""
@@ -333,26 +375,13 @@ def softcap_attention_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.full([BLOCK_M], 0.0, tl.float32)
     acc = tl.full([BLOCK_M, D], 0.0, tl.float32)
-    end = tl.minimum((pid_m + 1) * BLOCK_M, S)
-    for start in range(0, end, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        k = tl.load(K + base + cols[None, :] * D + dims[:, None], mask=cols[None, :] < S, other=0.0)  # [D, BLOCK_N]
-        v = tl.load(V + base + cols[:, None] * D + dims[None, :], mask=cols[:, None] < S, other=0.0)
-        if UPCAST:
-            k = k.to(tl.float32)
-        s = tl.dot(q, k) * (scale * (2.0 / _CAP))
-        s = _CAP * (2.0 / (1.0 + tl.exp(-s)) - 1.0)  # cap * tanh(s / cap), s already scaled by 2 / cap
-        s = tl.where((cols[None, :] <= rows[:, None]) & (cols[None, :] < S), s * _LOG2E, float("-inf"))
-        m_new = tl.maximum(m_i, tl.reduce(s, 1, _max))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.reduce(p, 1, _add)
-        p = p.to(v.dtype)  # the probabilities enter the second matmul in bf16, as in any flash kernel
-        if UPCAST:
-            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float32), v.to(tl.float32))
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p, v)
-        m_i = m_new
+    diagonal = pid_m * BLOCK_M
+    for start in range(0, diagonal, BLOCK_N):
+        m_i, l_i, acc = _softcap_tile(q, K, V, base, start, rows, dims, S, scale, m_i, l_i, acc, BLOCK_N, D, False,
+                                      FAST_TANH, UPCAST)  # fmt: skip
+    for start in range(diagonal, tl.minimum(diagonal + BLOCK_M, S), BLOCK_N):
+        m_i, l_i, acc = _softcap_tile(q, K, V, base, start, rows, dims, S, scale, m_i, l_i, acc, BLOCK_N, D, True,
+                                      FAST_TANH, UPCAST)  # fmt: skip
     out = acc / l_i[:, None]
     tl.store(Out + base + rows[:, None] * D + dims[None, :], out.to(Out.dtype.element_ty), mask=rows[:, None] < S)
 
@@ -372,7 +401,7 @@ def triton_softcap_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     grid = (triton.cdiv(s, block_m), b * h)
     upcast = not isinstance(softcap_attention_kernel, triton.runtime.jit.JITFunction)  # the CPU interpreter
     softcap_attention_kernel[grid](q, k, v, out, s, scale, BLOCK_M=block_m, BLOCK_N=block_n, D=d, UPCAST=upcast,
-                                   num_warps=warps, num_stages=stages)  # fmt: skip
+                                   FAST_TANH=not upcast, num_warps=warps, num_stages=stages)  # fmt: skip
     return out
 
 

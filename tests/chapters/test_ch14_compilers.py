@@ -91,10 +91,19 @@ def test_attention_kernel_compiles_for_h100_without_spilling() -> None:
     block_m, block_n, warps, stages = C14.ATTENTION_TILES[128]
     compiled = compile_for_h100(
         C14.softcap_attention_kernel, {"Q": q, "K": q, "V": q, "Out": q, "S": 4096, "scale": 0.088},
-        {"BLOCK_M": block_m, "BLOCK_N": block_n, "D": 128, "UPCAST": False}, num_warps=warps, num_stages=stages,
+        {"BLOCK_M": block_m, "BLOCK_N": block_n, "D": 128, "UPCAST": False, "FAST_TANH": True}, num_warps=warps,
+        num_stages=stages,
     )  # fmt: skip
     used = resources(compiled)
     assert used.get("STACK", 0) == 0 and used["REG"] <= 255, used
+    exact = compile_for_h100(
+        C14.softcap_attention_kernel, {"Q": q, "K": q, "V": q, "Out": q, "S": 4096, "scale": 0.088},
+        {"BLOCK_M": block_m, "BLOCK_N": block_n, "D": 128, "UPCAST": False, "FAST_TANH": False}, num_warps=warps,
+        num_stages=stages,
+    )  # fmt: skip
+    fast, slow = compiled.asm["ptx"], exact.asm["ptx"]
+    assert "tanh.approx.f32" in fast and "tanh.approx.f32" not in slow  # the cap: one special-function op a score
+    assert fast.count("ex2.approx") < slow.count("ex2.approx")  # ... in place of an exponential (and a reciprocal)
 
 
 @pytest.mark.parametrize(("tokens", "chunk"), [(50, 16), (7, 7), (33, 64)])
