@@ -85,7 +85,7 @@ def test_triton_attention_rejects_a_bad_head_dimension() -> None:
 
 @needs_compiler
 def test_attention_kernel_compiles_for_h100_without_spilling() -> None:
-    """The full-size configuration (head dim 128: 128 x 64 tiles, 8 warps, 3 stages) as ptxas builds it for sm_90:
+    """The full-size configuration (head dim 128: 64 x 64 tiles, 4 warps, 3 stages) as ptxas builds it for sm_90:
     the interpreter accepts code the compiler rejects, and a kernel that spills to local memory is slow."""
     q = torch.empty(2, 16, 4096, 128, dtype=torch.bfloat16)
     block_m, block_n, warps, stages = C14.ATTENTION_TILES[128]
