@@ -5,6 +5,7 @@ and ``"max-autotune-no-cudagraphs"``), set up as the harness sets them up, then 
 each kernel's name (cuBLAS's, or Inductor's Triton templates ``triton_tem_*`` and pointwise ``triton_poi_*``),
 how many times it ran and its summed device time; and the call's median time over 30 calls between CUDA events,
 the L2 flushed before each, against the stated ceiling (a copy of one 128 MiB activation, times the layers).
+Max-autotune also with Inductor's persistent TMA matmul templates (off by default), and with their TMA store.
 
     python3 scripts/timing/autotune_probe.py
 """
@@ -46,12 +47,20 @@ def kernels(call: object) -> list[tuple[str, int, float]]:
 def main() -> None:
     print(f"# max_autotune's MLP by compile mode: {torch.cuda.get_device_name(0)}, torch {torch.__version__}\n")
     flush = flush_buffer()
-    for mode in ("default", "max-autotune-no-cudagraphs"):
+    ways = (
+        ("default", {}),
+        ("max-autotune-no-cudagraphs", {}),
+        ("max-autotune-no-cudagraphs", {"triton.enable_persistent_tma_matmul": True}),
+        ("max-autotune-no-cudagraphs", {"triton.enable_persistent_tma_matmul": True,
+                                        "triton.enable_template_tma_store": True}),
+    )  # fmt: skip
+    for mode, patch in ways:
         side = Mlp(mode)
-        side.setup()
+        with torch._inductor.config.patch(patch):
+            side.setup()
         ceiling = side.get_work()["ceiling_ms"]
         median = statistics.median(event_times_ms(side.benchmark_fn, 30, flush))
-        print(f"## mode={mode}: {median * 1e3:.1f} µs a call, the stated ceiling {ceiling * 1e3:.1f} µs "
+        print(f"## mode={mode} {patch or ''}: {median * 1e3:.1f} µs a call, the stated ceiling {ceiling * 1e3:.1f} µs "
               f"({100 * ceiling / median:.1f} %)\n")  # fmt: skip
         print("| kernel | launches | µs |")
         print("|---|---:|---:|")
