@@ -15,7 +15,7 @@ of any block or batch so every edge is exercised.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -71,8 +71,8 @@ def event_times_ms(fn: Callable[[], Any], calls: int, flush: torch.Tensor | None
 
 
 def alone_ms(fn: Callable[[], Any], tries: int = 1, flush: torch.Tensor | None = None) -> float:
-    """The least of ``tries`` of ``event_times_ms``: for a ceiling a benchmark states in ``get_work()``
-    (chapters 11, 12, 19), a part of the call timed on its own in setup, never a harness timing."""
+    """The least of ``tries`` of ``event_times_ms``: a part of the call timed on its own in setup (for a ceiling
+    a benchmark states in ``get_work()``, a rate it records), never a harness timing."""
     return min(event_times_ms(fn, tries, flush))
 
 
@@ -80,6 +80,29 @@ def flush_buffer() -> torch.Tensor:
     """A buffer of twice the device's L2 (``alone_ms``'s ``flush``)."""
     ctx = context()
     return torch.ones(2 * ctx.facts.l2_bytes // 4 + 1, device=ctx.device)
+
+
+def busiest_lane_ms(calls: Sequence[Callable[[], Any]], lanes: int) -> float:
+    """``calls`` dealt to ``lanes`` streams in turn (call i to lane i % lanes), each timed alone (L2 flushed,
+    the least of 3): the busiest lane's sum, what the lanes would take if they overlapped perfectly."""
+    flush = flush_buffer()
+    alone = [alone_ms(call, tries=3, flush=flush) for call in calls]
+    return max(sum(alone[i::lanes]) for i in range(lanes))
+
+
+def zero_optimizer_state(opt: torch.optim.Optimizer) -> None:
+    """Zero every tensor of ``opt``'s state in place: a fresh Adam's or SGD's (zero moments, step 0), for a
+    training benchmark that starts each call where setup left it. One multi-tensor op per device (fused and
+    capturable Adam keep ``step`` on the GPU, the others on the host); nothing before the first step."""
+    state = [t for s in opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+    for device in {t.device for t in state}:
+        torch._foreach_zero_([t for t in state if t.device == device])
+
+
+def stated_ceiling(what: str, ms: float, target_pct: float = 80.0) -> dict[str, Any]:
+    """The fields ``get_work()`` adds to state a ceiling the roofline does not know: its name in words, the
+    least time a call can take under it, and the share of it the optimized side is to reach."""
+    return {"ceiling": what, "ceiling_ms": ms, "ceiling_target_pct": target_pct}
 
 
 class Example:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from bench import BenchmarkConfig, context
+from chapters.ch01.common import alone_ms
 
 PROBE_PIECE = 8 * 2**20  # bytes per readinto of the page-cache probe
 
@@ -378,13 +379,7 @@ def record_upload_rate(host: torch.Tensor, device: torch.device) -> float:
     """Time one copy of ``host`` (page-locked) to a buffer of its size on ``device`` with CUDA events, after an
     untimed one, and record its rate as ``h2d_gbps``: the host link's rate for this batch (not a harness timing)."""
     dev = torch.empty_like(host, device=device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    dev.copy_(host)
-    start.record()
-    dev.copy_(host, non_blocking=True)
-    end.record()
-    end.synchronize()
-    gbps = host.numel() * host.element_size() / (start.elapsed_time(end) * 1e6)
+    gbps = host.numel() * host.element_size() / (alone_ms(lambda: dev.copy_(host, non_blocking=True)) * 1e6)
     return float(context().record("h2d_gbps", round(gbps, 1)))
 
 

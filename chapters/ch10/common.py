@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from bench import context
-from chapters.ch01.common import Inputs, Launch, generator
+from chapters.ch01.common import Inputs, Launch, alone_ms, generator, stated_ceiling
 from chapters.ch08.common import Example as Example  # re-exported: the variants import from this chapter
 from chapters.ch08.common import dot, grouped_tile, interpreted, matmul_operands, programs_per_sm, tile_product
 from chapters.ch08.common import matmul as matmul
@@ -169,19 +169,10 @@ class Streamed:
         self.work = {"bytes": 2 * (2 * rows * width + width * width), "flops": 2 * rows * width * width}
         self.prepare()
         if ctx.is_cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            self.out.copy_(self.host_x, non_blocking=True)  # warm-up: the copy path, not a measurement
-            start.record()
-            self.out.copy_(self.host_x, non_blocking=True)
-            end.record()
-            end.synchronize()
-            copy_ms = start.elapsed_time(end)
+            copy_ms = alone_ms(lambda: self.out.copy_(self.host_x, non_blocking=True))
             gbps = ctx.record("h2d_gbps", round(2 * rows * width / (copy_ms * 1e6), 1))
-            self.work |= {
-                "ceiling": f"the batch's host-to-device copies at the PCIe rate measured in setup ({gbps} GB/s)",
-                "ceiling_ms": copy_ms,
-                "ceiling_target_pct": 80.0,
-            }
+            what = f"the batch's host-to-device copies at the PCIe rate measured in setup ({gbps} GB/s)"
+            self.work |= stated_ceiling(what, copy_ms)
 
     def prepare(self) -> None:
         """Allocate the device staging buffer(s) (called at the end of setup)."""

@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 
 from bench import BenchmarkConfig, context
-from chapters.ch01.common import alone_ms, flush_buffer
+from chapters.ch01.common import alone_ms, busiest_lane_ms, stated_ceiling
 
 Stream = Any  # torch.cuda.Stream on a GPU, None on a CPU (CPU builds of torch have no stream type to name)
 Event = Any  # torch.cuda.Event on a GPU, None on a CPU
@@ -257,11 +257,8 @@ class Swap(Pair):
                 ctx.record(f"{way}_gbps", round(4 * n / (t * 1e6), 1))
                 for way, t in zip(("d2h", "h2d"), ms, strict=True)
             )
-            self.work |= {
-                "ceiling": f"the slower direction's copy alone, as measured in setup (d2h {d2h}, h2d {h2d} GB/s)",
-                "ceiling_ms": max(ms),
-                "ceiling_target_pct": 80.0,
-            }
+            what = f"the slower direction's copy alone, as measured in setup (d2h {d2h}, h2d {h2d} GB/s)"
+            self.work |= stated_ceiling(what, max(ms))
 
     def benchmark_fn(self) -> None:
         host_dst, device_dst = self.out
@@ -332,15 +329,9 @@ class Scans(Pair):
         self.lanes = lanes(self.streams)
         self.work = {"bytes": 8 * self.x.numel() + 4 * channels, "flops": 4 * self.x.numel()}
         if ctx.is_cuda:  # the stated ceiling: the busiest stream's kernels, each timed alone
-            flush = flush_buffer()
-            alone = [alone_ms(self.scan_of(start, stop), tries=3, flush=flush) for start, stop in self.bounds]
-            del flush
-            busiest = max(sum(alone[i :: self.streams]) for i in range(self.streams))
-            self.work |= {
-                "ceiling": f"the busiest of its {self.streams} stream(s)' kernels, each timed alone in setup",
-                "ceiling_ms": busiest,
-                "ceiling_target_pct": 80.0,
-            }
+            busiest = busiest_lane_ms([self.scan_of(start, stop) for start, stop in self.bounds], self.streams)
+            what = f"the busiest of its {self.streams} stream(s)' kernels, each timed alone in setup"
+            self.work |= stated_ceiling(what, busiest)
 
     def scan_of(self, start: int, stop: int) -> Callable[[], None]:
         """The scan of the sequence in rows ``start:stop`` as a call."""

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from bench import BenchmarkConfig, context
-from chapters.ch01.common import alone_ms, flush_buffer
+from chapters.ch01.common import busiest_lane_ms, stated_ceiling, zero_optimizer_state
 
 EPS = 1e-6  # RMSNorm epsilon
 Stream = Any  # torch.cuda.Stream on a GPU, None on a CPU
@@ -417,15 +417,9 @@ class Experts(Shell):
         self.lanes = side_streams(self.branches) if self.branches > 1 else [None]
         self.layer = Graph(self.experts)
         if ctx.is_cuda:  # the stated ceiling: the busiest stream's experts, each replayed alone
-            flush = flush_buffer()
-            alone = [alone_ms(Graph(self.expert(e)), tries=3, flush=flush) for e in range(count)]
-            del flush
-            busiest = max(sum(alone[i :: self.branches]) for i in range(self.branches))
-            self.work |= {
-                "ceiling": f"the busiest of its {self.branches} stream(s)' experts, each replayed alone in setup",
-                "ceiling_ms": busiest,
-                "ceiling_target_pct": 80.0,
-            }
+            busiest = busiest_lane_ms([Graph(self.expert(e)) for e in range(count)], self.branches)
+            what = f"the busiest of its {self.branches} stream(s)' experts, each replayed alone in setup"
+            self.work |= stated_ceiling(what, busiest)
 
     def expert(self, e: int) -> Callable[[], None]:
         """Expert ``e``'s MLP on its rows, as a call."""
@@ -533,9 +527,7 @@ class Training(Shell):
         """Back to the set-up state, in place (a captured graph reads and writes these very tensors)."""
         with torch.no_grad():
             torch._foreach_copy_(self.params, self.init)
-            state = [t for s in self.opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-            if state:  # none before the first step
-                torch._foreach_zero_(state)
+            zero_optimizer_state(self.opt)
 
     def benchmark_fn(self) -> None:
         losses, update = self.out

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench import BenchmarkConfig, context
+from chapters.ch01.common import zero_optimizer_state
 
 
 def generator(offset: int, device: torch.device | None = None) -> torch.Generator:
@@ -239,9 +240,7 @@ class Training:
             torch._foreach_copy_(self.params, self.init)
             if self.buffers:  # batch norm's running statistics and counters
                 torch._foreach_copy_(self.buffers, self.init_buffers)
-            state = [t for s in self.opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-            for device in {t.device for t in state}:  # fused AdamW keeps `step` on the GPU, the others on the host
-                torch._foreach_zero_([t for t in state if t.device == device])
+            zero_optimizer_state(self.opt)
 
     def benchmark_fn(self) -> None:
         self.reset()
@@ -305,7 +304,6 @@ class LMTraining(Training):
 
     def data(self) -> dict[str, torch.Tensor]:
         return {"tokens": self.tokens}
-
 
     def teardown(self) -> None:
         del self.tokens
@@ -513,7 +511,6 @@ class ConvTraining(Training):
         step = conv_flops(counted, self.rows, self.size)
         self.work = {"flops": self.steps * step + step // 3}  # and the probe's forward pass
         return seeded(lambda: ConvNet(widths, blocks, classes), offset=1)
-
 
 
 class ChannelsLast(ConvTraining):

@@ -38,7 +38,7 @@ import triton.language as tl
 from torch import nn
 
 from bench import BenchmarkConfig, context
-from chapters.ch01.common import alone_ms, flush_buffer
+from chapters.ch01.common import alone_ms, flush_buffer, stated_ceiling, zero_optimizer_state
 
 COMPILE_SETUP_S = 600.0  # setup's limit for variants that compile (max-autotune benchmarks while compiling)
 
@@ -264,11 +264,8 @@ class Mlp(Forward):
             act = torch.empty_like(x)
             per_layer = alone_ms(lambda: act.copy_(x), tries=3, flush=flush_buffer())
             del act
-            self.work |= {
-                "ceiling": f"two passes over each of the {layers} layers' activations (a copy of one, timed in setup)",
-                "ceiling_ms": layers * per_layer,
-                "ceiling_target_pct": 80.0,
-            }
+            what = f"two passes over each of the {layers} layers' activations (a copy of one, timed in setup)"
+            self.work |= stated_ceiling(what, layers * per_layer)
 
     def inputs(self) -> Any:
         return {"x": self.args[0], "model": self.model}
@@ -625,9 +622,7 @@ class AdamSteps:
         """Back to the set-up state in place: parameters from the snapshot, the optimizer's state zeroed (compiled
         code holds these very tensors; on a GPU its step counts live on the device, eager Adam's on the host)."""
         torch._foreach_copy_(self.params, self.init)
-        state = [t for s in self.opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-        for device in {t.device for t in state}:
-            torch._foreach_zero_([t for t in state if t.device == device])
+        zero_optimizer_state(self.opt)
 
     def benchmark_fn(self) -> None:
         with torch.no_grad():  # as Optimizer.step's wrapper would set it (and compiled code is guarded on it)

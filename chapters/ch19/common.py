@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 from bench import BenchmarkConfig, context
-from chapters.ch01.common import alone_ms, flush_buffer
+from chapters.ch01.common import alone_ms, flush_buffer, stated_ceiling
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0  # the largest finite float8_e4m3fn
@@ -240,8 +240,7 @@ def read_ceiling(tensors: tuple[torch.Tensor, ...], what: str) -> dict[str, Any]
         dst = torch.empty_like(t)
         ms += alone_ms(lambda src=t, dst=dst: dst.copy_(src), tries=3, flush=flush) / 2
         del dst
-    return {"ceiling": f"{what} read once at the copy bandwidth (half a copy of them, timed in setup)",
-            "ceiling_ms": ms, "ceiling_target_pct": 80.0}  # fmt: skip
+    return stated_ceiling(f"{what} read once at the copy bandwidth (half a copy of them, timed in setup)", ms)
 
 
 class Projection(Variant):
