@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe genprobe exploits aa targets ray). Everything
+# sweep_builtins sweep_grid kernels wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe exploits aa targets ray). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
@@ -136,6 +136,12 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     autotuneprobe)  # issue 24: ch14 max_autotune's MLP, the kernels of each compile mode
       $T python3 scripts/timing/autotune_probe.py > "$OUT/autotune_probe.md" 2>&1
       echo "autotuneprobe exit $?"; cat "$OUT/autotune_probe.md" ;;
+    tilesprobe)  # issue 23: ch10's per-tile vs persistent and pointer vs TMA matmuls by problem (K, dtype)
+      $T python3 scripts/timing/tiles_probe.py > "$OUT/tiles_probe.md" 2>&1
+      echo "tilesprobe exit $?"; cat "$OUT/tiles_probe.md" ;;
+    flexprobe)  # issue 24: ch18 sliding_window's FlexAttention kernel by kernel options and max-autotune
+      $T python3 scripts/timing/flex_probe.py > "$OUT/flex_probe.md" 2>&1
+      echo "flexprobe exit $?"; cat "$OUT/flex_probe.md" ;;
     genprobe)  # issue 24: TTFT/TPOT as perflab reports them against a plain per-step CUDA-event loop
       for f in ${PERFLAB_GENPROBE_FILES:-chapters/ch15/baseline_kv_cache.py chapters/ch15/optimized_kv_cache.py}; do
         $T python3 scripts/timing/generation_probe.py "$f" --generations 5 >> "$OUT/generation_probe.md" 2>&1
