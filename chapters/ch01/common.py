@@ -52,15 +52,23 @@ def wall_clock() -> BenchmarkConfig:
     return BenchmarkConfig(timing_mode="cpu")
 
 
+# event_times_ms queues each start event behind a spin kernel of this many GPU cycles (~1 ms at Hopper's ~2 GHz):
+# the host enqueues the call while the device spins, so the time between the events is the device's alone, not the
+# host's launch (a compiled or Python-heavy call can take hundreds of µs to enqueue), as the harness times.
+SPIN_CYCLES = 2_000_000
+
+
 def event_times_ms(fn: Callable[[], Any], calls: int, flush: torch.Tensor | None = None) -> list[float]:
     """``fn``'s device work alone on the current stream, ``calls`` times, in ms between CUDA events, after one
     untimed call (a warm-up, or a compile); each after reading ``flush`` when given (a buffer of twice the L2:
-    clean lines, no write-back inside the timing, as the harness flushes)."""
+    clean lines, no write-back inside the timing, as the harness flushes), the start queued behind a spin kernel
+    (``SPIN_CYCLES``) that hides the host's launch."""
     fn()
     times = []
     for _ in range(calls):
         if flush is not None:
             flush.sum()
+        torch.cuda._sleep(SPIN_CYCLES)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

@@ -30,9 +30,9 @@ def square_matmul() -> Inputs:
 
 
 def short_k_matmul() -> Inputs:
-    """persistent_tiles: 16384 x 16384 x 1024 bf16 (550 GFLOP; A, B 32 MiB each, C 512 MiB): 8192 tiles of
-    128 x 256 with only 16 K steps each; 300 x 520 x 72 smoke (9 tiles over 3 programs, a partial K step)."""
-    m, n, k = context().size((16384, 16384, 1024), (300, 520, 72))
+    """persistent_tiles: 16384 x 16384 x 512 bf16 (275 GFLOP; A, B 16 MiB each, C 512 MiB): 8192 tiles of
+    128 x 256 with only 8 K steps each; 300 x 520 x 72 smoke (9 tiles over 3 programs, a partial K step)."""
+    m, n, k = context().size((16384, 16384, 512), (300, 520, 72))
     return matmul_operands(m, n, k)
 
 
