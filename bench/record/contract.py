@@ -215,6 +215,12 @@ def variant_params(result: VariantResult) -> dict[str, str]:
     return out
 
 
+def host_tags(host: Mapping[str, Any]) -> dict[str, str]:
+    """The machine a variant ran on, from its host manifest: name and CPU model (a wall-clock pair's speedup
+    depends on the CPU as much as on the GPU); an unknown one is left out."""
+    return {tag: str(host[key]) for tag, key in (("perflab.host", "hostname"), ("perflab.cpu", "cpu")) if host.get(key)}
+
+
 def variant_tags(result: VariantResult) -> dict[str, str]:
     """``perflab.*`` tags of a variant run; a tag whose value is unknown is left out, never "None"."""
     spec = result.spec

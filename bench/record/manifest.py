@@ -94,6 +94,20 @@ def _version(module: str) -> str | None:
         return None
 
 
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The host CPU's model name (Linux's first ``model name``, else ``platform.processor()``): what a host-bound
+    pair's speedup depends on as much as on the GPU."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def host_manifest() -> dict[str, Any]:
     """Collected once per suite by the parent."""
     return {
@@ -102,6 +116,7 @@ def host_manifest() -> dict[str, Any]:
         "os": platform.platform(),
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
+        "cpu": cpu_model(),
         "hostname": platform.node(),
         "packages": {p: _version(p) for p in ("torch", "triton", "mlflow", "numpy", "pydantic", "perflab")},
         "env": redact_env(),

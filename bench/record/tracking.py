@@ -48,6 +48,7 @@ from bench.record.contract import (
     comparison_tags,
     context_tags,
     finite,
+    host_tags,
     suite_counts,
     suite_name,
     suite_tags,
@@ -257,9 +258,7 @@ class Tracker:
         run_id = run.info.run_id
         host = result.host or self._host_manifest
         metrics = variant_metrics(result)
-        tags = {**self._tags, **variant_tags(result)}
-        if host.get("hostname"):
-            tags["perflab.host"] = str(host["hostname"])
+        tags = {**self._tags, **variant_tags(result), **host_tags(host)}
         if comparison is not None:
             baseline = self._run_ids.get(f"{comparison.chapter}:{comparison.example}:baseline")
             tags.update(comparison_tags(comparison, baseline))

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from bench.measure.machine import device_manifest
-from bench.record.manifest import REDACTED, git_info, host_manifest, redact_env
+from bench.record.manifest import REDACTED, cpu_model, git_info, host_manifest, redact_env
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -76,6 +76,14 @@ def test_host_manifest_records_software() -> None:
     assert m["python"] == sys.version.split()[0]
     assert m["packages"]["torch"].startswith(torch.__version__.split("+")[0])
     assert set(m["git"]) == {"commit", "branch", "dirty"}
+
+
+def test_cpu_model_is_the_first_model_name(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD  EPYC 9654 96-Core Processor\n"
+                    "processor\t: 1\nmodel name\t: something else\n")  # fmt: skip
+    assert cpu_model(str(info)) == "AMD EPYC 9654 96-Core Processor"
+    assert host_manifest()["cpu"] == cpu_model()
 
 
 def _has_history(path: Path) -> bool:

@@ -32,7 +32,7 @@ from bench.measure.stats import summarize
 from bench.record.tracking import Tracker
 
 _MLFLOW_ENV = ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID")
-HOST = {"python": "3.11", "git": {"commit": "abc123"}}
+HOST = {"python": "3.11", "git": {"commit": "abc123"}, "cpu": "Test CPU 9000 @ 3.00GHz"}
 GPU_MANIFEST = {"device": "cuda:0", "torch": "2.5", "gpu": {"name": "NVIDIA H100 80GB HBM3"}}
 CONFIG = {"iterations": 5, "warmup": 2, "device": "auto", "timing_mode": "auto", "percentiles": [50.0, 99.9]}
 LONG_DETAIL = "max relative error 1e-7 within rtol 1e-5; " * 300  # > 5000 chars: must be truncated
@@ -232,6 +232,7 @@ def test_variant_tags(suite: dict[str, Any]) -> None:
         "perflab.torch": "2.5",  # software key of regression histories, from the device manifest
         "perflab.cold_start": "false",  # caller tags reach variant runs too
         "perflab.cuda_visible_devices": "1",  # which physical GPU cuda:0 was
+        "perflab.cpu": "Test CPU 9000 @ 3.00GHz",  # the host's CPU, from the suite's host manifest
     }
     assert {k: tags.get(k) for k in expected} == expected
     assert "perflab.failed_stage" not in tags
