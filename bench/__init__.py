@@ -14,6 +14,7 @@ from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.errors import PerflabError
 from bench.isolate.suite import run_suite
 from bench.measure.compare import compare
+from bench.measure.timer import time_alone
 from bench.profile.markers import nvtx_range
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "nvtx_range",
     "resolve_config",
     "run_suite",
+    "time_alone",
 ]

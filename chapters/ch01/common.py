@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench import BenchmarkConfig, context
+from bench import BenchmarkConfig, context, time_alone
 
 BLOCK = 1024  # elements per program of the fused elementwise kernel
 A, B, C = 1.5, -0.25, 0.75  # fusion: out = relu(x * A + B) * C
@@ -59,7 +59,9 @@ SPIN_CYCLES = 2_000_000
 
 
 def event_times_ms(fn: Callable[[], Any], calls: int, flush: torch.Tensor | None = None) -> list[float]:
-    """``fn``'s device work alone on the current stream, ``calls`` times, in ms between CUDA events, after one
+    """For the probes (scripts/timing), which want every sample; a chapter's setup times a part of its call with
+    ``bench.time_alone``, the harness's own clock. ``fn``'s device work alone on the current stream, ``calls``
+    times, in ms between CUDA events, after one
     untimed call (a warm-up, or a compile); each after reading ``flush`` when given (a buffer of twice the L2:
     clean lines, no write-back inside the timing, as the harness flushes), the start queued behind a spin kernel
     (``SPIN_CYCLES``) that hides the host's launch."""
@@ -78,14 +80,8 @@ def event_times_ms(fn: Callable[[], Any], calls: int, flush: torch.Tensor | None
     return times
 
 
-def alone_ms(fn: Callable[[], Any], tries: int = 1, flush: torch.Tensor | None = None) -> float:
-    """The least of ``tries`` of ``event_times_ms``: a part of the call timed on its own in setup (for a ceiling
-    a benchmark states in ``get_work()``, a rate it records), never a harness timing."""
-    return min(event_times_ms(fn, tries, flush))
-
-
 def flush_buffer() -> torch.Tensor:
-    """A buffer of twice the device's L2 (``alone_ms``'s ``flush``)."""
+    """A buffer of twice the device's L2 (``event_times_ms``'s ``flush``)."""
     ctx = context()
     return torch.ones(2 * ctx.facts.l2_bytes // 4 + 1, device=ctx.device)
 
@@ -93,8 +89,7 @@ def flush_buffer() -> torch.Tensor:
 def busiest_lane_ms(calls: Sequence[Callable[[], Any]], lanes: int) -> float:
     """``calls`` dealt to ``lanes`` streams in turn (call i to lane i % lanes), each timed alone (L2 flushed,
     the least of 3): the busiest lane's sum, what the lanes would take if they overlapped perfectly."""
-    flush = flush_buffer()
-    alone = [alone_ms(call, tries=3, flush=flush) for call in calls]
+    alone = [time_alone(call) for call in calls]
     return max(sum(alone[i::lanes]) for i in range(lanes))
 
 

@@ -30,8 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench import BenchmarkConfig, context
-from chapters.ch01.common import alone_ms
+from bench import BenchmarkConfig, context, time_alone
 
 PROBE_PIECE = 8 * 2**20  # bytes per readinto of the page-cache probe
 
@@ -376,10 +375,10 @@ def normalize(x: torch.Tensor, stats: Stats, out: torch.Tensor) -> None:
 
 
 def record_upload_rate(host: torch.Tensor, device: torch.device) -> float:
-    """Time one copy of ``host`` (page-locked) to a buffer of its size on ``device`` with CUDA events, after an
-    untimed one, and record its rate as ``h2d_gbps``: the host link's rate for this batch (not a harness timing)."""
+    """Time a copy of ``host`` (page-locked) to a buffer of its size on ``device`` alone (``bench.time_alone``: the
+    least of 3) and record its rate as ``h2d_gbps``: the host link's rate for this batch (not the pair's timing)."""
     dev = torch.empty_like(host, device=device)
-    gbps = host.numel() * host.element_size() / (alone_ms(lambda: dev.copy_(host, non_blocking=True)) * 1e6)
+    gbps = host.numel() * host.element_size() / (time_alone(lambda: dev.copy_(host, non_blocking=True)) * 1e6)
     return float(context().record("h2d_gbps", round(gbps, 1)))
 
 

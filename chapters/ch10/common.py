@@ -14,8 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from bench import context
-from chapters.ch01.common import Inputs, Launch, alone_ms, generator, stated_ceiling
+from bench import context, time_alone
+from chapters.ch01.common import Inputs, Launch, generator, stated_ceiling
 from chapters.ch08.common import Example as Example  # re-exported: the variants import from this chapter
 from chapters.ch08.common import dot, grouped_tile, interpreted, matmul_operands, programs_per_sm, tile_product
 from chapters.ch08.common import matmul as matmul
@@ -169,7 +169,7 @@ class Streamed:
         self.work = {"bytes": 2 * (2 * rows * width + width * width), "flops": 2 * rows * width * width}
         self.prepare()
         if ctx.is_cuda:
-            copy_ms = alone_ms(lambda: self.out.copy_(self.host_x, non_blocking=True))
+            copy_ms = time_alone(lambda: self.out.copy_(self.host_x, non_blocking=True))
             gbps = ctx.record("h2d_gbps", round(2 * rows * width / (copy_ms * 1e6), 1))
             what = f"the batch's host-to-device copies at the PCIe rate measured in setup ({gbps} GB/s)"
             self.work |= stated_ceiling(what, copy_ms)

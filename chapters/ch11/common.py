@@ -40,8 +40,8 @@ import torch
 import triton
 import triton.language as tl
 
-from bench import BenchmarkConfig, context
-from chapters.ch01.common import alone_ms, busiest_lane_ms, stated_ceiling
+from bench import BenchmarkConfig, context, time_alone
+from chapters.ch01.common import busiest_lane_ms, stated_ceiling
 
 Stream = Any  # torch.cuda.Stream on a GPU, None on a CPU (CPU builds of torch have no stream type to name)
 Event = Any  # torch.cuda.Event on a GPU, None on a CPU
@@ -251,8 +251,8 @@ class Swap(Pair):
         self.work = {"bytes": 2 * 4 * n}
         if ctx.is_cuda:  # the stated ceiling: the slower direction's copy alone
             host_dst, device_dst = self.out
-            ms = [alone_ms(lambda: host_dst.copy_(self.device_src, non_blocking=True)),
-                  alone_ms(lambda: device_dst.copy_(self.host_src, non_blocking=True))]  # fmt: skip
+            ms = [time_alone(lambda: host_dst.copy_(self.device_src, non_blocking=True)),
+                  time_alone(lambda: device_dst.copy_(self.host_src, non_blocking=True))]  # fmt: skip
             d2h, h2d = (
                 ctx.record(f"{way}_gbps", round(4 * n / (t * 1e6), 1))
                 for way, t in zip(("d2h", "h2d"), ms, strict=True)

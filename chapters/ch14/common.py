@@ -37,8 +37,8 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from bench import BenchmarkConfig, context
-from chapters.ch01.common import alone_ms, flush_buffer, stated_ceiling, zero_optimizer_state
+from bench import BenchmarkConfig, context, time_alone
+from chapters.ch01.common import stated_ceiling, zero_optimizer_state
 
 COMPILE_SETUP_S = 600.0  # setup's limit for variants that compile (max-autotune benchmarks while compiling)
 
@@ -262,7 +262,7 @@ class Mlp(Forward):
         }
         if ctx.is_cuda:  # the stated ceiling: two passes over each layer's activation at the copy bandwidth
             act = torch.empty_like(x)
-            per_layer = alone_ms(lambda: act.copy_(x), tries=3, flush=flush_buffer())
+            per_layer = time_alone(lambda: act.copy_(x))
             del act
             what = f"two passes over each of the {layers} layers' activations (a copy of one, timed in setup)"
             self.work |= stated_ceiling(what, layers * per_layer)

@@ -37,8 +37,8 @@ import torch
 import triton
 import triton.language as tl
 
-from bench import BenchmarkConfig, context
-from chapters.ch01.common import alone_ms, flush_buffer, stated_ceiling
+from bench import BenchmarkConfig, context, time_alone
+from chapters.ch01.common import stated_ceiling
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0  # the largest finite float8_e4m3fn
@@ -230,15 +230,14 @@ def dequantize_rows(q: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
 def read_ceiling(tensors: tuple[torch.Tensor, ...], what: str) -> dict[str, Any]:
     """A ceiling for ``get_work()`` where the declared bytes are the bf16 problem's and a side reads fewer:
     ``tensors`` (what the side really streams) read once at the copy bandwidth, i.e. half of the time of a
-    copy of them (read and written), each copy timed alone in setup with the L2 flushed, the least of 3. Empty
-    on a CPU (no ceiling is stated: the roofline's is used)."""
+    copy of them (read and written), each copy timed alone in setup (``bench.time_alone``: L2 flushed, the least
+    of 3). Empty on a CPU (no ceiling is stated: the roofline's is used)."""
     if not context().is_cuda:
         return {}
-    flush = flush_buffer()
     ms = 0.0
     for t in tensors:
         dst = torch.empty_like(t)
-        ms += alone_ms(lambda src=t, dst=dst: dst.copy_(src), tries=3, flush=flush) / 2
+        ms += time_alone(lambda src=t, dst=dst: dst.copy_(src)) / 2
         del dst
     return stated_ceiling(f"{what} read once at the copy bandwidth (half a copy of them, timed in setup)", ms)
 

@@ -280,3 +280,37 @@ def test_time_callable_is_the_harness_clock_for_code_outside_a_chapter() -> None
     stats = time_callable(lambda: calls.append(1), config, torch.device("cpu"))
     assert stats.n == 7 and stats.min_ms >= 0.0 and stats.median_ms <= stats.max_ms
     assert len(calls) >= 1 + 2 * STABLE_WINDOW + 7  # first call, a steady warm-up (two windows), the samples
+
+
+def test_time_alone_is_the_least_sample_of_the_harness_clock() -> None:
+    """bench.time_alone (a part of a call timed in setup, e.g. a stated ceiling): the run's clock, a warm-up to a
+    steady state, then ``tries`` samples; the least of them."""
+    from bench import time_alone
+
+    calls: list[float] = []
+
+    def fn() -> None:  # 2, 6, 6, 2, 6, 6, ... ms: any three samples in a row hold one of 2 ms
+        calls.append(time.perf_counter())
+        time.sleep(0.002 if len(calls) % 3 == 0 else 0.006)
+
+    ms = time_alone(fn, tries=3)
+    assert 1.8 <= ms < 4.0, ms
+    assert len(calls) >= 1 + 2 * STABLE_WINDOW + 3  # first call, a steady warm-up, three samples
+    with pytest.raises(ValueError, match="tries=0"):
+        time_alone(fn, tries=0)
+
+
+@gpu
+def test_time_alone_counts_device_time_not_the_launch() -> None:
+    """On a GPU: a ~2 ms kernel reads ~2 ms; a call whose host work (~5 ms of Python before a ~0.1 ms kernel) hides
+    behind the spin kernel reads the kernel, not the host."""
+    from bench import time_alone
+
+    cycles_per_ms = CudaEventClock(torch.device("cuda", 0))._cycles_per_ms
+    assert 1.5 <= time_alone(lambda: torch.cuda._sleep(int(2 * cycles_per_ms))) <= 3.0
+
+    def slow_host() -> None:
+        time.sleep(0.005)
+        torch.cuda._sleep(int(0.1 * cycles_per_ms))
+
+    assert time_alone(slow_host) < 1.0
