@@ -100,14 +100,15 @@ def time_alone(fn: Fn, tries: int = 3) -> float:
     primary time: for a part of a call timed on its own in ``setup()``, such as the ``ceiling_ms`` a benchmark
     states in ``get_work()``, so that the ceiling and the median it is compared with come from one clock. On a GPU
     each sample is one call with the L2 flushed and the launch hidden behind a spin kernel (a CUDA-graph
-    difference where the call can be captured), after a warm-up to a steady state; on a CPU, the host's clock.
+    difference where the call can be captured), after a warm-up to a steady state (chased for 2 s at most: it runs
+    inside the set-up's time limit); on a CPU, the host's clock.
     Raises ``ValueError`` when the clock cannot trust the samples (work left on an unjoined side stream)."""
     from bench.define.config import BenchmarkConfig
     from bench.define.context import context
 
     if tries < 1:
         raise ValueError(f"tries={tries!r}: time_alone takes at least 1 sample")
-    config = BenchmarkConfig(iterations=tries, warmup=1)
+    config = BenchmarkConfig(iterations=tries, warmup=1, warmup_timeout_seconds=4.0)  # chases a steady state <= 2 s
     clock = clock_for(config, context().device)
     clock.first_call(fn)
     clock.warmup(fn, config.warmup)

@@ -307,6 +307,18 @@ def test_time_alone_is_the_least_sample_of_the_harness_clock() -> None:
         time_alone(fn, tries=0)
 
 
+def test_time_alone_chases_a_steady_state_for_two_seconds_at_most(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It runs inside a set-up's time limit (30 s by default), perhaps once per kernel of a stated ceiling."""
+    from bench import time_alone
+    from bench.measure import timer
+
+    made: list[Any] = []
+    real = timer.clock_for
+    monkeypatch.setattr(timer, "clock_for", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    time_alone(lambda: None, tries=1)
+    assert made and made[0].max_warmup_s == 2.0
+
+
 @gpu
 def test_time_alone_counts_device_time_not_the_launch() -> None:
     """On a GPU: a ~2 ms kernel reads ~2 ms; a call whose host work (~5 ms of Python before a ~0.1 ms kernel) hides
