@@ -272,5 +272,11 @@ def test_wall_clock_and_per_token_pairs_are_judged_on_their_speedup_only() -> No
     exempt = readme.roofline_exempt(wall)
     want = "met on speedup (a wall-clock time on a GPU: no roofline)"
     assert readme.target_check(good, 33.4, "fp32_tflops", exempt) == want
+    stated = ("the busiest stream's kernels", 80.0)
+    assert readme.target_check(good, 109.5, "stated", stated=stated) == "met"
+    assert readme.target_check(good, 112.0, "stated", stated=stated) == (
+        "not met: 112.0 % of the busiest stream's kernels: above the ceiling the pair states"
+    )
+    assert readme.target_check(good, 111.0, "copy_gbps") == "met"  # a read-heavy kernel may beat a copy's rate
     tie = {**good, "speedup": 1.14, "significance": "no significant difference"}
     assert readme.target_check(tie, 90.0, "copy_gbps", exempt).startswith("not met: speedup interval holds 1.0")
