@@ -59,12 +59,11 @@ SPIN_CYCLES = 2_000_000
 
 
 def event_times_ms(fn: Callable[[], Any], calls: int, flush: torch.Tensor | None = None) -> list[float]:
-    """For the probes (scripts/timing), which want every sample; a chapter's setup times a part of its call with
-    ``bench.time_alone``, the harness's own clock. ``fn``'s device work alone on the current stream, ``calls``
-    times, in ms between CUDA events, after one
+    """``fn``'s device work alone on the current stream, ``calls`` times, in ms between CUDA events, after one
     untimed call (a warm-up, or a compile); each after reading ``flush`` when given (a buffer of twice the L2:
     clean lines, no write-back inside the timing, as the harness flushes), the start queued behind a spin kernel
-    (``SPIN_CYCLES``) that hides the host's launch."""
+    (``SPIN_CYCLES``) that hides the host's launch. For the probes (scripts/timing), which want every sample; a
+    chapter's setup times a part of its call with ``bench.time_alone``, the harness's own clock."""
     fn()
     times = []
     for _ in range(calls):
