@@ -153,6 +153,8 @@ def compare_cmd(
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
     console.print(compare_table(cmp))
+    for moved in cmp.machines:
+        say(f"different machines, A → B: {moved}; those deltas include the machines' difference")
     for side, names in (("A", cmp.only_a), ("B", cmp.only_b)):
         if names:
             say(f"only in {side}: " + ", ".join(names))

@@ -7,7 +7,8 @@ counts, stage durations of the harness) have no better side and are shown only o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bench.record import StoredRun, child_runs, read_run
@@ -62,6 +63,9 @@ class RunComparison:
     deltas: list[MetricDelta]
     only_a: list[str]  # variant names present in one suite and not in the other
     only_b: list[str]
+    # Matched runs measured on different machines (``analysis.regression.machine``): "A's machine → B's (n runs)";
+    # their deltas include the machines' difference, not only the code's.
+    machines: list[str] = field(default_factory=list)
 
 
 def _deltas(name: str, a: StoredRun, b: StoredRun, all_metrics: bool) -> list[MetricDelta]:
@@ -83,13 +87,23 @@ def compare_runs(run_a: str, run_b: str, tracking_uri: str | None = None, all_me
             "pass two variant runs or two suite runs"
         )
     if a.is_variant:
-        return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [])
+        return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [], _machines([(a, b)]))
     kids_a = {r.name: r for r in child_runs(run_a, tracking_uri)}
     kids_b = {r.name: r for r in child_runs(run_b, tracking_uri)}
     deltas = _deltas("suite", a, b, all_metrics)
-    for name in sorted(kids_a.keys() & kids_b.keys()):
+    matched = sorted(kids_a.keys() & kids_b.keys())
+    for name in matched:
         deltas += _deltas(name, kids_a[name], kids_b[name], all_metrics)
-    return RunComparison(a, b, deltas, sorted(kids_a.keys() - kids_b.keys()), sorted(kids_b.keys() - kids_a.keys()))
+    only_a, only_b = sorted(kids_a.keys() - kids_b.keys()), sorted(kids_b.keys() - kids_a.keys())
+    return RunComparison(a, b, deltas, only_a, only_b, _machines([(kids_a[n], kids_b[n]) for n in matched]))
+
+
+def _machines(pairs: list[tuple[StoredRun, StoredRun]]) -> list[str]:
+    """The different machines among the matched runs: "A's machine → B's (n runs)" of them."""
+    from analysis.regression import machine
+
+    moved = Counter((machine(a), machine(b)) for a, b in pairs if machine(a) != machine(b))
+    return [f"{ma} → {mb} ({n} run{'s' if n > 1 else ''})" for (ma, mb), n in sorted(moved.items())]
 
 
 def compare_table(cmp: RunComparison) -> Any:

@@ -2,7 +2,8 @@
 
 History = the previous ``k`` runs of the same benchmark (tags ``perflab.chapter/example/variant``),
 in any experiment of the store, with status ``ok``, on the same hardware (tag ``perflab.gpu``, or
-``perflab.device`` for CPU runs) and the same software (``perflab.torch`` / ``perflab.triton``
+``perflab.device`` for CPU runs; for a run timed on the host's clock also the host's CPU, ``perflab.cpu``:
+``machine``) and the same software (``perflab.torch`` / ``perflab.triton``
 tags, or the ``torch`` / ``triton`` of the ``result.json`` manifest for runs logged before those
 tags existed).
 
@@ -37,7 +38,10 @@ from scipy.stats import t as student_t
 
 from bench.record import StoredRun, benchmark_runs, child_runs, latest_suite_run_id, read_artifact_text, read_run
 
-__all__ = ["Assessment", "RegressionRow", "assess", "check_run", "check_suite", "regression_notes", "regression_table"]
+__all__ = [
+    "Assessment", "RegressionRow", "assess", "check_run", "check_suite", "machine", "regression_notes",
+    "regression_table",
+]  # fmt: skip
 
 Verdict = Literal["regressed", "ok", "improved", "no-history", "not-measured"]
 DEFAULT_K = 5
@@ -130,8 +134,15 @@ class _ResultCache:
         return self._data[run_id]
 
 
-def _hardware(run: StoredRun) -> str:
-    return run.tags.get("perflab.gpu") or run.tags.get("perflab.device") or "unknown device"
+def machine(run: StoredRun) -> str:
+    """What a variant run's times depend on: its GPU (or device), and for a run timed on the host's clock (any
+    run on a CPU, the ``cpu`` and ``pytorch`` clocks on a GPU) the host's CPU model too (``perflab.cpu``): a
+    wall-clock pair's baseline read 5.48 and 2.06 ms on two H100 hosts (docs/results/h100.md)."""
+    t = run.tags
+    device = t.get("perflab.gpu") or t.get("perflab.device") or "unknown device"
+    on_cpu = (t.get("perflab.device") or "").startswith("cpu")
+    host_clocked = on_cpu or t.get("perflab.timing_mode") in ("cpu", "pytorch")
+    return f"{device} with {t['perflab.cpu']}" if host_clocked and t.get("perflab.cpu") else device
 
 
 def _software(run: StoredRun, results: _ResultCache) -> str:
@@ -166,7 +177,7 @@ def check_run(
     results = results or _ResultCache(tracking_uri)
     t = run.tags
     key = f"{t.get('perflab.chapter')}:{t.get('perflab.example')}:{t.get('perflab.variant')}"
-    hardware = _hardware(run)
+    hardware = machine(run)
     row = RegressionRow(key=key, run_id=run.run_id, status="not-measured", hardware=hardware)
     if t.get("perflab.status") != "ok":
         row.reason = f"this run's status is {t.get('perflab.status')!r}, not 'ok'"
@@ -190,8 +201,8 @@ def check_run(
     for r in earlier:  # newest first
         if r.tags.get("perflab.status") != "ok":
             not_ok[r.tags.get("perflab.status", "?")] += 1
-        elif _hardware(r) != hardware:
-            other_hw[_hardware(r)] += 1
+        elif machine(r) != hardware:
+            other_hw[machine(r)] += 1
         elif (sw := _software(r, results)) != software:
             other_sw[sw] += 1
         elif _samples(r, results):

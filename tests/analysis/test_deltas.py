@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 import analysis.cli
 from analysis.deltas import MetricDelta, compare_runs, direction
 from perflab import cli
-from tests.analysis.synthetic import Store, draw, log_suite, result
+from tests.analysis.synthetic import A100, Store, draw, log_suite, result
 
 EXP = "compare"
 
@@ -123,3 +123,22 @@ def test_cli_variant_against_suite_exits_2(suites: dict[str, Any], store: Store)
     variant = suites["ids_a"]["ch07:x:optimized"]
     out = CliRunner().invoke(cli.app, ["compare", variant, suites["b"], "--tracking-uri", store.uri])
     assert out.exit_code == 2 and "cannot compare a variant run" in out.output
+
+
+def test_runs_on_different_machines_are_named(store: Store) -> None:
+    """Matched runs on another GPU, or timed on the host's clock on another CPU, are listed (their deltas include
+    the machine); a GPU-clocked run on another CPU is the same machine."""
+    runs = [("ch03:host:baseline", {"gpu": None}), ("ch03:gpu:baseline", {}), ("ch03:moved:baseline", {})]
+    a, _ = log_suite(store, "machines", [result(k, draw(1.0, i), **kw) for i, (k, kw) in enumerate(runs)],
+                     host={"cpu": "CPU A"})  # fmt: skip
+    runs[2] = ("ch03:moved:baseline", {"gpu": A100})
+    b, _ = log_suite(store, "machines", [result(k, draw(1.0, 10 + i), **kw) for i, (k, kw) in enumerate(runs)],
+                     host={"cpu": "CPU B"})  # fmt: skip
+    assert compare_runs(a, b, store.uri).machines == [
+        "NVIDIA H100 80GB HBM3 → NVIDIA A100-SXM4-80GB (1 run)",
+        "cpu with CPU A → cpu with CPU B (1 run)",
+    ]
+    out = CliRunner().invoke(cli.app, ["compare", a, b, "--tracking-uri", store.uri])
+    assert out.exit_code == 0, out.output
+    assert "different machines, A → B: cpu with CPU A → cpu with CPU B (1 run); those deltas include" in out.output
+    assert compare_runs(a, a, store.uri).machines == []

@@ -9,7 +9,8 @@ from scipy.stats import mannwhitneyu
 from typer.testing import CliRunner
 
 import analysis.cli
-from analysis.regression import assess, check_suite
+from analysis.regression import assess, check_run, check_suite
+from bench.record import read_run
 from perflab import cli
 from tests.analysis.synthetic import A100, H100, Store, draw, log_suite, result
 
@@ -252,3 +253,28 @@ def test_cli_prints_a_compact_table_and_exits_1_on_a_regression(
     assert steady.exit_code == 0, steady.output
     unknown = CliRunner().invoke(cli.app, ["regressions", "--run-id", "nope123", "--tracking-uri", store.uri])
     assert unknown.exit_code == 2 and "nope123" in unknown.output
+
+
+def test_a_host_clocked_run_is_compared_only_with_runs_on_the_same_cpu(store: Store) -> None:
+    """On the host's clock the CPU is part of the machine (a wall-clock pair's baseline read 5.48 and 2.06 ms on
+    two H100 hosts): history on another CPU model is not used, and the reason names it; a GPU-clocked run's
+    history spans CPUs."""
+    seed = iter(range(20_000, 21_000))
+    for cpu in ("CPU A", "CPU A", "CPU B", "CPU B"):
+        host_ms = 1.0 if cpu == "CPU A" else 0.5
+        runs = [result("ch03:host:baseline", draw(host_ms, next(seed)), gpu=None),
+                result("ch03:gpu:baseline", draw(1.0, next(seed)))]  # fmt: skip
+        log_suite(store, "machines", runs, host={"cpu": cpu})
+    _, ids = log_suite(store, "machines", [result("ch03:host:baseline", draw(1.0, next(seed)), gpu=None),
+                                           result("ch03:gpu:baseline", draw(1.0, next(seed)))],
+                       host={"cpu": "CPU A"})  # fmt: skip
+    host = check_run(read_run(ids["ch03:host:baseline"], store.uri), tracking_uri=store.uri)
+    assert host.hardware == "cpu with CPU A"
+    assert host.status == "ok" and host.k_used == 2, host.reason  # not the 0.5 ms runs on CPU B
+    gpu = check_run(read_run(ids["ch03:gpu:baseline"], store.uri), tracking_uri=store.uri)
+    assert gpu.hardware == H100 and gpu.k_used == 4
+    _, ids = log_suite(store, "machines", [result("ch03:host:baseline", draw(1.0, next(seed)), gpu=None)],
+                       host={"cpu": "CPU C"})  # fmt: skip
+    moved = check_run(read_run(ids["ch03:host:baseline"], store.uri), tracking_uri=store.uri)
+    assert moved.status == "no-history" and "on cpu with CPU C" in moved.reason
+    assert "2 on cpu with CPU B" in moved.reason and "3 on cpu with CPU A" in moved.reason, moved.reason
