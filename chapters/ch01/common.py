@@ -15,6 +15,7 @@ of any block or batch so every edge is exercised.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -77,6 +78,25 @@ def event_times_ms(fn: Callable[[], Any], calls: int, flush: torch.Tensor | None
         end.synchronize()
         times.append(start.elapsed_time(end))
     return times
+
+
+def median_us(fn: Callable[[], Any], flush: torch.Tensor | None, calls: int = 50) -> float:
+    """The median of ``event_times_ms(fn, calls, flush)``, in µs: a probe's time for one configuration."""
+    return statistics.median(event_times_ms(fn, calls, flush)) * 1e3
+
+
+def timed_row(cells: Sequence[object], fn: Callable[[], Any], rate: Callable[[float], str],
+              flush: torch.Tensor | None, calls: int = 30) -> float | None:  # fmt: skip
+    """Print a probe's Markdown row: ``cells``, ``fn``'s ``median_us`` and ``rate(µs)``; or ``failed`` with the
+    error where ``fn`` raises (a tile that does not compile is a row, not the end of the probe). The µs, or None."""
+    head = " | ".join(str(c) for c in cells)
+    try:
+        us = median_us(fn, flush, calls)
+    except Exception as exc:  # noqa: BLE001 - any failure of one configuration is that row's result
+        print(f"| {head} | failed: {type(exc).__name__}: {str(exc)[:80]} | |")
+        return None
+    print(f"| {head} | {us:.1f} | {rate(us)} |")
+    return us
 
 
 def flush_buffer() -> torch.Tensor:

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,13 +25,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from chapters.ch01.common import event_times_ms  # noqa: E402
+from chapters.ch01.common import median_us  # noqa: E402
 from chapters.ch12.common import Experts, Graph  # noqa: E402
-
-
-def timed_us(fn: Callable[[], None], flush: torch.Tensor, calls: int = 50) -> float:
-    """Median µs of ``fn`` between CUDA events, the L2 flushed (a read of ``flush``) before each call."""
-    return statistics.median(event_times_ms(fn, calls, flush)) * 1e3
 
 
 def layer(branches: int) -> Experts:
@@ -81,10 +74,10 @@ def main() -> None:
     weights = (one.w1.numel() + one.w2.numel()) * 4
     print(f"# ch12 multistream_graph: {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}\n")
     print(f"experts {len(one.bounds)}, rows {rows_per}, weights {weights / 2**20:.0f} MiB, {args.calls} calls a row\n")
-    read_us = timed_us(lambda: (one.w1.sum(), one.w2.sum()), flush, args.calls)
-    base_us = timed_us(one.layer, flush, args.calls)
-    opt_us = timed_us(eight.layer, flush, args.calls)
-    alone = [timed_us(expert_graph(one, e), flush, args.calls) for e in range(len(one.bounds))]
+    read_us = median_us(lambda: (one.w1.sum(), one.w2.sum()), flush, args.calls)
+    base_us = median_us(one.layer, flush, args.calls)
+    opt_us = median_us(eight.layer, flush, args.calls)
+    alone = [median_us(expert_graph(one, e), flush, args.calls) for e in range(len(one.bounds))]
     print("| schedule | µs | GB/s of weights | % of the longest branch alone |")
     print("|---|---:|---:|---:|")
     longest = max(alone)

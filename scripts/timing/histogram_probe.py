@@ -13,7 +13,6 @@ baseline's (one program per 512 elements).
 
 from __future__ import annotations
 
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from chapters.ch01.common import event_times_ms  # noqa: E402
+from chapters.ch01.common import median_us  # noqa: E402
 from chapters.ch06.common import BINS, HI, LO, histogram, stream  # noqa: E402
 
 
@@ -50,11 +49,6 @@ def loads_only(x_ptr, out_ptr, n, BLOCK: tl.constexpr, STAGES: tl.constexpr):
         idx = start + tl.arange(0, BLOCK)
         acc += tl.load(x_ptr + idx, mask=idx < n, other=0.0)
     tl.atomic_add(out_ptr, tl.sum(acc, axis=0))
-
-
-def timed_us(fn: Callable[[], None], flush: torch.Tensor, calls: int = 50) -> float:
-    """Median µs of ``fn`` between CUDA events, the L2 flushed (a read of ``flush``) before each call."""
-    return statistics.median(event_times_ms(fn, calls, flush)) * 1e3
 
 
 def main() -> None:
@@ -104,7 +98,7 @@ def main() -> None:
     print("| kernel | µs | GB/s of x | counts right |")
     print("|---|---:|---:|---|")
     for label, fn, check in rows:
-        us = timed_us(fn, flush)
+        us = median_us(fn, flush)
         right = ("yes" if torch.equal(hist, truth) else "NO") if check else "—"
         print(f"| {label} | {us:.1f} | {4 * n / us / 1e3:.0f} | {right} |", flush=True)
 

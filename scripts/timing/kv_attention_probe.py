@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,19 +22,14 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from chapters.ch01.common import event_times_ms  # noqa: E402
+from chapters.ch01.common import flush_buffer, median_us, timed_row  # noqa: E402
 from chapters.ch19.common import FP8, attention_scratch, combine_kernel, decode_attention_kernel  # noqa: E402
-
-
-def timed_us(fn: Callable[[], None], flush: torch.Tensor, calls: int = 50) -> float:
-    """Median µs of ``fn`` between CUDA events, the L2 flushed (a read of ``flush``) before each call."""
-    return statistics.median(event_times_ms(fn, calls, flush)) * 1e3
 
 
 def main() -> None:
     b, h, s, d, chunk = 8, 32, 8192, 128, 256
     props = torch.cuda.get_device_properties(0)
-    flush = torch.empty(2 * props.L2_cache_size // 4, device="cuda")
+    flush = flush_buffer()
     q = torch.randn(b, h, d, device="cuda", dtype=torch.bfloat16)
     kv = [torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
     caches = {"bf16": kv, "fp8": [t.float().clamp_(-448, 448).to(FP8) for t in kv]}
@@ -44,7 +37,7 @@ def main() -> None:
     m, l, acc = attention_scratch(b, h, s, d, chunk, torch.device("cuda"))  # noqa: E741
     splits = triton.cdiv(s, chunk)
     copies = [torch.empty_like(t) for t in caches["fp8"]]
-    copy_us = timed_us(lambda: [c.copy_(t) for c, t in zip(copies, caches["fp8"], strict=True)], flush)
+    copy_us = median_us(lambda: [c.copy_(t) for c, t in zip(copies, caches["fp8"], strict=True)], flush)
     nbytes = 2 * caches["fp8"][0].numel()
     print(f"# decode attention by tile: {props.name}, torch {torch.__version__}, triton {triton.__version__}\n")
     print(f"copy of the FP8 K and V ({nbytes / 2**20:.0f} MiB read + written): {copy_us:.1f} µs, "
@@ -63,12 +56,7 @@ def main() -> None:
                 combine_kernel[(b * h,)](m, l, acc, out, splits, D=d, SPLITS=triton.next_power_of_2(splits),
                                          num_warps=1)  # fmt: skip
 
-            try:
-                us = timed_us(call, flush)
-            except Exception as exc:  # noqa: BLE001 - a tile that does not compile is a row
-                print(f"| {name} | {block_s} | {warps} | {stages} | failed: {type(exc).__name__} | |")
-                continue
-            print(f"| {name} | {block_s} | {warps} | {stages} | {us:.1f} | {kv_bytes / us / 1e3:.0f} |")
+            timed_row((name, block_s, warps, stages), call, lambda us, n=kv_bytes: f"{n / us / 1e3:.0f}", flush, 50)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -22,14 +21,14 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from chapters.ch01.common import event_times_ms  # noqa: E402
+from chapters.ch01.common import flush_buffer, timed_row  # noqa: E402
 from chapters.ch14.common import softcap_attention_kernel  # noqa: E402
 
 
 def main() -> None:
     b, h, s, d = 2, 16, 4096, 128
     props = torch.cuda.get_device_properties(0)
-    flush = torch.empty(2 * props.L2_cache_size // 4, device="cuda")
+    flush = flush_buffer()
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) * sc for sc in (3.0, 1.0, 1.0))
     out = torch.empty_like(q)
     flops = 4 * b * h * s * (s + 1) // 2 * d
@@ -45,12 +44,7 @@ def main() -> None:
                                                                    num_warps=warps, num_stages=stages)  # fmt: skip
 
         name = "tanh.approx" if fast else "exp + rcp"
-        try:
-            us = statistics.median(event_times_ms(call, 30, flush)) * 1e3
-        except Exception as exc:  # noqa: BLE001 - a tile that does not compile is a row
-            print(f"| {name} | {bm} | {bn} | {warps} | {stages} | failed: {type(exc).__name__} | |")
-            continue
-        print(f"| {name} | {bm} | {bn} | {warps} | {stages} | {us:.1f} | {flops / us / 1e6:.0f} |")
+        timed_row((name, bm, bn, warps, stages), call, lambda us: f"{flops / us / 1e6:.0f}", flush)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Each row: the median of 30 calls between CUDA events (L2 flushed before each) an
 
 from __future__ import annotations
 
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,18 +27,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from chapters.ch01.common import event_times_ms, flush_buffer  # noqa: E402
+from chapters.ch01.common import flush_buffer, timed_row  # noqa: E402
 from chapters.ch10.common import matmul, persistent_matmul, tma_matmul  # noqa: E402
-
-
-def row(name: str, call: Callable[[], None], flops: float, flush: torch.Tensor) -> float | None:
-    try:
-        us = statistics.median(event_times_ms(call, 30, flush)) * 1e3
-    except Exception as exc:  # noqa: BLE001 - a kernel that does not compile is a row
-        print(f"| {name} | failed: {type(exc).__name__}: {str(exc)[:80]} | |")
-        return None
-    print(f"| {name} | {us:.1f} | {flops / us / 1e6:.0f} |")
-    return us
 
 
 def operands(m: int, n: int, k: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -50,7 +39,11 @@ def operands(m: int, n: int, k: int, dtype: torch.dtype) -> tuple[torch.Tensor, 
 
 def compare(title: str, launches: list[tuple[str, Callable]], args: tuple, flops: float, flush: torch.Tensor) -> None:
     """A row per launch on ``args``; then the first launch's time over the second's."""
-    times = [row(f"{name}, {title}", lambda launch=launch: launch(*args), flops, flush) for name, launch in launches]
+    def tflops(us: float) -> str:
+        return f"{flops / us / 1e6:.0f}"
+
+    times = [timed_row([f"{name}, {title}"], lambda launch=launch: launch(*args), tflops, flush)
+             for name, launch in launches]  # fmt: skip
     if times[0] and times[1]:
         print(f"| {launches[0][0]} / {launches[1][0]}, {title} | {times[0] / times[1]:.3f}x | |")
 
