@@ -127,6 +127,10 @@ def run(
     check_workers(gpus, jobs)
     if ray is not None and (gpus is not None or jobs is not None or shard is not None):
         raise PerflabError("--ray places the examples on the cluster's GPUs itself: without --gpus, --jobs or --shard")
+    if ray is not None:
+        from bench.isolate.cluster import check_ray
+
+        check_ray(ray)  # before the suite's parent run: a wrong address leaves nothing in the store
     examples = shard_of(examples, shard) if shard is not None else examples
     if not cold_start and ray is None:
         from bench.isolate.process import prestart_server

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import queue
+import socket
 import tarfile
 import tempfile
 import time
@@ -39,7 +41,7 @@ from bench.isolate.suite import _suite_result, expected_order, run_lanes
 from bench.isolate.workers import Done
 from bench.measure.compare import compare
 
-__all__ = ["Dispatcher", "NodeAgent", "import_ray", "run_on_ray"]
+__all__ = ["Dispatcher", "NodeAgent", "check_ray", "import_ray", "run_on_ray"]
 
 RAY_HINT = "pip install -e '.[ray]' (or pip install 'ray[default]')"
 _POLL_S = 0.5  # how often the driver collects finished examples and looks for lost nodes
@@ -248,13 +250,39 @@ def run_on_ray(
         ray.shutdown()
 
 
+def check_ray(address: str) -> None:
+    """Before a suite starts: Ray installed, and something answering at ``address`` (a PerflabError otherwise)."""
+    import_ray()
+    _check_reachable(address if address != "auto" else os.environ.get("RAY_ADDRESS", "auto"))
+
+
 def _connect(ray: Any, address: str) -> None:
+    check_ray(address)
     try:
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise PerflabError(
             f"--ray {address}: no Ray cluster to join ({str(exc).splitlines()[0]}); start one with `ray start "
             "--head` on a host and `ray start --address HEAD:6379` on the others, or pass its address"
+        ) from None
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A PerflabError in one line unless something answers at ``address``'s HOST:PORT within ``timeout_s``: Ray
+    itself retries an address where nothing listens for minutes, printing a warning every few seconds. "auto" and
+    Ray Client addresses (``ray://``) are left to Ray, which answers those at once."""
+    if address == "auto" or address.startswith("ray://"):
+        return
+    accepted = "auto (this host's cluster, or $RAY_ADDRESS) or the head's HOST:PORT (`ray start --head` prints it)"
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise PerflabError(f"--ray {address!r}: not a Ray address; accepted: {accepted}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise PerflabError(
+            f"--ray {address!r}: no Ray cluster answers there ({exc.strerror or type(exc).__name__}); accepted: "
+            f"{accepted}"
         ) from None
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,7 +22,7 @@ from mlflow import MlflowClient
 
 from bench.define.discovery import discover, select
 from bench.errors import PerflabError
-from bench.isolate.cluster import Dispatcher, _Driver, import_ray
+from bench.isolate.cluster import Dispatcher, _check_reachable, _Driver, import_ray
 from tests.services import REPO, Team
 
 
@@ -69,6 +71,45 @@ def test_without_ray_the_flag_says_how_to_install_it(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray → ImportError
     with pytest.raises(PerflabError, match=r"not installed here: pip install -e '\.\[ray\]'"):
         import_ray()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:  # bound, never listening, then closed: a connection there is refused
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("address", ["nocolon", "host:", "host:port", "host:70000", ":6379"])
+def test_a_malformed_ray_address_is_one_line_naming_it_and_what_is_accepted(address: str) -> None:
+    expected = rf"^--ray '{re.escape(address)}': not a Ray address; accepted: auto .*HOST:PORT"
+    with pytest.raises(PerflabError, match=expected):
+        _check_reachable(address)
+
+
+def test_an_address_where_nothing_listens_fails_at_once_where_ray_would_retry_for_minutes() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(PerflabError, match=r"no Ray cluster answers there \(Connection refused\)"):
+        _check_reachable(f"127.0.0.1:{_closed_port()}")
+    assert time.monotonic() - t0 < 5
+    with socket.socket() as listener:  # something answering passes, IPv4 or a bracketed host alike
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        _check_reachable(f"127.0.0.1:{listener.getsockname()[1]}")
+        _check_reachable(f"[127.0.0.1]:{listener.getsockname()[1]}")
+    _check_reachable("auto")  # Ray answers these itself, at once
+    _check_reachable("ray://head:10001")
+
+
+def test_a_wrong_ray_address_stops_the_command_before_anything_is_logged(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | {"COLUMNS": "80", "NO_COLOR": "1"}
+    done = subprocess.run([sys.executable, "-m", "perflab", "run", "-t", "ch7:transpose", "--ray",
+                           f"127.0.0.1:{_closed_port()}", "--tracking-uri", uri], cwd=REPO, env=env, text=True,
+                          capture_output=True, stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "no Ray cluster answers there" in done.stderr
+    assert not (tmp_path / "mlflow.db").exists() or not MlflowClient(uri).search_runs(["0"])
 
 
 # ---------------------------------------------------------------------------------------- a real cluster
