@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bench.cli.common import ChaptersOpt, ExperimentOpt, NoTrackOpt, console, emit
+from bench.cli.common import ChaptersOpt, ExperimentOpt, NoTrackOpt, console, emit, examples_for
 from bench.define.config import load_config_file
 from bench.errors import PerflabError
 
@@ -100,39 +100,44 @@ def overhead(
     """Per-variant cost of isolation: fast path (a fork of the pre-warmed server) vs cold start (fresh
     interpreter); with --chapter-wall, a chapter's wall time on one worker vs several."""
     from bench.audit.overhead import markdown, run_overhead
+    from bench.audit.wall import chapter_wall as time_walls
     from bench.audit.wall import chapter_wall_markdown
 
     if n == 1:
         raise PerflabError("--n 1 is too small; use at least 2 variants per path, or 0 to skip")
+    extra = [*(["--smoke"] if smoke else ["--full-size"] if smoke is False else [])]
+    extra += ["--chapters-dir", str(chapters_dir)] if chapters_dir else []
+    # the chapter wall's target and workers checked before anything is timed
+    plan = _wall_plan(chapter_wall, gpus, jobs, extra, chapters_dir) if chapter_wall is not None else None
     if n:
         report = run_overhead(n, fresh_server=fresh_server)
         emit(markdown(report), report, out, "overhead")
-    if chapter_wall is None:
+    if plan is None:
         return
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    extra = [*(["--smoke"] if smoke else ["--full-size"] if smoke is False else [])]
-    extra += ["--chapters-dir", str(chapters_dir)] if chapters_dir else []
-    wall = _chapter_wall(chapter_wall, gpus, jobs, extra, out, repeats)
+    store = out / "chapter_wall.db" if out is not None else None  # the runs' MLflow store, kept with --out
+    wall = time_walls(*plan, store, repeats=repeats)
     emit(chapter_wall_markdown(wall), wall, out, "chapter_wall")
 
 
-def _chapter_wall(
-    target: str, gpus: str | None, jobs: int | None, extra: list[str], out: Path | None, repeats: int
-) -> dict[str, Any]:
-    """``perflab run -t target`` on one worker and on several: ``--jobs`` on the CPU, else one worker per GPU."""
-    from bench.audit.wall import chapter_wall
+def _wall_plan(
+    target: str, gpus: str | None, jobs: int | None, extra: list[str], chapters_dir: Path | None
+) -> tuple[str, list[str], str, list[str]]:
+    """``chapter_wall``'s first arguments for ``perflab run -t target`` on one worker and on several: ``--jobs`` on
+    the CPU, else one worker per GPU. An unknown target or too few GPUs: the PerflabError, before anything runs."""
     from bench.cli.run import workers_for
 
-    store = out / "chapter_wall.db" if out is not None else None  # the runs' MLflow store, kept with --out
+    examples_for([target], chapters_dir)  # an unknown target: `perflab run`'s error, naming what exists
     if jobs is not None and gpus is None:
-        workers = [str(i) for i in range(jobs)]
-        return chapter_wall(target, workers, "--jobs", [*extra, "--device", "cpu"], store, repeats=repeats)
+        return target, [str(i) for i in range(jobs)], "--jobs", [*extra, "--device", "cpu"]
     # --gpus parsed (and refused beside --jobs) as `perflab run` does; without it, every visible GPU
     ids = [env["CUDA_VISIBLE_DEVICES"] for env in workers_for("cuda", gpus, jobs) if "CUDA_VISIBLE_DEVICES" in env]
+    if gpus is None and not ids:
+        raise PerflabError("--chapter-wall: no GPU visible here; pass --jobs K (K >= 2) to compare CPU workers")
     if len(ids) < 2:
         raise PerflabError(
             f"--chapter-wall compares one worker with several: --gpus {gpus or ','.join(ids)!r} names "
             f"{len(ids)} GPU(s); pass at least two GPU indices (e.g. 0,1), or --jobs K on the CPU"
         )
-    return chapter_wall(target, ids, "--gpus", extra, store, repeats=repeats)
+    return target, ids, "--gpus", extra

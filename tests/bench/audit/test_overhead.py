@@ -166,3 +166,21 @@ def test_lane_times_spread_a_one_worker_timeline_longest_first() -> None:
     assert lane_times(timeline, 2) == pytest.approx([3.0, 3.5])
     assert lane_times(list(reversed(timeline)), 1) == pytest.approx([6.5])  # the order given does not matter
     assert sum(lane_times(timeline, 3)) == pytest.approx(6.5)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--chapter-wall", "ch99"], "unknown chapter 'ch99'"),
+        (["--chapter-wall", "ch7", "--gpus", "0"], "--gpus '0' names 1 GPU(s); pass at least two"),
+    ],
+)
+def test_a_bad_chapter_wall_is_refused_before_the_overhead_is_measured(args: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from bench.errors import PerflabError
+    from perflab.cli import app
+
+    result = CliRunner().invoke(app, ["overhead", *args], env={"COLUMNS": "200"})  # main() prints the error
+    assert isinstance(result.exception, PerflabError) and message in str(result.exception), result.output
+    assert "fast (server)" not in result.output  # nothing was timed first
