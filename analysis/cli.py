@@ -67,14 +67,15 @@ def expectations_check(
 ) -> None:
     """Write proof_of_benefit.csv (pass / regressed / failed / needs-work per variant); exit 1 on regressed/failed."""
     from analysis.expectations import check, check_csv
+    from bench.cli import writable_dir
     from bench.record import log_text_artifacts, results_dir
 
+    out = writable_dir(out, "--out") if out is not None else results_dir()
     try:
         parent, rows = check(run_id, root, tolerance, tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
     text = check_csv(rows)
-    out = out or results_dir()
     out.mkdir(parents=True, exist_ok=True)
     (out / "proof_of_benefit.csv").write_text(text)
     if not no_log:
@@ -172,7 +173,10 @@ def report(
 ) -> None:
     """Write report.json, report.md and report.csv for a suite and log them on its parent run."""
     from analysis.report import write_report
+    from bench.cli import writable_dir
 
+    if out is not None:
+        writable_dir(out, "--out")
     try:
         rep, where = write_report(run_id, out, tracking_uri, log=not no_log)
     except (LookupError, ValueError) as exc:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.errors import PerflabError
 from bench.measure import ceilings as peaks
 
 __all__ = ["measure", "measure_cpu", "measure_gpu", "peak", "peak_markdown", "store"]
@@ -192,6 +193,16 @@ def measure(device: str = "auto", **sizes: Any) -> dict[str, Any]:
     }
 
 
+def _check_writable(path: Path) -> None:
+    from bench.cli import can_write_in
+
+    reason = "a directory" if path.is_dir() else can_write_in(path.parent)
+    if reason:
+        raise PerflabError(
+            f"peak cache {str(path)!r}: cannot be written ({reason}); set PERFLAB_PEAK_CACHE to a writable file path"
+        )
+
+
 def store(entry: dict[str, Any], path: Path | None = None) -> Path:
     """Write one entry into the cache under its key (other keys kept); atomic replace."""
     path = path or peaks.cache_path()
@@ -241,6 +252,7 @@ def peak(
     cached = peaks.load_cache(cache).get(key)
     if cached and not force:
         return cached, True
+    _check_writable(cache or peaks.cache_path())  # before minutes of measuring
     entry = measure(device, **sizes)
     if track:
         from bench.record import log_run

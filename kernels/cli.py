@@ -53,11 +53,11 @@ def kernels_cmd(
     import torch
 
     from bench import resolve_config
-    from bench.cli import progress
+    from bench.cli import progress, writable_dir
     from bench.errors import PerflabError
     from bench.record import results_dir
 
-    save_path = save_path or results_dir() / "kernels"
+    save_path = writable_dir(save_path, "--save-path") if save_path else results_dir() / "kernels"
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto"
                        else device)  # fmt: skip

@@ -98,8 +98,11 @@ def run_cmd(
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
 ) -> None:
     """Measure training configurations in isolated trials, recommend one and verify it against yours."""
+    from bench.cli import writable_dir
     from sweeps.runner import sweep
 
+    if out is not None:
+        writable_dir(out, "--out")
     sweep(  # "" (MLproject's unset parameters): not given
         config=config or None, data_path=data_path, strategy=strategy, n_trials=n_trials or None,
         storage=storage or None, study_name=study_name, out=out, experiment=experiment, track=not no_track,
@@ -124,14 +127,16 @@ def replay_cmd(
     out: Annotated[Path | None, typer.Option(help="also write replay.md here")] = None,
 ) -> None:
     """Smart vs grid: replay the smart strategy (and a random order) against a finished grid's measurements."""
+    from bench.cli import writable_dir
     from sweeps.replay import load_results, replay, replay_markdown
 
+    if out is not None:
+        writable_dir(out, "--out")
     rows = load_results(results, storage, study_name)
     source = str(results) if storage is None else f"study {study_name!r} in {storage}"
     md = replay_markdown(replay(rows, list(range(seeds)), within, source), target_frac)
     typer.echo(md)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         (out / "replay.md").write_text(md)
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from bench.cli.common import ChaptersOpt, ExperimentOpt, NoTrackOpt, console, emit, examples_for
+from bench.cli.output import writable_dir
 from bench.define.config import load_config_file
 from bench.errors import PerflabError
 
@@ -36,6 +37,8 @@ def selfcheck(
     from bench.audit.selfcheck import markdown, run_selfcheck
 
     layer = load_config_file(config) if config else None
+    if out is not None:
+        writable_dir(out, "--out")
     try:
         report = run_selfcheck(
             repeats=repeats,
@@ -105,6 +108,8 @@ def overhead(
 
     if n == 1:
         raise PerflabError("--n 1 is too small; use at least 2 variants per path, or 0 to skip")
+    if out is not None:
+        writable_dir(out, "--out")
     extra = [*(["--smoke"] if smoke else ["--full-size"] if smoke is False else [])]
     extra += ["--chapters-dir", str(chapters_dir)] if chapters_dir else []
     # the chapter wall's target and workers checked before anything is timed
@@ -114,8 +119,6 @@ def overhead(
         emit(markdown(report), report, out, "overhead")
     if plan is None:
         return
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
     store = out / "chapter_wall.db" if out is not None else None  # the runs' MLflow store, kept with --out
     wall = time_walls(*plan, store, repeats=repeats)
     emit(chapter_wall_markdown(wall), wall, out, "chapter_wall")

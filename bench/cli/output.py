@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-__all__ = ["Report", "console", "err_console", "error", "fitted", "progress"]
+__all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted", "progress", "writable_dir"]
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)
@@ -32,6 +33,32 @@ Report = Callable[..., None]
 def error(message: str) -> None:
     """``error: <message>`` on stderr, on one line."""
     err_console.print(Text.assemble(("error:", "red"), " ", message))
+
+
+def writable_dir(path: Path, option: str) -> Path:
+    """``path`` created (with its parents) and writable, before a command measures anything it would then have
+    nowhere to put; a PerflabError naming ``option`` and the path otherwise."""
+    from bench.errors import PerflabError
+
+    if path.exists() and not path.is_dir():
+        raise PerflabError(f"{option} {str(path)!r}: a file, not a directory; pass a writable directory")
+    reason = can_write_in(path)
+    if reason:
+        raise PerflabError(f"{option} {str(path)!r}: cannot write there ({reason}); pass a writable directory")
+    return path
+
+
+def can_write_in(directory: Path) -> str | None:
+    """None once ``directory`` exists (created with its parents) and a file could be created in it; else why not
+    (a real probe: a permission check says yes to root in a read-only or virtual file system)."""
+    import tempfile
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory, prefix=".perflab-probe-"):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
 
 
 @contextlib.contextmanager

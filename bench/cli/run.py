@@ -117,8 +117,10 @@ def run(
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
     if not no_track:
         from bench.record.store import check_tracking_uri
+        from bench.record.upload import store_wait_s
 
         check_tracking_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+        store_wait_s()
     catalog, examples = examples_for(targets, chapters_dir)
     for orphan in catalog.orphans:
         err_console.print(Text.assemble(("warning:", "yellow"), f" {orphan} has no baseline_ partner; skipped"))

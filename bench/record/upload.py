@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.define.result import Comparison, SuiteResult, VariantResult
+from bench.errors import PerflabError
 from bench.record.spool import Spool, absolute_uri, find_spools
 from bench.record.summary import summary_dict, summary_markdown
 from bench.record.tracking import Tracker
@@ -182,6 +183,19 @@ class Uploader:
         return tracker
 
 
+def store_wait_s() -> float:
+    """``$PERFLAB_STORE_WAIT_S`` (seconds, >= 0), else 30; a PerflabError naming a bad value (``perflab run`` checks
+    it before the suite starts, not at its end)."""
+    raw = os.environ.get("PERFLAB_STORE_WAIT_S") or ""
+    try:
+        value = float(raw) if raw.strip() else _WAIT_S
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise PerflabError(f"PERFLAB_STORE_WAIT_S={raw!r} is not a number of seconds >= 0")
+    return value
+
+
 class SpoolSink:
     """The suite's sink: results are in the spool already (``Spool.add``); this uploads them, trying a store that
     is down again with a bounded backoff, on the ``BackgroundSink``'s thread."""
@@ -235,7 +249,7 @@ class SpoolSink:
         store that is down (not with ``wait=False``). The spool is removed once all of it is in the store; else
         returns the one line that says where the results are and how to upload them."""
         self.spool.end(summary_md, summary_json, failed)
-        deadline = time.monotonic() + (float(os.environ.get("PERFLAB_STORE_WAIT_S") or _WAIT_S) if wait else 0.0)
+        deadline = time.monotonic() + (store_wait_s() if wait else 0.0)
         self._next_try = 0.0
         while True:
             self._try()

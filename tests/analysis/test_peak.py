@@ -63,3 +63,21 @@ def test_cli_reports_reuse(cache: Path) -> None:
     res = CliRunner().invoke(cli.app, ["peak", "--device", "cpu", "--no-track"])
     assert res.exit_code == 0, res.output
     assert "reused the cached ceilings" in res.output and "50.0 GFLOP/s" in res.output
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "a_directory"])
+def test_a_cache_that_cannot_be_written_is_refused_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    from bench.errors import PerflabError
+
+    (tmp_path / "a_file").write_text("")
+    path = tmp_path / "a_file" / "peaks.json" if where == "under_a_file" else tmp_path
+    monkeypatch.setenv("PERFLAB_PEAK_CACHE", str(path))
+
+    def refuse(**_: object) -> None:
+        raise AssertionError("measured with nowhere to keep the ceilings")
+
+    monkeypatch.setattr(peak_mod, "measure_cpu", refuse)
+    with pytest.raises(PerflabError, match=rf"^peak cache '{path}': cannot be written .*set PERFLAB_PEAK_CACHE"):
+        peak_mod.peak(device="cpu", track=False, **SMALL)

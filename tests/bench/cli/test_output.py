@@ -4,6 +4,7 @@ no terminal, names never cut, units in the headers, data never taken for markup.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -135,3 +136,33 @@ def test_an_error_is_one_line_whatever_the_width(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(output, "err_console", out)
     output.error("run 'bogus' is not in the store 'sqlite:///a/very/long/path/to/mlflow.db' [really]")
     assert text_of(out) == "error: run 'bogus' is not in the store 'sqlite:///a/very/long/path/to/mlflow.db' [really]\n"
+
+
+def test_an_output_directory_is_created_or_refused_in_one_line_naming_the_option(tmp_path: Path) -> None:
+    from bench.errors import PerflabError
+
+    made = output.writable_dir(tmp_path / "a" / "b", "--out")
+    assert made.is_dir() and list(made.iterdir()) == []  # the probe file is gone
+    (tmp_path / "file").write_text("")
+    with pytest.raises(PerflabError, match=r"^--out '.*/file': a file, not a directory; pass a writable directory$"):
+        output.writable_dir(tmp_path / "file", "--out")
+    with pytest.raises(PerflabError, match=r"^--save-path '.*/file/sub': cannot write there \(Not a directory\)"):
+        output.writable_dir(tmp_path / "file" / "sub", "--save-path")
+    assert output.can_write_in(tmp_path) is None
+
+
+def test_commands_refuse_an_unwritable_out_before_any_work(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bench.errors import PerflabError
+    from perflab.cli import app
+
+    (tmp_path / "file").write_text("")
+    bad = str(tmp_path / "file" / "out")
+    for args in (["report", "--out", bad, "--tracking-uri", f"sqlite:///{tmp_path}/none.db"],
+                 ["selfcheck", "--out", bad], ["overhead", "--out", bad], ["sweep", "replay", "--out", bad],
+                 ["kernels", "--save-path", bad]):  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})  # perflab's main() prints the error
+        assert isinstance(result.exception, PerflabError), (args, result.output)
+        assert "cannot write there (Not a directory)" in str(result.exception), args
+        assert not (tmp_path / "none.db").exists()

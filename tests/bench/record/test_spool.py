@@ -234,3 +234,26 @@ def test_an_entry_is_listed_only_once_all_of_it_is_on_disk(tmp_path: Path, monke
     adding.join()
     [entry] = spool.entries()
     assert (entry.dir / "result.json").is_file() and entry.profile_dir is not None
+
+
+@pytest.mark.parametrize("raw", ["abc", "-1", "inf", "nan"])
+def test_a_bad_store_wait_is_refused_naming_it(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.errors import PerflabError
+    from bench.record.upload import store_wait_s
+
+    monkeypatch.setenv("PERFLAB_STORE_WAIT_S", raw)
+    with pytest.raises(PerflabError, match=rf"^PERFLAB_STORE_WAIT_S='{raw}' is not a number of seconds >= 0$"):
+        store_wait_s()
+    monkeypatch.setenv("PERFLAB_STORE_WAIT_S", "2.5")
+    assert store_wait_s() == 2.5
+    monkeypatch.delenv("PERFLAB_STORE_WAIT_S")
+    assert store_wait_s() == 30.0
+
+
+def test_run_checks_the_store_wait_before_the_suite(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | {"PERFLAB_STORE_WAIT_S": "soon"}
+    done = subprocess.run([sys.executable, "-m", "perflab", "run", "-t", "ch7:transpose", "--tracking-uri",
+                           f"sqlite:///{tmp_path}/x.db"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "PERFLAB_STORE_WAIT_S='soon'" in done.stderr
+    assert not (tmp_path / "x.db").exists() and "transpose" not in done.stdout
