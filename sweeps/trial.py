@@ -84,10 +84,46 @@ def start_server(preload: Sequence[str] = ()) -> float:
     return time.monotonic() - t0
 
 
+def _end_with_sweep(sweep_pid: int) -> None:
+    """Kill this trial's process group (itself, its DataLoader workers) when the sweep's process is gone (killed,
+    interrupted): in a session of its own, a trial is reached by neither a signal to the sweep's group nor the
+    sweep's deadline, and the forkserver stays up while a child of its lives. A thread blocked on a pidfd of the
+    sweep's process (polled each second where there is none); costs nothing while the sweep lives."""
+    import select
+    import signal
+    import threading
+
+    try:
+        pidfd: int | None = os.pidfd_open(sweep_pid)
+    except ProcessLookupError:
+        os._exit(1)  # gone already
+    except (AttributeError, OSError):  # not Linux, or a kernel before 5.3
+        pidfd = None
+
+    def watch() -> None:
+        if pidfd is not None:
+            select.select([pidfd], [], [])
+        else:
+            while _alive(sweep_pid):
+                time.sleep(1.0)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="perflab-sweep-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
-    """Child: own process group, output to the log, result (or error) to ``out_path``."""
+    """Child: own process group, ended with the sweep, output to the log, result (or error) to ``out_path``."""
     entered = time.monotonic()
     os.setsid()
+    _end_with_sweep(job.pop("sweep_pid"))  # after setsid: the group it kills is this trial's
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -175,7 +211,8 @@ def run_trial(
             job = replace(job, progress_path=str(progress))
         else:
             should_prune = None
-        process = _context().Process(target=_entry, args=(asdict(job), str(out), str(log)))
+        args = ({**asdict(job), "sweep_pid": os.getpid()}, str(out), str(log))
+        process = _context().Process(target=_entry, args=args)
         launched = time.monotonic()
         process.start()  # returns once the (pre-warmed) server forked the child
         timed_out, pruned = _wait(process, timeout_s, progress, should_prune)

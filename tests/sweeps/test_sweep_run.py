@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -147,3 +150,36 @@ def test_the_command_counts_measured_configurations_without_a_terminal(tmp_path:
     assert result.exit_code == 0, result.output
     counts = [m.group(1) for line in result.output.splitlines() if (m := re.match(r"\s*(\d+/\d+) trial \d+: ", line))]
     assert counts == ["1/4", "2/4", "3/4", "4/4"]  # 2 batches x AMP off/on, counted as measured
+
+
+def test_a_trial_ends_when_the_sweeps_process_is_killed(data: str, tmp_path: Path) -> None:
+    """A trial runs in a session of its own (its group is killed on timeout); a sweep killed with SIGKILL, which
+    runs no clean-up, must not leave it (and its DataLoader workers) training on."""
+    psutil = pytest.importorskip("psutil")
+    if not sys.platform.startswith("linux"):
+        pytest.skip("a trial ends with its sweep through Linux's PR_SET_PDEATHSIG")
+    script = (f"from tests.sweeps.test_sweep_run import tiny_job; from sweeps.trial import run_trial; "
+              f"run_trial(tiny_job({data!r}, 16, num_workers=1, steps_per_test=10**7, warmup_steps=0), 600, "
+              f"workdir={str(tmp_path)!r})")  # fmt: skip
+    sweep = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "trial.log").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2.0)  # the trial's DataLoader worker started too
+        below = psutil.Process(sweep.pid).children(recursive=True)  # the forkserver, the trial, its worker
+        assert any(os.getsid(p.pid) == p.pid for p in below), "no trial in a session of its own"
+    finally:
+        sweep.kill()
+        sweep.wait()
+
+    def alive(p: object) -> bool:
+        try:
+            return p.status() != psutil.STATUS_ZOMBIE  # type: ignore[attr-defined]
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 20
+    while any(alive(p) for p in below) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [(p.pid, p.name()) for p in below if alive(p)]
