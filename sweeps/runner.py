@@ -212,8 +212,10 @@ def sweep(
 ) -> SweepResult:
     from sweeps.recommend import describe_config
     from sweeps.search import results_rows, run_sweep
-    from sweeps.storage import data_digest
+    from sweeps.storage import check_storage_url, data_digest
 
+    if storage:
+        check_storage_url(storage)  # before the data is made and the trial server started
     overrides = dict(overrides or {})
     cfg = load_sweep_config(_config_file(config, overrides), **overrides)
     spec = parse_workload(cfg.workload)

@@ -43,6 +43,13 @@ def default_storage() -> str:
     return f"sqlite:///{d / 'optuna.db'}"
 
 
+def check_storage_url(url: str) -> None:
+    """A ConfigError unless ``url`` is an SQLAlchemy URL of a database Optuna's RDB storage takes."""
+    if url.split(":", 1)[0].split("+", 1)[0] not in ("sqlite", "postgresql", "mysql"):
+        raise ConfigError(f"--storage {url!r}: expected an SQLAlchemy URL such as sqlite:///optuna.db or "
+                          "postgresql://user@host:5432/db")  # fmt: skip
+
+
 def make_storage(
     url: str | optuna.storages.BaseStorage | None, heartbeat_s: int = 5, grace_s: int = 20, max_retry: int = 2
 ) -> optuna.storages.BaseStorage:
@@ -50,9 +57,7 @@ def make_storage(
     if isinstance(url, optuna.storages.BaseStorage):
         return url
     url = url or default_storage()
-    if url.split(":", 1)[0].split("+", 1)[0] not in ("sqlite", "postgresql", "mysql"):
-        raise ConfigError(f"--storage {url!r}: expected an SQLAlchemy URL such as sqlite:///optuna.db or "
-                          "postgresql://user@host:5432/db")  # fmt: skip
+    check_storage_url(url)
     from optuna.storages import RDBStorage
 
     url = _with_driver(url)

@@ -183,3 +183,14 @@ def test_a_trial_ends_when_the_sweeps_process_is_killed(data: str, tmp_path: Pat
     while any(alive(p) for p in below) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [(p.pid, p.name()) for p in below if alive(p)]
+
+
+def test_a_bad_storage_is_refused_before_the_trial_server_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sweeps.runner
+
+    def refuse(*_: object) -> float:
+        raise AssertionError("the trial server started before the storage was checked")
+
+    monkeypatch.setattr(sweeps.runner, "start_server", refuse)
+    with pytest.raises(ConfigError, match=r"^--storage 'bogus://x': expected an SQLAlchemy URL"):
+        sweep(storage="bogus://x", overrides={"workload": "tiny"}, track=False)
