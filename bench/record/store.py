@@ -51,6 +51,7 @@ def check_tracking_uri(uri: str | None) -> None:
     if not uri:
         return
     scheme, _, rest = uri.partition(":")
+    _check_scheme(uri, scheme if rest or uri.endswith(":") else "")
     if scheme == "sqlite" and rest.startswith("///"):
         path = rest[3:].split("?", 1)[0]  # sqlite:///x.db: relative; sqlite:////abs/x.db: absolute
         if not path or path == ":memory:":
@@ -65,6 +66,27 @@ def check_tracking_uri(uri: str | None) -> None:
     if not directory.is_dir():
         raise ConfigError(f"tracking URI {uri!r}: its directory {str(directory)!r} does not exist; create it or "
                           "choose another store (--tracking-uri or MLFLOW_TRACKING_URI)")  # fmt: skip
+
+
+# MLflow's own tracking stores by URI scheme (a database's may name its driver: postgresql+psycopg)
+_SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "databricks-uc", "uc")
+
+
+def _check_scheme(uri: str, scheme: str) -> None:
+    """A ConfigError for a URI whose scheme no tracking store takes (MLflow's or a plugin's): MLflow would refuse
+    it only when the suite's results are logged."""
+    import re
+    from importlib.metadata import entry_points
+
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme or "-"):
+        return  # a path
+    base = scheme.lower().split("+", 1)[0]
+    if base in _SCHEMES or base in {e.name for e in entry_points(group="mlflow.tracking_store")}:
+        return
+    raise ConfigError(
+        f"tracking URI {uri!r}: no MLflow store takes {scheme + ':'!r}; accepted: a directory, sqlite:///FILE, "
+        "postgresql://…, mysql://…, mssql://…, http(s)://SERVER, file:DIR, databricks"
+    )
 
 
 def experiment_name(experiment: str | None) -> str:

@@ -85,5 +85,14 @@ def test_a_local_store_in_a_missing_directory_is_refused_and_nothing_created(tmp
 def test_stores_that_can_be_opened_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     for uri in (None, "", "sqlite:///mlflow.db", f"sqlite:///{tmp_path}/x.db", "sqlite://", "sqlite:///:memory:",
-                f"file://{tmp_path}/mlruns", "http://localhost:5000", "databricks"):  # fmt: skip
+                f"file://{tmp_path}/mlruns", "http://localhost:5000", "HTTPS://host", "databricks", "mlruns",
+                "postgresql+psycopg://u@host/db", "mssql://u@host/db", "./a:b"):  # fmt: skip
         check_tracking_uri(uri)
+
+
+@pytest.mark.parametrize("uri", ["bogus://x", "sqlit:///mlflow.db", "htp://host:5000"])
+def test_a_scheme_no_store_takes_is_refused_naming_it_and_what_is_accepted(uri: str) -> None:
+    scheme = uri.split(":")[0]
+    with pytest.raises(ConfigError, match=rf"^tracking URI '{re.escape(uri)}': no MLflow store takes '{scheme}:'; "
+                                          r"accepted: a directory, sqlite:///FILE, .*http\(s\)://SERVER"):  # fmt: skip
+        client(uri)
