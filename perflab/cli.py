@@ -30,9 +30,12 @@ def main() -> None:
     import atexit
     import os
 
+    _stop_on_signals()
     try:
         app()
         code: int | str | None = 0
+    except KeyboardInterrupt:  # Ctrl-C, or a signal made one (the command said what it kept)
+        code = 130
     except PerflabError as exc:
         # soft_wrap: one line, never cut
         Console(stderr=True, emoji=False).print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
@@ -46,6 +49,17 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code or 0)
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM (``timeout``, Slurm's preemption, ``kill``) and SIGHUP (a closed terminal) stop a command as Ctrl-C
+    does, so it logs what it measured and ends its MLflow runs instead of dying with them left RUNNING. A signal
+    the command was started with ignored (``nohup``) stays ignored."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, signal.default_int_handler)
 
 
 if __name__ == "__main__":

@@ -206,17 +206,29 @@ def _run(
             else:
                 suite = run_suite(examples, sink=sink, on_result=on_result, workers=workers, expected_s=expected,
                                   **options)  # type: ignore[arg-type]  # fmt: skip
-        except BaseException:
-            if sink is not None:
-                with contextlib.suppress(Exception):  # the store may be what failed; keep the original error
-                    tracker = cast("SpoolSink", sink.close())
-                    kept = tracker.finish("# perflab summary\n\nThe suite was interrupted.\n", {"interrupted": True},
-                                          failed=True, wait=False)  # fmt: skip
-                    if kept:
-                        err_console.print(kept, markup=False, soft_wrap=True)
+        except BaseException as exc:
+            _end_unfinished(sink, total, interrupted=isinstance(exc, KeyboardInterrupt))
             raise
     save_durations(durations, signature, suite)
     return suite, before_s
+
+
+def _end_unfinished(sink: BackgroundSink | None, total: int, interrupted: bool) -> None:
+    """A suite that did not end (Ctrl-C, SIGTERM or SIGHUP: ``interrupted``; else an error): the variants that
+    finished are logged, the parent run ended (KILLED, ``perflab.suite_status`` ``interrupted``; or FAILED), and
+    one line says how many and where they are."""
+    what = "interrupted" if interrupted else "stopped by an error"
+    if sink is None:
+        err_console.print(f"{what}; nothing is logged (--no-track)", markup=False, soft_wrap=True)
+        return
+    with contextlib.suppress(Exception):  # the store may be what failed; keep the original error
+        tracker = cast("SpoolSink", sink.close())
+        done = len(tracker.spool.entries())
+        summary = f"# perflab summary\n\nThe suite was {what} after {done} of {total} variants.\n"
+        kept = tracker.finish(summary, {"interrupted": interrupted, "n_variants": done, "n_variants_planned": total},
+                              failed=True, wait=False, interrupted=interrupted)  # fmt: skip
+        where = kept or f"they are logged in MLflow parent run {tracker.parent_run_id}"
+        err_console.print(f"{what} after {done} of {total} variants; {where}", markup=False, soft_wrap=True)
 
 
 def _on_ray(

@@ -145,13 +145,14 @@ def suite_counts(results: list[VariantResult], comparisons: list[Comparison]) ->
 
 
 def suite_tags(
-    results: list[VariantResult], counts: Mapping[str, float], failed: bool, targets: bool
+    results: list[VariantResult], counts: Mapping[str, float], failed: bool, targets: bool, interrupted: bool = False
 ) -> dict[str, str]:
-    """A suite's parent tags at its end: its counts and status; ``targets``: the targets its variants ran."""
+    """A suite's parent tags at its end: its counts and status; ``targets``: the targets its variants ran;
+    ``interrupted``: stopped by Ctrl-C or a signal (SIGTERM, SIGHUP), its finished variants logged."""
     tags = {
         "perflab.n_variants": str(int(counts["n_variants"])),
         "perflab.n_failed": str(int(counts["n_failed"])),
-        "perflab.suite_status": "failed" if failed else "completed",
+        "perflab.suite_status": "interrupted" if interrupted else "failed" if failed else "completed",
     }
     if targets:
         tags["perflab.targets"] = clip(",".join(sorted({r.spec.target for r in results})), MAX_TAG_LEN)

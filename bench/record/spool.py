@@ -166,9 +166,10 @@ class Spool:
     def entry(self, key: str) -> Entry:
         return next(e for e in self.entries() if e.key == key)
 
-    def end(self, summary_md: str, summary_json: dict[str, Any], failed: bool) -> None:
+    def end(self, summary_md: str, summary_json: dict[str, Any], failed: bool, interrupted: bool = False) -> None:
         _write_json(self.root / _END, {"summary_md": summary_md, "summary_json": summary_json, "failed": failed,
-                                       "ended_ms": int(time.time() * 1000), "run_id": None})  # fmt: skip
+                                       "interrupted": interrupted, "ended_ms": int(time.time() * 1000),
+                                       "run_id": None})  # fmt: skip
 
     def ending(self) -> dict[str, Any] | None:
         """What ``end`` wrote (None: the suite never ended, e.g. its command was killed)."""

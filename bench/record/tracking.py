@@ -297,14 +297,16 @@ class Tracker:
             repo.log_artifact(str(Path(tmp) / name))
 
     def finish(
-        self, summary_md: str, summary_json: dict[str, Any], failed: bool = False, ended_ms: int | None = None
-    ) -> None:
+        self, summary_md: str, summary_json: dict[str, Any], failed: bool = False, ended_ms: int | None = None,
+        interrupted: bool = False,
+    ) -> None:  # fmt: skip
         """Attach the suite summary to the parent run and end it (when this tracker created it).
 
         ``failed`` means the suite itself did not complete (crash, abort); failing *variants* are not
         a suite failure, so a completed suite with failures still ends FINISHED. ``summary_json``
         values that JSON cannot encode (paths, datetimes) are written as strings. ``ended_ms``: when the
-        suite ended (default now; a spooled suite uploaded later ends when it did).
+        suite ended (default now; a spooled suite uploaded later ends when it did). ``interrupted``: stopped by
+        Ctrl-C or a signal; the parent ends KILLED, ``perflab.suite_status`` ``interrupted``.
         """
         parent = self.parent_run_id
         if self._finished:
@@ -318,11 +320,12 @@ class Tracker:
             (d / "summary.json").write_text(json.dumps(summary_json, indent=2, default=str))
             self._client.log_artifacts(parent, tmp)
         counts = suite_counts(results, comparisons)
-        tags = suite_tags(results, counts, failed, targets="perflab.targets" not in self._tags)  # the caller's win
+        tags = suite_tags(results, counts, failed, targets="perflab.targets" not in self._tags,  # the caller's win
+                          interrupted=interrupted)  # fmt: skip
         self._log(parent, metrics=counts, tags=tags, ts=ended_ms)
         if self._run_name is None and results:
             self._client.update_run(parent, name=suite_name(results, self._started))
-        self._end(FAILED if failed else FINISHED, ended_ms)
+        self._end(KILLED if interrupted else FAILED if failed else FINISHED, ended_ms)
 
     # --- parents whose children are not benchmark variants (sweep trials) -----------------------------
 

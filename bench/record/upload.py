@@ -145,7 +145,8 @@ class Uploader:
             ending = self.spool.ending()
             if ending is not None and ending.get("run_id") is None and not tracker.finished:
                 tracker.finish(ending["summary_md"], ending["summary_json"], failed=bool(ending["failed"]),
-                               ended_ms=int(ending["ended_ms"]))  # fmt: skip
+                               ended_ms=int(ending["ended_ms"]),
+                               interrupted=bool(ending.get("interrupted")))  # fmt: skip
             if ending is not None and ending.get("run_id") is None:
                 self.spool.ended(tracker.parent_run_id)
             self.error = None
@@ -243,12 +244,13 @@ class SpoolSink:
             self._try()
 
     def finish(
-        self, summary_md: str, summary_json: dict[str, Any], failed: bool = False, wait: bool = True
-    ) -> str | None:
+        self, summary_md: str, summary_json: dict[str, Any], failed: bool = False, wait: bool = True,
+        interrupted: bool = False,
+    ) -> str | None:  # fmt: skip
         """The suite's end: uploaded with everything still pending, waiting up to ``$PERFLAB_STORE_WAIT_S`` for a
         store that is down (not with ``wait=False``). The spool is removed once all of it is in the store; else
         returns the one line that says where the results are and how to upload them."""
-        self.spool.end(summary_md, summary_json, failed)
+        self.spool.end(summary_md, summary_json, failed, interrupted)
         deadline = time.monotonic() + (store_wait_s() if wait else 0.0)
         self._next_try = 0.0
         while True:

@@ -147,3 +147,38 @@ def test_a_store_in_a_missing_directory_is_one_line_before_anything_runs(tree: P
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("error: tracking URI") and f"'{missing}' does not exist" in done.stderr
     assert not (tmp_path / "nonexistent_dir").exists() and "ok " not in done.stdout  # nothing ran, nothing made
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_mid_suite_logs_what_finished_and_ends_the_parent_killed(
+    chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path, sig: str
+) -> None:
+    """SIGTERM (timeout, Slurm, kill) stops a suite as Ctrl-C does: the finished variants are logged, the parent
+    run ends KILLED with suite_status `interrupted`, one line says how many; it is not left RUNNING."""
+    import signal
+    import time
+
+    from mlflow import MlflowClient
+
+    root = chapters({"ch07/baseline_a.py": {}, "ch07/optimized_a.py": {},
+                     "ch07/baseline_z.py": {"SETUP_SLEEP": 60.0}, "ch07/optimized_z.py": {}})  # fmt: skip
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | {"COLUMNS": "200", "NO_COLOR": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", "--chapters-dir", str(root), "--tracking-uri",
+                             uri, "--experiment", "stopped"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    for text in proc.stdout:  # the a pair done: z's baseline is asleep in its set-up
+        if "2/4" in text:
+            break
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and time.monotonic() - t0 < 30, err
+    assert "interrupted after 2 of 4 variants; they are logged in MLflow parent run" in err
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("stopped").experiment_id])
+    parent = next(r for r in runs if "perflab.variant" not in r.data.tags)
+    assert parent.info.status == "KILLED" and parent.data.tags["perflab.suite_status"] == "interrupted"
+    assert sorted(r.data.tags["perflab.variant"] for r in runs if r is not parent) == ["baseline", "optimized"]
