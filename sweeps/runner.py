@@ -269,7 +269,7 @@ def sweep(
         # the imports, once: not part of any trial's overhead (a user's module too, when importable by name)
         server["server_start_s"] = start_server([spec.target] if spec.kind == "module" else [])
         echo(f"trial server (forkserver) ready in {server['server_start_s']:.2f} s")
-    ok = False
+    ok = interrupted = False
     try:
         with _steps(progress, f"sweep {name}: configurations", n_trials or space.size()) as step:
             study = run_sweep(
@@ -329,6 +329,10 @@ def sweep(
             echo(f"logged to MLflow parent run {parent}")
         ok = True
         return SweepResult(rec, rows, verification, name, parent)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (perflab's main): the study keeps every finished trial
+        interrupted = True
+        echo(f"interrupted; the same --storage and --study-name {name!r} resume the sweep")
+        raise
     finally:
         if tracker is not None and not ok:
-            tracker.finish({}, {}, ok=False)
+            tracker.finish({}, {}, ok=False, interrupted=interrupted)

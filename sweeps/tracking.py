@@ -64,10 +64,12 @@ class SweepTracker:
         )
 
     def finish(
-        self, metrics: Mapping[str, float], artifacts: Mapping[str, str | bytes], ok: bool = True
-    ) -> None:
+        self, metrics: Mapping[str, float], artifacts: Mapping[str, str | bytes], ok: bool = True,
+        interrupted: bool = False,
+    ) -> None:  # fmt: skip
         self._tracker.log_parent(metrics=metrics)
         pictures = {k: v for k, v in artifacts.items() if isinstance(v, bytes)}
         if pictures:
             log_text_artifacts(self.parent, pictures, tracking_uri=self._tracker.tracking_uri)
-        self._tracker.close({k: v for k, v in artifacts.items() if isinstance(v, str)}, failed=not ok)
+        self._tracker.close({k: v for k, v in artifacts.items() if isinstance(v, str)}, failed=not ok,
+                            interrupted=interrupted)  # fmt: skip

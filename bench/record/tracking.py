@@ -357,15 +357,17 @@ class Tracker:
         self._client.set_terminated(run_id, FINISHED)
         return run_id
 
-    def close(self, artifacts: Mapping[str, str] | None = None, failed: bool = False) -> None:
+    def close(
+        self, artifacts: Mapping[str, str] | None = None, failed: bool = False, interrupted: bool = False
+    ) -> None:
         """End a parent that is not a suite: attach text artifacts ``{file name: content}``, terminate it
-        when this tracker created it (FAILED when ``failed``)."""
+        when this tracker created it (KILLED when ``interrupted``, FAILED when ``failed``)."""
         with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
             for name, content in (artifacts or {}).items():
                 (Path(tmp) / name).write_text(content)
             if artifacts:
                 self._client.log_artifacts(self.parent_run_id, tmp)
-        self._end(FAILED if failed else FINISHED)
+        self._end(KILLED if interrupted else FAILED if failed else FINISHED)
 
     def _end(self, status: str, ended_ms: int | None = None) -> None:
         if self._owns_parent and self._parent_run_id is not None:

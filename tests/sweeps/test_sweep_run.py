@@ -194,3 +194,27 @@ def test_a_bad_storage_is_refused_before_the_trial_server_starts(monkeypatch: py
     monkeypatch.setattr(sweeps.runner, "start_server", refuse)
     with pytest.raises(ConfigError, match=r"^--storage 'bogus://x': expected an SQLAlchemy URL"):
         sweep(storage="bogus://x", overrides={"workload": "tiny"}, track=False)
+
+
+def test_an_interrupted_sweep_ends_its_parent_killed_and_says_how_to_resume(
+    data: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+
+    def interrupted(params: dict, should_prune: object = None) -> object:
+        raise KeyboardInterrupt  # what perflab's main makes of Ctrl-C, SIGTERM and SIGHUP
+
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        sweep(data_path=data, overrides={"preset": "tiny", "batch_sizes": "16,32", "verify_repeats": 0},
+              storage=f"sqlite:///{tmp_path / 'optuna.db'}", study_name="cut", evaluate=interrupted,
+              echo=said.append)  # fmt: skip
+    assert "interrupted; the same --storage and --study-name 'cut' resume the sweep" in said
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("perflab").experiment_id])
+    parents = [r for r in runs if r.data.tags.get("perflab.kind") == "sweep"]
+    assert [p.info.status for p in parents] == ["KILLED"]
