@@ -90,7 +90,13 @@ def outputs_of(obj: Any) -> list[Any] | None:
     get = getattr(obj, "get_output", None)
     if get is None:
         return None
-    out = get()
+    try:
+        out = get()
+    except AttributeError as exc:  # the harness asks for the output right after setup(), to poison and watch it
+        raise ProtocolError(
+            f"get_output() raised AttributeError: {exc}; the output must exist once setup() returns (create it "
+            "there, benchmark_fn() writes into it)"
+        ) from exc
     if out is None:
         return None
     tensors = list(out) if isinstance(out, (tuple, list)) else [out]

@@ -60,3 +60,15 @@ def test_load_benchmark_without_factory(tmp_path: Path, write_benchmark) -> None
     path = write_benchmark(tmp_path / "ch07" / "baseline_x.py", extra="del get_benchmark")
     with pytest.raises(ProtocolError, match="get_benchmark"):
         load_benchmark(path)
+
+
+def test_an_output_made_only_by_the_timed_call_is_one_line_saying_where_to_make_it() -> None:
+    from bench.define.protocol import outputs_of
+
+    class Late:
+        def get_output(self) -> object:
+            return self.y  # type: ignore[attr-defined]  # set by benchmark_fn(), which has not run yet
+
+    with pytest.raises(ProtocolError, match=r"^get_output\(\) raised AttributeError: .*'y'; the output must exist "
+                                            r"once setup\(\) returns"):  # fmt: skip
+        outputs_of(Late())
