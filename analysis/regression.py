@@ -142,7 +142,7 @@ def machine(run: StoredRun) -> str:
     device = t.get("perflab.gpu") or t.get("perflab.device") or "unknown device"
     on_cpu = (t.get("perflab.device") or "").startswith("cpu")
     host_clocked = on_cpu or t.get("perflab.timing_mode") in ("cpu", "pytorch")
-    return f"{device} with {t['perflab.cpu']}" if host_clocked and t.get("perflab.cpu") else device
+    return f"{device} ({t['perflab.cpu']})" if host_clocked and t.get("perflab.cpu") else device
 
 
 def _software(run: StoredRun, results: _ResultCache) -> str:

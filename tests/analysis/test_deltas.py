@@ -136,9 +136,9 @@ def test_runs_on_different_machines_are_named(store: Store) -> None:
                      host={"cpu": "CPU B"})  # fmt: skip
     assert compare_runs(a, b, store.uri).machines == [
         "NVIDIA H100 80GB HBM3 → NVIDIA A100-SXM4-80GB (1 run)",
-        "cpu with CPU A → cpu with CPU B (1 run)",
+        "cpu (CPU A) → cpu (CPU B) (1 run)",
     ]
     out = CliRunner().invoke(cli.app, ["compare", a, b, "--tracking-uri", store.uri])
     assert out.exit_code == 0, out.output
-    assert "different machines, A → B: cpu with CPU A → cpu with CPU B (1 run); those deltas include" in out.output
+    assert "different machines, A → B: cpu (CPU A) → cpu (CPU B) (1 run); those deltas include" in out.output
     assert compare_runs(a, a, store.uri).machines == []

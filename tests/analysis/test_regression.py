@@ -269,12 +269,12 @@ def test_a_host_clocked_run_is_compared_only_with_runs_on_the_same_cpu(store: St
                                            result("ch03:gpu:baseline", draw(1.0, next(seed)))],
                        host={"cpu": "CPU A"})  # fmt: skip
     host = check_run(read_run(ids["ch03:host:baseline"], store.uri), tracking_uri=store.uri)
-    assert host.hardware == "cpu with CPU A"
+    assert host.hardware == "cpu (CPU A)"
     assert host.status == "ok" and host.k_used == 2, host.reason  # not the 0.5 ms runs on CPU B
     gpu = check_run(read_run(ids["ch03:gpu:baseline"], store.uri), tracking_uri=store.uri)
     assert gpu.hardware == H100 and gpu.k_used == 4
     _, ids = log_suite(store, "machines", [result("ch03:host:baseline", draw(1.0, next(seed)), gpu=None)],
                        host={"cpu": "CPU C"})  # fmt: skip
     moved = check_run(read_run(ids["ch03:host:baseline"], store.uri), tracking_uri=store.uri)
-    assert moved.status == "no-history" and "on cpu with CPU C" in moved.reason
-    assert "2 on cpu with CPU B" in moved.reason and "3 on cpu with CPU A" in moved.reason, moved.reason
+    assert moved.status == "no-history" and "on cpu (CPU C)" in moved.reason
+    assert "2 on cpu (CPU B)" in moved.reason and "3 on cpu (CPU A)" in moved.reason, moved.reason
