@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe exploits aa targets ray). Everything
+# sweep_builtins sweep_grid kernels wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe exploits aa targets ray stops). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
@@ -187,6 +187,23 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
         echo "sweep $wl exit $?"
         grep -E "^(sweep:|trial server|verify|no --data|  written)|^_measurement|^\*\*" "$OUT/sweep-$wl.log" | grep -v "^verify .* repeat" | cut -c1-400
       done ;;
+    stops)  # a suite and a sweep stopped by SIGTERM mid-way: what they logged, and nothing left on the GPU
+      timeout -s TERM "${PERFLAB_STOP_RUN_S:-20}" perflab run -t "${PERFLAB_TARGETS:-7}" > "$OUT/stop-run.log" 2>&1
+      echo "run exit $?"; tail -2 "$OUT/stop-run.log"
+      timeout -s TERM "${PERFLAB_STOP_SWEEP_S:-60}" perflab sweep run --workload cnn --strategy smart --n-trials 8 \
+        --verify-repeats 0 --storage "sqlite:///$OUT/stop-optuna.db" --study-name stopped > "$OUT/stop-sweep.log" 2>&1
+      echo "sweep exit $?"; grep -E "^(trial [0-9]|interrupted)" "$OUT/stop-sweep.log" | cut -c1-200
+      sleep 10  # a trial's DataLoader workers notice their parent's end within 5 s
+      echo "GPU processes left:"; nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
+      echo "processes left:"; pgrep -af "forkserver|pt_data_worker|perflab (run|sweep)" | cut -c1-120
+      python3 - <<'PY'
+import sqlite3
+query = """select r.name, r.status, t.value from runs r left join tags t on t.run_uuid = r.run_uuid
+           and t.key = 'perflab.suite_status' where r.name not like '%:%:%' and r.name not like 'trial %'"""
+for row in sqlite3.connect("mlflow.db").execute(query):
+    print(*row)
+PY
+      ;;
     sweep_grid)  # issue 22: the cnn grid (sweeps/cnn-grid.yaml, 64 configurations), then smart replayed against it
       mkdir -p "$OUT/sweep-grid"
       $T perflab sweep run --config sweeps/cnn-grid.yaml --strategy grid --storage "sqlite:///$OUT/sweep-grid/optuna.db" \
