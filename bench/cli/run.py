@@ -207,28 +207,33 @@ def _run(
                 suite = run_suite(examples, sink=sink, on_result=on_result, workers=workers, expected_s=expected,
                                   **options)  # type: ignore[arg-type]  # fmt: skip
         except BaseException as exc:
-            _end_unfinished(sink, total, interrupted=isinstance(exc, KeyboardInterrupt))
+            _end_unfinished(sink, examples, interrupted=isinstance(exc, KeyboardInterrupt))
             raise
     save_durations(durations, signature, suite)
     return suite, before_s
 
 
-def _end_unfinished(sink: BackgroundSink | None, total: int, interrupted: bool) -> None:
+def _end_unfinished(sink: BackgroundSink | None, examples: list[Example], interrupted: bool) -> None:
     """A suite that did not end (Ctrl-C, SIGTERM or SIGHUP: ``interrupted``; else an error): the variants that
     finished are logged, the parent run ended (KILLED, ``perflab.suite_status`` ``interrupted``; or FAILED), and
-    one line says how many and where they are."""
+    one line says how many and where they are, a second the command that runs the examples left."""
     what = "interrupted" if interrupted else "stopped by an error"
+    total = sum(len(e.variants) for e in examples)
     if sink is None:
         err_console.print(f"{what}; nothing is logged (--no-track)", markup=False, soft_wrap=True)
         return
     with contextlib.suppress(Exception):  # the store may be what failed; keep the original error
         tracker = cast("SpoolSink", sink.close())
-        done = len(tracker.spool.entries())
-        summary = f"# perflab summary\n\nThe suite was {what} after {done} of {total} variants.\n"
-        kept = tracker.finish(summary, {"interrupted": interrupted, "n_variants": done, "n_variants_planned": total},
+        done = {e.key for e in tracker.spool.entries()}
+        summary = f"# perflab summary\n\nThe suite was {what} after {len(done)} of {total} variants.\n"
+        kept = tracker.finish(summary, {"interrupted": interrupted, "n_variants": len(done),
+                                        "n_variants_planned": total},
                               failed=True, wait=False, interrupted=interrupted)  # fmt: skip
         where = kept or f"they are logged in MLflow parent run {tracker.parent_run_id}"
-        err_console.print(f"{what} after {done} of {total} variants; {where}", markup=False, soft_wrap=True)
+        err_console.print(f"{what} after {len(done)} of {total} variants; {where}", markup=False, soft_wrap=True)
+        left = [e.target for e in examples if any(v.key not in done for v in e.variants)]
+        if left:  # an example half done runs again whole: a pair is measured on one machine, in one suite
+            err_console.print(f"the rest: perflab run -t {','.join(left)}", markup=False, soft_wrap=True)
 
 
 def _on_ray(

@@ -177,6 +177,7 @@ def test_a_signal_mid_suite_logs_what_finished_and_ends_the_parent_killed(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and time.monotonic() - t0 < 30, err
     assert "interrupted after 2 of 4 variants; they are logged in MLflow parent run" in err
+    assert "the rest: perflab run -t ch07:z" in err
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("stopped").experiment_id])
     parent = next(r for r in runs if "perflab.variant" not in r.data.tags)
