@@ -102,8 +102,13 @@ def run_lanes(
             host.lanes[0].run(overlap)
         else:
             with ThreadPoolExecutor(max_workers=len(pool), thread_name_prefix="perflab-worker") as ex:
-                for future in [ex.submit(lane.run, overlap) for lane in host.lanes]:
-                    future.result()  # re-raise a harness error from any worker
+                futures = [ex.submit(lane.run, overlap) for lane in host.lanes]
+                try:
+                    for future in futures:
+                        future.result()  # re-raise a harness error from any worker
+                except BaseException:  # Ctrl-C or a signal here: the workers would otherwise run the suite out
+                    host.stop()
+                    raise
     finally:
         drain = getattr(sink, "drain", None)
         if drain is not None:  # the results still queued may point into the work directory (profiles)

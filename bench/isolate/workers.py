@@ -95,6 +95,15 @@ class _Host:
         self.owner: Lane | None = None  # the worker whose measurement runs alone, or waits to
         self.lanes: list[Lane] = []
         self.opened = getattr(sink, "opened", None)  # a BackgroundSink's: set once MLflow's start is over
+        self.stopping = threading.Event()  # the suite was interrupted: start nothing more
+
+    def stop(self) -> None:
+        """An interrupted suite (Ctrl-C, SIGTERM on the main thread): every worker's children are killed, and no
+        worker starts another; each worker's thread ends once it has reaped them."""
+        self.stopping.set()
+        for lane in self.lanes:
+            for child in tuple(lane.children):
+                child.cancelled.set()
 
     def checkpoint(self, lane: Lane, cancel: threading.Event | None = None) -> None:
         """Before ``lane`` starts a child, opens a gate, compares or measures: wait while another runs alone."""
@@ -229,6 +238,8 @@ class Lane:
         return self.over or (not self.finishing and all(c.parked() for c in tuple(self.children)))
 
     def _next(self) -> Item | None:
+        if self.host.stopping.is_set():
+            return None
         if not self._queue:
             try:
                 index, example = self.pending.get_nowait()
