@@ -296,10 +296,8 @@ class Tracker:
             (Path(tmp) / name).write_text(text)
             repo.log_artifact(str(Path(tmp) / name))
 
-    def finish(
-        self, summary_md: str, summary_json: dict[str, Any], failed: bool = False, ended_ms: int | None = None,
-        interrupted: bool = False,
-    ) -> None:  # fmt: skip
+    def finish(self, summary_md: str, summary_json: dict[str, Any], failed: bool = False,
+               ended_ms: int | None = None, interrupted: bool = False) -> None:  # fmt: skip
         """Attach the suite summary to the parent run and end it (when this tracker created it).
 
         ``failed`` means the suite itself did not complete (crash, abort); failing *variants* are not
@@ -320,8 +318,7 @@ class Tracker:
             (d / "summary.json").write_text(json.dumps(summary_json, indent=2, default=str))
             self._client.log_artifacts(parent, tmp)
         counts = suite_counts(results, comparisons)
-        tags = suite_tags(results, counts, failed, targets="perflab.targets" not in self._tags,  # the caller's win
-                          interrupted=interrupted)  # fmt: skip
+        tags = suite_tags(results, counts, failed, "perflab.targets" not in self._tags, interrupted)  # the caller's win
         self._log(parent, metrics=counts, tags=tags, ts=ended_ms)
         if self._run_name is None and results:
             self._client.update_run(parent, name=suite_name(results, self._started))
@@ -357,9 +354,8 @@ class Tracker:
         self._client.set_terminated(run_id, FINISHED)
         return run_id
 
-    def close(
-        self, artifacts: Mapping[str, str] | None = None, failed: bool = False, interrupted: bool = False
-    ) -> None:
+    def close(self, artifacts: Mapping[str, str] | None = None, failed: bool = False,
+              interrupted: bool = False) -> None:  # fmt: skip
         """End a parent that is not a suite: attach text artifacts ``{file name: content}``, terminate it
         when this tracker created it (KILLED when ``interrupted``, FAILED when ``failed``)."""
         with tempfile.TemporaryDirectory(prefix="perflab-") as tmp:
