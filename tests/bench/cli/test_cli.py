@@ -170,7 +170,10 @@ def test_a_signal_mid_suite_logs_what_finished_and_ends_the_parent_killed(
     proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", "--chapters-dir", str(root), "--tracking-uri",
                              uri, "--experiment", "stopped", "--jobs", jobs, "--device", "cpu"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True,
+                            # a shell's background job (CI under nohup …&) starts with SIGINT ignored, and the
+                            # command keeps a signal it was started ignoring: Ctrl-C's default for this one
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     assert proc.stdout is not None
     for text in proc.stdout:  # the a pair done: z's baseline is asleep in its set-up
         if "2/4" in text:
