@@ -251,13 +251,13 @@ def run_on_ray(
 
 
 def check_ray(address: str) -> None:
-    """Before a suite starts: Ray installed, and something answering at ``address`` (a PerflabError otherwise)."""
+    """Before a suite starts (``perflab run --ray``, ahead of ``run_on_ray``): Ray installed, and something
+    answering at ``address`` (a PerflabError otherwise)."""
     import_ray()
     _check_reachable(address if address != "auto" else os.environ.get("RAY_ADDRESS", "auto"))
 
 
 def _connect(ray: Any, address: str) -> None:
-    check_ray(address)
     try:
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:

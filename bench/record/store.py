@@ -51,7 +51,7 @@ def check_tracking_uri(uri: str | None) -> None:
     if not uri:
         return
     scheme, _, rest = uri.partition(":")
-    _check_scheme(uri, scheme if rest or uri.endswith(":") else "")
+    _check_scheme(uri, scheme if ":" in uri else "")
     if scheme == "sqlite" and rest.startswith("///"):
         path = rest[3:].split("?", 1)[0]  # sqlite:///x.db: relative; sqlite:////abs/x.db: absolute
         if not path or path == ":memory:":
