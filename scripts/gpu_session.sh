@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe exploits aa targets ray stops). Everything
+# sweep_builtins sweep_grid kernels wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa targets ray stops). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
@@ -62,8 +62,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
         timeout "$left" mlflow run . -e chapter -P ch="$ch" --env-manager local >> "$OUT/chapter.log" 2>&1
         echo "mlflow run ch$ch exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee -a "$OUT/show.md" | grep -v "^$"
       done ;;
-    targets)  # `perflab run -t PERFLAB_RUN_TARGETS` (examples rather than whole chapters, e.g. "ch13:optimizer ch13:zero_grad")
-      $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" >> "$OUT/run.log" 2>&1
+    targets)  # `perflab run -t PERFLAB_RUN_TARGETS [PERFLAB_RUN_ARGS]` (examples rather than whole chapters, e.g.
+              # "ch13:optimizer ch13:zero_grad"; PERFLAB_RUN_ARGS e.g. "--energy")
+      $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" ${PERFLAB_RUN_ARGS:-} >> "$OUT/run.log" 2>&1
       echo "run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee -a "$OUT/show.md" | grep -v "^$" ;;
     peak)
       $T perflab peak --force > "$OUT/peak.log" 2>&1; echo "peak exit $?"; tail -15 "$OUT/peak.log"
@@ -130,6 +131,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
     kvprobe)  # issue 24: ch19 fp8_kv_cache's decode attention by tile (positions per step, warps, stages)
       $T python3 scripts/timing/kv_attention_probe.py > "$OUT/kv_attention_probe.md" 2>&1
       echo "kvprobe exit $?"; cat "$OUT/kv_attention_probe.md" ;;
+    energyprobe)  # the energy counter: its steps, energy per call by window and by way of reading it
+      $T python3 scripts/timing/energy_probe.py > "$OUT/energy_probe.md" 2>&1
+      echo "energyprobe exit $?"; cat "$OUT/energy_probe.md" ;;
     softcapprobe)  # issue 24: ch14 softcap_attention's kernel by tile and by the cap's tanh
       $T python3 scripts/timing/softcap_probe.py > "$OUT/softcap_probe.md" 2>&1
       echo "softcapprobe exit $?"; cat "$OUT/softcap_probe.md" ;;

@@ -178,7 +178,31 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
             f"{rate.text(b.get('achieved_gbps'))} | {rate.text(m.get('achieved_gbps'))} | "
             f"{'—' if cv is None else f'{100 * cv:.2f} %'} |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + _energy_lines(rows))
+
+
+def _energy_lines(rows: list[tuple[Any, Any, Any, Any]]) -> list[str]:
+    """The pairs whose runs carry ``energy_ratio`` (``--energy``): each side's energy per call and power, the ratio."""
+    from bench.record.units import ENERGY_UNITS, column
+
+    measured = [(t, m, b) for t, m, b, _ in rows if m.get("energy_ratio") is not None]
+    if not measured:
+        return []
+    e = column((x for _, m, b in measured for x in (b.get("energy_per_call_mj"), m.get("energy_per_call_mj"))),
+               ENERGY_UNITS)  # fmt: skip
+    lines = ["", "Energy per call (GPU board, back-to-back calls):", "",
+             f"| example | variant | baseline {e.name} | optimized {e.name} | less energy (95 % interval) | "
+             "baseline W | optimized W |", "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for tags, m, b in measured:
+        low, high = m.get("energy_ratio_ci_low"), m.get("energy_ratio_ci_high")
+        interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+        watts = [f"{x:.0f}" if x is not None else "—" for x in (b.get("energy_power_w"), m.get("energy_power_w"))]
+        lines.append(
+            f"| {tags['perflab.chapter']}:{tags['perflab.example']} | {tags['perflab.variant']} | "
+            f"{e.text(b.get('energy_per_call_mj'))} | {e.text(m.get('energy_per_call_mj'))} | "
+            f"{m['energy_ratio']:.2f}×{interval} | {watts[0]} | {watts[1]} |"
+        )
+    return lines
 
 
 @server_app.command("status")

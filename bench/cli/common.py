@@ -35,6 +35,14 @@ TimeoutOpt = Annotated[float | None, typer.Option(help="scales every stage limit
 SmokeOpt = Annotated[bool | None, typer.Option("--smoke/--full-size", help="force smoke or full sizes")]
 ExperimentOpt = Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")]
 NoTrackOpt = Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")]
+EnergyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--energy",
+        help="also measure each GPU variant's energy per call (NVML's board energy counter over 2 s of back-to-back "
+        "calls) and each pair's energy ratio",
+    ),
+]
 
 
 def examples_for(targets: list[str] | None, chapters_dir: Path | None) -> tuple[Catalog, list[Example]]:
@@ -117,6 +125,35 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
     colour = {"faster": "green", "slower": "red"}
     for row in rows:
         out.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1], "yellow")))
+    return out
+
+
+def energy_table(suite: SuiteResult, width: int | None = None) -> Table | None:
+    """The pairs whose two sides' energy per call was measured (``--energy``): each side's, and how many times
+    less the optimized side uses with its 95 % interval; None when no pair has both."""
+    from bench.record.units import ENERGY_UNITS, column
+
+    pairs = [c for c in suite.comparisons if c.energy_ratio is not None]
+    if not pairs:
+        return None
+    prefix = chapter_prefix([f"{c.chapter}:{c.example}" for c in suite.comparisons])
+    unit = column((x for c in pairs for x in (c.baseline_energy_mj, c.optimized_energy_mj)), ENERGY_UNITS)
+    headers = ["pair", f"baseline {unit.name}", f"optimized {unit.name}", "less energy", "95 % interval"]
+    rows = []
+    for c in pairs:
+        name = f"{c.chapter}:{c.example}".removeprefix(prefix) + ("" if c.variant == "optimized" else f" ({c.variant})")
+        low, high = c.energy_ratio_ci_low, c.energy_ratio_ci_high
+        rows.append([
+            name, unit.text(c.baseline_energy_mj), unit.text(c.optimized_energy_mj), f"{ratio(c.energy_ratio or 0)}×",
+            "—" if low is None or high is None else f"{ratio(low)}–{ratio(high)}",
+        ])  # fmt: skip
+    widths = fitted(headers, rows, width or console.width, narrow={1: 9, 2: 9, 3: 7, 4: 9})
+    out = Table(title="energy per call (GPU board, back-to-back calls)", box=box.SIMPLE_HEAD, show_edge=False,
+                pad_edge=False, title_justify="left")  # fmt: skip
+    for i, header in enumerate(headers):
+        out.add_column(header, justify="left" if i == 0 else "right", overflow="fold", width=widths[i])
+    for row in rows:
+        out.add_row(*map(Text, row))
     return out
 
 

@@ -18,6 +18,7 @@ from rich.text import Text
 from bench.cli.common import (
     ChaptersOpt,
     DeviceOpt,
+    EnergyOpt,
     ExperimentOpt,
     NcuPresetOpt,
     NoTrackOpt,
@@ -27,6 +28,7 @@ from bench.cli.common import (
     TimeoutOpt,
     chapter_prefix,
     cli_layer,
+    energy_table,
     examples_for,
     line,
     table,
@@ -103,7 +105,7 @@ def run(
     timing_mode: TimingModeOpt = None, noise_target: NoiseOpt = None, config: ConfigOpt = None,
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
     chapters_dir: ChaptersOpt = None, keep_workdir: KeepOpt = None, gpus: GpusOpt = None, jobs: JobsOpt = None,
-    overlap: OverlapOpt = True, ray: RayOpt = None, shard: ShardOpt = None,
+    overlap: OverlapOpt = True, ray: RayOpt = None, shard: ShardOpt = None, energy: EnergyOpt = False,
 ) -> None:  # fmt: skip
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -112,7 +114,7 @@ def run(
         deterministic=True if reproducible else None,
         enable_profiling=True if profile is None and profile_mode is not None else profile,
         profile_mode=profile_mode, ncu_preset=ncu_preset, smoke=smoke, flush_l2=False if warm_cache else None,
-        timing_mode=timing_mode, noise_target=noise_target,
+        timing_mode=timing_mode, noise_target=noise_target, measure_energy=True if energy else None,
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
     if not no_track:
@@ -274,6 +276,9 @@ def _report(
     spooled = tracker.finish(summary_markdown(summary), summary, failed=False) if tracker is not None else None
     if suite.comparisons:
         console.print(table(suite))
+    energy = energy_table(suite)
+    if energy is not None:
+        console.print(energy)
     console.print(
         f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
         f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s",

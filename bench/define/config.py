@@ -90,6 +90,13 @@ class BenchmarkConfig(BaseModel):
     speedup_time: Literal["cold", "batch"] = "cold"
     # Also measure back-to-back calls (batch_time_*) after the cold samples.
     measure_batch: bool = True
+    # Also measure the GPU's energy per call after the batch: NVML's board energy counter while the calls run
+    # back to back for energy_seconds (bench/measure/energy.py; energy_per_call_mj, power_w, a pair's
+    # energy_ratio). Off by default: it adds energy_seconds to every GPU variant. One-GPU variants only.
+    measure_energy: bool = False
+    # The energy window's length: the counter steps every ~20-100 ms, and each step after the first 0.25 s gives
+    # a sample (at least 3 are needed).
+    energy_seconds: float = Field(2.0, ge=0.5, le=60.0)
     # Spread of one run's median between processes (relative standard deviation), added to the speedup's
     # bootstrap interval: samples of one process cannot show it. None: by clock (bench.measure.compare).
     run_noise: float | None = Field(None, ge=0, lt=1)
@@ -155,6 +162,7 @@ class BenchmarkConfig(BaseModel):
             "profiling": self.profiling_timeout_seconds,
             "check": self.setup_timeout_seconds,
             "batch": self.measurement_timeout_seconds,
+            "energy": self.measurement_timeout_seconds + 2 * self.energy_seconds,
             "recheck": self.setup_timeout_seconds,
             "teardown": self.setup_timeout_seconds,
         }

@@ -11,6 +11,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bench.define.timing import BatchTiming, EnergyUse, Timing
+
 Status = Literal["ok", "failed", "timeout", "skipped", "invalid"]
 StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
 PairStatus = Literal["ok", "mismatch", "unverified", "failed", "skipped"]
@@ -19,7 +21,7 @@ PairStatus = Literal["ok", "mismatch", "unverified", "failed", "skipped"]
 # measured; recheck: the set-up state restored and the inputs changed, bench.measure.guard); a profile child
 # ("profile"): startup, setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
 STAGES: tuple[str, ...] = (
-    "startup", "setup", "warmup", "measurement", "check", "batch", "recheck", "profiling", "teardown"
+    "startup", "setup", "warmup", "measurement", "check", "batch", "energy", "recheck", "profiling", "teardown"
 )  # fmt: skip
 
 
@@ -58,56 +60,6 @@ class ErrorInfo(BaseModel):
     message: str
     traceback: str | None = None
     exit_code: int | None = None  # negative: killed by that signal number
-
-
-class TimingStats(BaseModel):
-    """Derived from raw samples; see bench.measure.stats.summarize."""
-
-    n: int
-    mean_ms: float
-    median_ms: float
-    std_ms: float
-    min_ms: float
-    max_ms: float
-    iqr_ms: float
-    cv: float  # std / mean
-    percentiles_ms: dict[str, float]  # {"p50": ..., "p90": ...}
-
-
-class Timing(BaseModel):
-    mode: str  # the clock used: cpu, cuda_event, cuda_graph, triton, pytorch
-    requested_mode: str | None = None  # what the config asked for ("auto" included)
-    fallback: str | None = None  # why the requested mode could not be used
-    method: str  # one line on how samples were taken (clock, L2 flush, launch-gap hiding)
-    samples_ms: list[float]
-    stats: TimingStats
-    first_call_ms: float | None = None  # first warm-up call alone (compile/JIT/autotune included)
-    warmup_calls: int = 0
-    warmup_stable: bool | None = None  # warm-up reached a steady state (bench.measure.clocks.warm_up)
-    l2_flushed: bool = False
-    notes: list[str] = Field(default_factory=list)  # anything that weakens the number
-    stop_reason: str | None = None  # fixed_iterations, noise_target, max_time, or the timer's own
-    invalid: str | None = None  # why these samples cannot stand (work on an unjoined side stream)
-    noise: float | None = None  # relative standard error of the median reached
-    noise_target: float | None = None
-    target_met: bool | None = None  # None: no target (fixed iterations, external timers)
-    machine_before: dict[str, Any] = Field(default_factory=dict)  # NVML state (bench.measure.machine)
-    machine_after: dict[str, Any] = Field(default_factory=dict)
-    machine_flags: list[str] = Field(default_factory=list)  # throttled / shared GPU
-    # world_size > 1: every rank's own time of each sample (rank by rank); samples_ms holds the slowest rank's
-    rank_samples_ms: list[list[float]] | None = None
-
-
-class BatchTiming(BaseModel):
-    """Back-to-back calls (nvbench's batch GPU time): warm L2, per-call times."""
-
-    samples_ms: list[float]  # each: one batch's span / its calls
-    stats: TimingStats
-    calls: int  # calls per batch
-    method: str
-    stop_reason: str | None = None
-    noise: float | None = None
-    notes: list[str] = Field(default_factory=list)
 
 
 class Recheck(BaseModel):
@@ -215,6 +167,13 @@ class Generation(BaseModel):
     # What the pair's speedup uses: ttft, tpot, itl (medians; "_p90"/"_p99" for that percentile), throughput,
     # time (bench.measure.generation.SPEEDUP_METRICS)
     speedup_metric: str = "time"
+    # Both sides' energy per call measured (measure_energy): baseline / optimized, > 1 when the optimized side
+    # uses less, with its 95 % interval from both sides' per-segment samples (as the speedup's)
+    baseline_energy_mj: float | None = None  # each side's median energy per call
+    optimized_energy_mj: float | None = None
+    energy_ratio: float | None = None
+    energy_ratio_ci_low: float | None = None
+    energy_ratio_ci_high: float | None = None
     samples: int  # measured generations
     steps: int  # engine steps per generation (median)
     ttft_ms: dict[str, float]
@@ -268,6 +227,7 @@ class VariantResult(BaseModel):
     cuda_start_s: float | None = None
     timing: Timing | None = None
     batch: BatchTiming | None = None
+    energy: EnergyUse | None = None  # with measure_energy (bench.measure.energy)
     recheck: Recheck | None = None
     tampered: list[str] = Field(default_factory=list)  # clocks the benchmark replaced (bench.measure.guard)
     memory: Memory | None = None
@@ -342,6 +302,13 @@ class Comparison(BaseModel):
     # the metric it names: "ttft", "tpot" (medians, baseline / optimized), "throughput" (tokens/s, optimized
     # / baseline); bench.measure.generation.pair_speedup.
     speedup_metric: str = "time"
+    # Both sides' energy per call measured (measure_energy): baseline / optimized, > 1 when the optimized side
+    # uses less, with its 95 % interval from both sides' per-segment samples (as the speedup's)
+    baseline_energy_mj: float | None = None  # each side's median energy per call
+    optimized_energy_mj: float | None = None
+    energy_ratio: float | None = None
+    energy_ratio_ci_low: float | None = None
+    energy_ratio_ci_high: float | None = None
 
 
 class SuiteResult(BaseModel):

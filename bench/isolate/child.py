@@ -52,7 +52,7 @@ def _startup(job: dict[str, Any]) -> Any:
 
     from bench.define.protocol import import_file
     from bench.isolate import ranks, timed  # noqa: F401  (the timed stages' and the ranks' code, bound below)
-    from bench.measure import clocks, collective, generation_clock, gpu_clocks, guard  # noqa: F401
+    from bench.measure import clocks, collective, energy, generation_clock, gpu_clocks, guard  # noqa: F401
 
     guard.bind_harness()  # the clocks as they are before any benchmark code runs (INTEGRITY #12)
     return import_file(job["path"])

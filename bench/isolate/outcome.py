@@ -18,6 +18,7 @@ from bench.define.config import BenchmarkConfig
 from bench.define.result import (
     STAGES,
     BatchTiming,
+    EnergyUse,
     ErrorInfo,
     Generation,
     Memory,
@@ -63,6 +64,7 @@ class Watch:
         recheck, as far as the config runs them (or the child is past them)."""
         timed = ["measurement"]
         timed += ["batch"] if self.config.measure_batch else []
+        timed += ["energy"] if self.config.measure_energy else []
         timed += ["recheck"] if self.config.check_inputs else []
         return self.stage == "teardown" or all(name in self.records for name in timed)
 
@@ -188,6 +190,8 @@ def _timings(result: VariantResult, data: dict[str, Any], cfg: BenchmarkConfig) 
             **{k: v for k, v in b.items() if k in BatchTiming.model_fields and k != "stats"},
             stats=summarize(b["samples_ms"], cfg.percentiles),
         )
+    if "energy" in data:
+        result.energy = EnergyUse(**{k: v for k, v in data["energy"].items() if k in EnergyUse.model_fields})
     if "restore" in data or "fresh" in data:
         r, f = data.get("restore", {}), data.get("fresh", {})
         result.recheck = Recheck(
@@ -240,6 +244,8 @@ def _stage_records(watch: Watch, status: str, limit_s: float | None) -> list[Sta
     for name in STAGES:
         if name in skip.get(watch.mode, ("measurement", "check")):  # profile children time nothing
             continue
+        if name == "energy" and not watch.config.measure_energy and name not in watch.records:
+            continue  # a stage of its own only when asked for
         if name in watch.records:
             records.append(watch.records[name])
         elif name == watch.failed_stage:

@@ -1,5 +1,5 @@
-"""The timed stages of a variant's child, after its set-up: warmup → measurement → check → batch → recheck →
-teardown.
+"""The timed stages of a variant's child, after its set-up: warmup → measurement → check → batch → energy →
+recheck → teardown.
 
 The clock (``bench.measure.clocks``, or the generation clock) does the timing; this module runs the stages
 around it in the order that keeps each number honest: the benchmark's memory peak before the harness's own
@@ -77,12 +77,17 @@ def run_timed(v: SetUp) -> None:
     memory = _memory(device, v.setup_peak, overhead) if config.enable_memory_tracking else None
     with Stage("check"):
         timed_sample, mutated = _check(v, poisoned, memory)
+    batch = None
     if config.measure_batch:
         with Stage("batch"):
             batch = clock.measure_batch(fn, statistics.median(m.samples_ms))
             if batch is not None:
                 send("batch", **{k: val for k, val in vars(batch).items()}, invalid=clock.invalid)
         check_timers("batch")
+    if config.measure_energy:
+        with Stage("energy"):
+            send("energy", **_energy(v, clock, fn, statistics.median(batch.samples_ms) if batch else None))
+        check_timers("energy")
     if config.check_inputs:
         with Stage("recheck"):
             inputs = v.inputs
@@ -147,6 +152,24 @@ def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, A
         machine_before=before, machine_after=after, machine_flags=machine_flags,
         rank_samples_ms=getattr(clock, "rank_samples_ms", None),
     )  # fmt: skip
+
+
+def _energy(v: SetUp, clock: Any, fn: Any, batch_ms: float | None) -> dict[str, Any]:
+    """The energy stage: the board's energy per call over a window of the batch's unit run back to back (eager
+    calls where there is none), or why it cannot be measured here."""
+    from bench.measure.energy import EnergyCounter, Unavailable, measure_energy
+    from bench.measure.machine import gpu_uuid
+
+    if v.device.type != "cuda":
+        return {"unavailable": "energy is read from a GPU's energy counter (NVML); this variant ran on the CPU"}
+    if v.config.world_size > 1:
+        return {"unavailable": f"energy is measured for one-GPU variants; this one ran on {v.config.world_size} ranks"}
+    work, calls, how = getattr(clock, "batch_unit", None) or (fn, 1, "eager calls")
+    try:
+        counter = EnergyCounter(v.device.index or 0, gpu_uuid(v.device))
+        return vars(measure_energy(work, calls, how, counter, v.config.energy_seconds, batch_ms))
+    except Unavailable as exc:
+        return {"unavailable": str(exc)}
 
 
 def _check(v: SetUp, poisoned: bool, memory: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:

@@ -66,6 +66,7 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
     significance = None
     if low is not None and high is not None:
         significance = "faster" if low > 1.0 else "slower" if high < 1.0 else "no significant difference"
+    energy = _energy_ratio(baseline, optimized) if same_hardware else (None, None, None)
     return Comparison(
         **common,
         speedup=speedup,
@@ -75,7 +76,24 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         speedup_metric=metric,
         status=_PAIR_STATUS[verification.outcome],
         verification=verification,
+        baseline_energy_mj=baseline.energy.median_mj if baseline.energy else None,
+        optimized_energy_mj=optimized.energy.median_mj if optimized.energy else None,
+        energy_ratio=energy[0],
+        energy_ratio_ci_low=energy[1],
+        energy_ratio_ci_high=energy[2],
     )
+
+
+def _energy_ratio(baseline: VariantResult, optimized: VariantResult) -> tuple[float | None, ...]:
+    """(baseline / optimized energy per call, its 95 % interval) when both sides measured it: the speedup's
+    bootstrap over each side's per-segment samples, widened by the run-to-run spread of a GPU median."""
+    b = baseline.energy.samples_mj if baseline.energy else []
+    o = optimized.energy.samples_mj if optimized.energy else []
+    if not b or not o:
+        return None, None, None
+    ratio = _median(b) / _median(o)  # type: ignore[operator]
+    interval = speedup_interval(b, o, RUN_NOISE["gpu"])
+    return (ratio, *interval) if interval is not None else (ratio, None, None)
 
 
 def _speedup(

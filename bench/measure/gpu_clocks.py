@@ -127,6 +127,7 @@ class CudaEventClock:
         self._flush_only: Fn | None = None  # replay of a graph [flush]
         self._flush_spans: list[float] = []  # its spans so far
         self.eager_ms: float | None = None  # median eager cold call at the end of warm-up
+        self.batch_unit: tuple[Fn, int, str] | None = None  # the batch's unit: (work, its calls, how)
 
     @property
     def method(self) -> str:
@@ -319,6 +320,7 @@ class CudaEventClock:
                 f"batch not captured in a CUDA graph ({type(exc).__name__}: {str(exc)[:200]}); eager calls, so "
                 "it includes the device's per-launch cost"
             )
+        self.batch_unit = (work, calls, how)  # what the energy window runs back to back (bench.measure.energy)
         self._span(work, flush=False)  # grows the spin to cover enqueueing the batch
         self._reset_counts()
         m = sample_until(lambda: self._span(work, flush=False) / calls, None, rule)

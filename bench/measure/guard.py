@@ -52,6 +52,7 @@ class _Bound:
             "os.write": (lambda: os.write, self.write),
         }
         self.torch: ModuleType | None = None
+        self.nvml_energy: Callable[..., Any] | None = None  # NVML's energy counter (bench.measure.energy)
         # Streams benchmark code made current while this is a set (``streams_made_current``), as
         # (stream_id, device_index, device_type); None: not recording.
         self.made_current: set[tuple[int, int, int]] | None = None
@@ -105,6 +106,19 @@ class _Bound:
             ("torch.cuda.current_stream", lambda: torch.cuda.current_stream, self.current_stream),
         ):
             self._names[name] = (get, value)
+
+    def bind_nvml(self) -> None:
+        """Bind NVML's energy counter read (nvidia-ml-py), where it is installed."""
+        try:
+            import pynvml
+        except ImportError:
+            return
+        read = getattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", None)
+        if read is not None:
+            self.nvml_energy = read
+            self._names["pynvml.nvmlDeviceGetTotalEnergyConsumption"] = (
+                lambda: getattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", None), read
+            )
 
     def bind_module(self, module: ModuleType) -> None:
         """Bind every function and class method defined in ``module`` (the harness's measuring code)."""
@@ -161,10 +175,12 @@ BOUND = _Bound()
 def bind_harness() -> None:
     """Bind torch's timing functions and the measuring modules' own functions (child start-up)."""
     BOUND.bind_torch()
+    BOUND.bind_nvml()
     measuring = ("bench.measure.clocks", "bench.measure.gpu_clocks", "bench.measure.stopping", "bench.measure.guard",
                  "bench.measure.generation", "bench.measure.generation_clock", "bench.measure.collective",
-                 "bench.isolate.child", "bench.isolate.channel", "bench.isolate.timed", "bench.isolate.recheck",
-                 "bench.isolate.ranks", "bench.define.context", "bench.define.protocol")  # fmt: skip
+                 "bench.measure.energy", "bench.isolate.child", "bench.isolate.channel", "bench.isolate.timed",
+                 "bench.isolate.recheck", "bench.isolate.ranks", "bench.define.context",
+                 "bench.define.protocol")  # fmt: skip
     for name in measuring:
         module = sys.modules.get(name)
         if module is not None:

@@ -77,6 +77,21 @@ def nvml_ready() -> bool:
     return True
 
 
+def nvml_handle(index: int, uuid: str | None) -> Any:
+    """NVML's handle of the GPU CUDA calls ``cuda:index`` (see ``_handle``), or why there is none (a str)."""
+    try:
+        pynvml = _nvml()
+    except ImportError:
+        return "nvidia-ml-py not installed"
+    except Exception as exc:  # no driver / container without NVML
+        return f"NVML unavailable: {exc}"
+    try:
+        found = _handle(pynvml, index, uuid)
+    except Exception as exc:
+        return f"NVML unavailable: {exc}"
+    return found if isinstance(found, str) else found[0]
+
+
 def snapshot(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
     """NVML readings of the GPU CUDA calls ``cuda:index`` (found by ``uuid`` when given, see ``_handle``);
     ``{"nvml": reason}`` when they cannot be read."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from bench.define.result import TimingStats
+from bench.define.timing import TimingStats
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (25.0, 50.0, 75.0, 90.0, 95.0, 99.0)
 BOOTSTRAP = 2000  # resamples behind a speedup's interval

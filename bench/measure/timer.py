@@ -15,7 +15,7 @@ from bench.measure.stopping import rule_for
 
 if TYPE_CHECKING:
     from bench.define.config import BenchmarkConfig
-    from bench.define.result import TimingStats
+    from bench.define.timing import TimingStats
 
 
 # The floor of warm-up by clock, when the config leaves it unset: on the H100 host a fresh process ran a

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from bench.define.result import Comparison, Recheck, Timing, VariantResult
+from bench.define.result import Comparison, EnergyUse, Recheck, Timing, VariantResult
 from bench.measure.ceilings import binding_ceiling, hardware_key, peak_metrics
 
 # Statuses that mean the variant did not produce a trustworthy number (``skipped`` is deliberate).
@@ -82,6 +82,8 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
         for label in ("p90", "p99"):
             if label in bt.percentiles_ms:
                 out[f"batch_time_{label}_ms"] = bt.percentiles_ms[label]
+    if result.energy is not None:
+        out.update(energy_metrics(result))
     if result.recheck is not None and result.recheck.restored_ms is not None:
         out["recheck_restored_ms"] = result.recheck.restored_ms
     if result.memory is not None:
@@ -102,6 +104,25 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
     # How the child got going: its CUDA context, its start ahead (bench.isolate.workers).
     out.update(cuda_start_s=result.cuda_start_s, ahead_s=result.ahead_s, gate_late_s=result.gate_late_s)
     return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def energy_metrics(result: VariantResult) -> dict[str, float | None]:
+    """The board's energy per call (median of the window's segments), its power, the window's time per call,
+    and the energy per declared unit of work (pJ per FLOP, per byte); nothing when none was measured."""
+    e = result.energy
+    mj = e.median_mj if e is not None else None
+    if e is None or mj is None:
+        return {}
+    out: dict[str, float | None] = {
+        "energy_per_call_mj": mj, "energy_power_w": statistics.median(e.power_w), "energy_call_ms": e.per_call_ms,
+        "energy_window_s": e.window_s, "energy_segments": float(len(e.samples_mj)), "energy_step_ms": e.step_ms,
+    }  # fmt: skip
+    work = result.work
+    if work is not None and work.flops:
+        out["energy_pj_per_flop"] = mj * 1e9 / work.flops
+    if work is not None and work.bytes:
+        out["energy_pj_per_byte"] = mj * 1e9 / work.bytes
+    return out
 
 
 def _timing_metrics(t: Timing) -> dict[str, float | None]:
@@ -254,6 +275,7 @@ def variant_tags(result: VariantResult) -> dict[str, str]:
         "perflab.skip_reason": clip(result.skip_reason) if result.skip_reason else None,
         "perflab.arrival": result.generation.arrival if result.generation else None,  # token generation
         "perflab.batch": clip(result.batch.method) if result.batch is not None else None,
+        "perflab.energy": clip(energy_text(result.energy)) if result.energy is not None else None,
         "perflab.tampered": clip(", ".join(result.tampered)) if result.tampered else None,
         "perflab.recheck": clip(recheck_summary(result.recheck)) if result.recheck is not None else None,
     }
@@ -280,6 +302,13 @@ def _timing_tags(t: Timing) -> dict[str, str | None]:
         "perflab.drift": clip(drift) if drift else None,
         "perflab.machine_flags": clip("; ".join(t.machine_flags)) if t.machine_flags else None,
     }
+
+
+def energy_text(e: EnergyUse) -> str:
+    """How the energy was measured and what weakens it, or why it was not."""
+    if e.unavailable:
+        return f"not measured: {e.unavailable}"
+    return "; ".join([e.method or "measured", *e.notes])
 
 
 def recheck_summary(r: Recheck) -> str:
@@ -314,7 +343,8 @@ def comparison_tags(comparison: Comparison, baseline_run_id: str | None) -> dict
 
 
 def comparison_metrics(comparison: Comparison) -> dict[str, float]:
-    """``speedup``, its interval and ``max_rel_error``: those that are finite numbers."""
-    values = {k: getattr(comparison, k) for k in ("speedup", "speedup_ci_low", "speedup_ci_high")}
+    """``speedup``, its interval, ``energy_ratio`` and its interval, ``max_rel_error``: those that are finite."""
+    ratios = ("speedup", "energy_ratio")
+    values = {f"{r}{end}": getattr(comparison, f"{r}{end}") for r in ratios for end in ("", "_ci_low", "_ci_high")}
     values["max_rel_error"] = comparison.verification.max_rel_error
     return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}

@@ -6,7 +6,9 @@ import math
 from typing import Any
 
 from bench.define.result import SuiteResult
-from bench.record.units import RATE_UNITS, column
+from bench.record.units import ENERGY_UNITS, RATE_UNITS, column
+
+_ENERGY = ("baseline_energy_mj", "optimized_energy_mj", "energy_ratio", "energy_ratio_ci_low", "energy_ratio_ci_high")
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -36,6 +38,7 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
                 "verified": c.verification.verified,
                 "verification": c.verification.detail,
                 "max_rel_error": c.verification.max_rel_error,
+                **{k: getattr(c, k) for k in _ENERGY},
                 "device": opt.device,
                 **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
             }
@@ -97,6 +100,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             f"{t.text(p['optimized_median_ms'])} | {speedup_text(p, verdict=False)} | {p['verdict']} | "
             f"{rate.text(p.get('optimized_achieved_gbps'))} |"
         )
+    lines += _energy_section(pairs)
     failures = [v for v in summary["variants"] if v["status"] != "ok"]
     if failures:
         lines += ["", "## Variants not ok", "", "| variant | status | stage | error |", "|---|---|---|---|"]
@@ -110,6 +114,25 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     if summary["unpaired_baselines"]:
         lines += ["", "Baselines without an optimized partner: " + ", ".join(summary["unpaired_baselines"])]
     return "\n".join(lines) + "\n"
+
+
+def _energy_section(pairs: list[dict[str, Any]]) -> list[str]:
+    """The pairs with both sides' energy per call (``measure_energy``): each side's and their ratio."""
+    measured = [p for p in pairs if p.get("energy_ratio") is not None]
+    if not measured:
+        return []
+    e = column((x for p in measured for x in (p["baseline_energy_mj"], p["optimized_energy_mj"])), ENERGY_UNITS)
+    lines = ["", "## Energy per call (GPU board, back-to-back calls)", "",
+             f"| example | variant | baseline {e.name} | optimized {e.name} | less energy (95 % interval) |",
+             "|---|---|---:|---:|---:|"]  # fmt: skip
+    for p in measured:
+        low, high = p.get("energy_ratio_ci_low"), p.get("energy_ratio_ci_high")
+        interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+        lines.append(
+            f"| {p['chapter']}:{p['example']} | {p['variant']} | {e.text(p['baseline_energy_mj'])} | "
+            f"{e.text(p['optimized_energy_mj'])} | {p['energy_ratio']:.2f}×{interval} |"
+        )
+    return lines
 
 
 def counts_text(summary: dict[str, Any]) -> str:

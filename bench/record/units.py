@@ -12,11 +12,12 @@ import math
 import statistics
 from collections.abc import Iterable
 
-__all__ = ["RATE_UNITS", "TIME_UNITS", "Column", "column", "sig", "time_text"]
+__all__ = ["ENERGY_UNITS", "RATE_UNITS", "TIME_UNITS", "Column", "column", "sig", "time_text"]
 
 # (name, size of one unit in the column's stored unit), largest first
 TIME_UNITS: tuple[tuple[str, float], ...] = (("s", 1e3), ("ms", 1.0), ("µs", 1e-3), ("ns", 1e-6))  # of ms
 RATE_UNITS: tuple[tuple[str, float], ...] = (("TB/s", 1e3), ("GB/s", 1.0), ("MB/s", 1e-3), ("kB/s", 1e-6))  # of GB/s
+ENERGY_UNITS: tuple[tuple[str, float], ...] = (("J", 1e3), ("mJ", 1.0), ("µJ", 1e-3), ("nJ", 1e-6))  # of mJ
 MISSING = "—"
 
 

@@ -243,7 +243,8 @@ def test_protocol_declaration_and_requests_checked() -> None:
 
 
 def _result(variant: str, gen: dict[str, Any] | None, median: float = 10.0) -> VariantResult:
-    from bench.define.result import Timing, TimingStats
+    from bench.define.result import Timing
+    from bench.define.timing import TimingStats
 
     stats = TimingStats(
         n=3, mean_ms=median, median_ms=median, std_ms=0, min_ms=median, max_ms=median, iqr_ms=0, cv=0,
