@@ -86,7 +86,8 @@ def run_timed(v: SetUp) -> None:
         check_timers("batch")
     if config.measure_energy:
         with Stage("energy"):
-            send("energy", **_energy(v, clock, fn, statistics.median(batch.samples_ms) if batch else None))
+            batch_ms = statistics.median(batch.samples_ms) if batch else None
+            send("energy", **_energy(v, clock, fn, batch_ms, statistics.median(m.samples_ms)))
         check_timers("energy")
     if config.check_inputs:
         with Stage("recheck"):
@@ -154,7 +155,7 @@ def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, A
     )  # fmt: skip
 
 
-def _energy(v: SetUp, clock: Any, fn: Any, batch_ms: float | None) -> dict[str, Any]:
+def _energy(v: SetUp, clock: Any, fn: Any, batch_ms: float | None, call_ms: float) -> dict[str, Any]:
     """The energy stage: the board's energy per call over a window of the batch's unit run back to back (eager
     calls where there is none), or why it cannot be measured here."""
     from bench.measure.energy import EnergyCounter, Unavailable, measure_energy
@@ -167,7 +168,7 @@ def _energy(v: SetUp, clock: Any, fn: Any, batch_ms: float | None) -> dict[str, 
     work, calls, how = getattr(clock, "batch_unit", None) or (fn, 1, "eager calls")
     try:
         counter = EnergyCounter(v.device.index or 0, gpu_uuid(v.device))
-        return vars(measure_energy(work, calls, how, counter, v.config.energy_seconds, batch_ms))
+        return vars(measure_energy(work, calls, how, counter, v.config.energy_seconds, batch_ms, call_ms))
     except Unavailable as exc:
         return {"unavailable": str(exc)}
 

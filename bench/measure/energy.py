@@ -7,9 +7,11 @@ of attention"): a window of a few steps around a short burst of work reads whate
 and counter readings taken at arbitrary times are off by up to a step's worth of energy at each end. So:
 
 * the calls run **back to back** for ``seconds`` (the batch measurement's unit: a CUDA-graph replay of
-  back-to-back calls, eager calls where capture is impossible), a few units queued ahead so the GPU never idles;
-  the power is then steady on every time scale the sensor sees, and sampling part of the time reads it right;
-* the counter is polled throughout, and only its **steps** are used: the power of a segment is the energy
+  back-to-back calls, eager calls where capture is impossible), ~20 ms of units queued ahead so the GPU never
+  idles; the power is then steady on every time scale the sensor sees, and sampling part of the time reads it
+  right. (A call that waits for the device itself, a synchronize inside it, runs as it would in a loop.)
+* the counter is polled throughout, in a thread of its own (an NVML read between launches left the queue empty:
+  H200 windows 10-70 % idle), and only its **steps** are used: the power of a segment is the energy
   between two steps over the host time between them (both ends at a step, so no partial period enters);
   segments begin after ``RAMP_S`` (clocks and power settling) and span at least ``SEGMENT_S``;
 * the **time per call** is the window's own (CUDA events around all of its calls ÷ their count): a long window
@@ -25,7 +27,9 @@ One GPU per variant; a variant of several ranks is not measured (the note says s
 from __future__ import annotations
 
 import collections
+import math
 import statistics
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,10 +39,15 @@ from bench.measure.guard import BOUND
 # Power settles within ~0.1 s of a steady load (clocks boost, then the power controller holds); segments start
 # after this much of the window.
 RAMP_S = 0.25
-# A segment spans at least this long (several counter steps when the driver updates faster).
-SEGMENT_S = 0.1
-# Units of work queued ahead of the GPU while the host polls the counter.
-QUEUE_DEPTH = 3
+# A segment spans at least this long: one step of a counter that steps every 100 ms (the H200's, measured), several
+# of one that steps faster.
+SEGMENT_S = 0.08
+# Work queued ahead of the GPU (in units, at most MAX_DEPTH): the feeder can be late by this much without the GPU
+# going idle. A host loop that read NVML between launches left H200 windows 10-70 % idle (gaps in the queue).
+QUEUE_MS = 20.0
+MAX_DEPTH = 512
+# The counter is read every this many seconds (plus the read itself): a step's time is known within it.
+POLL_S = 0.0005
 # At least this many segments, or the counter moved too rarely to say anything.
 MIN_SEGMENTS = 3
 # The window's time per call against the batch median: beyond this the clock moved (power cap, throttling).
@@ -100,44 +109,74 @@ def segments(ticks: list[tuple[float, int]], start: float, min_s: float = SEGMEN
     return out
 
 
-def _run_window(work: Callable[[], Any], read: Callable[[], int], seconds: float) -> tuple[int, float, list]:
-    """Queue ``work`` back to back for ``seconds`` while polling ``read``; (units run, device ms, counter steps)."""
+class _Poller:
+    """Reads the counter in a thread of its own, noting each step as (seconds since ``t0``, mJ): the calls' feeder
+    never waits on NVML, and NVML never waits on the feeder (both release the GIL in their C calls)."""
+
+    def __init__(self, read: Callable[[], int], t0: float) -> None:
+        self.read, self.t0 = read, t0
+        self.ticks: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="perflab-energy", daemon=True)
+
+    def _poll(self) -> None:
+        last = self.read()
+        while not self._stop.is_set():
+            now, value = BOUND.perf_counter(), self.read()
+            if value != last:
+                self.ticks.append((now - self.t0, value))
+                last = value
+            self._stop.wait(POLL_S)
+
+    def __enter__(self) -> _Poller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _run_window(
+    work: Callable[[], Any], read: Callable[[], int], seconds: float, unit_ms: float, poller: Callable[..., Any]
+) -> tuple[int, float, list[tuple[float, int]]]:
+    """Queue ``work`` (a unit of ~``unit_ms``) back to back for ``seconds``, ~QUEUE_MS of units ahead of the GPU,
+    while a thread notes the counter's steps; (units run, device ms from the first unit's start to the last's end,
+    counter steps)."""
+    depth = min(MAX_DEPTH, max(2, math.ceil(QUEUE_MS / max(unit_ms, 1e-3))))
     start, end = BOUND.Event(enable_timing=True), BOUND.Event(enable_timing=True)
     pending: collections.deque[Any] = collections.deque()
-    ticks: list[tuple[float, int]] = []
     units = 0
-    last = read()
-    BOUND.record(start)
     t0 = BOUND.perf_counter()
-    while True:
-        while len(pending) < QUEUE_DEPTH:
-            work()
-            units += 1
-            done = BOUND.Event()
-            BOUND.record(done)
-            pending.append(done)
-        if BOUND.query(pending[0]):
-            pending.popleft()
-        now, value = BOUND.perf_counter(), read()
-        if value != last:
-            ticks.append((now - t0, value))
-            last = value
-        if now - t0 >= seconds:
-            break
-    BOUND.record(end)
-    BOUND.event_synchronize(end)
-    return units, float(BOUND.elapsed_time(start, end)), ticks
+    with poller(read, t0) as steps:
+        BOUND.record(start)
+        while True:
+            while len(pending) < depth:
+                work()
+                units += 1
+                done = BOUND.Event()
+                BOUND.record(done)
+                pending.append(done)
+            if BOUND.perf_counter() - t0 >= seconds:
+                break
+            BOUND.event_synchronize(pending.popleft())  # the GPU still has depth - 1 units queued
+        BOUND.record(end)
+        BOUND.event_synchronize(end)
+    return units, float(BOUND.elapsed_time(start, end)), steps.ticks
 
 
 def measure_energy(
     work: Callable[[], Any], calls_per_unit: int, how: str, counter: Any, seconds: float,
-    batch_ms: float | None = None,
+    batch_ms: float | None = None, call_ms: float | None = None, poller: Callable[..., Any] | None = None,
 ) -> Energy:  # fmt: skip
     """Energy per call of ``work`` (one unit: ``calls_per_unit`` back-to-back calls, described by ``how``) over
     ``seconds`` of units queued back to back; ``batch_ms``, the batch measurement's median per call, for the note
-    when the window ran at another speed. Raises ``Unavailable`` when the counter stepped too rarely."""
+    when the window ran at another speed (else ``call_ms``, any per-call time, sizes the queue). Raises
+    ``Unavailable`` when the counter stepped too rarely. ``poller``: what notes the counter's steps (``_Poller``: a
+    thread)."""
     BOUND.synchronize(None)
-    units, device_ms, ticks = _run_window(work, counter.read, seconds)
+    unit_ms = (batch_ms or call_ms or 1.0) * calls_per_unit
+    units, device_ms, ticks = _run_window(work, counter.read, seconds, unit_ms, poller or _Poller)
     calls = units * calls_per_unit
     per_call_ms = device_ms / calls
     parts = segments(ticks, RAMP_S)

@@ -116,11 +116,17 @@ def main() -> None:
     counter = EnergyCounter(0, str(getattr(props, "uuid", "")) or None)
     pynvml.nvmlInit()
     handle = counter._handle
+    reads = []
+    for _ in range(200):
+        t = time.perf_counter()
+        counter.read()
+        reads.append(1e6 * (time.perf_counter() - t))
     idle_w, idle_gaps = _steps(counter.read, 1.0)
     print(f"# Energy counter on {props.name}\n")
     step = statistics.median(idle_gaps)
     print(f"Idle: {idle_w:.1f} W over the counter's steps in 1 s; step period median {step:.1f} ms "
-          f"(min {min(idle_gaps):.1f}, max {max(idle_gaps):.1f}, {len(idle_gaps)} steps)\n")  # fmt: skip
+          f"(min {min(idle_gaps):.1f}, max {max(idle_gaps):.1f}, {len(idle_gaps)} steps); one read of the counter "
+          f"{statistics.median(reads):.0f} µs (median of 200, max {max(reads):.0f})\n")  # fmt: skip
     print("| workload | method | window | mJ per call (median) | spread (min–max) | W | ms per call |")
     print("|---|---|---|---:|---|---:|---:|")
     for name, (fn, calls) in _workloads(torch).items():

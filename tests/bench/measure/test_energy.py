@@ -89,6 +89,27 @@ class FakeGPU:
         self.host_ms = max(self.host_ms, self.busy_until)
 
 
+    def poller(self, read: Any, t0: float) -> FakePoller:
+        return FakePoller(self, t0)
+
+
+class FakePoller:
+    """An ideal poller of the fake's counter: every step between the window's start and its end, at its time."""
+
+    def __init__(self, dev: FakeGPU, t0: float) -> None:
+        self.dev, self.t0_ms, self.ticks = dev, t0 * 1e3, []
+
+    def __enter__(self) -> FakePoller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        dev, step = self.dev, self.dev.step_ms
+        at = (self.t0_ms // step + 1) * step
+        while at <= dev.host_ms:
+            self.ticks.append(((at - self.t0_ms) / 1e3, int(dev.energy_mj(at))))
+            at += step
+
+
 class Counter:
     def __init__(self, gpu: FakeGPU) -> None:
         self.read = gpu.counter
@@ -107,18 +128,33 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def test_energy_per_call_is_the_power_times_the_windows_time_per_call(fake: Any) -> None:
     dev = fake(unit_ms=4.0, watts=500.0)  # 4 ms units of 8 calls: 0.5 ms a call at 500 W = 250 mJ
-    e = measure_energy(dev.work, 8, "a graph of 8 calls", Counter(dev), seconds=1.5, batch_ms=0.5)
+    e = measure_energy(dev.work, 8, "a graph of 8 calls", Counter(dev), seconds=1.5, batch_ms=0.5, poller=dev.poller)
     assert e.per_call_ms == pytest.approx(0.5, rel=1e-3)
     assert e.power_w == [pytest.approx(500.0, rel=0.01)] * len(e.power_w)  # the GPU never idled in a segment
     assert len(e.samples_mj) >= 10 and all(s == pytest.approx(250.0, rel=0.01) for s in e.samples_mj)
     assert e.step_ms == pytest.approx(50.0, rel=0.05)
     assert e.calls == 8 * len(dev.busy) and e.notes == []
     assert "NVML board energy counter" in e.method and "a graph of 8 calls" in e.method
+    gaps = [b[0] - a[1] for a, b in zip(dev.busy, dev.busy[1:], strict=False)]
+    assert max(gaps) == 0.0  # the feeder kept units queued: the device never waited for the host
+
+
+def test_the_poller_notes_each_counter_step_at_its_time() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    read = lambda: int((time.perf_counter() - t0) / 0.02)  # noqa: E731  (a counter that steps every 20 ms)
+    with energy._Poller(read, t0) as poller:
+        time.sleep(0.3)
+    times = [t for t, _ in poller.ticks]
+    assert [v for _, v in poller.ticks] == list(range(1, len(times) + 1))  # every step, once, in order
+    assert len(times) >= 10
+    assert all(abs(t - 0.02 * v) < 0.01 for t, v in poller.ticks)  # each noted within 10 ms of when it happened
 
 
 def test_a_window_at_another_speed_than_the_batch_is_noted(fake: Any) -> None:
     dev = fake(unit_ms=4.0, watts=700.0)
-    e = measure_energy(dev.work, 4, "graph", Counter(dev), seconds=1.0, batch_ms=0.8)  # 1.0 ms a call here
+    e = measure_energy(dev.work, 4, "graph", Counter(dev), 1.0, batch_ms=0.8, poller=dev.poller)  # 1.0 ms a call
     assert e.per_call_ms == pytest.approx(1.0, rel=1e-3)
     assert e.samples_mj[0] == pytest.approx(700.0, rel=0.01)  # the window's own time per call, not the batch's
     assert len(e.notes) == 1 and "another speed" in e.notes[0]
@@ -127,7 +163,7 @@ def test_a_window_at_another_speed_than_the_batch_is_noted(fake: Any) -> None:
 def test_a_counter_that_steps_too_rarely_is_refused(fake: Any) -> None:
     dev = fake(unit_ms=4.0, watts=500.0, step_ms=400.0)
     with pytest.raises(Unavailable, match=r"stepped 2 times in 1 s, 1 segments .*raise energy_seconds"):
-        measure_energy(dev.work, 1, "eager calls", Counter(dev), seconds=1.0)
+        measure_energy(dev.work, 1, "eager calls", Counter(dev), seconds=1.0, poller=dev.poller)
 
 
 def _result(key: str, samples: list[float] | None, unavailable: str | None = None) -> VariantResult:
