@@ -167,13 +167,6 @@ class Generation(BaseModel):
     # What the pair's speedup uses: ttft, tpot, itl (medians; "_p90"/"_p99" for that percentile), throughput,
     # time (bench.measure.generation.SPEEDUP_METRICS)
     speedup_metric: str = "time"
-    # Both sides' energy per call measured (measure_energy): baseline / optimized, > 1 when the optimized side
-    # uses less, with its 95 % interval from both sides' per-segment samples (as the speedup's)
-    baseline_energy_mj: float | None = None  # each side's median energy per call
-    optimized_energy_mj: float | None = None
-    energy_ratio: float | None = None
-    energy_ratio_ci_low: float | None = None
-    energy_ratio_ci_high: float | None = None
     samples: int  # measured generations
     steps: int  # engine steps per generation (median)
     ttft_ms: dict[str, float]
