@@ -108,7 +108,8 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
 
 def energy_metrics(result: VariantResult) -> dict[str, float | None]:
     """The board's energy per call (median of the window's segments), its power, the window's time per call,
-    and the energy per declared unit of work (pJ per FLOP, per byte); nothing when none was measured."""
+    and the energy per declared unit of work (pJ per FLOP, per byte) and per generated token; nothing when none was
+    measured."""
     e = result.energy
     mj = e.median_mj if e is not None else None
     if e is None or mj is None:
@@ -122,6 +123,8 @@ def energy_metrics(result: VariantResult) -> dict[str, float | None]:
         out["energy_pj_per_flop"] = mj * 1e9 / work.flops
     if work is not None and work.bytes:
         out["energy_pj_per_byte"] = mj * 1e9 / work.bytes
+    if result.generation is not None and result.generation.tokens:  # a call is one generation of this many tokens
+        out["energy_per_token_mj"] = mj / result.generation.tokens
     return out
 
 

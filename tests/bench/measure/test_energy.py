@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from bench.define.discovery import VariantSpec
-from bench.define.result import VariantResult
+from bench.define.result import Generation, VariantResult
 from bench.define.timing import EnergyUse
 from bench.isolate.runner import run_variant
 from bench.measure import energy
@@ -189,6 +189,11 @@ def test_the_run_carries_energy_metrics_or_why_there_are_none() -> None:
     assert metrics["energy_power_w"] == 400.0 and metrics["energy_segments"] == 3.0
     assert metrics["energy_pj_per_flop"] == pytest.approx(0.5e9 / 2e9)  # 0.25 pJ per FLOP
     assert metrics["energy_pj_per_byte"] == pytest.approx(0.5e9 / 1e6)
+    tokens = _result("ch15:decode:optimized", [3.0, 3.2, 2.8])
+    tokens.generation = Generation(requests=4, tokens=100, arrival="all at once", samples=3, steps=25,
+                                   ttft_ms={"median": 1.0}, step_ms={"median": 1.0}, tokens_per_s=1e4,
+                                   requests_per_s=400.0)  # fmt: skip
+    assert energy_metrics(tokens)["energy_per_token_mj"] == pytest.approx(0.03)
     none = _result("ch01:a:baseline", None, "this variant ran on the CPU")
     assert energy_metrics(none) == {}
     assert variant_tags(none)["perflab.energy"] == "not measured: this variant ran on the CPU"
