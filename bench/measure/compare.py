@@ -24,6 +24,8 @@ _PAIR_STATUS: dict[str, PairStatus] = {"match": "ok", "mismatch": "mismatch", "i
 # The spread of one run's median between processes (relative standard deviation) when the config leaves
 # run_noise unset: samples of one process cannot show it (memory placement, clocks, the host's state).
 RUN_NOISE = {"gpu": 0.005, "host": 0.02}
+# The same for energy per call: the board's power follows its temperature (leakage) and the power controller.
+ENERGY_RUN_NOISE = 0.02
 
 
 def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier | None = None) -> Comparison:
@@ -86,13 +88,13 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
 
 def _energy_ratio(baseline: VariantResult, optimized: VariantResult) -> tuple[float | None, ...]:
     """(baseline / optimized energy per call, its 95 % interval) when both sides measured it: the speedup's
-    bootstrap over each side's per-segment samples, widened by the run-to-run spread of a GPU median."""
+    bootstrap over each side's per-segment samples, widened by the run-to-run spread of an energy median."""
     b = baseline.energy.samples_mj if baseline.energy else []
     o = optimized.energy.samples_mj if optimized.energy else []
     if not b or not o:
         return None, None, None
     ratio = _median(b) / _median(o)  # type: ignore[operator]
-    interval = speedup_interval(b, o, RUN_NOISE["gpu"])
+    interval = speedup_interval(b, o, ENERGY_RUN_NOISE)
     return (ratio, *interval) if interval is not None else (ratio, None, None)
 
 

@@ -122,9 +122,9 @@ class _Poller:
     def _poll(self) -> None:
         last = self.read()
         while not self._stop.is_set():
-            now, value = BOUND.perf_counter(), self.read()
-            if value != last:
-                self.ticks.append((now - self.t0, value))
+            before, value = BOUND.perf_counter(), self.read()
+            if value != last:  # the value was taken somewhere inside the read (3 ms on the H200: 3.2 median, 17 max)
+                self.ticks.append(((before + BOUND.perf_counter()) / 2 - self.t0, value))
                 last = value
             self._stop.wait(POLL_S)
 

@@ -12,8 +12,9 @@ import yaml
 from typer.testing import CliRunner
 
 from analysis.expectations import check, update
+from bench.record.tracking import Tracker
 from perflab import cli
-from tests.analysis.synthetic import Store, draw, log_suite, result
+from tests.analysis.synthetic import Store, draw, log_suite, pair, result
 
 EXPECTED = {  # written by hand for the test, as a reviewer would commit them
     "hardware": "NVIDIA H100 80GB HBM3",
@@ -59,6 +60,7 @@ def test_check_gives_each_status(suite: dict[str, Any], root: Path, store: Store
     }  # fmt: skip
     assert by["slow"].expected == 2.0 and by["slow"].speedup == pytest.approx(1.5, rel=0.02)
     assert "by 2" in by["slow"].notes  # ~25 % short
+    assert "judged on the point speedup" in by["slow"].notes  # its pair logged no interval
     assert "not verified" in by["wrong"].notes and "timeout" in by["hung"].notes
     # a looser tolerance lets the 1.5x through: the threshold is really applied
     assert {r.example: r.status for r in check(suite["parent"], root, 0.3, store.uri)[1]}["slow"] == "pass"
@@ -114,3 +116,104 @@ def test_update_writes_exactly_one_example(suite: dict[str, Any], root: Path, st
     assert slow["commit"] == parent_tags.get("perflab.git_commit", run.data.tags.get("mlflow.source.git.commit"))
     # now recorded from this very run, the same suite passes
     assert {r.example: r.status for r in check(suite["parent"], root, 0.05, store.uri)[1]}["slow"] == "pass"
+
+
+# --- the interval rule: regressed only when the run's 95 % interval of the speedup is below the floor ----------
+
+INTERVAL_EXPECTED = {
+    "hardware": "NVIDIA H100 80GB HBM3",
+    "chapter": "ch08",
+    "examples": {name: {"optimized": {"speedup": 2.0, "run_id": f"r-{name}"}}
+                 for name in ("noisy", "slower", "edge", "bare_low", "bare_ok")}
+    | {"offpeak": {"optimized": {"speedup": 2.0, "pct_of_peak": 100.0, "run_id": "r-offpeak"}},
+       "atpeak": {"optimized": {"speedup": 2.0, "pct_of_peak": 100.0, "run_id": "r-atpeak"}}},
+}  # fmt: skip
+# example: (point speedup, its logged 95 % interval or None, the optimized side's share of a stated ceiling)
+INTERVAL_CASES = {
+    "noisy": (1.8, (1.6, 1.95), None),  # point below the floor 1.9, interval reaching it: noise, passes
+    "slower": (1.5, (1.4, 1.6), None),  # the whole interval below 1.9: regressed
+    "edge": (1.85, (1.8, 1.89), None),  # the interval's top just under the floor: regressed
+    "bare_low": (1.8, None, None),  # no interval logged: the point rule, and its row says so
+    "bare_ok": (1.95, None, None),
+    "offpeak": (2.0, (1.9, 2.1), 0.9),  # speedup as expected, 90 % of the ceiling against 100 %: regressed
+    "atpeak": (2.0, (1.9, 2.1), 0.97),  # 97 % against 100 % is within the 5 %
+}
+OPT_MS = 1.0
+
+
+def flat(median_ms: float) -> list[float]:
+    return [median_ms] * 20
+
+
+@pytest.fixture(scope="module")
+def interval_suite(store: Store) -> str:
+    """A ch08 suite whose optimized runs log the speedups and 95 % intervals of INTERVAL_CASES, as the harness's
+    comparison logs them (``speedup_ci_low``/``speedup_ci_high``)."""
+    results, intervals = [], {}
+    for name, (speedup, interval, share) in INTERVAL_CASES.items():
+        ceiling = None if share is None else ("a stated ceiling", share * OPT_MS, 80.0)
+        work = 1e6 if share is not None else None
+        results += [result(f"ch08:{name}:baseline", flat(speedup * OPT_MS), work_bytes=work, ceiling=ceiling),
+                    result(f"ch08:{name}:optimized", flat(OPT_MS), work_bytes=work, ceiling=ceiling)]  # fmt: skip
+        intervals[f"ch08:{name}:optimized"] = interval
+    if store.client.get_experiment_by_name("intervals") is None:
+        store.experiment("intervals")
+    baselines = {r.spec.target: r for r in results if r.spec.is_baseline}
+    with Tracker(experiment="intervals", tracking_uri=store.uri, run_name="perflab run", host_manifest={}) as t:
+        for r in sorted(results, key=lambda r: not r.spec.is_baseline):
+            cmp = None
+            if not r.spec.is_baseline:
+                low, high = intervals[r.spec.key] or (None, None)
+                cmp = pair(baselines[r.spec.target], r).model_copy(
+                    update={"speedup_ci_low": low, "speedup_ci_high": high})
+            t.log_variant(r, cmp)
+        t.finish("# synthetic\n", {})
+    return t.parent_run_id
+
+
+@pytest.fixture
+def interval_root(tmp_path: Path) -> Path:
+    path = tmp_path / "expectations" / "nvidia-h100-80gb-hbm3" / "ch08.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(yaml.safe_dump(INTERVAL_EXPECTED))
+    return tmp_path / "expectations"
+
+
+def test_check_judges_the_runs_interval_not_its_point(interval_suite: str, interval_root: Path, store: Store) -> None:
+    """A noisy run whose interval reaches the floor passes; a run whose whole interval is below it is regressed."""
+    by = {r.example: r for r in check(interval_suite, interval_root, 0.05, store.uri)[1]}
+    assert {e: r.status for e, r in by.items()} == {
+        "noisy": "pass", "slower": "regressed", "edge": "regressed", "bare_low": "regressed", "bare_ok": "pass",
+        "offpeak": "regressed", "atpeak": "pass",
+    }  # fmt: skip
+    noisy = by["noisy"]
+    assert noisy.speedup == pytest.approx(1.8) and noisy.speedup < 2.0 * 0.95  # the point rule would flag it
+    assert (noisy.speedup_ci_low, noisy.speedup_ci_high) == (1.6, 1.95)
+    assert "reaches 1.950" in noisy.notes and "not shown slower" in noisy.notes
+    assert "interval ends at 1.600" in by["slower"].notes and "by 25.0 %" in by["slower"].notes
+    assert "interval ends at 1.890" in by["edge"].notes
+    for bare in ("bare_low", "bare_ok"):  # no interval: the point rule, said in the row
+        assert "no speedup_ci_high logged: judged on the point speedup" in by[bare].notes
+        assert by[bare].speedup_ci_high is None
+    assert "pct_of_peak 90.0 < 100.0" in by["offpeak"].notes  # the pct_of_peak rule as before
+    assert by["atpeak"].pct_of_peak == pytest.approx(97.0)
+
+
+def test_check_tolerance_still_sets_the_floor(interval_suite: str, interval_root: Path, store: Store) -> None:
+    """The tolerance moves the floor the interval is held against: none, then 30 %."""
+    strict = {r.example: r.status for r in check(interval_suite, interval_root, 0.0, store.uri)[1]}
+    assert strict["noisy"] == "regressed" and strict["atpeak"] == "regressed"  # 1.95 < 2.0; 97 % < 100 %
+    loose = {r.example: r.status for r in check(interval_suite, interval_root, 0.3, store.uri)[1]}
+    assert loose["slower"] == "pass" and loose["edge"] == "pass" and loose["offpeak"] == "pass"  # floor 1.4, 70 %
+
+
+def test_cli_check_prints_and_writes_the_interval(interval_suite: str, interval_root: Path, store: Store,
+                                                  tmp_path: Path) -> None:  # fmt: skip
+    args = ["expectations", "check", "--run-id", interval_suite, "--dir", str(interval_root), "--out",
+            str(tmp_path), "--no-log", "--tracking-uri", store.uri]  # fmt: skip
+    res = CliRunner().invoke(cli.app, args)
+    assert res.exit_code == 1, res.output
+    line = next(line for line in res.output.splitlines() if "ch08:noisy:optimized" in line)
+    assert line.startswith("pass") and "1.800x [1.600, 1.950]" in line
+    rows = {r["example"]: r for r in csv.DictReader(io.StringIO((tmp_path / "proof_of_benefit.csv").read_text()))}
+    assert float(rows["slower"]["speedup_ci_high"]) == 1.6 and rows["bare_ok"]["speedup_ci_high"] == ""
