@@ -57,7 +57,9 @@ def peak(
 @expectations_app.command("check")
 def expectations_check(
     run_id: Annotated[str | None, typer.Option(help="suite parent run id (default: the latest completed one)")] = None,
-    tolerance: Annotated[float, typer.Option(help="relative shortfall allowed before 'regressed' (0.05 = 5%)")] = 0.05,
+    tolerance: Annotated[
+        float, typer.Option(help="regressed: the run's 95% interval of the speedup below expected x (1 - this)")
+    ] = 0.05,
     root: DirOpt = Path("expectations"),
     out: Annotated[
         Path | None, typer.Option(help="directory for proof_of_benefit.csv (default: perflab-results/)")
@@ -65,7 +67,10 @@ def expectations_check(
     no_log: Annotated[bool, typer.Option("--no-log", help="do not attach the CSV to the parent run")] = False,
     tracking_uri: TrackingOpt = None,
 ) -> None:
-    """Write proof_of_benefit.csv (pass / regressed / failed / needs-work per variant); exit 1 on regressed/failed."""
+    """Write proof_of_benefit.csv (pass / regressed / failed / needs-work per variant); exit 1 on regressed/failed.
+
+    A speedup is regressed when the run's 95 % interval lies below the expected speedup less the tolerance (without
+    a logged interval: its point speedup); a pct_of_peak when it is below the expected one less the tolerance."""
     from analysis.expectations import check, check_csv
     from bench.cli import writable_dir
     from bench.record import log_text_artifacts, results_dir
@@ -82,6 +87,8 @@ def expectations_check(
         log_text_artifacts(parent, {"proof_of_benefit.csv": text}, tracking_uri)
     for r in rows:
         speedup = "—" if r.speedup is None else f"{r.speedup:.3f}x"
+        if r.speedup_ci_low is not None and r.speedup_ci_high is not None:
+            speedup += f" [{r.speedup_ci_low:.3f}, {r.speedup_ci_high:.3f}]"
         expected = "—" if r.expected is None else f"{r.expected:.3f}x"
         say(f"{r.status:10} {r.chapter}:{r.example}:{r.variant}  {speedup} (expected {expected})  {r.notes}")
     counts = {s: sum(r.status == s for r in rows) for s in ("pass", "regressed", "failed", "needs-work")}

@@ -125,10 +125,11 @@ INTERVAL_EXPECTED = {
     "chapter": "ch08",
     "examples": {name: {"optimized": {"speedup": 2.0, "run_id": f"r-{name}"}}
                  for name in ("noisy", "slower", "edge", "bare_low", "bare_ok")}
-    | {"offpeak": {"optimized": {"speedup": 2.0, "pct_of_peak": 100.0, "run_id": "r-offpeak"}},
-       "atpeak": {"optimized": {"speedup": 2.0, "pct_of_peak": 100.0, "run_id": "r-atpeak"}}},
+    | {name: {"optimized": {"speedup": 2.0, "pct_of_peak": 100.0, "run_id": f"r-{name}"}}
+       for name in ("offpeak", "atpeak", "offpeak_wall")},
 }  # fmt: skip
-# example: (point speedup, its logged 95 % interval or None, the optimized side's share of a stated ceiling)
+# example: (point speedup, its logged 95 % interval or None, the optimized side's share of a stated ceiling);
+# offpeak_wall's optimized side is timed on the host's clock (a wall-clock time on a GPU: no roofline binds it)
 INTERVAL_CASES = {
     "noisy": (1.8, (1.6, 1.95), None),  # point below the floor 1.9, interval reaching it: noise, passes
     "slower": (1.5, (1.4, 1.6), None),  # the whole interval below 1.9: regressed
@@ -137,6 +138,7 @@ INTERVAL_CASES = {
     "bare_ok": (1.95, None, None),
     "offpeak": (2.0, (1.9, 2.1), 0.9),  # speedup as expected, 90 % of the ceiling against 100 %: regressed
     "atpeak": (2.0, (1.9, 2.1), 0.97),  # 97 % against 100 % is within the 5 %
+    "offpeak_wall": (2.0, (1.9, 2.1), 0.9),  # as offpeak, but wall-clock: its pct_of_peak is not judged
 }
 OPT_MS = 1.0
 
@@ -153,8 +155,11 @@ def interval_suite(store: Store) -> str:
     for name, (speedup, interval, share) in INTERVAL_CASES.items():
         ceiling = None if share is None else ("a stated ceiling", share * OPT_MS, 80.0)
         work = 1e6 if share is not None else None
-        results += [result(f"ch08:{name}:baseline", flat(speedup * OPT_MS), work_bytes=work, ceiling=ceiling),
-                    result(f"ch08:{name}:optimized", flat(OPT_MS), work_bytes=work, ceiling=ceiling)]  # fmt: skip
+        opt = result(f"ch08:{name}:optimized", flat(OPT_MS), work_bytes=work, ceiling=ceiling)
+        if name.endswith("_wall"):
+            assert opt.timing is not None
+            opt = opt.model_copy(update={"timing": opt.timing.model_copy(update={"mode": "cpu"})})
+        results += [result(f"ch08:{name}:baseline", flat(speedup * OPT_MS), work_bytes=work, ceiling=ceiling), opt]
         intervals[f"ch08:{name}:optimized"] = interval
     if store.client.get_experiment_by_name("intervals") is None:
         store.experiment("intervals")
@@ -184,7 +189,7 @@ def test_check_judges_the_runs_interval_not_its_point(interval_suite: str, inter
     by = {r.example: r for r in check(interval_suite, interval_root, 0.05, store.uri)[1]}
     assert {e: r.status for e, r in by.items()} == {
         "noisy": "pass", "slower": "regressed", "edge": "regressed", "bare_low": "regressed", "bare_ok": "pass",
-        "offpeak": "regressed", "atpeak": "pass",
+        "offpeak": "regressed", "atpeak": "pass", "offpeak_wall": "pass",
     }  # fmt: skip
     noisy = by["noisy"]
     assert noisy.speedup == pytest.approx(1.8) and noisy.speedup < 2.0 * 0.95  # the point rule would flag it
@@ -197,12 +202,16 @@ def test_check_judges_the_runs_interval_not_its_point(interval_suite: str, inter
         assert by[bare].speedup_ci_high is None
     assert "pct_of_peak 90.0 < 100.0" in by["offpeak"].notes  # the pct_of_peak rule as before
     assert by["atpeak"].pct_of_peak == pytest.approx(97.0)
+    wall = by["offpeak_wall"]  # 90 % against 100 %, but the roofline does not bind a wall-clock time
+    assert wall.pct_of_peak == pytest.approx(90.0)
+    assert "pct_of_peak not judged: a wall-clock time on a GPU" in wall.notes
 
 
 def test_check_tolerance_still_sets_the_floor(interval_suite: str, interval_root: Path, store: Store) -> None:
     """The tolerance moves the floor the interval is held against: none, then 30 %."""
     strict = {r.example: r.status for r in check(interval_suite, interval_root, 0.0, store.uri)[1]}
     assert strict["noisy"] == "regressed" and strict["atpeak"] == "regressed"  # 1.95 < 2.0; 97 % < 100 %
+    assert strict["offpeak_wall"] == "pass"  # its interval reaches 2.0; its 90 % is not judged
     loose = {r.example: r.status for r in check(interval_suite, interval_root, 0.3, store.uri)[1]}
     assert loose["slower"] == "pass" and loose["edge"] == "pass" and loose["offpeak"] == "pass"  # floor 1.4, 70 %
 
