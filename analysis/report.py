@@ -21,6 +21,7 @@ from typing import Any
 
 from bench.measure import ceilings as peaks
 from bench.record import (
+    ENERGY_UNITS,
     RATE_UNITS,
     StoredRun,
     child_runs,
@@ -53,6 +54,11 @@ CSV_COLUMNS = (
     "optimized_pct_of_peak",
     "hardware",
     "run_id",
+    "baseline_energy_mj",
+    "optimized_energy_mj",
+    "energy_ratio",
+    "energy_ratio_ci_low",
+    "energy_ratio_ci_high",
 )
 
 
@@ -103,6 +109,10 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "optimized_pct_of_peak": _pct_of_peak(run, ceilings),
         "hardware": _hardware(run),
         "run_id": run.run_id,
+        # with --energy: each side's energy per call, and baseline / optimized with its interval
+        "baseline_energy_mj": b.get("energy_per_call_mj"),
+        "optimized_energy_mj": m.get("energy_per_call_mj"),
+        **{k: m.get(k) for k in ("energy_ratio", "energy_ratio_ci_low", "energy_ratio_ci_high")},
         # for the roofline chart (JSON only)
         "baseline_tflops": b.get("achieved_tflops"),
         "optimized_tflops": m.get("achieved_tflops"),
@@ -206,6 +216,7 @@ def report_markdown(report: dict[str, Any]) -> str:
                 f"{'yes' if x['verified'] else 'no'} | {rate.text(x['baseline_gbps'])} | "
                 f"{rate.text(x['optimized_gbps'])} | {_f(x['optimized_pct_of_peak'], '.1f')} |"
             )
+        lines += _energy_lines(rows)
     lines += ["", "![speedups](speedup.png)", "", "![roofline](roofline.png)", "", "![latency](latency.png)"]
     missing = [h for h, c in o["ceilings"].items() if not c]
     if missing:
@@ -217,6 +228,22 @@ def report_markdown(report: dict[str, Any]) -> str:
             err = (v["error"] or "").replace("|", "\\|").replace("\n", " ")[:200]
             lines.append(f"| {v['name']} | {v['status']} | {v['stage'] or '—'} | {err} |")
     return "\n".join(lines) + "\n"
+
+
+def _energy_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The chapter's pairs measured with ``--energy``: each side's energy per call and how many times less."""
+    measured = [x for x in rows if x.get("energy_ratio") is not None]
+    if not measured:
+        return []
+    e = column((v for x in measured for v in (x["baseline_energy_mj"], x["optimized_energy_mj"])), ENERGY_UNITS)
+    lines = ["", f"| example | variant | baseline {e.name} per call | optimized {e.name} per call | less energy |",
+             "|---|---|---:|---:|---:|"]  # fmt: skip
+    for x in measured:
+        low, high = x.get("energy_ratio_ci_low"), x.get("energy_ratio_ci_high")
+        interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+        lines.append(f"| {x['example']} | {x['variant']} | {e.text(x['baseline_energy_mj'])} | "
+                     f"{e.text(x['optimized_energy_mj'])} | {x['energy_ratio']:.2f}×{interval} |")  # fmt: skip
+    return lines
 
 
 def report_csv(report: dict[str, Any]) -> str:

@@ -32,9 +32,10 @@ from bench.record.store import (
 )
 from bench.record.summary import pair_verdict, speedup_text
 from bench.record.tracking import Tracker
-from bench.record.units import RATE_UNITS, TIME_UNITS, column, sig, time_text
+from bench.record.units import ENERGY_UNITS, RATE_UNITS, TIME_UNITS, column, sig, time_text
 
 __all__ = [
+    "ENERGY_UNITS",
     "RATE_UNITS",
     "TIME_UNITS",
     "StoredRun",

@@ -147,3 +147,31 @@ def test_a_slower_or_not_significant_pair_is_shown_so_and_is_no_success() -> Non
     md = report_markdown(rep)
     assert "| 0.80× | slower |" in md and "| 1.01× | no significant difference |" in md
     assert "0 significantly faster" in md
+
+
+def test_energy_per_call_is_reported_where_both_sides_measured_it() -> None:
+    from analysis.report import build_report, report_csv, report_markdown
+    from bench.record import StoredRun
+
+    def run(name: str, metrics: dict[str, float], **tags: str) -> StoredRun:
+        chapter, example, variant = name.split(":")
+        base = {"perflab.chapter": chapter, "perflab.example": example, "perflab.variant": variant,
+                "perflab.status": "ok", "perflab.device": "cuda:0", "mlflow.parentRunId": "p"}  # fmt: skip
+        return StoredRun(name, name, "0", "FINISHED", 0, {**base, **tags}, metrics)
+
+    pair = {"perflab.pair_status": "ok", "perflab.verified": "true", "perflab.significance": "faster"}
+    energy = {"energy_per_call_mj": 80.0, "energy_ratio": 7.7, "energy_ratio_ci_low": 7.5, "energy_ratio_ci_high": 7.9}
+    runs = [
+        run("ch07:a:baseline", {"time_median_ms": 1.6, "energy_per_call_mj": 618.0}),
+        run("ch07:a:optimized", {"time_median_ms": 0.12, "speedup": 12.8, **energy}, **pair),
+        run("ch07:b:baseline", {"time_median_ms": 2.0}),
+        run("ch07:b:optimized", {"time_median_ms": 1.0, "speedup": 2.0}, **pair),
+    ]
+    rep = build_report(StoredRun("p", "ch07 on H200", "0", "FINISHED", 0, {}, {}), runs)
+    md = report_markdown(rep)
+    assert "| a | optimized | 618 | 80.0 | 7.70× [7.50, 7.90] |" in md
+    assert "| b | optimized |" in md.split("per call |")[0] and "| b | optimized |" not in md.split("per call |")[1]
+    csv_lines = report_csv(rep).splitlines()
+    assert csv_lines[0].endswith(",baseline_energy_mj,optimized_energy_mj,energy_ratio,energy_ratio_ci_low,"
+                                 "energy_ratio_ci_high")
+    assert csv_lines[1].endswith(",618.0,80.0,7.7,7.5,7.9") and csv_lines[2].endswith(",,,,,")
