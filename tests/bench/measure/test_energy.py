@@ -298,3 +298,14 @@ def test_the_suite_shows_energy_only_for_pairs_that_measured_it() -> None:
     assert "µJ" in text and "2.80–3.20" in text and max(map(len, text.splitlines())) <= 80
     md = summary_markdown(summary_dict(suite))
     assert "| ch07:fused | optimized | 900 | 300 | 3.00× [2.80, 3.20] |" in md
+
+
+def test_a_benchmark_that_replaces_the_energy_counter_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    pynvml = pytest.importorskip("pynvml", reason="nvidia-ml-py is a dependency; not installed here")
+    energy.BOUND.bind_nvml()
+    original = pynvml.nvmlDeviceGetTotalEnergyConsumption
+    assert energy.BOUND.nvml_energy is original
+    assert "pynvml.nvmlDeviceGetTotalEnergyConsumption" not in energy.BOUND.tampered()
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", lambda handle: 0)  # "uses no energy"
+    assert "pynvml.nvmlDeviceGetTotalEnergyConsumption" in energy.BOUND.tampered()  # the child ends invalid
+    assert energy.BOUND.nvml_energy is original  # and the counter the harness reads is the one bound before
