@@ -1,7 +1,8 @@
 """Metric deltas between two MLflow runs: two variant runs, or two suites matched variant by name.
 
-Direction comes from the metric's name: times, memory and anything in ms are lower-is-better;
-speedup, achieved throughput and percentages of peak are higher-is-better. Other metrics (sample
+Direction comes from the metric's name: times, memory, energy per call (or per FLOP, byte, token) and anything
+in ms are lower-is-better; speedup, achieved throughput, percentages of peak and the energy ratio are
+higher-is-better. Other metrics (sample
 counts, stage durations of the harness) have no better side and are shown only on request.
 """
 
@@ -22,9 +23,11 @@ Verdict = Literal["better", "worse", "same"]
 
 def direction(metric: str) -> Direction | None:
     """Which way is better for a metric name, or None when neither is."""
-    if metric.startswith(("speedup", "achieved_", "pct_")):  # speedup, speedup_geomean (a suite's)
+    if metric.startswith(("speedup", "achieved_", "pct_", "energy_ratio")):  # speedup, speedup_geomean (a suite's)
         return "higher"
-    if metric.startswith(("time_", "mem_")) or metric.endswith("_ms"):
+    if metric == "energy_step_ms":  # the energy counter's step period: the GPU's, not the variant's
+        return None
+    if metric.startswith(("time_", "mem_", "energy_per_", "energy_pj_")) or metric.endswith("_ms"):
         return "lower"
     return None
 

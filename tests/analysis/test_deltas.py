@@ -57,6 +57,13 @@ def by_metric(deltas: list[MetricDelta], name: str) -> dict[str, MetricDelta]:
         ("pct_peak_bandwidth", "higher"),
         ("n_samples", None),
         ("stage_setup_s", None),
+        ("energy_per_call_mj", "lower"),
+        ("energy_pj_per_flop", "lower"),
+        ("energy_per_token_mj", "lower"),
+        ("energy_ratio", "higher"),
+        ("energy_ratio_ci_low", "higher"),
+        ("energy_power_w", None),  # more power for less time can be less energy: no better side alone
+        ("energy_step_ms", None),
     ],
 )
 def test_direction_of_a_metric(metric: str, expected: str | None) -> None:
