@@ -20,7 +20,7 @@ from bench.measure.stopping import StopRule
 
 @pytest.fixture
 def rank0_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
-    """Rank 0's clock advances 0.2 s a sample; rank 1 takes 3x as long as this process for each call."""
+    """Rank 0's clock advances 0.2 s a sample; rank 1 takes 3x as long as this process for each call, plus 1 ms."""
     BOUND.bind_torch()
     ticks = itertools.count(start=1000.2, step=0.2)
     seen: list[float] = []
@@ -28,7 +28,9 @@ def rank0_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
     def all_gather(parts: list[torch.Tensor], sent: torch.Tensor, group: object = None) -> None:
         mine = float(sent[0])
         parts[0].copy_(torch.tensor([mine, next(ticks)], dtype=torch.float64))
-        parts[1].copy_(torch.tensor([3 * mine + 1.0, 0.0], dtype=torch.float64))
+        # a millionth more each call: on a host whose clock reads a no-op call as identical ticks, rank 1's samples
+        # must still differ, or their noise is 0 and sampling stops on its target, not on rank 0's clock
+        parts[1].copy_(torch.tensor([3 * mine + 1.0 + 1e-6 * len(seen), 0.0], dtype=torch.float64))
         seen.append(mine)
 
     monkeypatch.setattr(BOUND, "all_gather", all_gather, raising=False)
@@ -44,7 +46,7 @@ def test_sampling_stops_on_rank_0s_clock_and_keeps_the_slowest_rank(rank0_clock:
     # 1.0 s of rank 0's clock is 5 samples, though this process took microseconds
     assert m.stop_reason == "max_time" and len(m.samples_ms) == 5
     assert clock.rank_samples_ms is not None and clock.rank_samples_ms[0] == rank0_clock
-    assert m.samples_ms == clock.rank_samples_ms[1] == [3 * t + 1.0 for t in rank0_clock]
+    assert m.samples_ms == clock.rank_samples_ms[1] == [3 * t + 1.0 + 1e-6 * i for i, t in enumerate(rank0_clock)]
 
 
 def test_warm_up_lasts_by_rank_0s_clock(rank0_clock: list[float]) -> None:
