@@ -24,8 +24,8 @@ from bench.isolate.runner import run_variant
 from bench.isolate.suite import run_suite
 from bench.record.summary import summary_dict, summary_markdown
 
-# The fixture benchmarks keep their tensors on the CPU; with device "auto" the harness still runs the
-# variant on the GPU where there is one (clock: CUDA events), which these tests accept.
+# The fixture benchmarks put their tensors on the run's device: with device "auto" a GPU host runs them on its GPU
+# (clock: CUDA events), which these tests accept.
 DEVICE, CLOCK = ("cuda:0", "cuda_event") if torch.cuda.is_available() else ("cpu", "cpu")
 # Stage limits for the hang cases: 1 s × multiplier 2 = 2 s, so the multiplier is exercised too.
 # Startup keeps its default: importing torch alone takes ~2 s here.
@@ -404,7 +404,8 @@ def test_parallel_workers_keep_example_order_and_pin_each_worker(tmp_path: Path,
     workers = [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
     suite = run_suite(select(discover(root)), cli_layer={**FAST, "device": "cpu"}, workers=workers)
     assert [v.spec.key for v in suite.variants] == [f"ch07:{n}:{v}" for n in "abcd" for v in ("baseline", "optimized")]
-    assert all(v.status == "ok" for v in suite.variants) and all(c.verification.verified for c in suite.comparisons)
+    assert all(v.status == "ok" for v in suite.variants), [(v.spec.key, v.status, v.error) for v in suite.variants]
+    assert all(c.verification.verified for c in suite.comparisons), [c.verification.detail for c in suite.comparisons]
     by_example: dict[str, set[str | None]] = {}
     for v in suite.variants:
         by_example.setdefault(v.spec.example, set()).add(v.cuda_visible_devices)

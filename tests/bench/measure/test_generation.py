@@ -368,7 +368,8 @@ def test_generating_pair_through_the_harness(tmp_path: Path) -> None:
     (root / "ch15" / "optimized_gen.py").write_text(ENGINE_FILE.format(decode_s=0.001, cheat=False))
     (root / "ch15" / "baseline_cheat.py").write_text(ENGINE_FILE.format(decode_s=0.001, cheat=False))
     (root / "ch15" / "optimized_cheat.py").write_text(ENGINE_FILE.format(decode_s=0.001, cheat=True))
-    cli = {"iterations": 4, "warmup": 1, "min_warmup_seconds": 0.0}
+    # the engines compute on the CPU: on a GPU host too (the protocol is under test, not a GPU's clock)
+    cli = {"iterations": 4, "warmup": 1, "min_warmup_seconds": 0.0, "device": "cpu"}
     suite = run_suite(select(discover(root)), cli_layer=cli, workdir=tmp_path / "w")
     results = {v.spec.key: v for v in suite.variants}
     base = results["ch15:gen:baseline"]
