@@ -58,6 +58,10 @@ class BenchmarkConfig(BaseModel):
     # benchmark code runs on every rank, each sample is the slowest rank's (a collective ends when its last
     # rank does). Skipped, with the reason, on a host with fewer than N GPUs.
     world_size: int = Field(1, ge=1, le=64)
+    # GPUs the variant's one process uses (cuda:0 ... cuda:gpus-1: a copy between two GPUs, a model split over
+    # them). gpus > 1 runs it as a variant of several ranks is run: alone on the host, in a fresh interpreter that
+    # sees every worker's GPU (bench.isolate.ranks); a host with fewer skips it, with the reason.
+    gpus: int = Field(1, ge=1, le=64)
     # Record peak/allocated/reserved CUDA memory (GPU) or peak RSS (CPU) for the variant.
     enable_memory_tracking: bool = True
     # Profile each variant after its timed run, in a separate child (bench/profile/tools.py): the timed
@@ -141,6 +145,11 @@ class BenchmarkConfig(BaseModel):
             raise ValueError(
                 f"device={self.device!r} with world_size={self.world_size}: rank r runs on cuda:r; "
                 "use device='cuda' or 'auto'"
+            )
+        if self.world_size > 1 and self.gpus > 1:
+            raise ValueError(
+                f"world_size={self.world_size} with gpus={self.gpus}: either ranks of one GPU each (world_size) "
+                "or one process of several GPUs (gpus)"
             )
         return self
 

@@ -80,7 +80,7 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
         raise TypeError(f"get_config() must return a BenchmarkConfig or None, got {type(own).__name__}")
     config = resolve_config(job["suite_layer"], own, job["cli_layer"])
     send("config", config=config.model_dump())
-    if config.world_size > 1 and "rank" not in job:  # this child coordinates the variant's ranks
+    if (config.world_size > 1 or _several_gpus(config)) and "rank" not in job:  # it coordinates the variant's ranks
         from bench.isolate.ranks import coordinate
 
         coordinate(job, config, rank_main)  # never returns
@@ -113,6 +113,16 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
     if gate and job.get("mode") == "run" and (gate != "host_bound" or host_clocked(config, str(device))):
         _wait_to_measure()
     return SetUp(job, obj, config, device, gen, inputs, prints, setup_peak)
+
+
+def _several_gpus(config: Any) -> bool:
+    """A variant of one process on several GPUs (``gpus``), on a GPU host: it runs as one rank that sees them all
+    (CUDA reads which GPUs it sees once, when it starts; this child may be pinned to one)."""
+    if config.gpus < 2 or config.device == "cpu":
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _cuda_start(device: Any) -> None:

@@ -1,4 +1,5 @@
 """A variant with world_size N > 1: N ranks launched through torch.distributed, and the child that coordinates them.
+A variant of one process on several GPUs (``gpus`` > 1) is coordinated alike, as one rank that sees them all.
 
 The variant's child starts as any variant's (forked from the pre-warmed server, or a fresh interpreter) and reads
 the variant's config in its set-up stage. With N > 1 it becomes the coordinator of N ranks and never uses a GPU
@@ -56,7 +57,7 @@ def coordinate(job: dict[str, Any], config: Any, rank_main: Callable[[int, str, 
     if job.get("gate"):
         send("gate")
         wait_for(b"g")
-    devices = _rank_devices(config.device, world)
+    devices = _rank_devices(config.device, world) if world > 1 else _rank_devices(config.device, config.gpus, False)
     if job.get("measure_gate") and job.get("mode") == "run":
         send("ready")
         wait_for(b"m")
@@ -64,16 +65,17 @@ def coordinate(job: dict[str, Any], config: Any, rank_main: Callable[[int, str, 
     _Relay(procs, readers).run()
 
 
-def _rank_devices(device: str, world: int) -> str | None:
-    """The CUDA_VISIBLE_DEVICES of the ranks (None: as this process's); a Skip when they are fewer than ``world``."""
+def _rank_devices(device: str, needed: int, per_rank: bool = True) -> str | None:
+    """The CUDA_VISIBLE_DEVICES of the ranks (None: as this process's); a Skip when they are fewer than ``needed``
+    (a GPU per rank, or the GPUs of a one-process variant's ``gpus``)."""
     import torch
 
     if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
         return None
     listed = os.environ.get(RANK_DEVICES)
     count = len([d for d in listed.split(",") if d.strip()]) if listed else torch.cuda.device_count()
-    if count < world:
-        raise Skip(f"needs {world} GPUs, one per rank ({count} visible)")
+    if count < needed:
+        raise Skip(f"needs {needed} GPUs{', one per rank' if per_rank else ''} ({count} visible)")
     return listed
 
 

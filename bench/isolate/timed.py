@@ -163,8 +163,9 @@ def _energy(v: SetUp, clock: Any, fn: Any, batch_ms: float | None, call_ms: floa
 
     if v.device.type != "cuda":
         return {"unavailable": "energy is read from a GPU's energy counter (NVML); this variant ran on the CPU"}
-    if v.config.world_size > 1:
-        return {"unavailable": f"energy is measured for one-GPU variants; this one ran on {v.config.world_size} ranks"}
+    if v.config.world_size > 1 or v.config.gpus > 1:
+        gpus = max(v.config.world_size, v.config.gpus)
+        return {"unavailable": f"energy is measured for one-GPU variants; this one ran on {gpus} GPUs"}
     work, calls, how = getattr(clock, "batch_unit", None) or (fn, 1, "eager calls")
     try:
         counter = EnergyCounter(v.device.index or 0, gpu_uuid(v.device))

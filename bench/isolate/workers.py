@@ -181,7 +181,7 @@ class _Started:
         t0 = time.monotonic()
         self.admitting = True
         try:
-            if host_clocked(config, device) or config.world_size > 1:  # a variant's ranks take every GPU
+            if host_clocked(config, device) or config.world_size > 1 or config.gpus > 1:  # it takes every GPU
                 self.lane.host.alone(self.lane, self.cancelled)
                 self.alone_wait_s = time.monotonic() - t0
             else:

@@ -5,7 +5,7 @@ staging buffer is page-locked (the best host path: DMA both ways, no CPU memcpy)
 the two link crossings one after the other. Expected on the H200 x 2 host: ~2 x 1 GiB at ~50 GB/s
 (PCIe Gen5, nominal 64 per direction): ~40 ms.
 
-Needs two GPUs: skipped, with that reason, on one GPU or a CPU. Timed with the wall clock (the second
+Needs two GPUs (``gpus=2``): skipped, with that reason, on one GPU or a CPU. Timed with the wall clock (the second
 GPU's work is invisible to events on the first); each call ends by synchronizing the receiving GPU.
 
 Work per call (both sides): 1 GiB delivered (common.peer_buffers).
@@ -13,7 +13,7 @@ Work per call (both sides): 1 GiB delivered (common.peer_buffers).
 
 import torch
 
-from chapters.ch02.common import Example, Inputs, peer_buffers, wall_clock
+from chapters.ch02.common import Example, Inputs, peer_buffers, two_gpus
 
 
 def staged() -> Inputs:
@@ -35,4 +35,4 @@ class Staged(Example):
 
 
 def get_benchmark() -> Example:
-    return Staged(staged, launch, wall_clock())
+    return Staged(staged, launch, two_gpus())

@@ -60,6 +60,12 @@ def wall_clock() -> BenchmarkConfig:
     return BenchmarkConfig(timing_mode="cpu")
 
 
+def two_gpus() -> BenchmarkConfig:
+    """peer_copy: the wall clock, in one process that sees two GPUs (``gpus=2``: with a worker per GPU, it runs
+    alone on the host and sees both)."""
+    return BenchmarkConfig(timing_mode="cpu", gpus=2)
+
+
 class Example:
     """One variant: ``make()`` builds operands and output in setup; each call runs ``launch(operands, out)``."""
 

@@ -14,7 +14,7 @@ Work per call: as the baseline (common.peer_buffers).
 
 import torch
 
-from chapters.ch02.common import Example, peer_buffers, wall_clock
+from chapters.ch02.common import Example, peer_buffers, two_gpus
 
 
 def launch(src: torch.Tensor, out: torch.Tensor) -> None:
@@ -23,4 +23,4 @@ def launch(src: torch.Tensor, out: torch.Tensor) -> None:
 
 
 def get_benchmark() -> Example:
-    return Example(peer_buffers, launch, wall_clock())
+    return Example(peer_buffers, launch, two_gpus())

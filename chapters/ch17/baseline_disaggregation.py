@@ -11,9 +11,8 @@ Needs two GPUs (skipped otherwise, on both sides: the pair is measured on one ho
 Useful work (both sides): every prompt and generated token through the model once.
 """
 
-from chapters.ch15.common import Serve
-from chapters.ch17.common import arriving_long_prompts, colocated_engine
+from chapters.ch17.common import TwoGPUServe, arriving_long_prompts, colocated_engine
 
 
-def get_benchmark() -> Serve:
-    return Serve(arriving_long_prompts, colocated_engine, "tpot")
+def get_benchmark() -> TwoGPUServe:
+    return TwoGPUServe(arriving_long_prompts, colocated_engine, "tpot")

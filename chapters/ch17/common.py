@@ -48,8 +48,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bench import context
-from chapters.ch15.common import Serve, StaticEngine, Workload, lengths, workload
+from bench import BenchmarkConfig, context
+from chapters.ch15.common import Serve, StaticEngine, Workload, lengths, serving_config, workload
 from models import GPT, ContiguousCache, Segment, greedy
 from models.serving import ContinuousEngine, ints, prompt_matrix
 
@@ -305,6 +305,14 @@ def arriving_long_prompts() -> Workload:
     new = lengths(n, *ctx.size(full=(24, 48), smoke=(3, 6)), offset=24)
     gap = ctx.size(full=15.0, smoke=2.0)
     return workload(prompts, new, arrivals=[i * gap for i in range(n)])
+
+
+class TwoGPUServe(Serve):
+    """disaggregation's sides: served in one process that sees two GPUs (``gpus=2``: with a worker per GPU, it runs
+    alone on the host and sees both), measured as chapters 15-16 measure a generation."""
+
+    def get_config(self) -> BenchmarkConfig:
+        return BenchmarkConfig(**serving_config().model_dump(exclude_unset=True), gpus=2)
 
 
 def peer_device() -> torch.device:

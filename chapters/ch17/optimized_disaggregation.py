@@ -16,9 +16,8 @@ CPU. The timed steps are the decode GPU's (the harness synchronizes it after eac
 host (an event) before anything it wrote is read, and every one is seen before the generation ends.
 """
 
-from chapters.ch15.common import Serve
-from chapters.ch17.common import arriving_long_prompts, disaggregated_engine
+from chapters.ch17.common import TwoGPUServe, arriving_long_prompts, disaggregated_engine
 
 
-def get_benchmark() -> Serve:
-    return Serve(arriving_long_prompts, disaggregated_engine, "tpot")
+def get_benchmark() -> TwoGPUServe:
+    return TwoGPUServe(arriving_long_prompts, disaggregated_engine, "tpot")

@@ -83,6 +83,14 @@ def test_world_size_is_bounded_and_places_rank_r_on_cuda_r() -> None:
         resolve_config({"world_size": 2, "device": "cuda:1"})
 
 
+def test_gpus_of_one_process_are_bounded_and_not_ranks_too() -> None:
+    assert resolve_config().gpus == 1 and resolve_config({"gpus": 2}).gpus == 2
+    with pytest.raises(ConfigError, match="gpus=0"):
+        resolve_config({"gpus": 0})
+    with pytest.raises(ConfigError, match="world_size=2 with gpus=2: either ranks of one GPU each"):
+        resolve_config({"world_size": 2, "gpus": 2})
+
+
 def test_config_error_is_a_perflab_error_and_a_value_error() -> None:
     with pytest.raises(PerflabError):
         resolve_config({"iterations": 0})

@@ -275,6 +275,70 @@ def test_a_gpu_host_with_too_few_gpus_skips_before_starting_ranks(monkeypatch: p
     monkeypatch.setenv(ranks.RANK_DEVICES, "0,1")  # the suite's two workers' GPUs: the ranks see both
     assert ranks._rank_devices("cuda", 2) == "0,1"
     assert ranks._rank_devices("cpu", 8) is None  # gloo processes: any number
+    monkeypatch.delenv(ranks.RANK_DEVICES)
+    with pytest.raises(Skip, match=r"^needs 2 GPUs \(1 visible\)$"):  # one process on two GPUs (config gpus=2)
+        ranks._rank_devices("cuda", 2, per_rank=False)
+
+
+TWO_GPUS = """
+import torch
+from bench import BenchmarkConfig, context
+
+
+class Bench:
+    def get_config(self):
+        return BenchmarkConfig(gpus=2, timing_mode="cpu")
+
+    def setup(self):
+        ctx = context()
+        ctx.require(gpus=2)
+        ctx.record("visible", torch.cuda.device_count() if ctx.is_cuda else 0)
+        g = torch.Generator(device=ctx.device).manual_seed(ctx.seed)
+        self.x = torch.randn(1 << 20, device=ctx.device, generator=g)
+        peer = torch.device("cuda", 1) if ctx.is_cuda else ctx.device
+        self.out = torch.empty_like(self.x, device=peer)
+
+    def benchmark_fn(self):
+        self.out.copy_(self.x)
+
+    def teardown(self):
+        del self.x, self.out
+
+    def get_output(self):
+        return self.out
+
+
+def get_benchmark():
+    return Bench()
+"""
+
+
+def test_one_process_of_two_gpus_runs_plainly_on_a_cpu(tmp_path: Path) -> None:
+    (tmp_path / "ch" / "ch92").mkdir(parents=True)
+    (tmp_path / "ch" / "ch92" / "baseline_copy.py").write_text(TWO_GPUS.replace("ctx.require(gpus=2)", "pass"))
+    spec = select(discover(tmp_path / "ch"))[0].baseline
+    r = run_variant(spec, tmp_path / "work", cli_layer={**FAST, "device": "cpu"})
+    assert r.status == "ok", r.error
+    assert r.config["gpus"] == 2 and r.launch != "cold_start" and r.sizes["visible"] == 0  # no rank spawned
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this host has none")
+def test_one_process_of_two_gpus_sees_both_beside_a_worker_per_gpu(tmp_path: Path) -> None:
+    """gpus=2 under a worker per GPU: it runs alone and sees every worker's GPU; on one GPU, skipped saying so."""
+    (tmp_path / "ch" / "ch92").mkdir(parents=True)
+    for name in ("baseline_copy.py", "optimized_copy.py"):
+        (tmp_path / "ch" / "ch92" / name).write_text(TWO_GPUS)
+    n = torch.cuda.device_count()
+    workers = [{"CUDA_VISIBLE_DEVICES": str(i)} for i in range(n)]
+    suite = run_suite(select(discover(tmp_path / "ch")), cli_layer={**FAST, "device": "cuda"}, workdir=tmp_path / "w",
+                      workers=workers)  # fmt: skip
+    if n < 2:
+        assert [v.skip_reason for v in suite.variants] == ["needs 2 GPUs (1 visible)"] * 2
+        return
+    for v in suite.variants:
+        assert v.status == "ok", v.error
+        assert v.sizes["visible"] == n and v.device == "cuda:0"
+    assert suite.comparisons[0].verification.verified, suite.comparisons[0].verification.detail
 
 
 def test_the_ranks_get_every_workers_gpu_and_multicast_stays_off() -> None:
