@@ -134,20 +134,35 @@ class _Relay:
                 chunk = os.read(fd, 1 << 16)
                 rank = open_[fd]
                 if chunk:
-                    *lines, self.buf[rank] = (self.buf[rank] + chunk).split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            self._handle(rank, line)
+                    self._take(rank, chunk)
                 else:
                     del open_[fd]
                     self._ended(rank)
             for fd, rank in list(open_.items()):  # exited, its pipe still open (a process it forked holds it)
                 if fd not in ready and self.procs[rank].exitcode is not None:
+                    # What it wrote between the select above and its exit is still in the pipe: its "done"
+                    # among it (a rank of ch04 ddp_overlap on two H200s was failed as "exited before it was done").
+                    self._drain(fd, rank)
                     del open_[fd]
                     self._ended(rank)
         if self.endings:
             self._tell()
         os._exit(0)
+
+    def _take(self, rank: int, chunk: bytes) -> None:
+        """Handle the whole lines of what ``rank`` sent; keep a partial last line for the next chunk."""
+        *lines, self.buf[rank] = (self.buf[rank] + chunk).split(b"\n")
+        for line in lines:
+            if line.strip():
+                self._handle(rank, line)
+
+    def _drain(self, fd: int, rank: int) -> None:
+        """Take whatever ``rank``'s pipe still holds, without waiting for more."""
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            self._take(rank, chunk)
 
     def _handle(self, rank: int, line: bytes) -> None:
         msg = json.loads(line)

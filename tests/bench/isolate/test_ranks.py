@@ -357,3 +357,50 @@ def test_the_ranks_get_every_workers_gpu_and_multicast_stays_off() -> None:
     env = child_env(resolve_config(), caller)
     assert (env["NCCL_NVLS_ENABLE"], env["TORCH_SYMM_MEM_DISABLE_MULTICAST"]) == ("0", "1")
     assert caller == {"NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0"}  # the caller's, untouched
+
+
+def test_a_rank_that_exits_between_two_looks_is_heard_to_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank that writes its last messages and exits after the relay's select returned: what it wrote is read
+    before its exit is judged (on two H200s a rank of ch04 ddp_overlap was failed as "exited before it was done")."""
+    import json
+    import os
+    import select as select_module
+
+    from bench.isolate import channel
+
+    class Exited:
+        exitcode = 0
+
+        def join(self, timeout: float | None = None) -> None:
+            pass
+
+    up_read, up_write = os.pipe()  # what the relay tells the parent
+    rank_read, rank_write = os.pipe()  # the rank's pipe: its last words in it, its write end still open
+    for msg in ({"t": "stage", "name": "teardown", "event": "start"}, {"t": "done"}):
+        os.write(rank_write, (json.dumps(msg) + "\n").encode())
+    monkeypatch.setattr(channel, "_fd", up_write)
+    looks = iter([([], [], [])])  # the first look sees nothing: the rank wrote and exited just after it
+    real = select_module.select
+    monkeypatch.setattr(ranks.select, "select", lambda *a: next(looks, None) or real(*a))
+
+    class Exit(Exception):
+        pass
+
+    def exit_(code: int) -> None:
+        raise Exit(code)
+
+    monkeypatch.setattr(ranks.os, "_exit", exit_)
+
+    class Reader:
+        def fileno(self) -> int:
+            return rank_read
+
+    relay = ranks._Relay([Exited()], [Reader()])
+    with pytest.raises(Exit) as ended:
+        relay.run()
+    os.close(up_write)
+    told = os.read(up_read, 1 << 16).decode()
+    assert ended.value.args == (0,) and relay.done == [True] and relay.endings == [], told
+    assert '"t": "done"' in told and "exited before it was done" not in told  # rank 0's words went on to the parent
+    for fd in (rank_write, rank_read, up_read):
+        os.close(fd)
