@@ -43,12 +43,17 @@ def suite(store: Store) -> dict[str, Any]:
     return {"parent": parent, "ids": ids}
 
 
+def _expectations(tmp_path: Path, chapter: str, doc: dict[str, Any]) -> Path:
+    """An expectations root under ``tmp_path`` holding ``doc`` as the H100's ``chapter``."""
+    path = tmp_path / "expectations" / "nvidia-h100-80gb-hbm3" / f"{chapter}.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(yaml.safe_dump(doc))
+    return tmp_path / "expectations"
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    path = tmp_path / "expectations" / "nvidia-h100-80gb-hbm3" / "ch07.yaml"
-    path.parent.mkdir(parents=True)
-    path.write_text(yaml.safe_dump(EXPECTED))
-    return tmp_path / "expectations"
+    return _expectations(tmp_path, "ch07", EXPECTED)
 
 
 def test_check_gives_each_status(suite: dict[str, Any], root: Path, store: Store) -> None:
@@ -178,10 +183,7 @@ def interval_suite(store: Store) -> str:
 
 @pytest.fixture
 def interval_root(tmp_path: Path) -> Path:
-    path = tmp_path / "expectations" / "nvidia-h100-80gb-hbm3" / "ch08.yaml"
-    path.parent.mkdir(parents=True)
-    path.write_text(yaml.safe_dump(INTERVAL_EXPECTED))
-    return tmp_path / "expectations"
+    return _expectations(tmp_path, "ch08", INTERVAL_EXPECTED)
 
 
 def test_check_judges_the_runs_interval_not_its_point(interval_suite: str, interval_root: Path, store: Store) -> None:

@@ -121,15 +121,21 @@ def test_cli_report_and_bad_run_ids(
     assert unknown.exit_code == 2 and "cafe0000" in unknown.output
 
 
+def _stored(name: str, metrics: dict[str, float], **tags: str) -> Any:
+    """A variant run as the store gives it back (``chapter:example:variant``), ok, with ``tags`` on top."""
+    from bench.record import StoredRun
+
+    chapter, example, variant = name.split(":")
+    base = {"perflab.chapter": chapter, "perflab.example": example, "perflab.variant": variant,
+            "perflab.status": "ok", "perflab.device": "cpu", "mlflow.parentRunId": "p"}  # fmt: skip
+    return StoredRun(name, name, "0", "FINISHED", 0, {**base, **tags}, metrics)
+
+
 def test_a_slower_or_not_significant_pair_is_shown_so_and_is_no_success() -> None:
     from analysis.report import build_report, report_markdown
     from bench.record import StoredRun
 
-    def run(name: str, metrics: dict[str, float], **tags: str) -> StoredRun:
-        chapter, example, variant = name.split(":")
-        base = {"perflab.chapter": chapter, "perflab.example": example, "perflab.variant": variant,
-                "perflab.status": "ok", "perflab.device": "cpu", "mlflow.parentRunId": "p"}  # fmt: skip
-        return StoredRun(name, name, "0", "FINISHED", 0, {**base, **tags}, metrics)
+    run = _stored
 
     pair = {"perflab.pair_status": "ok", "perflab.verified": "true"}
     runs = [
@@ -153,11 +159,7 @@ def test_energy_per_call_is_reported_where_both_sides_measured_it() -> None:
     from analysis.report import build_report, report_csv, report_markdown
     from bench.record import StoredRun
 
-    def run(name: str, metrics: dict[str, float], **tags: str) -> StoredRun:
-        chapter, example, variant = name.split(":")
-        base = {"perflab.chapter": chapter, "perflab.example": example, "perflab.variant": variant,
-                "perflab.status": "ok", "perflab.device": "cuda:0", "mlflow.parentRunId": "p"}  # fmt: skip
-        return StoredRun(name, name, "0", "FINISHED", 0, {**base, **tags}, metrics)
+    run = _stored
 
     pair = {"perflab.pair_status": "ok", "perflab.verified": "true", "perflab.significance": "faster"}
     energy = {"energy_per_call_mj": 80.0, "energy_ratio": 7.7, "energy_ratio_ci_low": 7.5, "energy_ratio_ci_high": 7.9}
