@@ -1,0 +1,61 @@
+"""bench/measure/guard.py's changed inputs: ``perturb`` gives the same bits in every process, thread and layout.
+
+Both sides of a pair change their set-up inputs with it and must then agree on their outputs; a map that a second
+thread or another vector width computes differently (a sine: up to 1.5e-4 apart on a 2-core CPU) fails pairs that
+agree. The map is checked bit for bit against numpy's float32 arithmetic, which rounds every operation exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bench.measure.guard import _WAVE, perturb
+
+
+def reference(x: np.ndarray) -> np.ndarray:
+    """x·(1 + ½·w(x)), w = 4·|frac(x·7/2π) − ½| − 1, in float32 one operation at a time."""
+    f = np.float32
+    phase = x * f(_WAVE)
+    w = np.abs(phase - np.floor(phase) - f(0.5)) * f(4.0) - f(1.0)
+    out = x * (w * f(0.5) + f(1.0))
+    return np.where(np.isfinite(x), out, x)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n", [1, 7, 4096, 100_003])
+def test_perturb_is_the_same_bits_whatever_the_threads_and_size(n: int, threads: int) -> None:
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        x = torch.randn(n, generator=torch.Generator().manual_seed(n)) * 3
+        expected = reference(x.numpy().copy())
+        assert perturb({"x": x}) == 1
+        assert np.array_equal(x.numpy(), expected)  # bit for bit (no NaN here)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_perturb_commutes_with_a_relayout_and_leaves_what_it_cannot_change() -> None:
+    a = torch.randn(64, 48, generator=torch.Generator().manual_seed(1))
+    b = a.t().contiguous()  # a variant that transposed its input in set-up
+    at = a.t().clone()  # and one that keeps it strided
+    assert not at.is_contiguous()
+    perturb({"a": a})
+    perturb({"b": b, "at": at})
+    assert torch.equal(a.t(), b) and torch.equal(at, b)
+    special = torch.tensor([0.0, float("inf"), float("-inf"), float("nan")])
+    ints = torch.arange(5)
+    assert perturb({"s": special, "i": ints}) == 1  # integer tensors (indices) stay as they are
+    assert special[0] == 0 and special[1] == float("inf") and special[2] == float("-inf") and special[3].isnan()
+    assert torch.equal(ints, torch.arange(5))
+
+
+def test_perturb_moves_values_within_half_and_not_monotonically() -> None:
+    x = torch.linspace(0.01, 5.0, 2000)
+    y = x.clone()
+    perturb({"y": y})
+    ratio = y / x
+    assert bool(((ratio >= 0.5) & (ratio <= 1.5)).all()) and not torch.equal(x, y)
+    assert not bool((y[1:] >= y[:-1]).all())  # sorted inputs come out unsorted: a sort's output changes order
