@@ -15,8 +15,8 @@ up with watched, its inputs changed to see that its output follows.
 * **Changed inputs** (INTEGRITY #5, #6). ``perturb`` maps every floating value x of the set-up tensors
   to x·(1 + ½·w(x)), w a triangle wave of x (exactly rounded operations only), in place: elementwise, so it
   commutes with any re-layout a variant did in set-up (a transpose, a cast), but not with a result computed
-  from the inputs (a cache), and not monotonic, so even sorted or normalised outputs change. Both sides of a pair apply the same map to the same values,
-  so their outputs on the changed inputs must still agree.
+  from the inputs (a cache), and not monotonic, so even sorted or normalised outputs change. Both sides of a
+  pair apply the same map to the same values, so their outputs on the changed inputs must still agree.
 """
 
 from __future__ import annotations
