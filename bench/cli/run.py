@@ -310,6 +310,10 @@ def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool
                    f"checking outputs{beside}, {b['idle_s']:.1f} s idle")  # fmt: skip
         began = f"the suite began {before_s:.2f} s after the command started; " if before_s is not None else ""
         out.append(f"  {began}variant 1 at {b['first_start_s']:.1f} s")
+        if suite.cluster_s:
+            c = suite.cluster_s
+            out.append(f"  Ray: joined the cluster in {c['connect_s']:.1f} s before the suite, left it in "
+                       f"{c['shutdown_s']:.1f} s after")  # fmt: skip
         if b.get("alone_wait_s", 0.0) >= 0.05:
             out.append(f"  host-clocked variants waited {b['alone_wait_s']:.1f} s to run alone on the host")
         if b["ahead_s"] >= 0.05:

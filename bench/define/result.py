@@ -316,6 +316,9 @@ class SuiteResult(BaseModel):
     # against the baseline), other_s (logging, removing outputs), beside (compare and other ran while the
     # next variant already ran: bench.isolate.workers, rule 5), end_s.
     timeline: list[dict[str, Any]] = Field(default_factory=list)
+    # A suite on a Ray cluster: seconds spent joining it before the suite's wall began (connect_s) and leaving
+    # it after the wall ended (shutdown_s); empty for a local suite.
+    cluster_s: dict[str, float] = Field(default_factory=dict)
 
     def time_breakdown(self) -> dict[str, Any]:
         """Sums over the timeline: what the workers did, how long they idled, when the first variant began."""

@@ -222,8 +222,10 @@ def run_on_ray(
     (``bench.record.manifest.host_manifest``), called on the node; ``warn``: one line per node whose commit
     differs from this host's. ``expected_s``: the last run's seconds per variant: the longest examples go first."""
     ray = import_ray()
+    joined = time.monotonic()
     _connect(ray, address)
     t0, wall0 = time.monotonic(), time.time()
+    suite: SuiteResult | None = None
     try:
         gpu_nodes = _gpu_nodes(ray, address)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity
@@ -245,9 +247,14 @@ def run_on_ray(
         with tempfile.TemporaryDirectory(prefix="perflab-ray-") as tmp:
             driver.profiles = Path(tmp)
             driver.wait(ray, dispatcher, runs, wall0)
-            return _suite_result(examples, driver.done, driver.timeline, time.monotonic() - t0)
+            suite = _suite_result(examples, driver.done, driver.timeline, time.monotonic() - t0)
     finally:
+        left = time.monotonic()
         ray.shutdown()
+        if suite is not None:
+            suite.cluster_s = {"connect_s": t0 - joined, "shutdown_s": time.monotonic() - left}
+    assert suite is not None
+    return suite
 
 
 def check_ray(address: str) -> None:

@@ -160,6 +160,8 @@ def test_a_chapter_on_two_nodes_logs_like_a_local_run(
     ray = _run(*targets, "--device", "cpu", "--ray", cluster.address, "--experiment", "ray-ch07", env=env)
     out, err = ray.communicate(timeout=300)
     assert ray.returncode == 0, out + err
+    joined = r"^  Ray: joined the cluster in [0-9.]+ s before the suite, left it in [0-9.]+ s after$"
+    assert re.search(joined, out, re.M), out
     local = _run(*targets, "--device", "cpu", "--experiment", "local-ch07", env=env)
     out, err = local.communicate(timeout=300)
     assert local.returncode == 0, out + err
