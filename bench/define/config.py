@@ -122,6 +122,11 @@ class BenchmarkConfig(BaseModel):
     percentiles: list[float] = Field(default_factory=lambda: [25.0, 50.0, 75.0, 90.0, 95.0, 99.0])
     # Relative-error tolerance for the output check; None = the default for the output dtype.
     rtol: float | None = Field(None, gt=0, lt=1)
+    # How the two sides' outputs are compared (bench.measure.verify): "exact", tensor by tensor at rtol (exactly
+    # for integers); "greedy_tokens", for a token-generating benchmark whose get_output() returns [tokens,
+    # runner_up, gap, offsets]: tokens exactly, except that a request may part from the baseline's at a near-tie
+    # (the baseline's top two within GAP_TOL, the optimized side taking its runner-up) and is compared up to there.
+    verify: Literal["exact", "greedy_tokens"] = "exact"
     # Smoke sizes (tiny inputs) for examples; None = smoke on CPU, full size on GPU.
     smoke: bool | None = None
     # Fill floating outputs with NaN before measurement and require the timed calls to overwrite

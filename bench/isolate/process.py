@@ -83,15 +83,17 @@ def in_server(fn: Any, *args: Any, timeout: float) -> Any:
     return server.call(fn, *args, interpret=interpret, timeout=timeout)
 
 
-def verify_in_server(pairs: list[FilePair], rtol: float | None, limit_s: float) -> list[Verification]:
+def verify_in_server(
+    pairs: list[FilePair], rtol: float | None, limit_s: float, mode: str = "exact"
+) -> list[Verification]:
     """``verify_all`` in a fresh child of the pre-warmed server (the parent never imports torch); here, should
     that child fail rather than the comparison. The ``verify`` a suite hands to ``bench.measure.compare``."""
     from bench.isolate.server import ServerError
 
     try:
-        return in_server(verify_all, pairs, rtol, timeout=limit_s)  # type: ignore[no-any-return]
+        return in_server(verify_all, pairs, rtol, mode, timeout=limit_s)  # type: ignore[no-any-return]
     except (OSError, ServerError):
-        return verify_all(pairs, rtol)
+        return verify_all(pairs, rtol, mode)
 
 
 def confirm_cuda(answer: bool) -> None:

@@ -50,7 +50,7 @@ def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutate
     same = None
     after = outputs_of(obj)
     if timed is not None and after is not None:
-        same = compare_tensors(timed, guard.subsample(after), config.rtol).verified
+        same = compare_tensors(timed, guard.subsample(after), config.rtol, config.verify).verified
     reference = min(b_ms) if b_ms else getattr(clock, "eager_ms", None)
     described = [f"{k}: {guard.describe(t)}" for k, t in mutated.items()]
     described, same = restore_merged(described, same, config.world_size)

@@ -16,8 +16,9 @@ from bench.define.result import Comparison, PairStatus, VariantResult, Verificat
 from bench.measure.stats import speedup_interval
 from bench.measure.verify import FilePair, verify_all
 
-# verify_all's arguments plus the check stage's limit (s): where and how a pair's outputs are compared.
-Verifier = Callable[[list[FilePair], float | None, float], list[Verification]]
+# verify_all's pairs and rtol, the check stage's limit (s), then verify_all's mode: where and how a pair's outputs
+# are compared.
+Verifier = Callable[[list[FilePair], float | None, float, str], list[Verification]]
 
 _PAIR_STATUS: dict[str, PairStatus] = {"match": "ok", "mismatch": "mismatch", "inconclusive": "unverified"}
 
@@ -32,8 +33,9 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
     """Pair status, verification and speedup (baseline median / optimized median, never clamped) with its
     95 % interval, on the time the optimized variant's config names (``speedup_time``: cold or batch).
 
-    ``verify``: what loads and compares the saved outputs, ``verify_all``'s arguments plus the check stage's
-    limit in seconds; by default ``verify_all`` here, in this process (it imports torch). A suite passes one
+    ``verify``: what loads and compares the saved outputs, ``verify_all``'s pairs and rtol, the check stage's
+    limit in seconds and ``verify_all``'s mode (the config's ``verify``, which both sides must declare alike); by
+    default ``verify_all`` here, in this process (it imports torch). A suite passes one
     that runs it in a fresh child of the pre-warmed server (bench.isolate.process.verify_in_server), so the
     parent never imports torch (~4 s on a GPU host, which the first comparison would wait for)."""
     spec = optimized.spec
@@ -169,6 +171,14 @@ def _verify(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
     work = _work_differs(baseline, optimized)
     if work:
         return Verification(verified=False, outcome="mismatch", detail=work)
+    modes = [r.config.get("verify", "exact") for r in (baseline, optimized)]
+    if modes[0] != modes[1]:
+        return Verification(
+            verified=False,
+            outcome="mismatch",
+            detail=f"the sides are verified differently: baseline verify={modes[0]!r}, optimized {modes[1]!r}; "
+            "both sides of a pair declare the same (get_config())",
+        )
     assert baseline.output is not None and optimized.output is not None
     pairs = [_files(baseline.output, optimized.output)]
     fresh = [r.recheck.fresh if r.recheck else None for r in (baseline, optimized)]
@@ -176,9 +186,9 @@ def _verify(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         pairs.append(_files(fresh[0], fresh[1]))
     rtol = optimized.config.get("rtol")
     if verify is None:
-        results = verify_all(pairs, rtol)
+        results = verify_all(pairs, rtol, modes[0])
     else:
-        results = verify(pairs, rtol, BenchmarkConfig(**optimized.config).stage_limit("check"))
+        results = verify(pairs, rtol, BenchmarkConfig(**optimized.config).stage_limit("check"), modes[0])
     main = results[0]
     if not main.verified:
         return main
@@ -224,5 +234,3 @@ def _work_differs(baseline: VariantResult, optimized: VariantResult) -> str | No
             "the same work and declare it alike (get_work())"
         )
     return None
-
-

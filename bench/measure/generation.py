@@ -18,7 +18,12 @@ A benchmark declares that it generates tokens by defining, besides ``setup``/``b
   requests arrive" (a static batcher waiting to fill its batch): the clock then jumps to the next arrival.
 * ``get_output()`` — the generated token ids (int64, greedy), written by the steps: the harness fills it
   with -1 after ``start_generation()`` and requires the steps to overwrite every entry (so it must hold
-  the generated tokens only, not the prompts the engine reads).
+  the generated tokens only, not the prompts the engine reads). With ``BenchmarkConfig(verify="greedy_tokens")``
+  it is ``[tokens, runner_up, gap, offsets]``: beside each token (int64) the runner-up of the step that chose it
+  (int64) and their gap, (top1 - top2) / the standard deviation of that step's logits (float32), all three
+  written by the steps (the gaps are NaN-poisoned); request r's tokens at ``offsets[r]:offsets[r + 1]`` (int64,
+  the cumulated ``new_tokens`` of the request set, checked once and never poisoned). Two engines that round
+  differently may then part at a near-tie and still verify (bench.measure.verify).
 * optionally ``speedup_metric()`` — what the pair's speedup is computed on: ``"ttft"`` (time to first
   token), ``"tpot"`` (time per output token), ``"itl"`` (inter-token latency), each the median or, with a
   suffix ``_p90`` / ``_p99``, that percentile (``"itl_p99"``: the stalls a user sees); ``"throughput"``
@@ -111,6 +116,30 @@ def read_requests(obj: Any) -> list[RequestSpec]:
             raise ProtocolError(f"request {i}: arrival_ms={arrival!r} must be a finite number >= 0")
         out.append(RequestSpec(new_tokens=new, arrival_ms=float(arrival), prompt_tokens=prompt))
     return out
+
+
+def check_greedy_output(outputs: Sequence[Any], requests: Sequence[RequestSpec]) -> None:
+    """A ``verify="greedy_tokens"`` output (after set-up): [tokens, runner_up, gap, offsets] of the right dtypes,
+    one entry per generated token, and offsets laying out ``requests`` in order. Nothing to check without one."""
+    if not outputs:
+        return
+    layout = "[tokens (int64), runner_up (int64), gap (float32), offsets (int64)]"
+    dtypes = [str(t.dtype).replace("torch.", "") for t in outputs]
+    if dtypes != ["int64", "int64", "float32", "int64"]:
+        raise ProtocolError(
+            f"get_output() returned {len(outputs)} tensor(s) of dtypes {', '.join(dtypes)}; verify='greedy_tokens' "
+            f"needs {layout}"
+        )
+    want = [0]
+    for r in requests:
+        want.append(want[-1] + r.new_tokens)
+    sizes = [t.numel() for t in outputs[:3]]
+    offsets = outputs[3].reshape(-1).tolist()
+    if offsets != want or sizes != [want[-1]] * 3:
+        raise ProtocolError(
+            f"get_output(): offsets {offsets[:6]}... and {sizes} tokens, runner-ups, gaps; the request set needs "
+            f"offsets {want[:6]}... (each request's new_tokens, in order) and {want[-1]} of each"
+        )
 
 
 def speedup_metric(obj: Any) -> str:

@@ -228,6 +228,17 @@ def test_outputs_compared_in_the_server_as_in_the_parent(tmp_path: Path) -> None
     assert here == there and not here.verified and here.outcome == "mismatch"
     same = (str(tmp_path / "same"), outputs.save([x.clone()], str(tmp_path / "same")))
     assert server.call(verify_files, ref, same, None, interpret=_interpret(), timeout=120).verified
+    # generated tokens (verify="greedy_tokens"): request 2 parts at the baseline's near-tie, to its runner-up
+    tokens, runner_up, gap = torch.arange(12), torch.arange(12) + 50, torch.ones(12)
+    offsets = torch.tensor([0, 3, 6, 9, 12])
+    gap[8] = 1e-6
+    other = tokens.clone()
+    other[8] = runner_up[8]
+    ref = (str(tmp_path / "tref"), outputs.save([tokens, runner_up, gap, offsets], str(tmp_path / "tref")))
+    out = (str(tmp_path / "tout"), outputs.save([other, runner_up, gap, offsets], str(tmp_path / "tout")))
+    here = verify_files(ref, out, None, "greedy_tokens")
+    there = server.call(verify_files, ref, out, None, "greedy_tokens", interpret=_interpret(), timeout=120)
+    assert here == there and here.verified and "request 2 at token 2" in here.detail
 
 
 def test_a_killed_server_is_replaced_and_its_childs_result_still_arrives(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -477,3 +477,116 @@ def test_a_percentile_speedup_needs_two_generations_a_side() -> None:
     b, o = _measured("baseline", "itl_p99", seed=1, generations=1), _measured("optimized", "itl_p99", seed=2)
     assert pair_interval(b, o, "itl_p99", 0.0) is None and pair_interval(o, b, "itl_p99", 0.0) is None
     assert compare(b, o).speedup_ci_low is None
+
+
+GREEDY_FILE = '''
+import torch
+from bench import BenchmarkConfig
+
+MODE = {mode!r}  # "baseline"; "near": part at the baseline's near-tie, to its runner-up; "far": part elsewhere;
+# "lazy": never write the gaps
+
+
+class Bench:
+    """Requests 0..3 of 6 tokens each; a step emits one token of every request, with its runner-up and gap."""
+
+    def setup(self):
+        self.tokens = torch.zeros(24, dtype=torch.int64)
+        self.runner_up = torch.zeros(24, dtype=torch.int64)
+        self.gap = torch.zeros(24, dtype=torch.float32)
+        self.offsets = torch.tensor([0, 6, 12, 18, 24])
+
+    def get_config(self):
+        return BenchmarkConfig(verify="greedy_tokens")
+
+    def get_requests(self):
+        return [{{"new_tokens": 6}}] * 4
+
+    def start_generation(self):
+        self.k = 0
+
+    def generate_step(self, now_ms):
+        if self.k == 6:
+            return None
+        for r in range(4):
+            i = 6 * r + self.k
+            token, second, gap = 10 * r + self.k, 100 + i, 1.0
+            if i == 8:  # request 1's token 2: the baseline's top two 2e-6 of the spread apart
+                gap = 2e-6
+                if MODE == "near":
+                    token, second = second, token
+            if MODE == "near" and r == 1 and self.k > 2:
+                token = 50 + self.k  # what the other engine then generated
+            if MODE == "far" and i == 15:  # request 2's token 3, where the baseline's top two were far apart
+                token, second = second, token
+            self.tokens[i], self.runner_up[i] = token, second
+            if MODE != "lazy":
+                self.gap[i] = gap
+        self.k += 1
+        return [1, 1, 1, 1]
+
+    def benchmark_fn(self):
+        self.start_generation()
+        while self.generate_step(0.0) is not None:
+            pass
+
+    def teardown(self):
+        pass
+
+    def get_output(self):
+        return [self.tokens, self.runner_up, self.gap, self.offsets]
+
+
+def get_benchmark():
+    return Bench()
+'''
+
+
+def test_greedy_tokens_pair_through_the_harness(tmp_path: Path) -> None:
+    """verify="greedy_tokens" end to end: the token, runner-up and gap buffers poisoned before each generation
+    (the offsets not), a divergence at the baseline's near-tie verified and said, one elsewhere a mismatch, a side
+    that leaves its gaps unwritten invalid."""
+    root = tmp_path / "chapters"
+    (root / "ch15").mkdir(parents=True)
+    for name, mode in (("baseline_greedy", "baseline"), ("optimized_greedy", "near"),
+                       ("optimized_greedy_far", "far"), ("optimized_greedy_lazy", "lazy")):  # fmt: skip
+        (root / "ch15" / f"{name}.py").write_text(GREEDY_FILE.format(mode=mode))
+    cli = {"iterations": 2, "warmup": 1, "min_warmup_seconds": 0.0, "device": "cpu"}
+    suite = run_suite(select(discover(root)), cli_layer=cli, workdir=tmp_path / "w")
+    results = {v.spec.variant: v for v in suite.variants}
+    assert results["baseline"].status == "ok", results["baseline"].error
+    assert results["baseline"].config["verify"] == "greedy_tokens"
+    pairs = {c.variant: c for c in suite.comparisons}
+    near = pairs["optimized"]
+    assert near.status == "ok" and near.verification.verified, near.verification.detail
+    assert near.verification.detail.startswith(
+        "tokens equal; 1 of 4 requests diverged at a near-tie (gap 2.0e-06 <= 1e-04), request 1 at token 2, and "
+        "was compared up to there (21 of 24 tokens)"
+    )
+    far = pairs["optimized_far"]
+    assert far.status == "mismatch" and far.verification.detail.startswith(
+        "request 2 parts from the baseline's tokens at token 3: baseline 23, optimized 115, the baseline's top two"
+    )
+    lazy = results["optimized_lazy"]
+    assert lazy.status == "invalid" and lazy.output is not None and lazy.output.timed_calls_wrote_output is False
+
+
+def test_a_greedy_tokens_output_is_checked_against_the_request_set() -> None:
+    """verify="greedy_tokens": [tokens, runner_up, gap, offsets], the offsets those of the request set (3, 2, 2
+    new tokens); poisoned are the first three only."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(verify="greedy_tokens")
+    e = Engine()
+    with pytest.raises(ProtocolError, match=r"returned 1 tensor\(s\) of dtypes int64; verify='greedy_tokens' needs"):
+        generation_clock(e, config, torch.device("cpu"))
+    offsets = torch.tensor([0, 3, 5, 7])
+    extra = [torch.zeros(7, dtype=torch.int64), torch.zeros(7), offsets]
+    e.get_output = lambda: [e.out, *extra]  # type: ignore[method-assign]
+    clock = generation_clock(e, config, torch.device("cpu"))
+    assert clock is not None
+    clock._poison()
+    assert bool((extra[0] == -1).all()) and bool(extra[1].isnan().all()) and offsets.tolist() == [0, 3, 5, 7]
+    offsets[1] = 2
+    with pytest.raises(ProtocolError, match=r"offsets \[0, 2, 5, 7\]... .* needs offsets \[0, 3, 5, 7\]"):
+        generation_clock(e, config, torch.device("cpu"))
