@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -103,8 +103,10 @@ class GPTConfig:
     def flops(self, tokens: int, logit_rows: int, attn_pairs: int) -> int:
         """Matmul FLOPs of a pass over ``tokens`` new tokens, ``logit_rows`` LM-head rows, and ``attn_pairs``
         (query, key) pairs attended (QK^T and PV: 4 * d_model per pair and layer)."""
-        return 2 * tokens * self.n_layer * self.layer_params + 2 * logit_rows * self.d_model * self.vocab_size + (
-            4 * attn_pairs * self.n_layer * self.d_model
+        return (
+            2 * tokens * self.n_layer * self.layer_params
+            + 2 * logit_rows * self.d_model * self.vocab_size
+            + (4 * attn_pairs * self.n_layer * self.d_model)
         )
 
 
@@ -339,3 +341,32 @@ class GPT(nn.Module):
 def greedy(logits: Tensor) -> Tensor:
     """The next token of each row: argmax of its logits (int64)."""
     return logits.argmax(dim=-1)
+
+
+class Top2(NamedTuple):
+    """Each row's greedy token, the token that came second, and how far apart their logits were."""
+
+    token: Tensor  # int64
+    runner_up: Tensor  # int64
+    gap: Tensor  # float32: (top1 - top2) / the row's logits' standard deviation
+
+    def map(self, fn: Any) -> Top2:
+        """The three tensors through ``fn`` alike (an index, a view): the same rows of each."""
+        return Top2(fn(self.token), fn(self.runner_up), fn(self.gap))
+
+
+def greedy_top2(logits: Tensor) -> Top2:
+    """``greedy``'s token of each row with its runner-up and their relative gap, from one ``topk(2)``.
+
+    The gap, (top1 - top2) / the row's logits' standard deviation (0 for a row of equal logits), is what a
+    verifier needs to tell a near-tie from a real difference: two engines that batch differently round the
+    logits differently (~1e-6..1e-5 of their spread in fp32), and where the top two are closer than that,
+    their argmax may differ (bench.measure.verify, ``verify="greedy_tokens"``). A row of one logit has no
+    runner-up: itself, at an infinite gap."""
+    if logits.shape[-1] < 2:
+        token = logits.argmax(dim=-1)
+        return Top2(token, token, torch.full(token.shape, math.inf, device=logits.device))
+    values, indices = logits.topk(2, dim=-1)
+    spread = logits.float().std(dim=-1).clamp_min(torch.finfo(torch.float32).tiny)
+    gap = (values[..., 0].float() - values[..., 1].float()) / spread
+    return Top2(indices[..., 0], indices[..., 1], gap)

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from models.gpt import GPT, Segment, greedy
+from models.gpt import GPT, Segment, Top2, greedy_top2
 from models.kv import BlockAllocator, ContiguousCache, PagedCache
 
 
@@ -87,20 +87,39 @@ def prompt_matrix(requests: Sequence[Request], device: torch.device | str) -> Te
 
 
 class Output:
-    """The generated tokens of every request, flat: request r's k-th token at ``offsets[r] + k``.
+    """The generated tokens of every request, flat: request r's k-th token at ``offsets[r] + k``; beside each,
+    at the same index, the runner-up of the step that chose it and their relative gap (``models.gpt.greedy_top2``):
+    what lets a verifier accept a divergence at a near-tie (bench.measure.verify, ``verify="greedy_tokens"``).
 
     Flat, not ``[R, max new tokens]``: every entry is a token some step must write (the harness poisons the
-    buffer before each generation and checks that nothing of the poison is left).
+    buffers before each generation and checks that nothing of the poison is left). ``offsets_t``, the offsets
+    as a tensor (request r's tokens at ``offsets_t[r]:offsets_t[r + 1]``), is set once and never poisoned: it
+    describes the layout, and the harness checks it against the request set.
     """
 
     def __init__(self, requests: Sequence[Request], device: torch.device | str) -> None:
         self.offsets = [0]
         for r in requests:
             self.offsets.append(self.offsets[-1] + r.new_tokens)
-        self.tokens = torch.zeros(self.offsets[-1], dtype=torch.int64, device=device)
+        n = self.offsets[-1]
+        self.tokens = torch.zeros(n, dtype=torch.int64, device=device)
+        self.runner_up = torch.zeros(n, dtype=torch.int64, device=device)
+        self.gap = torch.zeros(n, dtype=torch.float32, device=device)
+        self.offsets_t = torch.tensor(self.offsets, dtype=torch.int64, device=device)
 
     def index(self, rid: int, k: int) -> int:
         return self.offsets[rid] + k
+
+    def write(self, idx: Tensor | int | slice, top: Top2) -> None:
+        """Tokens ``top.token`` at ``idx``, their runner-ups and gaps at the same places."""
+        self.tokens[idx] = top.token
+        self.runner_up[idx] = top.runner_up
+        self.gap[idx] = top.gap
+
+    def tensors(self) -> list[Tensor]:
+        """What a benchmark's ``get_output()`` returns for ``verify="greedy_tokens"``: tokens, runner-ups, gaps,
+        offsets."""
+        return [self.tokens, self.runner_up, self.gap, self.offsets_t]
 
 
 def ints(device: torch.device, *lists: Sequence[int]) -> list[Tensor]:
@@ -318,9 +337,9 @@ class ContinuousEngine:
     def _emit(self, seqs: Sequence[_Seq], logits: Tensor) -> dict[int, int]:
         """The next token of each sequence from its logits row: into the output and the next step's input."""
         idx, rid = ints(self.device, [self.out.index(s.rid, s.emitted) for s in seqs], [s.rid for s in seqs])
-        tok = greedy(logits)
-        self.out.tokens[idx] = tok
-        self.last[rid] = tok
+        top = greedy_top2(logits)
+        self.out.write(idx, top)
+        self.last[rid] = top.token
         for s in seqs:
             s.emitted += 1
             if s.emitted == s.new:
@@ -385,15 +404,20 @@ class ContinuousEngine:
 def decode_alone(model: GPT, request: Request) -> list[int]:
     """The reference: one request on its own, prefilled in one pass and decoded token by token over its own
     cache. Any engine must give each request exactly these tokens (fp32: rounding aside, see ch15/common.py)."""
+    return decode_alone_top2(model, request).token.tolist()  # type: ignore[no-any-return]
+
+
+def decode_alone_top2(model: GPT, request: Request) -> Top2:
+    """``decode_alone``'s tokens with each step's runner-up and gap (``models.gpt.greedy_top2``), ``[new_tokens]``
+    each: what an engine records beside its tokens (``Output``)."""
     p = request.prompt_tokens
     cache = ContiguousCache(model.cfg, 1, p + request.new_tokens, request.prompt.device)
     start = torch.zeros(1, dtype=torch.int64, device=request.prompt.device)
-    tok = greedy(model([Segment(request.prompt[None], start, p)], cache))
-    out = [int(tok)]
+    steps = [greedy_top2(model([Segment(request.prompt[None], start, p)], cache))]
     for i in range(request.new_tokens - 1):
-        tok = greedy(model([Segment(tok[:, None], start + p + i, p + i + 1)], cache))
-        out.append(int(tok))
-    return out
+        tok = steps[-1].token
+        steps.append(greedy_top2(model([Segment(tok[:, None], start + p + i, p + i + 1)], cache)))
+    return Top2(*(torch.cat(parts) for parts in zip(*steps, strict=True)))
 
 
 def drive(engine: Any, requests: Sequence[Request], step_ms: float = 1.0) -> list[dict[int, int]]:
@@ -410,7 +434,7 @@ def drive(engine: Any, requests: Sequence[Request], step_ms: float = 1.0) -> lis
     return steps
 
 
-def tokens_of(out: Output) -> list[list[int]]:
-    """The generated tokens per request, from the flat buffer."""
-    flat = out.tokens.tolist()
+def tokens_of(out: Output, which: Literal["tokens", "runner_up", "gap"] = "tokens") -> list[list[Any]]:
+    """The generated tokens per request (or their runner-ups, or their gaps), from the flat buffer."""
+    flat = getattr(out, which).tolist()
     return [flat[out.offsets[i] : out.offsets[i + 1]] for i in range(len(out.offsets) - 1)]

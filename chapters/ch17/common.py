@@ -1,7 +1,8 @@
 """What every chapter-17 variant shares: the target model and its draft, the request sets, the engines.
 
 Every variant is chapter 15's ``Serve`` (the harness glue: token generation timed step by step, the generated
-tokens compared exactly, fp32 for the reason ``chapters/ch15/common.py`` gives) around one of these engines:
+tokens compared exactly but for a near-tie, fp32 for the reason ``chapters/ch15/common.py`` gives) around one of
+these engines:
 
 * ``StaticEngine`` (chapter 15) — plain greedy decoding, one target pass per token, requests in static batches;
 * ``SpeculativeEngine`` — greedy speculative decoding with a self-speculative draft (below): the draft proposes
@@ -46,11 +47,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from bench import BenchmarkConfig, context
 from chapters.ch15.common import Serve, StaticEngine, Workload, lengths, serving_config, workload
-from models import GPT, ContiguousCache, Segment, greedy
+from models import GPT, ContiguousCache, Segment, Top2, greedy, greedy_top2
 from models.serving import ContinuousEngine, ints, prompt_matrix
 
 DRAFT_LAYERS = (2, 1)  # full, smoke: the draft is the target's first blocks
@@ -216,15 +216,15 @@ class SpeculativeEngine:
         g, lens = len(rids), [self.plen[r] for r in rids]
         rid_t, last = ints(self.device, rids, [p - 1 for p in lens])
         seg = Segment(self.prompts[rid_t, : max(lens)], torch.zeros_like(last), max(lens), last=last)
-        tok = greedy(self.w.model([seg], self.kv))
+        top = greedy_top2(self.w.model([seg], self.kv))
         self.target_passes += 1
-        self.cur[:g] = tok
+        self.cur[:g] = top.token
         self.host_pos = list(lens) + [1] * (self.batch - g)  # spare rows of a short last batch idle at 1
         (pos,) = ints(self.device, self.host_pos)
         self.pos.copy_(pos)
         self.emitted = [0] * g
         self.prefilled = True
-        return self._emit(rids, tok[:, None], [1] * g)
+        return self._emit(rids, top.map(lambda t: t[:, None]), [1] * g)
 
     def _round(self, rids: list[int]) -> dict[int, int]:
         if self.graph is not None:
@@ -233,7 +233,9 @@ class SpeculativeEngine:
             self._draft()
         reach = max(self.host_pos) + self.k + 1
         seg = Segment(torch.cat([self.cur[:, None], self.drafts], 1), self.pos, reach, last=self.columns)
-        target = greedy(self.w.model([seg], self.kv)).view(self.batch, self.k + 1)  # g0..gk of each row
+        # g0..gk of each row, with the target's runner-up and gap at each: what an emitted token records
+        top = greedy_top2(self.w.model([seg], self.kv)).map(lambda t: t.view(self.batch, self.k + 1))
+        target = top.token
         self.target_passes += 1
         agree = (self.drafts == target[:, : self.k]).long().cumprod(1).sum(1)  # leading drafts the target kept
         n = agree.tolist()  # the round's one device -> host copy
@@ -247,7 +249,7 @@ class SpeculativeEngine:
         self.row_rounds += len(live)
         self.accepted += sum(n[i] for i in live)
         self.proposed += self.k * len(live)
-        counts = self._emit(rids, target, take)
+        counts = self._emit(rids, top, take)
         (step_t,) = ints(self.device, step)  # the next round starts at each generating row's last kept token
         self.cur.copy_(torch.where(step_t > 0, target.gather(1, agree[:, None]).squeeze(1), self.cur))
         self.pos.add_(step_t)
@@ -257,8 +259,9 @@ class SpeculativeEngine:
             self.prefilled = False
         return counts
 
-    def _emit(self, rids: list[int], tokens: Tensor, take: list[int]) -> dict[int, int]:
-        """Row i's tokens[i, :take[i]] are its next tokens: into the output buffer, one gather and one scatter."""
+    def _emit(self, rids: list[int], tokens: Top2, take: list[int]) -> dict[int, int]:
+        """Row i's tokens.token[i, :take[i]] are its next tokens: into the output buffer with their runner-ups and
+        gaps, a gather and a scatter each."""
         out, idx, rows, cols = self.w.out, [], [], []
         for i, (rid, t) in enumerate(zip(rids, take, strict=True)):
             idx += [out.index(rid, self.emitted[i] + j) for j in range(t)]
@@ -267,7 +270,7 @@ class SpeculativeEngine:
             self.emitted[i] += t
         if idx:
             idx_t, rows_t, cols_t = ints(self.device, idx, rows, cols)
-            out.tokens[idx_t] = tokens[rows_t, cols_t]
+            out.write(idx_t, tokens.map(lambda t: t[rows_t, cols_t]))
         return {rid: t for rid, t in zip(rids, take, strict=True)}
 
 
@@ -397,7 +400,12 @@ class DisaggregatedEngine:
         self.kv = ContiguousCache(cfg, slots, w.longest, self.device)
         longest_prompt = max(r.prompt_tokens for r in self.requests)
         self.stage = ContiguousCache(cfg, staging, longest_prompt, self.prefill_device)
-        self.stage_first = torch.zeros(staging, dtype=torch.int64, device=self.prefill_device)
+        # Each staging row's first token, with its runner-up and gap (models.gpt.greedy_top2).
+        self.stage_first = Top2(
+            torch.zeros(staging, dtype=torch.int64, device=self.prefill_device),
+            torch.zeros(staging, dtype=torch.int64, device=self.prefill_device),
+            torch.zeros(staging, dtype=torch.float32, device=self.prefill_device),
+        )
         # Index tensors sliced, never built, on the prefill device: a host -> device copy there would wait for the
         # lane's passes queued before it (a blocking copy synchronizes its stream).
         self.rid_index = torch.arange(len(self.requests), device=self.prefill_device)
@@ -433,11 +441,14 @@ class DisaggregatedEngine:
         return counts
 
     def _prefill(self, rid: int, row: int) -> None:
-        """On the prefill device: the prompt through the model into staging row ``row``; its first token kept."""
+        """On the prefill device: the prompt through the model into staging row ``row``; its first token kept (with
+        its runner-up and gap)."""
         p = self.requests[rid].prompt_tokens
         rid_t, row_t = self.rid_index[rid : rid + 1], self.row_index[row : row + 1]
         seg = Segment(self.prompts[rid_t, :p], torch.zeros_like(rid_t), p, rows=row_t)
-        self.stage_first[row_t] = greedy(self.prefill_model([seg], self.stage))
+        first = greedy_top2(self.prefill_model([seg], self.stage))
+        for buffer, values in zip(self.stage_first, first, strict=True):
+            buffer[row_t] = values
         self.prefill_passes += 1
 
     def _hand_over(self, wait: bool) -> dict[int, int]:
@@ -455,10 +466,10 @@ class DisaggregatedEngine:
             seq = _Running(rid, self.free_slots.pop(), p)
             self.kv.k[:, seq.slot, :, :p].copy_(self.stage.k[:, row, :, :p], non_blocking=True)
             self.kv.v[:, seq.slot, :, :p].copy_(self.stage.v[:, row, :, :p], non_blocking=True)
-            first = self.stage_first[row : row + 1].to(self.device, non_blocking=True)
+            first = self.stage_first.map(lambda t, r=row: t[r : r + 1].to(self.device, non_blocking=True))
             idx, rid_t = ints(self.device, [self.w.out.index(rid, 0)], [rid])
-            self.w.out.tokens[idx] = first
-            self.last[rid_t] = first
+            self.w.out.write(idx, first)
+            self.last[rid_t] = first.token
             self.free_rows.append(row)
             self.handovers += 1
             moved.append(seq)
@@ -477,11 +488,11 @@ class DisaggregatedEngine:
         pos = [s.prompt + s.emitted - 1 for s in seqs]
         rid_t, start, rows = ints(self.device, [s.rid for s in seqs], pos, [s.slot for s in seqs])
         seg = Segment(self.last[rid_t][:, None], start, max(pos) + 1, rows=rows)
-        tok = greedy(self.model([seg], self.kv))
+        top = greedy_top2(self.model([seg], self.kv))
         self.decode_passes += 1
         (idx,) = ints(self.device, [self.w.out.index(s.rid, s.emitted) for s in seqs])
-        self.w.out.tokens[idx] = tok
-        self.last[rid_t] = tok
+        self.w.out.write(idx, top)
+        self.last[rid_t] = top.token
         for s in seqs:
             s.emitted += 1
             if s.emitted == self.requests[s.rid].new_tokens:

@@ -23,6 +23,7 @@ from chapters.ch15.common import (
     workload,
 )
 from models.serving import Request, decode_alone, drive, tokens_of
+from tests.models.recorded import assert_recorded_as_alone
 
 
 @pytest.fixture(autouse=True)
@@ -54,12 +55,14 @@ def test_engine_gives_each_request_its_own_tokens(name: str) -> None:
     w = workload([9, 4, 13, 6, 11], [5, 8, 3, 1, 6])
     got, _ = run(w, ENGINES[name](w))
     assert got == [alone(w, r) for r in w.requests]
+    assert_recorded_as_alone(w.model, w.requests, w.out)  # each token's runner-up and gap beside it
 
 
 def test_graph_decode_engine_eager_gives_the_same_tokens() -> None:
     w = workload([9, 4, 13], [6, 6, 6])
     got, steps = run(w, GraphDecodeEngine(w, graph=True))  # no CUDA here: eager, the same step function
     assert got == [alone(w, r) for r in w.requests] and steps == 6
+    assert_recorded_as_alone(w.model, w.requests, w.out)  # through the device-side columns too
     with pytest.raises(ValueError, match="the same new_tokens"):
         GraphDecodeEngine(workload([3, 4], [2, 3]), graph=False)
 
@@ -83,17 +86,20 @@ def test_token_by_token_needs_a_step_per_prompt_position() -> None:
 
 
 def test_serve_speaks_the_generation_protocol() -> None:
-    from bench.measure.generation import is_generating, read_requests
+    from bench.measure.generation import check_greedy_output, is_generating, read_requests
 
     s = Serve(lambda: workload([5, 7], [3, 2]), TokenByTokenEngine, "ttft")
     s.setup()
     assert is_generating(s) and s.speedup_metric() == "ttft"
     assert [r.new_tokens for r in read_requests(s)] == [3, 2]
+    assert s.get_config().verify == "greedy_tokens"
+    check_greedy_output(s.get_output(), read_requests(s))  # tokens, runner-ups, gaps, the requests' offsets
     s.benchmark_fn()
-    first = s.get_output().clone()
+    first = [t.clone() for t in s.get_output()]
     assert s.get_work()["flops"] > 0 and math.isfinite(s.get_work()["flops"])
     s.start_generation()
     while s.generate_step(0.0) is not None:
         pass
-    assert torch.equal(s.get_output(), first)
+    assert all(torch.equal(a, b) for a, b in zip(s.get_output(), first, strict=True))
+    assert first[3].tolist() == [0, 3, 5]
     s.teardown()

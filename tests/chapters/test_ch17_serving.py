@@ -17,6 +17,7 @@ from chapters.ch15.common import Workload, lengths, workload
 from chapters.ch17 import common as C
 from models import GPT
 from models.serving import decode_alone, drive, tokens_of
+from tests.models.recorded import assert_recorded_as_alone
 
 
 @pytest.fixture(autouse=True)
@@ -41,6 +42,7 @@ def test_speculative_gives_each_request_its_own_greedy_tokens(k: int, batch: int
     engine = C.speculative(k, batch)(w)
     got, steps = serve(w, engine)
     assert got == alone(w)
+    assert_recorded_as_alone(w.model, w.requests, w.out)  # the target's runner-up and gap of each kept token
     rows = batch or 5
     batches = -(-5 // rows)
     assert engine.target_passes == len(steps) == batches + engine.rounds  # a prefill per batch, a pass per round
@@ -175,6 +177,7 @@ def test_disaggregated_engine_gives_the_same_tokens_and_decodes_only(lag: int) -
     assert max(rest) <= engine.decode_passes <= sum(rest)
     if lag:
         assert lane.waits > 0  # with nothing decoding, a step waits for the prefill in flight
+    assert_recorded_as_alone(w.model, w.requests, w.out)  # the first token's from the prefill device
 
 
 def test_disaggregated_engine_matches_the_colocated_one() -> None:

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from models import GPT, ContiguousCache, GPTConfig, PagedCache, Segment, greedy, preset
+from models import GPT, ContiguousCache, GPTConfig, PagedCache, Segment, greedy, greedy_top2, preset
 from models.kv import BlockAllocator
 
 VARIANTS = [("rms", "rotary"), ("layer", "learned"), ("rms", "learned"), ("layer", "rotary")]
@@ -182,6 +182,26 @@ def test_bfloat16_model_runs() -> None:
     cache = ContiguousCache(m.cfg, 2, 16, "cpu")
     tokens, _ = cached(m, prompts(2, 5), 4, cache)
     assert tokens.shape == (2, 4)
+
+
+def test_greedy_top2_gives_the_token_its_runner_up_and_their_relative_gap() -> None:
+    logits = torch.tensor([[0.0, 4.0, 1.0, 3.5], [2.0, -1.0, 2.0 - 1e-6, 0.0], [7.0, 7.0, 7.0, 7.0]])
+    top = greedy_top2(logits)
+    assert top.token.tolist()[:2] == [1, 0] and top.token.dtype == torch.int64
+    assert top.runner_up.tolist()[:2] == [3, 2] and top.runner_up.dtype == torch.int64
+    assert top.gap.dtype == torch.float32
+    spread = logits[:2].std(dim=-1)
+    assert top.gap[:2].tolist() == pytest.approx([0.5 / spread[0].item(), 1e-6 / spread[1].item()], rel=0.1)
+    assert top.gap[2].item() == 0.0  # equal logits: no spread, a tie
+    m = model()
+    out = m([Segment(prompts(4, 6), zeros(4), kv_len=6)])
+    top = greedy_top2(out)
+    assert torch.equal(top.token, greedy(out)) and bool((top.runner_up != top.token).all())
+    assert bool((top.gap > 0).all()) and top.map(lambda t: t[1:]).token.shape == (3,)
+    half = greedy_top2(out.to(torch.bfloat16))
+    assert half.gap.dtype == torch.float32 and torch.isfinite(half.gap).all()
+    one = greedy_top2(torch.ones(2, 1))
+    assert one.token.tolist() == one.runner_up.tolist() == [0, 0] and bool(torch.isinf(one.gap).all())
 
 
 def test_greedy_decoding_does_not_collapse() -> None:

@@ -11,6 +11,7 @@ import torch
 from models import GPT, preset
 from models.serving import ContinuousEngine, Output, Request, decode_alone, generation_flops, make_requests, tokens_of
 from models.serving import drive as run
+from tests.models.recorded import assert_recorded_as_alone
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,7 @@ def test_every_engine_gives_each_request_its_own_tokens(model: GPT, name: str, a
     engine = ContinuousEngine(model, reqs, Output(reqs, "cpu"), **CONFIGS[name])
     got, steps = drive(engine, reqs)
     assert got == [alone(model, r) for r in reqs]
+    assert_recorded_as_alone(model, reqs, engine.out)  # each token's runner-up and gap beside it
     emitted = [sum(s.get(i, 0) for s in steps) for i in range(len(reqs))]
     assert emitted == [r.new_tokens for r in reqs]
     assert engine.peak_running <= CONFIGS[name]["max_running"]
