@@ -29,8 +29,10 @@ FilePair = tuple[tuple[str, list[Any]], tuple[str, list[Any]]]
 MODES = ("exact", "greedy_tokens")
 # The largest relative gap (top1 - top2) / std of the baseline's logits at which the optimized side may take the
 # runner-up instead. Two fp32 engines that batch differently round the logits ~1e-6..1e-5 of their spread apart
-# (chapters/ch15/common.py: ~1e-6 for the smoke model, ~1e-5 for the 12-layer one), so an argmax can flip only
-# where the top two are about that close; 1e-4 covers it with a 10x margin. A gap that small is rare (the gap is
+# (chapters/ch15/common.py: ~1e-6 for the smoke model, ~1e-5 for the 12-layer one; on an H200, the same tokens
+# decoded in a batch of 16 or alone at most 1.2e-5 apart, in one prefill pass or step by step 1.5e-5, with the
+# changed inputs' weights too: scripts/timing/logit_rounding_probe.py, docs/results/h200x2.md), so an argmax can
+# flip only where the top two are within ~3e-5; 1e-4 covers it with a 3x margin. A gap that small is rare (the gap is
 # below x of the spread about 2.3x of the time: 1 token in ~4,300 at 1e-4), so a wrong engine cannot hide behind
 # it: its first wrong token must fall on one of those few, be exactly the runner-up, and do so in at most a
 # quarter of the requests.
