@@ -9,7 +9,9 @@ plain, standard torch call reaches on this device, so a hand-written kernel may 
   node (~20 % slower on an H100). L2: one reduction kernel re-reading a buffer of a quarter of L2
   many times (a stride-0 view), bytes read. Matmuls at 8192³ on random inputs (never zeros: a
   zero-skipping path would flatter): FP32 with TF32 off, TF32, BF16, FP16, and FP8 through
-  ``torch._scaled_mm`` on sm_89+; a ceiling that cannot be measured is left out with the reason.
+  ``torch._scaled_mm`` on sm_89+; a ceiling that cannot be measured is left out with the reason. With two
+  GPUs visible, the link between the first two: 256 MiB each way at once (``p2p_gbps``, bytes per direction),
+  the ceiling of a collective's bus bandwidth.
 * CPU — memory: copy of 256 MiB (bytes read + written); FP32 matmul GFLOP/s.
 
 Reading the cache needs no measurement: ``bench.measure.ceilings`` (tracking logs pct_of_peak through it).
@@ -105,6 +107,44 @@ def _l2_gbps(l2_bytes: int, repeats: int) -> float:
     return rows * n * 4 / (ms / 1e3) / 1e9
 
 
+def _peer_gbps(nbytes: int, calls: int, repeats: int) -> float:
+    """Bytes per direction per second between cuda:0 and cuda:1, both directions at once: each GPU pulls
+    ``nbytes`` from the other on a stream of its own (``copy_`` across devices, peer-to-peer where the driver
+    allows it), ``calls`` such exchanges back to back between synchronizations of both GPUs, the median of
+    ``repeats``, timed on the host's clock (two GPUs share no event). The rate every link of a ring all-reduce
+    carries, which its bus bandwidth (busbw) is held to."""
+    import torch
+
+    n = nbytes // 4
+    src = [torch.randn(n, device=f"cuda:{d}") for d in (0, 1)]
+    dst = [torch.empty(n, device=f"cuda:{d}") for d in (0, 1)]
+    # A copy between devices runs on the source's current stream and is fenced with the destination's: four
+    # streams, so that neither direction waits behind the other's fences.
+    out = [torch.cuda.Stream(device=d) for d in (0, 1)]
+    into = [torch.cuda.Stream(device=d) for d in (0, 1)]
+
+    def exchange() -> None:
+        for d in (0, 1):
+            with torch.cuda.stream(out[1 - d]), torch.cuda.stream(into[d]):
+                dst[d].copy_(src[1 - d])
+
+    def both() -> None:
+        for d in (0, 1):
+            torch.cuda.synchronize(d)
+
+    exchange(), both()  # warm-up: peer mappings made, both copies in flight once
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            exchange()
+        both()
+        times.append((time.perf_counter() - t0) / calls)
+    if not all(torch.equal(dst[d][-4096:].cpu(), src[1 - d][-4096:].cpu()) for d in (0, 1)):
+        raise RuntimeError("the copies between the two GPUs did not arrive whole")
+    return nbytes / statistics.median(times) / 1e9
+
+
 def measure_gpu(matmul_n: int = GPU_MATMUL_N, repeats: int = 5) -> tuple[dict[str, float], dict[str, str]]:
     """(ceilings, notes) of ``cuda:0``; notes say how each was measured or why it is missing."""
     import torch
@@ -128,6 +168,12 @@ def measure_gpu(matmul_n: int = GPU_MATMUL_N, repeats: int = 5) -> tuple[dict[st
         attempt("l2_gbps", f"sum over 256 stride-0 views of {l2 // 4} bytes (L2/4), bytes read", _l2_gbps, l2, repeats)
     else:
         notes["l2_gbps"] = "not measured: torch reports no L2 size"
+    gpus = torch.cuda.device_count()
+    if gpus >= 2:
+        attempt("p2p_gbps", "copy_ of 256 MiB fp32 cuda:0 <-> cuda:1, both ways at once, bytes per direction",
+                _peer_gbps, 256 * 2**20, 10, repeats)  # fmt: skip
+    else:
+        notes["p2p_gbps"] = f"not measured: needs 2 GPUs ({gpus} visible)"
     mm = f"matmul {matmul_n}³"
     previous = torch.get_float32_matmul_precision()
     try:

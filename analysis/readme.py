@@ -18,8 +18,9 @@ a CPU run's figures are labelled as such, never passed off as a GPU's.
 The binding ceiling of a variant is the one its ``pct_of_peak`` was logged against
 (``perflab.peak_ceiling``; for older runs, recovered by matching the percent against the suite's
 ceilings). The chapters' target per pair: ok, verified, speedup ≥ 1.1, and the optimized variant at
-≥ 80 % of the copy bandwidth when memory-bound or ≥ 60 % of its dtype's matmul peak when compute-bound, or
-at the share it states of a ceiling of its own (``get_work()``'s ``ceiling``: PCIe copies, copy engines).
+≥ 80 % of the copy bandwidth when memory-bound or ≥ 60 % of its dtype's matmul peak when compute-bound, a
+collective's bus bandwidth at ≥ 70 % of the measured GPU-GPU link (``p2p_gbps``), or at the share it states of
+a ceiling of its own (``get_work()``'s ``ceiling``: PCIe copies, copy engines).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ SPEEDUP_TARGET = 1.1  # the chapters' bar: every pair at least this much faster 
 # A pair may read above a ceiling it states by this much (the spread of the two timings) before the ceiling is
 # judged wrong: beaten by more, it is not the least time a call can take (the harness's margin on measured ones).
 STATED_MARGIN = 1.10
-PCT_TARGET = {"copy_gbps": 80.0, "tflops": 60.0}  # % of the binding ceiling: copy bandwidth, matmul peak
+# % of the binding ceiling: copy bandwidth, matmul peak, the measured GPU-GPU link for a collective's busbw
+PCT_TARGET = {"copy_gbps": 80.0, "tflops": 60.0, "p2p_gbps": 70.0}
 _MATCH_REL = 1e-3  # a logged pct_of_peak "is of" a ceiling when achieved ÷ ceiling agrees this closely
 
 
@@ -176,6 +178,8 @@ def binding(run: StoredRun, ceilings: dict[str, float] | None) -> tuple[float | 
             return pct, "copy_gbps" if gbps and not tflops else None
         close = []
         for k, c in ceilings.items():
+            if k == "p2p_gbps":  # a collective's busbw against the link: logged with its name since it exists
+                continue
             achieved = gbps if k.endswith("_gbps") else tflops
             if achieved and c and abs(100.0 * achieved / c - pct) <= _MATCH_REL * pct:
                 close.append(k)
@@ -198,15 +202,18 @@ def stated_ceiling(run: StoredRun) -> tuple[str, float] | None:
 def _required(name: str | None, stated: tuple[str, float] | None = None) -> float | None:
     if name == "stated":
         return stated[1] if stated else None
-    if name == "copy_gbps":
-        return PCT_TARGET["copy_gbps"]
+    if name in ("copy_gbps", "p2p_gbps"):
+        return PCT_TARGET[name]
     return PCT_TARGET["tflops"] if name and name.endswith("_tflops") else None
 
 
 def _label(name: str, stated: tuple[str, float] | None = None) -> str:
-    """``copy_gbps`` → ``copy``; ``bf16_tflops`` → ``bf16 peak``; ``stated`` → the benchmark's words for it."""
+    """``copy_gbps`` → ``copy``; ``bf16_tflops`` → ``bf16 peak``; ``p2p_gbps`` → ``the GPU-GPU link``;
+    ``stated`` → the benchmark's words for it."""
     if name == "stated":
         return stated[0] if stated else "a stated ceiling"
+    if name == "p2p_gbps":
+        return "the GPU-GPU link"
     return name.removesuffix("_gbps") if name.endswith("_gbps") else name.removesuffix("_tflops") + " peak"
 
 
@@ -277,6 +284,14 @@ def _achieved(gbps: float | None, tflops: float | None, name: str | None) -> str
     return ", ".join(parts) or "—"
 
 
+def _achieved_of(run: StoredRun, row: dict[str, Any], name: str | None) -> str:
+    """The optimized run's rate in its binding ceiling's unit: a collective's bus bandwidth against the link."""
+    busbw = run.metrics.get("busbw_gbps")
+    if name == "p2p_gbps" and busbw is not None:
+        return f"{sig(busbw)} GB/s busbw"
+    return _achieved(row["optimized_gbps"], row["optimized_tflops"], name)
+
+
 def _pct(pct: float | None, name: str | None, stated: tuple[str, float] | None = None) -> str:
     if pct is None:
         return "—"
@@ -344,6 +359,7 @@ def results_section(suite: Suite, chapter: str) -> str:
     ]
     rows = suite.rows.get(chapter, [])
     met = on_speedup = 0
+    links = False  # a collective held to the measured GPU-GPU link
     for x in rows:
         run = by_id[x["run_id"]]
         pct, name = binding(run, _ceilings_of(suite, run))
@@ -352,6 +368,7 @@ def results_section(suite: Suite, chapter: str) -> str:
         check = target_check(x, pct, name, exempt, stated)
         if exempt:  # the device's roofline does not bound this number: no % of it shown
             pct = name = None
+        links |= name == "p2p_gbps"
         met += check == "met"
         on_speedup += check.startswith("met on speedup")
         label = x["example"] if x["variant"] == "optimized" else f"{x['example']} ({x['variant']})"
@@ -359,7 +376,7 @@ def results_section(suite: Suite, chapter: str) -> str:
         verified = "yes" if x["verified"] else f"no ({x['status']})" if x["status"] != "ok" else "no"
         lines.append(
             f"| {label} | {_us(x['baseline_median_ms'])} | {_us(x['optimized_median_ms'])} | {speedup} | "
-            f"{verified} | {_achieved(x['optimized_gbps'], x['optimized_tflops'], name)} | {_pct(pct, name, stated)} | "
+            f"{verified} | {_achieved_of(run, x, name)} | {_pct(pct, name, stated)} | "
             f"{check} |"
         )
     if not rows:
@@ -370,7 +387,10 @@ def results_section(suite: Suite, chapter: str) -> str:
         "95 % interval above 1, and the "
         f"optimized variant at ≥ {PCT_TARGET['copy_gbps']:.0f} % of the measured copy bandwidth when memory-bound "
         f"or ≥ {PCT_TARGET['tflops']:.0f} % of its dtype's measured matmul peak when compute-bound (the binding "
-        "ceiling of the roofline, as logged with the run), or at the share the example states of a ceiling the "
+        "ceiling of the roofline, as logged with the run), "
+        + (f"a collective's bus bandwidth at ≥ {PCT_TARGET['p2p_gbps']:.0f} % of the measured GPU-GPU link, "
+           if links else "")
+        + "or at the share the example states of a ceiling the "
         "roofline does not know (PCIe copies: the % column names it). Medians over the run's samples; achieved "
         "rates are the example's declared minimum work ÷ median."
         + (f" {on_speedup} more meet it on speedup alone: wall-clock times on a GPU (host work included) and "
@@ -409,7 +429,8 @@ def roofline_section(suite: Suite, chapter: str) -> str:
     for r in runs:
         m = r.metrics
         pct, name = binding(r, _ceilings_of(suite, r))
-        kind = "stated" if name == "stated" else "memory" if name and name.endswith("_gbps") else "compute"
+        kinds = {"stated": "stated", "p2p_gbps": "link"}
+        kind = kinds.get(name or "") or ("memory" if name and name.endswith("_gbps") else "compute")
         bound = "—" if name is None else f"{kind} ({_label(name, stated_ceiling(r))})"
         if r.tags.get("perflab.bound"):  # the profiler's verdict, when the run was profiled
             bound += f"; profile: {r.tags['perflab.bound']}"

@@ -4,7 +4,8 @@ bench reads the cache only (``analysis/peak.py`` measures and writes it) so that
 ``pct_of_peak`` beside achieved throughput without importing analysis. Ceilings are keyed by
 hardware: the GPU's name, or for a CPU the model name and core count. Keys in a cache entry's
 ``ceilings``: ``copy_gbps`` (bytes read + written), ``l2_gbps`` and ``<dtype>_tflops`` for
-fp32 / tf32 / bf16 / fp16 / fp8 matmuls; a ceiling that could not be measured is absent.
+fp32 / tf32 / bf16 / fp16 / fp8 matmuls, ``p2p_gbps`` (the link between two GPUs, bytes per direction with
+both directions busy; measured where two GPUs are visible); a ceiling that could not be measured is absent.
 """
 
 from __future__ import annotations
@@ -139,10 +140,10 @@ def result_dtype(result: VariantResult) -> str:
 def binding_ceiling(result: VariantResult, path: Path | None = None) -> tuple[float, str] | None:
     """(percent, ceiling name) for a result with declared work when its hardware has cached ceilings.
 
-    The name (``copy_gbps``, ``fp32_tflops`` ...) is logged beside the percent: only this side knows
-    the output dtype, and a reader needs it to tell a bandwidth-bound variant from a matmul-like one. A
-    ceiling the benchmark states (``Work.ceiling_ms``) comes first, under the name ``stated``: the roofline
-    does not know the limit it names.
+    The name (``copy_gbps``, ``fp32_tflops`` ..., ``p2p_gbps`` for a collective's bus bandwidth) is logged beside
+    the percent: only this side knows the output dtype, and a reader needs it to tell a bandwidth-bound variant
+    from a matmul-like one. A ceiling the benchmark states (``Work.ceiling_ms``) comes first, under the name
+    ``stated``: the roofline does not know the limit it names.
     """
     stated = stated_ceiling(result)
     if stated is not None:
@@ -150,6 +151,10 @@ def binding_ceiling(result: VariantResult, path: Path | None = None) -> tuple[fl
     derived = result.derived_metrics()
     if not derived:
         return None
+    if "busbw_gbps" in derived and not derived.get("achieved_gbps") and not derived.get("achieved_tflops"):
+        # A collective alone: its bus bandwidth is each rank's link rate, held to one link's (not times n).
+        link = (lookup(hardware_key(result), path) or {}).get("p2p_gbps")
+        return (100.0 * derived["busbw_gbps"] / link, "p2p_gbps") if link else None
     ceilings = ranks_ceilings(result, path)
     if ceilings is None:
         return None

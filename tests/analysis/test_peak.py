@@ -81,3 +81,24 @@ def test_a_cache_that_cannot_be_written_is_refused_before_measuring(
     monkeypatch.setattr(peak_mod, "measure_cpu", refuse)
     with pytest.raises(PerflabError, match=rf"^peak cache '{path}': cannot be written .*set PERFLAB_PEAK_CACHE"):
         peak_mod.peak(device="cpu", track=False, **SMALL)
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs: the link between them (the H200 x 2 host)")
+def test_the_link_between_two_gpus_is_measured_both_ways_at_once() -> None:
+    """p2p_gbps: bytes per direction, a rate a GPU link has (NVLink 4: 450 GB/s a direction; PCIe 5: 64)."""
+    one = peak_mod._peer_gbps(64 * 2**20, 5, 3)
+    assert 5.0 < one < 1000.0
+    ceilings, notes = peak_mod.measure_gpu(matmul_n=1024, repeats=3)
+    assert ceilings["p2p_gbps"] > 5.0 and "both ways at once" in notes["p2p_gbps"]
+
+
+@pytest.mark.skipif(_gpus() != 1, reason="needs exactly one GPU (the link is measured where two are visible)")
+def test_one_gpu_says_why_it_has_no_link() -> None:
+    ceilings, notes = peak_mod.measure_gpu(matmul_n=1024, repeats=3)
+    assert "p2p_gbps" not in ceilings and notes["p2p_gbps"] == "not measured: needs 2 GPUs (1 visible)"

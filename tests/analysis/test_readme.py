@@ -191,6 +191,32 @@ def test_cpu_runs_say_so(store: Store, tmp_path: Path) -> None:
     assert "**CPU (" in text and "not a GPU" in text and "commit unknown" in text
 
 
+def test_a_collective_is_judged_on_its_bus_bandwidth_against_the_measured_link(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collective alone logs its busbw as a share of the peak cache's GPU-GPU link; the README holds it to 70 %."""
+    from bench.define.result import Work
+
+    cache = tmp_path / "peaks.json"
+    cache.write_text(json.dumps({H100: {"ceilings": {**CEILINGS, "p2p_gbps": 400.0}}}))
+    monkeypatch.setenv("PERFLAB_PEAK_CACHE", str(cache))
+    results = []
+    for name, busbw in (("ring", 300.0), ("slow_ring", 240.0)):  # 75 % and 60 % of the link
+        for variant, ms in (("baseline", 2.0), ("optimized", 1.0)):
+            r = result(f"ch04:{name}:{variant}", flat(ms))
+            results.append(r.model_copy(update={"work": Work(comm_bytes=busbw * 1e9 * 1e-3, bus_factor=1.0),
+                                                "config": {**r.config, "world_size": 2}}))  # fmt: skip
+    parent, ids = log_suite(store, "readme-link", results)
+    run = store.client.get_run(ids["ch04:ring:optimized"])
+    assert run.data.tags["perflab.peak_ceiling"] == "p2p_gbps"
+    assert run.data.metrics["pct_of_peak"] == pytest.approx(75.0)
+    text = readme.results_section(readme.load_suite(parent, store.uri), "ch04")
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert "| 300 GB/s busbw | 75.0 % of the GPU-GPU link | met |" in rows["ring"]
+    assert "not met: 60.0 % of the GPU-GPU link < 70 %" in rows["slow_ring"]
+    assert "1 of 2 pair(s) meet the target" in text and "≥ 70 % of the measured GPU-GPU link" in text
+
+
 def test_without_a_run_id_each_chapter_comes_from_its_latest_suite(
     suite: dict[str, Any], store: Store, tmp_path: Path
 ) -> None:

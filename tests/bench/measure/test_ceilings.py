@@ -85,6 +85,22 @@ def test_collective_work_gives_algorithm_and_bus_bandwidth() -> None:
     assert r.derived_metrics() == {"algbw_gbps": pytest.approx(500.0), "busbw_gbps": pytest.approx(750.0)}
 
 
+def test_a_collective_is_held_to_the_measured_link_once_whatever_its_ranks(cache: Path) -> None:
+    """busbw (each rank's link rate) against p2p_gbps, not n times it; no link measured: no percent."""
+    r = result("ch04:allreduce:optimized", [2.0] * 20)  # 750 GB/s busbw, as above
+    r = r.model_copy(update={"work": Work(comm_bytes=1e9, bus_factor=1.5), "config": {**r.config, "world_size": 2}})
+    assert peaks.binding_ceiling(r) is None  # the cache has no link: nothing invented from copy_gbps
+    data = json.loads(cache.read_text())
+    data[H100]["ceilings"]["p2p_gbps"] = 1000.0
+    cache.write_text(json.dumps(data))
+    assert peaks.binding_ceiling(r) == (pytest.approx(75.0), "p2p_gbps")
+    assert peaks.binding_ceiling(r.model_copy(update={"config": {**r.config, "world_size": 4}})) == (
+        pytest.approx(75.0), "p2p_gbps")  # fmt: skip
+    # a collective beside FLOPs (DDP) stays on the roofline: its FLOPs bind, not its busbw
+    ddp = r.model_copy(update={"work": Work(comm_bytes=1e9, bus_factor=1.5, flops=1.2e12, dtype="bf16")})
+    assert peaks.binding_ceiling(ddp) == (pytest.approx(40.0), "bf16_tflops")  # 600 of 2 x 750 TFLOP/s
+
+
 def test_work_that_names_its_precision_is_judged_against_that_peak(cache: Path) -> None:
     """fp32 losses of a bf16-autocast step: the declared work's dtype picks the matmul peak, not the output."""
     from bench.define.result import Work
