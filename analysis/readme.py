@@ -429,8 +429,8 @@ def roofline_section(suite: Suite, chapter: str) -> str:
     for r in runs:
         m = r.metrics
         pct, name = binding(r, _ceilings_of(suite, r))
-        kinds = {"stated": "stated", "p2p_gbps": "link"}
-        kind = kinds.get(name or "") or ("memory" if name and name.endswith("_gbps") else "compute")
+        kind = ("stated" if name == "stated" else "link" if name == "p2p_gbps"
+                else "memory" if name and name.endswith("_gbps") else "compute")  # fmt: skip
         bound = "—" if name is None else f"{kind} ({_label(name, stated_ceiling(r))})"
         if r.tags.get("perflab.bound"):  # the profiler's verdict, when the run was profiled
             bound += f"; profile: {r.tags['perflab.bound']}"
