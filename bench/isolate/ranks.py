@@ -47,6 +47,7 @@ from bench.isolate.channel import forward, send, wait_for
 RANK_DEVICES = "PERFLAB_RANK_DEVICES"  # the GPUs a variant's ranks may use (the suite's workers'), comma-separated
 _TERMINAL = ("error", "skipped", "tampered")  # a rank that says one of these ends the variant
 _EXIT_POLL_S = 0.5  # how often a rank's exit is looked for when its pipe says nothing
+JOIN_TRIES = 3  # the ranks' rendezvous (rendezvous): tries before the set-up fails
 _GRACE_S = 1.0  # after a rank ended the variant, how long what the others say is still heard
 
 
@@ -234,7 +235,8 @@ def _said(msg: dict[str, Any]) -> bool:
 
 def join_group(ctx: Any, job: dict[str, Any]) -> None:
     """This rank into the default process group (NCCL on its GPU, gloo on a CPU) and the harness's gloo group;
-    what ran is recorded in the result's sizes (``world_size``, ``backend``, the ranks' GPUs)."""
+    what ran is recorded in the result's sizes (``world_size``, ``backend``, the ranks' GPUs, and
+    ``rendezvous_retries`` when a try failed)."""
     import datetime
 
     import torch.distributed as dist
@@ -245,14 +247,62 @@ def join_group(ctx: Any, job: dict[str, Any]) -> None:
     limit = max(ctx.config.stage_limit(s) for s in ("setup", "warmup", "measurement"))
     timeout = datetime.timedelta(seconds=2 * limit)
     store = dist.FileStore(job["store"], ctx.world_size)
+    store.set_timeout(timeout)
     backend = "nccl" if ctx.is_cuda else "gloo"
     bind = {"device_id": ctx.device} if ctx.is_cuda else {}  # NCCL's communicator made now, on this rank's GPU
-    dist.init_process_group(backend, store=store, rank=ctx.rank, world_size=ctx.world_size, timeout=timeout, **bind)
-    set_control(dist.new_group(backend="gloo", timeout=timeout))
+
+    def connect(tried: Any) -> None:
+        dist.init_process_group(backend, store=tried, rank=ctx.rank, world_size=ctx.world_size, timeout=timeout,
+                                **bind)  # fmt: skip
+        set_control(dist.new_group(backend="gloo", timeout=timeout))
+
+    def leave() -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    failed = rendezvous(store, ctx.rank, ctx.world_size, connect, leave, dist.PrefixStore)
     ctx.record("world_size", ctx.world_size)
     ctx.record("backend", backend)
+    if failed:
+        ctx.record("rendezvous_retries", f"{len(failed)} ({failed[-1]})")
     if ctx.is_cuda:
         ctx.record("rank_devices", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
+
+
+def rendezvous(store: Any, rank: int, world: int, connect: Callable[[Any], None], leave: Callable[[], None],
+               prefixed: Callable[[str, Any], Any], tries: int = JOIN_TRIES) -> list[str]:  # fmt: skip
+    """``connect`` every rank, up to ``tries`` times, each try under its own key prefix of ``store``; the
+    causes of the failed tries (empty when the first held).
+
+    A mesh of connections between processes can fail on one host for no fault of the benchmark (gloo:
+    "connectFullMesh failed" on a loaded machine), and a rank that failed leaves the others either failed too
+    or connected to a group it is not in. So after each try every rank says on the store whether it connected,
+    and unless every one did, every one leaves the group and they try again together; the last try's error is
+    raised on the ranks where it failed (the others raise naming them)."""
+    failed: list[str] = []
+    for n in range(tries):
+        tried = prefixed(f"try{n}", store)
+        error: Exception | None = None
+        try:
+            connect(tried)
+        except Exception as e:  # every rank must say how its try went, or the others wait for it
+            error = e
+        tried.set(f"rank{rank}", "" if error is None else _first_line(error))
+        said = [tried.get(f"rank{r}").decode() for r in range(world)]
+        if not any(said):
+            return failed
+        leave()
+        failed.append("; ".join(f"rank {r}: {m}" for r, m in enumerate(said) if m))
+        if n + 1 == tries:
+            if error is not None:
+                raise error
+            raise RuntimeError(f"the ranks could not connect in {tries} tries; last: {failed[-1]}")
+    return failed
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def any_rank(flag: bool, world: int) -> bool:
