@@ -27,18 +27,17 @@ def launch_settings(n: int) -> tuple[int, int]:
     return block, warps
 
 
-@triton.jit
-def _add(a, b):
-    return a + b
+_add = tl.standard._sum_combine  # tl.sum's combine function: the interpreter sums with numpy for it
 
 
 @triton.jit
 def row_sum(x):
     """Sum of a 1-D block.
 
-    tl.reduce with our own combine rather than tl.sum (and tl.full, not tl.zeros): triton.language's
+    tl.reduce with tl.sum's combine function rather than tl.sum (and tl.full, not tl.zeros): triton.language's
     @jit helpers are decorated when triton is first imported, so a TRITON_INTERPRET=1 set later (tests
-    that share a process) would leave them uncallable in the interpreter. Our own helpers are fine.
+    that share a process) would leave them uncallable in the interpreter. Our own helpers are fine, and the
+    interpreter never calls the combine function: it recognises it and sums with numpy.
     """
     return tl.reduce(x, 0, _add)
 

@@ -143,10 +143,9 @@ def matmul_operands() -> Inputs:
 # tl.zeros, tl.sum and the rest of triton.language.standard are @triton.jit helpers; the harness's
 # pre-warmed server imports triton before a CPU child sets TRITON_INTERPRET=1, so in that child they
 # are compiled-mode functions the interpreter refuses to call. Kernels here use builtins instead:
-# tl.full for tl.zeros, tl.reduce with this combine function for tl.sum (what tl.sum does inside).
-@triton.jit
-def add(a, b):
-    return a + b
+# tl.full for tl.zeros, tl.reduce with tl.sum's own combine function (what tl.sum does inside; the
+# interpreter reduces with numpy for it, where another function would run element by element).
+add = tl.standard._sum_combine
 
 
 @triton.jit

@@ -299,15 +299,10 @@ def softcap_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
 
 # tl.sum, tl.max, tl.zeros, tl.sigmoid and the rest of triton.language.standard are @triton.jit helpers, defined
 # in whichever mode Triton was first imported in; a test process that imported it compiled cannot call them
-# from interpreted kernels (chapters/ch08/common.py). The kernel uses builtins: tl.reduce with these.
-@triton.jit
-def _add(a, b):
-    return a + b
-
-
-@triton.jit
-def _max(a, b):
-    return tl.maximum(a, b)
+# from interpreted kernels (chapters/ch08/common.py). The kernel uses builtins: tl.reduce with tl.sum's and
+# tl.max's own combine functions, which the interpreter reduces with numpy (chapters/ch08/common.py).
+_add = tl.standard._sum_combine
+_max = tl.standard._elementwise_max
 
 
 @triton.jit
