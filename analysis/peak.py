@@ -132,7 +132,8 @@ def _peer_gbps(nbytes: int, calls: int, repeats: int) -> float:
         for d in (0, 1):
             torch.cuda.synchronize(d)
 
-    exchange(), both()  # warm-up: peer mappings made, both copies in flight once
+    exchange()  # warm-up: peer mappings made, both copies in flight once
+    both()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()

@@ -47,7 +47,7 @@ from bench.isolate.channel import forward, send, wait_for
 RANK_DEVICES = "PERFLAB_RANK_DEVICES"  # the GPUs a variant's ranks may use (the suite's workers'), comma-separated
 _TERMINAL = ("error", "skipped", "tampered")  # a rank that says one of these ends the variant
 _EXIT_POLL_S = 0.5  # how often a rank's exit is looked for when its pipe says nothing
-JOIN_TRIES = 3  # the ranks' rendezvous (rendezvous): tries before the set-up fails
+JOIN_TRIES = 3  # tries of the ranks' rendezvous before their set-up fails
 _GRACE_S = 1.0  # after a rank ended the variant, how long what the others say is still heard
 
 
@@ -260,7 +260,7 @@ def join_group(ctx: Any, job: dict[str, Any]) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
 
-    failed = rendezvous(store, ctx.rank, ctx.world_size, connect, leave, dist.PrefixStore)
+    failed = rendezvous(store, ctx.rank, ctx.world_size, connect, leave)
     ctx.record("world_size", ctx.world_size)
     ctx.record("backend", backend)
     if failed:
@@ -270,7 +270,7 @@ def join_group(ctx: Any, job: dict[str, Any]) -> None:
 
 
 def rendezvous(store: Any, rank: int, world: int, connect: Callable[[Any], None], leave: Callable[[], None],
-               prefixed: Callable[[str, Any], Any], tries: int = JOIN_TRIES) -> list[str]:  # fmt: skip
+               tries: int = JOIN_TRIES) -> list[str]:  # fmt: skip
     """``connect`` every rank, up to ``tries`` times, each try under its own key prefix of ``store``; the
     causes of the failed tries (empty when the first held).
 
@@ -279,9 +279,11 @@ def rendezvous(store: Any, rank: int, world: int, connect: Callable[[Any], None]
     or connected to a group it is not in. So after each try every rank says on the store whether it connected,
     and unless every one did, every one leaves the group and they try again together; the last try's error is
     raised on the ranks where it failed (the others raise naming them)."""
+    from torch.distributed import PrefixStore
+
     failed: list[str] = []
     for n in range(tries):
-        tried = prefixed(f"try{n}", store)
+        tried = PrefixStore(f"try{n}", store)
         error: Exception | None = None
         try:
             connect(tried)

@@ -431,7 +431,7 @@ def _rendezvous_on_threads(tmp_path: Path, fails: dict[tuple[int, int], str], wo
 
         try:
             results[rank] = ranks.rendezvous(store, rank, world, connect, lambda: events[rank].append("leave"),
-                                             dist.PrefixStore, tries)  # fmt: skip
+                                             tries)  # fmt: skip
         except Exception as e:
             results[rank] = e
 
