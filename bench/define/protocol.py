@@ -10,7 +10,10 @@ and optionally:
 
 * ``get_config() -> BenchmarkConfig | None`` — this benchmark's own config layer;
 * ``get_output()`` — a tensor or tuple of tensors produced by the *last* ``benchmark_fn`` call,
-  compared with the baseline's (no output ⇒ not verified);
+  compared with the baseline's (no output ⇒ not verified). Any common style is accepted: the call writes into a
+  tensor made in ``setup()``, or makes a new one (``self.y = f(x)``: ``get_output()`` may fail until the first
+  call), or — without ``get_output()`` — returns it (``return f(x)``, KernelBench's ``forward``). The harness
+  checks that the call made it, whatever the style (bench.isolate.produced);
 * ``validate_result() -> str | None`` — a message when the result is wrong, None when it is fine;
 * ``get_work() -> dict | None`` — ``{"bytes": ..., "flops": ...}`` moved/done per call, the same on both
   sides of a pair; ``"dtype"`` (bf16, fp16, fp8, tf32, fp32) names the matmul peak the FLOPs compete with
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -82,20 +86,56 @@ def load_benchmark(path: str | Path) -> Benchmark:
     return check_benchmark(factory(), str(path))
 
 
-def outputs_of(obj: Any) -> list[Any] | None:
-    """The tensors ``obj.get_output()`` returns, as a list (None without the method or an output); a
-    ``TypeError`` naming what is not a tensor."""
+# What benchmark_fn() last returned, by benchmark object (id): the output of a benchmark without get_output().
+_RETURNED: dict[int, Any] = {}
+
+
+def keep_returned(obj: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` (a call of ``obj.benchmark_fn``) keeping what it returns as ``obj``'s output, for a benchmark without
+    ``get_output()``: its output is what the call returns (``return f(x)``); ``fn`` itself otherwise."""
+    if callable(getattr(obj, "get_output", None)):
+        return fn
+    key = id(obj)
+
+    def call() -> Any:
+        out = fn()
+        _RETURNED[key] = out
+        return out
+
+    return call
+
+
+def output_style(obj: Any) -> str:
+    """Where ``obj``'s output comes from: "get_output" or "returned" (by benchmark_fn())."""
+    return "get_output" if callable(getattr(obj, "get_output", None)) else "returned"
+
+
+def outputs_of(obj: Any, called: bool = True) -> list[Any] | None:
+    """The tensors of ``obj``'s output as a list: ``get_output()``'s, or what ``benchmark_fn()`` last returned
+    when there is no ``get_output()``; None without an output. ``called`` False: asked before the first call, when
+    an output the call makes (``self.y = f(x)``) need not exist yet (None). A ``TypeError`` names what is not a
+    tensor in ``get_output()``'s value; a value ``benchmark_fn()`` returned that holds no tensor is no output."""
     import torch
 
     get = getattr(obj, "get_output", None)
-    if get is None:
-        return None
+    if not callable(get):
+        if not called:  # what an earlier set-up's calls returned is not this set-up's
+            _RETURNED.pop(id(obj), None)
+            return None
+        out = _RETURNED.get(id(obj))
+        tensors = list(out) if isinstance(out, (tuple, list)) else [out]
+        if out is None or not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+            return None
+        return tensors
     try:
         out = get()
-    except AttributeError as exc:  # the harness asks for the output right after setup(), to poison and watch it
+    except AttributeError as exc:
+        if not called:
+            return None  # made by the call (self.y = f(x)): none before the first one
         raise ProtocolError(
-            f"get_output() raised AttributeError: {exc}; the output must exist once setup() returns (create it "
-            "there, benchmark_fn() writes into it)"
+            f"get_output() raised AttributeError after benchmark_fn() ran: {exc}; it must return the output the "
+            "last call made (self.y = f(x) in benchmark_fn(), get_output() returns self.y), or drop get_output() "
+            "and return the output from benchmark_fn()"
         ) from exc
     if out is None:
         return None

@@ -95,10 +95,23 @@ class TensorInfo(BaseModel):
     device: str
 
 
+class Produced(BaseModel):
+    """Whether the output is the call's (bench.isolate.produced): the looks after the measurement."""
+
+    settled: bool | None = None  # the output unchanged once the call returned (device synced, its threads joined)
+    threads_left: int = 0  # threads the call started that were still running when it returned
+    get_output_ms: float | None = None  # get_output()'s time beyond a call's (fastest against fastest)
+    call_ms: float | None = None  # the fastest call in those rounds
+    alone_ms: list[float] = Field(default_factory=list)  # the rounds: a call alone
+    with_get_ms: list[float] = Field(default_factory=list)  # and a call followed by get_output()
+
+
 class OutputInfo(BaseModel):
     path: str | None  # directory of the output tensors' raw files (bench/measure/outputs.py), for the comparison
     tensors: list[TensorInfo]
     timed_calls_wrote_output: bool | None = None  # None: poisoning not applicable
+    style: Literal["get_output", "returned"] | None = None  # where the output came from
+    produced: Produced | None = None  # None: not looked at (several ranks, token generation, no output)
 
 
 class Work(BaseModel):

@@ -167,10 +167,11 @@ def _profile(v: Any) -> None:
     (the outermost range there, for ncu's filter): under torch.profiler here, or plainly when ncu or
     nsys wraps this process. Nothing is timed."""
     from bench.define.context import set_context, synchronize
+    from bench.define.protocol import keep_returned
     from bench.profile.markers import TIMED_RANGE, nvtx_range, per_call
     from bench.profile.tools import PROFILE_CALLS, capture_torch
 
-    fn = per_call(v.obj.benchmark_fn)
+    fn = keep_returned(v.obj, per_call(v.obj.benchmark_fn))
     with Stage("warmup"):
         for _ in range(max(v.config.warmup, 1)):  # compile/autotune before the profiled calls
             fn()

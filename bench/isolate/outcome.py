@@ -23,6 +23,7 @@ from bench.define.result import (
     Generation,
     Memory,
     OutputInfo,
+    Produced,
     Profile,
     Recheck,
     StageRecord,
@@ -221,9 +222,10 @@ def _data(result: VariantResult, data: dict[str, Any]) -> None:
         p = data["profile"]
         result.profile = Profile(dir=p["dir"], metrics=p.get("metrics", {}), top_ops=p.get("top_ops", []))
     if "output" in data:
-        o = data["output"]
+        o, p = data["output"], data.get("produced")
         result.output = OutputInfo(
-            path=o["path"], tensors=o["tensors"], timed_calls_wrote_output=o["timed_calls_wrote_output"]
+            path=o["path"], tensors=o["tensors"], timed_calls_wrote_output=o["timed_calls_wrote_output"],
+            style=o.get("style"), produced=Produced(**{k: v for k, v in p.items() if k != "t"}) if p else None,
         )
     if "validation" in data:
         result.validation = data["validation"]["message"]

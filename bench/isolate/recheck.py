@@ -21,7 +21,7 @@ def watch_inputs(obj: Any, config: Any) -> tuple[dict[str, Any], dict[str, Any]]
         return {}, {}
     from bench.measure import guard
 
-    inputs = guard.setup_tensors(obj, outputs_of(obj) or [], _declared_inputs(obj))
+    inputs = guard.setup_tensors(obj, outputs_of(obj, called=False) or [], _declared_inputs(obj))
     return inputs, guard.fingerprints(inputs)
 
 

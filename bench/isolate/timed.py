@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.define.context import set_context, synchronize
-from bench.define.protocol import declared_work, outputs_of
+from bench.define.protocol import declared_work, keep_returned, output_style, outputs_of
 from bench.isolate.channel import Stage, send
 from bench.isolate.recheck import changed_inputs, restored_call
 
@@ -62,7 +62,7 @@ def run_timed(v: SetUp) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     # A range per call only while an NVTX tool listens (never in a timed child): see bench.profile.markers.
-    fn = per_call(v.obj.benchmark_fn)
+    fn = keep_returned(v.obj, per_call(v.obj.benchmark_fn))  # a returned output is kept as the output
     with Stage("warmup"):
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
         clock.warmup(fn, max(config.warmup - 1, 0))
@@ -77,6 +77,10 @@ def run_timed(v: SetUp) -> None:
     memory = _memory(device, v.setup_peak, overhead) if config.enable_memory_tracking else None
     with Stage("check"):
         timed_sample, mutated = _check(v, poisoned, memory)
+        if timed_sample is not None and v.gen is None and config.world_size == 1:  # the output is the call's
+            from bench.isolate.produced import check_produced
+
+            send("produced", **check_produced(v.obj, fn, device, statistics.median(m.samples_ms), v.inputs))
     batch = None
     if config.measure_batch:
         with Stage("batch"):
@@ -192,7 +196,8 @@ def _check(v: SetUp, poisoned: bool, memory: dict[str, Any] | None) -> tuple[Any
     validate = getattr(v.obj, "validate_result", None)
     message = validate() if callable(validate) else None
     tensors, wrote, message = gathered(tensors, wrote, message, v.config.world_size)  # several ranks: rank 0 has all
-    output: dict[str, Any] = {"path": None, "tensors": [], "timed_calls_wrote_output": wrote}
+    output: dict[str, Any] = {"path": None, "tensors": [], "timed_calls_wrote_output": wrote,
+                              "style": output_style(v.obj)}  # fmt: skip
     if tensors is not None and v.job.get("rank", 0) == 0:  # another rank's are in rank 0's (gathered)
         path = os.path.join(v.job["workdir"], "outputs")
         output["tensors"] = outputs.save(tensors, path)

@@ -38,6 +38,9 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
             "output still holds the NaN poison written before measurement: the timed calls did not "
             "(fully) write the output (result precomputed in setup?) or they produced NaN"
         )
+    produced = _not_produced(result)
+    if produced:
+        return "check", produced
     r = result.recheck
     if r is not None and r.mutated and result.median_ms:
         what = ", ".join(r.mutated[:4])
@@ -72,6 +75,27 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
     return None, None
 
 
+def _not_produced(result: VariantResult) -> str | None:
+    """The output was not the call's (bench.isolate.produced): it changed after the call returned, or
+    ``get_output()`` did work of its own."""
+    p = result.output.produced if result.output else None
+    if p is None:
+        return None
+    if p.settled is False or p.threads_left:
+        what = "the output changed after benchmark_fn() returned" if p.settled is False else (
+            f"benchmark_fn() returned with {p.threads_left} thread(s) it started still running")  # fmt: skip
+        return (
+            f"{what}: its work ran on after the call, untimed (a thread, a later call); finish it inside "
+            "benchmark_fn() (join the thread before returning)"
+        )
+    if p.get_output_ms is not None and get_output_works(p.alone_ms, p.with_get_ms, decide=True):
+        return (
+            f"get_output() took {p.get_output_ms:.4g} ms beyond the call's {p.call_ms:.4g} ms: work done there is "
+            "not timed; do it in benchmark_fn() (get_output() only returns what the call made)"
+        )
+    return None
+
+
 def restore_slower(a_ms: float, b_ms: float) -> bool:
     """The restore comparison's line: a call from the set-up state (``a_ms``) RESTORE_SLOWER times slower than
     one holding what the timed calls left (``b_ms``), beyond the clock's floor."""
@@ -98,6 +122,26 @@ def consistently_slower(a_ms: list[float], b_ms: list[float]) -> bool:
 RESTORE_FLOOR_MS = 0.005
 RESTORE_SLOWER = 1.1
 RESTORE_P = 0.01
+
+def get_output_works(alone_ms: list[float], with_get_ms: list[float], decide: bool = False) -> bool:
+    """Whether ``get_output()`` looks like work of its own, from interleaved rounds of a call alone and a call followed
+    by it: beyond GET_OUTPUT_SHARE of the call and GET_OUTPUT_FLOOR_MS, fastest against fastest and median against
+    median; ``decide``: and the rounds with it slower beyond chance (a busy host slows some rounds, not all)."""
+    import statistics
+
+    def beyond(a: float, b: float) -> bool:
+        return b - a > max(GET_OUTPUT_SHARE * a, GET_OUTPUT_FLOOR_MS)
+
+    if not alone_ms or not with_get_ms:
+        return False
+    looks = beyond(min(alone_ms), min(with_get_ms)) and beyond(*map(statistics.median, (alone_ms, with_get_ms)))
+    return looks and (not decide or consistently_slower(with_get_ms, alone_ms))
+
+
+# get_output() may take this share of a call, and at least this many ms, beyond it before it counts as work
+# (bench.isolate.produced measures it).
+GET_OUTPUT_SHARE = 0.5
+GET_OUTPUT_FLOOR_MS = 0.01
 
 # A variant may beat a measured ceiling by this much (clock and measurement spread) before it is refused.
 PLAUSIBLE_MARGIN = 1.10
