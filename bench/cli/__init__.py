@@ -1,8 +1,9 @@
-"""bench's commands of ``perflab``: ``run``, ``list``, ``verify``, ``profile``, ``show``, ``selfcheck``,
+"""bench's commands of ``perflab``: ``run``, ``ab``, ``list``, ``verify``, ``profile``, ``show``, ``selfcheck``,
 ``overhead``, ``server`` and ``import``. The ``perflab`` command itself (``perflab/cli.py``) adds them to one app
 beside the commands of the packages built on the harness (analysis, sweeps, kernels); bench never imports those.
 
 * ``run``: a suite from the command line (flags → a config layer, workers, MLflow on a thread, the report);
+* ``ab``: a reference file against candidate files (benchmarks or KernelBench problems), as a chapter pair;
 * ``commands``: list, verify, profile, show, server; ``audit``: selfcheck, overhead; ``store``: import;
 * ``common``: the options several commands share, one line per variant, a suite's table;
 * ``output``: the consoles, one-line errors, progress for long work, output directories checked before the work
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.cli.ab import ab
 from bench.cli.audit import overhead, selfcheck
 from bench.cli.commands import list_, profile, server_app, show, verify
 from bench.cli.output import can_write_in, console, err_console, error, fitted, progress, writable_dir
@@ -30,6 +32,7 @@ __all__ = ["can_write_in", "console", "err_console", "error", "fitted", "progres
 def register(app: Any) -> None:
     """Add bench's commands to ``app`` (a ``typer.Typer``)."""
     app.command()(run)
+    app.command()(ab)
     app.command("list")(list_)
     app.command()(verify)
     app.command()(profile)

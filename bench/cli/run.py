@@ -34,6 +34,7 @@ from bench.cli.common import (
     table,
 )
 from bench.cli.output import console, err_console, progress
+from bench.cli.workers import check_workers, workers_for
 from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult, VariantResult
@@ -118,11 +119,7 @@ def run(
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
     if not no_track:
-        from bench.record.store import check_tracking_uri
-        from bench.record.upload import store_wait_s
-
-        check_tracking_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
-        store_wait_s()
+        check_store(tracking_uri)
     catalog, examples = examples_for(targets, chapters_dir)
     for orphan in catalog.orphans:
         err_console.print(Text.assemble(("warning:", "yellow"), f" {orphan} has no baseline_ partner; skipped"))
@@ -136,15 +133,36 @@ def run(
 
         check_ray(ray)  # before the suite's parent run: a wrong address leaves nothing in the store
     examples = shard_of(examples, shard) if shard is not None else examples
+    tags = {"perflab.shard": shard} if shard is not None else {}
+    execute(examples, effective, suite_layer, layer, ",".join(targets or ["all"]), tags, experiment=experiment,
+            tracking_uri=tracking_uri, no_track=no_track, cold_start=cold_start, overlap=overlap, gpus=gpus,
+            jobs=jobs, ray=ray, chapters_dir=chapters_dir, keep_workdir=keep_workdir)  # fmt: skip
+
+
+def check_store(tracking_uri: str | None) -> None:
+    """A tracking URI no store takes, or a bad store wait, refused before anything runs."""
+    from bench.record.store import check_tracking_uri
+    from bench.record.upload import store_wait_s
+
+    check_tracking_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+    store_wait_s()
+
+
+def execute(
+    examples: list[Example], effective: BenchmarkConfig, suite_layer: Any, layer: dict[str, Any], targets: str,
+    tags: dict[str, str], *, experiment: str | None, tracking_uri: str | None, no_track: bool, cold_start: bool,
+    overlap: bool, gpus: str | None, jobs: int | None, ray: str | None, chapters_dir: Path | None,
+    keep_workdir: Path | None,
+) -> None:  # fmt: skip
+    """Run ``examples`` as one suite (``targets``: what they were asked as; ``tags``: the parent run's own), log it,
+    print the table; exit status 1 when a variant is not ok or a pair not verified (``perflab run``, ``perflab ab``)."""
     if not cold_start and ray is None:
         from bench.isolate.process import prestart_server
 
         # First: the server's imports (torch) overlap everything below, the MLflow start-up included.
         prestart_server(effective)
     workers = workers_for(effective.device, gpus, jobs) if ray is None else []
-    target_text = ",".join(targets or ["all"])
-    tags = {"perflab.shard": shard} if shard is not None else {}
-    sink = None if no_track else _sink(experiment, tracking_uri, target_text, cold_start, tags)
+    sink = None if no_track else _sink(experiment, tracking_uri, targets, cold_start, tags)
     options = {"ray": ray, "chapters_dir": chapters_dir} if ray is not None else {
         "workdir": keep_workdir, "keep_workdir": keep_workdir is not None}  # fmt: skip
     suite, before_s = _run(examples, effective, workers, sink, suite_layer=suite_layer, cli_layer=layer,
@@ -350,51 +368,3 @@ def durations_path() -> Path:
     order hint for parallel suites (longest first)."""
     env = os.environ.get("PERFLAB_DURATIONS")
     return Path(env) if env else Path.home() / ".cache" / "perflab" / "durations.json"
-
-
-def check_workers(gpus: str | None, jobs: int | None) -> list[str] | None:
-    """The GPU indices of ``--gpus`` (None without it); errors in the flags, before anything starts."""
-    if gpus is None:
-        return None
-    ids = [g.strip() for g in gpus.split(",") if g.strip()]
-    if not ids or not all(g.isdigit() for g in ids):
-        raise PerflabError(f"--gpus {gpus!r} is not a comma-separated list of GPU indices such as '0,1'")
-    if jobs is not None:
-        raise PerflabError("--gpus and --jobs exclude each other: --gpus runs one worker per GPU")
-    return ids
-
-
-def workers_for(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, str]]:
-    """One environment per worker: pinned to a GPU each, or plain CPU jobs."""
-    ids = check_workers(gpus, jobs)
-    if ids is not None:
-        return [{"CUDA_VISIBLE_DEVICES": g} for g in ids]
-    if device == "cpu" or not _cuda_count():
-        return [{} for _ in range(jobs or 1)]
-    if jobs is not None and jobs > 1:
-        raise PerflabError(
-            f"--jobs {jobs} on a GPU run would time variants against each other on one GPU; "
-            "use --gpus to run one worker per GPU, or --device cpu"
-        )
-    if device.startswith("cuda:"):
-        return [{}]  # the user picked one device
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    visible_ids = [g.strip() for g in visible.split(",")] if visible else [str(i) for i in range(_cuda_count())]
-    return [{"CUDA_VISIBLE_DEVICES": g} for g in visible_ids] if len(visible_ids) > 1 else [{}]
-
-
-def _cuda_count() -> int:
-    """GPUs a worker each: NVML's count (no torch import in this process: ~4 s on a GPU host), unless
-    a GPU is in MIG mode or NVML is missing, where torch answers (MIG instances are not NVML devices)."""
-    from bench.isolate.process import cuda_available, cuda_likely, nvml_gpu_count
-
-    if not cuda_likely():
-        return 0
-    count = nvml_gpu_count()
-    if count is not None:
-        return count
-    if not cuda_available():
-        return 0
-    import torch
-
-    return torch.cuda.device_count()

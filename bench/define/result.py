@@ -34,6 +34,8 @@ class VariantSpec(BaseModel):
     example: str  # "transpose"
     variant: str  # "baseline", "optimized" or "optimized_<name>"
     path: str  # absolute path of the benchmark file
+    # A KernelBench candidate (``ModelNew``): the reference file whose get_inputs()/get_init_inputs() it runs on
+    reference: str | None = None
 
     @property
     def target(self) -> str:

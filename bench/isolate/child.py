@@ -64,15 +64,16 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
     from bench.define.config import BenchmarkConfig, host_clocked, resolve_config
     from bench.define.context import make_context, seed_everything, set_context, synchronize
     from bench.define.protocol import check_benchmark
-    from bench.errors import ProtocolError
     from bench.isolate.recheck import watch_inputs
     from bench.isolate.timed import SetUp, check_timers
     from bench.measure.generation_clock import generation_clock
     from bench.measure.machine import device_manifest
 
     factory = getattr(module, "get_benchmark", None)
-    if not callable(factory):
-        raise ProtocolError(f"{job['path']}: no module-level get_benchmark() function")
+    if not callable(factory):  # a KernelBench-format file (Model / ModelNew), or a ProtocolError naming the file
+        from bench.define.kernelbench import problem_factory
+
+        factory = problem_factory(module, job["path"], job.get("reference"))
     obj = check_benchmark(factory(), job["path"])
     get_config = getattr(obj, "get_config", None)  # optional protocol methods
     own = get_config() if callable(get_config) else None

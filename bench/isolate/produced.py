@@ -26,7 +26,7 @@ from bench.measure.guard import BOUND, subsample
 from bench.measure.judge import get_output_works
 
 # Interleaved rounds (a call alone, a call then get_output()); up to MORE_ROUNDS more while it looks like work.
-# Calls slower than SLOW_CALL_MS start with SLOW_ROUNDS and take at most ROUNDS.
+# Calls slower than SLOW_CALL_MS start with SLOW_ROUNDS.
 ROUNDS = 5
 MORE_ROUNDS = 10
 SLOW_CALL_MS = 50.0
@@ -94,7 +94,7 @@ def _settle(obj: Any, fn: Any, device: Any, median_ms: float, inputs: dict[str, 
 
 def _get_output_cost(obj: Any, fn: Any, device: Any, median_ms: float) -> dict[str, Any]:
     """Interleaved rounds of a call alone and a call then ``get_output()``: at least ROUNDS (SLOW_ROUNDS for a slow
-    call), more while ``get_output()`` looks like work, up to ROUNDS + MORE_ROUNDS (ROUNDS for a slow call)."""
+    call), and up to MORE_ROUNDS more while ``get_output()`` looks like work."""
     get, clock = obj.get_output, BOUND.perf_counter
 
     def once(with_get: bool) -> float:
@@ -106,7 +106,7 @@ def _get_output_cost(obj: Any, fn: Any, device: Any, median_ms: float) -> dict[s
         return (clock() - t0) * 1e3
 
     slow = median_ms > SLOW_CALL_MS
-    least, most = (SLOW_ROUNDS, ROUNDS) if slow else (ROUNDS, ROUNDS + MORE_ROUNDS)
+    least, most = (SLOW_ROUNDS, SLOW_ROUNDS + MORE_ROUNDS) if slow else (ROUNDS, ROUNDS + MORE_ROUNDS)
     alone: list[float] = []
     with_get: list[float] = []
     while len(alone) < most:

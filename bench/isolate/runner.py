@@ -196,6 +196,7 @@ class _Child:
         stops = self.before_measure is not None and self.mode == "run" and not self.wrapper
         job: dict[str, Any] = {
             "path": self.spec.path,
+            "reference": self.spec.reference,  # a KernelBench candidate's problem (bench.define.kernelbench)
             "workdir": str(self.wd),
             "suite_layer": explicit_fields(self.suite_layer),
             "cli_layer": explicit_fields(self.cli_layer),

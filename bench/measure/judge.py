@@ -125,17 +125,25 @@ RESTORE_P = 0.01
 
 def get_output_works(alone_ms: list[float], with_get_ms: list[float], decide: bool = False) -> bool:
     """Whether ``get_output()`` looks like work of its own, from interleaved rounds of a call alone and a call followed
-    by it: beyond GET_OUTPUT_SHARE of the call and GET_OUTPUT_FLOOR_MS, fastest against fastest and median against
-    median; ``decide``: and the rounds with it slower beyond chance (a busy host slows some rounds, not all)."""
+    by it: beyond GET_OUTPUT_SHARE of the call and GET_OUTPUT_FLOOR_MS, fastest against fastest; ``decide``: and so
+    on the medians of the faster half of each, that half slower beyond chance. The faster halves: a busy host adds
+    scheduler slices to some rounds of both kinds, and a slice can be longer than the work looked for."""
     import statistics
 
     def beyond(a: float, b: float) -> bool:
         return b - a > max(GET_OUTPUT_SHARE * a, GET_OUTPUT_FLOOR_MS)
 
+    def faster_half(xs: list[float]) -> list[float]:
+        return sorted(xs)[: max(3, (len(xs) + 1) // 2)]
+
     if not alone_ms or not with_get_ms:
         return False
-    looks = beyond(min(alone_ms), min(with_get_ms)) and beyond(*map(statistics.median, (alone_ms, with_get_ms)))
-    return looks and (not decide or consistently_slower(with_get_ms, alone_ms))
+    if not beyond(min(alone_ms), min(with_get_ms)):
+        return False
+    if not decide:  # the child's rounds go on while it looks like work
+        return True
+    a, b = faster_half(alone_ms), faster_half(with_get_ms)
+    return beyond(statistics.median(a), statistics.median(b)) and consistently_slower(b, a)
 
 
 # get_output() may take this share of a call, and at least this many ms, beyond it before it counts as work

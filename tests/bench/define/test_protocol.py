@@ -62,13 +62,35 @@ def test_load_benchmark_without_factory(tmp_path: Path, write_benchmark) -> None
         load_benchmark(path)
 
 
-def test_an_output_made_only_by_the_timed_call_is_one_line_saying_where_to_make_it() -> None:
+def test_an_output_made_by_the_call_is_none_before_the_first_call_and_an_error_after_it() -> None:
     from bench.define.protocol import outputs_of
 
     class Late:
         def get_output(self) -> object:
-            return self.y  # type: ignore[attr-defined]  # set by benchmark_fn(), which has not run yet
+            return self.y  # type: ignore[attr-defined]  # set by benchmark_fn()
 
-    with pytest.raises(ProtocolError, match=r"^get_output\(\) raised AttributeError: .*'y'; the output must exist "
-                                            r"once setup\(\) returns"):  # fmt: skip
+    assert outputs_of(Late(), called=False) is None
+    with pytest.raises(ProtocolError, match=r"^get_output\(\) raised AttributeError after benchmark_fn\(\) ran: "
+                                            r".*'y'; it must return the output the last call made"):  # fmt: skip
         outputs_of(Late())
+
+
+def test_a_returned_output_is_the_output_of_a_benchmark_without_get_output() -> None:
+    import torch
+
+    from bench.define.protocol import keep_returned, output_style, outputs_of
+
+    class Returns:
+        def benchmark_fn(self) -> object:
+            return self.result
+
+    obj = Returns()
+    fn = keep_returned(obj, obj.benchmark_fn)
+    assert output_style(obj) == "returned" and outputs_of(obj, called=False) is None
+    obj.result = (torch.ones(2), torch.zeros(3))
+    fn()
+    assert [t.numel() for t in outputs_of(obj) or []] == [2, 3]
+    obj.result = {"not": "a tensor"}
+    fn()
+    assert outputs_of(obj) is None  # what holds no tensor is no output (the pair is not verified)
+    assert outputs_of(obj, called=False) is None  # a new set-up: the last call's output is not this one's

@@ -1,0 +1,56 @@
+"""Which workers a suite runs on: one per GPU (``--gpus``, default every visible GPU) or ``--jobs N`` on a CPU,
+decided without importing torch in the command's process where NVML can answer."""
+
+from __future__ import annotations
+
+import os
+
+from bench.errors import PerflabError
+
+
+def check_workers(gpus: str | None, jobs: int | None) -> list[str] | None:
+    """The GPU indices of ``--gpus`` (None without it); errors in the flags, before anything starts."""
+    if gpus is None:
+        return None
+    ids = [g.strip() for g in gpus.split(",") if g.strip()]
+    if not ids or not all(g.isdigit() for g in ids):
+        raise PerflabError(f"--gpus {gpus!r} is not a comma-separated list of GPU indices such as '0,1'")
+    if jobs is not None:
+        raise PerflabError("--gpus and --jobs exclude each other: --gpus runs one worker per GPU")
+    return ids
+
+
+def workers_for(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, str]]:
+    """One environment per worker: pinned to a GPU each, or plain CPU jobs."""
+    ids = check_workers(gpus, jobs)
+    if ids is not None:
+        return [{"CUDA_VISIBLE_DEVICES": g} for g in ids]
+    if device == "cpu" or not _cuda_count():
+        return [{} for _ in range(jobs or 1)]
+    if jobs is not None and jobs > 1:
+        raise PerflabError(
+            f"--jobs {jobs} on a GPU run would time variants against each other on one GPU; "
+            "use --gpus to run one worker per GPU, or --device cpu"
+        )
+    if device.startswith("cuda:"):
+        return [{}]  # the user picked one device
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible_ids = [g.strip() for g in visible.split(",")] if visible else [str(i) for i in range(_cuda_count())]
+    return [{"CUDA_VISIBLE_DEVICES": g} for g in visible_ids] if len(visible_ids) > 1 else [{}]
+
+
+def _cuda_count() -> int:
+    """GPUs a worker each: NVML's count (no torch import in this process: ~4 s on a GPU host), unless
+    a GPU is in MIG mode or NVML is missing, where torch answers (MIG instances are not NVML devices)."""
+    from bench.isolate.process import cuda_available, cuda_likely, nvml_gpu_count
+
+    if not cuda_likely():
+        return 0
+    count = nvml_gpu_count()
+    if count is not None:
+        return count
+    if not cuda_available():
+        return 0
+    import torch
+
+    return torch.cuda.device_count()

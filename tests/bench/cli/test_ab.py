@@ -1,0 +1,107 @@
+"""``perflab ab``: a reference file against candidate files, perflab benchmarks or KernelBench-format problems, timed,
+verified and logged as a chapter pair; every integrity check applies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.cli.ab import examples_of
+from bench.define.kernelbench import file_kind
+from bench.errors import PerflabError
+from bench.isolate.suite import run_suite
+from tests.bench.cli.test_cli import perflab
+
+REPO = Path(__file__).resolve().parents[3]
+KERNELBENCH = REPO / "chapters" / "ch20" / "kernelbench"
+STYLES = REPO / "tests" / "bench" / "exploits" / "ch92"
+
+MODEL = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n" \
+        "def get_inputs():\n    return [torch.randn(8)]\n"  # fmt: skip
+NEW = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n"
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+def test_file_kinds_are_read_without_importing(tmp_path: Path) -> None:
+    _write(tmp_path, {"ref.py": MODEL, "new.py": NEW, "bench.py": "def get_benchmark():\n    raise SystemExit\n",
+                      "helper.py": "X = 1\n", "alias.py": "Model = object\nget_inputs = list\n"})
+    kinds = {p.name: file_kind(p) for p in tmp_path.iterdir()}
+    assert kinds == {"ref.py": "reference", "new.py": "candidate", "bench.py": "benchmark", "helper.py": None,
+                     "alias.py": "reference"}  # fmt: skip
+
+
+def test_a_directory_is_its_reference_and_candidates_named_for_it(tmp_path: Path) -> None:
+    root = _write(tmp_path / "relu", {"ref.py": MODEL, "b.py": NEW, "a.py": NEW, "common.py": "X = 1\n"})
+    (example,) = examples_of([root])
+    assert example.target == "ab:relu" and Path(example.baseline.path).name == "ref.py"  # type: ignore[union-attr]
+    assert [v.variant for v in example.optimized] == ["optimized_a", "optimized_b"]
+    assert {v.reference for v in example.variants} == {str(root / "ref.py")}
+
+
+def test_a_directory_of_problems_is_a_pair_each(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        _write(tmp_path / "set" / name, {"reference.py": MODEL, "fast.py": NEW})
+    assert [e.target for e in examples_of([tmp_path / "set"])] == ["ab:one", "ab:two"]
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "message"),
+    [
+        ({"ref.py": MODEL}, ["ref.py"], "name at least one candidate file after the reference"),
+        ({"ref.py": MODEL}, ["ref.py", "nope.py"], "no such file or directory: .*nope.py"),
+        ({"ref.py": MODEL, "x.txt": ""}, ["ref.py", "x.txt"], r"not a benchmark: .*x.txt \(not a .py file\)"),
+        ({"ref.py": MODEL, "b.py": "def f(:\n"}, ["ref.py", "b.py"], r"b.py \(syntax error at line 1\); accepted"),
+        ({"ref.py": MODEL, "h.py": "X = 1\n"}, ["ref.py", "h.py"], r"h.py \(no get_benchmark\(\), Model or ModelNew\)"),
+        ({"b.py": "def get_benchmark(): ...\n", "n.py": NEW}, ["b.py", "n.py"], "n.py is a KernelBench candidate"),
+        ({"ref.py": MODEL, "a": None}, ["ref.py", "a"], "a directory is given alone"),
+        ({"ref.py": MODEL}, ["ref.py", "ref.py"], "both the reference and a candidate"),
+    ],
+)
+def test_bad_files_are_one_line_naming_them(tmp_path: Path, files: dict, args: list[str], message: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).mkdir() if text is None else (tmp_path / name).write_text(text)
+    with pytest.raises(PerflabError, match=message):
+        examples_of([tmp_path / a for a in args])
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"a.py": MODEL, "b.py": MODEL, "n.py": NEW}, "one reference needed .* found a.py, b.py"),
+    ({"n.py": NEW}, "one reference needed .* found none"),
+    ({"reference.py": MODEL, "x.py": "X = 1\n"}, "no candidate beside reference.py"),
+])  # fmt: skip
+def test_a_directory_without_one_reference_and_a_candidate_is_refused(tmp_path: Path, files: dict, message: str) \
+        -> None:  # fmt: skip
+    with pytest.raises(PerflabError, match=message):
+        examples_of([_write(tmp_path / "p", files)])
+
+
+def test_chapter_20s_kernelbench_problems_catch_their_fakes(tmp_path: Path) -> None:
+    """Each problem's honest candidate verified, each fake not ok or not verified (on this host's device)."""
+    suite = run_suite(examples_of([KERNELBENCH]), cli_layer={"timeout_multiplier": 4.0}, workdir=tmp_path)
+    by = {f"{c.example}:{c.variant}": c for c in suite.comparisons}
+    assert set(by) == {"attention:optimized_background", "attention:optimized_sdpa", "layernorm:optimized_fused",
+                       "layernorm:optimized_half", "softmax:optimized_cached", "softmax:optimized_fused"}  # fmt: skip
+    honest = {"attention:optimized_sdpa", "layernorm:optimized_fused", "softmax:optimized_fused"}
+    for key, c in by.items():
+        ok = c.optimized_status == "ok" and c.verification.verified
+        assert ok == (key in honest), f"{key}: {c.optimized_status}, {c.verification.detail}"
+        assert c.baseline_status == "ok", f"{key}: baseline {c.baseline_status}"
+
+
+def test_perflab_ab_times_files_in_any_output_style_and_refuses_a_fake() -> None:
+    """The command on benchmark files as users write them: a new output each call (the reference), a returned one,
+    and a fake whose thread does the work; exit 1 (a pair not verified), a row per candidate."""
+    done = perflab("ab", STYLES / "baseline_sorted.py", STYLES / "optimized_sorted_returned.py",
+                   STYLES / "optimized_sorted_thread.py", "--no-track", timeout=400)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("baseline_sorted ")]
+    assert len(rows) == 2, done.stdout
+    assert "faster" in rows[0] or "no significant difference" in rows[0] or "slower" in rows[0], rows[0]
+    assert "failed" in rows[1] and "get_output() took" in done.stdout, done.stdout

@@ -1,0 +1,51 @@
+"""bench.measure.judge: when get_output() counts as work of its own, and what makes an output not the call's."""
+
+from __future__ import annotations
+
+import random
+
+from bench.define.result import OutputInfo, Produced, VariantResult, VariantSpec
+from bench.measure.judge import apply_checks, get_output_works
+
+
+def _busy(rng: random.Random, ms: float) -> float:
+    """A call of ``ms`` on a busy host: a third of the calls lose a scheduler slice or two."""
+    return ms + (rng.choice([4.0, 8.0]) if rng.random() < 0.33 else 0.0) + rng.uniform(0, 0.02 * ms)
+
+
+def test_a_plain_get_output_is_not_work_on_a_busy_host() -> None:
+    rng = random.Random(1)
+    flagged = 0
+    for _ in range(200):
+        alone = [_busy(rng, 2.0) for _ in range(15)]
+        with_get = [_busy(rng, 2.0) + 0.0005 for _ in range(15)]
+        flagged += get_output_works(alone, with_get, decide=True)
+    assert flagged == 0
+
+
+def test_work_deferred_to_get_output_is_caught() -> None:
+    rng = random.Random(2)
+    alone = [_busy(rng, 0.002) for _ in range(15)]
+    with_get = [_busy(rng, 2.0) for _ in range(15)]
+    assert get_output_works(alone, with_get, decide=True)
+    assert get_output_works(alone[:5], with_get[:5])  # five rounds each look like work: the child goes on
+    assert not get_output_works(alone[:5], with_get[:5], decide=True)  # ... as they cannot decide it
+
+
+def _result(produced: Produced) -> VariantResult:
+    spec = VariantSpec(chapter="ch90", example="x", variant="optimized", path="/x.py")
+    result = VariantResult(spec=spec, status="ok")
+    result.output = OutputInfo(path="/o", tensors=[], timed_calls_wrote_output=True, produced=produced)
+    return result
+
+
+def test_an_output_changed_after_the_call_or_a_thread_left_running_is_invalid() -> None:
+    for produced, phrase in ((Produced(settled=False), "the output changed after benchmark_fn() returned"),
+                             (Produced(settled=True, threads_left=2), "with 2 thread(s) it started still running")):
+        result = _result(produced)
+        apply_checks(result)
+        assert result.status == "invalid" and phrase in (result.error.message if result.error else ""), result.error
+    honest = _result(Produced(settled=True, get_output_ms=0.0001, call_ms=2.0, alone_ms=[2.0] * 5,
+                              with_get_ms=[2.0001] * 5))  # fmt: skip
+    apply_checks(honest)
+    assert honest.status == "ok"
