@@ -1,0 +1,55 @@
+"""The same benchmarks written in each output style (tests/fixtures/benchmark_template.py's STYLE: the output
+written into a tensor made in setup(), made anew by each call, or returned by it) end the same way: faults, fakes,
+honest and A/A pairs are each handled exactly as their in-place twin is."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.define.discovery import discover, select
+from bench.define.result import SuiteResult
+from bench.isolate.suite import run_suite
+from tests.bench.isolate.test_isolation import FAST, TIGHT
+
+STYLES = ("in_place", "allocated", "returned")
+FILES: dict[str, dict[str, Any]] = {
+    "ch07/baseline_x.py": {},
+    "ch07/optimized_x.py": {},  # A/A: the same code
+    "ch07/optimized_x_wrong.py": {"SCALE": 2.5},
+    "ch07/optimized_x_precomputed.py": {"OUTPUT": "precomputed"},
+    "ch07/optimized_x_hang.py": {"FAULT": ("measurement", "hang")},
+    "ch07/optimized_x_crash.py": {"FAULT": ("warmup", "segfault")},
+    "ch07/baseline_zeros.py": {"OUTPUT": "zeros"},
+    "ch07/optimized_zeros.py": {"OUTPUT": "zeros"},
+    "ch07/baseline_broken.py": {"FAULT": ("setup", "raise")},
+    "ch07/optimized_broken.py": {},
+}
+
+
+def _outcomes(suite: SuiteResult) -> dict[str, Any]:
+    variants = {v.spec.key: (v.status, v.failed_stage) for v in suite.variants}
+    pairs = {f"{c.example}:{c.variant}": (c.status, c.verification.verified, c.verification.outcome)
+             for c in suite.comparisons}  # fmt: skip
+    return {"variants": variants, "pairs": pairs}
+
+
+def test_each_style_ends_as_its_in_place_twin(tmp_path: Path, write_benchmark: Any) -> None:
+    def run(style: str) -> SuiteResult:
+        root = tmp_path / style
+        for rel, knobs in FILES.items():
+            write_benchmark(root / rel, STYLE=style, **knobs)
+        return run_suite(select(discover(root)), cli_layer={**TIGHT, **FAST}, workdir=tmp_path / f"{style}-work")
+
+    with ThreadPoolExecutor(max_workers=len(STYLES)) as pool:
+        outcomes = dict(zip(STYLES, (_outcomes(s) for s in pool.map(run, STYLES)), strict=True))
+    base = outcomes["in_place"]
+    assert base["pairs"]["x:optimized"][:2] == ("ok", True), base  # the matrix is not vacuous
+    assert base["pairs"]["x:optimized_wrong"][2] == "mismatch", base
+    assert base["variants"]["ch07:x:optimized_precomputed"][0] == "invalid", base
+    assert base["variants"]["ch07:x:optimized_hang"][0] == "timeout", base
+    assert base["variants"]["ch07:x:optimized_crash"][0] == "failed", base
+    assert base["variants"]["ch07:zeros:baseline"][0] == "invalid", base
+    for style in STYLES[1:]:
+        assert outcomes[style] == base, f"{style} differs from in_place: {outcomes[style]} vs {base}"
