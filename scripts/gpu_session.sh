@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa targets ray stops). Everything
+# sweep_builtins sweep_grid kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa targets ray stops). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
@@ -151,10 +151,14 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
         $T python3 scripts/timing/generation_probe.py "$f" --generations 5 >> "$OUT/generation_probe.md" 2>&1
         echo "genprobe $f exit $?"
       done; grep "^|" "$OUT/generation_probe.md" ;;
-    exploits)  # issue 19: the exploit catalog and the clock tests on the GPU (side streams, CUDA events)
-      $T python3 -m pytest -q -p no:cacheprovider tests/bench/test_exploits.py tests/bench/measure/test_clocks.py tests/bench/measure/test_streams.py \
+    exploits)  # the exploit catalog in both output styles, the styles matrix, perflab ab, the clock tests on the GPU
+      $T python3 -m pytest -q -p no:cacheprovider -rA tests/bench/test_exploits.py tests/bench/isolate/test_styles.py \
+        tests/bench/cli/test_ab.py tests/bench/measure/test_clocks.py tests/bench/measure/test_streams.py \
         tests/bench/measure/test_memory.py > "$OUT/exploits.log" 2>&1
       echo "exploits exit $?"; grep -E "passed|failed|FAILED|Error" "$OUT/exploits.log" | tail -20 ;;
+    ab)  # `perflab ab` on chapter 20's KernelBench-format problems (PERFLAB_AB_PATHS: other files or directories)
+      $T perflab ab ${PERFLAB_AB_PATHS:-chapters/ch20/kernelbench} ${PERFLAB_AB_ARGS:-} > "$OUT/ab.log" 2>&1
+      echo "ab exit $?"; grep -v "━" "$OUT/ab.log" | tail -40 ;;
     aa)  # issue 19: A/A pairs (each baseline against a copy of itself): how often the 95 % interval holds 1.0
       $T python3 scripts/aa_pairs.py ${PERFLAB_AA_TARGETS:-7 1} --repeats "${PERFLAB_AA_REPEATS:-2}" --out "$OUT" \
         > "$OUT/aa.md" 2>&1
