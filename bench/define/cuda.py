@@ -95,12 +95,15 @@ def _check(result: Any, what: str) -> Any:
 class CudaSource:
     """CUDA C++ source of one or more ``extern "C" __global__`` kernels; compiled on first use."""
 
-    def __init__(self, code: str, *, name: str = "kernels.cu", options: Sequence[str] = ()) -> None:
+    def __init__(
+        self, code: str, *, name: str = "kernels.cu", options: Sequence[str] = (), capability: tuple[int, int] = (7, 0)
+    ) -> None:
         if not isinstance(code, str) or "__global__" not in code:
             raise ValueError(f"cuda_source({name!r}): the code must be CUDA C++ text with a __global__ function")
         self.code = code
         self.name = name
         self.options = tuple(DEFAULT_OPTIONS) + tuple(options)
+        self.capability = tuple(capability)  # the oldest GPU the code compiles for (9, 0: clusters, Hopper)
 
     def kernel_names(self) -> list[str]:
         """The ``extern "C"`` kernels the source defines (their names are not mangled, so they load by name)."""
@@ -140,7 +143,7 @@ class CudaSource:
         """The kernel ``name`` loaded on the run's GPU, its resources recorded in the result. Skips the variant
         (with what is missing) on a host without a CUDA GPU, cuda.core or NVRTC."""
         ctx = context()
-        ctx.require(cuda=True, modules=("cuda.bindings", "cuda.core"))
+        ctx.require(cuda=True, capability=self.capability, modules=("cuda.bindings", "cuda.core"))
         try:
             nvrtc_version()
         except ImportError as exc:
@@ -156,13 +159,16 @@ class CudaSource:
         return kernel
 
 
-def cuda_source(code: str, *, name: str = "kernels.cu", options: Sequence[str] = ()) -> CudaSource:
+def cuda_source(
+    code: str, *, name: str = "kernels.cu", options: Sequence[str] = (), capability: tuple[int, int] = (7, 0)
+) -> CudaSource:
     """CUDA C++ ``code`` for a chapter file (kernels declared ``extern "C" __global__``), compiled on first use.
 
-    ``name`` is the file name NVRTC's messages give; ``options`` go to NVRTC after ``-std=c++17 -lineinfo``.
+    ``name`` is the file name NVRTC's messages give; ``options`` go to NVRTC after ``-std=c++17 -lineinfo``;
+    ``capability``: the oldest GPU the code is for (a variant on an older one is skipped, saying so).
     The code may use any builtin (``__shfl_sync``, ``__cluster_map_shared_rank``, ...) but no header outside
     NVRTC's own: the GPU image has no CUDA include directory."""
-    return CudaSource(code, name=name, options=options)
+    return CudaSource(code, name=name, options=options, capability=capability)
 
 
 def _read(nvrtc: Any, prog: Any, what: str, text: bool = True) -> Any:
