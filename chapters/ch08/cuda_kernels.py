@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from bench import context, cuda_source
-from chapters.ch01.common import CudaExample, Inputs, randn
+from chapters.ch01.common import CudaExample, Inputs, generator, randn
 
 THREADS = 256  # per block; one block per row
 
@@ -75,3 +75,59 @@ def row_sums(kernel: str) -> CudaExample:
         k(x.shape[0], THREADS, x, out, np.int32(x.shape[1]))
 
     return CudaExample(ROW_SUMS, kernel, short_rows, launch)
+
+
+CATEGORIES = 4  # bins of warp_aggregated_atomics: a warp's 32 elements fall in at most 4 of them
+
+COUNT = cuda_source(
+    r"""
+#define CATEGORIES 4
+// Both kernels: counts[c] = how many x[i] == c, grid-stride over x; each warp walks 32 consecutive elements
+// per step (base is the warp's first element, the same for its 32 lanes, so they loop together).
+
+// One atomic per element: a warp's 32 atomics go to at most 4 addresses, in one L2 slice, one at a time.
+extern "C" __global__ void count_per_element(const int* __restrict__ x, int* __restrict__ counts, long long n) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        atomicAdd(counts + x[i], 1);
+}
+
+// Lanes holding the same category find each other (__match_any_sync), and the lowest of them adds their number:
+// at most 4 atomics per warp step instead of 32.
+extern "C" __global__ void count_per_warp(const int* __restrict__ x, int* __restrict__ counts, long long n) {
+    const int lane = threadIdx.x % 32;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long base = (long long)blockIdx.x * blockDim.x + threadIdx.x - lane; base < n; base += stride) {
+        const long long i = base + lane;
+        const bool valid = i < n;
+        const unsigned active = __ballot_sync(0xffffffffu, valid);  // the lanes with an element (the tail: fewer)
+        if (valid) {
+            const int c = x[i];
+            const unsigned peers = __match_any_sync(active, c);
+            if (lane == __ffs(peers) - 1) atomicAdd(counts + c, __popc(peers));
+        }
+    }
+}
+""",
+    name="count.cu",
+)
+
+
+def categories() -> Inputs:
+    """warp_aggregated_atomics: 64 Mi int32 labels (256 MiB) drawn uniformly from [0, CATEGORIES), and their counts.
+
+    Minimum bytes: the labels read once, the counts written. Smoke: a length no multiple of a warp."""
+    ctx = context()
+    n = ctx.size(64 * 2**20, 5 * THREADS + 7)
+    x = torch.randint(CATEGORIES, (n,), generator=generator(), device=ctx.device, dtype=torch.int32)
+    return (x,), torch.empty(CATEGORIES, device=x.device, dtype=torch.int32), {"bytes": 4 * n + 4 * CATEGORIES}
+
+
+def count_launch(kernel, x: torch.Tensor, counts: torch.Tensor) -> None:
+    counts.zero_()  # part of the call on both sides
+    facts = context().facts
+    kernel(8 * (facts.cores if facts else 1), THREADS, x, counts, np.int64(x.numel()))
+
+
+def count(kernel: str) -> CudaExample:
+    return CudaExample(COUNT, kernel, categories, count_launch)

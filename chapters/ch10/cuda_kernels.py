@@ -1,5 +1,6 @@
 """Chapter 10's CUDA C++ kernels (``bench.cuda_source``): a histogram too large for one block's shared memory,
-built with global atomics or in a thread-block cluster's distributed shared memory (sm_90). Compiled with
+built with global atomics or in a thread-block cluster's distributed shared memory (sm_90); a stencil over rows
+too long for one block, its halos exchanged through global memory or through the cluster's shared memory. Compiled with
 NVRTC when a variant sets up on a GPU, and to a CUBIN for sm_90 by the tests on any host
 (tests/chapters/test_cuda_sources.py)."""
 
@@ -9,7 +10,7 @@ import numpy as np
 import torch
 
 from bench import context, cuda_source
-from chapters.ch01.common import CudaExample, Inputs, generator
+from chapters.ch01.common import CudaExample, Inputs, generator, randn
 
 BINS = 32768  # 128 KiB of uint32 counts: over the 48 KiB of static shared memory a block may declare
 CLUSTER = 4  # blocks per cluster: each holds BINS / CLUSTER = 8192 counts (32 KiB)
@@ -85,3 +86,110 @@ def launch(kernel, x: torch.Tensor, hist: torch.Tensor) -> None:
 
 def histogram(kernel: str) -> CudaExample:
     return CudaExample(HISTOGRAM, kernel, values, launch)
+
+
+HALO_CLUSTER, SEGMENT = 8, 4096  # cluster_halo: a row is 8 blocks' segments of 4096 fp32 (128 KiB per row)
+ROW = HALO_CLUSTER * SEGMENT
+FLOPS_PER_POINT = 5  # u + C (l - 2u + r): two adds, a multiply, an FMA (two)
+
+HEAT = cuda_source(
+    r"""
+#define CLUSTER 8
+#define SEG 4096             // elements of a row each block holds: 16 KiB, two buffers: 32 KiB
+#define ROW (CLUSTER * SEG)  // 32768 fp32, 128 KiB: double-buffered, more than one SM's shared memory
+#define THREADS 256
+#define C 0.25f              // explicit 1-D heat equation, stable for C <= 0.5
+
+__device__ __forceinline__ float heat(float l, float u, float r) { return u + C * (l - 2.f * u + r); }
+
+// One step over every row (zero beyond a row's ends), one thread per point: the next step's halos come back
+// through global memory (L2) and a kernel boundary.
+extern "C" __global__ void __launch_bounds__(THREADS)
+heat_step(const float* __restrict__ u, float* __restrict__ v, long long n) {
+    const long long i = (long long)blockIdx.x * THREADS + threadIdx.x;
+    if (i >= n) return;
+    const int col = (int)(i % ROW);
+    const float l = col > 0 ? u[i - 1] : 0.f;
+    const float r = col < ROW - 1 ? u[i + 1] : 0.f;
+    v[i] = heat(l, u[i], r);
+}
+
+// Every step of a row in one cluster of 8 blocks: block r holds segment r in shared memory (two buffers, read
+// one and write the other), reads its neighbours' edge points from their shared memory, and the cluster
+// meets at a barrier after each step. The row crosses global memory twice: loaded once, stored once.
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
+heat_cluster(const float* __restrict__ x, float* __restrict__ out, int steps) {
+    __shared__ float buf[2][SEG];
+    const unsigned rank = __clusterRelativeBlockRank();  // = blockIdx.x % CLUSTER in a 1-D grid
+    const long long start = (long long)(blockIdx.x / CLUSTER) * ROW + (long long)rank * SEG;
+    for (int j = threadIdx.x; j < SEG; j += THREADS) buf[0][j] = x[start + j];
+    __cluster_barrier_arrive();  // every segment loaded before a neighbour reads its edge
+    __cluster_barrier_wait();
+    for (int s = 0; s < steps; ++s) {
+        float* cur = buf[s & 1];
+        float* nxt = buf[(s + 1) & 1];
+        const float* left = rank > 0 ? (const float*)__cluster_map_shared_rank(cur, rank - 1) : nullptr;
+        const float* right = rank < CLUSTER - 1 ? (const float*)__cluster_map_shared_rank(cur, rank + 1) : nullptr;
+        for (int j = threadIdx.x; j < SEG; j += THREADS) {
+            const float l = j > 0 ? cur[j - 1] : (left ? left[SEG - 1] : 0.f);
+            const float r = j < SEG - 1 ? cur[j + 1] : (right ? right[0] : 0.f);
+            nxt[j] = heat(l, cur[j], r);
+        }
+        // step s written in every block, and every read of step s's buffer (a neighbour's too) done before
+        // step s + 1 overwrites it
+        __cluster_barrier_arrive();
+        __cluster_barrier_wait();
+    }
+    for (int j = threadIdx.x; j < SEG; j += THREADS) out[start + j] = buf[steps & 1][j];
+}
+""",
+    name="heat.cu",
+    capability=(9, 0),  # thread-block clusters
+)
+
+
+def heat_rows() -> Inputs:
+    """cluster_halo: 96 rows of 32 Ki fp32 (12 MiB; 768 blocks of 8-block clusters, all resident on an H100 or
+    H200), 256 steps. Smoke: 2 rows, 5 steps.
+
+    Minimum bytes: x read once and the result written once; FLOPS_PER_POINT per point per step."""
+    rows, steps = context().size((96, 256), (2, 5))
+    context().record("steps", steps)
+    x = randn(rows, ROW)
+    work = {"bytes": 8 * x.numel(), "flops": FLOPS_PER_POINT * x.numel() * steps}
+    return (x, steps), torch.empty_like(x), work
+
+
+def global_steps(kernel, x: torch.Tensor, steps: int, out: torch.Tensor, scratch: list[torch.Tensor]) -> None:
+    """``steps`` launches of ``heat_step``, ping-ponging between two scratch buffers, the last into ``out``."""
+    src, n = x, x.numel()
+    for s in range(steps):
+        dst = out if s == steps - 1 else scratch[s % 2]
+        kernel((n + 255) // 256, 256, src, dst, np.int64(n))
+        src = dst
+
+
+class GlobalHalo(CudaExample):
+    """cluster_halo's baseline: two scratch rows-buffers for the steps between x and out."""
+
+    def __init__(self) -> None:
+        super().__init__(HEAT, "heat_step", heat_rows, self._launch)
+
+    def setup(self) -> None:
+        super().setup()
+        self.scratch = [torch.empty_like(self.out) for _ in range(2)]
+        self.benchmark_fn()  # the scratch buffers then hold what every call leaves in them: no set-up state changes
+
+    def teardown(self) -> None:
+        super().teardown()
+        del self.scratch
+
+    def get_inputs(self) -> torch.Tensor:
+        return self.args[0]
+
+    def _launch(self, kernel, x: torch.Tensor, steps: int, out: torch.Tensor) -> None:
+        global_steps(kernel, x, steps, out, self.scratch)
+
+
+def cluster_launch(kernel, x: torch.Tensor, steps: int, out: torch.Tensor) -> None:
+    kernel(x.shape[0] * HALO_CLUSTER, 256, x, out, np.int32(steps))
