@@ -254,7 +254,8 @@ class CudaKernel:
         core = _core()
         core.Device(device.index).set_current()  # the primary context torch already made current
         try:
-            self._kernel = core.ObjectCode.from_cubin(compiled.image).get_kernel(name)
+            self._module = core.ObjectCode.from_cubin(compiled.image)  # held: the module lives as long as the kernel
+            self._kernel = self._module.get_kernel(name)
         except Exception as exc:
             major = compiled.nvrtc.split(".")[0]
             raise CudaCompileError(
