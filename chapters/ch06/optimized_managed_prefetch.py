@@ -8,6 +8,8 @@ Expected (predicted): the migration at near the link's host-to-device rate (PCIe
 of the fault path's few GB/s; the whole call 2-4x faster, less where the host's write dominates.
 
 Timed with the wall clock. Work per call: as the baseline.
+Stated ceiling (cuda_kernels.Managed.ceiling): the host's write plus a pinned copy of the bytes to the device,
+both timed in setup; the target is half of it.
 """
 
 from chapters.ch06.cuda_kernels import Managed
