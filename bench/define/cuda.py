@@ -153,7 +153,7 @@ class CudaSource:
         major, minor = ctx.facts.capability if ctx.facts and ctx.facts.capability else (0, 0)
         compiled = self.compile(f"sm_{major}{minor}", "cubin")
         kernel = CudaKernel(compiled, name, ctx.device)
-        for field, value in {**asdict(compiled.kernels[name]), "max_threads_per_block": kernel.max_threads}.items():
+        for field, value in kernel.resources(compiled).items():
             ctx.record(f"cuda.{name}.{field}", value)
         ctx.record("cuda.nvrtc", compiled.nvrtc)
         return kernel
@@ -250,7 +250,7 @@ class CudaKernel:
     A Python int or float is refused: cuda.core would pass it as 64 bits, wrong for an ``int`` or ``float``."""
 
     def __init__(self, compiled: Compiled, name: str, device: Any) -> None:
-        self.name, self.resources, self.device = name, compiled.kernels[name], device
+        self.name, self.device = name, device
         core = _core()
         core.Device(device.index).set_current()  # the primary context torch already made current
         try:
@@ -259,13 +259,28 @@ class CudaKernel:
         except Exception as exc:
             major = compiled.nvrtc.split(".")[0]
             raise CudaCompileError(
-                f"{name}: the CUBIN from NVRTC {compiled.nvrtc} for {compiled.arch} did not load ({exc}); "
-                f"the driver must be of CUDA {major}.x"
+                f"{name}: the CUBIN from NVRTC {compiled.nvrtc} for {compiled.arch} did not load ({exc}); a CUBIN "
+                f"loads on a driver of CUDA {major}.x or newer, for the GPU's own architecture"
             ) from exc
-        attrs = self._kernel.attributes
-        limit = attrs.max_threads_per_block
-        self.max_threads = int(limit() if callable(limit) else limit)  # a method in cuda.core 0.3, a property later
         self._streams: dict[int, Any] = {}
+
+    def attribute(self, name: str) -> int:
+        """A driver attribute of the loaded kernel (``num_regs``, ``shared_size_bytes``, ``local_size_bytes``,
+        ``max_threads_per_block``): a method in cuda.core 0.3, a property in later versions."""
+        value = getattr(self._kernel.attributes, name)
+        return int(value() if callable(value) else value)
+
+    def resources(self, compiled: Compiled) -> dict[str, int | str]:
+        """What is recorded with the run: ptxas's report (registers, static shared memory, stack, spills), the
+        driver's own figures where ptxas said nothing, and the threads per block its registers allow."""
+        found: dict[str, int | str] = {"arch": compiled.arch}
+        if self.name in compiled.kernels:
+            found.update(asdict(compiled.kernels[self.name]))
+        else:
+            found.update(registers=self.attribute("num_regs"), shared_bytes=self.attribute("shared_size_bytes"),
+                         stack_bytes=self.attribute("local_size_bytes"))  # fmt: skip
+        found["max_threads_per_block"] = self.attribute("max_threads_per_block")
+        return found
 
     def __call__(self, grid: int | tuple[int, ...], block: int | tuple[int, ...], *args: Any,
                  shared_bytes: int = 0, stream: Any = None) -> None:  # fmt: skip

@@ -102,3 +102,16 @@ def test_a_kernel_on_a_host_without_a_gpu_is_skipped_with_the_reason() -> None:
             cuda.cuda_source(SCALE).kernel("scale")
     finally:
         set_context(None)
+
+
+def test_launch_arguments_of_the_wrong_kind_are_named() -> None:
+    import numpy as np
+    import torch
+
+    kernel = object.__new__(cuda.CudaKernel)  # the argument checks need no GPU: no module loaded
+    kernel.name, kernel.device = "scale", torch.device("cuda", 0)
+    with pytest.raises(TypeError, match=r"scale argument 1: int 4096; pass a numpy scalar"):
+        kernel._arg(1, 4096)
+    with pytest.raises(ValueError, match=r"scale argument 0: a tensor on cpu .* contiguous tensor on cuda:0"):
+        kernel._arg(0, torch.ones(4))
+    assert kernel._arg(2, np.int32(7)) == np.int32(7)
