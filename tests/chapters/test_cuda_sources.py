@@ -70,3 +70,24 @@ def test_a_cuda_pair_ends_skipped_on_a_cpu_host_with_the_reason(tmp_path) -> Non
     assert [v.status for v in suite.variants] == ["skipped", "skipped"]
     assert all("needs a CUDA GPU" in (v.skip_reason or "") for v in suite.variants), suite.variants[0].skip_reason
     assert suite.all_ok
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_pair_runs_verifies_and_records_each_kernels_resources(tmp_path) -> None:
+    from bench.define.discovery import discover, select
+    from bench.isolate.suite import run_suite
+
+    example = select(discover(), ["ch7:bank_conflicts"])
+    layer = {"smoke": True, "iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0, "timeout_multiplier": 4.0}
+    suite = run_suite(example, cli_layer=layer, workdir=tmp_path)
+    base, opt = suite.variants
+    for v in (base, opt):
+        assert v.status == "ok", f"{v.spec.key}: {v.status} at {v.failed_stage}: {v.error and v.error.message}"
+        assert str(v.sizes["cuda.transpose_tile.arch"]).startswith("sm_")
+        assert 0 < int(v.sizes["cuda.transpose_tile.registers"]) <= 255
+        assert int(v.sizes["cuda.transpose_tile.max_threads_per_block"]) >= 256
+    assert (base.sizes["cuda.transpose_tile.shared_bytes"], opt.sizes["cuda.transpose_tile.shared_bytes"]) == (
+        4096,
+        4224,
+    )
+    assert suite.comparisons[0].verification.verified, suite.comparisons[0].verification.detail
