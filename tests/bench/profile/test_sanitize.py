@@ -138,3 +138,17 @@ def test_a_planted_bug_is_caught(kernel: str, tool: str, finding: str, tmp_path:
     state = r.profile.tools[tool]
     assert r.profile.metrics.get(f"sanitize_{tool}_errors", 0) >= 1, state
     assert finding in state, state
+
+
+def test_run_sanitize_profiles_each_variant_with_both_tools(chapters, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from perflab.cli import app
+
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "compute-sanitizer" else real(name))
+    tree = chapters({"ch07/baseline_p.py": {}, "ch07/optimized_p.py": {}})
+    args = ["run", "-t", "ch07:p", "--chapters-dir", str(tree), "--device", "cpu", "--no-track", "--sanitize"]
+    out = CliRunner().invoke(app, [*args, "--iterations", "3", "--warmup", "1"])
+    assert out.exit_code == 0, out.output
+    assert out.output.count("memcheck skipped, racecheck skipped") == 2, out.output
