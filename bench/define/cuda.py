@@ -35,6 +35,7 @@ from bench.errors import CudaCompileError
 
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")  # -lineinfo: ncu and compute-sanitizer name source lines
 _PTXAS = "--ptxas-options=-v"  # ptxas's resource report in the program log, parsed into KernelResources
+_INVALID_OPTION = 5  # NVRTC_ERROR_INVALID_OPTION
 
 
 @dataclass(frozen=True)
@@ -123,21 +124,27 @@ class CudaSource:
         return _compiled[key]
 
     def _nvrtc_compile(self, arch: str, target: Literal["ptx", "cubin"], version: str) -> Compiled:
+        """One NVRTC run; with ptxas's resource report where this NVRTC takes the option (without it, the driver's
+        attributes stand in when the kernel loads: CudaKernel.resources)."""
         nvrtc = _nvrtc()
-        prog = _check(nvrtc.nvrtcCreateProgram(self.code.encode(), self.name.encode(), 0, [], []), "create")
-        try:
-            opts = [o.encode() for o in (f"--gpu-architecture={arch}", *self.options, _PTXAS)]
-            status = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)[0]
-            log = _read(nvrtc, prog, "ProgramLog")
-            if int(status) != 0:
-                raise CudaCompileError(
-                    f"{self.name} did not compile for {arch} (NVRTC {version}, options {' '.join(self.options)}):\n"
-                    f"{log.strip()}"
-                )
-            image = _read(nvrtc, prog, "PTX" if target == "ptx" else "CUBIN", text=False)
-        finally:
-            nvrtc.nvrtcDestroyProgram(prog)
-        return Compiled(target, arch, image, log, parse_ptxas(log, arch), version)
+        for report in ((_PTXAS,), ()):
+            prog = _check(nvrtc.nvrtcCreateProgram(self.code.encode(), self.name.encode(), 0, [], []), "create")
+            try:
+                opts = [o.encode() for o in (f"--gpu-architecture={arch}", *self.options, *report)]
+                status = int(nvrtc.nvrtcCompileProgram(prog, len(opts), opts)[0])
+                log = _read(nvrtc, prog, "ProgramLog")
+                if status == _INVALID_OPTION and report:
+                    continue
+                if status != 0:
+                    raise CudaCompileError(
+                        f"{self.name} did not compile for {arch} (NVRTC {version}, options {' '.join(self.options)}):"
+                        f"\n{log.strip()}"
+                    )
+                image = _read(nvrtc, prog, "PTX" if target == "ptx" else "CUBIN", text=False)
+                return Compiled(target, arch, image, log, parse_ptxas(log, arch), version)
+            finally:
+                nvrtc.nvrtcDestroyProgram(prog)
+        raise CudaCompileError(f"{self.name}: NVRTC {version} refused the options {' '.join(self.options)}:\n{log}")
 
     def kernel(self, name: str) -> CudaKernel:
         """The kernel ``name`` loaded on the run's GPU, its resources recorded in the result. Skips the variant

@@ -54,7 +54,7 @@ def test_a_broken_kernel_names_the_file_the_line_and_the_error() -> None:
 def test_options_reach_nvrtc() -> None:
     code = 'extern "C" __global__ void k(float* x) { __shared__ float t[N]; t[threadIdx.x] = 1.f; x[0] = t[3]; }'
     assert cuda.cuda_source(code, options=("-DN=64",)).compile("sm_90").kernels["k"].shared_bytes == 256
-    with pytest.raises(CudaCompileError, match="identifier \"N\" is undefined"):
+    with pytest.raises(CudaCompileError, match='identifier "N" is undefined'):
         cuda.cuda_source(code).compile("sm_90")
 
 
@@ -115,3 +115,12 @@ def test_launch_arguments_of_the_wrong_kind_are_named() -> None:
     with pytest.raises(ValueError, match=r"scale argument 0: a tensor on cpu .* contiguous tensor on cuda:0"):
         kernel._arg(0, torch.ones(4))
     assert kernel._arg(2, np.int32(7)) == np.int32(7)
+
+
+def test_without_ptxas_reports_the_compile_still_succeeds(monkeypatch) -> None:
+    monkeypatch.setattr(cuda, "_PTXAS", "--no-such-nvrtc-option")  # an NVRTC that does not take the option
+    compiled = cuda.cuda_source(SCALE).compile("sm_90")
+    assert compiled.image[:4] == b"\x7fELF" and compiled.kernels == {}
+    # an option this NVRTC does not know, named with NVRTC's own message
+    with pytest.raises(CudaCompileError, match="(?s)options -std=c\\+\\+17 -lineinfo --bogus.*unrecognized option"):
+        cuda.cuda_source(SCALE, options=("--bogus",)).compile("sm_90")
