@@ -34,7 +34,7 @@ transpose_tile(const float* __restrict__ x, float* __restrict__ out, int m, int 
     }
 }
 """
-TILE_CUDA = 32
+TILE_CUDA, ROWS = 32, 8  # the kernel's TILE and ROWS (tests/chapters/test_cuda_sources.py holds them equal)
 # -DPAD=0 (baseline) and -DPAD=1 (optimized): the same source, the only difference the tile's row length
 TRANSPOSE_SOURCES = {
     pad: cuda_source(TRANSPOSE_TILE, name=f"transpose_tile_pad{pad}.cu", options=(f"-DPAD={pad}",)) for pad in (0, 1)
@@ -55,4 +55,4 @@ class TileTranspose(Example):
     def _launch(self, x: torch.Tensor, out: torch.Tensor) -> None:
         m, n = x.shape
         grid = (triton.cdiv(n, TILE_CUDA), triton.cdiv(m, TILE_CUDA))
-        self.kernel(grid, (TILE_CUDA, 8), x, out, np.int32(m), np.int32(n))
+        self.kernel(grid, (TILE_CUDA, ROWS), x, out, np.int32(m), np.int32(n))

@@ -90,6 +90,7 @@ def histogram(kernel: str) -> CudaExample:
 
 HALO_CLUSTER, SEGMENT = 8, 4096  # cluster_halo: a row is 8 blocks' segments of 4096 fp32 (128 KiB per row)
 ROW = HALO_CLUSTER * SEGMENT
+HEAT_THREADS = 256
 FLOPS_PER_POINT = 5  # u + C (l - 2u + r): two adds, a multiply, an FMA (two)
 
 HEAT = cuda_source(
@@ -165,7 +166,7 @@ def global_steps(kernel, x: torch.Tensor, steps: int, out: torch.Tensor, scratch
     src, n = x, x.numel()
     for s in range(steps):
         dst = out if s == steps - 1 else scratch[s % 2]
-        kernel((n + 255) // 256, 256, src, dst, np.int64(n))
+        kernel((n + HEAT_THREADS - 1) // HEAT_THREADS, HEAT_THREADS, src, dst, np.int64(n))
         src = dst
 
 
@@ -192,4 +193,4 @@ class GlobalHalo(CudaExample):
 
 
 def cluster_launch(kernel, x: torch.Tensor, steps: int, out: torch.Tensor) -> None:
-    kernel(x.shape[0] * HALO_CLUSTER, 256, x, out, np.int32(steps))
+    kernel(x.shape[0] * HALO_CLUSTER, HEAT_THREADS, x, out, np.int32(steps))

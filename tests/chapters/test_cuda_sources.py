@@ -91,3 +91,32 @@ def test_on_a_gpu_the_pair_runs_verifies_and_records_each_kernels_resources(tmp_
         4224,
     )
     assert suite.comparisons[0].verification.verified, suite.comparisons[0].verification.detail
+
+
+# Python names of a C++ constant where they differ from the #define's, by a kernel of the source (the launchers
+# size grids with them).
+ALIASES = {
+    ("transpose_tile", "TILE"): "TILE_CUDA",
+    ("heat_cluster", "SEG"): "SEGMENT",
+    ("heat_cluster", "CLUSTER"): "HALO_CLUSTER",
+    ("heat_cluster", "THREADS"): "HEAT_THREADS",
+}
+
+
+def test_the_launchers_constants_match_the_kernels_defines() -> None:
+    import re
+
+    checked = 0
+    for path in MODULES:
+        module = importlib.import_module(f"chapters.{path.parent.name}.{path.stem}")
+        for value in vars(module).values():
+            for source in value.values() if isinstance(value, dict) else [value]:
+                if not isinstance(source, CudaSource):
+                    continue
+                for name, number in re.findall(r"^#define (\w+) (\d+)\b", source.code, re.M):
+                    aliases = [ALIASES[k, name] for k in source.kernel_names() if (k, name) in ALIASES]
+                    python = aliases[0] if aliases else name
+                    if hasattr(module, python):
+                        assert getattr(module, python) == int(number), f"{path}: {python} vs #define {name} {number}"
+                        checked += 1
+    assert checked >= 10
