@@ -7,7 +7,7 @@ a kernel boundary: ``heat_step`` (cuda_kernels.HEAT) runs once per step, reading
 global memory (12 MiB: served by L2) and writing the next, 256 launches per call.
 
 Expected (predicted, not yet run on a GPU): a few µs per step (a launch's ramp and drain, 24 MiB through
-L2), ~1 ms per call.
+L2; the host's launch through cuda.core, ~5 µs, overlaps the previous step), 1-2 ms per call.
 
 Work (both sides): x read once, the result written once (24 MiB), 5 flops per point per step
 (cuda_kernels.heat_rows); the rate is far from either roofline ceiling: the pair is about where steps meet.
