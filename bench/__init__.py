@@ -9,6 +9,7 @@ docs/design.md has the packages, the path of a measurement and the rules; script
 
 from bench.define.config import BenchmarkConfig, resolve_config
 from bench.define.context import context
+from bench.define.cuda import cuda_source
 from bench.define.protocol import Benchmark
 from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.errors import PerflabError
@@ -26,6 +27,7 @@ __all__ = [
     "VariantResult",
     "compare",
     "context",
+    "cuda_source",
     "nvtx_range",
     "resolve_config",
     "run_suite",

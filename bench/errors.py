@@ -20,3 +20,7 @@ class ProtocolError(PerflabError, TypeError):
 class Skip(PerflabError):
     """Raised through ``context().require(...)`` / ``context().skip(reason)``: this host cannot run the
     variant (two GPUs, FP8, a tool). The variant ends ``skipped`` with the reason, never failed."""
+
+
+class CudaCompileError(PerflabError, RuntimeError):
+    """CUDA C++ that NVRTC refused (the message holds its log), or a compiled kernel the driver did not load."""

@@ -26,8 +26,16 @@ TargetsOpt = Annotated[
 ChaptersOpt = Annotated[
     Path | None, typer.Option("--chapters-dir", help="chapters root (default: ./chapters beside bench/)")
 ]
+ProfileOpt = Annotated[
+    bool | None,
+    typer.Option("--profile/--no-profile", help="profile each variant after its timed run, in a separate child"),
+]
+SanitizeOpt = Annotated[
+    bool, typer.Option("--sanitize", help="after each timed run, its calls under compute-sanitizer memcheck, racecheck")
+]
 ProfileModeOpt = Annotated[
-    str | None, typer.Option(help="torch, ncu, nsys or all (a tool not on PATH is skipped with the reason)")
+    str | None,
+    typer.Option(help="torch, ncu, nsys, all; memcheck, racecheck, sanitize (a tool not on PATH: skipped, with why)"),
 ]
 NcuPresetOpt = Annotated[str | None, typer.Option(help="Nsight Compute metrics: minimal, roofline or full (slow)")]
 DeviceOpt = Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N")]

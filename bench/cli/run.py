@@ -23,6 +23,8 @@ from bench.cli.common import (
     NcuPresetOpt,
     NoTrackOpt,
     ProfileModeOpt,
+    ProfileOpt,
+    SanitizeOpt,
     SmokeOpt,
     TargetsOpt,
     TimeoutOpt,
@@ -54,10 +56,6 @@ ColdStartOpt = Annotated[
         "--cold-start",
         help="a brand-new interpreter per variant (cold numbers) instead of a fork of the pre-warmed server",
     ),
-]
-ProfileOpt = Annotated[
-    bool | None,
-    typer.Option("--profile/--no-profile", help="profile each variant after its timed run, in a separate child"),
 ]
 WarmCacheOpt = Annotated[bool, typer.Option("--warm-cache", help="do not flush L2 before GPU samples")]
 TimingModeOpt = Annotated[
@@ -107,14 +105,16 @@ def run(
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
     chapters_dir: ChaptersOpt = None, keep_workdir: KeepOpt = None, gpus: GpusOpt = None, jobs: JobsOpt = None,
     overlap: OverlapOpt = True, ray: RayOpt = None, shard: ShardOpt = None, energy: EnergyOpt = False,
+    sanitize: SanitizeOpt = False,
 ) -> None:  # fmt: skip
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
     layer = cli_layer(
         iterations=iterations, warmup=warmup, seed=seed, device=device, timeout_multiplier=timeout_multiplier,
         deterministic=True if reproducible else None,
-        enable_profiling=True if profile is None and profile_mode is not None else profile,
-        profile_mode=profile_mode, ncu_preset=ncu_preset, smoke=smoke, flush_l2=False if warm_cache else None,
+        enable_profiling=True if sanitize or (profile is None and profile_mode is not None) else profile,
+        profile_mode="sanitize" if sanitize else profile_mode, ncu_preset=ncu_preset, smoke=smoke,
+        flush_l2=False if warm_cache else None,
         timing_mode=timing_mode, noise_target=noise_target, measure_energy=True if energy else None,
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts

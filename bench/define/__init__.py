@@ -6,6 +6,8 @@
   ``get_config()`` → CLI flags, later explicit fields winning;
 * ``context``: what a benchmark may ask while it runs (device, seed, smoke or full size, sizes relative to
   the device, what it needs to run at all);
+* ``cuda``: CUDA C++ source compiled with NVRTC (cached), loaded and launched on torch's stream through cuda.core,
+  each kernel's resources recorded in the result (``bench.cuda_source``);
 * ``discovery``: ``chapters/chNN/baseline_<x>.py`` ↔ ``optimized_<x>[_<v>].py``, and targets (``ch7:x``);
 * ``result``: what a run yields, raw samples kept (``VariantSpec`` → ``VariantResult`` → ``Comparison`` →
   ``SuiteResult``); every later package fills or reads these.

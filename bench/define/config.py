@@ -20,7 +20,7 @@ from bench.errors import ConfigError
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 TimingMode = Literal["auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch"]
-ProfileMode = Literal["torch", "ncu", "nsys", "all"]
+ProfileMode = Literal["torch", "ncu", "nsys", "all", "memcheck", "racecheck", "sanitize"]
 NcuPreset = Literal["minimal", "roofline", "full"]
 
 
@@ -68,7 +68,8 @@ class BenchmarkConfig(BaseModel):
     # numbers never carry profiler overhead. Off by default (a profile costs a child per tool).
     enable_profiling: bool = False
     # Which profilers: "torch" (torch.profiler trace + top ops), "ncu" (Nsight Compute counters),
-    # "nsys" (Nsight Systems timeline) or "all"; a tool not on the PATH is skipped with the reason.
+    # "nsys" (Nsight Systems timeline) or "all"; "memcheck", "racecheck" (compute-sanitizer) or "sanitize" (both:
+    # bench/profile/sanitize.py). A tool not on the PATH is skipped with the reason.
     profile_mode: ProfileMode = "torch"
     # Nsight Compute sections: "minimal" (time, DRAM/SM throughput, occupancy, L2 hit rate: one or
     # two replay passes per kernel), "roofline" (+ SpeedOfLight roofline charts), "full" (--set full,

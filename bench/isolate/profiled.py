@@ -14,12 +14,14 @@ from bench.define.config import Layer, resolve_config
 from bench.define.result import Profile, VariantResult, VariantSpec
 from bench.isolate.process import cuda_available
 from bench.isolate.runner import run_variant
+from bench.profile.sanitize import EXECUTABLE, SANITIZE_ENV, SANITIZERS, read_sanitizer, sanitizer_command
 from bench.profile.tools import TOOLS, ncu_command, nsys_command, read_ncu
 from bench.profile.verdict import verdict_for
 
 
 def tools_for(mode: str) -> list[str]:
-    return list(TOOLS) if mode == "all" else [mode]
+    """The tools of a profile mode: "all" the profilers, "sanitize" both compute-sanitizer tools, else the one."""
+    return list(TOOLS) if mode == "all" else list(SANITIZERS) if mode == "sanitize" else [mode]
 
 
 def profile_variant(
@@ -49,14 +51,18 @@ def profile_variant(
             profile.tools[tool] = f"skipped: {why}"
             continue
         wrapper: list[str] | None = None
-        if tool == "ncu":
+        tool_env = env
+        if tool in SANITIZERS:
+            wrapper = sanitizer_command(shutil.which(EXECUTABLE) or EXECUTABLE, tool, out / f"{tool}.log")
+            tool_env = {**(env or {}), **SANITIZE_ENV}
+        elif tool == "ncu":
             wrapper = ncu_command(shutil.which("ncu") or "ncu", config.ncu_preset, out / "profile")
         elif tool == "nsys":
             wrapper = nsys_command(shutil.which("nsys") or "nsys", out / "profile")
         try:
             r = run_variant(
                 spec, wd / f"profile-{tool}", suite_layer, cli_layer, mode="profile", profile_tool=tool,
-                cold_start=cold_start or wrapper is not None, env=env, wrapper=wrapper,
+                cold_start=cold_start or wrapper is not None, env=tool_env, wrapper=wrapper,
             )  # fmt: skip
         except OSError as exc:  # the profiler's executable could not be started
             profile.tools[tool] = f"failed: {exc}"
@@ -74,6 +80,12 @@ def profile_variant(
 def _collect(tool: str, r: VariantResult, profile: Profile, child_wd: Path, out: Path) -> str:
     """What the tool's child left, gathered under ``out`` and into ``profile``; the tool's state ("ok",
     "failed: <why>")."""
+    if tool in SANITIZERS:  # what the tool found, whatever became of the child (an invalid access may end it)
+        errors, state = read_sanitizer(out / f"{tool}.log", tool)
+        if errors is not None:
+            profile.metrics[f"sanitize_{tool}_errors"] = float(errors)
+        if errors or r.status == "ok":
+            return state
     if r.status != "ok":
         message = r.error.message.splitlines()[0] if r.error else r.status
         return f"failed: stage {r.failed_stage}: {message}"[:500]
@@ -103,8 +115,9 @@ def _expected_device(device: str) -> str:
 def _skip_reason(tool: str, device: str | None) -> str | None:
     if tool == "torch":
         return None
-    if shutil.which(tool) is None:
-        return f"{tool} not on PATH"
+    executable = EXECUTABLE if tool in SANITIZERS else tool
+    if shutil.which(executable) is None:
+        return f"{executable} not on PATH"
     if device is not None and not device.startswith("cuda"):
         return f"{tool} profiles CUDA kernels; the variant ran on {device}"
     return None

@@ -5,6 +5,8 @@ verdict on what bounds it (launch, memory, compute, latency).
   profiled calls (``perflab_timed``, ``perflab_call``); a benchmark adds its own with ``bench.nvtx_range``;
 * ``tools``: the torch.profiler capture run inside a profile child, the ncu / nsys command lines that wrap
   one, and reading their reports (ncu's CSV, time-weighted);
+* ``sanitize``: the compute-sanitizer (memcheck, racecheck) command lines that wrap a profile child, and reading
+  their logs;
 * ``verdict``: launch / memory / compute / latency / unknown, with the evidence.
 
 Invariants: timed numbers never carry profiler overhead: a tool runs in a child of its own

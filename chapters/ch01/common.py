@@ -305,3 +305,21 @@ class TrainingStep:
 
     def get_work(self) -> dict[str, int]:
         return self.work
+
+
+class CudaExample(Example):
+    """A CUDA C++ variant: setup() loads ``kernel`` from ``source`` (``bench.cuda_source``; on a host without a GPU
+    the variant is skipped there, before anything is allocated), then builds the operands; each call runs
+    ``launch(kernel, *operands, out)``."""
+
+    def __init__(self, source: Any, kernel: str, make: Callable[[], Inputs], launch: Launch,
+                 config: BenchmarkConfig | None = None) -> None:  # fmt: skip
+        super().__init__(make, launch, config)
+        self.source, self.kernel_name = source, kernel
+
+    def setup(self) -> None:
+        self.kernel = self.source.kernel(self.kernel_name)
+        super().setup()
+
+    def benchmark_fn(self) -> None:
+        self.launch(self.kernel, *self.args, self.out)

@@ -5,6 +5,8 @@ Skips live in SKIPS, one place, each with its reason.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -22,6 +24,10 @@ if torch.cuda.device_count() == 1:  # ranks on cuda:0 and cuda:1; on a CPU they 
 
 CATALOG = discover()
 EXAMPLES = select(CATALOG)
+if not torch.cuda.is_available():  # CUDA C++ (bench.cuda_source): the variants end skipped, with the reason
+    for e in EXAMPLES:
+        if any("cuda_kernels import" in Path(v.path).read_text() for v in e.variants):
+            SKIPS[e.target] = "CUDA C++ kernels need a GPU (tests/chapters/test_cuda_sources.py compiles them)"
 
 
 def test_catalog_has_no_orphans_or_unpaired() -> None:

@@ -1,0 +1,132 @@
+"""Chapter 6's CUDA C++ kernel and managed memory (``bench.cuda_source``, ``cuda.bindings``' driver API): data a
+CPU writes into a unified-memory allocation, then read by a kernel, with or without a prefetch. The kernel
+compiles with NVRTC when a variant sets up on a GPU, and to a CUBIN for sm_90 by the tests on any host
+(tests/chapters/test_cuda_sources.py).
+
+torch has no managed allocations, so the buffer comes from ``cuMemAllocManaged`` and is freed in teardown;
+its size is kept well under the device's free memory (the variant is skipped otherwise)."""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from bench import context, cuda_source, time_alone
+from chapters.ch01.common import stated_ceiling
+from chapters.ch06.common import randn, wall_clock
+
+THREADS = 256
+
+AFFINE = cuda_source(
+    r"""
+// out = x * 2 + 1, grid-stride; x may live in managed memory (pages migrate when the GPU touches them)
+extern "C" __global__ void affine(const float* __restrict__ x, float* __restrict__ out, long long n) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = x[i] * 2.f + 1.f;
+}
+""",
+    name="affine.cu",
+)
+
+
+def _driver() -> Any:
+    from cuda.bindings import driver
+
+    return driver
+
+
+def _ok(result: Any, what: str) -> Any:
+    """A driver call's (CUresult, values...): the values, or a RuntimeError naming the call and the error."""
+    status, *values = result
+    if int(status) != 0:
+        raise RuntimeError(f"{what} failed: {status!r}")
+    return values[0] if values else None
+
+
+def device_location(index: int) -> Any:
+    driver = _driver()
+    loc = driver.CUmemLocation()
+    loc.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    loc.id = index
+    return loc
+
+
+def prefetch(ptr: int, nbytes: int, index: int, stream: int) -> None:
+    """Queue the migration of ``nbytes`` of managed memory to GPU ``index`` on ``stream`` (bulk copies over the link
+    instead of page faults). CUDA 13's ``cuMemPrefetchAsync`` takes a location and flags; CUDA 12 names that
+    form ``cuMemPrefetchAsync_v2``."""
+    driver = _driver()
+    call = getattr(driver, "cuMemPrefetchAsync_v2", driver.cuMemPrefetchAsync)
+    _ok(call(driver.CUdeviceptr(ptr), nbytes, device_location(index), 0, driver.CUstream(stream)), "cuMemPrefetchAsync")
+
+
+def _host_ms(fn: Any) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+class Managed:
+    """managed_prefetch: the host writes x into a managed buffer, the kernel reads it and writes out on the device.
+
+    Each call: the host copies its data into the managed buffer (every page comes back to the host: the previous
+    call's kernel left them on the GPU), then ``affine`` reads it on the GPU. ``prefetch``: a
+    ``cuMemPrefetchAsync`` to the GPU first. Timed with the wall clock: the host's writes are part of the call.
+    """
+
+    def __init__(self, prefetch: bool) -> None:
+        self.prefetch = prefetch
+
+    def get_config(self) -> Any:
+        return wall_clock()
+
+    def setup(self) -> None:
+        ctx = context()
+        self.kernel = AFFINE.kernel("affine")  # skips on a host without a GPU
+        n = ctx.size(64 * 2**20, 3 * THREADS * 4 + 7)  # 256 MiB
+        self.nbytes = 4 * n
+        free, _ = torch.cuda.mem_get_info(ctx.device)
+        if 4 * self.nbytes > free:
+            ctx.skip(f"needs {4 * self.nbytes / 2**20:.0f} MiB of free device memory, {free / 2**20:.0f} MiB free")
+        self.src = randn(n, device=torch.device("cpu"))
+        self.out = torch.empty(n, device=ctx.device)
+        self.ptr = int(_ok(_driver().cuMemAllocManaged(self.nbytes, 1), "cuMemAllocManaged"))  # 1: ATTACH_GLOBAL
+        self.n, self.index = n, ctx.device.index
+        self.work = {"bytes": self.nbytes, "flops": 2 * n} | self.ceiling()
+
+    def ceiling(self) -> dict[str, Any]:
+        """The least a call can take: the host writing the bytes into ordinary memory (the fastest of 3) plus
+        the same bytes copied to the device from pinned memory (the link's rate), both timed in setup. Target
+        50 %: even a prefetch pays the driver's page-table work over a plain copy."""
+        scratch, pinned = torch.empty_like(self.src), self.src.pin_memory()
+        host_ms = min(_host_ms(lambda: scratch.copy_(self.src)) for _ in range(3))
+        link_ms = time_alone(lambda: self.out.copy_(pinned, non_blocking=True))
+        gbps = context().record("h2d_gbps", round(self.nbytes / (link_ms * 1e6), 1))
+        what = f"the host's write ({host_ms:.1f} ms) plus a pinned host-to-device copy ({gbps} GB/s), timed in setup"
+        return stated_ceiling(what, host_ms + link_ms, target_pct=50.0)
+
+    def benchmark_fn(self) -> None:
+        ctypes.memmove(self.ptr, self.src.data_ptr(), self.nbytes)  # the CPU producer: pages now on the host
+        stream = torch.cuda.current_stream(self.out.device).cuda_stream
+        if self.prefetch:
+            prefetch(self.ptr, self.nbytes, self.index, stream)
+        blocks = 4 * (context().facts.cores if context().facts else 1)
+        self.kernel(blocks, THREADS, np.uint64(self.ptr), self.out, np.int64(self.n))
+
+    def teardown(self) -> None:
+        torch.cuda.synchronize(self.out.device)
+        _ok(_driver().cuMemFree(_driver().CUdeviceptr(self.ptr)), "cuMemFree")
+        del self.src, self.out
+
+    def get_inputs(self) -> torch.Tensor:
+        return self.src
+
+    def get_output(self) -> torch.Tensor:
+        return self.out
+
+    def get_work(self) -> dict[str, int]:
+        return self.work

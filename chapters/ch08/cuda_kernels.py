@@ -1,0 +1,133 @@
+"""Chapter 8's CUDA C++ kernels (``bench.cuda_source``): a block's sum through a shared-memory tree or through
+warp shuffles. Compiled with NVRTC when a variant sets up on a GPU, and to a CUBIN for sm_90 by the tests on
+any host (tests/chapters/test_cuda_sources.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from bench import context, cuda_source
+from chapters.ch01.common import CudaExample, Inputs, generator, randn
+
+THREADS = 256  # per block; one block per row
+
+# Both kernels: one block per row, each thread sums a strided slice of the row (coalesced), then the block
+# combines its 256 partial sums: the only difference between the two.
+ROW_SUMS = cuda_source(
+    r"""
+#define THREADS 256
+__device__ float thread_sum(const float* __restrict__ row, int n) {
+    float acc = 0.f;
+    for (int i = threadIdx.x; i < n; i += THREADS) acc += row[i];
+    return acc;
+}
+
+// 256 partial sums halved 8 times through shared memory, a block-wide barrier after each step.
+extern "C" __global__ void __launch_bounds__(THREADS)
+row_sums_tree(const float* __restrict__ x, float* __restrict__ out, int n) {
+    __shared__ float s[THREADS];
+    s[threadIdx.x] = thread_sum(x + (size_t)blockIdx.x * n, n);
+    __syncthreads();
+    for (int k = THREADS / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+
+// Each warp sums its 32 values in registers (5 shuffles, no barrier), one shared-memory exchange of the 8
+// warp sums, and the first warp sums those the same way.
+__device__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+row_sums_shuffle(const float* __restrict__ x, float* __restrict__ out, int n) {
+    __shared__ float warp_sums[THREADS / 32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float v = warp_sum(thread_sum(x + (size_t)blockIdx.x * n, n));
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = warp_sum(lane < THREADS / 32 ? warp_sums[lane] : 0.f);
+        if (lane == 0) out[blockIdx.x] = v;
+    }
+}
+""",
+    name="row_sums.cu",
+)
+
+
+def short_rows() -> Inputs:
+    """warp_reduce: 128 Ki rows of 1024 fp32 (512 MiB, over 8x an H200's L2): 4 elements per thread, so the
+    block's combine step is a large share of each block's life. Smoke: rows no multiple of the block.
+
+    Minimum bytes: x read once, M sums written; MN adds (counted as flops)."""
+    m, n = context().size((128 * 1024, 1024), (37, 3 * THREADS + 7))
+    x = randn(m, n)
+    return (x,), torch.empty(m, device=x.device), {"bytes": 4 * m * n + 4 * m, "flops": m * n}
+
+
+def row_sums(kernel: str) -> CudaExample:
+    def launch(k, x: torch.Tensor, out: torch.Tensor) -> None:
+        k(x.shape[0], THREADS, x, out, np.int32(x.shape[1]))
+
+    return CudaExample(ROW_SUMS, kernel, short_rows, launch)
+
+
+CATEGORIES = 4  # bins of warp_aggregated_atomics: a warp's 32 elements fall in at most 4 of them
+
+COUNT = cuda_source(
+    r"""
+#define CATEGORIES 4
+// Both kernels: counts[c] = how many x[i] == c, grid-stride over x; each warp walks 32 consecutive elements
+// per step (base is the warp's first element, the same for its 32 lanes, so they loop together).
+
+// One atomic per element: a warp's 32 atomics go to at most 4 addresses, in one L2 slice, one at a time.
+extern "C" __global__ void count_per_element(const int* __restrict__ x, int* __restrict__ counts, long long n) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        atomicAdd(counts + x[i], 1);
+}
+
+// Lanes holding the same category find each other (__match_any_sync), and the lowest of them adds their number:
+// at most 4 atomics per warp step instead of 32.
+extern "C" __global__ void count_per_warp(const int* __restrict__ x, int* __restrict__ counts, long long n) {
+    const int lane = threadIdx.x % 32;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long base = (long long)blockIdx.x * blockDim.x + threadIdx.x - lane; base < n; base += stride) {
+        const long long i = base + lane;
+        const bool valid = i < n;
+        const unsigned active = __ballot_sync(0xffffffffu, valid);  // the lanes with an element (the tail: fewer)
+        if (valid) {
+            const int c = x[i];
+            const unsigned peers = __match_any_sync(active, c);
+            if (lane == __ffs(peers) - 1) atomicAdd(counts + c, __popc(peers));
+        }
+    }
+}
+""",
+    name="count.cu",
+)
+
+
+def categories() -> Inputs:
+    """warp_aggregated_atomics: 64 Mi int32 labels (256 MiB) drawn uniformly from [0, CATEGORIES), and their counts.
+
+    Minimum bytes: the labels read once, the counts written. Smoke: a length no multiple of a warp."""
+    ctx = context()
+    n = ctx.size(64 * 2**20, 5 * THREADS + 7)
+    x = torch.randint(CATEGORIES, (n,), generator=generator(), device=ctx.device, dtype=torch.int32)
+    return (x,), torch.empty(CATEGORIES, device=x.device, dtype=torch.int32), {"bytes": 4 * n + 4 * CATEGORIES}
+
+
+def count_launch(kernel, x: torch.Tensor, counts: torch.Tensor) -> None:
+    counts.zero_()  # part of the call on both sides
+    facts = context().facts
+    kernel(8 * (facts.cores if facts else 1), THREADS, x, counts, np.int64(x.numel()))
+
+
+def count(kernel: str) -> CudaExample:
+    return CudaExample(COUNT, kernel, categories, count_launch)
