@@ -68,6 +68,7 @@ def test_the_command_and_the_modes() -> None:
     cmd = sanitizer_command("/opt/cuda/bin/compute-sanitizer", "racecheck", Path("/w/racecheck.log"))
     assert cmd[:3] == ["/opt/cuda/bin/compute-sanitizer", "--tool", "racecheck"]
     assert cmd[-2:] == ["--log-file", "/w/racecheck.log"] and "all" in cmd
+    assert cmd[cmd.index("--report-api-errors") + 1] == "no"  # a failed API call is not a kernel's finding
     with pytest.raises(ValueError, match="tool='initcheck'"):
         sanitizer_command("compute-sanitizer", "initcheck", Path("x"))
     assert tools_for("sanitize") == ["memcheck", "racecheck"] and tools_for("memcheck") == ["memcheck"]
