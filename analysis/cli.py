@@ -188,11 +188,12 @@ def report(
         rep, where = write_report(run_id, out, tracking_uri, log=not no_log)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    from bench.record import verdicts_text
+
     o = rep["overall"]
     gm = o["speedup_geomean"]
-    say(f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted: "
-        f"{o['pairs_faster']} faster, {o['pairs_slower']} slower, {o['pairs_no_difference']} no significant "
-        f"difference; geomean speedup {'—' if gm is None else f'{gm:.3f}x'}")  # fmt: skip
+    say(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; geomean speedup "
+        f"of the {o['pairs_counted']} verified ok pair(s) {'—' if gm is None else f'{gm:.3f}x'}")  # fmt: skip
     say(f"wrote {where}" + ("" if no_log else f", logged to run {o['parent_run_id']}"))
 
 

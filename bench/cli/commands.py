@@ -143,7 +143,7 @@ def show(
 def pairs_markdown(parent: str, runs: list[Any]) -> str:
     """One row per optimized variant, numbers read from the runs' metrics and tags (never typed); each column's
     unit chosen from its values and named in its header."""
-    from bench.record.summary import pair_verdict, speedup_text
+    from bench.record.summary import Compared, basis_of, pair_verdict, speedup_text
     from bench.record.units import RATE_UNITS, column
 
     by_name = {r.info.run_name: r for r in runs}
@@ -158,22 +158,26 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
         pair = {"status": tags.get("perflab.pair_status") or tags.get("perflab.status"),
                 "speedup": metrics.get("speedup"), "speedup_ci_low": metrics.get("speedup_ci_low"),
                 "speedup_ci_high": metrics.get("speedup_ci_high"), "significance": tags.get("perflab.significance"),
-                "speedup_time": tags.get("perflab.speedup_time")}  # fmt: skip
+                "speedup_time": tags.get("perflab.speedup_time"),
+                "speedup_metric": tags.get("perflab.speedup_metric")}  # fmt: skip
+        held = basis_of(pair).metric  # the metric both sides' runs hold the compared value under
+        pair.update(baseline_value=b.get(held), optimized_value=metrics.get(held))
         rows.append((tags, metrics, b, pair))
     t = column(x for _, m, b, _ in rows for x in (b.get("time_median_ms"), m.get("time_median_ms")))
     rate = column((x for _, m, b, _ in rows for x in (b.get("achieved_gbps"), m.get("achieved_gbps"))), RATE_UNITS)
+    on = Compared([pair for *_, pair in rows])
     lines = [
         f"MLflow parent run `{parent}`; device(s): {', '.join(gpus)}",
         "",
-        f"| example | variant | baseline median {t.name} | optimized median {t.name} | speedup (95 % interval) | "
-        f"verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |",
-        "|---|---|---:|---:|---:|---|---|---:|---:|---:|",
+        f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header} speedup (95 % "
+        f"interval) | verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |",
+        f"|---|---|---:|---:|{on.rule}---:|---|---|---:|---:|---:|",
     ]
     for tags, m, b, pair in rows:
         cv = m.get("time_cv")
         lines.append(
             f"| {tags['perflab.chapter']}:{tags['perflab.example']} | {tags['perflab.variant']} | "
-            f"{t.text(b.get('time_median_ms'))} | {t.text(m.get('time_median_ms'))} | "
+            f"{t.text(b.get('time_median_ms'))} | {t.text(m.get('time_median_ms'))} |{on.cells(pair)} "
             f"{speedup_text(pair, verdict=False)} | {pair_verdict(pair)} | {tags.get('perflab.verified', 'false')} | "
             f"{rate.text(b.get('achieved_gbps'))} | {rate.text(m.get('achieved_gbps'))} | "
             f"{'—' if cv is None else f'{100 * cv:.2f} %'} |"
