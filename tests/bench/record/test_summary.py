@@ -170,3 +170,26 @@ def test_a_speedup_on_another_metric_names_it_beside_its_two_values(suite: Suite
     assert [c.strip() for c in other.split("|")[1:-1]][4] == "call"  # on the call time itself, said so
     plain = summary_markdown(summary_dict(suite.model_copy(update={"comparisons": suite.comparisons[1:]})))
     assert "speedup on" not in plain  # every pair on the median call: the table as it always was
+
+
+def test_every_verdict_a_table_can_print_is_explained_in_the_readme() -> None:
+    """pair_verdict over every pair status, speedup and significance gives only VERDICTS, and README.md's table
+    under "Reading the results" explains each one."""
+    from pathlib import Path
+    from typing import get_args
+
+    from bench.define.result import Comparison as C
+    from bench.define.result import PairStatus
+    from bench.record.summary import VERDICTS, pair_verdict
+
+    seen = set()
+    for status in get_args(PairStatus):
+        for speedup in (None, 0.8, 1.2):
+            for significance in (None, *get_args(get_args(C.model_fields["significance"].annotation)[0])):
+                seen.add(pair_verdict({"status": status, "speedup": speedup, "significance": significance}))
+    seen.discard(None)
+    assert seen == set(VERDICTS)
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme.split("## Reading the results", 1)[1].split("\n## ", 1)[0]
+    for verdict in VERDICTS:
+        assert f"| `{verdict}` |" in section, verdict
