@@ -35,17 +35,38 @@ server_app = typer.Typer(
 
 
 def list_(targets: TargetsOpt = None, chapters_dir: ChaptersOpt = None) -> None:
-    """List chapters, examples and their variants."""
+    """List chapters, examples and their variants, and the directory they were found in."""
+    from rich import box
+
     catalog, examples = examples_for(targets, chapters_dir)
-    out = Table(title=Text(f"examples under {catalog.root}"))
+    given = f" (--chapters-dir {chapters_dir})" if chapters_dir is not None and str(chapters_dir) != str(
+        catalog.root) else ""  # fmt: skip
+    if not catalog.examples:
+        raise PerflabError(f"no example under {catalog.root}{given}: {_holds(catalog.root)}")
+    variants = sum(len(e.variants) for e in examples)
+    # a line of its own, not the table's title: a title wraps at the table's width, a path mid-word
+    console.print(f"{len(examples)} example(s), {variants} variant(s) under {catalog.root}{given}", markup=False,
+                  soft_wrap=True)  # fmt: skip
+    out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for col in ("target", "variants", "note"):
-        out.add_column(col)
+        out.add_column(col, overflow="fold")
     for e in examples:  # names are data: Text, never markup
         out.add_row(Text(e.target), Text(", ".join(v.variant for v in e.variants)),
                     "" if e.optimized else "no optimized partner")  # fmt: skip
     console.print(out)
     for orphan in catalog.orphans:
         console.print(Text.assemble(("optimized file without baseline:", "yellow"), f" {orphan}"))
+
+
+def _holds(root: Path) -> str:
+    """What a chapters directory without examples holds instead, and what it needs: ``chNN/`` directories of
+    ``baseline_<name>.py`` and ``optimized_<name>.py`` files."""
+    need = "a chapter is a chNN/ directory (ch01, ch7) of baseline_<name>.py and optimized_<name>.py files"
+    files = sorted(p.name for p in root.glob("*.py"))
+    dirs = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    held = [f"{len(files)} Python file(s) ({', '.join(files[:4])}{', ...' if len(files) > 4 else ''})"] if files else []
+    held += [f"the directories {', '.join(dirs[:6])}{', ...' if len(dirs) > 6 else ''}"] if dirs else []
+    return f"it holds {' and '.join(held) or 'nothing'}; {need}"
 
 
 def verify(
