@@ -148,24 +148,40 @@ def readme(
 
 
 def compare_cmd(
-    run_a: Annotated[str, typer.Argument(help="run id A (the reference): a variant run or a suite's parent run")],
-    run_b: Annotated[str, typer.Argument(help="run id B, of the same kind; deltas are B - A")],
-    all_metrics: Annotated[bool, typer.Option("--all", help="also metrics with no better side")] = False,
+    run_a: Annotated[str, typer.Argument(help="run id A (the reference): a suite's parent run or a variant run")],
+    run_b: Annotated[str, typer.Argument(help="run id B, of the same kind")],
+    metrics: Annotated[
+        bool, typer.Option("--metrics", help="suites: every metric of every matched variant run (B - A), not pairs")
+    ] = False,
+    all_metrics: Annotated[bool, typer.Option("--all", help="with the metric deltas: also those with no better side")]
+    = False,
     tracking_uri: TrackingOpt = None,
 ) -> None:
-    """Metric deltas between two runs; suites are matched variant by variant, by run name."""
+    """Two suites pair by pair: both speedups with their intervals and whether they differ, geomeans over the
+    pairs both verified; two variant runs (or suites with --metrics): metric deltas B - A."""
     from analysis.deltas import compare_runs, compare_table
+    from analysis.versus import compare_suites, summary_lines, versus_table
+    from bench.record import read_run
 
     try:
-        cmp = compare_runs(run_a, run_b, tracking_uri, all_metrics=all_metrics)
+        kinds = {read_run(r, tracking_uri).is_variant for r in (run_a, run_b)}
+        if kinds == {False} and not metrics:
+            versus = compare_suites(run_a, run_b, tracking_uri)
+            if versus.pairs:
+                console.print(versus_table(versus, console.width))
+            lines, moved = summary_lines(versus), versus.machines
+        else:
+            cmp = compare_runs(run_a, run_b, tracking_uri, all_metrics=all_metrics)
+            console.print(compare_table(cmp))
+            lines = [f"only in {side}: " + ", ".join(names) for side, names in (("A", cmp.only_a), ("B", cmp.only_b))
+                     if names]  # fmt: skip
+            moved = cmp.machines
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
-    console.print(compare_table(cmp))
-    for moved in cmp.machines:
-        say(f"different machines, A → B: {moved}; those deltas include the machines' difference")
-    for side, names in (("A", cmp.only_a), ("B", cmp.only_b)):
-        if names:
-            say(f"only in {side}: " + ", ".join(names))
+    for text in [f"different machines, A → B: {m}; those figures include the machines' difference" for m in moved]:
+        console.print(text, markup=False)  # wrapped at the console's width (80 in a pipe), between words
+    for text in lines:
+        console.print(text, markup=False)
 
 
 def report(
@@ -188,11 +204,12 @@ def report(
         rep, where = write_report(run_id, out, tracking_uri, log=not no_log)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    from bench.record import verdicts_text
+
     o = rep["overall"]
     gm = o["speedup_geomean"]
-    say(f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted: "
-        f"{o['pairs_faster']} faster, {o['pairs_slower']} slower, {o['pairs_no_difference']} no significant "
-        f"difference; geomean speedup {'—' if gm is None else f'{gm:.3f}x'}")  # fmt: skip
+    say(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; geomean speedup "
+        f"of the {o['pairs_counted']} verified ok pair(s) {'—' if gm is None else f'{gm:.3f}x'}")  # fmt: skip
     say(f"wrote {where}" + ("" if no_log else f", logged to run {o['parent_run_id']}"))
 
 

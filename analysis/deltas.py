@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from bench.record import StoredRun, child_runs, read_run
 
-__all__ = ["MetricDelta", "RunComparison", "compare_runs", "compare_table", "direction"]
+__all__ = ["MetricDelta", "RunComparison", "compare_runs", "compare_table", "direction", "machines"]
 
 Direction = Literal["lower", "higher"]
 SAME_PCT = 0.05  # a change below this (in %) reads "+0.0" in the table: called same, not better or worse
@@ -90,7 +90,7 @@ def compare_runs(run_a: str, run_b: str, tracking_uri: str | None = None, all_me
             "pass two variant runs or two suite runs"
         )
     if a.is_variant:
-        return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [], _machines([(a, b)]))
+        return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [], machines([(a, b)]))
     kids_a = {r.name: r for r in child_runs(run_a, tracking_uri)}
     kids_b = {r.name: r for r in child_runs(run_b, tracking_uri)}
     deltas = _deltas("suite", a, b, all_metrics)
@@ -98,10 +98,10 @@ def compare_runs(run_a: str, run_b: str, tracking_uri: str | None = None, all_me
     for name in matched:
         deltas += _deltas(name, kids_a[name], kids_b[name], all_metrics)
     only_a, only_b = sorted(kids_a.keys() - kids_b.keys()), sorted(kids_b.keys() - kids_a.keys())
-    return RunComparison(a, b, deltas, only_a, only_b, _machines([(kids_a[n], kids_b[n]) for n in matched]))
+    return RunComparison(a, b, deltas, only_a, only_b, machines([(kids_a[n], kids_b[n]) for n in matched]))
 
 
-def _machines(pairs: list[tuple[StoredRun, StoredRun]]) -> list[str]:
+def machines(pairs: list[tuple[StoredRun, StoredRun]]) -> list[str]:
     """The different machines among the matched runs: "A's machine → B's (n runs)" of them."""
     from analysis.regression import machine
 

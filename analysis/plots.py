@@ -37,11 +37,12 @@ def speedup_png(rows: Sequence[Mapping[str, Any]], title: str) -> bytes:
     for bar, r in zip(bars, shown, strict=True):
         if not r["counted"]:
             bar.set_hatch("//")
-        ax.annotate(f" {r['speedup']:.2f}×" + ("" if r["counted"] else " (not counted)"),
+        on = "" if r.get("speedup_on", "call") == "call" else f" on {r['speedup_on']}"  # a metric not the call's
+        ax.annotate(f" {r['speedup']:.2f}×{on}" + ("" if r["counted"] else " (not counted)"),
                     (bar.get_width(), bar.get_y() + bar.get_height() / 2), va="center", fontsize=8)  # fmt: skip
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.invert_yaxis()
-    ax.set_xlabel("speedup (baseline median / optimized median)")
+    ax.set_xlabel("speedup (> 1: optimized better; on the median call time unless a bar names another metric)")
     ax.set_xlim(0, max(values + [1.0]) * 1.25)
     ax.set_title(title if shown else f"{title}: no pair has a speedup", fontsize=10)
     return _png(fig)

@@ -16,6 +16,7 @@ import csv
 import io
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ from bench.measure import ceilings as peaks
 from bench.record import (
     ENERGY_UNITS,
     RATE_UNITS,
+    Compared,
     StoredRun,
+    basis_of,
     child_runs,
     column,
     latest_suite_run_id,
@@ -33,6 +36,7 @@ from bench.record import (
     read_run,
     results_dir,
     speedup_text,
+    verdicts_text,
 )
 
 __all__ = ["CSV_COLUMNS", "build_report", "charts", "report_csv", "report_markdown", "write_report"]
@@ -44,6 +48,9 @@ CSV_COLUMNS = (
     "variant",
     "baseline_median_ms",
     "optimized_median_ms",
+    "speedup_on",
+    "baseline_value",
+    "optimized_value",
     "speedup",
     "verified",
     "status",
@@ -85,6 +92,7 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
     t, m = run.tags, run.metrics
     b = baseline.metrics if baseline else {}
     speedup = m.get("speedup")
+    on = basis_of({"speedup_metric": t.get("perflab.speedup_metric"), "speedup_time": t.get("perflab.speedup_time")})
     verified = t.get("perflab.verified") == "true"
     status = t.get("perflab.pair_status") or t.get("perflab.status", "?")
     return {
@@ -93,6 +101,11 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "variant": t["perflab.variant"],
         "baseline_median_ms": baseline.metrics.get("time_median_ms") if baseline else None,
         "optimized_median_ms": m.get("time_median_ms"),
+        # what the speedup is on (bench.measure.basis) and the two values it divides, from each side's run
+        "speedup_on": on.label,
+        "speedup_metric": t.get("perflab.speedup_metric", "time"),
+        "baseline_value": b.get(on.metric),
+        "optimized_value": m.get(on.metric),
         "speedup": speedup,
         "speedup_ci_low": m.get("speedup_ci_low"),
         "speedup_ci_high": m.get("speedup_ci_high"),
@@ -158,6 +171,8 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
         "pairs_faster": sum(x["counted"] and x["verdict"] == "faster" for x in rows),
         "pairs_slower": sum(x["counted"] and x["verdict"] == "slower" for x in rows),
         "pairs_no_difference": sum(x["counted"] and x["verdict"] == "no significant difference" for x in rows),
+        # every pair under its verdict (bench.record.VERDICTS): the counts add up to ``pairs``
+        "verdicts": dict(Counter(x["verdict"] for x in rows)),
         "speedup_geomean": _geomean(counted),
         "speedup_max": max(counted) if counted else None,
         "speedup_min": min(counted) if counted else None,
@@ -190,21 +205,22 @@ def report_markdown(report: dict[str, Any]) -> str:
         "",
         f"- {o['chapters']} chapter(s), {o['benchmarks']} benchmark(s), {o['variants']} variant(s): "
         f"{o['succeeded']} succeeded, {o['failed']} failed, {o['skipped']} skipped",
-        f"- {o['pairs']} pair(s), {o['pairs_verified']} verified; speedup over the {o['pairs_counted']} verified ok "
-        f"pair(s): geomean {_f(o['speedup_geomean'], '.3f')}×, max {_f(o['speedup_max'], '.3f')}×, "
-        f"min {_f(o['speedup_min'], '.3f')}×; {o.get('pairs_faster', 0)} significantly faster (95 % interval above 1), "
-        f"{o.get('pairs_slower', 0)} slower, {o.get('pairs_no_difference', 0)} no significant difference",
+        f"- {verdicts_text(o.get('verdicts', {}), o['pairs'])} (faster: verified, 95 % interval above 1); "
+        f"{o['pairs_verified']} verified",
+        f"- speedup over the {o['pairs_counted']} verified ok pair(s): geomean {_f(o['speedup_geomean'], '.3f')}×, "
+        f"max {_f(o['speedup_max'], '.3f')}×, min {_f(o['speedup_min'], '.3f')}×",
     ]
     for chapter, rows in sorted(report["chapters"].items()):
         t = column(x for r in rows for x in (r["baseline_median_ms"], r["optimized_median_ms"]))
         rate = column((x for r in rows for x in (r["baseline_gbps"], r["optimized_gbps"])), RATE_UNITS)
+        on = Compared(rows)
         lines += [
             "",
             f"## {chapter}",
             "",
-            f"| example | variant | baseline {t.name} | optimized {t.name} | speedup | verdict | verified | "
-            f"baseline {rate.name} | optimized {rate.name} | optimized % of peak |",
-            "|---|---|---:|---:|---:|---|---|---:|---:|---:|",
+            f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header} speedup | "
+            f"verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized % of peak |",
+            f"|---|---|---:|---:|{on.rule}---:|---|---|---:|---:|---:|",
         ]
         for x in rows:
             speedup = speedup_text(x, verdict=False)
@@ -212,7 +228,7 @@ def report_markdown(report: dict[str, Any]) -> str:
                 speedup += " (not counted)"
             lines.append(
                 f"| {x['example']} | {x['variant']} | {t.text(x['baseline_median_ms'])} | "
-                f"{t.text(x['optimized_median_ms'])} | {speedup} | {x['verdict']} | "
+                f"{t.text(x['optimized_median_ms'])} |{on.cells(x)} {speedup} | {x['verdict']} | "
                 f"{'yes' if x['verified'] else 'no'} | {rate.text(x['baseline_gbps'])} | "
                 f"{rate.text(x['optimized_gbps'])} | {_f(x['optimized_pct_of_peak'], '.1f')} |"
             )

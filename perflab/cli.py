@@ -45,10 +45,31 @@ def main() -> None:
     if isinstance(code, str):  # sys.exit("message"): printed, status 1, as the interpreter would
         print(code, file=sys.stderr)
         code = 1
+    if code == 2 and os.environ.get("MLFLOW_RUN_ID"):  # bad input under `mlflow run`: no FAILED run for a typo
+        _discard_project_run(os.environ["MLFLOW_RUN_ID"])
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code or 0)
+
+
+def _discard_project_run(run_id: str) -> None:
+    """The run ``mlflow run`` opened for a command that refused its input: deleted once ``mlflow run`` has ended it,
+    when nothing was logged to it (bench.record.store.discard_refused_run), by a process of its own, detached:
+    ``mlflow run`` ends the run only after this command has exited."""
+    import subprocess
+    from pathlib import Path
+
+    import bench
+
+    code = "import sys; from bench.record.store import discard_refused_run; discard_refused_run(sys.argv[1])"
+    subprocess.Popen([sys.executable, "-c", code, run_id], cwd=Path(bench.__file__).resolve().parents[1],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)  # fmt: skip
+    Console(stderr=True, emoji=False).print(
+        f"nothing ran: the MLflow run {run_id} that `mlflow run` opened is deleted once it ends", markup=False,
+        soft_wrap=True,
+    )
 
 
 def _stop_on_signals() -> None:

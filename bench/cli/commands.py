@@ -35,17 +35,38 @@ server_app = typer.Typer(
 
 
 def list_(targets: TargetsOpt = None, chapters_dir: ChaptersOpt = None) -> None:
-    """List chapters, examples and their variants."""
+    """List chapters, examples and their variants, and the directory they were found in."""
+    from rich import box
+
     catalog, examples = examples_for(targets, chapters_dir)
-    out = Table(title=Text(f"examples under {catalog.root}"))
+    given = f" (--chapters-dir {chapters_dir})" if chapters_dir is not None and str(chapters_dir) != str(
+        catalog.root) else ""  # fmt: skip
+    if not catalog.examples:
+        raise PerflabError(f"no example under {catalog.root}{given}: {_holds(catalog.root)}")
+    variants = sum(len(e.variants) for e in examples)
+    # a line of its own, not the table's title: a title wraps at the table's width, a path mid-word
+    console.print(f"{len(examples)} example(s), {variants} variant(s) under {catalog.root}{given}", markup=False,
+                  soft_wrap=True)  # fmt: skip
+    out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for col in ("target", "variants", "note"):
-        out.add_column(col)
+        out.add_column(col, overflow="fold")
     for e in examples:  # names are data: Text, never markup
         out.add_row(Text(e.target), Text(", ".join(v.variant for v in e.variants)),
                     "" if e.optimized else "no optimized partner")  # fmt: skip
     console.print(out)
     for orphan in catalog.orphans:
         console.print(Text.assemble(("optimized file without baseline:", "yellow"), f" {orphan}"))
+
+
+def _holds(root: Path) -> str:
+    """What a chapters directory without examples holds instead, and what it needs: ``chNN/`` directories of
+    ``baseline_<name>.py`` and ``optimized_<name>.py`` files."""
+    need = "a chapter is a chNN/ directory (ch01, ch7) of baseline_<name>.py and optimized_<name>.py files"
+    files = sorted(p.name for p in root.glob("*.py"))
+    dirs = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    held = [f"{len(files)} Python file(s) ({', '.join(files[:4])}{', ...' if len(files) > 4 else ''})"] if files else []
+    held += [f"the directories {', '.join(dirs[:6])}{', ...' if len(dirs) > 6 else ''}"] if dirs else []
+    return f"it holds {' and '.join(held) or 'nothing'}; {need}"
 
 
 def verify(
@@ -143,7 +164,7 @@ def show(
 def pairs_markdown(parent: str, runs: list[Any]) -> str:
     """One row per optimized variant, numbers read from the runs' metrics and tags (never typed); each column's
     unit chosen from its values and named in its header."""
-    from bench.record.summary import pair_verdict, speedup_text
+    from bench.record.summary import Compared, basis_of, pair_verdict, speedup_text
     from bench.record.units import RATE_UNITS, column
 
     by_name = {r.info.run_name: r for r in runs}
@@ -158,22 +179,26 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
         pair = {"status": tags.get("perflab.pair_status") or tags.get("perflab.status"),
                 "speedup": metrics.get("speedup"), "speedup_ci_low": metrics.get("speedup_ci_low"),
                 "speedup_ci_high": metrics.get("speedup_ci_high"), "significance": tags.get("perflab.significance"),
-                "speedup_time": tags.get("perflab.speedup_time")}  # fmt: skip
+                "speedup_time": tags.get("perflab.speedup_time"),
+                "speedup_metric": tags.get("perflab.speedup_metric")}  # fmt: skip
+        held = basis_of(pair).metric  # the metric both sides' runs hold the compared value under
+        pair.update(baseline_value=b.get(held), optimized_value=metrics.get(held))
         rows.append((tags, metrics, b, pair))
     t = column(x for _, m, b, _ in rows for x in (b.get("time_median_ms"), m.get("time_median_ms")))
     rate = column((x for _, m, b, _ in rows for x in (b.get("achieved_gbps"), m.get("achieved_gbps"))), RATE_UNITS)
+    on = Compared([pair for *_, pair in rows])
     lines = [
         f"MLflow parent run `{parent}`; device(s): {', '.join(gpus)}",
         "",
-        f"| example | variant | baseline median {t.name} | optimized median {t.name} | speedup (95 % interval) | "
-        f"verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |",
-        "|---|---|---:|---:|---:|---|---|---:|---:|---:|",
+        f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header} speedup (95 % "
+        f"interval) | verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |",
+        f"|---|---|---:|---:|{on.rule}---:|---|---|---:|---:|---:|",
     ]
     for tags, m, b, pair in rows:
         cv = m.get("time_cv")
         lines.append(
             f"| {tags['perflab.chapter']}:{tags['perflab.example']} | {tags['perflab.variant']} | "
-            f"{t.text(b.get('time_median_ms'))} | {t.text(m.get('time_median_ms'))} | "
+            f"{t.text(b.get('time_median_ms'))} | {t.text(m.get('time_median_ms'))} |{on.cells(pair)} "
             f"{speedup_text(pair, verdict=False)} | {pair_verdict(pair)} | {tags.get('perflab.verified', 'false')} | "
             f"{rate.text(b.get('achieved_gbps'))} | {rate.text(m.get('achieved_gbps'))} | "
             f"{'—' if cv is None else f'{100 * cv:.2f} %'} |"

@@ -14,6 +14,7 @@ from rich.text import Text
 from bench.cli.output import console, fitted
 from bench.define.discovery import Catalog, Example, discover, select
 from bench.define.result import Comparison, SuiteResult, VariantResult
+from bench.measure.basis import Basis
 
 TargetsOpt = Annotated[
     list[str] | None,
@@ -68,7 +69,7 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
     """One variant's outcome as the console shows it while a suite runs, on one line: status, name (without
     ``prefix``, the chapter of a one-chapter suite), median, and for an optimized variant its speedup and
     the pair's verdict (its interval is in the table)."""
-    from bench.record.summary import pair_verdict
+    from bench.record.summary import basis_of, pair_verdict
     from bench.record.units import time_text
 
     colour = {"ok": "green", "skipped": "yellow"}.get(result.status, "red")
@@ -82,7 +83,8 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
     if comparison is not None and result.status == "ok":  # a variant not ok said so already
         verdict = pair_verdict(comparison.model_dump())
         if comparison.speedup is not None:  # its interval is in the table: the line stays short
-            text.append(f"  {ratio(comparison.speedup)}×" + (" batch" if comparison.speedup_time == "batch" else ""))
+            b = basis_of(comparison.model_dump())
+            text.append(f"  {ratio(comparison.speedup)}×" + ("" if b.is_call else f" on {b.label}"))
         text.append(f" {verdict}", {"faster": "green", "slower": "red"}.get(verdict, "yellow"))
     if result.profile is not None:
         from bench.profile.tools import summary_line
@@ -99,41 +101,67 @@ def chapter_prefix(keys: list[str]) -> str:
 
 def table(suite: SuiteResult, width: int | None = None) -> Table:
     """A suite's pairs: medians (one unit for both, named in the header), speedup, its interval, the verdict.
-    Names are never cut: a one-chapter suite's drop the chapter (named in the title); on a narrow console
-    (``width``, default the console's) the figures keep their width and a long name wraps."""
-    from bench.record.summary import pair_verdict
+    When a pair's speedup is on another metric than the median call time (the batch time, a generation's TTFT,
+    TPOT, ITL or tokens/s: bench.measure.basis), the table names it (``on``) and shows its two values, and the
+    median call times move to a column of their own. Names are never cut: a one-chapter suite's drop the chapter
+    (named in the title); on a narrow console (``width``, default the console's) the figures keep their width and
+    a long name wraps."""
+    from bench.record.summary import basis_of, pair_verdict
     from bench.record.units import column
 
     pairs = suite.comparisons
     prefix = chapter_prefix([f"{c.chapter}:{c.example}" for c in pairs])
     unit = column(x for c in pairs for x in (c.baseline_median_ms, c.optimized_median_ms))
+    bases = [basis_of(c.model_dump()) for c in pairs]
+    other = any(not b.is_call for b, c in zip(bases, pairs, strict=True) if c.speedup is not None)
     rows = []
-    for c in pairs:
+    for c, b in zip(pairs, bases, strict=True):
         name = f"{c.chapter}:{c.example}".removeprefix(prefix) + ("" if c.variant == "optimized" else f" ({c.variant})")
         low, high = c.speedup_ci_low, c.speedup_ci_high
+        medians = [unit.text(c.baseline_median_ms), unit.text(c.optimized_median_ms)]
+        if other:  # what the speedup is on and the values it divides; the call times in a column of their own
+            medians = [*compared_cells(c, b), "→".join(medians)]
         rows.append([
-            name,
-            unit.text(c.baseline_median_ms),
-            unit.text(c.optimized_median_ms),
-            "—" if c.speedup is None else f"{ratio(c.speedup)}×" + (" batch" if c.speedup_time == "batch" else ""),
-            "—" if low is None or high is None else f"{ratio(low)}–{ratio(high)}",
-            pair_verdict(c.model_dump()),
+            name, *medians, "—" if c.speedup is None else f"{ratio(c.speedup)}×",
+            "—" if low is None or high is None else f"{ratio(low)}–{ratio(high)}", pair_verdict(c.model_dump()),
         ])  # fmt: skip
-    headers = ["pair", f"baseline {unit.name}", f"optimized {unit.name}", "speedup", "95 % interval", "verdict"]
+    figures = ["on", "baseline → optimized", f"median call {unit.name}"] if other else [
+        f"baseline {unit.name}", f"optimized {unit.name}"]  # fmt: skip
+    headers = ["pair", *figures, "speedup", "95 % interval", "verdict"]
     width = width or console.width
-    if width < 72:  # no room for the interval beside the rest: the verdict says what it shows
-        headers.pop(4)
-        rows = [r[:4] + r[5:] for r in rows]
-    widths = fitted(headers, rows, width, narrow={1: 9, 2: 9, len(headers) - 2: 8, len(headers) - 1: 14})
+    if width < 72 + 18 * other:  # no room for the interval beside the rest: the verdict says what it shows
+        headers.pop(-2)
+        rows = [r[:-2] + r[-1:] for r in rows]
+    narrow = {i: 7 if figures[i - 1] == "on" else 9 for i in range(1, len(figures) + 1)}
+    narrow |= {len(headers) - 2: 8, len(headers) - 1: 14}
+    widths = fitted(headers, rows, width, narrow=narrow)
     out = Table(title=f"{prefix.rstrip(':') or 'perflab'}: baseline vs optimized", box=box.SIMPLE_HEAD,
                 show_edge=False, pad_edge=False, title_justify="left")  # fmt: skip
     for i, header in enumerate(headers):
-        last = i == len(headers) - 1
-        out.add_column(header, justify="left" if i == 0 or last else "right", overflow="fold", width=widths[i])
+        left = i == 0 or i == len(headers) - 1 or header == "on"
+        out.add_column(header, justify="left" if left else "right", overflow="fold", width=widths[i])
     colour = {"faster": "green", "slower": "red"}
     for row in rows:
         out.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1], "yellow")))
     return out
+
+
+def compared_cells(c: Comparison, b: Basis) -> list[str]:
+    """What ``c``'s speedup is on, with the unit of its values (``TTFT ms``, ``tokens/s``), and those values
+    (``350→113``): two cells of a table whose pairs are not all compared on the median call time."""
+    from bench.record.units import column, sig
+
+    if c.speedup is None:
+        return ["—", "—"]
+    values = (c.baseline_value, c.optimized_value)
+    if b.is_call and None in values:  # a comparison made before the values were kept: its medians are they
+        values = (c.baseline_median_ms, c.optimized_median_ms)
+    if None in values:
+        return [b.label, "—"]
+    if b.rate:
+        return [b.label, "→".join(sig(v) for v in values)]
+    unit = column(values)
+    return [f"{b.label} {unit.name}", "→".join(unit.text(v) for v in values)]
 
 
 def energy_table(suite: SuiteResult, width: int | None = None) -> Table | None:

@@ -302,8 +302,8 @@ def _report(
         f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s",
         markup=False,
     )
-    if summary["n_pairs_verified"]:
-        console.print(f"verified pairs: {counts_text(summary)}", markup=False)
+    if summary["n_pairs"]:  # every pair under its verdict: the counts add up (README: reading the verdicts)
+        console.print(counts_text(summary), markup=False, soft_wrap=True)
     if tracker is not None and not spooled:  # bench.audit.wall reads the id back from this line
         console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r}",
                       markup=False)  # fmt: skip

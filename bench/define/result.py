@@ -170,8 +170,9 @@ class Profile(BaseModel):
 class Generation(BaseModel):
     """A token-generating benchmark's request set and what its measured generations gave (bench.measure.generation).
 
-    Statistics dicts hold median, p90, p99, mean, min, max (ms); TTFT and TPOT are pooled over every
-    measured generation's requests, step times over their steps; rates are medians over generations.
+    Statistics dicts hold median (p50), p90, p95, p99, mean, min, max (ms), as a call time's; TTFT and TPOT are
+    pooled over every measured generation's requests, step times over their steps; rates are medians over
+    generations.
     """
 
     requests: int
@@ -179,7 +180,7 @@ class Generation(BaseModel):
     prompt_tokens: int | None = None  # prompt tokens of all requests, when the benchmark states them
     arrival: str  # the arrival pattern in words
     arrivals_ms: list[float] = Field(default_factory=list)  # per request
-    # What the pair's speedup uses: ttft, tpot, itl (medians; "_p90"/"_p99" for that percentile), throughput,
+    # What the pair's speedup uses: ttft, tpot, itl (medians; "_p90"/"_p95"/"_p99": that percentile), throughput,
     # time (bench.measure.generation.SPEEDUP_METRICS)
     speedup_metric: str = "time"
     samples: int  # measured generations
@@ -198,10 +199,11 @@ class Generation(BaseModel):
     tokens_per_s_samples: list[float] = Field(default_factory=list)  # raw: per generation
 
     def metrics(self) -> dict[str, float]:
-        """The MLflow metrics: ttft_/tpot_/itl_ median, p90, p99 (ms), tokens_per_s, requests_per_s."""
+        """The MLflow metrics: ttft_/tpot_/itl_ mean, median, p50, p90, p95, p99 (ms; a call time's statistics),
+        tokens_per_s, requests_per_s."""
         out = {"tokens_per_s": self.tokens_per_s, "requests_per_s": self.requests_per_s}
         for name, stats in (("ttft", self.ttft_ms), ("tpot", self.tpot_ms), ("itl", self.itl_ms)):
-            for q in ("median", "p90", "p99"):
+            for q in ("mean", "median", "p50", "p90", "p95", "p99"):
                 if stats and q in stats:
                     out[f"{name}_{q}_ms"] = stats[q]
         return out
@@ -294,9 +296,13 @@ class Comparison(BaseModel):
     variant: str  # the optimized variant's name
     baseline_status: Status
     optimized_status: Status
-    baseline_median_ms: float | None = None
+    baseline_median_ms: float | None = None  # each side's median call time (cold), whatever the speedup is on
     optimized_median_ms: float | None = None
-    speedup: float | None = None  # baseline median / optimized median; never clamped
+    # The two values the speedup divides, on its basis (``speedup_metric``, ``speedup_time``;
+    # bench.measure.basis): ms, or tokens/s for a throughput; the medians above for a speedup on the cold call.
+    baseline_value: float | None = None
+    optimized_value: float | None = None
+    speedup: float | None = None  # baseline value / optimized value (a rate: optimized / baseline); never clamped
     speedup_time: Literal["cold", "batch"] = "cold"  # which time the speedup is on (BenchmarkConfig.speedup_time)
     # 95 % interval of the speedup: bootstrap of the ratio of medians over both sides' raw samples, widened by
     # the run-to-run spread (bench.measure.stats.speedup_interval)

@@ -46,8 +46,8 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         "variant": spec.variant,
         "baseline_status": baseline.status,
         "optimized_status": optimized.status,
-        "baseline_median_ms": _median(base_samples),
-        "optimized_median_ms": _median(opt_samples),
+        "baseline_median_ms": baseline.median_ms,
+        "optimized_median_ms": optimized.median_ms,
         "speedup_time": basis,
     }
     skipped = [r for r in (baseline, optimized) if r.status == "skipped"]
@@ -71,8 +71,11 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
     if low is not None and high is not None:
         significance = "faster" if low > 1.0 else "slower" if high < 1.0 else "no significant difference"
     energy = _energy_ratio(baseline, optimized) if same_hardware else (None, None, None)
+    values = compared_values(baseline, optimized, metric, base_samples, opt_samples) if speedup else (None, None)
     return Comparison(
         **common,
+        baseline_value=values[0],
+        optimized_value=values[1],
         speedup=speedup,
         speedup_ci_low=low,
         speedup_ci_high=high,
@@ -86,6 +89,24 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         energy_ratio_ci_low=energy[1],
         energy_ratio_ci_high=energy[2],
     )
+
+
+def compared_values(
+    baseline: VariantResult, optimized: VariantResult, metric: str, base_samples: list[float],
+    opt_samples: list[float],
+) -> tuple[float | None, float | None]:  # fmt: skip
+    """Both sides' values the speedup on ``metric`` divides: the medians of the time it is on, a generation's
+    statistic (``ttft_p99``: each side's pooled p99 TTFT) or its tokens/s."""
+    if metric == "time":
+        return _median(base_samples), _median(opt_samples)
+    b, o = baseline.generation, optimized.generation
+    if b is None or o is None:
+        return None, None
+    if metric == "throughput":
+        return b.tokens_per_s, o.tokens_per_s
+    name, _, q = metric.partition("_")
+    stats = [getattr(g, f"{name}_ms") or {} for g in (b, o)]
+    return stats[0].get(q or "median"), stats[1].get(q or "median")
 
 
 def _energy_ratio(baseline: VariantResult, optimized: VariantResult) -> tuple[float | None, ...]:

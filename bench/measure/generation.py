@@ -26,7 +26,7 @@ A benchmark declares that it generates tokens by defining, besides ``setup``/``b
   differently may then part at a near-tie and still verify (bench.measure.verify).
 * optionally ``speedup_metric()`` — what the pair's speedup is computed on: ``"ttft"`` (time to first
   token), ``"tpot"`` (time per output token), ``"itl"`` (inter-token latency), each the median or, with a
-  suffix ``_p90`` / ``_p99``, that percentile (``"itl_p99"``: the stalls a user sees); ``"throughput"``
+  suffix ``_p90`` / ``_p95`` / ``_p99``, that percentile (``"itl_p99"``: the stalls a user sees); ``"throughput"``
   (tokens per second) or ``"time"`` (the whole generation's median, the default).
 
 The clock
@@ -43,7 +43,8 @@ jumps to the next arrival (the engine idles, and the idle time counts in the gen
 Per request: its first token's time is the end of the step that emitted it, TTFT = that - arrival, TPOT =
 (last token's time - first token's time) / (tokens - 1) (requests with one token have none); ITL, per
 token after its first, the gap since the request's previous emission (a step that emits c tokens for it:
-c gaps of a c-th each). Per run, pooled over the samples' requests (ITL: tokens): median, p90, p99; per
+c gaps of a c-th each). Per run, pooled over the samples' requests (ITL: tokens): the statistics of a call
+time (mean, p50, p90, p95, p99; ``median`` is p50); per
 sample, tokens / span and requests / span, whose medians are ``tokens_per_s`` and ``requests_per_s``.
 The sample itself (``time_*``) is the span: from 0 to the end of the last step. L2 is not flushed between
 steps: a serving engine runs them back to back. The harness checks the engine: no token before a
@@ -67,7 +68,7 @@ from bench.errors import ProtocolError
 GENERATION_METHODS = ("get_requests", "start_generation", "generate_step")
 # Latency metrics ("ttft", "tpot", "itl"; "_p90"/"_p99" for a percentile instead of the median), then rates.
 LATENCIES = ("ttft", "tpot", "itl")
-SPEEDUP_METRICS = (*LATENCIES, *(f"{m}_{q}" for m in LATENCIES for q in ("p90", "p99")), "throughput", "time")
+SPEEDUP_METRICS = (*LATENCIES, *(f"{m}_{q}" for m in LATENCIES for q in ("p90", "p95", "p99")), "throughput", "time")
 # Decimals (ms) of the per-generation ITLs kept in the result: 0.1 us, finer than a CUDA event's ~0.5 us, and a
 # short number in result.json, which holds one per token of every generation.
 ITL_DECIMALS = 4
@@ -296,14 +297,16 @@ class _Tally:
 
 
 def _quantiles(values: Sequence[float]) -> dict[str, float]:
-    """Median, p90, p99 (linear interpolation, as bench.measure.stats), mean, min, max."""
+    """Median (p50), p90, p95, p99 (linear interpolation, as bench.measure.stats), mean, min, max."""
     import numpy as np
 
     x = np.asarray(values, dtype=np.float64)
-    p50, p90, p99 = np.percentile(x, [50.0, 90.0, 99.0])
+    p50, p90, p95, p99 = np.percentile(x, [50.0, 90.0, 95.0, 99.0])
     return {
         "median": float(p50),
+        "p50": float(p50),
         "p90": float(p90),
+        "p95": float(p95),
         "p99": float(p99),
         "mean": float(x.mean()),
         "min": float(x.min()),

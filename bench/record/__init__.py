@@ -30,16 +30,19 @@ from bench.record.store import (
     suite_runs,
     tagged_runs,
 )
-from bench.record.summary import pair_verdict, speedup_text
+from bench.record.summary import VERDICTS, Compared, basis_of, pair_verdict, speedup_text, verdicts_text
 from bench.record.tracking import Tracker
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, TIME_UNITS, column, sig, time_text
 
 __all__ = [
+    "VERDICTS",
+    "Compared",
     "ENERGY_UNITS",
     "RATE_UNITS",
     "TIME_UNITS",
     "StoredRun",
     "Tracker",
+    "basis_of",
     "benchmark_runs",
     "child_runs",
     "host_manifest",
@@ -56,4 +59,5 @@ __all__ = [
     "suite_runs",
     "tagged_runs",
     "time_text",
+    "verdicts_text",
 ]

@@ -323,3 +323,27 @@ def log_text_artifacts(run_id: str, files: Mapping[str, str | bytes], tracking_u
             else:
                 path.write_text(content)
         store.log_artifacts(run_id, tmp)
+
+
+def discard_refused_run(run_id: str, tracking_uri: str | None = None, wait_s: float = 60.0) -> bool:
+    """Delete the run ``mlflow run`` opened for a perflab command that refused its input before doing anything
+    (a malformed ``-P ch=...``): left alone, it stays FAILED in the history, a failure for a typo. ``mlflow run``
+    ends the run itself once the command has exited (FAILED, whatever the command set: MLflow 3 compares the
+    status's name with numbers), and ending a deleted run raises; so this runs in a process of its own, waits up
+    to ``wait_s`` for that end, then deletes. Only a project run (tag ``mlflow.project.entryPoint``) that nothing
+    was logged to (no perflab tag, metric or nested run) is deleted; True when it was."""
+    store = client(tracking_uri)
+    deadline = time.monotonic() + wait_s
+    run = store.get_run(run_id)
+    while run.info.status == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run = store.get_run(run_id)
+    data = run.data
+    if run.info.status == "RUNNING" or run.info.lifecycle_stage != "active" or data.metrics:
+        return False
+    if "mlflow.project.entryPoint" not in data.tags or any(k.startswith("perflab.") for k in data.tags):
+        return False
+    if store.search_runs([run.info.experiment_id], f"tags.`{PARENT_RUN_ID}` = {_quoted(run_id)}", max_results=1):
+        return False
+    store.delete_run(run_id)
+    return True

@@ -5,8 +5,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.define.result import SuiteResult
-from bench.record.units import ENERGY_UNITS, RATE_UNITS, column
+from bench.define.result import Comparison, SuiteResult, VariantResult
+from bench.measure.basis import Basis, basis
+from bench.record.units import ENERGY_UNITS, RATE_UNITS, column, sig, time_text
+
+# Every verdict a pair can get (``pair_verdict``), in the order the summary lines count them; README.md
+# ("Reading the verdicts") explains each, and a test holds the two together.
+VERDICTS = (
+    "faster", "slower", "no significant difference", "no interval", "no speedup", "mismatch", "unverified", "failed",
+    "skipped",
+)  # fmt: skip
 
 _ENERGY = ("baseline_energy_mj", "optimized_energy_mj", "energy_ratio", "energy_ratio_ci_low", "energy_ratio_ci_high")
 
@@ -17,32 +25,7 @@ def _fmt(x: float | None, spec: str) -> str:
 
 def summary_dict(suite: SuiteResult) -> dict[str, Any]:
     by_key = {v.spec.key: v for v in suite.variants}
-    pairs = []
-    for c in suite.comparisons:
-        opt = by_key[f"{c.chapter}:{c.example}:{c.variant}"]
-        pairs.append(
-            {
-                "chapter": c.chapter,
-                "example": c.example,
-                "variant": c.variant,
-                "status": c.status,
-                "baseline_status": c.baseline_status,
-                "optimized_status": c.optimized_status,
-                "baseline_median_ms": c.baseline_median_ms,
-                "optimized_median_ms": c.optimized_median_ms,
-                "speedup": c.speedup,
-                "speedup_ci_low": c.speedup_ci_low,
-                "speedup_ci_high": c.speedup_ci_high,
-                "speedup_time": c.speedup_time,
-                "significance": c.significance,
-                "verified": c.verification.verified,
-                "verification": c.verification.detail,
-                "max_rel_error": c.verification.max_rel_error,
-                **{k: getattr(c, k) for k in _ENERGY},
-                "device": opt.device,
-                **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
-            }
-        )
+    pairs = [_pair(c, by_key[f"{c.chapter}:{c.example}:{c.variant}"]) for c in suite.comparisons]
     for p in pairs:
         p["verdict"] = pair_verdict(p)
     good: list[float] = [float(p["speedup"]) for p in pairs if p["status"] == "ok" and p["speedup"]]
@@ -66,6 +49,7 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
         "n_pairs_faster": verdicts.count("faster"),
         "n_pairs_slower": verdicts.count("slower"),
         "n_pairs_no_difference": verdicts.count("no significant difference"),
+        "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts), key=_verdict_order)},  # every pair's
         # Geometric mean over verified, successful pairs only: an unverified speedup is not a success.
         "geomean_speedup_verified": math.exp(sum(math.log(x) for x in good) / len(good)) if good else None,
         "unpaired_baselines": suite.unpaired,
@@ -77,27 +61,43 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
     }
 
 
+def _pair(c: Comparison, opt: VariantResult) -> dict[str, Any]:
+    """One pair of the summary: the comparison's figures and the optimized variant's device and rates."""
+    return {
+        **c.model_dump(include={"chapter", "example", "variant", "status", "baseline_status", "optimized_status",
+                                "baseline_median_ms", "optimized_median_ms", "speedup", "speedup_ci_low",
+                                "speedup_ci_high", "speedup_time", "speedup_metric", "baseline_value",
+                                "optimized_value", "significance", *_ENERGY}),  # fmt: skip
+        "verified": c.verification.verified,
+        "verification": c.verification.detail,
+        "max_rel_error": c.verification.max_rel_error,
+        "device": opt.device,
+        **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
+    }
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
     pairs = summary["pairs"]
     # one unit for both times: a row reads across
     t = column(x for p in pairs for x in (p["baseline_median_ms"], p["optimized_median_ms"]))
     rate = column((p.get("optimized_achieved_gbps") for p in pairs), RATE_UNITS)
+    on = Compared(pairs)
     lines = [
         "# perflab summary",
         "",
         f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
-        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified: {counts_text(summary)}; "
+        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified; {counts_text(summary)}; "
         f"geomean speedup of verified pairs: {_fmt(summary['geomean_speedup_verified'], '.2f')}×, "
         f"wall {summary['wall_s']:.1f} s",
         "",
-        f"| example | variant | baseline {t.name} | optimized {t.name} | speedup (95 % interval) | verdict | "
-        f"optimized {rate.name} |",
-        "|---|---|---:|---:|---:|---|---:|",
+        f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header}"
+        f" speedup (95 % interval) | verdict | optimized {rate.name} |",
+        f"|---|---|---:|---:|{on.rule}---:|---|---:|",
     ]
     for p in pairs:
         lines.append(
             f"| {p['chapter']}:{p['example']} | {p['variant']} | {t.text(p['baseline_median_ms'])} | "
-            f"{t.text(p['optimized_median_ms'])} | {speedup_text(p, verdict=False)} | {p['verdict']} | "
+            f"{t.text(p['optimized_median_ms'])} |{on.cells(p)} {speedup_text(p, verdict=False)} | {p['verdict']} | "
             f"{rate.text(p.get('optimized_achieved_gbps'))} |"
         )
     lines += _energy_section(pairs)
@@ -136,26 +136,66 @@ def _energy_section(pairs: list[dict[str, Any]]) -> list[str]:
 
 
 def counts_text(summary: dict[str, Any]) -> str:
-    """``5 faster, 1 slower, 2 no significant difference`` (the verified pairs; only the first are successes)."""
-    parts = [f"{summary.get('n_pairs_faster', 0)} faster"]
-    if summary.get("n_pairs_slower"):
-        parts.append(f"{summary['n_pairs_slower']} slower")
-    if summary.get("n_pairs_no_difference"):
-        parts.append(f"{summary['n_pairs_no_difference']} no significant difference")
-    return ", ".join(parts)
+    """``8 pairs: 5 faster, 1 slower, 1 no interval, 1 mismatch``: every pair under its verdict (only
+    ``faster`` is a success), so the counts add up to the pairs."""
+    return verdicts_text(summary.get("verdicts") or {}, summary.get("n_pairs", 0))
+
+
+def verdicts_text(counts: dict[str, int], pairs: int) -> str:
+    """``8 pairs: 5 faster, 3 no interval`` from ``{verdict: pairs}`` (in VERDICTS' order); ``0 pairs``."""
+    shown = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: _verdict_order(kv[0])) if n)
+    return f"{pairs} pair{'' if pairs == 1 else 's'}" + (f": {shown}" if shown else "")
+
+
+def _verdict_order(verdict: str) -> int:
+    return VERDICTS.index(verdict) if verdict in VERDICTS else len(VERDICTS)
+
+
+class Compared:
+    """The columns a Markdown table adds when a pair's speedup is not on the median call time: what it is on and
+    the two values it divides (each with its unit); none when every speedup is on the call time."""
+
+    def __init__(self, pairs: list[dict[str, Any]]) -> None:
+        self.shown = any(not basis_of(p).is_call for p in pairs if p.get("speedup"))
+        self.header = " speedup on | baseline | optimized |" if self.shown else ""
+        self.rule = "---|---:|---:|" if self.shown else ""
+
+    def cells(self, pair: dict[str, Any]) -> str:
+        if not self.shown:
+            return ""
+        b = basis_of(pair)
+        sides = ("baseline", "optimized")
+        # on the cold call, the values are the medians (a pair logged before the values were kept has only those)
+        keys = [f"{s}_median_ms" if b.is_call and pair.get(f"{s}_value") is None else f"{s}_value" for s in sides]
+        values = (value_text(pair.get(keys[0]), b), value_text(pair.get(keys[1]), b))
+        return f" {b.label} | {values[0]} | {values[1]} |" if pair.get("speedup") else " — | — | — |"
+
+
+def basis_of(pair: dict[str, Any]) -> Basis:
+    """What ``pair``'s speedup is on (its ``speedup_metric`` and ``speedup_time``); a metric this version does not
+    know reads as itself."""
+    try:
+        return basis(pair.get("speedup_metric"), pair.get("speedup_time"))
+    except ValueError:
+        return Basis(str(pair.get("speedup_metric")), str(pair.get("speedup_metric")))
+
+
+def value_text(value: float | None, b: Basis) -> str:
+    """A compared value with its unit: ``350 ms``, ``1210 tokens/s``."""
+    if value is None:
+        return "—"
+    return f"{sig(value)} tokens/s" if b.rate else time_text(value)
 
 
 def speedup_text(pair: dict[str, Any], verdict: bool = True) -> str:
-    """``1.73× [1.70, 1.76]``, the time it is on when that is the batch time, and (``verdict``) the words
-    "slower" or "no significant difference" when the pair is not faster."""
+    """``1.73× [1.70, 1.76]`` and (``verdict``) the words "slower" or "no significant difference" when the pair is
+    not faster; what it is on is the table's ``speedup on`` column (``Compared``)."""
     if not pair.get("speedup"):
         return "—"
     text = f"{pair['speedup']:.2f}×"
     low, high = pair.get("speedup_ci_low"), pair.get("speedup_ci_high")
     if low is not None and high is not None:
         text += f" [{low:.2f}, {high:.2f}]"
-    if pair.get("speedup_time") == "batch":
-        text += " (batch)"
     shown = pair_verdict(pair)
     if verdict and shown in ("slower", "no significant difference"):
         text += f" {shown}"

@@ -306,3 +306,29 @@ def test_wall_clock_and_per_token_pairs_are_judged_on_their_speedup_only() -> No
     assert readme.target_check(good, 111.0, "copy_gbps") == "met"  # a read-heavy kernel may beat a copy's rate
     tie = {**good, "speedup": 1.14, "significance": "no significant difference"}
     assert readme.target_check(tie, 90.0, "copy_gbps", exempt).startswith("not met: speedup interval holds 1.0")
+
+
+def test_a_speedup_on_ttft_names_it_beside_the_two_ttfts() -> None:
+    """ch16's scheduling: the README named no metric beside "1594937 | 1551094 | 5.10×" (µs of a whole call, and a
+    TTFT speedup). The row names TTFT and shows the TTFTs it divides; the medians stay the call's."""
+    from analysis.report import build_report
+
+    def run(name: str, metrics: dict[str, float], **tags: str) -> StoredRun:
+        chapter, example, variant = name.split(":")
+        base = {"perflab.chapter": chapter, "perflab.example": example, "perflab.variant": variant,
+                "perflab.status": "ok", "perflab.device": "cuda:0", "perflab.gpu": H100}  # fmt: skip
+        return StoredRun(name, name, "0", "FINISHED", 0, {**base, **tags}, metrics)
+
+    pair = {"perflab.pair_status": "ok", "perflab.verified": "true", "perflab.significance": "faster",
+            "perflab.speedup_metric": "ttft", "perflab.timing_mode": "cuda_event"}  # fmt: skip
+    runs = [run("ch16:scheduling:baseline", {"time_median_ms": 1594.937, "ttft_median_ms": 350.0}),
+            run("ch16:scheduling:optimized", {"time_median_ms": 1551.094, "ttft_median_ms": 68.6, "speedup": 5.10,
+                                              "speedup_ci_low": 4.55, "speedup_ci_high": 5.92}, **pair)]  # fmt: skip
+    parent = StoredRun("p", "ch16 on H100", "0", "FINISHED", 0, {}, {})
+    rows = build_report(parent, runs)["chapters"]
+    text = readme.results_section(readme.Suite(parent, runs, rows, {}, None), "ch16")
+    header = next(line for line in text.splitlines() if line.startswith("| example"))
+    assert "| baseline median µs | optimized median µs | speedup on | baseline | optimized | speedup |" in header
+    row = next(line for line in text.splitlines() if line.startswith("| scheduling"))
+    assert "| 1594937 | 1551094 | TTFT | 350 ms | 68.6 ms | 5.10× [4.55, 5.92] |" in row
+    assert "under `speedup on`" in text

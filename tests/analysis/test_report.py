@@ -98,7 +98,8 @@ def test_markdown_has_chapter_tables_and_the_geomean(written: dict[str, Any], su
     z = next(line for line in md.splitlines() if line.startswith("| z |"))
     assert "(not counted)" in z and "| mismatch | no |" in z
     header = next(line for line in md.splitlines() if line.startswith("| example"))
-    assert "| baseline ms | optimized ms |" in header and "| baseline GB/s |" in header  # ~1-3 ms, ~2-4 GB/s
+    assert "| baseline median ms | optimized median ms |" in header and "| baseline GB/s |" in header  # ~1-3 ms
+    assert "speedup on" not in header  # every pair on the median call time: no column to say so
     assert "ch08:v:optimized | timeout | measurement" in md
 
 
@@ -113,7 +114,8 @@ def test_cli_report_and_bad_run_ids(
     args = ["report", "--run-id", suite["parent"], "--out", str(tmp_path), "--no-log", "--tracking-uri", store.uri]
     out = CliRunner().invoke(cli.app, args)
     assert out.exit_code == 0, out.output
-    assert "2/4 pairs counted" in out.output and (tmp_path / "report.md").is_file()
+    assert "4 pairs: " in out.output and "of the 2 verified ok pair(s)" in out.output
+    assert (tmp_path / "report.md").is_file()
     variant = suite["ids"]["ch07:x:optimized"]
     bad = CliRunner().invoke(cli.app, ["report", "--run-id", variant, "--tracking-uri", store.uri])
     assert bad.exit_code == 2 and "is the variant run" in bad.output
@@ -152,7 +154,7 @@ def test_a_slower_or_not_significant_pair_is_shown_so_and_is_no_success() -> Non
     assert [x["verdict"] for x in rep["chapters"]["ch07"]] == ["slower", "no significant difference"]
     md = report_markdown(rep)
     assert "| 0.80× | slower |" in md and "| 1.01× | no significant difference |" in md
-    assert "0 significantly faster" in md
+    assert "2 pairs: 1 slower, 1 no significant difference" in md  # every pair counted, none faster
 
 
 def test_energy_per_call_is_reported_where_both_sides_measured_it() -> None:
@@ -177,3 +179,31 @@ def test_energy_per_call_is_reported_where_both_sides_measured_it() -> None:
     assert csv_lines[0].endswith(",baseline_energy_mj,optimized_energy_mj,energy_ratio,energy_ratio_ci_low,"
                                  "energy_ratio_ci_high")
     assert csv_lines[1].endswith(",618.0,80.0,7.7,7.5,7.9") and csv_lines[2].endswith(",,,,,")
+
+
+def test_a_speedup_on_a_generation_metric_shows_that_metrics_values() -> None:
+    """A pair compared on its p99 TPOT: the report names the metric and reads both values from the two runs
+    (tpot_p99_ms), beside the median call times; the CSV carries them too."""
+    from analysis.report import build_report, report_csv, report_markdown
+    from bench.record import StoredRun
+
+    pair = {"perflab.pair_status": "ok", "perflab.verified": "true", "perflab.significance": "faster",
+            "perflab.speedup_metric": "tpot_p99"}  # fmt: skip
+    runs = [
+        _stored("ch16:s:baseline", {"time_median_ms": 1541.0, "tpot_p99_ms": 30.0}),
+        _stored("ch16:s:optimized", {"time_median_ms": 2741.0, "tpot_p99_ms": 10.0, "speedup": 3.0}, **pair),
+        _stored("ch16:t:baseline", {"time_median_ms": 2.0}),
+        _stored("ch16:t:optimized", {"time_median_ms": 1.0, "speedup": 2.0}, **{**pair, "perflab.speedup_metric":
+                                                                                "time"}),
+    ]  # fmt: skip
+    rep = build_report(StoredRun("p", "ch16 on H200", "0", "FINISHED", 0, {}, {}), runs)
+    md = report_markdown(rep)
+    row = next(line for line in md.splitlines() if line.startswith("| s |"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[2:8] == ["1541", "2741", "TPOT p99", "30.0 ms", "10.0 ms", "3.00×"]
+    t = next(line for line in md.splitlines() if line.startswith("| t |"))
+    assert [c.strip() for c in t.split("|")[1:-1]][4:7] == ["call", "2.00 ms", "1.00 ms"]
+    csv_lines = report_csv(rep).splitlines()
+    header = csv_lines[0].split(",")
+    s = dict(zip(header, csv_lines[1].split(","), strict=True))
+    assert (s["speedup_on"], s["baseline_value"], s["optimized_value"]) == ("TPOT p99", "30.0", "10.0")

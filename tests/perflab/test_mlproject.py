@@ -57,3 +57,47 @@ def test_kernels_parameters_map_to_cli_options() -> None:
 def test_kernels_max_shapes_must_be_a_count() -> None:
     with pytest.raises(typer.BadParameter):
         _parse("kernels", {"max_shapes": "six"})
+
+
+def test_a_malformed_chapter_leaves_no_failed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mlflow run . -e chapter -P ch=99``: perflab refuses the target (one line, exit 2) and deletes the run
+    ``mlflow run`` opened for it, so the store shows no FAILED run for a typo; a run something was logged to is
+    never deleted."""
+    import os
+    import sys
+    import time
+
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.entities import ViewType
+    from mlflow.exceptions import ExecutionException
+
+    from bench.record.store import discard_refused_run
+
+    shim = tmp_path / "bin" / "perflab"  # the project's command, run from this checkout (not the installed one)
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m perflab \"$@\"\n")
+    shim.chmod(0o755)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    mlflow.set_tracking_uri(uri)
+    store = MlflowClient(uri)
+    store.create_experiment("perflab", artifact_location=(tmp_path / "artifacts").as_uri())
+    with pytest.raises(ExecutionException):
+        mlflow.projects.run(str(ROOT), "chapter", parameters={"ch": "99"}, env_manager="local",
+                            experiment_name="perflab")  # fmt: skip
+    experiments = [e.experiment_id for e in store.search_experiments()]
+    (opened,) = store.search_runs(experiments, run_view_type=ViewType.ALL)  # the one `mlflow run` opened
+    deadline = time.monotonic() + 90  # deleted by a detached process once MLflow has ended it
+    while store.get_run(opened.info.run_id).info.lifecycle_stage != "deleted" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert store.get_run(opened.info.run_id).info.lifecycle_stage == "deleted"
+    assert not store.search_runs(experiments)  # no FAILED run, nor any other, left to see
+    kept = store.create_run(opened.info.experiment_id, tags={"mlflow.project.entryPoint": "chapter",
+                                                             "perflab.targets": "7"})  # fmt: skip
+    store.set_terminated(kept.info.run_id, "FAILED")
+    assert not discard_refused_run(kept.info.run_id, uri)  # perflab logged to it: kept
+    assert store.get_run(kept.info.run_id).info.lifecycle_stage == "active"

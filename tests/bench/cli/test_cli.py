@@ -61,6 +61,26 @@ def test_list_with_cli_runner(tree: Path) -> None:
     assert "optimized_orphan.py" in out
 
 
+def test_list_names_the_directory_it_read(tree: Path, tmp_path: Path) -> None:
+    """``--chapters-dir`` as given and as resolved, the counts; a directory with no chapter says what it holds
+    and what a chapter is, on one line, exit status 2."""
+    link = tmp_path / "mine"
+    link.symlink_to(tree)
+    done = perflab("list", "--chapters-dir", link)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].strip() == f"5 example(s), 10 variant(s) under {tree.resolve()} " \
+        f"(--chapters-dir {link})"  # fmt: skip
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "baseline_x.py").write_text("")
+    (flat / "optimized_x.py").write_text("")
+    done = perflab("list", "--chapters-dir", flat)
+    assert done.returncode == 2 and not done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"no example under {flat}" in lines[0]
+    assert "2 Python file(s) (baseline_x.py, optimized_x.py)" in lines[0] and "chNN/ directory" in lines[0]
+
+
 def test_list_targets_filter(tree: Path) -> None:
     done = perflab("list", "--chapters-dir", tree, "--targets", "ch1")
     assert done.returncode == 0, done.stderr

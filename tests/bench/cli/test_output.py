@@ -166,3 +166,48 @@ def test_commands_refuse_an_unwritable_out_before_any_work(tmp_path: Path) -> No
         assert isinstance(result.exception, PerflabError), (args, result.output)
         assert "cannot write there (Not a directory)" in str(result.exception), args
         assert not (tmp_path / "none.db").exists()
+
+
+def on(c: Comparison, metric: str, call: tuple[float, float], values: tuple[float, float]) -> Comparison:
+    """``c`` compared on ``metric`` (a generation's): its two ``values``; ``call``: each side's median call."""
+    speedup = values[1] / values[0] if metric == "throughput" else values[0] / values[1]
+    return c.model_copy(update={"speedup_metric": metric, "baseline_median_ms": call[0],
+                                "optimized_median_ms": call[1], "baseline_value": values[0],
+                                "optimized_value": values[1], "speedup": speedup})  # fmt: skip
+
+
+CH16 = suite(
+    on(pair("scheduling", 1, 1, 2.9, 3.3, "ch16"), "ttft", (1541.0, 2741.0), (350.0, 113.0)),
+    on(pair("chunked_prefill", 1, 1, 3.0, 3.6, "ch16"), "itl_p99", (1600.0, 1500.0), (40.0, 12.0)),
+    on(pair("paged_kv", 1, 1, 1.7, 1.9, "ch16"), "throughput", (900.0, 500.0), (1000.0, 1800.0)),
+    pair("prefix_sharing", 1200.0, 1100.0, 0.98, 1.2, "ch16"),
+)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_speedup_on_another_metric_is_named_beside_its_values(width: int) -> None:
+    """ch16's scheduling read "1541 ms -> 2741 ms  3.10x faster": the speedup is on TTFT. The row names it, shows
+    the TTFTs it divides, and keeps the median call times in a column of their own; at 80 columns, names whole."""
+    text = render(CH16, width)
+    lines = text.splitlines()
+    assert all(len(line) <= width for line in lines) and "…" not in text
+    row = {line.split()[0]: line for line in lines if line.split() and line.split()[0] in
+           ("scheduling", "chunked_prefill", "paged_kv", "prefix_sharing")}  # fmt: skip
+    assert row["scheduling"].split()[1:6] == ["TTFT", "ms", "350→113", "1.54→2.74", "3.10×"]
+    assert row["chunked_prefill"].split()[1:4] == ["ITL", "p99", "40.0→12.0"]
+    assert row["paged_kv"].split()[1:4] == ["tokens/s", "1000→1800", "0.900→0.500"]
+    assert row["prefix_sharing"].split()[1:4] == ["call", "s", "1.20→1.10"]  # on the call time: said so
+    header = "".join(lines[1:4])
+    assert "median call s" in " ".join(header.split()) or "median" in header
+    assert ("2.90–3.30" in text) == (width >= 90)  # below 90: the verdict says what the interval shows
+
+
+def test_a_line_names_the_metric_its_speedup_is_on() -> None:
+    spec = VariantSpec(chapter="ch16", example="scheduling", variant="optimized", path="/x.py")
+    from bench.define.result import Timing
+    from bench.measure.stats import summarize
+
+    timing = Timing(mode="cpu", method="t", samples_ms=[2741.0], stats=summarize([2741.0]))
+    out = screen(80)
+    out.print(common.line(VariantResult(spec=spec, status="ok", timing=timing), CH16.comparisons[0], "ch16:"))
+    assert text_of(out).rstrip().endswith("2.74 s  3.10× on TTFT faster")

@@ -89,3 +89,29 @@ def test_show_of_a_run_that_is_no_suite_is_one_line_and_fails(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and run_id in lines[0]
     assert ("is the variant run" in lines[0]) == (bad == "variant")
+
+
+def test_show_names_a_speedup_on_ttft_and_its_two_values(logged: tuple[Store, str, dict[str, str]]) -> None:
+    """A pair compared on TTFT: ``show`` reads both sides' ttft_median_ms and names the metric; the call medians
+    keep their own columns."""
+    from bench.define.result import Generation
+
+    store, _, _ = logged
+    gen = {"requests": 4, "tokens": 40, "arrival": "", "samples": 3, "steps": 10, "step_ms": {"median": 1.0},
+           "speedup_metric": "ttft", "tokens_per_s": 100.0, "requests_per_s": 10.0}  # fmt: skip
+    base = result("ch16:sched:baseline", [1541.0] * 5, gpu=None)
+    base = base.model_copy(update={"generation": Generation(**gen, ttft_ms={"median": 350.0})})
+    opt = result("ch16:sched:optimized", [2741.0] * 5, gpu=None)
+    opt = opt.model_copy(update={"generation": Generation(**gen, ttft_ms={"median": 113.0})})
+    cmp = pair(base, opt).model_copy(update={"speedup_metric": "ttft", "speedup": 350.0 / 113.0})
+    with Tracker(experiment="perflab", tracking_uri=store.uri, run_name="ch16 on cpu") as t:
+        t.log_variant(base, None)
+        t.log_variant(opt, cmp)
+        t.finish("# synthetic\n", {})
+    code, text = show(store, "--run-id", t.parent_run_id)
+    assert code == 0, text
+    header = next(line for line in text.splitlines() if line.startswith("| example"))
+    assert "| baseline median s | optimized median s | speedup on | baseline | optimized |" in header
+    row = next(line for line in text.splitlines() if line.startswith("| ch16:sched"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[2:8] == ["1.54", "2.74", "TTFT", "350 ms", "113 ms", "3.10×"]

@@ -273,15 +273,22 @@ def _result(variant: str, gen: dict[str, Any] | None, median: float = 10.0) -> V
         ("throughput", {"tokens_per_s": 250.0}, 2.5),
         ("ttft_p99", {"ttft_ms": {"median": 8.0, "p90": 3.0, "p99": 3.3}}, 3.0),
         ("itl_p90", {"itl_ms": {"median": 1.0, "p90": 1.5, "p99": 2.0}}, 4.0),
+        ("tpot_p95", {"tpot_ms": {"median": 2.0, "p95": 0.5}}, 7.0),
         ("time", {}, 2.0),
     ],
 )
 def test_speedup_on_the_named_metric(metric: str, opt: dict[str, Any], want: float) -> None:
-    b = _result("baseline", {})
+    """The speedup on the metric the pair names, the two values it divides beside it, and each side's median
+    call time kept apart (what the tables show in a column of its own)."""
+    b = _result("baseline", {"tpot_ms": {"median": 2.0, "p90": 3.0, "p95": 3.5, "p99": 3.9}})
     o = _result("optimized", {"speedup_metric": metric, **opt}, median=5.0)
     assert pair_speedup(b, o, 2.0) == (pytest.approx(want), metric)
     c = compare(b, o)
     assert c.speedup == pytest.approx(want) and c.speedup_metric == metric
+    assert (c.baseline_median_ms, c.optimized_median_ms) == (10.0, 5.0)  # the whole call, whatever the metric
+    assert c.baseline_value is not None and c.optimized_value is not None
+    ratio = c.optimized_value / c.baseline_value if metric == "throughput" else c.baseline_value / c.optimized_value
+    assert ratio == pytest.approx(want)
 
 
 def test_speedup_falls_back_to_time_without_the_metric() -> None:
@@ -302,6 +309,28 @@ def test_tracking_logs_the_generation_metrics() -> None:
         "itl_p99_ms": 9.9,
     }
     assert "time_median_ms" in metrics
+
+
+def test_generation_latencies_carry_a_call_times_statistics() -> None:
+    """TTFT, TPOT and ITL: mean, p50, p90, p95, p99 as a call time's (time_mean_ms, time_p95_ms ...), each
+    from the pooled samples (linear interpolation), logged under ttft_p95_ms and the like."""
+    import numpy as np
+
+    from bench.record.contract import variant_metrics
+
+    requests = [RequestSpec(new_tokens=3) for _ in range(4)]
+    records = [SampleRecord(30.0, [1.0], [float(i + 10 * g) for i in range(4)], [1.0, 2.0, 3.0, 4.0],
+                            [0.5] * 8, 12) for g in range(5)]  # fmt: skip
+    gen = summarize(records, requests, "ttft_p95")
+    ttft = [float(i + 10 * g) for g in range(5) for i in range(4)]
+    want = {"mean": np.mean(ttft), "median": np.median(ttft), "p50": np.median(ttft),
+            **{f"p{q}": np.percentile(ttft, q) for q in (90, 95, 99)}}  # fmt: skip
+    assert {k: gen["ttft_ms"][k] for k in want} == pytest.approx(want)
+    metrics = variant_metrics(_result("optimized", gen))
+    for stat in ("mean", "median", "p50", "p90", "p95", "p99"):
+        for name in ("ttft", "tpot", "itl"):
+            assert f"{name}_{stat}_ms" in metrics, (name, stat)
+    assert metrics["ttft_p95_ms"] == pytest.approx(want["p95"])
 
 
 # --------------------------------------------------------------------------- end to end, through the harness

@@ -116,14 +116,14 @@ def test_slower_and_not_significant_pairs_are_shown_as_such_and_never_counted_fa
 
 def test_markdown_times_share_a_unit_chosen_from_the_column(suite: SuiteResult) -> None:
     md = summary_markdown(summary_dict(suite))  # medians 1 ms (baselines) down to 10 µs (c's optimized)
-    assert "| baseline ms | optimized ms |" in md
+    assert "| baseline median ms | optimized median ms |" in md
     fast = [v.model_copy(update={"timing": v.timing.model_copy(update={"stats": summarize([0.004])})})
             if v.timing else v for v in suite.variants]  # fmt: skip
     suite.variants = fast
     for i, c in enumerate(suite.comparisons):
         suite.comparisons[i] = c.model_copy(update={"baseline_median_ms": 0.004, "optimized_median_ms": 0.002})
     md = summary_markdown(summary_dict(suite))
-    assert "| baseline µs | optimized µs |" in md and "| 4.00 | 2.00 |" in md
+    assert "| baseline median µs | optimized median µs |" in md and "| 4.00 | 2.00 |" in md
 
 
 def test_speedup_text_names_a_pair_that_is_not_faster() -> None:
@@ -135,3 +135,61 @@ def test_speedup_text_names_a_pair_that_is_not_faster() -> None:
     assert speedup_text(same).endswith(" no significant difference")
     assert speedup_text({"status": "ok", "speedup": 0.9}) == "0.90× slower"  # no interval: below 1 all the same
     assert speedup_text(slower, verdict=False) == "0.80× [0.70, 0.90]"  # beside a verdict column
+
+
+def test_the_counts_account_for_every_pair(suite: SuiteResult) -> None:
+    """Every pair is counted under its verdict, so the counts add up to the pairs: the line never reads as if
+    the pairs it leaves out did not exist."""
+    import re
+
+    from bench.record.summary import VERDICTS, counts_text
+
+    s = summary_dict(suite)
+    text = counts_text(s)
+    assert text == "5 pairs: 2 no interval, 1 mismatch, 1 unverified, 1 failed"
+    counted = {v: int(n) for n, v in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", text.split(": ", 1)[1])}
+    assert sum(counted.values()) == s["n_pairs"] and set(counted) <= set(VERDICTS)
+    assert text in summary_markdown(s)
+
+
+def test_a_speedup_on_another_metric_names_it_beside_its_two_values(suite: SuiteResult) -> None:
+    """A pair compared on TTFT: the table names the metric and shows the TTFTs the speedup divides; each side's
+    median call time stays in its own columns (ch16's scheduling read 1541 ms -> 2741 ms, 3.10x faster)."""
+    ttft = suite.comparisons[0].model_copy(update={
+        "speedup_metric": "ttft", "baseline_median_ms": 1541.0, "optimized_median_ms": 2741.0,
+        "baseline_value": 350.0, "optimized_value": 113.0, "speedup": 350.0 / 113.0,
+    })  # fmt: skip
+    suite.comparisons[0] = ttft
+    md = summary_markdown(summary_dict(suite))
+    header = next(line for line in md.splitlines() if line.startswith("| example"))
+    assert "| speedup on | baseline | optimized |" in header
+    row = next(line for line in md.splitlines() if line.startswith("| ch07:a "))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[2:7] == ["1.54", "2.74", "TTFT", "350 ms", "113 ms"] and cells[7].startswith("3.10×")
+    other = next(line for line in md.splitlines() if line.startswith("| ch07:b "))
+    assert [c.strip() for c in other.split("|")[1:-1]][4] == "call"  # on the call time itself, said so
+    plain = summary_markdown(summary_dict(suite.model_copy(update={"comparisons": suite.comparisons[1:]})))
+    assert "speedup on" not in plain  # every pair on the median call: the table as it always was
+
+
+def test_every_verdict_a_table_can_print_is_explained_in_the_readme() -> None:
+    """pair_verdict over every pair status, speedup and significance gives only VERDICTS, and README.md's table
+    under "Reading the results" explains each one."""
+    from pathlib import Path
+    from typing import get_args
+
+    from bench.define.result import Comparison as C
+    from bench.define.result import PairStatus
+    from bench.record.summary import VERDICTS, pair_verdict
+
+    seen = set()
+    for status in get_args(PairStatus):
+        for speedup in (None, 0.8, 1.2):
+            for significance in (None, *get_args(get_args(C.model_fields["significance"].annotation)[0])):
+                seen.add(pair_verdict({"status": status, "speedup": speedup, "significance": significance}))
+    seen.discard(None)
+    assert seen == set(VERDICTS)
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme.split("## Reading the results", 1)[1].split("\n## ", 1)[0]
+    for verdict in VERDICTS:
+        assert f"| `{verdict}` |" in section, verdict

@@ -1,0 +1,156 @@
+"""Two suites compared pair by pair: ``perflab compare SUITE_A SUITE_B``.
+
+Each pair both suites ran (``chapter:example:variant`` of the optimized variant) gets both speedups with their
+95 % intervals and whether they differ beyond noise. The test is on the log of the speedups: each interval's
+width gives its standard error (a 95 % interval spans 2 × 1.96 of them), and B differs from A when
+|ln B − ln A| exceeds 1.96 × √(se_A² + se_B²), an approximate 5 % two-sided test (the intervals are bootstrapped,
+not exactly normal; two intervals that merely overlap may still differ). The geomeans are taken over the same
+pairs on both sides, those verified ``ok`` in both suites, and the line says how many: a geomean over 8 pairs
+against one over 1 compares nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.record import StoredRun, child_runs, read_run
+
+__all__ = ["PairVersus", "SuiteVersus", "compare_suites", "difference", "versus_table"]
+
+Z_95 = 1.959963984540054  # two-sided 95 % of the normal distribution
+
+
+@dataclass(frozen=True)
+class PairVersus:
+    name: str  # chapter:example:variant
+    a: dict[str, Any]  # the pair's row in suite A (analysis.report): speedup, interval, verdict, counted
+    b: dict[str, Any]
+    verdict: str  # B against A: "B faster", "B slower", "no significant difference", or why it cannot say
+
+
+@dataclass(frozen=True)
+class SuiteVersus:
+    run_a: StoredRun
+    run_b: StoredRun
+    pairs: list[PairVersus]  # the pairs both suites ran
+    only_a: list[str]  # pairs one suite ran and the other did not
+    only_b: list[str]
+    geomean_a: float | None  # over ``counted`` pairs only: verified ok in both suites
+    geomean_b: float | None
+    counted: int
+    pairs_a: int  # all pairs of each suite
+    pairs_b: int
+    machines: list[str] = field(default_factory=list)  # analysis.deltas.RunComparison.machines
+
+
+def _log_se(row: dict[str, Any]) -> float | None:
+    low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
+    if low is None or high is None or low <= 0 or high <= 0:
+        return None
+    return (math.log(high) - math.log(low)) / (2 * Z_95)
+
+
+def difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """B's speedup against A's: ``B faster`` / ``B slower`` when they differ beyond their intervals (the module's
+    test), ``no significant difference``; else why no comparison can be made: a side not verified ``ok``
+    (``A mismatch``, ``B failed``...), speedups on different metrics, or a side without an interval."""
+    for side, row in (("A", a), ("B", b)):
+        if not row["counted"]:
+            return f"{side} {row['verdict']}"
+    if a.get("speedup_on") != b.get("speedup_on"):
+        return f"different metrics ({a.get('speedup_on')}, {b.get('speedup_on')})"
+    se = [_log_se(a), _log_se(b)]
+    if se[0] is None or se[1] is None:
+        return "no interval"
+    z = (math.log(b["speedup"]) - math.log(a["speedup"])) / max(math.hypot(se[0], se[1]), 1e-12)
+    return "B faster" if z > Z_95 else "B slower" if z < -Z_95 else "no significant difference"
+
+
+def _rows(parent: StoredRun, runs: list[StoredRun]) -> dict[str, dict[str, Any]]:
+    from analysis.report import build_report
+
+    chapters = build_report(parent, runs)["chapters"]
+    return {f"{x['chapter']}:{x['example']}:{x['variant']}": x for rows in chapters.values() for x in rows}
+
+
+def _geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def compare_suites(run_a: str, run_b: str, tracking_uri: str | None = None) -> SuiteVersus:
+    """Suites A and B pair by pair. ``LookupError`` for an unknown id, ``ValueError`` for a run that is not a
+    suite's parent."""
+    from analysis.deltas import machines
+
+    parents = [read_run(r, tracking_uri) for r in (run_a, run_b)]
+    for given, p in zip((run_a, run_b), parents, strict=True):
+        if p.is_variant:
+            raise ValueError(f"run {given!r} is the variant run {p.name!r}; compare two suites (their parent runs) "
+                             "or two variant runs")  # fmt: skip
+    kids = [[r for r in child_runs(p.run_id, tracking_uri) if r.is_variant] for p in parents]
+    rows_a, rows_b = (_rows(p, k) for p, k in zip(parents, kids, strict=True))
+    shared = sorted(rows_a.keys() & rows_b.keys())
+    pairs = [PairVersus(n, rows_a[n], rows_b[n], difference(rows_a[n], rows_b[n])) for n in shared]
+    both = [p for p in pairs if p.a["counted"] and p.b["counted"]]
+    by_name = [{r.name: r for r in k} for k in kids]
+    matched = sorted(by_name[0].keys() & by_name[1].keys())
+    return SuiteVersus(
+        parents[0], parents[1], pairs, sorted(rows_a.keys() - rows_b.keys()), sorted(rows_b.keys() - rows_a.keys()),
+        _geomean([p.a["speedup"] for p in both]), _geomean([p.b["speedup"] for p in both]), len(both),
+        len(rows_a), len(rows_b), machines([(by_name[0][n], by_name[1][n]) for n in matched]),
+    )  # fmt: skip
+
+
+def _speedup(row: dict[str, Any]) -> str:
+    from bench.record import sig
+
+    if not row.get("speedup"):
+        return "—"
+    low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
+    interval = f" [{sig(low)}, {sig(high)}]" if low is not None and high is not None else ""
+    return f"{sig(row['speedup'])}×{interval}"
+
+
+def versus_table(cmp: SuiteVersus, width: int) -> Any:
+    """A rich table: a row per pair both suites ran, each side's speedup with its interval, and B against A; names
+    never cut (a long one wraps), at ``width`` columns."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from bench.cli import fitted
+
+    chapters = {p.name.split(":", 1)[0] for p in cmp.pairs}
+    prefix = f"{chapters.pop()}:" if len(chapters) == 1 else ""
+    headers = ["pair", "A speedup", "B speedup", "B vs A"]
+    rows = [[p.name.removeprefix(prefix).removesuffix(":optimized"), _speedup(p.a), _speedup(p.b), p.verdict]
+            for p in cmp.pairs]  # fmt: skip
+    widths = fitted(headers, rows, width, narrow={1: 12, 2: 12, 3: 14})
+    title = f"{prefix and prefix + ' '}B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}"
+    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="right" if i in (1, 2) else "left", overflow="fold", width=widths[i])
+    colour = {"B faster": "green", "B slower": "red"}
+    for row in rows:
+        table.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1], "yellow")))
+    return table
+
+
+def summary_lines(cmp: SuiteVersus) -> list[str]:
+    """What the table leaves out: the geomeans over the shared pairs (and how many), the pairs one suite lacks."""
+    verdicts = [p.verdict for p in cmp.pairs]
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+    lines = [f"{len(cmp.pairs)} pair(s) in both suites (A has {cmp.pairs_a}, B {cmp.pairs_b})"
+             + (f": {counts}" if counts else "")]  # fmt: skip
+    if cmp.counted:
+        a, b = cmp.geomean_a or 0.0, cmp.geomean_b or 0.0
+        lines.append(f"geomean speedup over the {cmp.counted} pair(s) verified ok in both suites: A {a:.3f}×, "
+                     f"B {b:.3f}× (pairs in one suite only are left out)")  # fmt: skip
+    else:
+        lines.append("no pair is verified ok in both suites: no geomean to compare")
+    for side, names in (("A", cmp.only_a), ("B", cmp.only_b)):
+        if names:
+            lines.append(f"pairs only in {side}: " + ", ".join(n.removesuffix(":optimized") for n in names))
+    return lines

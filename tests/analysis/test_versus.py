@@ -1,0 +1,101 @@
+"""analysis/versus.py and ``perflab compare SUITE_A SUITE_B``: two suites pair by pair, each speedup with its
+interval, whether they differ, geomeans over the pairs both suites verified."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import analysis.cli
+from analysis.versus import compare_suites, difference
+from bench.record.tracking import Tracker
+from perflab import cli
+from tests.analysis.synthetic import Store, draw, pair, result
+
+EXP = "versus"
+
+
+def row(speedup: float, low: float | None, high: float | None, counted: bool = True, on: str = "call",
+        verdict: str = "faster") -> dict[str, Any]:  # fmt: skip
+    return {"speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high, "counted": counted,
+            "speedup_on": on, "verdict": verdict}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "want"),
+    [
+        (row(2.0, 1.9, 2.1), row(3.0, 2.85, 3.15), "B faster"),
+        (row(3.0, 2.85, 3.15), row(2.0, 1.9, 2.1), "B slower"),
+        (row(2.0, 1.8, 2.2), row(2.1, 1.9, 2.3), "no significant difference"),  # overlapping, close
+        (row(2.0, 1.5, 2.6), row(1.0, 0.7, 1.4), "B slower"),  # 2x apart: beyond two wide intervals
+        (row(2.0, None, None), row(3.0, 2.9, 3.1), "no interval"),
+        (row(2.0, 1.9, 2.1, counted=False, verdict="mismatch"), row(3.0, 2.9, 3.1), "A mismatch"),
+        (row(2.0, 1.9, 2.1), row(3.0, 2.9, 3.1, on="TTFT"), "different metrics (call, TTFT)"),
+    ],
+)
+def test_difference_of_two_speedups(a: dict[str, Any], b: dict[str, Any], want: str) -> None:
+    assert difference(a, b) == want
+
+
+def test_intervals_that_overlap_can_still_differ() -> None:
+    """[1.90, 2.30] and [2.20, 2.62] overlap, yet 2.09 and 2.40 differ at 5 %: the test is on the difference,
+    not on the overlap (which would be a test at about 0.6 %)."""
+    assert difference(row(2.09, 1.90, 2.30), row(2.40, 2.20, 2.62)) == "B faster"
+
+
+@pytest.fixture(scope="module")
+def suites(store: Store) -> dict[str, Any]:
+    """A: eight pairs (p0..p7, 2x each, tight intervals) of which p7 mismatches; B: p0 (3x), p1 (2x) and a new one.
+    Today's compare took the geomean of A's 7 verified pairs against B's 3: the shared pairs are p0 and p1."""
+    store.experiment(EXP)
+
+    def suite(name: str, pairs: dict[str, tuple[float, bool]]) -> str:
+        with Tracker(experiment=EXP, tracking_uri=store.uri, run_name=name) as t:
+            for i, (example, (speedup, verified)) in enumerate(pairs.items()):
+                base = result(f"ch07:{example}:baseline", draw(2.0, 2 * i))
+                opt = result(f"ch07:{example}:optimized", draw(2.0 / speedup, 2 * i + 1))
+                cmp = pair(base, opt, verified).model_copy(update={
+                    "speedup": speedup, "speedup_ci_low": speedup * 0.97, "speedup_ci_high": speedup * 1.03,
+                    "significance": "faster"})  # fmt: skip
+                t.log_variant(base, None)
+                t.log_variant(opt, cmp)
+            t.finish("# synthetic\n", {})
+        return t.parent_run_id
+
+    a = suite("A", {f"p{i}": (2.0, i != 7) for i in range(8)})
+    b = suite("B", {"p0": (3.0, True), "p1": (2.0, True), "new": (5.0, True)})
+    return {"a": a, "b": b}
+
+
+def test_suites_compare_pair_by_pair_and_geomeans_over_shared_pairs(suites: dict[str, Any], store: Store) -> None:
+    v = compare_suites(suites["a"], suites["b"], store.uri)
+    assert [(p.name, p.verdict) for p in v.pairs] == [("ch07:p0:optimized", "B faster"),
+                                                      ("ch07:p1:optimized", "no significant difference")]
+    assert (v.pairs_a, v.pairs_b, v.counted) == (8, 3, 2)
+    assert v.geomean_a == pytest.approx(2.0) and v.geomean_b == pytest.approx(math.sqrt(6.0))  # not 5x's pull
+    assert v.only_a == [f"ch07:p{i}:optimized" for i in range(2, 8)] and v.only_b == ["ch07:new:optimized"]
+
+
+def test_cli_prints_pairs_not_metrics_at_80_columns(
+    suites: dict[str, Any], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(analysis.cli.console, "width", 80)
+    out = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--tracking-uri", store.uri])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert all(len(x) <= 80 for x in lines) and "…" not in out.output
+    assert "time_median_ms" not in out.output and "better" not in out.output  # no raw metric lines
+    p0 = next(x for x in lines if x.startswith("p0 "))
+    assert "2.00× [1.94, 2.06]" in p0 and "3.00× [2.91, 3.09]" in p0 and p0.rstrip().endswith("B faster")
+    text = " ".join(out.output.split())  # the lines under the table wrap at 80 columns
+    assert "2 pair(s) in both suites (A has 8, B 3): 1 B faster, 1 no significant difference" in text
+    assert "geomean speedup over the 2 pair(s) verified ok in both suites: A 2.000×, B 2.449×" in text
+    assert "pairs only in A: ch07:p2, ch07:p3, ch07:p4, ch07:p5, ch07:p6, ch07:p7" in text
+    assert "pairs only in B: ch07:new" in text
+    metrics = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--metrics", "--tracking-uri",
+                                           store.uri])  # fmt: skip
+    assert metrics.exit_code == 0 and "time_median_ms" in metrics.output
+
