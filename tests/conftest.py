@@ -15,6 +15,15 @@ from typing import Any, Protocol
 import pytest
 
 from tests.services import mlflow_server, postgres, ray_cluster, team  # noqa: F401  (fixtures: PostgreSQL, MLflow, Ray)
+from tests.session import (  # noqa: F401  (hooks: the fast and full tiers, SIGTERM)
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_report_header,
+    pytest_runtest_protocol,
+    pytest_sessionfinish,
+    pytest_unconfigure,
+)
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "benchmark_template.py"
 _TEMPLATE_TEXT = TEMPLATE.read_text()

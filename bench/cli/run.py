@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -30,12 +31,12 @@ from bench.cli.common import (
     TimeoutOpt,
     chapter_prefix,
     cli_layer,
-    energy_table,
     examples_for,
     line,
-    table,
 )
-from bench.cli.output import console, err_console, progress
+from bench.cli.deadline import SuiteDeadline, SuiteTimeout, check_suite_timeout
+from bench.cli.output import err_console, progress
+from bench.cli.report import Finished, Stopped, out_dir, partial_suite, report_suite, stopped
 from bench.cli.workers import check_workers, workers_for
 from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
 from bench.define.discovery import Example
@@ -44,6 +45,7 @@ from bench.errors import PerflabError
 
 if TYPE_CHECKING:
     from bench.isolate.sink import BackgroundSink
+    from bench.record.outdir import OutDir
     from bench.record.upload import SpoolSink
 
 IterationsOpt = Annotated[int | None, typer.Option(help="timed calls per variant")]
@@ -85,6 +87,22 @@ ShardOpt = Annotated[
         "--shard", help="I/N: only the I-th of N parts of the examples, 0 <= I < N (Slurm: $SLURM_ARRAY_TASK_ID/N)"
     ),
 ]
+SuiteTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--suite-timeout", metavar="SECONDS",
+        help="stop the suite this long after the command started, as on Ctrl-C: what finished is logged, what did "
+        "not is named (exit status 124)",
+    ),
+]  # fmt: skip
+OutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out", metavar="DIR",
+        help="also write the summary (JSON, Markdown), each variant's result as the store holds it and a JUnit XML "
+        "of the pairs' verdicts here",
+    ),
+]  # fmt: skip
 OverlapOpt = Annotated[
     bool,
     typer.Option(
@@ -105,7 +123,7 @@ def run(
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
     chapters_dir: ChaptersOpt = None, keep_workdir: KeepOpt = None, gpus: GpusOpt = None, jobs: JobsOpt = None,
     overlap: OverlapOpt = True, ray: RayOpt = None, shard: ShardOpt = None, energy: EnergyOpt = False,
-    sanitize: SanitizeOpt = False,
+    sanitize: SanitizeOpt = False, suite_timeout: SuiteTimeoutOpt = None, out: OutOpt = None,
 ) -> None:  # fmt: skip
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -118,6 +136,8 @@ def run(
         timing_mode=timing_mode, noise_target=noise_target, measure_energy=True if energy else None,
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
+    check_suite_timeout(suite_timeout)
+    files = out_dir(out)
     if not no_track:
         check_store(tracking_uri)
     catalog, examples = examples_for(targets, chapters_dir)
@@ -136,7 +156,8 @@ def run(
     tags = {"perflab.shard": shard} if shard is not None else {}
     execute(examples, effective, suite_layer, layer, ",".join(targets or ["all"]), tags, experiment=experiment,
             tracking_uri=tracking_uri, no_track=no_track, cold_start=cold_start, overlap=overlap, gpus=gpus,
-            jobs=jobs, ray=ray, chapters_dir=chapters_dir, keep_workdir=keep_workdir)  # fmt: skip
+            jobs=jobs, ray=ray, chapters_dir=chapters_dir, keep_workdir=keep_workdir, suite_timeout=suite_timeout,
+            files=files)  # fmt: skip
 
 
 def check_store(tracking_uri: str | None) -> None:
@@ -152,10 +173,11 @@ def execute(
     examples: list[Example], effective: BenchmarkConfig, suite_layer: Any, layer: dict[str, Any], targets: str,
     tags: dict[str, str], *, experiment: str | None, tracking_uri: str | None, no_track: bool, cold_start: bool,
     overlap: bool, gpus: str | None, jobs: int | None, ray: str | None, chapters_dir: Path | None,
-    keep_workdir: Path | None,
+    keep_workdir: Path | None, suite_timeout: float | None = None, files: OutDir | None = None,
 ) -> None:  # fmt: skip
     """Run ``examples`` as one suite (``targets``: what they were asked as; ``tags``: the parent run's own), log it,
-    print the table; exit status 1 when a variant is not ok or a pair not verified (``perflab run``, ``perflab ab``)."""
+    print the table (and write ``files``, with ``--out``); exit status 1 when a variant is not ok or a pair not
+    verified, 124 when ``suite_timeout`` ran out (``perflab run``, ``perflab ab``)."""
     if not cold_start and ray is None:
         from bench.isolate.process import prestart_server
 
@@ -165,12 +187,12 @@ def execute(
     sink = None if no_track else _sink(experiment, tracking_uri, targets, cold_start, tags)
     options = {"ray": ray, "chapters_dir": chapters_dir} if ray is not None else {
         "workdir": keep_workdir, "keep_workdir": keep_workdir is not None}  # fmt: skip
-    suite, before_s = _run(examples, effective, workers, sink, suite_layer=suite_layer, cli_layer=layer,
-                           cold_start=cold_start, overlap=overlap, **options)  # fmt: skip
+    suite, before_s, stop = _run(examples, effective, workers, sink, files, suite_timeout, suite_layer=suite_layer,
+                                 cli_layer=layer, cold_start=cold_start, overlap=overlap, **options)  # fmt: skip
     tracker = cast("SpoolSink", sink.close()) if sink is not None else None
-    logged = _report(suite, tracker, sink, cold_start or ray is not None, before_s)  # --ray: no server here ran them
-    if not suite.all_ok or not logged:
-        raise typer.Exit(1)
+    server_ran = not (cold_start or ray is not None)  # --ray: no server here ran them
+    if not report_suite(suite, tracker, sink, not server_ran, before_s, files, stop) or not suite.all_ok or stop:
+        raise typer.Exit(124 if stop is not None else 1)  # 124: its time ran out, as `timeout` says
 
 
 def _sink(
@@ -203,10 +225,11 @@ def _sink(
 
 def _run(
     examples: list[Example], effective: BenchmarkConfig, workers: list[dict[str, str]], sink: BackgroundSink | None,
-    **options: object,
-) -> tuple[SuiteResult, float | None]:  # fmt: skip
-    """``run_suite`` with a progress bar and a line per variant, and how long after the command's start it began;
-    the durations kept for the next run's order."""
+    files: OutDir | None, suite_timeout: float | None, **options: object,
+) -> tuple[SuiteResult, float | None, Stopped | None]:  # fmt: skip
+    """``run_suite`` with a progress bar and a line per variant (and its files, with ``--out``), and how long after
+    the command's start it began; the durations kept for the next run's order. A suite whose ``suite_timeout``
+    ran out is what finished, with what did not (``Stopped``)."""
     from bench.isolate.suite import load_durations, run_suite, save_durations
 
     durations = durations_path()
@@ -214,31 +237,51 @@ def _run(
     expected = load_durations(durations, signature) if len(workers) > 1 or options.get("ray") else None
     prefix = chapter_prefix([e.target for e in examples])
     total = sum(len(e.variants) for e in examples)
+    finished: Finished = []
     with progress(f"{prefix.rstrip(':') or 'suite'}: variants", total) as report:
 
         def on_result(result: VariantResult, comparison: Comparison | None) -> None:
+            finished.append((result, comparison))
+            if files is not None:
+                files.variant(result, comparison)
             report(line(result, comparison, prefix))
 
         before_s = process_age_s()  # interpreter start, imports, discovery, server and MLflow threads started
+        deadline, t0 = SuiteDeadline(suite_timeout, before_s), time.monotonic()
         try:
-            if options.get("ray") is not None:
-                suite = _on_ray(examples, sink, on_result, expected, **options)
-            else:
-                suite = run_suite(examples, sink=sink, on_result=on_result, workers=workers, expected_s=expected,
-                                  **options)  # type: ignore[arg-type]  # fmt: skip
+            with deadline:
+                if options.get("ray") is not None:
+                    suite = _on_ray(examples, sink, on_result, expected, **options)
+                else:
+                    suite = run_suite(examples, sink=sink, on_result=on_result, workers=workers, expected_s=expected,
+                                      **options)  # type: ignore[arg-type]  # fmt: skip
+        except SuiteTimeout as exc:  # what finished is the suite; the rest is named
+            return partial_suite(examples, finished, time.monotonic() - t0), before_s, stopped(
+                examples, finished, "timeout", str(exc))  # fmt: skip
         except BaseException as exc:
-            _end_unfinished(sink, examples, interrupted=isinstance(exc, KeyboardInterrupt))
+            _end_unfinished(sink, examples, isinstance(exc, KeyboardInterrupt), files, finished)
             raise
     save_durations(durations, signature, suite)
-    return suite, before_s
+    return suite, before_s, None
 
 
-def _end_unfinished(sink: BackgroundSink | None, examples: list[Example], interrupted: bool) -> None:
+def _end_unfinished(
+    sink: BackgroundSink | None, examples: list[Example], interrupted: bool, files: OutDir | None, finished: Finished
+) -> None:
     """A suite that did not end (Ctrl-C, SIGTERM or SIGHUP: ``interrupted``; else an error): the variants that
-    finished are logged, the parent run ended (KILLED, ``perflab.suite_status`` ``interrupted``; or FAILED), and
-    one line says how many and where they are, a second the command that runs the examples left."""
+    finished are logged (and in ``files``), the parent run ended (KILLED, ``perflab.suite_status`` ``interrupted``;
+    or FAILED), and one line says how many and where they are, a second the command that runs the examples left."""
     what = "interrupted" if interrupted else "stopped by an error"
     total = sum(len(e.variants) for e in examples)
+    if files is not None:
+        with contextlib.suppress(Exception):  # keep the original error
+            from bench.record.summary import summary_dict, summary_markdown
+
+            stop = stopped(examples, finished, "interrupted" if interrupted else "failed", what)
+            summary = {**summary_dict(partial_suite(examples, finished, 0.0)), "suite_status": stop.status,
+                       "not_finished": stop.not_finished}  # fmt: skip
+            files.finish(summary, summary_markdown(summary), [k for k in stop.not_finished
+                                                             if not k.endswith(":baseline")], what)  # fmt: skip
     if sink is None:
         err_console.print(f"{what}; nothing is logged (--no-track)", markup=False, soft_wrap=True)
         return
@@ -281,74 +324,6 @@ def shard_of(examples: list[Example], shard: str) -> list[Example]:
     if not part:
         raise PerflabError(f"--shard {shard}: no example falls in this part ({len(examples)} examples in all)")
     return part
-
-
-def _report(
-    suite: SuiteResult, tracker: SpoolSink | None, sink: BackgroundSink | None, cold_start: bool, before_s: float | None
-) -> bool:
-    """The summary on the parent run, the table, and where the time went; False when the results could not be
-    logged (they are kept on disk, and one line says where)."""
-    from bench.record.summary import counts_text, summary_dict, summary_markdown
-
-    summary = summary_dict(suite)
-    spooled = tracker.finish(summary_markdown(summary), summary, failed=False) if tracker is not None else None
-    if suite.comparisons:
-        console.print(table(suite))
-    energy = energy_table(suite)
-    if energy is not None:
-        console.print(energy)
-    console.print(
-        f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
-        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s",
-        markup=False,
-    )
-    if summary["n_pairs"]:  # every pair under its verdict: the counts add up (README: reading the verdicts)
-        console.print(counts_text(summary), markup=False, soft_wrap=True)
-    if tracker is not None and not spooled:  # bench.audit.wall reads the id back from this line
-        console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r}",
-                      markup=False)  # fmt: skip
-        uri = tracker.tracking_uri
-        browse = uri if uri.startswith(("http:", "https:")) else f"mlflow ui --backend-store-uri {uri}"
-        console.print(f"  browse: {browse}", markup=False, soft_wrap=True)
-    for text in time_lines(suite, sink, cold_start, before_s):
-        console.print(text, markup=False)
-    if spooled:
-        err_console.print(spooled, markup=False, soft_wrap=True)
-    return not spooled
-
-
-def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool, before_s: float | None) -> list[str]:
-    """Where a suite's time went, a short line each: the workers, the start, host-bound waits, children started
-    ahead, MLflow, the server."""
-    out = []
-    b = suite.time_breakdown()
-    if b:
-        beside = f" ({b['compare_beside_s']:.1f} s beside the next)" if b["compare_beside_s"] >= 0.05 else ""
-        out.append(f"time: {b['workers']} worker(s), {b['run_s']:.1f} s running variants, {b['compare_s']:.1f} s "
-                   f"checking outputs{beside}, {b['idle_s']:.1f} s idle")  # fmt: skip
-        began = f"the suite began {before_s:.2f} s after the command started; " if before_s is not None else ""
-        out.append(f"  {began}variant 1 at {b['first_start_s']:.1f} s")
-        if suite.cluster_s:
-            c = suite.cluster_s
-            out.append(f"  Ray: joined the cluster in {c['connect_s']:.1f} s before the suite, left it in "
-                       f"{c['shutdown_s']:.1f} s after")  # fmt: skip
-        if b.get("alone_wait_s", 0.0) >= 0.05:
-            out.append(f"  host-clocked variants waited {b['alone_wait_s']:.1f} s to run alone on the host")
-        if b["ahead_s"] >= 0.05:
-            out.append(f"  children started ahead ran {b['ahead_s']:.1f} s beside the previous variant "
-                       f"({b['late_s']:.1f} s late)")  # fmt: skip
-    if sink is not None and sink.ready_s is not None and sink.wait_s is not None:
-        out.append(f"  MLflow opened in {sink.ready_s:.1f} s beside the variants, logged {sink.wait_s:.1f} s after "
-                   "the last")  # fmt: skip
-    if not cold_start:
-        from bench.isolate import server
-
-        out.append(
-            "  server: started by this command (its imports delayed the first variant)"
-            if server.STARTED_HERE
-            else "  server: kept from an earlier command (`perflab server stop` ends it)"
-        )
-    return out
 
 
 def process_age_s() -> float | None:

@@ -164,6 +164,7 @@ class Profile(BaseModel):
     top_ops: list[dict[str, Any]] = Field(default_factory=list)  # name, count, us_per_call, pct
     bound: str | None = None  # launch | memory | compute | latency | unknown (bench.profile.verdict)
     bound_evidence: str | None = None
+    wall_s: float | None = None  # seconds its profile children took, all tools (the suite's "profile" time)
 
 
 # --- token generation (bench/measure/generation.py) -----------------------------------------------------------

@@ -23,9 +23,11 @@ import io
 import logging
 import os
 import queue
+import signal
 import socket
 import tarfile
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -265,6 +267,9 @@ def check_ray(address: str) -> None:
 
 
 def _connect(ray: Any, address: str) -> None:
+    """Join the cluster. ``ray.init`` replaces this process's SIGTERM handler with one that exits at once: the one
+    before (``perflab``'s, which stops a suite as Ctrl-C does and logs what finished) is put back."""
+    on_term = signal.getsignal(signal.SIGTERM)
     try:
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -272,6 +277,9 @@ def _connect(ray: Any, address: str) -> None:
             f"--ray {address}: no Ray cluster to join ({str(exc).splitlines()[0]}); start one with `ray start "
             "--head` on a host and `ray start --address HEAD:6379` on the others, or pass its address"
         ) from None
+    finally:
+        if on_term is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_term)
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:

@@ -8,6 +8,7 @@ come from a profile child.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from bench.define.config import Layer, resolve_config
@@ -38,6 +39,7 @@ def profile_variant(
     Returns the first profile child's result (its stages; no timing) with ``profile`` filled in, the
     verdict included; a suite copies ``profile`` onto the timed result.
     """
+    t0 = time.monotonic()
     config = resolve_config(timed.config if timed is not None else None, suite_layer, cli_layer)
     wd = Path(workdir)
     out = wd / "profile"
@@ -71,6 +73,7 @@ def profile_variant(
         device = device or r.device
         profile.tools[tool] = _collect(tool, r, profile, wd / f"profile-{tool}", out)
     profile.bound, profile.bound_evidence = verdict_for(timed or first, profile)
+    profile.wall_s = time.monotonic() - t0
     (out / "profile.json").write_text(profile.model_dump_json(indent=2))
     result = first or VariantResult(spec=spec, status="skipped", config=config.model_dump(), device=device)
     result.profile = profile

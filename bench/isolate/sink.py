@@ -60,6 +60,10 @@ class BackgroundSink:
         self.opened = threading.Event()
         self.ready_s: float | None = None  # seconds from creation until the sink was open
         self.wait_s: float | None = None  # seconds ``close`` waited for the queue to drain
+        # Seconds spent recording results: opening the sink, keeping each result (on the suite's threads) and
+        # logging it (on this one, beside the variants): the suite's "logging" time (bench.record.summary).
+        self.busy_s = 0.0
+        self._busy_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, args=(open_sink,), name="perflab-sink", daemon=True)
         self._thread.start()
 
@@ -69,6 +73,7 @@ class BackgroundSink:
         except BaseException as exc:  # recorded, raised by check/close in the suite's threads
             self._error = exc
         self.ready_s = time.monotonic() - self._t0
+        self._add_busy(self.ready_s)
         self.opened.set()
         tick = getattr(self._sink, "tick", None)
         while (item := self._get(tick)) is not None:
@@ -78,11 +83,17 @@ class BackgroundSink:
             if self._error is not None:
                 self._lost.append(item[0].spec.key)
                 continue
+            t0 = time.monotonic()
             try:
                 self._sink.log_variant(*item)  # type: ignore[union-attr]
             except BaseException as exc:
                 self._error = exc
                 self._lost.append(item[0].spec.key)
+            self._add_busy(time.monotonic() - t0)
+
+    def _add_busy(self, seconds: float) -> None:
+        with self._busy_lock:
+            self.busy_s += seconds
 
     def _get(self, tick: Callable[[], None] | None) -> tuple[VariantResult, Comparison | None] | _Marker | None:
         while True:
@@ -98,7 +109,9 @@ class BackgroundSink:
     def log_variant(self, result: VariantResult, comparison: Comparison | None = None) -> str:
         """Keep (``keep``) and queue one result; returns at once (the run id is not known yet: "")."""
         if self._keep is not None:
+            t0 = time.monotonic()
             self._keep(result, comparison)
+            self._add_busy(time.monotonic() - t0)
         self._queue.put((result, comparison))
         return ""
 

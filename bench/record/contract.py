@@ -168,15 +168,30 @@ def suite_counts(results: list[VariantResult], comparisons: list[Comparison]) ->
     return counts
 
 
+def suite_time_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """Parent-run metrics of where the suite's time went (``summary.json``'s ``stages_s``, bench.record.summary):
+    ``stage_<part>_s`` summed over its variants, and its ``wall_s``."""
+    out = {f"stage_{part}_s": float(s) for part, s in (summary.get("stages_s") or {}).items()}
+    if summary.get("wall_s") is not None:
+        out["wall_s"] = float(summary["wall_s"])
+    return out
+
+
 def suite_tags(
-    results: list[VariantResult], counts: Mapping[str, float], failed: bool, targets: bool, interrupted: bool = False
+    results: list[VariantResult],
+    counts: Mapping[str, float],
+    failed: bool,
+    targets: bool,
+    interrupted: bool = False,
+    status: str | None = None,
 ) -> dict[str, str]:
     """A suite's parent tags at its end: its counts and status; ``targets``: the targets its variants ran;
-    ``interrupted``: stopped by Ctrl-C or a signal (SIGTERM, SIGHUP), its finished variants logged."""
+    ``interrupted``: stopped by Ctrl-C or a signal (SIGTERM, SIGHUP), its finished variants logged; ``status``: how
+    it ended where the caller knows better (``timeout``: ``perflab run --suite-timeout``)."""
     tags = {
         "perflab.n_variants": str(int(counts["n_variants"])),
         "perflab.n_failed": str(int(counts["n_failed"])),
-        "perflab.suite_status": "interrupted" if interrupted else "failed" if failed else "completed",
+        "perflab.suite_status": status or ("interrupted" if interrupted else "failed" if failed else "completed"),
     }
     if targets:
         tags["perflab.targets"] = clip(",".join(sorted({r.spec.target for r in results})), MAX_TAG_LEN)

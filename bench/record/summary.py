@@ -17,29 +17,34 @@ VERDICTS = (
 )  # fmt: skip
 
 _ENERGY = ("baseline_energy_mj", "optimized_energy_mj", "energy_ratio", "energy_ratio_ci_low", "energy_ratio_ci_high")
+# Where a suite's time went, part by part, as people name it (``stage_split``): each part's label, and the child's
+# stages (bench.define.result.STAGES) it sums. "checks" adds the parent's output comparison, "profile" the profile
+# children's time, "logging" the time spent keeping and logging results.
+PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "start": ("start", ("startup",)), "setup": ("set-up", ("setup",)), "warmup": ("warm-up", ("warmup",)),
+    "measurement": ("measurement", ("measurement",)), "checks": ("checks", ("check", "recheck")),
+    "batch": ("batch", ("batch",)), "energy": ("energy", ("energy",)), "profile": ("profile", ()),
+    "teardown": ("teardown", ("teardown",)), "logging": ("logging", ()),
+}  # fmt: skip
+_OPTIONAL_PARTS = ("energy", "teardown")  # shown only when they took time
 
 
 def _fmt(x: float | None, spec: str) -> str:
     return "—" if x is None else format(x, spec)
 
 
-def summary_dict(suite: SuiteResult) -> dict[str, Any]:
+def summary_dict(suite: SuiteResult, logging_s: float | None = None, command_s: float | None = None) -> dict[str, Any]:
+    """The suite's summary (``summary.json``); ``logging_s``: the time spent keeping and logging its results,
+    ``command_s``: the command's own start until its first variant began, when known (``stage_split``)."""
     by_key = {v.spec.key: v for v in suite.variants}
     pairs = [_pair(c, by_key[f"{c.chapter}:{c.example}:{c.variant}"]) for c in suite.comparisons]
     for p in pairs:
         p["verdict"] = pair_verdict(p)
     good: list[float] = [float(p["speedup"]) for p in pairs if p["status"] == "ok" and p["speedup"]]
     verdicts = [p["verdict"] for p in pairs]
-    variants = [
-        {
-            "key": v.spec.key,
-            "status": v.status,
-            "failed_stage": v.failed_stage,
-            "median_ms": v.median_ms,
-            "error": v.error.message if v.error else None,
-        }
-        for v in suite.variants
-    ]
+    variants = [{"key": v.spec.key, "status": v.status, "failed_stage": v.failed_stage, "median_ms": v.median_ms,
+                 "elapsed_s": v.elapsed_s, "error": v.error.message if v.error else None}
+                for v in suite.variants]  # fmt: skip
     return {
         "n_variants": len(suite.variants),
         "n_variants_ok": sum(v.status == "ok" for v in suite.variants),
@@ -54,6 +59,7 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
         "geomean_speedup_verified": math.exp(sum(math.log(x) for x in good) / len(good)) if good else None,
         "unpaired_baselines": suite.unpaired,
         "wall_s": suite.wall_s,
+        **_time_split(suite, logging_s, command_s),
         "time_breakdown": suite.time_breakdown(),
         "timeline": suite.timeline,
         "pairs": pairs,
@@ -74,6 +80,51 @@ def _pair(c: Comparison, opt: VariantResult) -> dict[str, Any]:
         "device": opt.device,
         **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
     }
+
+
+def _time_split(suite: SuiteResult, logging_s: float | None, command_s: float | None) -> dict[str, Any]:
+    """``stages_s``: seconds per part summed over the variants (several workers, and logging beside them: more than
+    the wall), and ``stages_s_by_chapter``: each chapter's own."""
+    return {
+        "stages_s": stage_split(suite.variants, suite.timeline, logging_s, command_s),
+        "stages_s_by_chapter": {
+            ch: stage_split(
+                [v for v in suite.variants if v.spec.chapter == ch],
+                [t for t in suite.timeline if str(t.get("key", "")).startswith(f"{ch}:")],
+            )
+            for ch in sorted({v.spec.chapter for v in suite.variants})
+        },
+    }
+
+
+def stage_split(
+    variants: list[VariantResult], timeline: list[dict[str, Any]], logging_s: float | None = None,
+    command_s: float | None = None,
+) -> dict[str, float]:  # fmt: skip
+    """Seconds per part of ``PARTS`` summed over ``variants``: their children's stages, the parent's output
+    comparisons (``timeline``'s compare_s: "checks"), the profile children ("profile"); "start" adds ``command_s``
+    (the command's own start: interpreter, imports, the pre-warmed server), "logging" is ``logging_s`` (each 0 when
+    unknown: no chapter's share of them is measured)."""
+    out = dict.fromkeys(PARTS, 0.0)
+    out["start"] = command_s or 0.0
+    part_of = {stage: part for part, (_, stages) in PARTS.items() for stage in stages}
+    for v in variants:
+        for record in v.stages:
+            if record.duration_s is not None and record.name in part_of:
+                out[part_of[record.name]] += record.duration_s
+        if v.profile is not None and v.profile.wall_s:
+            out["profile"] += v.profile.wall_s
+    out["checks"] += sum(float(t.get("compare_s") or 0.0) for t in timeline)
+    out["logging"] = logging_s or 0.0
+    return out
+
+
+def stage_line(stages: dict[str, float], n_variants: int) -> str:
+    """``stages (summed over 16 variants): start 3.1 s, set-up 1.0 s, ... logging 2.0 s; most: measurement``."""
+    shown = [(PARTS[p][0], s) for p, s in stages.items() if p not in _OPTIONAL_PARTS or s >= 0.05]
+    most = max(stages, key=lambda p: stages[p]) if any(stages.values()) else None
+    text = ", ".join(f"{label} {s:.1f} s" for label, s in shown)
+    return f"stages (summed over {n_variants} variants): {text}" + (f"; most: {PARTS[most][0]}" if most else "")
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
@@ -113,7 +164,26 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         lines += [f"- {p['chapter']}:{p['example']} {p['variant']}: {p['verification']}" for p in notes]
     if summary["unpaired_baselines"]:
         lines += ["", "Baselines without an optimized partner: " + ", ".join(summary["unpaired_baselines"])]
+    lines += _time_section(summary)
     return "\n".join(lines) + "\n"
+
+
+def _time_section(summary: dict[str, Any]) -> list[str]:
+    """Where the time went: seconds per part, a row per chapter and one for the suite (logging: the suite's)."""
+    total = summary.get("stages_s")
+    if not total:
+        return []
+    by_chapter = summary.get("stages_s_by_chapter") or {}
+    parts = [p for p in PARTS if p != "logging" and (p not in _OPTIONAL_PARTS or total.get(p, 0.0) >= 0.05)]
+    lines = ["", "## Where the time went", "",
+             f"Seconds summed over the variants (wall {summary['wall_s']:.1f} s; workers and logging run beside "
+             f"each other); logging {total.get('logging', 0.0):.1f} s.", "",
+             "| chapter | " + " | ".join(PARTS[p][0] for p in parts) + " |",
+             "|---|" + "---:|" * len(parts)]  # fmt: skip
+    rows = [*by_chapter.items(), ("all", total)] if len(by_chapter) != 1 else [("all", total)]
+    for name, split in rows:
+        lines.append(f"| {name} | " + " | ".join(f"{split.get(p, 0.0):.1f}" for p in parts) + " |")
+    return lines
 
 
 def _energy_section(pairs: list[dict[str, Any]]) -> list[str]:

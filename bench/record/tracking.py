@@ -52,6 +52,7 @@ from bench.record.contract import (
     suite_counts,
     suite_name,
     suite_tags,
+    suite_time_metrics,
     variant_files,
     variant_metrics,
     variant_params,
@@ -78,14 +79,9 @@ class Tracker:
     """
 
     def __init__(
-        self,
-        experiment: str | None = None,
-        tracking_uri: str | None = None,
-        run_name: str | None = None,
-        host_manifest: dict[str, Any] | None = None,
-        tags: dict[str, str] | None = None,
-        uid: str | None = None,
-    ) -> None:
+        self, experiment: str | None = None, tracking_uri: str | None = None, run_name: str | None = None,
+        host_manifest: dict[str, Any] | None = None, tags: dict[str, str] | None = None, uid: str | None = None,
+    ) -> None:  # fmt: skip
         """``tracking_uri=None`` lets MLflow decide (``MLFLOW_TRACKING_URI``, else ./mlflow.db).
 
         ``experiment=None`` uses ``MLFLOW_EXPERIMENT_NAME`` when set, else "perflab"; it is ignored
@@ -304,7 +300,8 @@ class Tracker:
         a suite failure, so a completed suite with failures still ends FINISHED. ``summary_json``
         values that JSON cannot encode (paths, datetimes) are written as strings. ``ended_ms``: when the
         suite ended (default now; a spooled suite uploaded later ends when it did). ``interrupted``: stopped by
-        Ctrl-C or a signal; the parent ends KILLED, ``perflab.suite_status`` ``interrupted``.
+        Ctrl-C or a signal; the parent ends KILLED, ``perflab.suite_status`` ``interrupted`` (or the summary's
+        ``suite_status``: ``timeout``). The summary's ``stages_s`` and ``wall_s`` become metrics too.
         """
         parent = self.parent_run_id
         if self._finished:
@@ -318,8 +315,10 @@ class Tracker:
             (d / "summary.json").write_text(json.dumps(summary_json, indent=2, default=str))
             self._client.log_artifacts(parent, tmp)
         counts = suite_counts(results, comparisons)
-        tags = suite_tags(results, counts, failed, "perflab.targets" not in self._tags, interrupted)  # the caller's win
-        self._log(parent, metrics=counts, tags=tags, ts=ended_ms)
+        tags = suite_tags(
+            results, counts, failed, "perflab.targets" not in self._tags, interrupted, summary_json.get("suite_status")
+        )  # the caller's targets win; fmt: skip
+        self._log(parent, metrics={**counts, **suite_time_metrics(summary_json)}, tags=tags, ts=ended_ms)
         if self._run_name is None and results:
             self._client.update_run(parent, name=suite_name(results, self._started))
         self._end(KILLED if interrupted else FAILED if failed else FINISHED, ended_ms)

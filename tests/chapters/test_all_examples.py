@@ -35,6 +35,7 @@ def test_catalog_has_no_orphans_or_unpaired() -> None:
     assert CATALOG.unpaired == [], f"baselines without an optimized partner: {CATALOG.unpaired}"
 
 
+@pytest.mark.slow  # a suite per example, ~100 of them: the full tier (the chapter tests check each one's kernels)
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.target for e in EXAMPLES])
 def test_example_runs_and_verifies(example, tmp_path) -> None:
     if example.target in SKIPS:

@@ -65,7 +65,7 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
     dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module", params=[2, 5], ids=["2 ranks", "5 ranks"])
+@pytest.fixture(scope="module", params=[2, pytest.param(5, marks=pytest.mark.slow)], ids=["2 ranks", "5 ranks"])
 def ranks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> list[dict[Any, Any]]:
     world = request.param
     out = tmp_path_factory.mktemp(f"ch04_{world}")

@@ -29,7 +29,12 @@ CHAPTERS = Path(__file__).resolve().parents[2] / "chapters"
 
 # Kernels imported at collection are compiled ones unless the whole process runs interpreted.
 COMPILED = os.environ.get("TRITON_INTERPRET") != "1"
-needs_compiler = pytest.mark.skipif(not COMPILED, reason="the process runs under TRITON_INTERPRET=1: nothing compiles")
+_compiles = pytest.mark.skipif(not COMPILED, reason="the process runs under TRITON_INTERPRET=1: nothing compiles")
+
+
+def needs_compiler(test: Any) -> Any:
+    """A test that compiles kernels for an H100 (ptxas for sm_90, no GPU needed): seconds each, in the full tier."""
+    return pytest.mark.slow(_compiles(test))
 
 
 MODES = ["interpreter", "cuda"]  # the kernel tests' fixture parameters

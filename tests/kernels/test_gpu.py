@@ -16,6 +16,8 @@ from kernels.case import DTYPES, Case
 from kernels.check import check
 from kernels.sweep import CHECK_SHAPES
 
+pytestmark = pytest.mark.slow  # GPU-shaped: compiled for an H100, or run on a GPU
+
 # Imported at collection, before tests/kernels/conftest.py's fixture swaps in interpreter copies: these
 # are compiled kernels unless the whole process runs under TRITON_INTERPRET=1.
 COMPILED = os.environ.get("TRITON_INTERPRET") != "1"

@@ -11,6 +11,7 @@ import pytest
 from bench.audit.overhead import markdown, run_overhead
 
 
+@pytest.mark.slow  # cold starts: a fresh interpreter each
 def test_fast_path_overhead_is_below_cold_start() -> None:
     report = run_overhead(3)
     assert report["fast"]["all_ok"] and report["cold"]["all_ok"]
@@ -25,6 +26,7 @@ def test_too_few_variants_is_a_clear_error() -> None:
         run_overhead(1)
 
 
+@pytest.mark.slow  # whole commands on the wall
 def test_chapter_wall_times_whole_commands_on_one_worker_and_on_k(tmp_path: Path, write_benchmark: Any) -> None:
     from bench.audit.wall import chapter_wall, chapter_wall_markdown
 

@@ -22,7 +22,7 @@ from mlflow import MlflowClient
 
 from bench.define.discovery import discover, select
 from bench.errors import PerflabError
-from bench.isolate.cluster import Dispatcher, _check_reachable, _Driver, import_ray
+from bench.isolate.cluster import Dispatcher, _check_reachable, _connect, _Driver, import_ray
 from tests.services import REPO, Team
 
 
@@ -210,3 +210,30 @@ def test_a_node_killed_mid_suite_has_its_example_run_on_the_other(
     ran_on = {r.info.run_name: _manifest(client, r.info.run_id)["host"]["ray_node"] for r in runs}
     survivor = next(n for n in set(ran_on.values()) if n != victim.node_id)
     assert sum(n == survivor for n in ran_on.values()) >= 4  # its own example(s) and the one the lost node held
+
+
+def test_joining_a_cluster_keeps_the_commands_sigterm_handler() -> None:
+    """``ray.init`` replaces the driver's SIGTERM handler with ``sys.exit``: SIGTERM (``timeout``, Slurm) would then
+    end ``perflab run --ray`` as an error, and a test session under ``timeout`` would take it as one test's failure
+    and run on. The handler before is put back, whether the cluster was joined or not."""
+    import signal
+    from types import SimpleNamespace
+
+    def init_like_ray(fails: bool) -> Callable[..., None]:
+        def init(**_: Any) -> None:
+            signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+            if fails:
+                raise ConnectionError("no cluster")
+
+        return init
+
+    mine = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # perflab's main: SIGTERM stops as Ctrl-C does
+        _connect(SimpleNamespace(init=init_like_ray(False)), "auto")
+        assert signal.getsignal(signal.SIGTERM) is signal.default_int_handler
+        with pytest.raises(PerflabError, match="no Ray cluster to join"):
+            _connect(SimpleNamespace(init=init_like_ray(True)), "auto")
+        assert signal.getsignal(signal.SIGTERM) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, mine)

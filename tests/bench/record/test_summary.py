@@ -9,6 +9,8 @@ import pytest
 from bench.define.result import (
     Comparison,
     ErrorInfo,
+    Profile,
+    StageRecord,
     SuiteResult,
     Timing,
     VariantResult,
@@ -16,7 +18,7 @@ from bench.define.result import (
     Verification,
 )
 from bench.measure.stats import summarize
-from bench.record.summary import summary_dict, summary_markdown
+from bench.record.summary import stage_line, summary_dict, summary_markdown
 
 
 def vr(example: str, variant: str, median: float | None, status: str = "ok", error: str | None = None) -> VariantResult:
@@ -193,3 +195,36 @@ def test_every_verdict_a_table_can_print_is_explained_in_the_readme() -> None:
     section = readme.split("## Reading the results", 1)[1].split("\n## ", 1)[0]
     for verdict in VERDICTS:
         assert f"| `{verdict}` |" in section, verdict
+
+def _stages(**seconds: float) -> list[StageRecord]:
+    return [StageRecord(name=name, status="ok", duration_s=s) for name, s in seconds.items()]
+
+
+def test_where_the_time_went_sums_each_part_over_the_variants(suite: SuiteResult) -> None:
+    """Each part sums the children's stages it names, the parent's output comparisons (checks), the profile
+    children (profile) and the logging; a chapter's own split beside the suite's."""
+    for v in suite.variants:
+        v.stages = _stages(startup=1.0, setup=2.0, warmup=0.5, measurement=3.0, check=0.25, recheck=0.25, batch=0.5,
+                           teardown=0.125)  # fmt: skip
+        v.stages.append(StageRecord(name="energy", status="not_reached"))  # not reached: no time
+    suite.variants[0].profile = Profile(wall_s=7.0)
+    suite.variants[-1].stages[3] = StageRecord(name="measurement", status="timeout", duration_s=13.0)  # cut: counted
+    suite.variants[-2:] = [v.model_copy(update={"spec": v.spec.model_copy(update={"chapter": "ch08"})})
+                           for v in suite.variants[-2:]]  # fmt: skip
+    suite.comparisons[-1] = suite.comparisons[-1].model_copy(update={"chapter": "ch08"})
+    suite.timeline = [{"key": v.spec.key, "worker": 0, "start_s": 0.0, "run_s": 1.0, "compare_s": 0.5, "other_s": 0.0,
+                       "end_s": 1.0} for v in suite.variants if not v.spec.is_baseline]  # fmt: skip
+    s = summary_dict(suite, logging_s=1.5)
+    assert s["stages_s"] == pytest.approx({"start": 10.0, "setup": 20.0, "warmup": 5.0, "measurement": 40.0,
+                                           "checks": 5.0 + 2.5, "batch": 5.0, "energy": 0.0, "profile": 7.0,
+                                           "teardown": 1.25, "logging": 1.5})  # fmt: skip
+    assert s["stages_s_by_chapter"]["ch08"]["measurement"] == pytest.approx(3.0 + 13.0)
+    assert s["stages_s_by_chapter"]["ch07"]["profile"] == pytest.approx(7.0)
+    assert stage_line(s["stages_s"], 10) == (
+        "stages (summed over 10 variants): start 10.0 s, set-up 20.0 s, warm-up 5.0 s, measurement 40.0 s, "
+        "checks 7.5 s, batch 5.0 s, profile 7.0 s, teardown 1.2 s, logging 1.5 s; most: measurement"
+    )  # energy took no time: not shown
+    md = summary_markdown(s)
+    assert "## Where the time went" in md and "logging 1.5 s" in md
+    assert "| ch08 | 2.0 | 4.0 | 1.0 | 16.0 | 1.5 | 1.0 | 0.0 | 0.2 |" in md
+    assert "| all | 10.0 | 20.0 | 5.0 | 40.0 | 7.5 | 5.0 | 7.0 | 1.2 |" in md

@@ -1,0 +1,158 @@
+"""What ``perflab run`` tells at a suite's end: the table, the summary on the parent run, where the time went (the
+workers, and the wall split by stage), and for CI pipelines the files of ``--out DIR`` and a stopped suite's
+unfinished pairs named."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench.cli.common import energy_table, table
+from bench.cli.output import console, err_console
+from bench.define.discovery import Example
+from bench.define.result import Comparison, SuiteResult, VariantResult
+
+if TYPE_CHECKING:
+    from bench.isolate.sink import BackgroundSink
+    from bench.record.outdir import OutDir
+    from bench.record.upload import SpoolSink
+
+Finished = list[tuple[VariantResult, Comparison | None]]
+
+
+@dataclass
+class Stopped:
+    """A suite that ended before its last variant: ``status`` (``timeout``, ``interrupted``), ``why`` in words, the
+    keys of the variants that did not finish, and the examples to run again (an example half done runs whole)."""
+
+    status: str
+    why: str
+    not_finished: list[str] = field(default_factory=list)
+    rest: list[str] = field(default_factory=list)
+
+
+def stopped(examples: Sequence[Example], finished: Finished, status: str, why: str) -> Stopped:
+    done = {r.spec.key for r, _ in finished}
+    left = [v.key for e in examples for v in e.variants if v.key not in done]
+    rest = [e.target for e in examples if any(v.key not in done for v in e.variants)]
+    return Stopped(status, why, left, rest)
+
+
+def partial_suite(examples: Sequence[Example], finished: Finished, wall_s: float) -> SuiteResult:
+    """The suite of the variants that finished, in example order (variants in file order)."""
+    order = {spec.key: n for n, spec in enumerate(v for e in examples for v in e.variants)}
+    results = sorted((r for r, _ in finished), key=lambda r: order.get(r.spec.key, len(order)))
+    pairs = [c for _, c in sorted(finished, key=lambda f: order.get(f[0].spec.key, len(order))) if c is not None]
+    unpaired = [e.target for e in examples if not e.optimized]
+    return SuiteResult(variants=results, comparisons=pairs, unpaired=unpaired, wall_s=wall_s)
+
+
+def report_suite(
+    suite: SuiteResult, tracker: SpoolSink | None, sink: BackgroundSink | None, cold_start: bool,
+    before_s: float | None, out: OutDir | None = None, stop: Stopped | None = None,
+) -> bool:  # fmt: skip
+    """The summary on the parent run (and in ``out``), the table, and where the time went; False when the results
+    could not be logged (they are kept on disk, and one line says where). ``stop``: the suite ended early."""
+    from bench.record.summary import counts_text, stage_line, summary_dict, summary_markdown
+
+    first_s = suite.time_breakdown().get("first_start_s", 0.0)  # the server's start, before variant 1
+    command_s = before_s + first_s if before_s is not None else None
+    summary = summary_dict(suite, logging_s=sink.busy_s if sink is not None else None, command_s=command_s)
+    if stop is not None:
+        summary.update(suite_status=stop.status, not_finished=stop.not_finished)
+    markdown = summary_markdown(summary) + _stopped_markdown(stop)
+    if out is not None:  # before the store: a CI step finds the files whatever the store does
+        optimized = [k for k in (stop.not_finished if stop else []) if not k.endswith(":baseline")]
+        out.finish(summary, markdown, optimized, stop.why if stop else "")
+    spooled = tracker.finish(markdown, summary, failed=False, interrupted=stop is not None) if tracker else None
+    if suite.comparisons:
+        console.print(table(suite))
+    energy = energy_table(suite)
+    if energy is not None:
+        console.print(energy)
+    console.print(
+        f"{summary['n_variants_ok']}/{summary['n_variants']} variants ok, "
+        f"{summary['n_pairs_verified']}/{summary['n_pairs']} pairs verified in {suite.wall_s:.1f} s",
+        markup=False,
+    )
+    if summary["n_pairs"]:  # every pair under its verdict: the counts add up (README: reading the verdicts)
+        console.print(counts_text(summary), markup=False, soft_wrap=True)
+    if tracker is not None and not spooled:  # bench.audit.wall reads the id back from this line
+        console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r}",
+                      markup=False)  # fmt: skip
+        uri = tracker.tracking_uri
+        browse = uri if uri.startswith(("http:", "https:")) else f"mlflow ui --backend-store-uri {uri}"
+        console.print(f"  browse: {browse}", markup=False, soft_wrap=True)
+    for text in [*time_lines(suite, sink, cold_start, before_s), stage_line(summary["stages_s"], len(suite.variants))]:
+        console.print(text, markup=False, soft_wrap=True)
+    if out is not None:
+        console.print(f"files: {out.root} (summary.json, summary.md, junit.xml, a directory per variant)", markup=False,
+                      soft_wrap=True)  # fmt: skip
+    if stop is not None:
+        print_stopped(stop, len(suite.variants))
+    if spooled:
+        err_console.print(spooled, markup=False, soft_wrap=True)
+    return not spooled
+
+
+def _stopped_markdown(stop: Stopped | None) -> str:
+    if stop is None:
+        return ""
+    names = "".join(f"- {k}\n" for k in stop.not_finished) or "- none\n"
+    return f"\n## Not finished\n\nThe suite stopped early: {stop.why}. These variants did not finish:\n\n{names}"
+
+
+def print_stopped(stop: Stopped, n_done: int) -> None:
+    """Two lines on stderr: why the suite stopped and what did not finish; the command that runs the rest."""
+    left = ", ".join(stop.not_finished) or "none"
+    err_console.print(f"{stop.why} after {n_done} of {n_done + len(stop.not_finished)} variants; not finished: "
+                      f"{left}", markup=False, soft_wrap=True)  # fmt: skip
+    if stop.rest:
+        err_console.print(f"the rest: perflab run -t {','.join(stop.rest)}", markup=False, soft_wrap=True)
+
+
+def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool, before_s: float | None) -> list[str]:
+    """Where a suite's time went, a short line each: the workers, the start, host-bound waits, children started
+    ahead, MLflow, the server."""
+    out = []
+    b = suite.time_breakdown()
+    if b:
+        beside = f" ({b['compare_beside_s']:.1f} s beside the next)" if b["compare_beside_s"] >= 0.05 else ""
+        out.append(f"time: {b['workers']} worker(s), {b['run_s']:.1f} s running variants, {b['compare_s']:.1f} s "
+                   f"checking outputs{beside}, {b['idle_s']:.1f} s idle")  # fmt: skip
+        began = f"the suite began {before_s:.2f} s after the command started; " if before_s is not None else ""
+        out.append(f"  {began}variant 1 at {b['first_start_s']:.1f} s")
+        if suite.cluster_s:
+            c = suite.cluster_s
+            out.append(f"  Ray: joined the cluster in {c['connect_s']:.1f} s before the suite, left it in "
+                       f"{c['shutdown_s']:.1f} s after")  # fmt: skip
+        if b.get("alone_wait_s", 0.0) >= 0.05:
+            out.append(f"  host-clocked variants waited {b['alone_wait_s']:.1f} s to run alone on the host")
+        if b["ahead_s"] >= 0.05:
+            out.append(f"  children started ahead ran {b['ahead_s']:.1f} s beside the previous variant "
+                       f"({b['late_s']:.1f} s late)")  # fmt: skip
+    if sink is not None and sink.ready_s is not None and sink.wait_s is not None:
+        out.append(f"  MLflow opened in {sink.ready_s:.1f} s beside the variants, logged {sink.wait_s:.1f} s after "
+                   "the last")  # fmt: skip
+    if not cold_start:
+        from bench.isolate import server
+
+        out.append(
+            "  server: started by this command (its imports delayed the first variant)"
+            if server.STARTED_HERE
+            else "  server: kept from an earlier command (`perflab server stop` ends it)"
+        )
+    return out
+
+
+def out_dir(path: Path | None) -> OutDir | None:
+    """``--out DIR``: checked writable (created) before anything runs; None without it."""
+    if path is None:
+        return None
+    from bench.cli.output import writable_dir
+    from bench.record.manifest import host_manifest
+    from bench.record.outdir import OutDir
+
+    return OutDir(writable_dir(path, "--out"), host_manifest)

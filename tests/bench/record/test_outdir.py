@@ -1,0 +1,79 @@
+"""bench/record/outdir.py: ``--out DIR``'s files: each variant as the store holds it, and the JUnit XML of the pairs'
+verdicts (failures, skips and pairs not finished, each with why)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from bench.define.result import Comparison, Profile, SuiteResult, VariantResult, Verification
+from bench.record.contract import comparison_metrics, variant_metrics, variant_params
+from bench.record.outdir import OutDir, junit_xml
+from bench.record.summary import summary_dict
+from tests.bench.record.test_summary import cmp, suite, vr  # noqa: F401  (the fixture)
+
+
+def _cases(xml: str) -> tuple[ET.Element, dict[str, ET.Element]]:
+    root = ET.fromstring(xml)
+    assert root.tag == "testsuites"
+    (ts,) = root.findall("testsuite")
+    return ts, {f"{c.get('classname')}.{c.get('name')}": c for c in ts.findall("testcase")}
+
+
+def test_one_testcase_per_pair_failures_skips_and_the_unfinished(suite: SuiteResult) -> None:  # noqa: F811
+    suite.variants += [vr("s", "baseline", None, "skipped"), vr("s", "optimized", None, "skipped")]
+    suite.comparisons.append(
+        Comparison(chapter="ch07", example="s", variant="optimized", baseline_status="skipped",
+                   optimized_status="skipped", status="skipped",
+                   verification=Verification(verified=False, detail="needs two GPUs"))  # fmt: skip
+    )
+    suite.variants[1].elapsed_s = 2.5  # a's optimized
+    ts, cases = _cases(junit_xml(summary_dict(suite), ["ch07:late:optimized"], "the suite's time ran out"))
+    assert (ts.get("tests"), ts.get("failures"), ts.get("errors"), ts.get("skipped")) == ("7", "3", "1", "1")
+    assert ts.get("time") == "3.000"  # the suite's wall
+    a = cases["ch07.a:optimized"]
+    assert a.find("failure") is None and a.find("skipped") is None and a.get("time") == "2.500"
+    props = {p.get("name"): p.get("value") for p in a.iter("property")}
+    assert props["speedup"] == "4.0" and props["verified"] == "true" and props["verdict"] == "no interval"
+    for name, kind in (("c", "mismatch"), ("d", "unverified"), ("e", "failed")):
+        failure = cases[f"ch07.{name}:optimized"].find("failure")
+        assert failure is not None and failure.get("type") == kind, name
+    message = cases["ch07.e:optimized"].find("failure").get("message")  # type: ignore[union-attr]
+    assert "optimized timeout at measurement: stage 'measurement' exceeded" in message  # the side that failed, why
+    skipped = cases["ch07.s:optimized"].find("skipped")
+    assert skipped is not None and skipped.get("message") == "needs two GPUs"
+    error = cases["ch07.late:optimized"].find("error")
+    assert error is not None and error.get("message") == "not finished: the suite's time ran out"
+
+
+def test_a_variant_is_written_as_the_store_holds_it(tmp_path: Path, suite: SuiteResult) -> None:  # noqa: F811
+    profile = tmp_path / "work" / "profile"
+    profile.mkdir(parents=True)
+    (profile / "trace.json").write_text("{}")
+    optimized = suite.variants[1]
+    optimized.profile = Profile(dir=str(profile), bound="memory")
+    asked: list[int] = []
+    out = OutDir(tmp_path / "out", lambda: asked.append(1) or {"hostname": "h1"})  # type: ignore[func-returns-value]
+    d = out.variant(optimized, suite.comparisons[0])
+    out.variant(suite.variants[0])
+    assert d == tmp_path / "out" / "ch07" / "a" / "optimized" and asked == [1]  # the host asked for once
+    assert VariantResult.model_validate_json((d / "result.json").read_text()) == optimized
+    assert json.loads((d / "manifest.json").read_text())["host"] == {"hostname": "h1"}
+    run = json.loads((d / "run.json").read_text())
+    assert run["metrics"] == {**variant_metrics(optimized), **comparison_metrics(suite.comparisons[0])}
+    assert run["params"] == variant_params(optimized) and run["tags"]["perflab.status"] == "ok"
+    assert Comparison.model_validate_json((d / "comparison.json").read_text()) == suite.comparisons[0]
+    assert (d / "profile" / "trace.json").read_text() == "{}"
+    baseline = tmp_path / "out" / "ch07" / "a" / "baseline"
+    assert (baseline / "result.json").is_file() and not (baseline / "comparison.json").exists()
+
+
+def test_finish_writes_the_summary_and_the_junit_xml(tmp_path: Path, suite: SuiteResult) -> None:  # noqa: F811
+    summary = summary_dict(suite)
+    OutDir(tmp_path, dict).finish(summary, "# perflab summary\n", ["ch07:z:optimized"], "interrupted")
+    assert json.loads((tmp_path / "summary.json").read_text())["n_pairs"] == summary["n_pairs"]
+    assert (tmp_path / "summary.md").read_text() == "# perflab summary\n"
+    ts, cases = _cases((tmp_path / "junit.xml").read_text())
+    assert ts.get("tests") == "6" and cases["ch07.z:optimized"].find("error") is not None
+    assert not list(tmp_path.glob(".*.tmp"))  # written whole, through a temporary file each

@@ -1,0 +1,113 @@
+"""The test session (hooks, imported by tests/conftest.py): its two tiers, and how it ends on SIGTERM.
+
+Tiers. ``python3 -m pytest`` runs the fast tier: every test but those marked ``slow`` (the services: PostgreSQL, the
+MLflow server, Ray; the chapters' whole smoke runs; whole suites timed on the wall; the README's first hour in a
+fresh clone). ``--full`` runs every test (CI: ``.ci/run``). A test is ``slow`` by its mark (``SLOW`` below names
+why, file by file) or by what it uses (``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a
+test named by its id (``file.py::test``), picks its tests itself.
+
+SIGTERM (``timeout``, a CI runner's or Slurm's end of a job) stops the session as Ctrl-C does: the test in progress
+is interrupted (a ``perflab run`` it runs logs what finished), session fixtures are torn down (servers, PostgreSQL,
+Ray), and the session ends with status 143; teardown that takes more than ``GRACE_S`` is cut short, and a second
+SIGTERM ends it at once. A library that takes SIGTERM for itself in this process (``ray.init`` makes it
+``sys.exit``: the test in progress would fail and the session run on) gets ours back after each test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+# The services (tests/services.py); compile_sm90: a chapter's kernels compiled for an H100 in a fresh process
+SLOW_FIXTURES = frozenset({"team", "postgres", "mlflow_server", "ray_cluster", "compile_sm90"})
+# Seconds of teardown after a SIGTERM, then the session ends whatever is left ($PERFLAB_TEST_TERM_GRACE_S)
+GRACE_S = float(os.environ.get("PERFLAB_TEST_TERM_GRACE_S") or 30.0)
+_terminated = threading.Event()
+_stderr = -1  # the session's stderr (a copy of the descriptor): output capture redirects descriptor 2 during tests
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full", action="store_true", default=False,
+        help="run every test: the fast tier and those marked slow (services, whole smoke runs; CI's .ci/run)",
+    )  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _stderr
+    config.addinivalue_line("markers", "slow: in the full tier only (--full): services, whole smoke runs")
+    if _stderr < 0:
+        _stderr = os.dup(2)  # capture is suspended while plugins are configured: this is the terminal's
+    _take_sigterm()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if _picks_itself(config):
+        return "tier: as selected (-m or test ids)"
+    return "tier: full (--full)" if config.getoption("--full") else "tier: fast (tests marked slow left out: --full)"
+
+
+def _picks_itself(config: pytest.Config) -> bool:
+    return bool(config.getoption("markexpr")) or any("::" in str(arg) for arg in config.args)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("clone"):
+            item.add_marker(pytest.mark.slow)
+    if config.getoption("--full") or _picks_itself(config):
+        return
+    fast = [item for item in items if item.get_closest_marker("slow") is None]
+    if len(fast) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("slow") is not None])
+        items[:] = fast
+
+
+def _take_sigterm() -> None:
+    if threading.current_thread() is threading.main_thread() and not _terminated.is_set():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    _terminated.set()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends the session at once
+    timer = threading.Timer(GRACE_S, _cut_short)
+    timer.daemon = True
+    timer.start()
+    _say(f"SIGTERM: stopping the session (teardown, at most {GRACE_S:.0f} s)")
+    # KeyboardInterrupt, not pytest.exit: code under test catches Exception (pytest's Exit is one), not this
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _cut_short() -> None:
+    _say(f"SIGTERM: teardown still running after {GRACE_S:.0f} s; ending now")
+    os._exit(128 + signal.SIGTERM)
+
+
+def _say(text: str) -> None:
+    os.write(_stderr if _stderr >= 0 else 2, f"\n{text}\n".encode())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    yield
+    if signal.getsignal(signal.SIGTERM) is not _on_sigterm:
+        _take_sigterm()  # a test (ray.init) took it
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _terminated.is_set():
+        session.exitstatus = 128 + signal.SIGTERM
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _terminated.is_set():  # threads a test left behind must not keep the process alive at exit
+        sys.stdout.flush()
+        os._exit(128 + signal.SIGTERM)

@@ -1,0 +1,104 @@
+"""tests/session.py: the fast tier leaves the slow tests out, and a SIGTERM ends the session promptly (a test that
+took SIGTERM for itself, as ``ray.init`` does, included), its session fixtures torn down."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+CONFTEST = """
+import pytest
+from tests.session import (pytest_addoption, pytest_collection_modifyitems, pytest_configure, pytest_report_header,
+                           pytest_runtest_protocol, pytest_sessionfinish, pytest_unconfigure)
+
+@pytest.fixture(scope="session")
+def held():
+    yield
+    import time
+    time.sleep({teardown_s})
+    open("torn-down", "w").close()
+
+@pytest.fixture
+def ray_cluster():
+    return None
+"""
+
+TESTS = """
+import signal, sys, time
+import pytest
+
+def test_takes_sigterm_as_ray_init_does(held):
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+
+def test_sleeps(held):
+    open("started", "w").close()
+    time.sleep(300)
+
+def test_never_reached():
+    pass
+
+@pytest.mark.slow
+def test_marked_slow():
+    pass
+
+def test_on_a_service(ray_cluster):
+    pass
+"""
+
+
+def _session(tmp_path: Path, teardown_s: float, *args: str, grace_s: float = 30.0,
+             tests: str = TESTS) -> subprocess.Popen[str]:  # fmt: skip
+    (tmp_path / "conftest.py").write_text(CONFTEST.format(teardown_s=teardown_s))
+    (tmp_path / "test_x.py").write_text(tests)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PERFLAB_TEST_TERM_GRACE_S": str(grace_s)}
+    named = [] if any("::" in a for a in args) else ["test_x.py"]
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, *named],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+
+
+def _terminate_when_started(proc: subprocess.Popen[str], tmp_path: Path) -> tuple[str, float]:
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "started").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    return out, time.monotonic() - t0
+
+
+def test_sigterm_ends_the_session_and_tears_its_fixtures_down(tmp_path: Path) -> None:
+    proc = _session(tmp_path, 0.0, "-v")
+    out, took = _terminate_when_started(proc, tmp_path)
+    assert proc.returncode == 128 + signal.SIGTERM and took < 30, out
+    assert "SIGTERM: stopping the session" in out and "test_never_reached" not in out
+    assert (tmp_path / "torn-down").exists()  # the session fixture's teardown ran
+
+
+def test_a_teardown_that_hangs_is_cut_short(tmp_path: Path) -> None:
+    proc = _session(tmp_path, 600.0, grace_s=3.0)
+    out, took = _terminate_when_started(proc, tmp_path)
+    assert proc.returncode == 128 + signal.SIGTERM and took < 30, out  # 3 s of grace, not 600 s of teardown
+    assert "teardown still running after 3 s; ending now" in out and not (tmp_path / "torn-down").exists()
+
+
+def test_the_fast_tier_leaves_out_what_is_slow_or_uses_a_service(tmp_path: Path) -> None:
+    expected = {(): {"test_takes_sigterm_as_ray_init_does", "test_sleeps", "test_never_reached"},
+                ("--full",): {"test_takes_sigterm_as_ray_init_does", "test_sleeps", "test_never_reached",
+                              "test_marked_slow", "test_on_a_service"},
+                ("-m", "slow"): {"test_marked_slow", "test_on_a_service"},  # a service's test is slow
+                ("test_x.py::test_on_a_service",): {"test_on_a_service"}}  # named: run, slow or not  # fmt: skip
+    runs = {}
+    for n, args in enumerate(expected):  # at once: a session's start is seconds on a loaded machine
+        (tmp_path / str(n)).mkdir()
+        runs[args] = _session(tmp_path / str(n), 0.0, "--co", "-q", *args, tests=TESTS.replace("time.sleep(300)", ""))
+    for args, proc in runs.items():
+        out, _ = proc.communicate(timeout=240)
+        assert {line.split("::")[1] for line in out.splitlines() if "::" in line} == expected[args], (args, out)
