@@ -95,6 +95,11 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
         join_group(ctx, job)
     if job.get("gate"):
         _wait_at_gate(device)
+    if job.get("threads") and host_clocked(config, str(device)):  # before setup(): a benchmark's own count wins
+        from bench.measure.cores import cap_threads
+
+        if cap_threads(int(job["threads"])):
+            send("threads", note=job.get("threads_note", ""))
     seed_everything(config.seed, config.deterministic)
     obj.setup()
     synchronize(device)
