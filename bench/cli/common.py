@@ -35,6 +35,29 @@ TimeoutOpt = Annotated[float | None, typer.Option(help="scales every stage limit
 SmokeOpt = Annotated[bool | None, typer.Option("--smoke/--full-size", help="force smoke or full sizes")]
 ExperimentOpt = Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")]
 NoTrackOpt = Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")]
+RoundsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--rounds", min=1, max=100,
+        help="rounds per pair, fixed (each side a fresh child per round, sides alternating); default: at least 3, "
+        "then until every pair's interval is within ±2 % or clearly decided, at most 8 (min_rounds, max_rounds)",
+    ),
+]  # fmt: skip
+ColdStartOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cold-start",
+        help="a brand-new interpreter per variant (cold numbers) instead of a fork of the pre-warmed server",
+    ),
+]
+ColdCompileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cold-compile",
+        help="each child compiles from an empty Inductor/Triton cache (else the caches under ~/.cache/perflab are "
+        "kept between variants and runs)",
+    ),
+]
 EnergyOpt = Annotated[
     bool,
     typer.Option(

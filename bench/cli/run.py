@@ -17,12 +17,15 @@ from rich.text import Text
 
 from bench.cli.common import (
     ChaptersOpt,
+    ColdCompileOpt,
+    ColdStartOpt,
     DeviceOpt,
     EnergyOpt,
     ExperimentOpt,
     NcuPresetOpt,
     NoTrackOpt,
     ProfileModeOpt,
+    RoundsOpt,
     SmokeOpt,
     TargetsOpt,
     TimeoutOpt,
@@ -47,13 +50,6 @@ IterationsOpt = Annotated[int | None, typer.Option(help="timed calls per variant
 WarmupOpt = Annotated[int | None, typer.Option(help="untimed calls before measurement")]
 SeedOpt = Annotated[int | None, typer.Option(help="seed for random/numpy/torch/CUDA")]
 ReproducibleOpt = Annotated[bool, typer.Option("--reproducible", help="deterministic algorithms")]
-ColdStartOpt = Annotated[
-    bool,
-    typer.Option(
-        "--cold-start",
-        help="a brand-new interpreter per variant (cold numbers) instead of a fork of the pre-warmed server",
-    ),
-]
 ProfileOpt = Annotated[
     bool | None,
     typer.Option("--profile/--no-profile", help="profile each variant after its timed run, in a separate child"),
@@ -106,6 +102,7 @@ def run(
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
     chapters_dir: ChaptersOpt = None, keep_workdir: KeepOpt = None, gpus: GpusOpt = None, jobs: JobsOpt = None,
     overlap: OverlapOpt = True, ray: RayOpt = None, shard: ShardOpt = None, energy: EnergyOpt = False,
+    rounds: RoundsOpt = None, cold_compile: ColdCompileOpt = False,
 ) -> None:  # fmt: skip
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -115,6 +112,7 @@ def run(
         enable_profiling=True if profile is None and profile_mode is not None else profile,
         profile_mode=profile_mode, ncu_preset=ncu_preset, smoke=smoke, flush_l2=False if warm_cache else None,
         timing_mode=timing_mode, noise_target=noise_target, measure_energy=True if energy else None,
+        min_rounds=rounds, max_rounds=rounds, cold_compile=True if cold_compile else None,
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
     if not no_track:

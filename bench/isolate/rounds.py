@@ -27,7 +27,7 @@ from bench.define.discovery import Example
 from bench.define.result import Comparison, VariantResult, VariantSpec
 from bench.measure.compare import compare
 from bench.measure.cores import cap_note, free_cores
-from bench.measure.rounds import decide, round_ratios, rounds_interval
+from bench.measure.rounds import decide, round_ratios
 from bench.measure.stats import summarize
 
 # What a timing-only round turns off, on top of the suite's and the CLI's layers (its first round checked them).
@@ -50,14 +50,15 @@ class Rounds:
     waiting: set[str] = field(default_factory=set)  # this round's variants not yet finished
     threads: dict[str, Any] = field(default_factory=dict)  # this round's job extras: its threads cap
 
-    def start(self) -> list[VariantSpec]:
-        """The next round's variants, in the round's order; the round's thread cap read first."""
+    def start(self, fresh: bool = True) -> list[VariantSpec]:
+        """The next round's variants, in the round's order; the round's thread cap read first (``fresh=False``:
+        the latest reading of the free cores, taken while no child of the worker ran)."""
         self.number += 1
         specs = [s for s in self.example.variants if s.is_baseline or s.key not in self.stops]
         if self.number % 2:
             specs.reverse()
         self.waiting = {s.key for s in specs}
-        self.threads = self._cap()
+        self.threads = self._cap(fresh)
         return specs
 
     def job(self) -> dict[str, Any]:
@@ -73,7 +74,7 @@ class Rounds:
         batch = any(r[0].config.get("speedup_time") == "batch" for r in self.by_key.values() if r)
         return {**explicit_fields(cli), **TIMING_ONLY, **({} if batch else {"measure_batch": False})}
 
-    def _cap(self) -> dict[str, Any]:
+    def _cap(self, fresh: bool) -> dict[str, Any]:
         config = next((r[0].config for r in self.by_key.values() if r), None)
         device = self.device or ("cpu" if self.pre.device == "cpu" else None)
         if config is None and device is None:
@@ -82,11 +83,16 @@ class Rounds:
             device = None if cuda_guess()[0] else "cpu"
         if not host_clocked(BenchmarkConfig(**config) if config else self.pre, device):
             return {}
-        seen = free_cores()
+        seen = free_cores(fresh=fresh)
         if seen is None:
             return {}
         free, usable, busy = seen
         return {"threads": free, "threads_note": cap_note(free, usable, busy)} if free < usable else {}
+
+    def final(self) -> bool:
+        """This round is the example's last whatever its results say (max_rounds reached, or one round only)."""
+        configs = [r[0].config for r in self.by_key.values() if r] or [self.pre.model_dump()]
+        return self.number + 1 >= max(c.get("max_rounds", 1) for c in configs) or not self.example.optimized
 
     def add(self, spec: VariantSpec, result: VariantResult) -> bool:
         """One child's result; True when its round is complete (then ``done`` says whether another follows)."""
@@ -124,8 +130,7 @@ class Rounds:
         least = n >= cfg.get("min_rounds", 1)
         if least:
             sides = [[r.timing.samples_ms if r.timing else [] for r in side] for side in (base[:n], opt)]
-            interval = rounds_interval(round_ratios(*sides))
-            why = decide(*interval, cfg.get("speedup_precision", 0.02)) if interval else None
+            why = decide(round_ratios(*sides), cfg.get("speedup_precision", 0.02))
             if why is not None:
                 return why
         if n >= cfg.get("max_rounds", 1):

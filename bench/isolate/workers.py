@@ -245,15 +245,15 @@ class Lane:
             return None
         if not self._queue:
             r = self._rounds
-            if r is not None and r.waiting:
+            if r is not None and r.waiting and not r.final():
                 return None
-            if r is None or r.done:
+            if r is None or r.done or r.final():
                 try:
                     index, example = self.pending.get_nowait()
                 except queue.Empty:
                     return None
                 r = self._rounds = Rounds(example, resolve_config(self.suite_layer, self.cli_layer), index=index)
-            self._queue = [(r.index, r.example, s, r) for s in r.start()]
+            self._queue = [(r.index, r.example, s, r) for s in r.start(fresh=not self.children)]
         return self._queue.pop(0)
 
     def _start(self, item: Item, gate: Gate | None) -> _Started:
@@ -302,9 +302,9 @@ class Lane:
                 self.host.checkpoint(self)
                 ran = time.monotonic()
                 finished = self._finishing(self._finish, current, result)
-                if ahead is None:  # a round's end, decided now: the example's next round, or the next example
+                if item is None:  # a round's end, decided now: the example's next round, or the next example
                     item = self._next()
-                    if item is not None and finished is not None and _compare_beside(result):
+                    if overlap and item is not None and finished is not None and _compare_beside(result):
                         ahead, beside = self._start(item, None), True  # rule 5: comparisons beside the next variant
                 compare_s = 0.0
                 if finished is not None:

@@ -18,13 +18,17 @@ import time
 
 from bench.measure.guard import cpu_times, host_busy_share, process_cpu_s
 
-WINDOW_S = 0.2  # /proc/stat ticks at 100 Hz: 20 ticks a core, enough to tell a busy core from a blip
+WINDOW_S = 0.1  # /proc/stat ticks at 100 Hz: 10 ticks a core, enough to tell a busy core from a blip
 BUSY_CORE = 0.5  # a core counts as busy once other processes use at least half of it
+_LAST: list[tuple[int, int, float]] = []  # the latest reading
 
 
-def free_cores(window_s: float = WINDOW_S) -> tuple[int, int, float] | None:
+def free_cores(window_s: float = WINDOW_S, fresh: bool = True) -> tuple[int, int, float] | None:
     """(cores free for a measurement, at least 1; cores this process may run on; cores' worth of CPU time other
-    processes used over ``window_s``), or None where /proc/stat cannot be read."""
+    processes used over ``window_s``), or None where /proc/stat cannot be read. ``fresh=False``: the latest
+    reading where there is one (a child of the caller's runs now, and would count as another process's load)."""
+    if not fresh and _LAST:
+        return _LAST[-1]
     before, own0 = cpu_times(), process_cpu_s()
     time.sleep(window_s)
     after, own1 = cpu_times(), process_cpu_s()
@@ -37,7 +41,8 @@ def free_cores(window_s: float = WINDOW_S) -> tuple[int, int, float] | None:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
     busy = share * total
     free = total - math.floor(busy + (1.0 - BUSY_CORE))
-    return max(1, min(usable, free)), usable, busy
+    _LAST[:] = [(max(1, min(usable, free)), usable, busy)]
+    return _LAST[0]
 
 
 def cap_note(limit: int, usable: int, busy: float) -> str:

@@ -7,14 +7,14 @@ a Student t interval on the log ratios with R - 1 degrees of freedom: load that 
 sides of a round, or between rounds, is in the ratios' spread, so the interval carries it (one process per
 side could not show it; ``bench.measure.stats.speedup_interval`` then adds an assumed run-to-run term).
 
-Measured on the busy 2-core host (scripts/timing/rounds_probe.py): A/A pairs measured one side after the other
-read a confident verdict in a third of pairs; in rounds, within the 5 % a 95 % interval allows.
-
 When to stop (``decide``): a pair is done once its interval is narrow (each half within ``precision``,
-±2 % by default) or clearly decided (beyond 1.0 by at least ``DECIDED`` times its half-width, in log space).
-Width alone does not depend on where the interval lies, so stopping on it leaves the interval's coverage as it
-was; a "decided" stop needs the ratio this far out that an A/A pair reaches it in under 1 % of pairs (simulated:
-scripts/timing/rounds_sim.py), so a large difference of a slow call is settled in the minimum of rounds.
+±2 % by default) at two rounds in a row, or clearly decided (beyond 1.0 by at least ``DECIDED`` times its
+half-width, in log space). Stopping on significance would inflate false verdicts (each look another chance);
+width does not depend on where the interval lies, but a spread small by chance in few rounds makes a narrow
+interval too narrow, hence two rounds in a row. Simulated over 4,000 A/A pairs per noise level
+(tests/bench/measure/test_rounds.py): 4.8-7.3 % read a verdict, the worst where the rounds' spread is about
+the precision; a "decided" stop, under 0.6 %. A large difference (a slow call's 2x) settles in the minimum of
+rounds.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from bench.measure.stats import t_975
 
-DECIDED = 3.0  # a "decided" pair's |log speedup| is at least this many half-widths of its interval
+DECIDED = 4.0  # a "decided" pair's |log speedup| is at least this many half-widths of its interval
 Stop = str  # "precision", "decided", "max_rounds", "time_limit", or why no more rounds could run
 
 
@@ -57,11 +57,16 @@ def half_width(low: float, high: float) -> float:
     return (math.log(high) - math.log(low)) / 2
 
 
-def decide(speedup: float, low: float, high: float, precision: float) -> Stop | None:
-    """Why a pair with this interval needs no more rounds ("precision", "decided"), or None."""
-    half = half_width(low, high)
-    if half <= math.log1p(precision):
-        return "precision"
-    if (low > 1.0 or high < 1.0) and abs(math.log(speedup)) >= DECIDED * half:
+def decide(ratios: Sequence[float], precision: float) -> Stop | None:
+    """Why a pair with these rounds' ratios needs no more rounds, or None: "decided" (beyond 1.0 by at least
+    DECIDED half-widths), "precision" (each half of the interval within ``precision``, now and one round before)."""
+    now = rounds_interval(ratios)
+    if now is None:
+        return None
+    speedup, low, high = now
+    if (low > 1.0 or high < 1.0) and abs(math.log(speedup)) >= DECIDED * half_width(low, high):
         return "decided"
+    before = rounds_interval(ratios[:-1])
+    if before is not None and all(half_width(*i[1:]) <= math.log1p(precision) for i in (now, before)):
+        return "precision"
     return None
