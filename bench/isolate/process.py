@@ -60,7 +60,7 @@ def compile_caches(env: dict[str, str], cold_dir: Path | None = None) -> dict[st
 
         shutil.rmtree(cold_dir, ignore_errors=True)
         return {k: str(cold_dir / name) for k, name in CACHE_VARIABLES.items()}
-    root = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perflab"
+    root = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache") / "perflab"
     return {k: str(root / name) for k, name in CACHE_VARIABLES.items() if not env.get(k)}
 
 
