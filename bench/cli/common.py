@@ -132,10 +132,15 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
             unit.text(c.optimized_median_ms),
             "—" if c.speedup is None else f"{ratio(c.speedup)}×" + (" batch" if c.speedup_time == "batch" else ""),
             "—" if low is None or high is None else f"{ratio(low)}–{ratio(high)}",
+            f"{len(c.round_speedups)} {c.rounds_stop or ''}".strip() if c.round_speedups else "1",
             pair_verdict(c.model_dump()),
         ])  # fmt: skip
-    headers = ["pair", f"baseline {unit.name}", f"optimized {unit.name}", "speedup", "95 % interval", "verdict"]
+    headers = ["pair", f"baseline {unit.name}", f"optimized {unit.name}", "speedup", "95 % interval", "rounds",
+               "verdict"]  # fmt: skip
     width = width or console.width
+    if width < 88:  # no room for the rounds: the interval carries their spread
+        headers.pop(5)
+        rows = [r[:5] + r[6:] for r in rows]
     if width < 72:  # no room for the interval beside the rest: the verdict says what it shows
         headers.pop(4)
         rows = [r[:4] + r[5:] for r in rows]

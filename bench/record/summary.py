@@ -8,6 +8,7 @@ from typing import Any
 from bench.define.result import SuiteResult
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, column
 
+_ROUNDS = ("round_speedups", "rounds_stop")  # a pair measured in interleaved rounds (bench.isolate.rounds)
 _ENERGY = ("baseline_energy_mj", "optimized_energy_mj", "energy_ratio", "energy_ratio_ci_low", "energy_ratio_ci_high")
 
 
@@ -38,7 +39,7 @@ def summary_dict(suite: SuiteResult) -> dict[str, Any]:
                 "verified": c.verification.verified,
                 "verification": c.verification.detail,
                 "max_rel_error": c.verification.max_rel_error,
-                **{k: getattr(c, k) for k in _ENERGY},
+                **{k: getattr(c, k) for k in (*_ENERGY, *_ROUNDS)},
                 "device": opt.device,
                 **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
             }
