@@ -108,7 +108,8 @@ class BenchmarkConfig(BaseModel):
     # child per side, so load that comes and goes on the host hits both sides; the speedup's interval is taken
     # over the rounds' ratios and carries their spread (run_noise is then not added). At least min_rounds, then
     # more until every pair of the example is within ±speedup_precision or clearly decided, at most max_rounds
-    # and no round begun after max_rounds_seconds of the example's rounds. min_rounds=max_rounds=1: one child per
+    # and no round begun that would end past max_rounds_seconds of the example's rounds (a slow call's pair may
+    # then stop at two: its interval, of one degree of freedom, wide). min_rounds=max_rounds=1: one child per
     # side, the interval from its samples plus run_noise. Read from the variants' effective configs.
     min_rounds: int = Field(3, ge=1, le=100)
     max_rounds: int = Field(8, ge=1, le=100)

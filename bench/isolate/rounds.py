@@ -10,10 +10,10 @@ off; the batch only where a pair's speedup is on it).
 
 After each round every pair's interval over its rounds (bench.measure.rounds) says whether it needs more: at least
 ``min_rounds``, then until it is within ±``speedup_precision`` or clearly decided, at most ``max_rounds``, and
-no round begun once the example's rounds have run ``max_rounds_seconds`` (each from the pair's optimized
-variant's effective config). A settled pair, or one whose side failed, takes no further part; the baseline runs
-while any pair goes on. A host-clocked round first reads the free cores and caps its children's intra-op
-threads to them (bench.measure.cores), the same cap for both sides.
+no round begun that would end past ``max_rounds_seconds`` of the example's rounds (then two may be all); each
+setting from the pair's optimized variant's effective config. A settled pair, or one whose side failed, takes
+no further part; the baseline runs while any pair goes on. A host-clocked round first reads the free cores and
+caps its children's intra-op threads to them (bench.measure.cores), the same cap for both sides.
 """
 
 from __future__ import annotations
@@ -135,8 +135,10 @@ class Rounds:
                 return why
         if n >= cfg.get("max_rounds", 1):
             return "max_rounds"
-        if least and spent * (1 + 1 / (self.number + 1)) > cfg.get("max_rounds_seconds", float("inf")):
-            return "time_limit"  # another round, as long as the average so far, would run past the limit
+        if n >= 2 and spent * (1 + 1 / (self.number + 1)) > cfg.get("max_rounds_seconds", float("inf")):
+            # Another round, as long as the average so far, would run past the limit: a slow call's pair stops at
+            # two rounds if need be (B O, O B: a linear drift cancels; its interval, of 1 degree of freedom, wide).
+            return "time_limit"
         return None
 
     def results(self) -> list[VariantResult]:
