@@ -140,3 +140,61 @@ def test_compile_caches_persist_unless_set_and_cold_compile_starts_empty(tmp_pat
                      tmp_path / "cold")  # fmt: skip
     assert cold["TORCHINDUCTOR_CACHE_DIR"] == str(stale) and not stale.exists()  # emptied: compiled from nothing
     assert cold["TRITON_CACHE_DIR"] == str(tmp_path / "cold" / "triton")
+
+
+def _result(spec: Any, ms: float, status: str = "ok", **config: Any) -> Any:
+    from bench.define.result import Timing, VariantResult
+    from bench.measure.stats import summarize
+
+    samples = [ms * f for f in (0.99, 1.0, 1.01)]
+    timing = Timing(mode="cpu", method="t", samples_ms=samples, stats=summarize(samples))
+    return VariantResult(spec=spec, status=status, timing=timing if status == "ok" else None, device="cpu",
+                         config={"min_rounds": 3, "max_rounds": 8, **config})  # fmt: skip
+
+
+def _rounds(tmp_path: Path, write_benchmark: Any) -> Any:
+    from bench.isolate.rounds import Rounds
+
+    root = tmp_path / "chapters"
+    for name in ("baseline_a", "optimized_a", "optimized_a_b"):
+        write_benchmark(root / "ch07" / f"{name}.py")
+    (example,) = select(discover(root))
+    return Rounds(example, resolve_config({"device": "cpu"}))
+
+
+def test_a_settled_pair_leaves_the_rounds_and_a_time_limit_may_stop_at_two(tmp_path, write_benchmark) -> None:
+    r = _rounds(tmp_path, write_benchmark)
+    base, opt, opt_b = r.example.variants
+    ms = {base.key: 10.0, opt.key: 5.0, opt_b.key: 10.0}  # opt: 2x, settles at 3 rounds; opt_b: A/A, runs on
+    for number in range(3):
+        specs = r.start()
+        assert [s.key for s in specs] == [s.key for s in (base, opt, opt_b)][:: -1 if number % 2 else 1]
+        wobble = {opt_b.key: (1.0, 1.2, 0.85)[number]}  # opt_b's rounds disagree: its interval stays wide
+        done = [r.add(s, _result(s, ms[s.key] * wobble.get(s.key, 1.0))) for s in specs]
+        assert done == [False, False, True] and not r.done
+    assert r.stops == {opt.key: "decided"}
+    assert [s.key for s in r.start()] == [opt_b.key, base.key]  # reversed, without the settled pair
+    (c_opt, c_b) = r.compare(None)
+    assert len(c_opt.round_speedups) == 3 and c_opt.rounds_stop == "decided"
+    # A slow pair: another round would pass max_rounds_seconds; two rounds may be all, below min_rounds.
+    slow = _rounds(tmp_path / "slow", write_benchmark)
+    for _ in range(2):
+        for s in slow.start():
+            slow.add(s, _result(s, 10.0, max_rounds_seconds=1e-6))
+    assert slow.done and set(slow.stops.values()) == {"time_limit"}
+
+
+def test_a_failed_round_is_the_variants_result_and_its_pair_stops(tmp_path, write_benchmark) -> None:
+    r = _rounds(tmp_path, write_benchmark)
+    base, opt, opt_b = r.example.variants
+    for s in r.start():
+        r.add(s, _result(s, 10.0))
+    for s in r.start():
+        r.add(s, _result(s, 10.0, status="failed" if s == opt else "ok"))
+    assert r.stops[opt.key] == "optimized failed in round 1"
+    merged = {v.spec.key: v for v in r.results()}
+    assert merged[opt.key].status == "failed" and merged[base.key].timing.rounds == [3, 3]
+    base_fails = _rounds(tmp_path / "b", write_benchmark)
+    for s in base_fails.start():
+        base_fails.add(s, _result(s, 10.0, status="failed" if s.is_baseline else "ok"))
+    assert base_fails.done and set(base_fails.stops.values()) == {"baseline failed"}
