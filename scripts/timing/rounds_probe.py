@@ -9,6 +9,11 @@ at most 8). Prints each design's verdict counts, rounds and wall time. Figures d
 what else ran when quoting them.
 
     python3 scripts/timing/rounds_probe.py --pairs 40 --designs one adaptive
+
+``--chapter 7`` instead runs that chapter's own pairs twice back to back (the defaults, at smoke size on a CPU)
+and prints each pair's two verdicts: none may read "faster" in one run and "slower" in the other.
+
+    python3 scripts/timing/rounds_probe.py --chapter 7
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # a script run from anywhere: the repository's packages
 
-from bench.define.discovery import discover, select  # noqa: E402
+from bench.define.discovery import default_chapters_dir, discover, select  # noqa: E402
 from bench.isolate.suite import run_suite  # noqa: E402
 
 OPS = {  # the op, and the output it writes
@@ -69,11 +74,38 @@ def tree(dest: Path, pairs: int) -> Path:
     return dest
 
 
+def twice(chapter: str, designs: list[str]) -> None:
+    """The chapter's pairs run twice back to back per design: each pair's two verdicts, and the flips."""
+    examples = select(discover(default_chapters_dir()), [chapter])
+    print("| design | pair | first | second |\n|---|---|---|---|")
+    for design in designs:
+        runs = []
+        with tempfile.TemporaryDirectory(prefix="perflab-twice-") as tmp:
+            for n in range(2):
+                layer = {"device": "cpu", **DESIGNS[design]}
+                suite = run_suite(examples, cli_layer=layer, workdir=Path(tmp) / str(n))
+                runs.append({(c.example, c.variant): c for c in suite.comparisons})
+        flips = 0
+        for key, first in runs[0].items():
+            second = runs[1].get(key)
+            a, b = first.significance, second.significance if second else None
+            flips += {a, b} == {"faster", "slower"}
+            texts = [f"{c.significance} {c.speedup:.3f} [{c.speedup_ci_low:.3f}, {c.speedup_ci_high:.3f}] "
+                     f"r{len(c.round_speedups) or 1}" if c and c.speedup_ci_low else str(c and c.status)
+                     for c in (first, second)]  # fmt: skip
+            print(f"| {design} | {key[0]}:{key[1]} | {texts[0]} | {texts[1]} |", flush=True)
+        print(f"\n{design}: {flips} of {len(runs[0])} pairs read faster in one run and slower in the other\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=40)
     parser.add_argument("--designs", nargs="+", default=["one", "adaptive"], choices=list(DESIGNS))
+    parser.add_argument("--chapter", default=None, help="run this chapter's own pairs twice instead, e.g. 7")
     args = parser.parse_args()
+    if args.chapter:
+        twice(args.chapter, args.designs)
+        return
     with tempfile.TemporaryDirectory(prefix="perflab-rounds-") as tmp:
         examples = select(discover(tree(Path(tmp) / "chapters", args.pairs)))
         print("| design | pairs | faster | slower | no significant difference | rounds (median) | capped | wall s |")
