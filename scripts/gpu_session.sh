@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa targets ray stops). Everything
+# sweep_builtins sweep_grid kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa warmcache targets ray stops). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
@@ -163,6 +163,14 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       $T python3 scripts/aa_pairs.py ${PERFLAB_AA_TARGETS:-7 1} --repeats "${PERFLAB_AA_REPEATS:-2}" --out "$OUT" \
         > "$OUT/aa.md" 2>&1
       echo "aa exit $?"; tail -3 "$OUT/aa.md" ;;
+    warmcache)  # issue 42: chapter 14 twice from empty compile caches (a private XDG_CACHE_HOME): wall and medians
+      ( export XDG_CACHE_HOME="$OUT/xdg-cache"; mkdir -p "$XDG_CACHE_HOME"
+        for n in 1 2; do
+          s0=$SECONDS
+          $T python3 -m perflab run -t "${PERFLAB_CACHE_TARGETS:-ch14}" --no-track > "$OUT/warmcache_$n.md" 2>&1
+          echo "warmcache run $n exit $? wall $((SECONDS - s0)) s"
+        done )
+      grep -hE "variants|faster|slower|difference|wall" "$OUT"/warmcache_[12].md | tail -40 ;;
     sweep)  # issue 5: the default grid (128 trials), smart replayed against it, then a live smart sweep of 32
       # Storage and tables under $OUT (optuna.db beside mlflow.db would not come back); --time-budget stops
       # starting trials in time for the summary; the same --storage/--study-name resumes in a later call.

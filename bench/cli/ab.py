@@ -16,9 +16,8 @@ from typing import Annotated
 
 import typer
 
-from bench.cli.common import DeviceOpt, ExperimentOpt, NoTrackOpt, SmokeOpt, TimeoutOpt, cli_layer
+from bench.cli.common import ColdStartOpt, DeviceOpt, ExperimentOpt, NoTrackOpt, SmokeOpt, TimeoutOpt, cli_layer
 from bench.cli.run import (
-    ColdStartOpt,
     ConfigOpt,
     GpusOpt,
     IterationsOpt,

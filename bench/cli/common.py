@@ -44,6 +44,29 @@ TimeoutOpt = Annotated[float | None, typer.Option(help="scales every stage limit
 SmokeOpt = Annotated[bool | None, typer.Option("--smoke/--full-size", help="force smoke or full sizes")]
 ExperimentOpt = Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")]
 NoTrackOpt = Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")]
+RoundsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--rounds", min=1, max=100,
+        help="rounds per pair, fixed (each side a fresh child per round, sides alternating); default: at least 3, "
+        "then until every pair's interval is within ±2 % or clearly decided, at most 8 (min_rounds, max_rounds)",
+    ),
+]  # fmt: skip
+ColdStartOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cold-start",
+        help="a brand-new interpreter per variant (cold numbers) instead of a fork of the pre-warmed server",
+    ),
+]
+ColdCompileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cold-compile",
+        help="each child compiles from an empty Inductor/Triton cache (else the caches under ~/.cache/perflab are "
+        "kept between variants and runs)",
+    ),
+]
 EnergyOpt = Annotated[
     bool,
     typer.Option(
@@ -123,15 +146,18 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
             medians = [*compared_cells(c, b), "→".join(medians)]
         rows.append([
             name, *medians, "—" if c.speedup is None else f"{ratio(c.speedup)}×",
-            "—" if low is None or high is None else f"{ratio(low)}–{ratio(high)}", pair_verdict(c.model_dump()),
+            "—" if low is None or high is None else f"{ratio(low)}–{ratio(high)}",
+            f"{len(c.round_speedups)} {c.rounds_stop or ''}".strip() if c.round_speedups else "1",
+            pair_verdict(c.model_dump()),
         ])  # fmt: skip
     figures = ["on", "baseline → optimized", f"median call {unit.name}"] if other else [
         f"baseline {unit.name}", f"optimized {unit.name}"]  # fmt: skip
-    headers = ["pair", *figures, "speedup", "95 % interval", "verdict"]
+    headers = ["pair", *figures, "speedup", "95 % interval", "rounds", "verdict"]
     width = width or console.width
-    if width < 72 + 18 * other:  # no room for the interval beside the rest: the verdict says what it shows
-        headers.pop(-2)
-        rows = [r[:-2] + r[-1:] for r in rows]
+    for least in (88, 72):  # no room for the rounds (the interval carries their spread), then for the interval
+        if width < least + 18 * other:  # the verdict says what it shows
+            headers.pop(-2)
+            rows = [r[:-2] + r[-1:] for r in rows]
     narrow = {i: 7 if figures[i - 1] == "on" else 9 for i in range(1, len(figures) + 1)}
     narrow |= {len(headers) - 2: 8, len(headers) - 1: 14}
     widths = fitted(headers, rows, width, narrow=narrow)

@@ -18,6 +18,8 @@ from rich.text import Text
 
 from bench.cli.common import (
     ChaptersOpt,
+    ColdCompileOpt,
+    ColdStartOpt,
     DeviceOpt,
     EnergyOpt,
     ExperimentOpt,
@@ -25,6 +27,7 @@ from bench.cli.common import (
     NoTrackOpt,
     ProfileModeOpt,
     ProfileOpt,
+    RoundsOpt,
     SanitizeOpt,
     SmokeOpt,
     TargetsOpt,
@@ -52,13 +55,6 @@ IterationsOpt = Annotated[int | None, typer.Option(help="timed calls per variant
 WarmupOpt = Annotated[int | None, typer.Option(help="untimed calls before measurement")]
 SeedOpt = Annotated[int | None, typer.Option(help="seed for random/numpy/torch/CUDA")]
 ReproducibleOpt = Annotated[bool, typer.Option("--reproducible", help="deterministic algorithms")]
-ColdStartOpt = Annotated[
-    bool,
-    typer.Option(
-        "--cold-start",
-        help="a brand-new interpreter per variant (cold numbers) instead of a fork of the pre-warmed server",
-    ),
-]
 WarmCacheOpt = Annotated[bool, typer.Option("--warm-cache", help="do not flush L2 before GPU samples")]
 TimingModeOpt = Annotated[
     str | None, typer.Option(help="auto, cpu, cuda_event, cuda_graph, triton, pytorch (bench/measure/clocks.py)")
@@ -124,6 +120,7 @@ def run(
     chapters_dir: ChaptersOpt = None, keep_workdir: KeepOpt = None, gpus: GpusOpt = None, jobs: JobsOpt = None,
     overlap: OverlapOpt = True, ray: RayOpt = None, shard: ShardOpt = None, energy: EnergyOpt = False,
     sanitize: SanitizeOpt = False, suite_timeout: SuiteTimeoutOpt = None, out: OutOpt = None,
+    rounds: RoundsOpt = None, cold_compile: ColdCompileOpt = False,
 ) -> None:  # fmt: skip
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -134,6 +131,7 @@ def run(
         profile_mode="sanitize" if sanitize else profile_mode, ncu_preset=ncu_preset, smoke=smoke,
         flush_l2=False if warm_cache else None,
         timing_mode=timing_mode, noise_target=noise_target, measure_energy=True if energy else None,
+        min_rounds=rounds, max_rounds=rounds, cold_compile=True if cold_compile else None,
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
     check_suite_timeout(suite_timeout)

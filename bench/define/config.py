@@ -105,6 +105,23 @@ class BenchmarkConfig(BaseModel):
     # Spread of one run's median between processes (relative standard deviation), added to the speedup's
     # bootstrap interval: samples of one process cannot show it. None: by clock (bench.measure.compare).
     run_noise: float | None = Field(None, ge=0, lt=1)
+    # A pair is measured in rounds (bench.isolate.rounds): baseline and optimized alternate, each round a fresh
+    # child per side, so load that comes and goes on the host hits both sides; the speedup's interval is taken
+    # over the rounds' ratios and carries their spread (run_noise is then not added). At least min_rounds, then
+    # more until every pair of the example is within ±speedup_precision or clearly decided, at most max_rounds
+    # and no round begun that would end past max_rounds_seconds of the example's rounds (a slow call's pair may
+    # then stop at two: its interval, of one degree of freedom, wide). min_rounds=max_rounds=1: one child per
+    # side, the interval from its samples plus run_noise. Read from the variants' effective configs.
+    min_rounds: int = Field(3, ge=1, le=100)
+    max_rounds: int = Field(8, ge=1, le=100)
+    # Half-width of the speedup's 95 % interval that settles a pair (0.02: ±2 %).
+    speedup_precision: float = Field(0.02, gt=0, lt=1)
+    max_rounds_seconds: float = Field(120.0, gt=0)
+    # Compile caches (Inductor's, Triton's) persist under the user's cache directory (~/.cache/perflab/) across
+    # variants and runs unless TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR are set; the first call's time is still
+    # recorded apart. True: each child compiles from an empty cache (time a cold compile). Suite or CLI layer only:
+    # the environment is made before the benchmark's get_config() runs.
+    cold_compile: bool = False
     # Initial length of the spin kernel that holds the stream while the host enqueues a sample (GPU
     # event clocks); it doubles whenever a sample shows the host outran it.
     launch_spin_ms: float = Field(0.05, ge=0.001, le=50.0)
@@ -151,6 +168,10 @@ class BenchmarkConfig(BaseModel):
             raise ValueError(
                 f"device={self.device!r} with world_size={self.world_size}: rank r runs on cuda:r; "
                 "use device='cuda' or 'auto'"
+            )
+        if self.min_rounds > self.max_rounds:
+            raise ValueError(
+                f"min_rounds={self.min_rounds} is above max_rounds={self.max_rounds}; use min_rounds <= max_rounds"
             )
         if self.world_size > 1 and self.gpus > 1:
             raise ValueError(

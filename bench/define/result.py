@@ -317,6 +317,12 @@ class Comparison(BaseModel):
     # the metric it names: "ttft", "tpot" (medians, baseline / optimized), "throughput" (tokens/s, optimized
     # / baseline); bench.measure.generation.pair_speedup.
     speedup_metric: str = "time"
+    # Measured in rounds (bench.isolate.rounds, bench.measure.rounds): each round's ratio of medians, baseline over
+    # optimized; the speedup is their geometric mean and its interval a t interval over them. rounds_stop: why no
+    # more rounds ran: "precision" (within ±speedup_precision), "decided", "max_rounds", "time_limit", or the
+    # side that failed. Empty and None for a pair of one child per side.
+    round_speedups: list[float] = Field(default_factory=list)
+    rounds_stop: str | None = None
     # Both sides' energy per call measured (measure_energy): baseline / optimized, > 1 when the optimized side
     # uses less, with its 95 % interval from both sides' per-segment samples (as the speedup's)
     baseline_energy_mj: float | None = None  # each side's median energy per call
@@ -331,7 +337,8 @@ class SuiteResult(BaseModel):
     comparisons: list[Comparison]
     unpaired: list[str] = Field(default_factory=list)  # baselines without an optimized partner
     wall_s: float = 0.0
-    # Where the suite's wall went, one entry per variant in the order they started: key, worker,
+    # Where the suite's wall went, one entry per child (a variant's in each round) in the order they started: key,
+    # round (bench.isolate.rounds), worker,
     # start_s (from the suite's start; for a child started ahead, when its gate opened), run_s (its
     # isolated run from then until its child exited), ahead_s (what its child ran before, beside the
     # previous variant), late_s (its worker waited for it at the open gate), compare_s (the output check

@@ -48,6 +48,10 @@ class Timing(BaseModel):
     machine_flags: list[str] = Field(default_factory=list)  # throttled / shared GPU
     # world_size > 1: every rank's own time of each sample (rank by rank); samples_ms holds the slowest rank's
     rank_samples_ms: list[list[float]] | None = None
+    # Measured in rounds (bench.isolate.rounds): how many of samples_ms each round's child took, in order
+    rounds: list[int] | None = None
+    # Intra-op threads of a host-clocked measurement (torch.get_num_threads()), per round when in rounds
+    threads: list[int] | None = None
 
 
 class BatchTiming(BaseModel):
@@ -57,6 +61,7 @@ class BatchTiming(BaseModel):
     stats: TimingStats
     calls: int  # calls per batch
     method: str
+    rounds: list[int] | None = None  # as Timing.rounds
     stop_reason: str | None = None
     noise: float | None = None
     notes: list[str] = Field(default_factory=list)

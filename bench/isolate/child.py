@@ -69,12 +69,7 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
     from bench.measure.generation_clock import generation_clock
     from bench.measure.machine import device_manifest
 
-    factory = getattr(module, "get_benchmark", None)
-    if not callable(factory):  # a KernelBench-format file (Model / ModelNew), or a ProtocolError naming the file
-        from bench.define.kernelbench import problem_factory
-
-        factory = problem_factory(module, job["path"], job.get("reference"))
-    obj = check_benchmark(factory(), job["path"])
+    obj = check_benchmark(_factory(module, job)(), job["path"])
     get_config = getattr(obj, "get_config", None)  # optional protocol methods
     own = get_config() if callable(get_config) else None
     if own is not None and not isinstance(own, (BenchmarkConfig, dict)):
@@ -96,6 +91,11 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
         join_group(ctx, job)
     if job.get("gate"):
         _wait_at_gate(device)
+    if job.get("threads") and host_clocked(config, str(device)):  # before setup(): a benchmark's own count wins
+        from bench.measure.cores import cap_threads
+
+        if cap_threads(int(job["threads"])):
+            send("threads", note=job.get("threads_note", ""))
     seed_everything(config.seed, config.deterministic)
     obj.setup()
     synchronize(device)
@@ -114,6 +114,17 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
     if gate and job.get("mode") == "run" and (gate != "host_bound" or host_clocked(config, str(device))):
         _wait_to_measure()
     return SetUp(job, obj, config, device, gen, inputs, prints, setup_peak)
+
+
+def _factory(module: Any, job: dict[str, Any]) -> Any:
+    """The benchmark file's ``get_benchmark``; for a KernelBench-format file (Model / ModelNew), the harness's own
+    (bench.define.kernelbench); else a ProtocolError naming the file."""
+    factory = getattr(module, "get_benchmark", None)
+    if callable(factory):
+        return factory
+    from bench.define.kernelbench import problem_factory
+
+    return problem_factory(module, job["path"], job.get("reference"))
 
 
 def _several_gpus(config: Any) -> bool:

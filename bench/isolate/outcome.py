@@ -185,6 +185,8 @@ def _timings(result: VariantResult, data: dict[str, Any], cfg: BenchmarkConfig) 
                 **{k: v for k, v in t.items() if k != "t" and not (k == "noise" and v == float("inf"))},
                 stats=summarize(t["samples_ms"], cfg.percentiles),
             )
+    if "threads" in data and result.timing is not None:  # the round's cap (bench.measure.cores)
+        result.timing.notes.append(data["threads"]["note"])
     if "batch" in data and data["batch"]["samples_ms"]:
         b = data["batch"]
         result.batch = BatchTiming(

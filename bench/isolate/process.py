@@ -24,9 +24,13 @@ from bench.measure.verify import FilePair, verify_all
 KILL_GRACE_S = 2.0
 
 
-def child_env(config: BenchmarkConfig, base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for a child: the parent's, plus what must be set before torch/triton import."""
+def child_env(
+    config: BenchmarkConfig, base: dict[str, str] | None = None, cold_dir: Path | None = None
+) -> dict[str, str]:
+    """Environment for a child: the parent's, plus what must be set before torch/triton import. Compile caches
+    (``compile_caches``) persist between children and runs; with ``cold_compile``, an empty one in ``cold_dir``."""
     env = dict(os.environ if base is None else base)
+    env.update(compile_caches(env, cold_dir if config.cold_compile else None))
     root = str(Path(__file__).resolve().parents[2])  # the directory holding the bench package
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
@@ -39,6 +43,25 @@ def child_env(config: BenchmarkConfig, base: dict[str, str] | None = None) -> di
     env["NCCL_NVLS_ENABLE"] = "0"
     env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
     return env
+
+
+# The compile caches a child is given, where the caller's environment names none: Inductor's (FX graphs, autotuning
+# results, generated kernels) and Triton's (compiled kernels). Kept under the user's cache directory, so a variant
+# compiled once is loaded, not compiled, by every later child and run: what is timed is the compiled code either
+# way; the first call (time_first_call_ms) then holds a load instead of a compile.
+CACHE_VARIABLES = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
+
+
+def compile_caches(env: dict[str, str], cold_dir: Path | None = None) -> dict[str, str]:
+    """The cache variables to set for a child: those ``env`` lacks, under ~/.cache/perflab (XDG_CACHE_HOME);
+    with ``cold_dir`` every one of them, new and empty under it (a cold compile, whatever ``env`` says)."""
+    if cold_dir is not None:
+        import shutil
+
+        shutil.rmtree(cold_dir, ignore_errors=True)
+        return {k: str(cold_dir / name) for k, name in CACHE_VARIABLES.items()}
+    root = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache") / "perflab"
+    return {k: str(root / name) for k, name in CACHE_VARIABLES.items() if not env.get(k)}
 
 
 _CUDA: bool | None = None

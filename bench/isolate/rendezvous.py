@@ -42,7 +42,8 @@ SERVER_LOST = 254  # exit status reported when the server died before the child:
 
 # Environment variables a child sets for itself (applied before CUDA initialises): not part of the key.
 _PER_CHILD = frozenset(
-    {"CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "PERFLAB_RUNTIME_DIR", "PERFLAB_RANK_DEVICES"}
+    {"CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "PERFLAB_RUNTIME_DIR", "PERFLAB_RANK_DEVICES",
+     "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}  # read when a compile looks them up, never at import
 )
 _KEYED_PREFIXES = (
     "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS", "NUMPY", "PYTHON",

@@ -101,6 +101,7 @@ def run_variant(
     cancel: threading.Event | None = None,
     before_measure: Callable[[BenchmarkConfig, str | None], None] | None = None,
     measure_gate: str = "all",
+    job_extra: dict[str, Any] | None = None,
 ) -> VariantResult:
     """Run one variant in a fresh child process and return its result; never raises for the child's faults.
 
@@ -120,13 +121,14 @@ def run_variant(
     measurement waiting to be alone on the host: bench.isolate.workers), and the wait counts against no
     limit; then the child goes on (mode "run", without a wrapper). ``measure_gate``: "all" (every child
     stops there) or "host_bound" (only one timed on the host's clock: ``bench.define.config.host_clocked``,
-    decided by the child from its effective config).
+    decided by the child from its effective config). ``job_extra``: more for the child's job (a later round's
+    ``timing_only``, its ``threads`` cap: bench.isolate.rounds).
     """
     if gate is not None and (mode != "run" or wrapper):
         gate.wait(cancel)  # only timed runs are held at a gate; the others start once it is open
         gate = None
     return _Child(spec, Path(workdir), suite_layer, cli_layer, python, mode, cold_start, env, profile_tool,
-                  wrapper, gate, on_measured, cancel, before_measure, measure_gate).run()  # fmt: skip
+                  wrapper, gate, on_measured, cancel, before_measure, measure_gate, job_extra or {}).run()  # fmt: skip
 
 
 @dataclass
@@ -148,6 +150,7 @@ class _Child:
     cancel: threading.Event | None
     before_measure: Callable[[BenchmarkConfig, str | None], None] | None
     measure_gate: str
+    job_extra: dict[str, Any]
     job: dict[str, Any] = field(default_factory=dict)
     ahead_s: float | None = None  # spawn until the gate opened, for a child held at one
     gate_late_s: float | None = None  # the gate opened before the child got there: the worker waited for it
@@ -159,7 +162,7 @@ class _Child:
         self.wd.mkdir(parents=True, exist_ok=True)
         self.job = self._job(pre)
         read_fd, write_fd, channel_arg = self._channel()
-        environment = child_env(pre, {**os.environ, **(self.env or {})})
+        environment = child_env(pre, {**os.environ, **(self.env or {})}, self.wd / "compile-cache")
         t0 = time.monotonic()
         try:
             proc = self._spawn(environment, write_fd, channel_arg)
@@ -188,7 +191,7 @@ class _Child:
         return run_variant(
             self.spec, self.wd, self.suite_layer, self.cli_layer, self.python, self.mode, cold, self.env,
             self.profile_tool, self.wrapper, cancel=self.cancel, before_measure=self.before_measure,
-            measure_gate=self.measure_gate,
+            measure_gate=self.measure_gate, job_extra=self.job_extra,
         )  # fmt: skip
 
     def _job(self, pre: BenchmarkConfig) -> dict[str, Any]:
@@ -204,6 +207,7 @@ class _Child:
             "profile_tool": self.profile_tool,
             "gate": self.gate is not None,
             "measure_gate": self.measure_gate if stops else False,
+            **self.job_extra,
         }
         guess, exact = cuda_guess()
         if pre.device == "auto" and not exact:

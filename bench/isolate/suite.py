@@ -158,7 +158,7 @@ def load_durations(path: str | Path, signature: str) -> dict[str, float]:
 
 
 def save_durations(path: str | Path, signature: str, suite: SuiteResult) -> None:
-    """Add this suite's per-variant worker time (run + compare) to ``path``, under ``signature``."""
+    """Add this suite's per-variant worker time (run + compare, over its rounds) to ``path``, under ``signature``."""
     p = Path(path)
     try:
         data = json.loads(p.read_text())
@@ -168,8 +168,10 @@ def save_durations(path: str | Path, signature: str, suite: SuiteResult) -> None
         if not isinstance(data, dict):
             data = {}
         table = data.setdefault(signature, {})
-        for t in suite.timeline:
-            table[t["key"]] = round(t["run_s"] + t["compare_s"], 3)
+        spent: dict[str, float] = {}
+        for t in suite.timeline:  # a variant's rounds (bench.isolate.rounds) summed
+            spent[t["key"]] = spent.get(t["key"], 0.0) + t["run_s"] + t["compare_s"]
+        table.update({k: round(v, 3) for k, v in spent.items()})
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))

@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from bench.define.config import host_clocked
 from bench.define.context import set_context, synchronize
 from bench.define.protocol import declared_work, keep_returned, output_style, outputs_of
 from bench.isolate.channel import Stage, send
@@ -75,12 +76,14 @@ def run_timed(v: SetUp) -> None:
     # per output element: 16 MiB more for a 64 MiB fp32 output) and is not the variant's.
     overhead = getattr(clock, "overhead_bytes", 0)
     memory = _memory(device, v.setup_peak, overhead) if config.enable_memory_tracking else None
-    with Stage("check"):
-        timed_sample, mutated = _check(v, poisoned, memory)
-        if timed_sample is not None and v.gen is None and config.world_size == 1:  # the output is the call's
-            from bench.isolate.produced import check_produced
+    timed_sample, mutated = None, {}
+    if not v.job.get("timing_only"):  # a later round of a pair (bench.isolate.rounds): its first round checked
+        with Stage("check"):
+            timed_sample, mutated = _check(v, poisoned, memory)
+            if timed_sample is not None and v.gen is None and config.world_size == 1:  # the output is the call's
+                from bench.isolate.produced import check_produced
 
-            send("produced", **check_produced(v.obj, fn, device, statistics.median(m.samples_ms), v.inputs))
+                send("produced", **check_produced(v.obj, fn, device, statistics.median(m.samples_ms), v.inputs))
     batch = None
     if config.measure_batch:
         with Stage("batch"):
@@ -149,13 +152,18 @@ def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, A
             f"host busy: other processes used {100 * busy:.0f} % of the host's CPU time during the measurement"
         )
     notes = clock.notes + m.notes + [n for n in [drift_note(m.samples_ms)] if n]
+    threads = None
+    if host_clocked(v.config, str(v.device)):  # its intra-op threads are part of what was timed
+        import torch
+
+        threads = [torch.get_num_threads()]
     send(
         "timing", mode=clock.mode, requested_mode=v.config.timing_mode, fallback=clock.fallback,
         method=clock.method, samples_ms=m.samples_ms, first_call_ms=first, warmup_calls=1 + clock.warmup_done,
         warmup_stable=clock.stable, l2_flushed=clock.l2_flushed, notes=notes, invalid=clock.invalid,
         stop_reason=m.stop_reason, noise=m.noise, noise_target=m.noise_target, target_met=m.target_met,
         machine_before=before, machine_after=after, machine_flags=machine_flags,
-        rank_samples_ms=getattr(clock, "rank_samples_ms", None),
+        rank_samples_ms=getattr(clock, "rank_samples_ms", None), threads=threads,
     )  # fmt: skip
 
 

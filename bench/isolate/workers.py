@@ -52,16 +52,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.define.config import Layer, host_clocked
+from bench.define.config import Layer, host_clocked, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, VariantResult, VariantSpec
 from bench.isolate.process import KILL_GRACE_S, verify_in_server
+from bench.isolate.rounds import Rounds
 from bench.isolate.runner import Cancelled, Gate, run_variant
 from bench.isolate.sink import OnResult, Sink
-from bench.measure.compare import compare
 
 Worker = Mapping[str, str]  # environment of one worker, e.g. {"CUDA_VISIBLE_DEVICES": "1"}
-Item = tuple[int, Example, VariantSpec]  # (the example's index in the suite, the example, one of its variants)
+Item = tuple[int, Example, VariantSpec, Rounds]  # (the example's index in the suite, the example, a variant, rounds)
 
 
 class Pending(Protocol):
@@ -146,6 +146,7 @@ class _Started:
         self.item = item
         self.gate = gate
         self.lane = lane  # its worker
+        self.round = item[3].number  # its example's round
         self.measured = threading.Event()
         self.cancelled = threading.Event()
         self.admitting = False  # set up, stopped before its warm-up (runner's before_measure): waiting to measure
@@ -226,8 +227,8 @@ class Lane:
         self.pending, self.done, self.root, self.sink, self.on_result = pending, done, root, sink, on_result
         self.suite_layer, self.cli_layer, self.cold_start, self.env = suite_layer, cli_layer, cold_start, env
         self.record, self.t0, self.keep_workdir = record, t0, keep_workdir
-        self._queue: list[Item] = []  # the rest of the current example
-        self._baseline: VariantResult | None = None  # the current example's, once finished
+        self._queue: list[Item] = []  # the rest of the current example's round
+        self._rounds: Rounds | None = None  # the current example's rounds (bench.isolate.rounds)
         self.host = host  # what the workers share
         self.children: list[_Started] = []  # its children not yet finished (current, ahead)
         self.finishing = False  # comparing and logging a finished variant
@@ -238,14 +239,21 @@ class Lane:
         return self.over or (not self.finishing and all(c.parked() for c in tuple(self.children)))
 
     def _next(self) -> Item | None:
+        """The next child to start: the rest of this round, the example's next round, or the next example's first;
+        None at a round's end (its last result decides whether another round runs) or when nothing is left."""
         if self.host.stopping.is_set():
             return None
         if not self._queue:
-            try:
-                index, example = self.pending.get_nowait()
-            except queue.Empty:
+            r = self._rounds
+            if r is not None and r.waiting and not r.final():
                 return None
-            self._queue = [(index, example, spec) for spec in example.variants]
+            if r is None or r.done or r.final():
+                try:
+                    index, example = self.pending.get_nowait()
+                except queue.Empty:
+                    return None
+                r = self._rounds = Rounds(example, resolve_config(self.suite_layer, self.cli_layer), index=index)
+            self._queue = [(r.index, r.example, s, r) for s in r.start(fresh=not self.children)]
         return self._queue.pop(0)
 
     def _start(self, item: Item, gate: Gate | None) -> _Started:
@@ -255,8 +263,9 @@ class Lane:
         self.host.checkpoint(self)
         spec = item[2]
         started = _Started(
-            item, self.root / spec.chapter / spec.example / spec.variant, gate, self,
-            suite_layer=self.suite_layer, cli_layer=self.cli_layer, cold_start=self.cold_start, env=self._env(),
+            item, self.root / spec.chapter / spec.example / spec.variant, gate, self, suite_layer=self.suite_layer,
+            cli_layer=item[3].layer(self.cli_layer), cold_start=self.cold_start, env=self._env(),
+            job_extra=item[3].job(),
         )  # fmt: skip
         self.children.append(started)
         return started
@@ -281,7 +290,7 @@ class Lane:
             current = self._start(item, None) if item is not None else None
             while current is not None:
                 current.wait_measured()
-                item = self._next()
+                item = self._next()  # None at a round's end
                 if overlap and item is not None:
                     ahead = self._start(item, Gate())  # rules 1 and 2
                 result = current.result()  # its child has exited
@@ -291,14 +300,19 @@ class Lane:
                     assert ahead is not None and ahead.gate is not None
                     self._open(ahead.gate)
                 self.host.checkpoint(self)
-                self.finishing = True
-                try:
-                    self._finish(current, result, beside)
-                finally:
-                    self.finishing = False
+                ran = time.monotonic()
+                finished = self._finishing(self._finish, current, result)
+                if item is None:  # a round's end, decided now: the example's next round, or the next example
+                    item = self._next()
+                    if overlap and item is not None and finished is not None and _compare_beside(result):
+                        ahead, beside = self._start(item, None), True  # rule 5: comparisons beside the next variant
+                compare_s = 0.0
+                if finished is not None:
+                    self.host.checkpoint(self)
+                    compare_s = self._finishing(self._complete, finished)
+                self._record(current, result, ran, compare_s, beside)
                 if ahead is not None:
-                    assert ahead.gate is not None
-                    if not ahead.gate.is_open():
+                    if ahead.gate is not None and not ahead.gate.is_open():
                         self._open(ahead.gate)
                     current, ahead = ahead, None
                 else:
@@ -311,18 +325,25 @@ class Lane:
         finally:
             self.over = True
 
+    def _finishing(self, step: Callable[..., Any], *args: Any) -> Any:
+        """``step(*args)`` as this worker's finishing work (rule 3: not quiet meanwhile)."""
+        self.finishing = True
+        try:
+            return step(*args)
+        finally:
+            self.finishing = False
+
     def _log(self, result: VariantResult, comparison: Comparison | None) -> None:
         if self.sink is not None:
             self.sink.log_variant(result, comparison)
         if self.on_result is not None:
             self.on_result(result, comparison)
 
-    def _finish(self, started: _Started, result: VariantResult, beside: bool = False) -> None:
-        """After the variant's child has exited: profile it, compare it with its baseline, log it.
-        ``beside``: the next variant's gate is already open (rule 5)."""
-        index, example, spec = started.item
-        ran = time.monotonic()
-        if result.status == "ok" and result.config.get("enable_profiling"):
+    def _finish(self, started: _Started, result: VariantResult) -> Rounds | None:
+        """After a child has exited: profile it (in its first round), add it to its example's rounds. Returns the
+        rounds when this completed the example's last."""
+        _, _, spec, rounds = started.item
+        if rounds.number == 0 and result.status == "ok" and result.config.get("enable_profiling"):
             # After the timed child has exited, in children of their own: no profiler overhead in the
             # samples, and the same GPU (the worker's) as the timed run.
             from bench.isolate.profiled import profile_variant
@@ -332,21 +353,23 @@ class Lane:
                 spec, wd, self.suite_layer, self.cli_layer, timed=result, cold_start=self.cold_start,
                 env=dict(self.env),
             ).profile  # fmt: skip
-        comparison, compare_s = None, 0.0
-        if spec.is_baseline:
-            self._baseline = result
-        elif self._baseline is not None:
-            c0 = time.monotonic()
-            comparison = compare(self._baseline, result, verify=None if self.cold_start else verify_in_server)
-            compare_s = time.monotonic() - c0
-        self.done.add(index, result, comparison)
-        self._log(result, comparison)  # a baseline before its partners: their runs name its run
-        if spec == example.variants[-1]:
-            self._baseline = None
-            if not self.keep_workdir:  # compared: a long suite must not keep every output on disk (1 GiB each)
-                for s in example.variants:
-                    shutil.rmtree(self.root / s.chapter / s.example / s.variant / "outputs", ignore_errors=True)
-        self._record(started, result, ran, compare_s, beside)
+        return rounds if rounds.add(spec, result) and rounds.done else None
+
+    def _complete(self, rounds: Rounds) -> float:
+        """An example's last round is over: each variant's result over its rounds and each pair's comparison kept
+        and logged, the baseline first (its partners' runs name its run); its outputs removed. Returns the seconds
+        the comparisons took."""
+        c0 = time.monotonic()
+        comparisons = {c.variant: c for c in rounds.compare(None if self.cold_start else verify_in_server)}
+        compare_s = time.monotonic() - c0
+        for result in rounds.results():
+            comparison = comparisons.get(result.spec.variant)
+            self.done.add(rounds.index, result, comparison)
+            self._log(result, comparison)
+        if not self.keep_workdir:  # compared: a long suite must not keep every output on disk (1 GiB each)
+            for s in rounds.example.variants:
+                shutil.rmtree(self.root / s.chapter / s.example / s.variant / "outputs", ignore_errors=True)
+        return compare_s
 
     def _record(self, started: _Started, result: VariantResult, ran: float, compare_s: float, beside: bool) -> None:
         """The variant's entry in the suite's time line."""
@@ -356,7 +379,8 @@ class Lane:
         opened = started.gate.opened_at if started.gate is not None else None
         begin = opened if opened is not None and result.ahead_s is not None else started.started
         self.record({
-            "key": started.item[2].key, "start_s": begin - self.t0, "run_s": ran - begin,
+            "key": started.item[2].key, "round": started.round, "start_s": begin - self.t0,
+            "run_s": ran - begin,
             "ahead_s": begin - started.started, "compare_s": compare_s, "other_s": end - ran - compare_s,
             "end_s": end - self.t0, "late_s": result.gate_late_s or 0.0,
             "beside": beside,  # compare_s and other_s ran beside the next variant, not before it

@@ -2,8 +2,10 @@
 
 The speedup is baseline median / optimized median on the time the optimized variant's config names (cold or
 batch; a token-generating pair's metric: TTFT, TPOT, throughput), never clamped, with a 95 % interval
-(``bench.measure.stats.speedup_interval``) and its significance. Verification (``bench.measure.verify``) never
-passes by default; a pair on different devices gets no speedup.
+(``bench.measure.stats.speedup_interval``) and its significance. A pair measured in rounds (both sides' samples
+in the same rounds, bench.isolate.rounds) has the geometric mean of its rounds' ratios of medians instead, and
+a t interval over them (``bench.measure.rounds``): the round-to-round spread is in it. Verification
+(``bench.measure.verify``) never passes by default; a pair on different devices gets no speedup.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from bench.define.config import BenchmarkConfig
 from bench.define.result import Comparison, PairStatus, VariantResult, Verification, Work
+from bench.measure.rounds import round_ratios, rounds_interval
 from bench.measure.stats import speedup_interval
 from bench.measure.verify import FilePair, verify_all
 
@@ -35,9 +38,8 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
 
     ``verify``: what loads and compares the saved outputs, ``verify_all``'s pairs and rtol, the check stage's
     limit in seconds and ``verify_all``'s mode (the config's ``verify``, which both sides must declare alike); by
-    default ``verify_all`` here, in this process (it imports torch). A suite passes one
-    that runs it in a fresh child of the pre-warmed server (bench.isolate.process.verify_in_server), so the
-    parent never imports torch (~4 s on a GPU host, which the first comparison would wait for)."""
+    default ``verify_all`` here, in this process (it imports torch). A suite passes one that runs it in a fresh
+    child of the pre-warmed server (bench.isolate.process.verify_in_server): the parent never imports torch."""
     spec = optimized.spec
     basis, base_samples, opt_samples = _basis(baseline, optimized)
     common: dict[str, Any] = {
@@ -67,9 +69,9 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
     verification = _verify(baseline, optimized, verify)
     same_hardware = not verification.detail.startswith("ran on different devices")
     speedup, low, high, metric = _speedup(baseline, optimized, base_samples, opt_samples, same_hardware)
-    significance = None
-    if low is not None and high is not None:
-        significance = "faster" if low > 1.0 else "slower" if high < 1.0 else "no significant difference"
+    ratios = _round_ratios(baseline, optimized, basis) if same_hardware and metric == "time" else []
+    speedup, low, high = (rounds_interval(ratios) if ratios else None) or (speedup, low, high)
+    significance = _significance(low, high)
     energy = _energy_ratio(baseline, optimized) if same_hardware else (None, None, None)
     values = compared_values(baseline, optimized, metric, base_samples, opt_samples) if speedup else (None, None)
     return Comparison(
@@ -88,7 +90,14 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         energy_ratio=energy[0],
         energy_ratio_ci_low=energy[1],
         energy_ratio_ci_high=energy[2],
+        round_speedups=ratios,
     )
+
+
+def _significance(low: float | None, high: float | None) -> str | None:
+    if low is None or high is None:
+        return None
+    return "faster" if low > 1.0 else "slower" if high < 1.0 else "no significant difference"
 
 
 def compared_values(
@@ -107,6 +116,27 @@ def compared_values(
     name, _, q = metric.partition("_")
     stats = [getattr(g, f"{name}_ms") or {} for g in (b, o)]
     return stats[0].get(q or "median"), stats[1].get(q or "median")
+
+
+def _round_ratios(baseline: VariantResult, optimized: VariantResult, basis: str) -> list[float]:
+    """Each round's ratio of medians on ``basis`` when both sides were measured in the same rounds (at least 2;
+    bench.isolate.rounds), else []."""
+    sides = [r.batch if basis == "batch" else r.timing for r in (baseline, optimized)]
+    if any(t is None or not t.rounds or len(t.rounds) < 2 for t in sides):
+        return []
+    split = [_split(t.samples_ms, t.rounds) for t in sides if t is not None and t.rounds]
+    if len(split[0]) != len(split[1]):
+        return []
+    return round_ratios(split[0], split[1])
+
+
+def _split(samples: list[float], sizes: list[int]) -> list[list[float]]:
+    """``samples`` cut into its rounds' (``sizes``: each round's count, in order)."""
+    out, at = [], 0
+    for n in sizes:
+        out.append(samples[at : at + n])
+        at += n
+    return out
 
 
 def _energy_ratio(baseline: VariantResult, optimized: VariantResult) -> tuple[float | None, ...]:

@@ -355,6 +355,8 @@ def comparison_tags(comparison: Comparison, baseline_run_id: str | None) -> dict
     }
     if comparison.significance is not None:
         tags["perflab.significance"] = comparison.significance
+    if comparison.round_speedups:
+        tags["perflab.rounds"] = f"{len(comparison.round_speedups)} {comparison.rounds_stop or ''}".strip()
     if baseline_run_id is not None:
         tags["perflab.baseline_run_id"] = baseline_run_id
     return tags

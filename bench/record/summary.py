@@ -16,6 +16,7 @@ VERDICTS = (
     "skipped",
 )  # fmt: skip
 
+_ROUNDS = ("round_speedups", "rounds_stop")  # a pair measured in interleaved rounds (bench.isolate.rounds)
 _ENERGY = ("baseline_energy_mj", "optimized_energy_mj", "energy_ratio", "energy_ratio_ci_low", "energy_ratio_ci_high")
 # Where a suite's time went, part by part, as people name it (``stage_split``): each part's label, and the child's
 # stages (bench.define.result.STAGES) it sums. "checks" adds the parent's output comparison, "profile" the profile
@@ -73,7 +74,7 @@ def _pair(c: Comparison, opt: VariantResult) -> dict[str, Any]:
         **c.model_dump(include={"chapter", "example", "variant", "status", "baseline_status", "optimized_status",
                                 "baseline_median_ms", "optimized_median_ms", "speedup", "speedup_ci_low",
                                 "speedup_ci_high", "speedup_time", "speedup_metric", "baseline_value",
-                                "optimized_value", "significance", *_ENERGY}),  # fmt: skip
+                                "optimized_value", "significance", *_ENERGY, *_ROUNDS}),  # fmt: skip
         "verified": c.verification.verified,
         "verification": c.verification.detail,
         "max_rel_error": c.verification.max_rel_error,

@@ -42,7 +42,9 @@ def test_example_runs_and_verifies(example, tmp_path) -> None:
         pytest.skip(SKIPS[example.target])
     # Smoke size everywhere; generous limits because CI machines are slow and Triton is interpreted.
     # No warm-up floor in time: these runs check that each pair runs and verifies, not how steady its timing is.
-    layer = {"smoke": True, "iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0, "timeout_multiplier": 4.0}
+    # One round a side: rounds are tests/bench/isolate/test_rounds.py's.
+    layer = {"smoke": True, "iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0, "timeout_multiplier": 4.0,
+             "min_rounds": 1, "max_rounds": 1}  # fmt: skip
     suite = run_suite([example], cli_layer=layer, workdir=tmp_path)
     for v in suite.variants:
         assert v.status == "ok", f"{v.spec.key}: {v.status} at {v.failed_stage}: {v.error and v.error.message}"

@@ -49,7 +49,8 @@ def _chapter(root: Path, body_baseline: str, body_optimized: str) -> Path:
 
 def _run(root: Path, tmp_path: Path):
     examples = select(discover(root), ["ch2:scaled"])
-    return run_suite(examples, cli_layer={"iterations": 3, "warmup": 1, "device": "cpu"}, workdir=tmp_path / "w")
+    layer = {"iterations": 3, "warmup": 1, "device": "cpu", "max_rounds": 1, "min_rounds": 1}
+    return run_suite(examples, cli_layer=layer, workdir=tmp_path / "w")
 
 
 def test_working_set_is_recorded_in_the_result(tmp_path: Path) -> None:

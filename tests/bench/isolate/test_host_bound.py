@@ -55,7 +55,8 @@ def get_benchmark():
     return B()
 '''
 
-FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu", "min_measure_seconds": 0.0}
+FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu", "min_measure_seconds": 0.0,
+        "min_rounds": 1, "max_rounds": 1}  # fmt: skip
 
 
 def _write(root: Path, name: str, events: Path, host_bound: bool) -> None:

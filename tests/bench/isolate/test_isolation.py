@@ -39,12 +39,12 @@ TIGHT_LIMIT_S = 2.0
 # Enough to start a child, far below the 1000 s a hung fixture sleeps.
 WELL_BELOW_THE_HANG_S = 60.0
 # No warm-up time floor for the cpu clock: the fault fixtures count calls to know warm-up from measurement.
-FAST = {"warmup": 2, "iterations": 3, "min_warmup_seconds": 0.0}
+FAST = {"warmup": 2, "iterations": 3, "min_warmup_seconds": 0.0, "min_rounds": 1, "max_rounds": 1}
 
 # The suite: (file, knobs). Layers: suite config < get_config() < CLI. The seed stays the same
 # for every variant: baseline and optimized must see the same inputs.
 SUITE_LAYER = {"percentiles": [10.0], "warmup": 9, "iterations": 9}
-CLI_LAYER = {"iterations": 5, "warmup": 2}
+CLI_LAYER = {"iterations": 5, "warmup": 2, "min_rounds": 1, "max_rounds": 1}
 SUITE_FILES: dict[str, dict[str, Any]] = {
     "ch07/baseline_x.py": {"CONFIG": {"iterations": 7, "percentiles": [99.9]}},
     "ch07/optimized_x.py": {},

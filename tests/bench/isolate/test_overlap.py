@@ -21,7 +21,7 @@ import pytest
 from bench.define.discovery import discover, select
 from bench.isolate.suite import run_suite
 
-FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu"}
+FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu", "min_rounds": 1, "max_rounds": 1}
 
 # A benchmark that appends events (what, when, its pid) to EVENTS; in setup() it also records whether
 # the previous variant's child (the last pid seen in EVENTS other than its own) still exists.
@@ -145,10 +145,11 @@ def test_a_child_still_starting_when_its_gate_opens_is_recorded_late(tmp_path: P
 
 
 def _slow_compare(monkeypatch: pytest.MonkeyPatch, times: list[tuple[float, float]]) -> None:
-    """bench.isolate.workers's compare, 0.8 s slower; (start, end) of each call appended to ``times``."""
-    import bench.isolate.workers as workers_module
+    """The workers' compare (an example's rounds': bench.isolate.rounds), 0.8 s slower; (start, end) of each call
+    appended to ``times``."""
+    import bench.isolate.rounds as rounds_module
 
-    real = workers_module.compare
+    real = rounds_module.compare
 
     def slow(baseline: Any, optimized: Any, **kwargs: Any) -> Any:
         t0 = time.time()
@@ -157,7 +158,7 @@ def _slow_compare(monkeypatch: pytest.MonkeyPatch, times: list[tuple[float, floa
         times.append((t0, time.time()))
         return out
 
-    monkeypatch.setattr(workers_module, "compare", slow)
+    monkeypatch.setattr(rounds_module, "compare", slow)
 
 
 @pytest.mark.parametrize("gpu", [True, False])
@@ -257,13 +258,14 @@ def test_interrupted_suite_kills_the_child_held_at_its_gate(tmp_path: Path) -> N
     root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
     log.touch()
     write(root, "a", log, teardown_s=0.5)
+    write(root, "b", log)
 
     def interrupt(result: Any, comparison: Any) -> None:
-        raise KeyboardInterrupt  # Ctrl-C as the baseline's result comes in; the optimized one waits at its gate
+        raise KeyboardInterrupt  # Ctrl-C as example a's results come in; b's baseline waits at its gate
 
     with pytest.raises(KeyboardInterrupt):
         run_suite(select(discover(root)), cli_layer=FAST, on_result=interrupt)
-    held = [e for e in events(log) if e["name"] == "a:optimized"]
+    held = [e for e in events(log) if e["name"] == "b:baseline"]
     assert [e["what"] for e in held] == ["factory"]  # it had started ahead, and never set up
     deadline = time.monotonic() + 5
     while _alive(held[0]["pid"]) and time.monotonic() < deadline:

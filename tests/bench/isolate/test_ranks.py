@@ -89,7 +89,7 @@ def get_benchmark():
 """
 
 # gloo processes on any host (a GPU host's NCCL ranks: test_nccl_ranks_on_the_gpus)
-FAST = {"iterations": 4, "warmup": 2, "min_warmup_seconds": 0.0, "device": "cpu"}
+FAST = {"iterations": 4, "warmup": 2, "min_warmup_seconds": 0.0, "device": "cpu", "min_rounds": 1, "max_rounds": 1}
 
 
 def write(path: Path, pids: Path, world: int = 2, fault: tuple[int, str, str] | None = None,

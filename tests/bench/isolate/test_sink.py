@@ -14,7 +14,7 @@ from bench.errors import PerflabError
 from bench.isolate.sink import BackgroundSink
 from bench.isolate.suite import run_suite
 
-FAST = {"warmup": 1, "iterations": 3, "device": "cpu"}
+FAST = {"warmup": 1, "iterations": 3, "device": "cpu", "min_rounds": 1, "max_rounds": 1}
 
 
 class ListSink:

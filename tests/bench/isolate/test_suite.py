@@ -11,7 +11,7 @@ from bench.define.discovery import discover, select
 from bench.isolate.suite import _expected, load_durations, run_suite, save_durations
 from bench.record.summary import summary_dict
 
-FAST = {"warmup": 2, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu"}
+FAST = {"warmup": 2, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu", "min_rounds": 1, "max_rounds": 1}
 
 
 def chapters(tmp_path: Path, write_benchmark: Any, names: str) -> Path:

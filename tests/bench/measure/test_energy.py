@@ -203,7 +203,7 @@ def _spec(path: Path) -> VariantSpec:
     return VariantSpec(chapter="ch01", example="a", variant="baseline", path=str(path))
 
 
-FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0}
+FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0, "min_rounds": 1, "max_rounds": 1}
 
 
 def test_a_cpu_variant_says_why_it_has_no_energy(tmp_path: Path, write_benchmark: Any) -> None:

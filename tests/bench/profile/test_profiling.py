@@ -27,7 +27,7 @@ from bench.profile.verdict import Roofline, verdict, verdict_for
 from bench.record.tracking import Tracker
 from perflab.cli import app
 
-CPU = {"device": "cpu", "iterations": 5, "warmup": 1}
+CPU = {"device": "cpu", "iterations": 5, "warmup": 1, "min_rounds": 1, "max_rounds": 1}
 
 # HAND-MADE in Nsight Compute's `--csv` details-page format (same columns, quoting, units and
 # "==PROF==" preamble as ncu 2025.x prints); not captured on a GPU (real H100 output:

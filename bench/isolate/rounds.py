@@ -1,0 +1,199 @@
+"""An example measured in interleaved rounds: which variants run in each round, when to stop, the merged results.
+
+Baseline fully, then optimized fully, makes whatever changed on the host in between the speedup: on the busy
+2-core host an A/A pair read 0.84x [0.74, 0.98] "slower". So a worker (bench.isolate.workers) runs an example
+round by round, each variant in a fresh child in every round, file order in even rounds and reversed in odd ones
+(B O, O B, B O: a drift linear in time hits both sides alike over two rounds). Round 0 runs each variant in full
+(set-up, warm-up, measurement, output check, batch, energy, recheck, profile); later rounds time only: a fresh
+child sets up, warms up and measures, then ends (the job's ``timing_only``; recheck, energy and the NaN poison
+off; the batch only where a pair's speedup is on it).
+
+After each round every pair's interval over its rounds (bench.measure.rounds) says whether it needs more: at least
+``min_rounds``, then until it is within ±``speedup_precision`` or clearly decided, at most ``max_rounds``, and
+no round begun that would end past ``max_rounds_seconds`` of the example's rounds (then two may be all); each
+setting from the pair's optimized variant's effective config. A settled pair, or one whose side failed, takes
+no further part; the baseline runs while any pair goes on. A host-clocked round first reads the free cores and
+caps its children's intra-op threads to them (bench.measure.cores), the same cap for both sides.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.define.config import BenchmarkConfig, host_clocked
+from bench.define.discovery import Example
+from bench.define.result import Comparison, VariantResult, VariantSpec
+from bench.measure.compare import compare
+from bench.measure.cores import cap_note, free_cores
+from bench.measure.rounds import decide, round_ratios
+from bench.measure.stats import summarize
+
+# What a timing-only round turns off, on top of the suite's and the CLI's layers (its first round checked them).
+TIMING_ONLY = {"check_inputs": False, "measure_energy": False, "poison_outputs": False, "enable_profiling": False}
+
+
+@dataclass
+class Rounds:
+    """One example's rounds: ``start()`` the next, ``add()`` each child's result, ``results()`` at the end."""
+
+    example: Example
+    pre: BenchmarkConfig  # the suite's and CLI's layers (round 0 knows no more)
+    index: int = 0  # the example's in the suite
+    device: str | None = None  # the device the example's variants run on, once round 0 said
+    number: int = -1  # the round in progress
+    done: bool = False
+    t0: float = field(default_factory=time.monotonic)
+    by_key: dict[str, list[VariantResult]] = field(default_factory=dict)  # each variant's rounds, in order
+    stops: dict[str, str] = field(default_factory=dict)  # an optimized variant's key: why its pair is settled
+    waiting: set[str] = field(default_factory=set)  # this round's variants not yet finished
+    threads: dict[str, Any] = field(default_factory=dict)  # this round's job extras: its threads cap
+
+    def start(self, fresh: bool = True) -> list[VariantSpec]:
+        """The next round's variants, in the round's order; the round's thread cap read first (``fresh=False``:
+        the latest reading of the free cores, taken while no child of the worker ran)."""
+        self.number += 1
+        specs = [s for s in self.example.variants if s.is_baseline or s.key not in self.stops]
+        if self.number % 2:
+            specs.reverse()
+        self.waiting = {s.key for s in specs}
+        self.threads = self._cap(fresh)
+        return specs
+
+    def job(self) -> dict[str, Any]:
+        """Extras for this round's children's jobs (runner's ``job_extra``)."""
+        return {**self.threads, **({"timing_only": True} if self.number else {})}
+
+    def layer(self, cli: Any) -> Any:
+        """The CLI layer for this round's children: a later round's checks off."""
+        if not self.number:
+            return cli
+        from bench.define.config import explicit_fields
+
+        batch = any(r[0].config.get("speedup_time") == "batch" for r in self.by_key.values() if r)
+        return {**explicit_fields(cli), **TIMING_ONLY, **({} if batch else {"measure_batch": False})}
+
+    def _cap(self, fresh: bool) -> dict[str, Any]:
+        config = next((r[0].config for r in self.by_key.values() if r), None)
+        device = self.device or ("cpu" if self.pre.device == "cpu" else None)
+        if config is None and device is None:
+            from bench.isolate.process import cuda_guess
+
+            device = None if cuda_guess()[0] else "cpu"
+        if not host_clocked(BenchmarkConfig(**config) if config else self.pre, device):
+            return {}
+        seen = free_cores(fresh=fresh)
+        if seen is None:
+            return {}
+        free, usable, busy = seen
+        return {"threads": free, "threads_note": cap_note(free, usable, busy)} if free < usable else {}
+
+    def final(self) -> bool:
+        """This round is the example's last whatever its results say (max_rounds reached, or one round only)."""
+        configs = [r[0].config for r in self.by_key.values() if r] or [self.pre.model_dump()]
+        return self.number + 1 >= max(c.get("max_rounds", 1) for c in configs) or not self.example.optimized
+
+    def add(self, spec: VariantSpec, result: VariantResult) -> bool:
+        """One child's result; True when its round is complete (then ``done`` says whether another follows)."""
+        self.by_key.setdefault(spec.key, []).append(result)
+        if self.device is None and result.device:
+            self.device = result.device
+        if result.status != "ok" and not spec.is_baseline:
+            self.stops.setdefault(spec.key, f"optimized {result.status} in round {self.number}")
+        self.waiting.discard(spec.key)
+        if self.waiting:
+            return False
+        self.done = self._decide()
+        return True
+
+    def _decide(self) -> bool:
+        """After a complete round: whether the example is done (every pair settled)."""
+        base = self.example.baseline
+        base_rounds = self.by_key.get(base.key, []) if base else []
+        if not base_rounds or base_rounds[-1].status != "ok":
+            for s in self.example.optimized:
+                self.stops.setdefault(s.key, f"baseline {base_rounds[-1].status if base_rounds else 'missing'}")
+            return True
+        spent = time.monotonic() - self.t0
+        for s in self.example.optimized:
+            if s.key in self.stops:
+                continue
+            why = self._settled(base_rounds, self.by_key[s.key], spent)
+            if why is not None:
+                self.stops[s.key] = why
+        return all(s.key in self.stops for s in self.example.optimized)
+
+    def _settled(self, base: list[VariantResult], opt: list[VariantResult], spent: float) -> str | None:
+        """Why the pair of these rounds needs no more (a decision first, then the limits), or None."""
+        cfg, n = opt[0].config, len(opt)
+        least = n >= cfg.get("min_rounds", 1)
+        if least:
+            sides = [[r.timing.samples_ms if r.timing else [] for r in side] for side in (base[:n], opt)]
+            why = decide(round_ratios(*sides), cfg.get("speedup_precision", 0.02))
+            if why is not None:
+                return why
+        if n >= cfg.get("max_rounds", 1):
+            return "max_rounds"
+        if n >= 2 and spent * (1 + 1 / (self.number + 1)) > cfg.get("max_rounds_seconds", float("inf")):
+            # Another round, as long as the average so far, would run past the limit: a slow call's pair stops at
+            # two rounds if need be (B O, O B: a linear drift cancels; its interval, of 1 degree of freedom, wide).
+            return "time_limit"
+        return None
+
+    def results(self) -> list[VariantResult]:
+        """Each variant's result over its rounds (``merge``), in file order."""
+        return [merge(self.by_key[s.key]) for s in self.example.variants if s.key in self.by_key]
+
+    def compare(self, verify: Any) -> list[Comparison]:
+        """Each optimized variant against the baseline of the same rounds."""
+        base = self.example.baseline
+        if base is None or base.key not in self.by_key:
+            return []
+        out = []
+        for s in self.example.optimized:
+            opt = self.by_key.get(s.key)
+            if not opt:
+                continue
+            c = compare(merge(self.by_key[base.key][: len(opt)]), merge(opt), verify=verify)
+            out.append(c.model_copy(update={"rounds_stop": self.stops.get(s.key) if len(opt) > 1 else None}))
+        return out
+
+
+def merge(rounds: list[VariantResult]) -> VariantResult:
+    """One variant's result over its rounds: the first round's (checks, outputs, profile), its timing holding
+    every round's samples in order (``Timing.rounds``: each round's count); a round that failed is the variant's
+    result, its error naming the round."""
+    first = rounds[0]
+    failed = next((i for i, r in enumerate(rounds) if r.status != "ok"), None)
+    if failed is not None:
+        bad = rounds[failed]
+        if failed and bad.error is not None:
+            bad = bad.model_copy(update={"error": bad.error.model_copy(
+                update={"message": f"round {failed} of {len(rounds)}: {bad.error.message}"})})  # fmt: skip
+        return bad
+    if len(rounds) == 1:
+        return first
+    update: dict[str, Any] = {"elapsed_s": sum(r.elapsed_s for r in rounds)}
+    timings = [r.timing for r in rounds]
+    if first.timing is not None and all(t is not None for t in timings):
+        update["timing"] = _pooled(first.timing, timings, first.config)
+    batches = [r.batch for r in rounds]
+    if first.batch is not None and all(b is not None for b in batches):
+        update["batch"] = _pooled(first.batch, batches, first.config)
+    return first.model_copy(update=update)
+
+
+def _pooled(first: Any, parts: list[Any], config: dict[str, Any]) -> Any:
+    """A Timing (or BatchTiming) of every round's samples, in order, with each round's count."""
+    samples = [x for p in parts for x in p.samples_ms]
+    notes = list(dict.fromkeys(n for p in parts for n in p.notes))
+    update: dict[str, Any] = {"samples_ms": samples, "rounds": [len(p.samples_ms) for p in parts], "notes": notes,
+                              "stats": summarize(samples, config.get("percentiles") or [50.0])}  # fmt: skip
+    if hasattr(first, "threads"):
+        threads = [t for p in parts for t in (p.threads or [])]
+        update["threads"] = threads or None
+        flags = list(dict.fromkeys(f for p in parts for f in p.machine_flags))
+        update["machine_flags"] = flags
+        update["target_met"] = all(p.target_met for p in parts) if first.target_met is not None else None
+    return first.model_copy(update=update)

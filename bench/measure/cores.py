@@ -1,0 +1,64 @@
+"""Threads against free cores: an intra-op-parallel op on a host whose cores are busy.
+
+torch runs a CPU op on ``torch.get_num_threads()`` threads (one per core by default) and the op ends when its
+last thread does. With a core kept busy by another process, the thread scheduled there waits for it a scheduler
+slice at a time: on the busy 2-core host a 160x160 fp32 matmul read 16 ms per call where it takes 0.07 ms, and
+5 of 12 A/A pairs read "slower". No verdict can be made of that. So before each round of a host-clocked pair
+the parent reads how many cores are busy (``free_cores``: /proc/stat over a short window, its own CPU time not
+counted) and the round's children run their measurement with at most that many intra-op threads
+(``cap_threads``); both sides of a round get the same cap, and the result says what was done (a timing note and
+``Timing.threads``). A benchmark that sets its own thread count in ``setup()`` keeps it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from bench.measure.guard import cpu_times, host_busy_share, process_cpu_s
+
+WINDOW_S = 0.1  # /proc/stat ticks at 100 Hz: 10 ticks a core, enough to tell a busy core from a blip
+BUSY_CORE = 0.5  # a core counts as busy once other processes use at least half of it
+_LAST: list[tuple[int, int, float]] = []  # the latest reading
+
+
+def free_cores(window_s: float = WINDOW_S, fresh: bool = True) -> tuple[int, int, float] | None:
+    """(cores free for a measurement, at least 1; cores this process may run on; cores' worth of CPU time other
+    processes used over ``window_s``), or None where /proc/stat cannot be read. ``fresh=False``: the latest
+    reading where there is one (a child of the caller's runs now, and would count as another process's load)."""
+    if not fresh and _LAST:
+        return _LAST[-1]
+    before, own0 = cpu_times(), process_cpu_s()
+    time.sleep(window_s)
+    after, own1 = cpu_times(), process_cpu_s()
+    if before is None or after is None:
+        return None
+    share = host_busy_share(before, after, own1 - own0)
+    if share is None:
+        return None
+    total = os.cpu_count() or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
+    busy = share * total
+    free = total - math.floor(busy + (1.0 - BUSY_CORE))
+    _LAST[:] = [(max(1, min(usable, free)), usable, busy)]
+    return _LAST[0]
+
+
+def cap_note(limit: int, usable: int, busy: float) -> str:
+    """The words a capped measurement carries."""
+    return (
+        f"intra-op threads capped at {limit}: other processes kept {busy:.1f} of the host's cores busy at the "
+        f"round's start ({usable} usable); a thread waiting for a busy core waits a scheduler slice per call"
+    )
+
+
+def cap_threads(limit: int) -> bool:
+    """At most ``limit`` intra-op threads from now on in this process (torch's own count if lower); whether it
+    lowered the count."""
+    import torch
+
+    if limit >= torch.get_num_threads():
+        return False
+    torch.set_num_threads(max(1, limit))
+    return True

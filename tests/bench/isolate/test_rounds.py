@@ -1,0 +1,200 @@
+"""bench/isolate/rounds.py (with the workers): a pair measured in interleaved rounds, each side a fresh child per
+round, later rounds timing only; the rounds stop on the interval; a host-clocked round's threads capped to the free
+cores (bench/measure/cores.py); compile caches kept (bench/isolate/process.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.define.config import resolve_config
+from bench.define.discovery import discover, select
+from bench.isolate.process import child_env
+from bench.isolate.runner import run_variant
+from bench.isolate.suite import run_suite
+from bench.measure import cores
+
+FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu"}
+
+# The call sleeps for SLEEP_MS, times what drifts: the "host" is slower by DRIFT for every child started before.
+TIMED = """
+SLEEP_MS = {sleep_ms}
+DRIFT = {drift}
+with open({starts!r}, "a+") as _f:
+    _f.write("x")
+    _f.seek(0)
+    SLOWER = 1.0 + DRIFT * (len(_f.read()) - 1)
+CHECKS = {checks!r}
+_fn = Bench.benchmark_fn
+
+
+def _timed(self):
+    _fn(self)
+    time.sleep(SLEEP_MS * 1e-3 * SLOWER)
+
+
+def _validate(self):
+    with open(CHECKS, "a") as f:
+        f.write("x")
+    return None
+
+
+Bench.benchmark_fn = _timed
+Bench.validate_result = _validate
+"""
+
+
+def pair(tmp_path: Path, write_benchmark: Any, base_ms: float, opt_ms: float, drift: float = 0.0) -> Path:
+    root = tmp_path / "chapters"
+    starts = str(tmp_path / "starts")
+    for variant, ms in (("baseline", base_ms), ("optimized", opt_ms)):
+        checks = str(tmp_path / f"{variant}.checks")
+        write_benchmark(root / "ch07" / f"{variant}_a.py", extra=TIMED.format(sleep_ms=ms, drift=drift, starts=starts,
+                                                                               checks=checks))  # fmt: skip
+    return root
+
+
+def test_sides_alternate_each_round_a_fresh_child_and_only_the_first_round_checks(tmp_path, write_benchmark) -> None:
+    root = pair(tmp_path, write_benchmark, 2.0, 2.0)
+    suite = run_suite(select(discover(root)), cli_layer={**FAST, "min_rounds": 3, "max_rounds": 3})
+    order = [(t["key"].rsplit(":", 1)[1], t["round"]) for t in suite.timeline]
+    assert order == [("baseline", 0), ("optimized", 0), ("optimized", 1), ("baseline", 1), ("baseline", 2),
+                     ("optimized", 2)]  # fmt: skip
+    for v in suite.variants:
+        assert v.status == "ok" and v.timing is not None and v.timing.rounds == [5, 5, 5]
+        assert len(v.timing.samples_ms) == 15 and v.timing.stats.n == 15
+        assert (tmp_path / f"{v.spec.variant}.checks").read_text() == "x"  # validate_result(): round 0 only
+        assert [s.name for s in v.stages if s.status == "ok"][:5] == ["startup", "setup", "warmup", "measurement",
+                                                                     "check"]  # fmt: skip
+    (c,) = suite.comparisons
+    assert len(c.round_speedups) == 3 and c.rounds_stop == "max_rounds" and c.verification.verified
+    assert c.speedup_ci_low is not None and c.speedup_ci_low <= c.speedup <= c.speedup_ci_high
+
+
+def test_drift_between_the_sides_is_a_verdict_in_one_round_and_no_verdict_in_rounds(tmp_path, write_benchmark) -> None:
+    """The same code on both sides while the host slows down, a step for every child: measured one side after the
+    other the later side reads slower, confidently; in alternating rounds the drift hits both and the interval
+    holds 1.0."""
+    one = pair(tmp_path / "one", write_benchmark, 3.0, 3.0, drift=0.5)
+    c1 = run_suite(select(discover(one)), cli_layer={**FAST, "min_rounds": 1, "max_rounds": 1}).comparisons[0]
+    assert c1.significance == "slower", (c1.speedup, c1.speedup_ci_low, c1.speedup_ci_high)
+    many = pair(tmp_path / "many", write_benchmark, 3.0, 3.0, drift=0.5)
+    c3 = run_suite(select(discover(many)), cli_layer={**FAST, "min_rounds": 3, "max_rounds": 3}).comparisons[0]
+    assert c3.significance == "no significant difference", (c3.round_speedups, c3.speedup_ci_low, c3.speedup_ci_high)
+    assert min(c3.round_speedups) < 1.0 < max(c3.round_speedups)  # the order reversed: the drift both ways
+
+
+def test_a_large_difference_stops_at_the_fewest_rounds(tmp_path, write_benchmark) -> None:
+    root = pair(tmp_path, write_benchmark, 24.0, 3.0)
+    suite = run_suite(select(discover(root)), cli_layer=FAST)  # the defaults: at least 3 rounds, at most 8
+    (c,) = suite.comparisons
+    assert c.rounds_stop == "decided" and len(c.round_speedups) == 3, (c.round_speedups, c.rounds_stop)
+    assert c.significance == "faster" and 4 < c.speedup < 12
+
+
+def test_a_round_capped_to_the_free_cores_says_so(tmp_path, write_benchmark) -> None:
+    import torch
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("torch runs one intra-op thread here: nothing to cap")
+    path = write_benchmark(tmp_path / "chapters" / "ch07" / "baseline_a.py")
+    (spec,) = select(discover(path.parents[1]))[0].variants
+    extra = {"threads": 1, "threads_note": "capped for the test"}
+    capped = run_variant(spec, tmp_path / "wd", cli_layer=FAST, job_extra=extra)
+    assert capped.status == "ok" and capped.timing is not None and capped.timing.threads == [1]
+    assert "capped for the test" in capped.timing.notes
+    plain = run_variant(spec, tmp_path / "wd2", cli_layer=FAST)
+    assert plain.timing is not None and plain.timing.threads == [torch.get_num_threads()]
+    assert "capped for the test" not in plain.timing.notes
+
+
+def test_free_cores_counts_a_core_busy_once_others_use_half_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cores.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(cores.time, "sleep", lambda s: None)
+    monkeypatch.setattr(cores, "process_cpu_s", lambda: 5.0)  # this process used nothing in between
+
+    def seen(busy_s: float) -> tuple[int, int, float] | None:
+        readings = iter([(100.0, 400.0), (100.0 + busy_s, 402.0)])  # 2 s of CPU time over the window: 2 cores
+        monkeypatch.setattr(cores, "cpu_times", lambda: next(readings))
+        return cores.free_cores()
+
+    assert seen(0.2)[:2] == (2, 2)  # a blip: both free
+    assert seen(1.0)[:2] == (1, 2)  # one core's worth busy (a `while True` beside us)
+    assert seen(2.0)[:2] == (1, 2)  # both busy: still one thread
+    assert cores.free_cores(fresh=False) == seen(2.0)  # the latest reading, while a child of ours runs
+
+
+def test_compile_caches_persist_unless_set_and_cold_compile_starts_empty(tmp_path: Path) -> None:
+    warm = child_env(resolve_config({"device": "cpu"}), {"HOME": str(tmp_path), "PATH": "/bin"})
+    assert warm["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / ".cache" / "perflab" / "inductor")
+    assert warm["TRITON_CACHE_DIR"] == str(tmp_path / ".cache" / "perflab" / "triton")
+    own = child_env(resolve_config({"device": "cpu"}), {"HOME": str(tmp_path), "TRITON_CACHE_DIR": "/mine"})
+    assert own["TRITON_CACHE_DIR"] == "/mine"  # the user's own choice stands
+    stale = tmp_path / "cold" / "inductor"
+    stale.mkdir(parents=True)
+    (stale / "old").write_text("compiled before")
+    cold = child_env(resolve_config({"device": "cpu", "cold_compile": True}), {"TRITON_CACHE_DIR": "/mine"},
+                     tmp_path / "cold")  # fmt: skip
+    assert cold["TORCHINDUCTOR_CACHE_DIR"] == str(stale) and not stale.exists()  # emptied: compiled from nothing
+    assert cold["TRITON_CACHE_DIR"] == str(tmp_path / "cold" / "triton")
+
+
+def _result(spec: Any, ms: float, status: str = "ok", **config: Any) -> Any:
+    from bench.define.result import Timing, VariantResult
+    from bench.measure.stats import summarize
+
+    samples = [ms * f for f in (0.99, 1.0, 1.01)]
+    timing = Timing(mode="cpu", method="t", samples_ms=samples, stats=summarize(samples))
+    return VariantResult(spec=spec, status=status, timing=timing if status == "ok" else None, device="cpu",
+                         config={"min_rounds": 3, "max_rounds": 8, **config})  # fmt: skip
+
+
+def _rounds(tmp_path: Path, write_benchmark: Any) -> Any:
+    from bench.isolate.rounds import Rounds
+
+    root = tmp_path / "chapters"
+    for name in ("baseline_a", "optimized_a", "optimized_a_b"):
+        write_benchmark(root / "ch07" / f"{name}.py")
+    (example,) = select(discover(root))
+    return Rounds(example, resolve_config({"device": "cpu"}))
+
+
+def test_a_settled_pair_leaves_the_rounds_and_a_time_limit_may_stop_at_two(tmp_path, write_benchmark) -> None:
+    r = _rounds(tmp_path, write_benchmark)
+    base, opt, opt_b = r.example.variants
+    ms = {base.key: 10.0, opt.key: 5.0, opt_b.key: 10.0}  # opt: 2x, settles at 3 rounds; opt_b: A/A, runs on
+    for number in range(3):
+        specs = r.start()
+        assert [s.key for s in specs] == [s.key for s in (base, opt, opt_b)][:: -1 if number % 2 else 1]
+        wobble = {opt_b.key: (1.0, 1.2, 0.85)[number]}  # opt_b's rounds disagree: its interval stays wide
+        done = [r.add(s, _result(s, ms[s.key] * wobble.get(s.key, 1.0))) for s in specs]
+        assert done == [False, False, True] and not r.done
+    assert r.stops == {opt.key: "decided"}
+    assert [s.key for s in r.start()] == [opt_b.key, base.key]  # reversed, without the settled pair
+    (c_opt, c_b) = r.compare(None)
+    assert len(c_opt.round_speedups) == 3 and c_opt.rounds_stop == "decided"
+    # A slow pair: another round would pass max_rounds_seconds; two rounds may be all, below min_rounds.
+    slow = _rounds(tmp_path / "slow", write_benchmark)
+    for _ in range(2):
+        for s in slow.start():
+            slow.add(s, _result(s, 10.0, max_rounds_seconds=1e-6))
+    assert slow.done and set(slow.stops.values()) == {"time_limit"}
+
+
+def test_a_failed_round_is_the_variants_result_and_its_pair_stops(tmp_path, write_benchmark) -> None:
+    r = _rounds(tmp_path, write_benchmark)
+    base, opt, opt_b = r.example.variants
+    for s in r.start():
+        r.add(s, _result(s, 10.0))
+    for s in r.start():
+        r.add(s, _result(s, 10.0, status="failed" if s == opt else "ok"))
+    assert r.stops[opt.key] == "optimized failed in round 1"
+    merged = {v.spec.key: v for v in r.results()}
+    assert merged[opt.key].status == "failed" and merged[base.key].timing.rounds == [3, 3]
+    base_fails = _rounds(tmp_path / "b", write_benchmark)
+    for s in base_fails.start():
+        base_fails.add(s, _result(s, 10.0, status="failed" if s.is_baseline else "ok"))
+    assert base_fails.done and set(base_fails.stops.values()) == {"baseline failed"}

@@ -1,0 +1,108 @@
+"""bench/measure/rounds.py: a pair's speedup over interleaved rounds, its t interval, when its rounds stop; and
+bench/measure/compare.py taking it from both sides' rounds."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats as sps
+
+from bench.define.result import Timing
+from bench.measure.compare import compare
+from bench.measure.rounds import decide, half_width, round_ratios, rounds_interval
+from bench.measure.stats import summarize
+from tests.bench.measure.test_compare import variant
+
+
+def test_the_speedup_is_the_geometric_mean_of_the_rounds_ratios_with_a_t_interval() -> None:
+    ratios = [1.10, 0.95, 1.30, 1.02]
+    speedup, low, high = rounds_interval(ratios)  # type: ignore[misc]
+    logs = np.log(ratios)
+    lo, hi = sps.t.interval(0.95, len(logs) - 1, loc=logs.mean(), scale=sps.sem(logs))
+    assert speedup == pytest.approx(math.exp(logs.mean()))
+    assert (low, high) == (pytest.approx(math.exp(lo), rel=1e-3), pytest.approx(math.exp(hi), rel=1e-3))
+    assert rounds_interval([1.2]) is None  # one round shows no spread
+
+
+def test_round_ratios_pair_rounds_by_index() -> None:
+    base = [[2.0, 2.2, 2.1], [4.0, 4.0], [1.0]]
+    opt = [[1.0, 1.1, 1.05], [2.0, 2.0]]
+    assert round_ratios(base, opt) == pytest.approx([2.0, 2.0])  # the shorter side's rounds
+    assert round_ratios([[1.0], []], [[1.0], [1.0]]) == [1.0]  # an empty round gives no ratio
+
+
+def test_a_narrow_interval_twice_settles_on_precision_a_far_one_is_decided_a_wide_one_runs_on() -> None:
+    tight = [1.001, 0.999, 1.002, 1.0]
+    assert decide(tight, 0.02) == "precision"
+    assert decide([1.5, 1.001, 0.999], 0.02) is None  # narrow now, not one round before: one more
+    assert decide([2.0, 2.1, 1.95], 0.02) == "decided"  # a slow call's large difference: the fewest rounds
+    assert decide([1.1, 1.3, 1.05], 0.02) is None  # beyond 1.0, but not by DECIDED half-widths: more rounds
+    assert decide([1.2, 0.8, 1.0], 0.02) is None
+    assert half_width(0.98, 1.02) == pytest.approx(0.02, rel=0.01)
+
+
+def _simulate(pairs: int, noise: float, true: float, seed: int = 1) -> tuple[list[str | None], list[int]]:
+    """Pairs whose rounds' log ratios are normal around log(true), run through the stopping rule as the worker runs
+    it (at least 3 rounds, at most 8, ±2 %): each pair's verdict and its rounds."""
+    rng = np.random.default_rng(seed)
+    verdicts, counts = [], []
+    for _ in range(pairs):
+        ratios = [true * math.exp(rng.normal(0.0, noise)) for _ in range(2)]
+        while True:
+            ratios.append(true * math.exp(rng.normal(0.0, noise)))
+            if decide(ratios, 0.02) or len(ratios) == 8:
+                break
+        _, low, high = rounds_interval(ratios)  # type: ignore[misc]
+        verdicts.append("faster" if low > 1 else "slower" if high < 1 else None)
+        counts.append(len(ratios))
+    return verdicts, counts
+
+
+@pytest.mark.parametrize("noise", [0.003, 0.01, 0.02, 0.05, 0.15])
+def test_stopping_on_the_interval_keeps_aa_pairs_near_the_5_percent_a_95_percent_interval_allows(noise) -> None:
+    """Stopping on significance inflates false verdicts (each round another look: 15 % and more); this rule stops
+    on a width held two rounds, or on a ratio DECIDED half-widths out, and an A/A pair reads a verdict in 5-7.5 % of
+    pairs whatever the noise."""
+    verdicts, _ = _simulate(4000, noise, 1.0)
+    wrong = sum(v is not None for v in verdicts) / len(verdicts)
+    assert wrong <= 0.075, f"{100 * wrong:.1f} % of A/A pairs read a verdict at noise {noise}"
+
+
+def test_a_large_difference_is_decided_in_the_fewest_rounds() -> None:
+    verdicts, counts = _simulate(500, 0.05, 2.0)
+    assert all(v == "faster" for v in verdicts) and np.median(counts) == 3
+    verdicts, counts = _simulate(500, 0.05, 1.05)  # a small one takes them all
+    assert np.median(counts) == 8
+
+
+def _timed(tmp_path: Path, name: str, rounds: list[list[float]]) -> object:
+    v = variant(tmp_path, name, [torch.ones(4)])
+    samples = [x for r in rounds for x in r]
+    v.timing = Timing(
+        mode="cpu", method="t", samples_ms=samples, stats=summarize(samples), rounds=[len(r) for r in rounds]
+    )
+    return v
+
+
+def test_compare_takes_the_interval_over_rounds_and_the_spread_between_them(tmp_path: Path) -> None:
+    """Both sides slowed down alike in round 2 (load came and went): each round's ratio is 1, so the pair holds 1.0,
+    where the pooled samples of the busy round would have moved one side alone."""
+    base = _timed(tmp_path, "baseline", [[1.0, 1.01, 0.99], [3.0, 3.1, 2.9], [1.0, 1.0, 1.02]])
+    opt = _timed(tmp_path, "optimized", [[1.0, 0.99, 1.01], [3.0, 2.9, 3.05], [1.01, 1.0, 0.99]])
+    c = compare(base, opt)  # type: ignore[arg-type]
+    assert c.round_speedups == pytest.approx([1.0, 1.0, 1.0], abs=0.02)
+    assert c.speedup_ci_low < 1.0 < c.speedup_ci_high and c.significance == "no significant difference"
+    # Rounds that disagree widen the interval: the spread between them is in it.
+    opt_noisy = _timed(tmp_path, "optimized", [[0.5, 0.5, 0.5], [3.0, 3.0, 3.0], [1.0, 1.0, 1.0]])
+    wide = compare(base, opt_noisy)  # type: ignore[arg-type]
+    assert wide.speedup_ci_high / wide.speedup_ci_low > 2 * c.speedup_ci_high / c.speedup_ci_low
+    assert wide.significance == "no significant difference"
+    # One round a side: no rounds interval, the samples' bootstrap as before.
+    single = compare(
+        variant(tmp_path, "baseline", [torch.ones(4)], 2.0), variant(tmp_path, "optimized", [torch.ones(4)])
+    )
+    assert single.round_speedups == [] and single.speedup == pytest.approx(2.0)
