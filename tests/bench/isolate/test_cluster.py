@@ -23,7 +23,7 @@ from mlflow import MlflowClient
 from bench.define.discovery import discover, select
 from bench.errors import PerflabError
 from bench.isolate.cluster import Dispatcher, _check_reachable, _Driver, import_ray
-from tests.services import REPO, Team
+from tests.services import REPO, Team, client_env
 
 
 def test_the_dispatcher_hands_out_each_example_once_and_puts_a_lost_nodes_back() -> None:
@@ -130,7 +130,7 @@ def _run(*args: str | Path, env: dict[str, str], timeout: float = 300) -> subpro
 
 
 def _env(server: Team, results: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env = client_env()  # the server's credentials kept
     env.update({"MLFLOW_TRACKING_URI": server.uri, "PERFLAB_RESULTS_DIR": str(results), "COLUMNS": "200",
                 "NO_COLOR": "1", "PYTHONPATH": str(REPO)})  # fmt: skip
     return env
