@@ -137,6 +137,7 @@ def readme(
         outcomes = update_readmes(run_id, root, tracking_uri, chapter, check)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    _say_campaigns(sorted({o.run_id for o in outcomes if o.sections and o.run_id}), tracking_uri)
     for o in outcomes:
         what = f" ({', '.join(o.sections)}) from suite {o.run_id}" if o.sections else ""
         say(f"{o.state:9} {o.path}{what}" + (f": {o.reason}" if o.reason else ""))
@@ -160,6 +161,8 @@ def compare_cmd(
         cmp = compare_runs(run_a, run_b, tracking_uri, all_metrics=all_metrics)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    for line in cmp.campaigns:
+        say(line)
     console.print(compare_table(cmp))
     for moved in cmp.machines:
         say(f"different machines, A → B: {moved}; those deltas include the machines' difference")
@@ -189,6 +192,8 @@ def report(
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
     o = rep["overall"]
+    if o.get("campaign"):
+        say(o["campaign"])
     gm = o["speedup_geomean"]
     say(f"{o['succeeded']}/{o['variants']} variants ok, {o['pairs_counted']}/{o['pairs']} pairs counted: "
         f"{o['pairs_faster']} faster, {o['pairs_slower']} slower, {o['pairs_no_difference']} no significant "
@@ -212,6 +217,7 @@ def regressions(
         checked, rows = check_suite(run_id, k=k, threshold=threshold, alpha=alpha, tracking_uri=tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    _say_campaigns([checked], tracking_uri)
     console.print(regression_table(rows, console.width))
     for note in regression_notes(rows):
         say(note)
@@ -220,6 +226,15 @@ def regressions(
     say(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     if counts["regressed"]:
         raise typer.Exit(1)
+
+
+def _say_campaigns(run_ids: list[str], tracking_uri: str | None) -> None:
+    """For a suite run in parts (``--shard I/N``): the parts read, and those missing."""
+    from bench.record import campaign_line
+
+    for run_id in run_ids:
+        if line := campaign_line(run_id, tracking_uri):
+            say(line)
 
 
 def register(app: typer.Typer) -> None:

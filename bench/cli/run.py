@@ -34,6 +34,7 @@ from bench.cli.common import (
     table,
 )
 from bench.cli.output import console, err_console, progress
+from bench.cli.shard import campaign_tags, shard_of
 from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult, VariantResult
@@ -135,6 +136,7 @@ def run(
         from bench.isolate.cluster import check_ray
 
         check_ray(ray)  # before the suite's parent run: a wrong address leaves nothing in the store
+    tags = campaign_tags(shard, examples, effective)  # before the split: every part derives the same id
     examples = shard_of(examples, shard) if shard is not None else examples
     if not cold_start and ray is None:
         from bench.isolate.process import prestart_server
@@ -143,7 +145,6 @@ def run(
         prestart_server(effective)
     workers = workers_for(effective.device, gpus, jobs) if ray is None else []
     target_text = ",".join(targets or ["all"])
-    tags = {"perflab.shard": shard} if shard is not None else {}
     sink = None if no_track else _sink(experiment, tracking_uri, target_text, cold_start, tags)
     options = {"ray": ray, "chapters_dir": chapters_dir} if ray is not None else {
         "workdir": keep_workdir, "keep_workdir": keep_workdir is not None}  # fmt: skip
@@ -251,18 +252,6 @@ def _on_ray(
 
     return run_on_ray(examples, ray, sink=sink, on_result=on_result, describe_host=host_manifest, warn=warn,
                       expected_s=expected, **options)  # fmt: skip
-
-
-def shard_of(examples: list[Example], shard: str) -> list[Example]:
-    """``I/N``: every N-th example from the I-th, in target order; the same partition on every host for one
-    checkout (a Slurm job array runs ``--shard $SLURM_ARRAY_TASK_ID/N``)."""
-    i, slash, n = shard.partition("/")
-    if not (slash and i.strip().isdigit() and n.strip().isdigit()) or not 0 <= int(i) < int(n):
-        raise PerflabError(f"--shard {shard!r}: expected I/N with 0 <= I < N, e.g. 0/4 (Slurm: $SLURM_ARRAY_TASK_ID/4)")
-    part = sorted(examples, key=lambda e: e.target)[int(i) :: int(n)]
-    if not part:
-        raise PerflabError(f"--shard {shard}: no example falls in this part ({len(examples)} examples in all)")
-    return part
 
 
 def _report(
