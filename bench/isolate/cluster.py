@@ -222,8 +222,9 @@ def run_on_ray(
     (``bench.record.manifest.host_manifest``), called on the node; ``warn``: one line per node whose commit
     differs from this host's. ``expected_s``: the last run's seconds per variant: the longest examples go first."""
     ray = import_ray()
-    joined = time.monotonic()
-    _connect(ray, address)
+    joined = time.monotonic() - _JOINED_S.pop(address, 0.0)
+    if not ray.is_initialized():  # check_ray joined it already
+        _connect(ray, address)
     t0, wall0 = time.monotonic(), time.time()
     suite: SuiteResult | None = None
     try:
@@ -258,10 +259,22 @@ def run_on_ray(
 
 
 def check_ray(address: str) -> None:
-    """Before a suite starts (``perflab run --ray``, ahead of ``run_on_ray``): Ray installed, and something
-    answering at ``address`` (a PerflabError otherwise)."""
-    import_ray()
+    """Before a suite starts (``perflab run --ray``, ahead of ``run_on_ray``): Ray installed, something answering
+    at ``address``, a GPU on the cluster (a PerflabError otherwise, before the suite's parent run exists: a refusal
+    leaves nothing in the store). Joins the cluster; ``run_on_ray`` keeps the connection."""
+    ray = import_ray()
     _check_reachable(address if address != "auto" else os.environ.get("RAY_ADDRESS", "auto"))
+    t0 = time.monotonic()
+    _connect(ray, address)
+    try:
+        _gpu_nodes(ray, address)
+    except PerflabError:
+        ray.shutdown()
+        raise
+    _JOINED_S[address] = time.monotonic() - t0
+
+
+_JOINED_S: dict[str, float] = {}  # address -> seconds check_ray took to join it (the suite's connect time)
 
 
 def _connect(ray: Any, address: str) -> None:
