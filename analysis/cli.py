@@ -35,7 +35,7 @@ def peak(
     force: Annotated[bool, typer.Option("--force/--no-force", help="measure again although cached")] = False,
     device: Annotated[str, typer.Option(help="auto (first GPU, else CPU), cpu, cuda")] = "auto",
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log an MLflow run")] = False,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: MLflow's Default)")] = None,
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Measure this device's ceilings (copy/L2 bandwidth, matmul TFLOP/s per dtype), cache them per hardware."""

@@ -118,7 +118,7 @@ put it in $PGPASSFILE as host:port:database:user:password, and the URL without i
   secret "$DIR/optuna-password"  # Optuna's studies (perflab sweep run --storage ...): a role that owns only them
   PGHOST=$SOCKETS PGPORT=$PG_PORT admin role perflab_optuna optuna "$DIR/optuna-password"
   local line=":$PG_PORT:optuna:perflab_optuna:$(cat "$DIR/optuna-password")"
-  printf '%s\n' "$NAME$line" ${ADDRESS:+"$ADDRESS$line"} "localhost$line" > "$DIR/optuna.pgpass"
+  printf '%s\n' "$NAME$line" ${ADDRESS:+"$ADDRESS$line"} "localhost$line" "127.0.0.1$line" > "$DIR/optuna.pgpass"
   say "PostgreSQL runs on port $PG_PORT (data in $PGDATA)"
 }
 

@@ -22,7 +22,9 @@ from unittest import mock
 from bench.errors import ConfigError
 from bench.record.contract import name, param_value
 
-DEFAULT_EXPERIMENT = "perflab"
+# MLflow's own default experiment: where `mlflow run . -e chapter` puts its project run (the suite's parent)
+# unless told otherwise, so that both entry points land side by side.
+DEFAULT_EXPERIMENT = "Default"
 PARENT_RUN_ID = "mlflow.parentRunId"  # the tag MLflow nests runs by (mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_ID)
 
 
@@ -90,7 +92,7 @@ def _check_scheme(uri: str, scheme: str) -> None:
 
 
 def experiment_name(experiment: str | None) -> str:
-    """``experiment``, else ``MLFLOW_EXPERIMENT_NAME``, else "perflab"."""
+    """``experiment``, else ``MLFLOW_EXPERIMENT_NAME``, else MLflow's "Default"."""
     return experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
 
 
