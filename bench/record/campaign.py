@@ -49,6 +49,14 @@ def _part(parent: StoredRun) -> tuple[int, int] | None:
     return (int(i), int(n)) if slash and i.isdigit() and n.isdigit() and int(i) < int(n) else None
 
 
+def _parents(cid: str, tracking_uri: str | None) -> list[StoredRun]:
+    """The ended parent runs of a campaign, newest first. Its variant runs carry the tag too (a suite's tags go on
+    each) and would crowd a search's 1000 results; a parent has ``perflab.suite_status`` once ended, a part still
+    running none (it reads as missing until then)."""
+    runs = tagged_runs({CAMPAIGN_TAG: cid}, tracking_uri, 1000, also="tags.`perflab.suite_status` LIKE '%'")
+    return [r for r in runs if not r.is_variant]
+
+
 def campaign_of(parent: StoredRun | str, tracking_uri: str | None = None) -> Campaign:
     """The campaign of a suite's parent run (a run or its id); a suite in one part is a campaign of one."""
     parent = read_run(parent, tracking_uri) if isinstance(parent, str) else parent
@@ -56,9 +64,9 @@ def campaign_of(parent: StoredRun | str, tracking_uri: str | None = None) -> Cam
     if cid is None or part is None:
         return Campaign(cid, 1, {0: parent})
     parents = {part[0]: parent}
-    for run in tagged_runs({CAMPAIGN_TAG: cid}, tracking_uri, max_results=1000):  # newest first
+    for run in _parents(cid, tracking_uri):  # newest first
         other = _part(run)
-        if run.is_variant or other is None or other[1] != part[1]:
+        if other is None or other[1] != part[1]:
             continue
         held = parents.get(other[0])
         completed = run.tags.get("perflab.suite_status") == "completed"

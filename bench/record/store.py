@@ -285,11 +285,13 @@ def benchmark_runs(
     return [_stored(r) for r in runs]
 
 
-def tagged_runs(tags: Mapping[str, str], tracking_uri: str | None = None, max_results: int = 100) -> list[StoredRun]:
-    """Runs of any experiment that carry every tag in ``tags`` (e.g. the peak runs of one hardware key),
-    newest first."""
+def tagged_runs(
+    tags: Mapping[str, str], tracking_uri: str | None = None, max_results: int = 100, also: str | None = None
+) -> list[StoredRun]:
+    """Runs of any experiment that carry every tag in ``tags`` (e.g. the peak runs of one hardware key), and
+    match the filter clause ``also`` when given, newest first."""
     store = client(tracking_uri)
-    where = " and ".join(f"tags.`{k}` = {_quoted(v)}" for k, v in tags.items())
+    where = " and ".join([*(f"tags.`{k}` = {_quoted(v)}" for k, v in tags.items()), *([also] if also else [])])
     runs = store.search_runs(
         [e.experiment_id for e in store.search_experiments()],
         filter_string=where,
