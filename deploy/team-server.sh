@@ -99,6 +99,15 @@ init_db() {  # a new cluster: every connection needs a password (SCRAM), local o
   fi
 }
 
+close_trust() {  # a cluster an earlier recipe made: it trusted local connections, its files were readable
+  as_pg grep -qE '^[^#]*[[:space:]]trust([[:space:]]|$)' "$PGDATA/pg_hba.conf" || return 0
+  as_pg sed -i -E '/^[^#]/s/[[:space:]]trust([[:space:]]|$)/ scram-sha-256\1/' "$PGDATA/pg_hba.conf"
+  echo "*:*:*:perflab:$(cat "$DIR/pg-password")" > "$PGPASSFILE"
+  chmod -R go-rwx "$DIR"/*
+  [ "$(id -u)" = 0 ] && chown root "$DIR"  # PostgreSQL writes in run/ now, not beside the secrets
+  say "PostgreSQL: its trust rules now ask for the password (scram-sha-256); the store's files are this user's alone"
+}
+
 start_db() {
   if [ -n "${PERFLAB_DB_URL:-}" ]; then
     [[ "$PERFLAB_DB_URL" =~ ://[^/@]*:[^/@]*@ ]] && die "PERFLAB_DB_URL holds a password (it would show in ps): \
@@ -110,6 +119,7 @@ put it in $PGPASSFILE as host:port:database:user:password, and the URL without i
   mkdir -p "$SOCKETS"
   [ "$(id -u)" = 0 ] && chown "$(pg_user)" "$SOCKETS"
   [ -f "$PGDATA/PG_VERSION" ] || init_db "$bin"
+  close_trust
   as_pg "$bin/pg_ctl" -D "$PGDATA" -l "$SOCKETS/postgresql.log" -w -t 60 \
     -o "-p $PG_PORT -k $SOCKETS -c listen_addresses='$PG_LISTEN'" start > /dev/null
   for db in mlflow mlflow_auth; do  # MLflow's runs; its users and permissions

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from tests.services import REPO, SERVER_ADDRESS, SERVER_NAME, Team, client_env
+from tests.services import CREDENTIALS, REPO, SERVER_ADDRESS, SERVER_NAME, Team, client_env
 
 NS = f"perflab-gpu{os.getpid()}"
 LINK = f"plv{os.getpid()}"  # plvPIDa here, plvPIDb in the namespace (interface names: 15 characters at most)
@@ -162,3 +162,17 @@ def test_a_second_local_user_reads_no_database_and_no_file_of_the_store(mlflow_s
     hba = subprocess.run(["cat", str(d / "pgdata" / "pg_hba.conf")], capture_output=True, text=True).stdout
     rules = [line.split() for line in hba.splitlines() if line.strip() and not line.startswith("#")]
     assert rules and all(rule[-1] == "scram-sha-256" for rule in rules), rules
+
+
+def test_a_gpu_host_without_credentials_is_refused_and_keeps_its_results(
+    mlflow_server: Team, gpu_host: str, logged: dict[str, object], tmp_path: Path
+) -> None:
+    env = {k: v for k, v in logged["env"].items() if k not in CREDENTIALS}  # type: ignore[attr-defined]
+    env |= {"PERFLAB_RESULTS_DIR": str(tmp_path), "HOME": str(tmp_path)}  # no ~/.mlflow/credentials either
+    run = _on_host(gpu_host, sys.executable, "-m", "perflab", "run", "-t", "ch7:transpose", "--device", "cpu",
+                   "--experiment", "gpu-host-anonymous", env=env)  # fmt: skip
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "401" in run.stderr and "~/.mlflow/credentials" in run.stderr and "perflab import" in run.stderr, run.stderr
+    assert any((tmp_path / "spool").rglob("*.json"))  # kept for `perflab import` with a user's credentials
+    client = MlflowClient(f"http://127.0.0.1:{mlflow_server.port}")
+    assert client.get_experiment_by_name("gpu-host-anonymous") is None
