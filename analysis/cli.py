@@ -35,7 +35,7 @@ def peak(
     force: Annotated[bool, typer.Option("--force/--no-force", help="measure again although cached")] = False,
     device: Annotated[str, typer.Option(help="auto (first GPU, else CPU), cpu, cuda")] = "auto",
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log an MLflow run")] = False,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: MLflow's Default)")] = None,
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Measure this device's ceilings (copy/L2 bandwidth, matmul TFLOP/s per dtype), cache them per hardware."""
@@ -137,6 +137,7 @@ def readme(
         outcomes = update_readmes(run_id, root, tracking_uri, chapter, check)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    _say_campaigns(sorted({o.run_id for o in outcomes if o.sections and o.run_id}), tracking_uri)
     for o in outcomes:
         what = f" ({', '.join(o.sections)}) from suite {o.run_id}" if o.sections else ""
         say(f"{o.state:9} {o.path}{what}" + (f": {o.reason}" if o.reason else ""))
@@ -173,8 +174,8 @@ def compare_cmd(
         else:
             cmp = compare_runs(run_a, run_b, tracking_uri, all_metrics=all_metrics)
             console.print(compare_table(cmp))
-            lines = [f"only in {side}: " + ", ".join(names) for side, names in (("A", cmp.only_a), ("B", cmp.only_b))
-                     if names]  # fmt: skip
+            lines = [*cmp.campaigns, *(f"only in {side}: " + ", ".join(names)
+                                        for side, names in (("A", cmp.only_a), ("B", cmp.only_b)) if names)]
             moved = cmp.machines
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
@@ -207,6 +208,8 @@ def report(
     from bench.record import verdicts_text
 
     o = rep["overall"]
+    if o.get("campaign"):
+        say(o["campaign"])
     gm = o["speedup_geomean"]
     say(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; geomean speedup "
         f"of the {o['pairs_counted']} verified ok pair(s) {'—' if gm is None else f'{gm:.3f}x'}")  # fmt: skip
@@ -229,6 +232,7 @@ def regressions(
         checked, rows = check_suite(run_id, k=k, threshold=threshold, alpha=alpha, tracking_uri=tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    _say_campaigns([checked], tracking_uri)
     console.print(regression_table(rows, console.width))
     for note in regression_notes(rows):
         say(note)
@@ -237,6 +241,15 @@ def regressions(
     say(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     if counts["regressed"]:
         raise typer.Exit(1)
+
+
+def _say_campaigns(run_ids: list[str], tracking_uri: str | None) -> None:
+    """For a suite run in parts (``--shard I/N``): the parts read, and those missing."""
+    from bench.record import campaign_line
+
+    for run_id in run_ids:
+        if line := campaign_line(run_id, tracking_uri):
+            say(line)
 
 
 def register(app: typer.Typer) -> None:

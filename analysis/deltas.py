@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bench.record import StoredRun, child_runs, read_run
+from bench.record import StoredRun, campaign_of, read_run
 
 __all__ = ["MetricDelta", "RunComparison", "compare_runs", "compare_table", "direction", "machines"]
 
@@ -69,6 +69,7 @@ class RunComparison:
     # Matched runs measured on different machines (``analysis.regression.machine``): "A's machine → B's (n runs)";
     # their deltas include the machines' difference, not only the code's.
     machines: list[str] = field(default_factory=list)
+    campaigns: list[str] = field(default_factory=list)  # "A: campaign …: 3 of 4 parts; missing: 2/4", of a sharded side
 
 
 def _deltas(name: str, a: StoredRun, b: StoredRun, all_metrics: bool) -> list[MetricDelta]:
@@ -91,14 +92,17 @@ def compare_runs(run_a: str, run_b: str, tracking_uri: str | None = None, all_me
         )
     if a.is_variant:
         return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [], machines([(a, b)]))
-    kids_a = {r.name: r for r in child_runs(run_a, tracking_uri)}
-    kids_b = {r.name: r for r in child_runs(run_b, tracking_uri)}
+    camp_a, camp_b = campaign_of(a, tracking_uri), campaign_of(b, tracking_uri)
+    kids_a = {r.name: r for r in camp_a.child_runs(tracking_uri)}
+    kids_b = {r.name: r for r in camp_b.child_runs(tracking_uri)}
+    campaigns = [f"{side}: {line}" for side, c in (("A", camp_a), ("B", camp_b)) if (line := c.line())]
     deltas = _deltas("suite", a, b, all_metrics)
     matched = sorted(kids_a.keys() & kids_b.keys())
     for name in matched:
         deltas += _deltas(name, kids_a[name], kids_b[name], all_metrics)
     only_a, only_b = sorted(kids_a.keys() - kids_b.keys()), sorted(kids_b.keys() - kids_a.keys())
-    return RunComparison(a, b, deltas, only_a, only_b, machines([(kids_a[n], kids_b[n]) for n in matched]))
+    moved = machines([(kids_a[n], kids_b[n]) for n in matched])
+    return RunComparison(a, b, deltas, only_a, only_b, moved, campaigns)
 
 
 def machines(pairs: list[tuple[StoredRun, StoredRun]]) -> list[str]:

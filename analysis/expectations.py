@@ -41,7 +41,7 @@ import yaml
 
 from analysis.readme import roofline_exempt
 from bench.measure import ceilings as peaks
-from bench.record import StoredRun, child_runs, latest_suite_run_id, read_run
+from bench.record import StoredRun, campaign_of, latest_suite_run_id, read_run
 
 __all__ = ["CSV_COLUMNS", "DEFAULT_DIR", "Row", "check", "check_csv", "expectation_file", "update"]
 
@@ -90,7 +90,7 @@ def _suite(run_id: str | None, tracking_uri: str | None) -> tuple[str, list[Stor
     parent = read_run(run_id, tracking_uri)
     if parent.is_variant:
         raise ValueError(f"run {run_id!r} is the variant run {parent.name!r}; pass its suite {parent.parent_id!r}")
-    return run_id, [r for r in child_runs(run_id, tracking_uri) if r.is_variant]
+    return run_id, [r for r in campaign_of(run_id, tracking_uri).child_runs(tracking_uri) if r.is_variant]
 
 
 def _verdict(run: StoredRun, baseline: StoredRun | None, want: dict[str, Any] | None, tolerance: float) -> Row:

@@ -35,7 +35,7 @@ from bench.measure import ceilings as peaks
 from bench.record import (
     Compared,
     StoredRun,
-    child_runs,
+    campaign_of,
     latest_suite_run_id,
     read_artifact_text,
     read_run,
@@ -140,7 +140,7 @@ def load_suite(run_id: str | None, tracking_uri: str | None = None) -> Suite:
         raise ValueError(
             f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
         )
-    runs = [r for r in child_runs(run_id, tracking_uri) if r.is_variant]
+    runs = [r for r in campaign_of(parent, tracking_uri).child_runs(tracking_uri) if r.is_variant]
     if not runs:
         raise ValueError(f"run {run_id!r} ({parent.name!r}) has no benchmark variant runs: it is not a suite")
     report = build_report(parent, runs)

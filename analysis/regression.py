@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from scipy.stats import t as student_t
 
-from bench.record import StoredRun, benchmark_runs, child_runs, latest_suite_run_id, read_artifact_text, read_run
+from bench.record import StoredRun, benchmark_runs, campaign_of, latest_suite_run_id, read_artifact_text, read_run
 
 __all__ = [
     "Assessment", "RegressionRow", "assess", "check_run", "check_suite", "machine", "regression_notes",
@@ -250,7 +250,7 @@ def check_suite(
     if run_id is None:
         run_id = latest_suite_run_id(tracking_uri)
     run = read_run(run_id, tracking_uri)
-    runs = [run] if run.is_variant else child_runs(run_id, tracking_uri)
+    runs = [run] if run.is_variant else campaign_of(run, tracking_uri).child_runs(tracking_uri)
     if not runs:
         raise LookupError(f"run {run_id!r} ({run.name!r}) is neither a variant run nor a suite with variant runs")
     results = _ResultCache(tracking_uri)

@@ -27,7 +27,7 @@ from bench.record import (
     Compared,
     StoredRun,
     basis_of,
-    child_runs,
+    campaign_of,
     column,
     latest_suite_run_id,
     log_text_artifacts,
@@ -202,6 +202,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"# perflab report: {o['parent_run_name'] or o['parent_run_id']}",
         "",
         f"MLflow parent run `{o['parent_run_id']}`; device(s): {', '.join(o['devices']) or '—'}",
+        *([f"\n{o['campaign']}"] if o.get("campaign") else []),
         "",
         f"- {o['chapters']} chapter(s), {o['benchmarks']} benchmark(s), {o['variants']} variant(s): "
         f"{o['succeeded']} succeeded, {o['failed']} failed, {o['skipped']} skipped",
@@ -285,8 +286,10 @@ def write_report(
         raise ValueError(
             f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
         )
-    runs = child_runs(run_id, tracking_uri)
+    campaign = campaign_of(parent, tracking_uri)
+    runs = campaign.child_runs(tracking_uri)
     report = build_report(parent, runs)
+    report["overall"]["campaign"] = campaign.line()  # a suite in parts: how many found, which missing
     files: dict[str, str | bytes] = {
         "report.json": json.dumps(report, indent=2),
         "report.md": report_markdown(report),

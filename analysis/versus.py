@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.record import StoredRun, child_runs, read_run
+from bench.record import StoredRun, campaign_of, read_run
 
 __all__ = ["PairVersus", "SuiteVersus", "compare_suites", "difference", "versus_table"]
 
@@ -43,6 +43,7 @@ class SuiteVersus:
     pairs_a: int  # all pairs of each suite
     pairs_b: int
     machines: list[str] = field(default_factory=list)  # analysis.deltas.RunComparison.machines
+    campaigns: list[str] = field(default_factory=list)  # a sharded suite's parts found: "A: campaign ... 4 of 4"
 
 
 def _log_se(row: dict[str, Any]) -> float | None:
@@ -89,7 +90,8 @@ def compare_suites(run_a: str, run_b: str, tracking_uri: str | None = None) -> S
         if p.is_variant:
             raise ValueError(f"run {given!r} is the variant run {p.name!r}; compare two suites (their parent runs) "
                              "or two variant runs")  # fmt: skip
-    kids = [[r for r in child_runs(p.run_id, tracking_uri) if r.is_variant] for p in parents]
+    camps = [campaign_of(p, tracking_uri) for p in parents]  # a sharded suite read whole (bench.record.campaign)
+    kids = [[r for r in c.child_runs(tracking_uri) if r.is_variant] for c in camps]
     rows_a, rows_b = (_rows(p, k) for p, k in zip(parents, kids, strict=True))
     shared = sorted(rows_a.keys() & rows_b.keys())
     pairs = [PairVersus(n, rows_a[n], rows_b[n], difference(rows_a[n], rows_b[n])) for n in shared]
@@ -100,6 +102,7 @@ def compare_suites(run_a: str, run_b: str, tracking_uri: str | None = None) -> S
         parents[0], parents[1], pairs, sorted(rows_a.keys() - rows_b.keys()), sorted(rows_b.keys() - rows_a.keys()),
         _geomean([p.a["speedup"] for p in both]), _geomean([p.b["speedup"] for p in both]), len(both),
         len(rows_a), len(rows_b), machines([(by_name[0][n], by_name[1][n]) for n in matched]),
+        [f"{side}: {line}" for side, c in zip("AB", camps, strict=True) if (line := c.line())],
     )  # fmt: skip
 
 
@@ -142,7 +145,7 @@ def summary_lines(cmp: SuiteVersus) -> list[str]:
     """What the table leaves out: the geomeans over the shared pairs (and how many), the pairs one suite lacks."""
     verdicts = [p.verdict for p in cmp.pairs]
     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
-    lines = [f"{len(cmp.pairs)} pair(s) in both suites (A has {cmp.pairs_a}, B {cmp.pairs_b})"
+    lines = [*cmp.campaigns, f"{len(cmp.pairs)} pair(s) in both suites (A has {cmp.pairs_a}, B {cmp.pairs_b})"
              + (f": {counts}" if counts else "")]  # fmt: skip
     if cmp.counted:
         a, b = cmp.geomean_a or 0.0, cmp.geomean_b or 0.0

@@ -42,7 +42,7 @@ def kernels_cmd(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:N")] = "auto",
     iterations: Annotated[int | None, typer.Option(help="timed calls per provider (default: adaptive)")] = None,
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: MLflow's Default)")] = None,
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
     """Triton kernel cases vs naive PyTorch and torch.compile, forward and backward, over shapes and dtypes."""

@@ -94,7 +94,7 @@ def run_cmd(
         float | None, typer.Option("--time-budget", help="start no trial after this many seconds; resume later")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="also write the tables and pictures here")] = None,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: MLflow's Default)")] = None,
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
 ) -> None:
     """Measure training configurations in isolated trials, recommend one and verify it against yours."""

@@ -1,9 +1,12 @@
 """Services the tests start and stop themselves (fixtures, imported by tests/conftest.py).
 
 * ``team``: PostgreSQL started by the team recipe, ``deploy/team-server.sh start db`` (Debian's postgresql
-  package; as root it runs as ``nobody``, since initdb refuses root), once per session; ``postgres`` is the URL
-  of its Optuna database, ``mlflow_server`` the recipe's MLflow tracking server on it (``start mlflow``:
-  PostgreSQL backend, artifacts proxied by the server). A test may kill the server and start it again.
+  package; as root it runs as ``postgres`` or ``nobody``, since initdb refuses root), once per session;
+  ``postgres`` is the URL of its Optuna database (no password in it: ``PGPASSFILE``, set for the session, holds
+  it), ``mlflow_server`` the recipe's MLflow tracking server on it (``start mlflow``: PostgreSQL backend,
+  artifacts proxied by the server, basic-auth on) with a user the recipe made, whose credentials the session's
+  environment carries (``MLFLOW_TRACKING_USERNAME``/``PASSWORD``; ``client_env`` keeps them for a child). A
+  test may kill the server and start it again.
 * ``ray_cluster``: a local Ray cluster, a head without GPUs and two worker nodes with one GPU each, simulated
   (``num_gpus`` on the CPU), once per module.
 
@@ -13,6 +16,7 @@ extra install them.
 
 from __future__ import annotations
 
+import configparser
 import glob
 import importlib.util
 import os
@@ -31,6 +35,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "deploy" / "team-server.sh"
+SERVER_NAME = "perflab-store"  # the name the test's GPU host (tests/deploy/test_team_server.py) knows it by
+SERVER_ADDRESS = "10.213.37.1"  # the server's end of that host's link (a veth pair the test makes)
+CREDENTIALS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+
+
+def client_env() -> dict[str, str]:
+    """This process's environment without MLflow's settings, the server's credentials kept: a child's base."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_") or k in CREDENTIALS}
 
 
 def free_port() -> int:
@@ -44,6 +56,8 @@ def _missing() -> str | None:
         return "no PostgreSQL server binaries (initdb, pg_ctl): apt-get install postgresql"
     if importlib.util.find_spec("psycopg") is None:
         return "no PostgreSQL driver (psycopg): pip install -e '.[test]'"
+    if importlib.util.find_spec("flask_wtf") is None:
+        return "no Flask-WTF (MLflow's basic-auth app): pip install -e '.[test]'"
     if os.geteuid() == 0 and shutil.which("runuser") is None:
         return "running as root without runuser: initdb refuses root"
     return None
@@ -63,13 +77,22 @@ class Team:
 
     @property
     def optuna_url(self) -> str:
-        password = (self.dir / "pg-password").read_text().strip()
-        return f"postgresql://perflab:{password}@127.0.0.1:{self.pg_port}/optuna"
+        return f"postgresql://perflab_optuna@127.0.0.1:{self.pg_port}/optuna"
 
     def env(self) -> dict[str, str]:
+        # All interfaces (the recipe's default): the test's second host reaches it at SERVER_ADDRESS.
         return {**os.environ, "PERFLAB_TEAM_DIR": str(self.dir), "PERFLAB_PG_PORT": str(self.pg_port),
-                "PERFLAB_MLFLOW_PORT": str(self.port), "PERFLAB_MLFLOW_HOST": "127.0.0.1",
-                "PERFLAB_MLFLOW_WORKERS": "2"}  # fmt: skip
+                "PERFLAB_MLFLOW_PORT": str(self.port), "PERFLAB_MLFLOW_WORKERS": "2",
+                "PERFLAB_SERVER_NAME": SERVER_NAME, "PERFLAB_SERVER_ADDRESS": SERVER_ADDRESS}  # fmt: skip
+
+    def credentials(self, user: str) -> dict[str, str]:
+        """``MLFLOW_TRACKING_USERNAME``/``PASSWORD`` of a user the recipe made (``user add``), made when new."""
+        path = self.dir / "users" / f"{user}.credentials"
+        if not path.exists():
+            self.recipe("user", "add", user)
+        parser = configparser.ConfigParser()
+        parser.read(path)
+        return {k: parser["mlflow"][k.lower()] for k in CREDENTIALS}
 
     def recipe(self, *args: str) -> str:
         done = subprocess.run(["bash", str(RECIPE), *args], env=self.env(), capture_output=True, text=True,
@@ -105,7 +128,9 @@ def team() -> Iterator[Team]:
     t = Team(d, free_port(), free_port())
     t.recipe("start", "db")
     try:
-        yield t
+        with pytest.MonkeyPatch.context() as mp:  # Optuna's password, for this process and its children
+            mp.setenv("PGPASSFILE", str(d / "optuna.pgpass"))
+            yield t
     finally:
         subprocess.run(["bash", str(RECIPE), "stop"], env=t.env(), capture_output=True, timeout=120)
         shutil.rmtree(d, ignore_errors=True)
@@ -118,10 +143,13 @@ def postgres(team: Team) -> str:
 
 
 @pytest.fixture(scope="session")
-def mlflow_server(team: Team) -> Team:
-    """The recipe's MLflow tracking server, running (started again when a test left it dead)."""
+def mlflow_server(team: Team) -> Iterator[Team]:
+    """The recipe's MLflow tracking server, running, a user's credentials in this process's environment."""
     team.recipe("start", "mlflow")
-    return team
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in team.credentials("tester").items():
+            mp.setenv(k, v)
+        yield team
 
 
 @pytest.fixture(scope="module")

@@ -145,6 +145,7 @@ def show(
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
     """Print a suite's pairs as a Markdown table, straight from the MLflow store."""
+    from bench.record.campaign import campaign_of
     from bench.record.store import read_run, suite_runs
 
     try:
@@ -154,10 +155,15 @@ def show(
                 raise LookupError(f"run {run_id!r} is the variant run {run.name!r}; pass its suite's parent run "
                                   f"{run.parent_id!r}")  # fmt: skip
         parent, runs = suite_runs(run_id, tracking_uri)
+        campaign = campaign_of(parent, tracking_uri)  # a suite in parts: every part's variants
+        for part in campaign.parents.values():
+            runs += suite_runs(part.run_id, tracking_uri)[1] if part.run_id != parent else []
     except LookupError as exc:
         raise PerflabError(str(exc)) from None
     if not runs:
         raise PerflabError(f"run {parent!r} has no variant runs: not a perflab suite")
+    if line := campaign.line():
+        print(line)
     print(pairs_markdown(parent, runs))
 
 

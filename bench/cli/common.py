@@ -42,7 +42,7 @@ NcuPresetOpt = Annotated[str | None, typer.Option(help="Nsight Compute metrics: 
 DeviceOpt = Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N")]
 TimeoutOpt = Annotated[float | None, typer.Option(help="scales every stage limit")]
 SmokeOpt = Annotated[bool | None, typer.Option("--smoke/--full-size", help="force smoke or full sizes")]
-ExperimentOpt = Annotated[str | None, typer.Option(help="MLflow experiment (default: perflab)")]
+ExperimentOpt = Annotated[str | None, typer.Option(help="MLflow experiment (default: MLflow's Default)")]
 NoTrackOpt = Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")]
 RoundsOpt = Annotated[
     int | None,

@@ -40,6 +40,7 @@ from bench.cli.common import (
 from bench.cli.deadline import SuiteDeadline, SuiteTimeout, check_suite_timeout
 from bench.cli.output import err_console, progress
 from bench.cli.report import Finished, Stopped, out_dir, partial_suite, report_suite, stopped
+from bench.cli.shard import campaign_tags, shard_of
 from bench.cli.workers import check_workers, workers_for
 from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
 from bench.define.discovery import Example
@@ -150,8 +151,8 @@ def run(
         from bench.isolate.cluster import check_ray
 
         check_ray(ray)  # before the suite's parent run: a wrong address leaves nothing in the store
+    tags = campaign_tags(shard, examples, effective)  # before the split: every part derives the same id
     examples = shard_of(examples, shard) if shard is not None else examples
-    tags = {"perflab.shard": shard} if shard is not None else {}
     execute(examples, effective, suite_layer, layer, ",".join(targets or ["all"]), tags, experiment=experiment,
             tracking_uri=tracking_uri, no_track=no_track, cold_start=cold_start, overlap=overlap, gpus=gpus,
             jobs=jobs, ray=ray, chapters_dir=chapters_dir, keep_workdir=keep_workdir, suite_timeout=suite_timeout,
@@ -310,18 +311,6 @@ def _on_ray(
 
     return run_on_ray(examples, ray, sink=sink, on_result=on_result, describe_host=host_manifest, warn=warn,
                       expected_s=expected, **options)  # fmt: skip
-
-
-def shard_of(examples: list[Example], shard: str) -> list[Example]:
-    """``I/N``: every N-th example from the I-th, in target order; the same partition on every host for one
-    checkout (a Slurm job array runs ``--shard $SLURM_ARRAY_TASK_ID/N``)."""
-    i, slash, n = shard.partition("/")
-    if not (slash and i.strip().isdigit() and n.strip().isdigit()) or not 0 <= int(i) < int(n):
-        raise PerflabError(f"--shard {shard!r}: expected I/N with 0 <= I < N, e.g. 0/4 (Slurm: $SLURM_ARRAY_TASK_ID/4)")
-    part = sorted(examples, key=lambda e: e.target)[int(i) :: int(n)]
-    if not part:
-        raise PerflabError(f"--shard {shard}: no example falls in this part ({len(examples)} examples in all)")
-    return part
 
 
 def process_age_s() -> float | None:

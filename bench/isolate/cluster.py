@@ -1,22 +1,23 @@
 """A suite fanned out over a Ray cluster (``perflab run --ray auto|ADDRESS``): the examples on the cluster's GPUs.
 
-Placement is Ray's: one actor per GPU host (``NodeAgent``), holding every GPU Ray lists on that host and pinned
-to it (``NodeAffinitySchedulingStrategy``). On its host the agent runs the local scheduler unchanged
-(``bench.isolate.suite.run_lanes``): a worker per GPU Ray gave it (``CUDA_VISIBLE_DEVICES``), each example on
-one worker from start to end (a pair stays on one GPU), children started ahead and gated, host-clocked
-measurements alone on their host: every rule of ``bench.isolate.workers`` holds, as they hold within one process
-(tasks of their own per example could not park each other's children). The workers take examples from a
-``Dispatcher`` actor on the driver's host, one at a time (the longest first, as locally), so a faster host
-takes more; each example's results go back to the driver when the example is over, and the driver logs them
-through the suite's sink (the spool, then the shared MLflow server): one parent run, variant runs identical in
-form to a local run's, each ``manifest.json`` holding the host manifest of the node that ran it.
+Placement is Ray's: one actor per GPU host (``NodeAgent``), holding every GPU Ray lists on that host and pinned to it
+(``NodeAffinitySchedulingStrategy``). On its host the agent runs the local scheduler unchanged
+(``bench.isolate.suite.run_lanes``): a worker per GPU Ray gave it (``CUDA_VISIBLE_DEVICES``), each example on one
+worker from start to end (a pair stays on one GPU), children started ahead and gated, host-clocked measurements alone
+on their host: every rule of ``bench.isolate.workers`` holds, as they hold within one process (tasks of their own per
+example could not park each other's children). The workers take examples from a ``Dispatcher`` actor on the driver's
+host, one at a time (the longest first, as locally), so a faster host takes more; each example's results go back to
+the driver when the example is over, and the driver logs them through the suite's sink (the spool, then the shared
+MLflow server): one parent run, variant runs identical in form to a local run's, each ``manifest.json`` holding the
+host manifest of the node that ran it.
 
-A node that is lost (its agent or host died) has the examples it held put back in the queue for another node,
-once (``max_attempts``); an example that cannot be run again, or that no node is left to run, is recorded
-``failed`` with the reason. A result never comes twice: an example already finished is not accepted again.
-The examples still come back one whole example at a time, so a pair is never split between nodes.
+A node that is lost (its agent or host died) has the examples it held put back in the queue for another node, once
+(``max_attempts``); an example that cannot be run again, or that no node is left to run, is recorded ``failed`` with
+the reason. A result never comes twice: an example already finished is not accepted again. The examples still come
+back one whole example at a time, so a pair is never split between nodes.
 """
 
+# long: the driver, its node agents and the dispatcher are one protocol; apart, each half reads only with the other
 from __future__ import annotations
 
 import io
@@ -224,8 +225,9 @@ def run_on_ray(
     (``bench.record.manifest.host_manifest``), called on the node; ``warn``: one line per node whose commit
     differs from this host's. ``expected_s``: the last run's seconds per variant: the longest examples go first."""
     ray = import_ray()
-    joined = time.monotonic()
-    _connect(ray, address)
+    joined = time.monotonic() - _JOINED_S.pop(address, 0.0)
+    if not ray.is_initialized():  # check_ray joined it already
+        _connect(ray, address)
     t0, wall0 = time.monotonic(), time.time()
     suite: SuiteResult | None = None
     try:
@@ -260,10 +262,22 @@ def run_on_ray(
 
 
 def check_ray(address: str) -> None:
-    """Before a suite starts (``perflab run --ray``, ahead of ``run_on_ray``): Ray installed, and something
-    answering at ``address`` (a PerflabError otherwise)."""
-    import_ray()
+    """Before a suite starts (``perflab run --ray``, ahead of ``run_on_ray``): Ray installed, something answering
+    at ``address``, a GPU on the cluster (a PerflabError otherwise, before the suite's parent run exists: a refusal
+    leaves nothing in the store). Joins the cluster; ``run_on_ray`` keeps the connection."""
+    ray = import_ray()
     _check_reachable(address if address != "auto" else os.environ.get("RAY_ADDRESS", "auto"))
+    t0 = time.monotonic()
+    _connect(ray, address)
+    try:
+        _gpu_nodes(ray, address)
+    except PerflabError:
+        ray.shutdown()
+        raise
+    _JOINED_S[address] = time.monotonic() - t0
+
+
+_JOINED_S: dict[str, float] = {}  # address -> seconds check_ray took to join it (the suite's connect time)
 
 
 def _connect(ray: Any, address: str) -> None:

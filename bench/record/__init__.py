@@ -3,6 +3,7 @@ the suite summary; and reading the store back.
 
 * ``tracking``: the ``Tracker`` that logs a suite (and parents of other runs: sweep trials, kernel providers);
   ``contract``: what a variant's run carries (tags, metrics, params), from its result alone.
+* ``campaign``: a suite run in parts (``--shard I/N``) read back whole, each part once.
 * ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data, standalone
   runs (selfcheck, peak), files attached to a run; where commands write files of their own (``results_dir``).
 * ``manifest``: the host part of a run's manifest (git, Python, OS, selected environment, secrets redacted);
@@ -16,6 +17,7 @@ run logs what was measured and nothing else: no metric is invented, clamped or f
 Public (for the packages built on the harness: analysis, sweeps, kernels): the names in ``__all__``.
 """
 
+from bench.record.campaign import Campaign, campaign_line, campaign_of
 from bench.record.manifest import host_manifest
 from bench.record.store import (
     StoredRun,
@@ -40,10 +42,13 @@ __all__ = [
     "ENERGY_UNITS",
     "RATE_UNITS",
     "TIME_UNITS",
+    "Campaign",
     "StoredRun",
     "Tracker",
     "basis_of",
     "benchmark_runs",
+    "campaign_line",
+    "campaign_of",
     "child_runs",
     "host_manifest",
     "latest_suite_run_id",

@@ -22,7 +22,9 @@ from unittest import mock
 from bench.errors import ConfigError
 from bench.record.contract import name, param_value
 
-DEFAULT_EXPERIMENT = "perflab"
+# MLflow's own default experiment: where `mlflow run . -e chapter` puts its project run (the suite's parent)
+# unless told otherwise, so that both entry points land side by side.
+DEFAULT_EXPERIMENT = "Default"
 PARENT_RUN_ID = "mlflow.parentRunId"  # the tag MLflow nests runs by (mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_ID)
 
 
@@ -90,7 +92,7 @@ def _check_scheme(uri: str, scheme: str) -> None:
 
 
 def experiment_name(experiment: str | None) -> str:
-    """``experiment``, else ``MLFLOW_EXPERIMENT_NAME``, else "perflab"."""
+    """``experiment``, else ``MLFLOW_EXPERIMENT_NAME``, else MLflow's "Default"."""
     return experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
 
 
@@ -283,11 +285,13 @@ def benchmark_runs(
     return [_stored(r) for r in runs]
 
 
-def tagged_runs(tags: Mapping[str, str], tracking_uri: str | None = None, max_results: int = 100) -> list[StoredRun]:
-    """Runs of any experiment that carry every tag in ``tags`` (e.g. the peak runs of one hardware key),
-    newest first."""
+def tagged_runs(
+    tags: Mapping[str, str], tracking_uri: str | None = None, max_results: int = 100, also: str | None = None
+) -> list[StoredRun]:
+    """Runs of any experiment that carry every tag in ``tags`` (e.g. the peak runs of one hardware key), and
+    match the filter clause ``also`` when given, newest first."""
     store = client(tracking_uri)
-    where = " and ".join(f"tags.`{k}` = {_quoted(v)}" for k, v in tags.items())
+    where = " and ".join([*(f"tags.`{k}` = {_quoted(v)}" for k, v in tags.items()), *([also] if also else [])])
     runs = store.search_runs(
         [e.experiment_id for e in store.search_experiments()],
         filter_string=where,

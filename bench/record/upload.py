@@ -101,7 +101,12 @@ def one_line(exc: BaseException) -> str:
             end = min((j for j in (text.find(c, i) for c in ")'\"") if j > i), default=len(text))
             return f"{type(exc).__name__}: {text[i:end].strip('[] ')}"
     first = text.strip().splitlines()[0] if text.strip() else ""
-    return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
+    gist = f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
+    status = getattr(exc, "get_http_status_code", lambda: None)()
+    if status in (401, 403):  # a team's server (docs/team.md) wants a user of its own
+        return (f"{gist} (the server refused this host's credentials: ~/.mlflow/credentials, or "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD; docs/team.md)")  # fmt: skip
+    return gist
 
 
 class Uploader:

@@ -4,7 +4,6 @@ regressions, expectations, readme, kernels, sweep (its study in the same Postgre
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,13 +15,13 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from perflab.cli import app
-from tests.services import REPO, Team
+from tests.services import REPO, Team, client_env
 
 EXPERIMENT = "team-commands"
 
 
 def _env(server: Team, tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env = client_env()  # the server's credentials kept
     env.update({"MLFLOW_TRACKING_URI": server.uri, "MLFLOW_EXPERIMENT_NAME": EXPERIMENT, "PYTHONPATH": str(REPO),
                 "PERFLAB_RESULTS_DIR": str(tmp / "results"), "COLUMNS": "200", "NO_COLOR": "1"})  # fmt: skip
     return env

@@ -62,7 +62,7 @@ def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, monk
     assert rec.recommended is not None
     assert (tmp_path / "out" / "results.csv").read_text().count("\n") == 5
     client = MlflowClient(uri)
-    runs = client.search_runs([client.get_experiment_by_name("perflab").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("Default").experiment_id])
     parents = [r for r in runs if r.data.tags.get("perflab.kind") == "sweep"]
     trials = [r for r in runs if r.data.tags.get("perflab.kind") == "sweep-trial"]
     assert len(parents) == 1 and len(trials) == 4
@@ -215,6 +215,6 @@ def test_an_interrupted_sweep_ends_its_parent_killed_and_says_how_to_resume(
               echo=said.append)  # fmt: skip
     assert "interrupted; the same --storage and --study-name 'cut' resume the sweep" in said
     client = MlflowClient(uri)
-    runs = client.search_runs([client.get_experiment_by_name("perflab").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("Default").experiment_id])
     parents = [r for r in runs if r.data.tags.get("perflab.kind") == "sweep"]
     assert [p.info.status for p in parents] == ["KILLED"]

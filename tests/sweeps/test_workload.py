@@ -120,7 +120,7 @@ def test_own_workload_sweep_on_the_cpu_into_mlflow(tmp_path: Path, monkeypatch: 
     md = (tmp_path / "out" / "recommendation.md").read_text()
     assert "| baseline | bs=16 w=0 | 2 of 2 |" in md and "**speedup** (recommended / baseline): " in md
     client = MlflowClient(uri)
-    runs = client.search_runs([client.get_experiment_by_name("perflab").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("Default").experiment_id])
     parent = next(r for r in runs if r.data.tags.get("perflab.kind") == "sweep")
     trials = [r for r in runs if r.data.tags.get("perflab.kind") == "sweep-trial"]
     verified = {r.data.tags["perflab.role"]: r for r in runs if r.data.tags.get("perflab.kind") == "sweep-verify"}

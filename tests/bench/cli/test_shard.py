@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli.run import shard_of
+from bench.cli.shard import shard_of
 from bench.define.discovery import discover, select
 from bench.errors import PerflabError
 

@@ -23,7 +23,7 @@ from mlflow import MlflowClient
 from bench.define.discovery import discover, select
 from bench.errors import PerflabError
 from bench.isolate.cluster import Dispatcher, _check_reachable, _connect, _Driver, import_ray
-from tests.services import REPO, Team
+from tests.services import REPO, Team, client_env
 
 
 def test_the_dispatcher_hands_out_each_example_once_and_puts_a_lost_nodes_back() -> None:
@@ -112,6 +112,28 @@ def test_a_wrong_ray_address_stops_the_command_before_anything_is_logged(tmp_pat
     assert not (tmp_path / "mlflow.db").exists() or not MlflowClient(uri).search_runs(["0"])
 
 
+def test_a_cluster_without_gpus_is_refused_before_anything_is_logged(tmp_path: Path) -> None:
+    """``ray start`` on a host without GPUs (or without ``--num-gpus``) declares none: refused with the flag that
+    declares them, before the suite's parent run exists (no FAILED run left in the store)."""
+    pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False})
+    try:
+        uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        env = client_env() | {"COLUMNS": "200", "NO_COLOR": "1", "PERFLAB_RESULTS_DIR": str(tmp_path / "results")}
+        done = subprocess.run([sys.executable, "-m", "perflab", "run", "-t", "ch7:transpose", "--ray", cluster.address,
+                               "--tracking-uri", uri], cwd=REPO, env=env, text=True, capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    finally:
+        cluster.shutdown()
+    assert done.returncode == 2 and "have no GPU (ray start --num-gpus N)" in done.stderr, done.stderr
+    client = MlflowClient(uri)
+    assert not (tmp_path / "mlflow.db").exists() or not client.search_runs([e.experiment_id for e in
+                                                                             client.search_experiments()])  # fmt: skip
+    assert not (tmp_path / "results" / "spool").exists() or not any((tmp_path / "results" / "spool").iterdir())
+
+
 # ---------------------------------------------------------------------------------------- a real cluster
 
 # Tags a measurement adds when it sees something (docs/mlflow.md): the two nodes of this cluster are one 2-core
@@ -130,7 +152,7 @@ def _run(*args: str | Path, env: dict[str, str], timeout: float = 300) -> subpro
 
 
 def _env(server: Team, results: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env = client_env()  # the server's credentials kept
     env.update({"MLFLOW_TRACKING_URI": server.uri, "PERFLAB_RESULTS_DIR": str(results), "COLUMNS": "200",
                 "NO_COLOR": "1", "PYTHONPATH": str(REPO)})  # fmt: skip
     return env

@@ -192,7 +192,7 @@ def test_run_into_an_unwritable_store_prints_the_table_and_one_line_then_import_
     done = _perflab("import", where, "--tracking-uri", f"sqlite:///{tmp_path}/team.db", cwd=tmp_path)
     assert done.returncode == 0 and "2 variant runs in parent run" in done.stdout, done.stdout + done.stderr
     client = MlflowClient(f"sqlite:///{tmp_path}/team.db")
-    runs = client.search_runs([client.get_experiment_by_name("perflab").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name("Default").experiment_id])
     names = sorted(r.info.run_name for r in runs)
     assert names[1:] == ["ch07:x:baseline", "ch07:x:optimized"] and names[0].startswith("ch07 on cpu, "), names
     assert not spools[0].exists()

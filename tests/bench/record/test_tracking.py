@@ -388,7 +388,7 @@ def test_tracking_uri_env_and_default_experiment(store: dict[str, Any], monkeypa
     run_id = tracker.start()
     tracker.finish("", {})
     run = store["client"].get_run(run_id)  # found in the env's store, not ./mlflow.db
-    assert store["client"].get_experiment(run.info.experiment_id).name == "perflab"
+    assert store["client"].get_experiment(run.info.experiment_id).name == "Default"
     assert not (store["cwd"] / "mlflow.db").exists()
 
 

@@ -5,7 +5,6 @@ and a server killed in the middle of a suite, down for 30 s, loses nothing and g
 from __future__ import annotations
 
 import filecmp
-import os
 import re
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ from mlflow import MlflowClient
 from bench.record.spool import Spool
 from bench.record.upload import Uploader, import_spools
 from tests.bench.record.test_tracking import HOST, comparison, ok_result
-from tests.services import REPO, Team
+from tests.services import REPO, Team, client_env
 
 # Differ between two stores by nature: run ids (and the tags naming them), the stores' own bookkeeping.
 _IDS = {"mlflow.parentRunId", "perflab.baseline_run_id"}
@@ -36,7 +35,7 @@ def _perflab(*args: str | Path, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def _env(results: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env = client_env()  # the server's credentials kept
     env.update({"PERFLAB_RESULTS_DIR": str(results), "COLUMNS": "80", "NO_COLOR": "1", "PYTHONPATH": str(REPO),
                 "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false", **extra})  # fmt: skip
     return env
