@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeps.config import SweepConfig
-from sweeps.search import run_sweep
+from sweeps.study import run_sweep
 from sweeps.trial import TrialOutcome
 
 CONFIG = SweepConfig(workload="tiny", batch_sizes=[8, 16, 32, 64], num_workers_options=[0, 2, 4],
