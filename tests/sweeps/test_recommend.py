@@ -134,8 +134,10 @@ def test_h100_shaped_table_is_host_bound_and_still_recommends() -> None:
     assert rec.highest_throughput["batch_size"] == 4096 and rec.recommended is rec.highest_throughput
     assert rec.why_none is None
     # the fastest waits for its input 20 % of the step (0.6 of 3 ms): idle for lack of work, not of data
-    assert rec.gpu_note == ("the GPU was busy 2 % of the recommended configuration's steps: the model is too small "
-                            "for this device (host/launch-bound) — try --workload large, transformer, cnn or gpt")  # fmt: skip
+    assert rec.gpu_note == (
+        "the GPU was busy 2 % of the recommended configuration's steps: the model is too small for this device "
+        "(host/launch-bound) — try --workload large, transformer, cnn or gpt"
+    )
     assert "try --workload medium, large, transformer, cnn or gpt" in recommend(
         table, "H100", Rules(), workload="small"
     ).gpu_note
@@ -145,8 +147,8 @@ def test_h100_shaped_table_is_host_bound_and_still_recommends() -> None:
 
 def test_gpu_note_names_input_waits_and_what_the_margin_costs() -> None:
     waiting = [row(256, 4, 9000.0, 10.0, util=40.0, io=5.0)]  # half of each 10 ms step waits for data
-    assert recommend(waiting, "NVIDIA H100", Rules()).gpu_note.endswith("it waits for its input 50 % of each step "
-                                                                      "— the bottleneck below says how much")  # fmt: skip
+    note = recommend(waiting, "NVIDIA H100", Rules()).gpu_note
+    assert note.endswith("it waits for its input 50 % of each step — the bottleneck below says how much")
     partly = [row(256, 4, 9000.0, 10.0, util=55.0), row(512, 4, 9500.0, 12.0, util=45.0)]
     note = recommend(partly, "NVIDIA H100", Rules()).gpu_note
     assert note.startswith("the GPU was busy 45 %") and "it waits part of each step" in note
