@@ -63,6 +63,15 @@ class Bottleneck:
         """The share of the job's time the step is not running: 1 − T / M (0 when T reaches M)."""
         return max(0.0, 100.0 * (1.0 - self.job_samples_per_s / self.step_samples_per_s))
 
+    def numbers(self) -> dict[str, float]:
+        """The ceilings as metrics (MLflow): samples/s, the best worker count, the GPU's wait."""
+        out = {"data_samples_per_s": self.data_samples_per_s, "data_best_workers": float(self.best_workers),
+               "step_samples_per_s": self.step_samples_per_s, "job_samples_per_s": self.job_samples_per_s,
+               "wait_pct": self.wait_pct, "data_bound": float(self.data_bound)}  # fmt: skip
+        if self.transfer_samples_per_s:
+            out["transfer_samples_per_s"] = float(self.transfer_samples_per_s)
+        return out
+
     def headline(self) -> str:
         n, m, t = self.data_samples_per_s, self.step_samples_per_s, self.job_samples_per_s
         who = "the GPU" if self.gpu else "the step"

@@ -53,6 +53,8 @@ class Conclusion:
             "snippet": snippet_yaml(self.rec, rules),
             "speedup": None if v is None else [v.speedup, v.low, v.high],
             "headline": None if self.bottleneck is None else self.bottleneck.headline(),
+            "bottleneck": None if self.bottleneck is None else self.bottleneck.numbers(),
+            "ranking_decided": None if self.ranking is None else self.ranking.decided,
         }  # fmt: skip
 
 

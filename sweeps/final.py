@@ -6,7 +6,8 @@ again). The claim is one row inserted into Optuna's ``study_user_attributes`` ta
 (study, key) pair is unique: on SQLite and PostgreSQL alike exactly one insert succeeds, whichever
 worker and host it comes from. The winner ranks, probes and verifies, then publishes the conclusion
 (JSON) under the same key; the others wait for it and report it as theirs. So the ranking and the
-verification run once, on the study's whole table.
+verification run once, on the study's whole table. A winner that dies before publishing is succeeded:
+after waiting, the others claim a second key, and so on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = ["ConclusionLost", "conclude_once", "worker_id"]
 _CLAIM = "perflab.conclusion.{n}.by"
 _RESULT = "perflab.conclusion.{n}"
 _POLL_S = 1.0
+_ATTEMPTS = 3  # claims in turn when a winner dies before publishing
 
 
 class ConclusionLost(PerflabError, RuntimeError):
@@ -66,23 +68,33 @@ def conclude_once(
     wait_s: float,
 ) -> tuple[dict[str, Any], bool]:
     """The study's conclusion at ``measured`` configurations: computed here by ``conclude`` (JSON-able)
-    when this worker wins the claim, else the winner's, waited for up to ``wait_s``. Returns it and
-    whether it was computed here."""
-    claim, result = _CLAIM.format(n=measured), _RESULT.format(n=measured)
+    when this worker wins the claim, else the winner's, waited for up to ``wait_s``. A winner that
+    publishes nothing in that time (it died) is succeeded: the waiting workers claim again, and one of
+    them concludes. Returns the conclusion and whether it was computed here."""
+    result = _RESULT.format(n=measured)
     me = worker_id()
-    if _claim(study, storage, claim, me):
-        conclusion = {**conclude(), "by": me}
-        study.set_user_attr(result, conclusion)
-        return conclusion, True
-    by = study.user_attrs.get(claim, "another worker")
-    echo(f"worker {by} concludes this study (ranking, bottleneck, verification): waiting for its result")
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        found = study._storage.get_study_user_attrs(study._study_id).get(result)
+    for attempt in range(1, _ATTEMPTS + 1):
+        claim = _CLAIM.format(n=measured) + ("" if attempt == 1 else f".{attempt}")
+        found = _published(study, result)
         if found is not None:
             return found, False
-        time.sleep(_POLL_S)
-    raise ConclusionLost(
-        f"worker {by} claimed the conclusion of study {study.study_name!r} but published none in {wait_s:.0f} s; "
-        f"rerun one worker with the same --storage and --study-name after deleting study attribute {claim!r}"
-    )
+        if _claim(study, storage, claim, me):
+            conclusion = {**conclude(), "by": me}
+            if _published(study, result) is None:  # a slow predecessor may have published meanwhile
+                study.set_user_attr(result, conclusion)
+            return conclusion, True
+        by = _published(study, claim) or "another worker"
+        echo(f"worker {by} concludes this study (ranking, bottleneck, verification): waiting for its result")
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            found = _published(study, result)
+            if found is not None:
+                return found, False
+            time.sleep(_POLL_S)
+        echo(f"worker {by} published no conclusion in {wait_s:.0f} s: claiming it again")
+    raise ConclusionLost(f"study {study.study_name!r}: {_ATTEMPTS} workers claimed its conclusion and none "
+                         "published it (each died or was stopped); its trials are kept in the study")  # fmt: skip
+
+
+def _published(study: optuna.Study, key: str) -> Any:
+    return study._storage.get_study_user_attrs(study._study_id).get(key)

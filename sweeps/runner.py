@@ -307,6 +307,7 @@ def _log(sw: _Sweep, rows: list[dict[str, Any]], rec: Recommendation, published:
         metrics["best_samples_per_s"] = rec.highest_throughput["samples_per_s"]
     names = ("verified_speedup", "verified_speedup_ci_low", "verified_speedup_ci_high")
     metrics.update({k: x for k, x in zip(names, published.get("speedup") or (), strict=False) if x is not None})
+    metrics.update({f"bottleneck_{k}": v for k, v in (published.get("bottleneck") or {}).items()})
     tracker.finish(metrics, files)
     sw.echo(f"logged to MLflow parent run {tracker.parent}")
     return str(tracker.parent)

@@ -28,6 +28,9 @@ def test_a_data_bound_job_in_numbers() -> None:
     assert gpu.endswith("up to the step's 10,000 samples/s (4.17× the job)")
     assert uint8.startswith("uint8 transfer: the inputs travel as float32, 196,608 bytes a sample")
     assert "the copy alone runs 40,000 samples/s; up to 4.17× the job" in uint8
+    assert b.numbers() == {"data_samples_per_s": 2500.0, "data_best_workers": 8.0, "step_samples_per_s": 10000.0,
+                           "job_samples_per_s": 2400.0, "wait_pct": 76.0, "data_bound": 1.0,
+                           "transfer_samples_per_s": 40000.0}  # fmt: skip
     md = b.markdown()
     assert "0: 400 | 2: 800 | 4: 1,500 | 8: 2,500" in md and "step alone (a batch kept on the device): 10,000" in md
 
