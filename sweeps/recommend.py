@@ -213,6 +213,8 @@ def table_markdown(rec: Recommendation) -> str:
         for c in cols:
             v = describe_config(row) if c == "configuration" else row.get(c)
             cells.append("—" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
+            if c == "samples_per_s" and row.get("samples_per_s_low") is not None:  # the blocks' spread
+                cells[-1] += f" ({row['samples_per_s_low']:.0f}–{row['samples_per_s_high']:.0f})"
         lines.append("| " + " | ".join(cells) + " |")
     for label, r in (("highest throughput", rec.highest_throughput), ("best efficiency", rec.best_efficiency),
                      ("recommended", rec.recommended)):  # fmt: skip

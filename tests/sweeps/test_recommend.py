@@ -36,6 +36,8 @@ def test_memory_margin_filters_and_utilisation_only_diagnoses() -> None:
     assert (rec.recommended["batch_size"], rec.recommended["num_workers"]) == (512, 8)
     assert rec.why_none is None and rec.gpu_note.startswith("the GPU was busy 60 % of the recommended")
     assert "_GPU: the GPU was busy 60 %" in table_markdown(rec)
+    spread = recommend([row(256, 4, 9000.0, 40.0, samples_per_s_low=8500.0, samples_per_s_high=9400.0)], "cpu")
+    assert "| 9000.0 (8500–9400) |" in table_markdown(spread)  # each trial's throughput with its spread
     loose = recommend(TABLE, "NVIDIA H100", Rules(max_memory_pct=90.0))
     assert loose.recommended["batch_size"] == 1024 and loose.gpu_note is None  # busy 90 %
 

@@ -22,12 +22,21 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> str:
     return path
 
 
-def test_a_users_job_gets_a_recommendation_its_bottleneck_and_a_verification(images: str, tmp_path: Path) -> None:
+def test_a_users_job_gets_a_recommendation_its_bottleneck_and_a_verification(
+    images: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow import MlflowClient
+
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns
     said: list[str] = []
     overrides = {"workload": JOB, "batch_sizes": "8 16", "num_workers_options": "0", "steps_per_test": 3,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False, "rank_top": 2,
                  "rank_rounds": 2, "probe_seconds": 0.2, "verify_repeats": 2}  # fmt: skip
-    result = sweep(data_path=images, strategy="grid", storage=f"sqlite:///{tmp_path / 'o.db'}", track=False,
+    result = sweep(data_path=images, strategy="grid", storage=f"sqlite:///{tmp_path / 'o.db'}",
                    out=tmp_path / "out", overrides=overrides, echo=said.append)  # fmt: skip
     rec, c = result.recommendation, result.conclusion
     assert rec.recommended is not None and rec.recommended["batch_size"] in (8, 16)
@@ -44,6 +53,9 @@ def test_a_users_job_gets_a_recommendation_its_bottleneck_and_a_verification(ima
     assert result.verification.baseline.params["batch_size"] == 32 and result.verification.low is not None
     assert "**speedup** (recommended / baseline)" in md and c["speedup"][0] == result.verification.speedup
     assert (tmp_path / "out" / "recommendation.yaml").read_text().startswith("# perflab sweep: ")
+    parent = MlflowClient(uri).get_run(result.parent_run_id).data.metrics
+    assert parent["bottleneck_step_samples_per_s"] == c["bottleneck"]["step_samples_per_s"] > 0
+    assert parent["verified_speedup"] == result.verification.speedup
 
 
 def test_list_options_take_the_forms_users_type() -> None:
