@@ -18,19 +18,23 @@ LIST_OPTIONS = ("--batch-sizes", "--num-workers", "--grad-accum")
 
 
 def join_list_values(args: list[str]) -> list[str]:
-    """``--batch-sizes 128 256`` as ``--batch-sizes 128,256``: the values typed after a list option, up to
-    the next option, become one comma-separated value (``128,256`` and ``"128 256"`` pass unchanged)."""
+    """``--batch-sizes 128 256`` as ``--batch-sizes 128,256``: the values typed after a list option (or its
+    ``--batch-sizes=128`` form), up to the next option, become one comma-separated value (``128,256`` and
+    ``"128 256"`` pass unchanged)."""
     out: list[str] = []
     i = 0
     while i < len(args):
-        out.append(args[i])
-        if args[i] in LIST_OPTIONS:
-            values = []
-            while i + 1 < len(args) and not args[i + 1].startswith("-"):
-                values.append(args[i + 1])
-                i += 1
-            out.append(",".join(values))
+        name, eq, first = args[i].partition("=")
+        if name not in LIST_OPTIONS:
+            out.append(args[i])
+            i += 1
+            continue
+        values = [first] if eq else []
         i += 1
+        while i < len(args) and not args[i].startswith("-"):
+            values.append(args[i])
+            i += 1
+        out += [name, ",".join(values)]
     return out
 
 

@@ -63,6 +63,9 @@ def test_list_options_take_the_forms_users_type() -> None:
                                                                                  "--steps", "3"]  # fmt: skip
     assert join_list_values(["--batch-sizes", "128,256", "--num-workers", "0", "4"]) == [
         "--batch-sizes", "128,256", "--num-workers", "0,4"]  # fmt: skip
+    assert join_list_values(["--grad-accum=1", "2", "--workload", "x.py:make"]) == [
+        "--grad-accum", "1,2", "--workload", "x.py:make"]  # fmt: skip
+    assert join_list_values(["--batch-sizes", "64 128"]) == ["--batch-sizes", "64 128"]  # quoted: parsed later
 
 
 def test_the_command_takes_space_separated_lists(images: str, tmp_path: Path) -> None:
