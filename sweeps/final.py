@@ -84,6 +84,9 @@ def conclude_once(
                 study.set_user_attr(result, conclusion)
             return conclusion, True
         by = _published(study, claim) or "another worker"
+        if _gone(by):  # a sweep of this host interrupted while concluding: no need to wait for it
+            echo(f"worker {by} claimed this study's conclusion and is gone: claiming it again")
+            continue
         echo(f"worker {by} concludes this study (ranking, bottleneck, verification): waiting for its result")
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
@@ -94,6 +97,20 @@ def conclude_once(
         echo(f"worker {by} published no conclusion in {wait_s:.0f} s: claiming it again")
     raise ConclusionLost(f"study {study.study_name!r}: {_ATTEMPTS} workers claimed its conclusion and none "
                          "published it (each died or was stopped); its trials are kept in the study")  # fmt: skip
+
+
+def _gone(worker: str) -> bool:
+    """True when ``worker`` (host:pid) ran on this host and its process has ended."""
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 def _published(study: optuna.Study, key: str) -> Any:

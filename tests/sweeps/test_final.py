@@ -38,3 +38,17 @@ def test_a_winner_that_never_publishes_is_succeeded(tmp_path: Path) -> None:
     out, here = conclude_once(s, store, 3, lambda: {"recommended": None}, said.append, wait_s=0.2)
     assert here and out["by"] != "gone-host:1"
     assert said[0].startswith("worker gone-host:1 concludes this study") and "claiming it again" in said[1]
+
+
+def test_a_claim_by_an_ended_sweep_of_this_host_is_taken_over_at_once(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # its pid is free now (reuse within the test is far-fetched)
+    s, store = study(tmp_path)
+    s.set_user_attr("perflab.conclusion.2.by", f"{socket.gethostname()}:{ended.pid}")
+    t0 = time.monotonic()
+    out, here = conclude_once(s, store, 2, lambda: {"recommended": None}, lambda _: None, wait_s=60)
+    assert here and time.monotonic() - t0 < 30  # not the 60 s a live claimant would be given
