@@ -146,6 +146,8 @@ def history_of(study: optuna.Study, exclude: int | None = None) -> list[tuple[di
             continue
         if t.user_attrs.get("status") == "skipped" and "config" not in t.user_attrs:
             continue  # skipped before it had a configuration (nothing left, invalid): its params mean nothing
+        if t.user_attrs.get("reason") in MARKERS:
+            continue  # not run because the study was full: still to measure should it have room again
         out.append((c, status_of(t), t.user_attrs.get("metrics", {}).get("samples_per_s")))
     return out
 
