@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
-# sweep_builtins sweep_grid kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa warmcache targets ray stops). Everything
+# sweep_builtins sweep_grid sweep_user kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa warmcache targets ray stops). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
@@ -202,6 +202,32 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
           > "$OUT/sweep-$wl.log" 2>&1
         echo "sweep $wl exit $?"
         grep -E "^(sweep:|trial server|verify|no --data|  written)|^_measurement|^\*\*" "$OUT/sweep-$wl.log" | grep -v "^verify .* repeat" | cut -c1-400
+      done ;;
+    sweep_user)  # issue 39: a user's job (tests/sweeps/fixtures/h5_classifier.py: ResNet-18 on 6,000 3x128x128 uint8
+      # images in HDF5, read one per item, normalised on the host in float32): recommendation, ranking, bottleneck,
+      # verification against the plain default. PERFLAB_USER_SWEEPS (default "a"): one smart sweep per name, each its
+      # own study ("a b": the same job twice); "pair": two workers started together on one study (one GPU each on
+      # a 2-GPU host), which must print the same recommendation.
+      mkdir -p "$OUT/sweep-user"; data="$OUT/sweep-user/images.h5"
+      $T python3 tests/sweeps/fixtures/h5_classifier.py "$data" --samples 6000 --side 128
+      job=tests/sweeps/fixtures/h5_classifier.py:make
+      for name in ${PERFLAB_USER_SWEEPS:-a}; do
+        left=$((budget - SECONDS)); if [ "$left" -lt 120 ]; then echo "sweep_user $name skipped: ${left}s left"; continue; fi
+        common=(--workload "$job" --data-path "$data" --strategy smart --n-trials "${PERFLAB_SWEEP_TRIALS:-10}"
+                --storage "sqlite:///$OUT/sweep-user/optuna.db" --trial-timeout 90 --verify-repeats 5 --no-track)
+        if [ "$name" = pair ]; then
+          gpus=$(nvidia-smi -L | wc -l)
+          for i in 0 1; do
+            CUDA_VISIBLE_DEVICES=$((gpus > 1 ? i : 0)) timeout "$((left - 20))" perflab sweep run "${common[@]}" \
+              --study-name user-pair --out "$OUT/sweep-user-pair-$i" ${PERFLAB_SWEEP_ARGS:-} > "$OUT/sweep-user-pair-$i.log" 2>&1 &
+          done; wait
+          for i in 0 1; do echo "pair worker $i:"; grep -E "^\*\*(recommended|speedup)|concludes this study" "$OUT/sweep-user-pair-$i.log" | cut -c1-300; done
+        else
+          timeout "$((left - 20))" perflab sweep run "${common[@]}" --study-name "user-$name" --out "$OUT/sweep-user-$name" \
+            ${PERFLAB_SWEEP_ARGS:-} > "$OUT/sweep-user-$name.log" 2>&1
+          echo "sweep_user $name exit $?"
+          grep -E "^(sweep:|\*\*|\| 1 \|)|^_(Order|Not decided)" "$OUT/sweep-user-$name/recommendation.md" | cut -c1-400
+        fi
       done ;;
     stops)  # a suite and a sweep stopped by SIGTERM mid-way: what they logged, and nothing left on the GPU
       timeout -s TERM "${PERFLAB_STOP_RUN_S:-20}" perflab run -t "${PERFLAB_TARGETS:-7}" > "$OUT/stop-run.log" 2>&1

@@ -8,9 +8,41 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperCommand
 
 __all__ = ["register"]
+
+LIST_OPTIONS = ("--batch-sizes", "--num-workers", "--grad-accum")
+
+
+def join_list_values(args: list[str]) -> list[str]:
+    """``--batch-sizes 128 256`` as ``--batch-sizes 128,256``: the values typed after a list option (or its
+    ``--batch-sizes=128`` form), up to the next option, become one comma-separated value (``128,256`` and
+    ``"128 256"`` pass unchanged)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        name, eq, first = args[i].partition("=")
+        if name not in LIST_OPTIONS:
+            out.append(args[i])
+            i += 1
+            continue
+        values = [first] if eq else []
+        i += 1
+        while i < len(args) and not args[i].startswith("-"):
+            values.append(args[i])
+            i += 1
+        out += [name, ",".join(values)]
+    return out
+
+
+class ListOptionsCommand(TyperCommand):
+    """A command whose list options take the forms users type: comma-separated or space-separated."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, join_list_values(args))
 
 sweep_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Optuna sweeps over training configurations")
 
@@ -38,7 +70,7 @@ def make_data_cmd(
         raise typer.BadParameter(f"--kind {kind!r}: choose features or images")
 
 
-@sweep_app.command("run")
+@sweep_app.command("run", cls=ListOptionsCommand)
 def run_cmd(
     workload: Annotated[
         str | None,
@@ -69,8 +101,10 @@ def run_cmd(
     resume: Annotated[
         bool, typer.Option("--resume", help="add to a study of this name although it measured something else")
     ] = False,
-    batch_sizes: Annotated[str | None, typer.Option("--batch-sizes", help="e.g. 32,64,128")] = None,
-    num_workers: Annotated[str | None, typer.Option("--num-workers", help="e.g. 0,2,4")] = None,
+    batch_sizes: Annotated[str | None, typer.Option("--batch-sizes", help="e.g. 32,64,128 or 32 64 128")] = None,
+    num_workers: Annotated[
+        str | None, typer.Option("--num-workers", help="e.g. 0,4,8 (default: 0, 2, 4, ... up to the usable cores)")
+    ] = None,
     grad_accum: Annotated[str | None, typer.Option("--grad-accum", help="micro-batches per step, e.g. 1,2,4")] = None,
     steps: Annotated[int | None, typer.Option(help="measured steps per trial")] = None,
     warmup: Annotated[int | None, typer.Option(help="untimed warm-up steps per trial")] = None,

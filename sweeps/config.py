@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.errors import ConfigError
-from sweeps.space import DEFAULTS, PARAMS, Space
+from sweeps.space import DEFAULTS, PARAMS, Space, usable_cores, worker_ladder
 
 __all__ = ["DEFAULT_CONFIG", "SweepConfig", "load_sweep_config", "parse_baseline"]
 
@@ -27,7 +27,8 @@ class SweepConfig(BaseModel):
     workload_args: dict[str, Any] = Field(default_factory=dict)  # handed to the workload as settings.args
     # The search space: every combination is one configuration (grid) or a candidate (smart, pareto).
     batch_sizes: list[int] = Field(default_factory=lambda: [32, 64, 128, 256, 512, 1024, 2048, 4096])
-    num_workers_options: list[int] = Field(default_factory=lambda: [0, 2, 4, 8])
+    # DataLoader workers: by default a ladder up to the host's usable cores (0, 2, 4, ..., cores).
+    num_workers_options: list[int] = Field(default_factory=lambda: worker_ladder(usable_cores()))
     test_mixed_precision: bool = True  # False: AMP off only; True: both off and on
     amp_dtype: Literal["bfloat16", "float16"] = "bfloat16"  # float16 adds a GradScaler
     test_pin_memory: bool = True  # both off and on on a GPU; pinning is never in a CPU's space
@@ -51,8 +52,9 @@ class SweepConfig(BaseModel):
     time_budget_s: float | None = Field(None, gt=0)
     learning_rate: float = Field(1e-3, gt=0)  # at reference_batch_size; scaled by sqrt(batch / reference)
     reference_batch_size: int = Field(256, ge=1)
-    # Recommendation filters: memory at most this % of the device, GPU utilisation at least this %.
+    # The recommendation keeps this memory margin: at most this % of the device.
     max_memory_pct: float = Field(80.0, gt=0, le=100)
+    # Diagnosis only (never a filter): a GPU busy at least this % of the step is compute-bound.
     min_gpu_util_pct: float = Field(70.0, ge=0, le=100)
     # Diagnosis: a GPU busy less than this % of the step is host/launch-bound (Python, kernel launches).
     host_bound_util_pct: float = Field(30.0, ge=0, le=100)
@@ -64,6 +66,15 @@ class SweepConfig(BaseModel):
     # Verification: the recommended and the baseline configuration, each re-run this many times in
     # fresh processes (0: no verification); the baseline is the user's current configuration.
     verify_repeats: int = Field(5, ge=0)
+    # Ranking: the rank_top fastest configurations within the memory margin are re-run in fresh
+    # processes, round after round (at most rank_rounds), until the leader's interval clears the
+    # runner-up's or the rounds are spent (a tie). 0 rounds: the single trials decide.
+    rank_top: int = Field(3, ge=1)
+    rank_rounds: int = Field(4, ge=0)
+    # Bottleneck probe of the recommendation: the data path alone per worker count and the step alone
+    # on a batch kept on the device, each timed for about probe_seconds. False: no probe.
+    probe: bool = True
+    probe_seconds: float = Field(2.0, gt=0)
     baseline: dict[str, Any] = Field(
         default_factory=lambda: {"batch_size": 32, "num_workers": 0, "amp": False, "pin_memory": False}
     )
@@ -187,7 +198,7 @@ def _parse_ints(text: str, flag: str) -> list[int]:
     try:
         return [int(t) for t in text.replace(",", " ").split()]
     except ValueError:
-        raise ConfigError(f"{flag} {text!r} is not a comma-separated list of integers such as '32,64,128'") from None
+        raise ConfigError(f"{flag} {text!r} is not a list of integers such as '32,64,128' or '32 64 128'") from None
 
 
 def load_sweep_config(path: str | Path | None = None, **overrides: Any) -> SweepConfig:

@@ -1,21 +1,21 @@
 """From the results table to a recommendation: best throughput, best efficiency, the config to train with.
 
-Rules (thresholds in ``Rules``; ``SweepConfig`` carries the two filters and ``host_bound_util_pct``):
+Rules (thresholds in ``Rules``; ``SweepConfig`` carries the memory margin and the utilisation lines):
 
 * highest throughput — max samples/s over ``ok`` trials;
 * best efficiency — max samples/s per GB of peak memory;
-* recommended — highest throughput with memory ≤ ``max_memory_pct`` of the device and, on a GPU,
-  utilisation ≥ ``min_gpu_util_pct`` (skipped, with the reason, on a CPU or without NVML readings);
+* recommended — the highest throughput with memory ≤ ``max_memory_pct`` of the device (the margin
+  kept). Whenever a trial ran within the margin there is one: GPU utilisation and input-pipeline limits
+  are the diagnosis beside it (``gpu_note``, ``sweeps.bottleneck``), never a veto;
 * diagnosis per configuration, the first rule that applies — ``memory-bound`` at ≥ ``memory_bound_pct``
-  of the device (or an OOM); ``I/O-bound`` when waiting for data is ≥ ``io_bound_frac`` of the step, and
-  ``more workers help`` when the same settings with more workers were ≥ ``workers_gain`` faster; then by
+  of the device (or an OOM); ``I/O-bound`` when waiting for data is ≥ ``io_bound_frac`` of the step, with
+  what more workers did (helped, did not, or could not: the host's usable cores are all in use); then by
   the measured GPU utilisation: ``host/launch-bound`` below ``host_bound_util_pct`` (the GPU idles while
   Python launches kernels: the model is too small for the device), ``compute-bound`` at ≥
   ``min_gpu_util_pct``, ``partly host-bound`` between the two; without a reading (a CPU run, or no NVML)
   the diagnosis says so instead of guessing — step time alone cannot tell compute from host overhead.
 
-When nothing is recommended, ``Recommendation.why_none`` says why: no configuration fits the memory line,
-or none keeps the GPU busy enough (with the busiest one seen and what would help).
+``Recommendation.why_none`` is set only when no trial ran ok within the memory margin, and says which.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Any
 
 from sweeps.space import DEFAULTS, OTHER
 
-__all__ = ["Recommendation", "Rules", "describe_config", "diagnose", "recommend", "snippet_yaml", "table_markdown"]
+__all__ = ["Recommendation", "Rules", "describe_config", "diagnose", "gpu_note", "recommend", "snippet_yaml",
+           "table_markdown"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Rules:
     learning_rate: float = 1e-3  # at reference_batch_size
     reference_batch_size: int = 256
     amp_dtype: str = "bfloat16"  # what "AMP on" meant in the sweep
+    usable_cores: int | None = None  # the host's (sched_getaffinity): no more workers than this can help
 
 
 @dataclass
@@ -50,7 +52,8 @@ class Recommendation:
     recommended: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)  # why a filter was skipped, or why nothing qualified
     diagnoses: list[dict[str, Any]] = field(default_factory=list)  # row + "diagnosis"
-    why_none: str | None = None  # set when recommended is None: the filter nothing passed, and what would help
+    why_none: str | None = None  # set when recommended is None: no ok trial, or none within the memory margin
+    gpu_note: str | None = None  # the recommended configuration's GPU utilisation, when the GPU idled, and why
 
 
 def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, device: str | None = None) -> str:
@@ -72,7 +75,7 @@ def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, devi
             and all(r.get(k, DEFAULTS.get(k)) == row.get(k, DEFAULTS.get(k)) for k in fixed)
         ]  # fmt: skip
         if not same:
-            return "I/O-bound (more workers not measured)"
+            return _io_without_more_workers(row["num_workers"], rules.usable_cores)
         if max(r["samples_per_s"] for r in same) >= rules.workers_gain * row["samples_per_s"]:
             return "I/O-bound (more workers help)"
         return "I/O-bound (more workers do not help: storage or decode)"
@@ -86,6 +89,14 @@ def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, devi
     if util >= rules.min_gpu_util_pct:
         return "compute-bound"
     return f"partly host-bound (GPU busy {util:.0f} %: torch.compile or CUDA graphs may help)"
+
+
+def _io_without_more_workers(workers: int, cores: int | None) -> str:
+    if cores is not None and workers >= cores:
+        return (f"I/O-bound (all {cores} usable cores have a worker: decode or normalise on the GPU, ship uint8, "
+                "or a faster file layout)")  # fmt: skip
+    more = f"; the host has {cores} usable cores" if cores is not None else ""
+    return f"I/O-bound ({workers} workers, the most measured with these settings{more})"
 
 
 def recommend(
@@ -103,53 +114,39 @@ def recommend(
     with_mem = [r for r in ok if r.get("peak_memory_gb")]
     efficient = max(with_mem, key=lambda r: r["samples_per_s"] / r["peak_memory_gb"]) if with_mem else None
     in_memory = [r for r in ok if r.get("memory_pct") is not None and r["memory_pct"] <= rules.max_memory_pct]
-    fits = in_memory
     if device == "cpu":
-        notes.append("GPU utilisation condition skipped: CPU run (no GPU to utilise)")
-    elif any(r.get("gpu_util_pct") is None for r in fits):
-        notes.append("GPU utilisation condition skipped for trials without an NVML reading")
-        fits = [r for r in fits if r.get("gpu_util_pct") is None or r["gpu_util_pct"] >= rules.min_gpu_util_pct]
+        notes.append("CPU run: no GPU utilisation to diagnose")
+    if not in_memory:
+        why = f"no ok trial has memory <= {rules.max_memory_pct:g} % of the device"
+        return Recommendation(fastest, efficient, None, [*notes, why], diag, why)
+    chosen = max(in_memory, key=lambda r: r["samples_per_s"])
+    gpu = gpu_note(chosen, ok, rules, workload) if device != "cpu" else None
+    return Recommendation(fastest, efficient, chosen, notes, diag, None, gpu)
+
+
+def gpu_note(chosen: dict[str, Any], ok: list[dict[str, Any]], rules: Rules, workload: str | None) -> str | None:
+    """What the recommended configuration's GPU utilisation says, when the GPU idled part of the step
+    (below ``min_gpu_util_pct``); None when it was busy or not measured."""
+    util = chosen.get("gpu_util_pct")
+    if util is None or util >= rules.min_gpu_util_pct:
+        return None
+    note = f"the GPU was busy {util:.0f} % of the recommended configuration's steps"
+    step, wait = chosen.get("step_ms"), chosen.get("io_wait_ms")
+    if step and wait is not None and wait / step >= rules.io_bound_frac:
+        note += f": it waits for its input {100 * wait / step:.0f} % of each step — the bottleneck below says how much"
+    elif util < rules.host_bound_util_pct:
+        note += f": the model is too small for this device (host/launch-bound) — {_larger_model_hint(workload)}"
     else:
-        fits = [r for r in fits if r["gpu_util_pct"] >= rules.min_gpu_util_pct]
-    chosen = max(fits, key=lambda r: r["samples_per_s"]) if fits else None
-    why = None
-    if chosen is None:
-        why = (
-            f"no ok trial has memory <= {rules.max_memory_pct:g} % of the device"
-            if not in_memory
-            else _why_gpu_idle(ok, in_memory, rules, workload)
-        )
-        notes.append(why)
-    return Recommendation(fastest, efficient, chosen, notes, diag, why)
-
-
-def _why_gpu_idle(
-    ok: list[dict[str, Any]], in_memory: list[dict[str, Any]], rules: Rules, workload: str | None
-) -> str:
-    """Why no configuration within the memory line passed the utilisation filter, and what would help.
-
-    Only called on a GPU when every trial within the memory line has a reading below ``min_gpu_util_pct``.
-    """
-    busiest = max(in_memory, key=lambda r: r["gpu_util_pct"])
-    util = busiest["gpu_util_pct"]
-    why = (
-        f"no configuration keeps the GPU >= {rules.min_gpu_util_pct:g} % busy; the highest GPU utilisation "
-        f"seen was {util:.0f} % (trial {busiest.get('trial')})"
-    )
-    if util < rules.host_bound_util_pct:
-        why += f": the model is too small for this device (host/launch-bound) — {_larger_model_hint(workload)}"
-    else:
-        why += ": the GPU is partly idle — torch.compile, CUDA graphs or a larger batch may close the gap"
-    busy_over = [  # all over the memory line: a busy trial within it would have been recommended
-        r for r in ok if (r.get("gpu_util_pct") or 0) >= rules.min_gpu_util_pct and r.get("memory_pct") is not None
-    ]
+        note += ": it waits part of each step — the bottleneck below says on what"
+    busy_over = [  # faster or busier trials over the memory margin: what the margin costs
+        r for r in ok if (r.get("gpu_util_pct") or 0) >= rules.min_gpu_util_pct
+        and (r.get("memory_pct") or 0) > rules.max_memory_pct
+    ]  # fmt: skip
     if busy_over:
         r = max(busy_over, key=lambda r: r["samples_per_s"])
-        why += (
-            f"; trial {r.get('trial')} reaches {r['gpu_util_pct']:.0f} % but needs "
-            f"{r.get('memory_pct', float('nan')):.0f} % of device memory (over {rules.max_memory_pct:g} %)"
-        )
-    return why
+        note += (f"; trial {r.get('trial')} reaches {r['gpu_util_pct']:.0f} % but needs {r['memory_pct']:.0f} % "
+                 f"of device memory (over {rules.max_memory_pct:g} %)")  # fmt: skip
+    return note
 
 
 def _larger_model_hint(workload: str | None) -> str:
@@ -179,7 +176,7 @@ def snippet_yaml(rec: Recommendation, rules: Rules) -> str:
 
     r = rec.recommended
     if r is None:
-        return "# no configuration met the recommendation filters\n" + "".join(f"# {n}\n" for n in rec.notes)
+        return "# nothing to recommend\n" + "".join(f"# {n}\n" for n in rec.notes)
     knobs = ("batch_size", "num_workers", "pin_memory", "amp", *DEFAULTS)
     c: dict[str, Any] = {k: r.get(k, DEFAULTS.get(k)) for k in knobs}
     workers = int(c["num_workers"])
@@ -216,11 +213,15 @@ def table_markdown(rec: Recommendation) -> str:
         for c in cols:
             v = describe_config(row) if c == "configuration" else row.get(c)
             cells.append("—" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
+            if c == "samples_per_s" and row.get("samples_per_s_low") is not None:  # the blocks' spread
+                cells[-1] += f" ({row['samples_per_s_low']:.0f}–{row['samples_per_s_high']:.0f})"
         lines.append("| " + " | ".join(cells) + " |")
     for label, r in (("highest throughput", rec.highest_throughput), ("best efficiency", rec.best_efficiency),
                      ("recommended", rec.recommended)):  # fmt: skip
         none = "none" + (f" — {rec.why_none}" if label == "recommended" and rec.why_none else "")
         lines.append(f"\n**{label}**: " + (none if r is None else _describe(r)))
+    if rec.gpu_note:
+        lines.append(f"\n_GPU: {rec.gpu_note}_")
     lines += [f"\n_{n}_" for n in rec.notes if n != rec.why_none]
     return "\n".join(lines)
 

@@ -24,8 +24,9 @@ from typing import Any
 
 from bench.errors import ConfigError
 from sweeps.config import SweepConfig
-from sweeps.search import blocked_by_wall, results_rows, run_sweep
+from sweeps.search import blocked_by_wall, results_rows
 from sweeps.space import DEFAULTS, PARAMS, Space, key
+from sweeps.study import run_sweep
 from sweeps.trial import Pruner, TrialOutcome
 
 __all__ = ["Replay", "grid_table", "load_results", "replay", "replay_markdown", "replay_random", "replay_smart"]

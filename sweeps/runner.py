@@ -4,25 +4,24 @@ verification → MLflow (runs, tables, pictures)."""
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
+import os
 import re
-import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
 from sweeps.config import DEFAULT_CONFIG, SweepConfig, load_sweep_config
-from sweeps.recommend import Recommendation, Rules, recommend, snippet_yaml, table_markdown
-from sweeps.space import PARAMS
-from sweeps.trial import PRELOAD, Pruner, TrialOutcome, run_trial, start_server
-from sweeps.verify import Verification, verification_markdown, verify
+from sweeps.outputs import overhead_summary, pictures, to_csv
+from sweeps.recommend import Recommendation, Rules, recommend
+from sweeps.space import PARAMS, usable_cores
+from sweeps.trial import Pruner, TrialOutcome, run_trial, start_server
+from sweeps.verify import Verification
 from sweeps.workload import WorkloadSpec, parse_workload
 
-__all__ = ["SweepResult", "evaluator", "overhead_summary", "sweep"]
+__all__ = ["SweepResult", "evaluator", "job_for", "overhead_summary", "prober", "sweep", "to_csv"]
 
 # Built-in data written once per layout and size (seconds to make), under the results directory.
 _DATA_SIZES = {("features", True): {"samples": 20_000}, ("features", False): {},
@@ -36,11 +35,13 @@ class SweepResult:
     verification: Verification | None
     study_name: str
     parent_run_id: str | None
+    conclusion: dict[str, Any] = field(default_factory=dict)  # what every worker on the study reports
 
 
 def job_for(cfg: SweepConfig, spec: WorkloadSpec, data_path: str | None, cuda: bool, smoke: bool,
-            params: dict[str, Any]) -> Any:  # fmt: skip
-    """The trial job of one configuration: the workload, its settings, how it is measured."""
+            params: dict[str, Any], **how: Any) -> Any:  # fmt: skip
+    """The trial job of one configuration: the workload, its settings, how it is measured (``how``: the
+    probe's fields of ``TrialJob``)."""
     from sweeps.api import TrialSettings
     from sweeps.measure import TrialJob
 
@@ -50,8 +51,22 @@ def job_for(cfg: SweepConfig, spec: WorkloadSpec, data_path: str | None, cuda: b
     )  # fmt: skip
     return TrialJob(
         workload=asdict(spec), settings=asdict(settings), steps=cfg.steps_per_test, warmup_steps=cfg.warmup_steps,
-        max_memory_gb=cfg.max_memory_gb, prune_after_steps=cfg.prune_after_steps,
+        max_memory_gb=cfg.max_memory_gb, prune_after_steps=cfg.prune_after_steps, **how,
     )  # fmt: skip
+
+
+def prober(
+    cfg: SweepConfig, spec: WorkloadSpec, data_path: str | None, cuda: bool, smoke: bool
+) -> Callable[[dict[str, Any]], TrialOutcome]:
+    """The bottleneck probe of one configuration (``sweeps.probe``), in a fresh trial process."""
+    from sweeps.conclude import probe_workers
+
+    def run(params: dict[str, Any]) -> TrialOutcome:
+        job = job_for(cfg, spec, data_path, cuda, smoke, params, mode="probe",
+                      probe_workers=probe_workers(params["num_workers"]), probe_seconds=cfg.probe_seconds)  # fmt: skip
+        return run_trial(job, cfg.trial_timeout_s * 2)
+
+    return run
 
 
 def evaluator(
@@ -68,39 +83,8 @@ def rules_of(cfg: SweepConfig) -> Rules:
     return Rules(
         max_memory_pct=cfg.max_memory_pct, min_gpu_util_pct=cfg.min_gpu_util_pct,
         host_bound_util_pct=cfg.host_bound_util_pct, learning_rate=cfg.learning_rate,
-        reference_batch_size=cfg.reference_batch_size, amp_dtype=cfg.amp_dtype,
+        reference_batch_size=cfg.reference_batch_size, amp_dtype=cfg.amp_dtype, usable_cores=usable_cores(),
     )  # fmt: skip
-
-
-def to_csv(rows: list[dict[str, Any]]) -> str:
-    cols: list[str] = []
-    for r in rows:
-        cols += [k for k in r if k not in cols]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols)
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
-
-
-def overhead_summary(rows: list[dict[str, Any]], target_s: float = 1.0) -> tuple[str, dict[str, float]]:
-    """What a trial costs beyond its warm-up and measured steps (ok trials): a printable line and the
-    parent run's metrics (empty when no trial recorded the split)."""
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("overhead_s") is not None]
-    if not ok:
-        return "measurement overhead: no ok trial recorded it", {}
-    keys = ("overhead_s", "startup_s", "setup_s", "teardown_s", "steps_time_s", "trial_wall_s")
-    med = {k: statistics.median(float(r[k]) for r in ok) for k in keys}
-    worst = max(float(r["overhead_s"]) for r in ok)
-    line = (
-        f"measurement overhead beyond the training steps (fast path: forkserver, {', '.join(PRELOAD[:3])} "
-        f"preloaded), {len(ok)} ok trials: median {med['overhead_s']:.3f} s, max {worst:.3f} s "
-        f"(target <= {target_s:g} s: {'met' if med['overhead_s'] <= target_s else 'NOT met'}); median split: "
-        f"startup {med['startup_s']:.3f} s, setup {med['setup_s']:.3f} s, teardown {med['teardown_s']:.3f} s; "
-        f"median steps {med['steps_time_s']:.3f} s of a {med['trial_wall_s']:.3f} s trial"
-    )
-    metrics = {f"median_{k}": v for k, v in med.items()} | {"max_overhead_s": worst}
-    return line, metrics
 
 
 def _config_file(config: str | Path | None, overrides: dict[str, Any]) -> str | Path | None:
@@ -128,12 +112,27 @@ def _data(
     check, make = (data.check_data, data.make_data) if kind == "features" else (data.check_images, data.make_images)
     if data_path is None:
         data_path = results_dir() / "data" / f"{kind}-{'smoke' if smoke else 'full'}.h5"
-        if not Path(data_path).exists():
-            echo(f"no --data-path: writing synthetic {kind} data to {data_path} (once)")
-            t0 = time.monotonic()
-            make(data_path, seed=seed, **_DATA_SIZES[(kind, smoke)])
-            echo(f"  written in {time.monotonic() - t0:.1f} s")
+        _write_once(Path(data_path), lambda p: make(p, seed=seed, **_DATA_SIZES[(kind, smoke)]), echo)
     return check(data_path).path
+
+
+def _write_once(path: Path, make: Callable[[Path], Any], echo: Callable[[str], None]) -> None:
+    """Write ``path`` unless it exists; sweeps started together in one directory write it once: the first
+    holds a lock while it writes a temporary file and renames it, the others wait and find it whole
+    (HDF5 refuses to open a file another process is writing)."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            return
+        echo(f"no --data-path: writing synthetic data to {path} (once)")
+        t0 = time.monotonic()
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        make(tmp)
+        os.replace(tmp, path)
+        echo(f"  written in {time.monotonic() - t0:.1f} s")
 
 
 def _resolve_device(device: str) -> bool:
@@ -150,41 +149,6 @@ def _study_name(spec: WorkloadSpec, strategy: str) -> str:
     return f"perflab-sweep-{re.sub(r'[^A-Za-z0-9_.-]+', '-', short)}-{strategy}"
 
 
-def _importances(study: Any, varied: list[str]) -> tuple[dict[str, float] | None, str]:
-    import optuna
-    from optuna.trial import TrialState
-
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    if not varied:
-        return None, "every knob had one value: nothing to rank"
-    if len(done) < 3:
-        return None, f"{len(done)} completed trial(s): too few to rank the knobs"
-    try:
-        # fANOVA: the share of the throughput's variance each knob explains (direction-free, unlike
-        # Optuna 5's default PED-ANOVA, which ranks knobs for reaching *low* values of a custom target)
-        imp = optuna.importance.get_param_importances(
-            study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0), params=varied,
-            target=lambda t: t.values[0],
-        )  # fmt: skip
-        return {k: float(v) for k, v in imp.items()}, ""
-    except Exception as exc:  # e.g. a knob that every completed trial set alike
-        return None, f"not computed: {type(exc).__name__}: {exc}"
-
-
-def pictures(study: Any, rows: list[dict[str, Any]], varied: list[str], title: str,
-             recommended: int | None) -> dict[str, bytes]:  # fmt: skip
-    """The parent run's PNGs: optimization history, importances, Pareto front, batch size per workers."""
-    from sweeps import plots
-
-    importances, why = _importances(study, varied)
-    return {
-        "history.png": plots.history_png(rows, title),
-        "importance.png": plots.importance_png(importances, title, why),
-        "pareto.png": plots.pareto_png(rows, title, recommended),
-        "batch_size.png": plots.batch_png(rows, title),
-    }
-
-
 def _steps(show: bool, what: str, total: int) -> Any:
     """The command's progress over the configurations (``bench.cli.progress``), or none (``report`` echoes)."""
     if not show:
@@ -192,6 +156,161 @@ def _steps(show: bool, what: str, total: int) -> Any:
     from bench.cli import progress
 
     return progress(what, total)
+
+
+@dataclass
+class _Sweep:
+    """What every step of one sweep needs: the configuration resolved, the workload, data and device."""
+
+    cfg: SweepConfig
+    spec: WorkloadSpec
+    cuda: bool
+    smoke: bool
+    data: str | None
+    name: str
+    strategy: str
+    echo: Callable[[str], None]
+    tracker: Any = None
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.cuda else "cpu"
+
+    def fingerprint(self) -> dict[str, Any]:
+        from sweeps.storage import data_digest
+
+        cfg = self.cfg
+        return {
+            "workload": self.spec.text, "workload_target": self.spec.target, "data": data_digest(self.data),
+            "space": cfg.space(self.cuda).values, "steps": [cfg.warmup_steps, cfg.steps_per_test],
+            "device": self.device, "size": "smoke" if self.smoke else "full", "amp_dtype": cfg.amp_dtype,
+            "workload_args": cfg.workload_args, "max_memory_gb": cfg.max_memory_gb,
+        }  # fmt: skip
+
+
+def _prepare(config: str | Path | None, data_path: str | Path | None, strategy: str, study_name: str | None,
+             overrides: dict[str, Any], echo: Callable[[str], None]) -> _Sweep:  # fmt: skip
+    cfg = load_sweep_config(_config_file(config, overrides), **overrides)
+    spec = parse_workload(cfg.workload)
+    cuda = _resolve_device(cfg.device)
+    smoke = cfg.size == "smoke" or (cfg.size == "auto" and not cuda)
+    data = _data(spec, data_path, smoke, cfg.seed, echo)
+    return _Sweep(cfg, spec, cuda, smoke, data, study_name or _study_name(spec, strategy), strategy, echo)
+
+
+def _track(sw: _Sweep, baseline: dict[str, Any], experiment: str | None) -> Any:
+    from sweeps.recommend import describe_config
+    from sweeps.tracking import SweepTracker
+
+    config = {k: v for k, v in sw.cfg.model_dump().items() if k != "baseline"}
+    params = {**config, "baseline": describe_config(baseline),
+              "strategy": sw.strategy, "study_name": sw.name, "data_path": sw.data, "device_kind": sw.device,
+              "size": "smoke" if sw.smoke else "full"}  # fmt: skip
+    return SweepTracker(f"sweep {sw.name}", params, experiment=experiment)
+
+
+def _reporter(sw: _Sweep, step: Callable[[], Any]) -> Callable[[Any, Any], None]:
+    """The line each finished trial prints (and its MLflow run)."""
+    from sweeps.recommend import describe_config
+    from sweeps.search import MARKERS, MEASURED, config_of
+
+    def report(study: Any, trial: Any) -> None:
+        a, c = trial.user_attrs, config_of(trial)
+        if a.get("status") == "skipped" and a.get("reason") in MARKERS:
+            return
+        sps = a.get("metrics", {}).get("samples_per_s")
+        reason = f" ({a['reason']})" if a.get("status") in ("skipped", "pruned") and a.get("reason") else ""
+        line = (f"trial {trial.number}: {describe_config(c) if c else '?'} -> {a.get('status')}"
+                + (f" {sps:.0f} samples/s" if sps else "") + reason)  # fmt: skip
+        shown = step()
+        if shown is not None:
+            shown(line, advance=int(a.get("status") in MEASURED))  # a step: a configuration measured
+        else:
+            sw.echo(line)
+        if sw.tracker is not None:
+            sw.tracker.log_trial(trial)
+
+    return report
+
+
+def _run_trials(sw: _Sweep, run: Any, n_trials: int | None, storage: str | None, resume: bool,
+                progress: bool) -> Any:  # fmt: skip
+    from sweeps.study import run_sweep
+
+    bar: list[Any] = [None]  # the progress's step function while the trials run (progress=True)
+    total = n_trials or sw.cfg.space(sw.cuda).size()
+    with _steps(progress, f"sweep {sw.name}: configurations", total) as bar[0]:
+        study = run_sweep(
+            sw.cfg, run, sw.strategy, n_trials, storage, sw.name, callbacks=[_reporter(sw, lambda: bar[0])],
+            cuda=sw.cuda, fingerprint=sw.fingerprint(), resume=resume, echo=sw.echo,
+        )  # fmt: skip
+    return study
+
+
+def _time_budget_note(sw: _Sweep, rows: list[dict[str, Any]]) -> None:
+    space = sw.cfg.space(sw.cuda)
+    seen = {tuple(r[k] for k in PARAMS) for r in rows}
+    if sw.strategy == "grid" and sw.cfg.time_budget_s is not None and len(seen) < space.size():
+        sw.echo(f"time budget of {sw.cfg.time_budget_s:g} s reached: {len(seen)} of {space.size()} configurations "
+                f"done; the same --storage and --study-name {sw.name!r} resume the rest")  # fmt: skip
+
+
+def _conclusion(sw: _Sweep, study: Any, rows: list[dict[str, Any]], run: Any, probe: Any, baseline: dict[str, Any],
+                overhead_line: str) -> tuple[Recommendation, dict[str, Any], Any]:  # fmt: skip
+    """The study's conclusion, computed here or by the worker that claimed it (``sweeps.final``): the
+    recommendation, the published conclusion, and this worker's verification (None if not its)."""
+    from sweeps.conclude import conclude
+    from sweeps.final import conclude_once
+    from sweeps.study import measured_count
+
+    rules = rules_of(sw.cfg)
+    rec = recommend(rows, sw.device, rules, workload=sw.spec.text)
+    mine: list[Any] = []
+
+    def compute() -> dict[str, Any]:
+        c = conclude(sw.cfg, rec, lambda p: run(p, None), probe, baseline, sw.echo)
+        mine.append(c)
+        return c.published(overhead_line, rules)
+
+    cfg = sw.cfg
+    wait = cfg.trial_timeout_s * (cfg.rank_top * cfg.rank_rounds + 2 * cfg.verify_repeats + 3)
+    storage = getattr(study._storage, "_backend", study._storage)
+    published, here = conclude_once(study, storage, measured_count(study), compute, sw.echo, wait)
+    if not here:
+        rec.recommended = published["recommended"]
+    return rec, published, mine[0].verification if mine else None
+
+
+def _files(sw: _Sweep, study: Any, rows: list[dict[str, Any]], rec: Recommendation,
+           published: dict[str, Any], out: Path | None) -> dict[str, str | bytes]:  # fmt: skip
+    files: dict[str, str | bytes] = {"results.csv": to_csv(rec.diagnoses), "recommendation.md": published["markdown"],
+                                     "recommendation.yaml": published["snippet"]}  # fmt: skip
+    title = sw.spec.text if len(sw.spec.text) < 40 else "..." + sw.spec.text[-37:]
+    chosen_trial = rec.recommended.get("trial") if rec.recommended else None
+    files.update(pictures(study, rows, sw.cfg.space(sw.cuda).varied(), title, chosen_trial))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for fname, content in files.items():
+            (out / fname).write_bytes(content if isinstance(content, bytes) else content.encode())
+    return files
+
+
+def _log(sw: _Sweep, rows: list[dict[str, Any]], rec: Recommendation, published: dict[str, Any],
+         verification: Verification | None, metrics: dict[str, float],
+         files: dict[str, str | bytes]) -> str:  # fmt: skip
+    tracker = sw.tracker
+    if verification is not None:
+        for side in (verification.baseline, verification.recommended):
+            tracker.log_verified(side)
+    metrics = {"n_trials": float(len(rows)), "n_ok": float(sum(r["status"] == "ok" for r in rows)), **metrics}
+    if rec.highest_throughput:
+        metrics["best_samples_per_s"] = rec.highest_throughput["samples_per_s"]
+    names = ("verified_speedup", "verified_speedup_ci_low", "verified_speedup_ci_high")
+    metrics.update({k: x for k, x in zip(names, published.get("speedup") or (), strict=False) if x is not None})
+    metrics.update({f"bottleneck_{k}": v for k, v in (published.get("bottleneck") or {}).items()})
+    tracker.finish(metrics, files)
+    sw.echo(f"logged to MLflow parent run {tracker.parent}")
+    return str(tracker.parent)
 
 
 def sweep(
@@ -210,129 +329,47 @@ def sweep(
     resume: bool = False,
     progress: bool = False,
 ) -> SweepResult:
-    from sweeps.recommend import describe_config
-    from sweeps.search import results_rows, run_sweep
-    from sweeps.storage import check_storage_url, data_digest
+    """Measure the configurations (the study), then conclude once per study: recommend, rank, probe the
+    bottleneck, verify against the baseline; print, write and log it. ``evaluate`` replaces the trial
+    processes (tests); the bottleneck probe then does not run."""
+    from sweeps.search import results_rows
+    from sweeps.storage import check_storage_url
 
     if storage:
         check_storage_url(storage)  # before the data is made and the trial server started
-    overrides = dict(overrides or {})
-    cfg = load_sweep_config(_config_file(config, overrides), **overrides)
-    spec = parse_workload(cfg.workload)
-    cuda = _resolve_device(cfg.device)
-    smoke = cfg.size == "smoke" or (cfg.size == "auto" and not cuda)
-    data = _data(spec, data_path, smoke, cfg.seed, echo)
-    space = cfg.space(cuda)
-    name = study_name or _study_name(spec, strategy)
-    fingerprint = {
-        "workload": spec.text, "workload_target": spec.target, "data": data_digest(data), "space": space.values,
-        "steps": [cfg.warmup_steps, cfg.steps_per_test], "device": "cuda" if cuda else "cpu",
-        "size": "smoke" if smoke else "full", "amp_dtype": cfg.amp_dtype, "workload_args": cfg.workload_args,
-        "max_memory_gb": cfg.max_memory_gb,
-    }  # fmt: skip
-    baseline = cfg.baseline_params(cuda)
-    tracker = None
-    if track:
-        from sweeps.tracking import SweepTracker
-
-        tracker = SweepTracker(
-            f"sweep {name}",
-            {**{k: v for k, v in cfg.model_dump().items() if k != "baseline"}, "baseline": describe_config(baseline),
-             "strategy": strategy, "study_name": name, "data_path": data, "device_kind": "cuda" if cuda else "cpu",
-             "size": "smoke" if smoke else "full"},
-            experiment=experiment,
-        )  # fmt: skip
-
-    step: Callable[..., None] | None = None  # the progress's, while the trials run (progress=True)
-
-    def report(study: Any, trial: Any) -> None:
-        from sweeps.search import MEASURED, config_of
-
-        a, c = trial.user_attrs, config_of(trial)
-        if a.get("status") == "skipped" and a.get("reason") == "nothing left to measure":
-            return
-        sps = a.get("metrics", {}).get("samples_per_s")
-        reason = f" ({a['reason']})" if a.get("status") in ("skipped", "pruned") and a.get("reason") else ""
-        line = (f"trial {trial.number}: {describe_config(c) if c else '?'} -> {a.get('status')}"
-                + (f" {sps:.0f} samples/s" if sps else "") + reason)  # fmt: skip
-        if step is not None:
-            step(line, advance=int(a.get("status") in MEASURED))  # a step: a configuration measured
-        else:
-            echo(line)
-        if tracker is not None:
-            tracker.log_trial(trial)
-
+    sw = _prepare(config, data_path, strategy, study_name, dict(overrides or {}), echo)
+    baseline = sw.cfg.baseline_params(sw.cuda)
+    sw.tracker = _track(sw, baseline, experiment) if track else None
     t0 = time.monotonic()
     server: dict[str, float] = {}
-    run = evaluate or evaluator(cfg, spec, data, cuda, smoke)
+    run = evaluate or evaluator(sw.cfg, sw.spec, sw.data, sw.cuda, sw.smoke)
     if evaluate is None:
         # the imports, once: not part of any trial's overhead (a user's module too, when importable by name)
-        server["server_start_s"] = start_server([spec.target] if spec.kind == "module" else [])
+        server["server_start_s"] = start_server([sw.spec.target] if sw.spec.kind == "module" else [])
         echo(f"trial server (forkserver) ready in {server['server_start_s']:.2f} s")
+    probe = prober(sw.cfg, sw.spec, sw.data, sw.cuda, sw.smoke) if evaluate is None else None
     ok = interrupted = False
     try:
-        with _steps(progress, f"sweep {name}: configurations", n_trials or space.size()) as step:
-            study = run_sweep(
-                cfg, run, strategy, n_trials, storage, name, callbacks=[report], cuda=cuda, fingerprint=fingerprint,
-                resume=resume, echo=echo,
-            )  # fmt: skip
-        step = None
+        study = _run_trials(sw, run, n_trials, storage, resume, progress)
         rows = results_rows(study)
         sweep_wall = time.monotonic() - t0
-        echo(f"sweep: {len(rows)} trials finished in {sweep_wall:.1f} s ({strategy}, study {name!r})")
-        seen = {tuple(r[k] for k in PARAMS) for r in rows}
-        if strategy == "grid" and cfg.time_budget_s is not None and len(seen) < space.size():
-            echo(
-                f"time budget of {cfg.time_budget_s:g} s reached: {len(seen)} of {space.size()} configurations "
-                f"done; the same --storage and --study-name {name!r} resume the rest"
-            )
-        rules = rules_of(cfg)
-        rec = recommend(rows, "cuda" if cuda else "cpu", rules, workload=spec.text)
+        echo(f"sweep: {len(rows)} trials finished in {sweep_wall:.1f} s ({strategy}, study {sw.name!r})")
+        _time_budget_note(sw, rows)
         overhead_line, overhead_metrics = overhead_summary(rows)
-        md = table_markdown(rec) + f"\n\n_{overhead_line}_"
-        verification = None
-        if cfg.verify_repeats and rec.recommended is not None:
-            chosen = {k: rec.recommended[k] for k in PARAMS}
-            echo(f"verifying: recommended vs baseline, {cfg.verify_repeats} fresh runs each")
-            verification = verify(lambda p: run(p, None), chosen, baseline, cfg.verify_repeats, echo, cfg.seed)
-            md += "\n\n" + verification_markdown(verification)
-        elif cfg.verify_repeats:
-            md += "\n\n_Verification skipped: nothing was recommended._"
-        snippet = snippet_yaml(rec, rules)
-        echo(md)
-        echo(snippet)
-        files: dict[str, str | bytes] = {"results.csv": to_csv(rec.diagnoses), "recommendation.md": md,
-                                         "recommendation.yaml": snippet}  # fmt: skip
-        title = spec.text if len(spec.text) < 40 else "..." + spec.text[-37:]
-        chosen_trial = rec.recommended.get("trial") if rec.recommended else None
-        files.update(pictures(study, rows, space.varied(), title, chosen_trial))
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            for fname, content in files.items():
-                (out / fname).write_bytes(content if isinstance(content, bytes) else content.encode())
+        rec, published, verification = _conclusion(sw, study, rows, run, probe, baseline, overhead_line)
+        echo(published["markdown"])
+        echo(published["snippet"])
+        files = _files(sw, study, rows, rec, published, out)
         parent = None
-        if tracker is not None:
-            if verification is not None:
-                for side in (verification.baseline, verification.recommended):
-                    tracker.log_verified(side)
-            best = rec.highest_throughput
-            metrics = {"n_trials": float(len(rows)), "n_ok": float(sum(r["status"] == "ok" for r in rows)),
-                       "sweep_wall_s": sweep_wall, **server, **overhead_metrics}  # fmt: skip
-            if best:
-                metrics["best_samples_per_s"] = best["samples_per_s"]
-            if verification is not None:
-                v = verification
-                metrics.update({k: x for k, x in (("verified_speedup", v.speedup), ("verified_speedup_ci_low", v.low),
-                                                  ("verified_speedup_ci_high", v.high)) if x is not None})  # fmt: skip
-            tracker.finish(metrics, files)
-            parent = tracker.parent
-            echo(f"logged to MLflow parent run {parent}")
+        if sw.tracker is not None:
+            metrics = {"sweep_wall_s": sweep_wall, **server, **overhead_metrics}
+            parent = _log(sw, rows, rec, published, verification, metrics, files)
         ok = True
-        return SweepResult(rec, rows, verification, name, parent)
+        return SweepResult(rec, rows, verification, sw.name, parent, published)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (perflab's main): the study keeps every finished trial
         interrupted = True
-        echo(f"interrupted; the same --storage and --study-name {name!r} resume the sweep")
+        echo(f"interrupted; the same --storage and --study-name {sw.name!r} resume the sweep")
         raise
     finally:
-        if tracker is not None and not ok:
-            tracker.finish({}, {}, ok=False, interrupted=interrupted)
+        if sw.tracker is not None and not ok:
+            sw.tracker.finish({}, {}, ok=False, interrupted=interrupted)

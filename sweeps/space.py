@@ -9,10 +9,11 @@ size that ``grad_accum`` does not divide is no configuration at all (``canonical
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DEFAULTS", "PARAMS", "Space", "key"]
+__all__ = ["DEFAULTS", "PARAMS", "Space", "key", "usable_cores", "worker_ladder"]
 
 PARAMS = ("batch_size", "num_workers", "amp", "pin_memory", "grad_accum", "channels_last", "compile",
           "prefetch_factor", "persistent_workers")  # fmt: skip
@@ -21,6 +22,25 @@ OTHER = PARAMS[1:]  # everything but the batch size: an OOM wall is per combinat
 DEFAULTS: dict[str, Any] = {"grad_accum": 1, "channels_last": False, "compile": False, "prefetch_factor": 2,
                             "persistent_workers": True}  # fmt: skip
 LOADER_ONLY = ("prefetch_factor", "persistent_workers")  # meaningless without workers
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity: a container's or a job scheduler's share, not the
+    machine's count), which bound how many DataLoader workers can decode in parallel."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def worker_ladder(cores: int) -> list[int]:
+    """DataLoader worker counts worth measuring on a host of ``cores`` usable cores: none, then doubling
+    from 2, and the cores themselves (each worker decodes on a core of its own)."""
+    ladder, w = [0], 2
+    while w < cores:
+        ladder.append(w)
+        w *= 2
+    return ladder + ([cores] if cores > 1 else [1])
 
 
 def key(p: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -19,6 +19,7 @@ report, exit, reaping the group). The server's own start (imports) is paid once 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +40,7 @@ Status = Literal["ok", "oom", "timeout", "failed", "pruned"]
 # torch._dynamo: optimizers import it lazily on first construction (~1.7 s a trial otherwise). PIL is
 # the CNN's decoder (a missing preload is skipped by the server, not an error).
 PRELOAD = ["torch", "torch._dynamo", "h5py", "numpy", "psutil", "PIL.Image", "sweeps.data", "sweeps.measure",
-           "sweeps.workload", "sweeps.builtins"]  # fmt: skip
+           "sweeps.probe", "sweeps.workload", "sweeps.builtins"]  # fmt: skip
 _LOG_TAIL = 3000
 _POLL_S = 0.05  # how often the parent looks for the interim report while a prunable trial runs
 
@@ -68,6 +69,24 @@ def _noop() -> None:
     pass
 
 
+@contextlib.contextmanager
+def _server_imports_this_perflab() -> Iterator[None]:
+    """While a trial starts (and, the first time, the forkserver with it): ``PYTHONPATH`` leads with the
+    directory this ``sweeps`` package lives in. The server is a fresh interpreter that ignores the
+    parent's ``sys.path`` (CPython before 3.13 drops it) and resolves ``''`` against the current
+    directory: a sweep started elsewhere would run another installed copy of perflab in its trials."""
+    root = str(Path(__file__).resolve().parents[1])
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = root + (os.pathsep + old if old else "")
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
 def start_server(preload: Sequence[str] = ()) -> float:
     """Start the forkserver and wait until it has imported PRELOAD (and ``preload``: the user's workload
     module); the seconds that took (~0 if running: then ``preload`` comes too late, and costs each trial
@@ -79,7 +98,8 @@ def start_server(preload: Sequence[str] = ()) -> float:
     _extra_preload[:] = [m for m in preload if m not in PRELOAD]
     t0 = time.monotonic()
     p = _context().Process(target=_noop)
-    p.start()
+    with _server_imports_this_perflab():
+        p.start()
     p.join()
     return time.monotonic() - t0
 
@@ -134,7 +154,12 @@ def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
     from sweeps.workload import WorkloadError
 
     try:
-        report: dict[str, Any] = {"status": "ok", "metrics": measure(TrialJob(**job)), "entered": entered}
+        if job.get("mode") == "probe":
+            from sweeps.probe import probe
+
+            report: dict[str, Any] = {"status": "ok", "metrics": probe(TrialJob(**job)), "entered": entered}
+        else:
+            report = {"status": "ok", "metrics": measure(TrialJob(**job)), "entered": entered}
     except torch.OutOfMemoryError as exc:
         report = {"status": "oom", "error": str(exc).splitlines()[0] if str(exc) else "out of memory"}
     except WorkloadError as exc:
@@ -214,7 +239,8 @@ def run_trial(
         args = ({**asdict(job), "sweep_pid": os.getpid()}, str(out), str(log))
         process = _context().Process(target=_entry, args=args)
         launched = time.monotonic()
-        process.start()  # returns once the (pre-warmed) server forked the child
+        with _server_imports_this_perflab():
+            process.start()  # returns once the (pre-warmed) server forked the child
         timed_out, pruned = _wait(process, timeout_s, progress, should_prune)
         proc = ForkedProcess(process)
         kill_group(proc)  # on timeout or pruning: TERM/KILL; otherwise reaps stray DataLoader workers

@@ -67,3 +67,33 @@ def test_run_with_missing_data_path_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["sweep", "run", "--data-path", str(tmp_path / "nope.h5"), "--no-track"])
     assert result.exit_code != 0
     assert isinstance(result.exception, DataError) and "make-data" in str(result.exception)
+
+
+def _write_slowly(path: str, marks: str) -> None:
+    import os
+    import time
+
+    from sweeps.runner import _write_once
+
+    def make(p: Path) -> None:
+        (Path(marks) / str(os.getpid())).touch()
+        time.sleep(0.5)  # long enough for the other workers to arrive while it writes
+        make_data(p, 100, 4)
+
+    _write_once(Path(path), make, lambda _: None)
+    check_data(path)  # every worker finds the file whole: HDF5 would refuse one being written
+
+
+def test_workers_started_together_write_built_in_data_once(tmp_path: Path) -> None:
+    import multiprocessing
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_write_slowly, args=(str(tmp_path / "d.h5"), str(marks))) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert len(list(marks.iterdir())) == 1 and not list(tmp_path.glob(".d.h5.*"))

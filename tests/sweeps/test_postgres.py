@@ -2,12 +2,16 @@
 
 Two worker processes run one grid; one is killed mid-trial. The other fails the dead worker's trial
 through the heartbeat, runs the queued retry, and every configuration ends measured exactly once.
+Two whole sweeps started together on one study (and one results directory) end with the same
+recommendation, the study holding exactly ``--n-trials`` measured trials and one conclusion
+(``PERFLAB_AGREE_TRIES`` times over, default 3).
 Needs Debian's postgresql package (initdb, pg_ctl; .ci/run installs it) and psycopg (the test extra).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -19,9 +23,9 @@ from sweeps.search import config_of
 from sweeps.storage import make_storage
 
 
-def _worker(url: str, study: str, marks: Path, delay: float) -> subprocess.Popen[bytes]:
+def _worker(url: str, study: str, marks: Path, delay: float, *more: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    return subprocess.Popen([sys.executable, "-m", "tests.sweeps._worker", url, study, str(marks), str(delay)],
+    return subprocess.Popen([sys.executable, "-m", "tests.sweeps._worker", url, study, str(marks), str(delay), *more],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
 
 
@@ -58,3 +62,26 @@ def test_two_workers_share_a_study_and_lose_nothing_when_one_dies(postgres: str,
     retried = [t for t in study.trials if t.system_attrs.get("failed_trial") == dead[0].number]
     assert len(retried) == 1 and retried[0].user_attrs["status"] == "ok"  # the dead worker's trial, run by B
     assert len(list(marks.glob(f"{b.pid}-{batch}-{workers}.done"))) == 1
+
+
+def test_two_sweeps_on_one_study_agree_on_one_conclusion(postgres: str, tmp_path: Path) -> None:
+    import optuna
+
+    for attempt in range(int(os.environ.get("PERFLAB_AGREE_TRIES", "3"))):  # 10 on a host with cores to spare
+        marks = tmp_path / f"marks-{attempt}"
+        marks.mkdir()
+        study = f"agree-{attempt}"
+        workers = [_worker(postgres, study, marks, 0.2, "agree", "5") for _ in range(2)]
+        outs = []
+        for w in workers:
+            out, _ = w.communicate(timeout=240)
+            assert w.returncode == 0, out.decode()
+            outs.append(json.loads(out.decode().strip().splitlines()[-1]))
+        a, b = outs
+        assert a["recommended"] == b["recommended"] and a["by"] == b["by"] and a["speedup"] == b["speedup"]
+        # the ranking and the verification ran once, by the worker that claimed the conclusion
+        assert sorted(o["concluding_runs"] > 0 for o in outs) == [False, True]
+        assert max(o["concluding_runs"] for o in outs) == 3 * 2 + 2 * 2  # 3 contenders x 2 rounds, 2 + 2 repeats
+        trials = optuna.load_study(study_name=study, storage=make_storage(postgres)).trials
+        measured = [t for t in trials if t.user_attrs.get("status") in ("ok", "oom", "failed", "timeout", "pruned")]
+        assert len(measured) == 5  # --n-trials is the study's total, not each worker's

@@ -11,7 +11,8 @@ import pytest
 
 from bench.errors import ConfigError
 from sweeps.config import SweepConfig
-from sweeps.search import clearly_worse, results_rows, run_sweep
+from sweeps.search import results_rows
+from sweeps.study import clearly_worse, run_sweep
 from sweeps.trial import TrialOutcome
 
 BIG = SweepConfig(
@@ -241,7 +242,7 @@ def test_a_study_measured_otherwise_is_refused_with_the_ways_on(tmp_path: Path) 
 def test_a_running_trial_that_never_beat_is_reaped_and_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
     import datetime as real
 
-    import sweeps.search
+    import sweeps.study
 
     cfg = SweepConfig(batch_sizes=[16, 32], num_workers_options=[0], test_mixed_precision=False,
                       test_pin_memory=False, preset="tiny")  # fmt: skip
@@ -257,7 +258,7 @@ def test_a_running_trial_that_never_beat_is_reaped_and_run_again(monkeypatch: py
             def now() -> real.datetime:
                 return real.datetime.now() + real.timedelta(hours=1)
 
-    monkeypatch.setattr(sweeps.search, "datetime", Later)
+    monkeypatch.setattr(sweeps.study, "datetime", Later)
     f = Synthetic()
     study = run_sweep(cfg, f, "grid", storage=storage, study_name="z")
     rows = [r for r in results_rows(study) if r["status"] == "ok"]

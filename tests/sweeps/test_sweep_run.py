@@ -22,6 +22,8 @@ from sweeps.storage import default_storage
 from sweeps.trial import run_trial
 from sweeps.workload import parse_workload
 
+QUICK = Path(__file__).parent / "fixtures" / "quick.yaml"  # no ranking re-runs, no probe
+
 
 def tiny_job(data: str, batch_size: int, num_workers: int = 0, **kw: object) -> object:
     """The tiny built-in's trial job for one configuration (CPU, smoke size)."""
@@ -45,7 +47,7 @@ def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, monk
     monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns: not in the checkout
     overrides = {"preset": "tiny", "batch_sizes": "16,32", "num_workers_options": "0,1", "steps_per_test": 3,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False,
-                 "test_pin_memory": False, "verify_repeats": 0}  # fmt: skip
+                 "test_pin_memory": False, "verify_repeats": 0, "rank_rounds": 0, "probe": False}  # fmt: skip
     result = sweep(data_path=data, out=tmp_path / "out", overrides=overrides, echo=lambda _: None)
     rec, rows = result.recommendation, result.rows
     assert sorted((r["batch_size"], r["num_workers"], r["status"]) for r in rows) == [
@@ -85,7 +87,7 @@ def test_memory_estimate_grows_with_the_batch_and_the_cap_prunes_oom(data: str, 
     cap = (est[32] + est[64]) / 2
     overrides = {"preset": "tiny", "batch_sizes": "16,32,64,128", "num_workers_options": "0", "steps_per_test": 2,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False, "test_pin_memory": False,
-                 "max_memory_gb": cap, "verify_repeats": 0}  # fmt: skip
+                 "max_memory_gb": cap, "verify_repeats": 0, "rank_rounds": 0, "probe": False}  # fmt: skip
     rows = sweep(data_path=data, strategy="smart", storage=f"sqlite:///{tmp_path / 'o.db'}", track=False,
                  overrides=overrides, echo=lambda _: None).rows  # fmt: skip
     status = {r["batch_size"]: r["status"] for r in rows if r["status"] != "skipped"}
@@ -121,7 +123,8 @@ def test_a_clearly_worse_trial_is_stopped_after_its_first_steps(data: str) -> No
 def test_other_data_under_the_same_study_name_is_refused(tmp_path: Path) -> None:
     a, b = make_data(tmp_path / "a.h5", 300, 16, seed=1).path, make_data(tmp_path / "b.h5", 300, 16, seed=2).path
     overrides = {"preset": "tiny", "batch_sizes": "16", "num_workers_options": "0", "steps_per_test": 1,
-                 "warmup_steps": 0, "device": "cpu", "test_mixed_precision": False, "verify_repeats": 0}  # fmt: skip
+                 "warmup_steps": 0, "device": "cpu", "test_mixed_precision": False, "verify_repeats": 0,
+                 "probe": False}  # fmt: skip
     storage = f"sqlite:///{tmp_path / 'o.db'}"
     kw = {"storage": storage, "study_name": "same", "track": False, "overrides": overrides, "echo": lambda _: None}
     assert [r["status"] for r in sweep(data_path=a, **kw).rows] == ["ok"]  # type: ignore[arg-type]
@@ -145,7 +148,7 @@ def test_the_command_counts_measured_configurations_without_a_terminal(tmp_path:
     data = make_data(tmp_path / "d.h5", 300, 16).path
     args = ["sweep", "run", "--workload", "tiny", "--data-path", data, "--batch-sizes", "8,16", "--num-workers", "0",
             "--steps", "1", "--warmup", "0", "--verify-repeats", "0", "--no-track", "--storage",
-            f"sqlite:///{tmp_path / 'o.db'}"]  # fmt: skip
+            f"sqlite:///{tmp_path / 'o.db'}", "--config", str(QUICK)]  # fmt: skip
     result = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     counts = [m.group(1) for line in result.output.splitlines() if (m := re.match(r"\s*(\d+/\d+) trial \d+: ", line))]

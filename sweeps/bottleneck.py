@@ -1,0 +1,138 @@
+"""Which part bounds a training job, in numbers, and what each remedy could gain.
+
+Three ceilings measured apart (``sweeps.probe``) beside the job's own throughput ``T`` (the
+recommended configuration training, re-measured):
+
+* ``N`` — the data path alone (Dataset + DataLoader + copy to the device, no model), at its best worker
+  count ``W`` of those probed (0, 2, 4, ... up to the host's usable cores);
+* ``M`` — the step alone (forward, backward, optimizer on a batch kept on the device);
+* the transfer alone (a host batch copied to the GPU), which bounds the data path from below.
+
+The job is data-bound when ``N < M`` (the step could run ``M / N`` × faster), else step-bound. While it
+trains at ``T`` the step is busy ``T / M`` of the time: the GPU waits ``1 − T / M``. No remedy lifts the
+job past ``M``, so each remedy's gain is bounded by ``M / T``; the per-worker rate bounds what more
+workers can add (``N_W / W`` a worker, times the usable cores), a measured estimate, said as one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Bottleneck"]
+
+_SCALING = 0.6  # the data path's best rate under this share of (per-worker rate of 2 workers × W): it stopped scaling
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    job_samples_per_s: float  # T: the configuration training (its re-measured mean)
+    workers: int  # the configuration's DataLoader workers
+    data: dict[int, float]  # N per probed worker count
+    step_samples_per_s: float  # M
+    cores: int  # the host's usable cores
+    gpu: bool
+    transfer_samples_per_s: float | None = None
+    input_dtype: str | None = None
+    input_bytes_per_sample: float | None = None
+
+    @classmethod
+    def from_probe(cls, probe: dict[str, Any], job_samples_per_s: float, workers: int) -> Bottleneck:
+        return cls(
+            job_samples_per_s=job_samples_per_s, workers=workers,
+            data={int(w): float(v) for w, v in probe["data_samples_per_s"].items()},
+            step_samples_per_s=float(probe["step_samples_per_s"]), cores=int(probe["cores"]),
+            gpu=probe.get("device") == "cuda", transfer_samples_per_s=probe.get("transfer_samples_per_s"),
+            input_dtype=probe.get("input_dtype"), input_bytes_per_sample=probe.get("input_bytes_per_sample"),
+        )  # fmt: skip
+
+    @property
+    def best_workers(self) -> int:
+        return max(self.data, key=lambda w: self.data[w])
+
+    @property
+    def data_samples_per_s(self) -> float:
+        return self.data[self.best_workers]
+
+    @property
+    def data_bound(self) -> bool:
+        return self.data_samples_per_s < self.step_samples_per_s
+
+    @property
+    def wait_pct(self) -> float:
+        """The share of the job's time the step is not running: 1 − T / M (0 when T reaches M)."""
+        return max(0.0, 100.0 * (1.0 - self.job_samples_per_s / self.step_samples_per_s))
+
+    def numbers(self) -> dict[str, float]:
+        """The ceilings as metrics (MLflow): samples/s, the best worker count, the GPU's wait."""
+        out = {"data_samples_per_s": self.data_samples_per_s, "data_best_workers": float(self.best_workers),
+               "step_samples_per_s": self.step_samples_per_s, "job_samples_per_s": self.job_samples_per_s,
+               "wait_pct": self.wait_pct, "data_bound": float(self.data_bound)}  # fmt: skip
+        if self.transfer_samples_per_s:
+            out["transfer_samples_per_s"] = float(self.transfer_samples_per_s)
+        return out
+
+    def headline(self) -> str:
+        n, m, t = self.data_samples_per_s, self.step_samples_per_s, self.job_samples_per_s
+        who = "the GPU" if self.gpu else "the step"
+        line = (f"the data path delivers at most {n:,.0f} samples/s (with {self.best_workers} workers); the step "
+                f"could take {m:,.0f}; the job ran {t:,.0f}: {who} waits {self.wait_pct:.0f} %")  # fmt: skip
+        if self.data_bound:
+            return line + f". Bound: the data path (the step could run {m / n:.2f}× faster)."
+        return line + f". Bound: the step (the data path has {n / m:.2f}× headroom)."
+
+    def remedies(self) -> list[str]:
+        """What could lift the job, each with its gain bounded by the two ceilings."""
+        if not self.data_bound:
+            n = self.data_samples_per_s
+            return [f"the step bounds the job: mixed precision, channels_last, torch.compile or a larger batch "
+                    f"speed the step itself; the data path would keep up to {n:,.0f} samples/s"]  # fmt: skip
+        out = [self._more_workers()]
+        m, t = self.step_samples_per_s, self.job_samples_per_s
+        host = 1e3 / self.data[0] if self.data.get(0) else None
+        if host is not None:
+            out.append(f"decode or normalise on the GPU: the host spends {host:.2f} ms a sample in one process; "
+                       f"what moves to the GPU leaves that share, up to the step's {m:,.0f} samples/s "
+                       f"({m / t:.2f}× the job)")  # fmt: skip
+        if self.input_dtype and "float" in self.input_dtype and self.input_bytes_per_sample:
+            b = self.input_bytes_per_sample
+            x = self.transfer_samples_per_s
+            copy = f"; the copy alone runs {x:,.0f} samples/s" if x else ""
+            out.append(f"uint8 transfer: the inputs travel as {self.input_dtype}, {b:,.0f} bytes a sample; as uint8 "
+                       f"(normalised on the GPU) a quarter of that passes the workers' shared memory and the copy"
+                       f"{copy}; up to {m / t:.2f}× the job")  # fmt: skip
+        if self._stopped_scaling():
+            out.append(f"a faster file layout: the data path stopped scaling with workers ({self._scaling_text()}): "
+                       f"reads, not decoding, bound it — read whole batches (one read per batch, not per sample), "
+                       f"larger chunks, or the data in memory; up to {m / t:.2f}× the job")  # fmt: skip
+        return out
+
+    def _more_workers(self) -> str:
+        w, n, m, t = self.best_workers, self.data_samples_per_s, self.step_samples_per_s, self.job_samples_per_s
+        if w >= self.cores or max(self.data) >= self.cores:
+            return (f"more workers: none to add — the probe reached all {self.cores} usable cores, best with {w} "
+                    f"({n:,.0f} samples/s)")  # fmt: skip
+        per = n / max(w, 1)
+        estimate = min(m, per * self.cores)
+        return (f"more workers, up to the {self.cores} usable cores: ~{estimate:,.0f} samples/s if each kept its "
+                f"{per:,.0f} samples/s (an estimate from {w} workers), {estimate / t:.2f}× the job")  # fmt: skip
+
+    def _stopped_scaling(self) -> bool:
+        if 2 not in self.data or self.best_workers <= 2:
+            return len(self.data) > 1 and self.best_workers == 0  # workers made it slower
+        return self.data_samples_per_s < _SCALING * self.data[2] / 2 * self.best_workers
+
+    def _scaling_text(self) -> str:
+        return ", ".join(f"{w} workers {v:,.0f}" for w, v in sorted(self.data.items()))
+
+    def markdown(self) -> str:
+        rows = " | ".join(f"{w}: {v:,.0f}" for w, v in sorted(self.data.items()))
+        lines = ["## Bottleneck", "", f"**{self.headline()}**", "",
+                 f"- data path alone (samples/s by workers, no model): {rows}",
+                 f"- step alone (a batch kept on the device): {self.step_samples_per_s:,.0f} samples/s"]  # fmt: skip
+        if self.transfer_samples_per_s:
+            lines.append(f"- host→device copy alone: {self.transfer_samples_per_s:,.0f} samples/s")
+        lines.append(f"- the recommended configuration ({self.workers} workers) trained at "
+                     f"{self.job_samples_per_s:,.0f} samples/s; the host has {self.cores} usable cores")  # fmt: skip
+        lines += ["", "What could help:", *(f"- {r}" for r in self.remedies())]
+        return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""A sweep's conclusion from its whole table: recommend, rank, find the bottleneck, verify.
+
+1. ``sweeps.recommend``: the fastest ok trial within the memory margin (always one when any ran there).
+2. ``sweeps.rank``: the ``rank_top`` fastest re-measured until their order is decided; the leader is
+   the recommendation.
+3. ``sweeps.probe`` + ``sweeps.bottleneck``: the leader's data path alone per worker count and its step
+   alone, against its re-measured throughput.
+4. ``sweeps.verify``: the leader against the user's current configuration, alternating repeats.
+
+Runs once per study (``sweeps.final``); what it returns is JSON, published for the other workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeps.bottleneck import Bottleneck
+from sweeps.config import SweepConfig
+from sweeps.rank import Ranking, rank
+from sweeps.recommend import Recommendation, Rules, snippet_yaml, table_markdown
+from sweeps.space import PARAMS, usable_cores, worker_ladder
+from sweeps.trial import TrialOutcome
+from sweeps.verify import Verification, verification_markdown, verify
+
+__all__ = ["Conclusion", "conclude"]
+
+Run = Callable[[dict[str, Any]], TrialOutcome]
+
+
+@dataclass
+class Conclusion:
+    rec: Recommendation
+    ranking: Ranking | None = None
+    bottleneck: Bottleneck | None = None
+    verification: Verification | None = None
+    notes: list[str] = field(default_factory=list)  # a part that could not be measured, and why
+
+    def markdown(self, overhead_line: str) -> str:
+        parts = [table_markdown(self.rec)]
+        parts += [p.markdown() for p in (self.ranking, self.bottleneck) if p is not None]
+        if self.verification is not None:
+            parts.append(verification_markdown(self.verification))
+        parts += [f"_{n}_" for n in self.notes]
+        return "\n\n".join([*parts, f"_{overhead_line}_"])
+
+    def published(self, overhead_line: str, rules: Rules) -> dict[str, Any]:
+        """The JSON every worker on the study reports."""
+        v = self.verification
+        return {
+            "recommended": self.rec.recommended, "markdown": self.markdown(overhead_line),
+            "snippet": snippet_yaml(self.rec, rules),
+            "speedup": None if v is None else [v.speedup, v.low, v.high],
+            "headline": None if self.bottleneck is None else self.bottleneck.headline(),
+            "bottleneck": None if self.bottleneck is None else self.bottleneck.numbers(),
+            "ranking_decided": None if self.ranking is None else self.ranking.decided,
+        }  # fmt: skip
+
+
+def conclude(
+    cfg: SweepConfig,
+    rec: Recommendation,
+    run: Run,
+    probe: Run | None,
+    baseline: dict[str, Any],
+    echo: Callable[[str], None],
+) -> Conclusion:
+    """Rank, probe and verify ``rec``'s recommendation (``run``: one fresh trial of a configuration;
+    ``probe``: the bottleneck probe of one, or None where it cannot run)."""
+    out = Conclusion(rec)
+    if rec.recommended is None:
+        if cfg.verify_repeats:
+            out.notes.append("Verification skipped: nothing was recommended.")
+        return out
+    fits = [r for r in rec.diagnoses if r["status"] == "ok" and r.get("samples_per_s") is not None
+            and r.get("memory_pct") is not None and r["memory_pct"] <= cfg.max_memory_pct]  # fmt: skip
+    if cfg.rank_rounds and len(fits) > 1:
+        echo(f"ranking: the {min(cfg.rank_top, len(fits))} fastest re-measured, up to {cfg.rank_rounds} rounds")
+        out.ranking = rank(run, fits, cfg.rank_top, cfg.rank_rounds, echo, cfg.seed)
+        rec.recommended = {k: v for k, v in out.ranking.leader.row.items() if k != "diagnosis"}
+    chosen = rec.recommended
+    params = {k: chosen[k] for k in PARAMS}
+    measured = out.ranking.leader.mean if out.ranking is not None else float(chosen["samples_per_s"])
+    if cfg.probe and probe is not None:
+        out.bottleneck = _bottleneck(probe, params, measured, echo, out.notes)
+    if cfg.verify_repeats:
+        echo(f"verifying: recommended vs baseline, {cfg.verify_repeats} fresh runs each")
+        out.verification = verify(run, params, baseline, cfg.verify_repeats, echo, cfg.seed)
+    return out
+
+
+def probe_workers(chosen: int) -> tuple[int, ...]:
+    """The worker counts whose data path the probe times: the host's ladder and the chosen count."""
+    return tuple(sorted({*worker_ladder(usable_cores()), chosen}))
+
+
+def _bottleneck(probe: Run, params: dict[str, Any], measured: float, echo: Callable[[str], None],
+                notes: list[str]) -> Bottleneck | None:  # fmt: skip
+    echo("bottleneck: the data path alone per worker count, the step alone on the device")
+    out = probe(params)
+    if out.status != "ok":
+        notes.append(f"Bottleneck not measured: the probe ended {out.status}: {(out.error or '').splitlines()[0:1]}")
+        return None
+    b = Bottleneck.from_probe(out.metrics, measured, params["num_workers"])
+    echo(b.headline())
+    return b

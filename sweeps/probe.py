@@ -1,0 +1,91 @@
+"""The bottleneck of one configuration, measured in parts inside a trial's own process.
+
+* The data path alone: the workload's Dataset and DataLoader (this configuration's batch, pinning,
+  prefetching) with each of ``job.probe_workers`` worker counts, batches taken as fast as they come and
+  copied to the device, no model: the samples/s the input pipeline can deliver.
+* The transfer alone (GPU): one host batch copied to the device again and again.
+* The step alone: one batch kept on the device, optimizer steps over it again and again: the samples/s
+  the training step could take if its input were free.
+
+Each part runs for about ``job.probe_seconds`` after its warm-up (worker start-up, the first steps);
+``sweeps.bottleneck`` turns the numbers into the report.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from sweeps.measure import Trainer, TrialJob, forever
+from sweeps.space import usable_cores
+
+__all__ = ["probe"]
+
+
+def probe(job: TrialJob) -> dict[str, Any]:
+    """The three ceilings of ``job``'s configuration (samples/s) and what its input looks like."""
+    tr = Trainer(job)
+    it = forever(tr.loader())
+    inputs, target = next(it)
+    it.close()  # its workers end here, before the data path is timed with others
+    shape = _describe(inputs, tr.s.micro_batch_size)
+    step = _step_rate(tr, tr.to_device(inputs), tr.to_device(target), job)
+    transfer = _transfer_rate(tr, inputs, target, job.probe_seconds) if tr.cuda else None
+    data = {w: _data_rate(tr, w, job.probe_seconds) for w in sorted({0, *job.probe_workers})}
+    return {"data_samples_per_s": data, "step_samples_per_s": step, "transfer_samples_per_s": transfer,
+            "cores": usable_cores(), "device": "cuda" if tr.cuda else "cpu", **shape}  # fmt: skip
+
+
+def _describe(inputs: Any, samples: int) -> dict[str, Any]:
+    """The input tensors' dtype(s) and bytes per sample, as the loader hands them over."""
+    import torch
+
+    tensors = [inputs] if isinstance(inputs, torch.Tensor) else [t for t in inputs if isinstance(t, torch.Tensor)]
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    return {"input_dtype": ",".join(sorted({str(t.dtype).removeprefix("torch.") for t in tensors})),
+            "input_bytes_per_sample": nbytes / max(samples, 1)}  # fmt: skip
+
+
+def _timed(run: Any, tr: Trainer, warmup: int, seconds: float, at_least: int) -> float:
+    """Calls of ``run`` per second after ``warmup`` untimed ones, over at least ``seconds`` and ``at_least``
+    calls (the device synchronised at both ends)."""
+    for _ in range(warmup):
+        run()
+    tr.sync()
+    n, t0 = 0, time.perf_counter()
+    while n < at_least or time.perf_counter() - t0 < seconds:
+        run()
+        n += 1
+    tr.sync()
+    return n / (time.perf_counter() - t0)
+
+
+def _step_rate(tr: Trainer, inputs: Any, target: Any, job: TrialJob) -> float:
+    def step() -> None:
+        tr.step(lambda: (inputs, target))
+
+    return tr.s.batch_size * _timed(step, tr, max(2, job.warmup_steps), job.probe_seconds, 3)
+
+
+def _transfer_rate(tr: Trainer, inputs: Any, target: Any, seconds: float) -> float:
+    def copy() -> None:
+        tr.to_device(inputs)
+        tr.to_device(target)
+
+    return tr.s.micro_batch_size * _timed(copy, tr, 2, seconds / 2, 5)  # pinned as the loader made it
+
+
+def _data_rate(tr: Trainer, workers: int, seconds: float) -> float:
+    """Samples/s the data path delivers to the device with ``workers`` DataLoader workers."""
+    it = forever(tr.loader(replace(tr.s, num_workers=workers)))
+
+    def fetch() -> None:
+        inputs, target = next(it)
+        tr.to_device(inputs)
+        tr.to_device(target)
+
+    try:
+        return tr.s.micro_batch_size * _timed(fetch, tr, workers + 1, seconds, 2 * workers + 3)
+    finally:
+        it.close()  # the loader's workers end with it

@@ -1,0 +1,69 @@
+"""sweeps/bottleneck.py on measured-shaped numbers: which part bounds the job, by how much, the remedies' gains."""
+
+from __future__ import annotations
+
+from sweeps.bottleneck import Bottleneck
+
+
+def data_bound(**kw: object) -> Bottleneck:
+    """Shaped like the issue's H200 job: per-sample HDF5 reads normalised on the host in float32."""
+    fields = {"job_samples_per_s": 2_400.0, "workers": 8, "data": {0: 400.0, 2: 800.0, 4: 1_500.0, 8: 2_500.0},
+              "step_samples_per_s": 10_000.0, "cores": 16, "gpu": True, "transfer_samples_per_s": 40_000.0,
+              "input_dtype": "float32", "input_bytes_per_sample": 196_608.0, **kw}  # fmt: skip
+    return Bottleneck(**fields)  # type: ignore[arg-type]
+
+
+def test_a_data_bound_job_in_numbers() -> None:
+    b = data_bound()
+    assert b.data_bound and b.best_workers == 8 and b.data_samples_per_s == 2_500.0
+    assert b.wait_pct == 76.0  # the step alone takes 10,000/s; the job ran 2,400/s
+    assert b.headline() == ("the data path delivers at most 2,500 samples/s (with 8 workers); the step could take "
+                            "10,000; the job ran 2,400: the GPU waits 76 %. Bound: the data path (the step could "
+                            "run 4.00× faster).")  # fmt: skip
+    more, gpu, uint8 = b.remedies()
+    # 2,500 / 8 = 312.5 a worker x 16 cores = 5,000: an estimate, under the step's ceiling
+    assert more == ("more workers, up to the 16 usable cores: ~5,000 samples/s if each kept its 312 samples/s "
+                    "(an estimate from 8 workers), 2.08× the job")  # fmt: skip
+    assert gpu.startswith("decode or normalise on the GPU: the host spends 2.50 ms a sample in one process")
+    assert gpu.endswith("up to the step's 10,000 samples/s (4.17× the job)")
+    assert uint8.startswith("uint8 transfer: the inputs travel as float32, 196,608 bytes a sample")
+    assert "the copy alone runs 40,000 samples/s; up to 4.17× the job" in uint8
+    assert b.numbers() == {"data_samples_per_s": 2500.0, "data_best_workers": 8.0, "step_samples_per_s": 10000.0,
+                           "job_samples_per_s": 2400.0, "wait_pct": 76.0, "data_bound": 1.0,
+                           "transfer_samples_per_s": 40000.0}  # fmt: skip
+    md = b.markdown()
+    assert "0: 400 | 2: 800 | 4: 1,500 | 8: 2,500" in md and "step alone (a batch kept on the device): 10,000" in md
+
+
+def test_more_workers_are_capped_by_the_step_and_by_the_cores() -> None:
+    many = data_bound(data={0: 400.0, 2: 3_000.0}, step_samples_per_s=6_000.0, job_samples_per_s=2_900.0)
+    assert many.remedies()[0].startswith("more workers, up to the 16 usable cores: ~6,000 samples/s")  # not 24,000
+    full = data_bound(cores=8)
+    assert full.remedies()[0] == ("more workers: none to add — the probe reached all 8 usable cores, best with 8 "
+                                  "(2,500 samples/s)")  # fmt: skip
+
+
+def test_a_data_path_that_stops_scaling_points_at_the_file_layout() -> None:
+    flat = data_bound(data={0: 400.0, 2: 800.0, 4: 900.0, 8: 950.0}, job_samples_per_s=900.0)
+    layout = [r for r in flat.remedies() if r.startswith("a faster file layout")]
+    assert layout and "0 workers 400, 2 workers 800, 4 workers 900, 8 workers 950" in layout[0]
+    assert not [r for r in data_bound().remedies() if r.startswith("a faster file layout")]  # it scaled
+    uint8_in = data_bound(input_dtype="uint8", input_bytes_per_sample=49_152.0)
+    assert not [r for r in uint8_in.remedies() if r.startswith("uint8 transfer")]
+
+
+def test_a_step_bound_job_says_so_and_its_headroom() -> None:
+    b = data_bound(data={0: 5_000.0, 4: 30_000.0}, step_samples_per_s=9_000.0, job_samples_per_s=8_700.0)
+    assert not b.data_bound and round(b.wait_pct, 1) == 3.3
+    assert b.headline().endswith("Bound: the step (the data path has 3.33× headroom).")
+    assert b.remedies() == ["the step bounds the job: mixed precision, channels_last, torch.compile or a larger batch "
+                            "speed the step itself; the data path would keep up to 30,000 samples/s"]  # fmt: skip
+
+
+def test_from_a_probe_report() -> None:
+    probe = {"data_samples_per_s": {"0": 100.0, "2": 180.0}, "step_samples_per_s": 50.0, "cores": 2,
+             "device": "cpu", "transfer_samples_per_s": None, "input_dtype": "float32",
+             "input_bytes_per_sample": 3072.0}  # fmt: skip
+    b = Bottleneck.from_probe(probe, 40.0, 0)
+    assert b.data == {0: 100.0, 2: 180.0} and not b.gpu and not b.data_bound
+    assert "the step waits 20 %" in b.headline()

@@ -1,0 +1,54 @@
+"""sweeps/final.py on an SQLite study: one claim wins, the others take its conclusion; a dead winner is succeeded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from sweeps.final import conclude_once
+from sweeps.storage import make_storage
+
+
+def study(tmp_path: Path) -> tuple[optuna.Study, object]:
+    store = make_storage(f"sqlite:///{tmp_path / 'o.db'}")
+    return optuna.create_study(study_name="s", storage=store, load_if_exists=True), store
+
+
+def test_the_first_claim_concludes_and_the_second_takes_its_conclusion(tmp_path: Path) -> None:
+    s, store = study(tmp_path)
+    first, here = conclude_once(s, store, 4, lambda: {"recommended": {"batch_size": 64}}, print, wait_s=5)
+    assert here and first["recommended"] == {"batch_size": 64}
+    computed: list[int] = []
+
+    def again() -> dict:
+        computed.append(1)
+        return {"recommended": {"batch_size": 8}}
+
+    other, here = conclude_once(s, store, 4, again, print, wait_s=5)
+    assert not here and other == first and computed == []  # the second worker ran nothing, reports the first's
+    later, here = conclude_once(s, store, 6, again, print, wait_s=5)  # more trials since: a new conclusion
+    assert here and later["recommended"] == {"batch_size": 8}
+
+
+def test_a_winner_that_never_publishes_is_succeeded(tmp_path: Path) -> None:
+    s, store = study(tmp_path)
+    s.set_user_attr("perflab.conclusion.3.by", "gone-host:1")  # claimed, then the worker died
+    said: list[str] = []
+    out, here = conclude_once(s, store, 3, lambda: {"recommended": None}, said.append, wait_s=0.2)
+    assert here and out["by"] != "gone-host:1"
+    assert said[0].startswith("worker gone-host:1 concludes this study") and "claiming it again" in said[1]
+
+
+def test_a_claim_by_an_ended_sweep_of_this_host_is_taken_over_at_once(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # its pid is free now (reuse within the test is far-fetched)
+    s, store = study(tmp_path)
+    s.set_user_attr("perflab.conclusion.2.by", f"{socket.gethostname()}:{ended.pid}")
+    t0 = time.monotonic()
+    out, here = conclude_once(s, store, 2, lambda: {"recommended": None}, lambda _: None, wait_s=60)
+    assert here and time.monotonic() - t0 < 30  # not the 60 s a live claimant would be given
