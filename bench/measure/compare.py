@@ -1,7 +1,8 @@
 """Baseline vs optimized: a pair's status, verification and speedup, computed in the parent from two results.
 
 The speedup is baseline median / optimized median on the time the optimized variant's config names (cold or
-batch; a token-generating pair's metric: TTFT, TPOT, throughput), never clamped, with a 95 % interval
+batch; a token-generating pair's metric: TTFT, TPOT, throughput; a memory pair's peak: bench.measure.memory),
+never clamped, with a 95 % interval
 (``bench.measure.stats.speedup_interval``) and its significance. Verification (``bench.measure.verify``) never
 passes by default; a pair on different devices gets no speedup.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 from bench.define.config import BenchmarkConfig
 from bench.define.result import Comparison, PairStatus, VariantResult, Verification, Work
+from bench.measure.memory import memory_ratio
 from bench.measure.stats import speedup_interval
 from bench.measure.verify import FilePair, verify_all
 
@@ -114,6 +116,9 @@ def _speedup(
         if interval is not None:
             low, high = interval
     metric = "time"
+    by_memory = memory_ratio(baseline, optimized) if same_hardware else None
+    if by_memory is not None:  # a pair whose benefit is memory: its peaks, not its time
+        return by_memory
     if same_hardware and optimized.generation is not None:  # token generation: the metric the pair names
         from bench.measure.generation import pair_interval, pair_speedup
 
