@@ -21,8 +21,9 @@ Output (every stage): each step's loss and the trained model's loss on the first
 conv nets give. Not the updates: AdamW divides each gradient by its own running size, so a weight whose
 gradient is rounding noise still moves by ~lr, in a direction its last bits decide, and two stages that round
 differently (fp32 against bf16, written-out attention against flash) disagree on those weights: 8-11 % of the
-updates' norm at smoke size on the CPU. The losses are what that noise hardly moves: ``RTOL`` says how much. Clock: wall (a step's cost is the time until the
-next can begin). Smoke: chapter 13's tiny LM (vocab 97, d 24, 2 layers, 3 x 11 tokens).
+updates' norm at smoke size on the CPU. The losses are what that noise hardly moves: ``RTOL`` says how much.
+Clock: wall (a step's cost is the time until the next can begin). Smoke: chapter 13's tiny LM (vocab 97, d 24,
+2 layers, 3 x 11 tokens).
 """
 
 from __future__ import annotations
