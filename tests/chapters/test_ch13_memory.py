@@ -33,5 +33,5 @@ def test_memory_pairs_declare_their_metric() -> None:
 def test_fragmentation_requests_outgrow_every_freed_block(cpu_smoke: None) -> None:
     f = Fragmentation(expandable=False)
     out = run(f)[0]
-    assert all(b > a for a, b in zip(f.rows, f.rows[1:])) and f.rows[-1] == f.source.shape[0]
+    assert all(b > a for a, b in zip(f.rows, f.rows[1:], strict=False)) and f.rows[-1] == f.source.shape[0]
     assert torch.isfinite(out).all() and out.abs().min() > 0
