@@ -44,7 +44,9 @@ class Activations(LMTraining):
         self.rtol = 1e-3
 
     def get_config(self) -> BenchmarkConfig:
-        return BenchmarkConfig(timing_mode="cpu", rtol=self.rtol)
+        # Offloading makes a call ~1 s at full size: room for the warm-up's and the measurement's samples.
+        return BenchmarkConfig(timing_mode="cpu", rtol=self.rtol, warmup_timeout_seconds=60.0,
+                               measurement_timeout_seconds=60.0)  # fmt: skip
 
     def speedup_metric(self) -> str:
         return "peak_memory"

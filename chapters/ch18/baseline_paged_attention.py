@@ -1,5 +1,6 @@
 """Decode attention over a paged KV cache, gather-then-attend: each sequence's blocks copied into a padded
-contiguous K and V, then SDPA with a length mask.
+contiguous K and V, then SDPA with a length mask (a KV head's 4 query heads as its query rows: no copy per query
+head).
 
 32 sequences of 512-8,192 cached tokens in 16-token blocks shuffled through a pool, 32 query / 8 KV heads of 128
 (chapters/ch18/latent.py, ``Paged``). The gather copies every sequence to the longest one's 8,192 positions:

@@ -15,8 +15,8 @@ scattered through a pool, found through a block table).
 * **paged_attention**: one token of 32 sequences of 512-8,192 cached tokens (Llama-3-8B's heads: 32 query over 8
   KV heads, dim 128) in 16-token blocks, the blocks shuffled through a pool. The baseline gathers each
   sequence's blocks into a contiguous [batch, KV heads, longest, dim] copy (``pool[block_table]``), then runs SDPA
-  with a length mask; the optimized side is a Triton kernel that reads each block where it lies, through the
-  table, and stops at each sequence's own length.
+  with a length mask, a KV head's 4 query heads as its 4 query rows; the optimized side is a Triton kernel that
+  reads each block where it lies, through the table, and stops at each sequence's own length.
 """
 
 from __future__ import annotations
@@ -215,4 +215,8 @@ class Paged(Decode):
         k = kp[self.table].view(b, t, self.hkv, d).transpose(1, 2)  # the gather: a padded contiguous copy
         v = vp[self.table].view(b, t, self.hkv, d).transpose(1, 2)
         mask = (torch.arange(t, device=q.device) < self.lens[:, None])[:, None, None]  # [b, 1, 1, t]
-        return F.scaled_dot_product_attention(q[:, :, None], k, v, attn_mask=mask, enable_gqa=True)[:, :, 0]
+        # A KV head's query heads as its rows ([b, KV heads, group, d]): grouped-query attention without copying K
+        # and V per query head, and with a mask (SDPA's memory-efficient kernel takes one; enable_gqa may fall
+        # back to the math path, which repeats K and V).
+        rows = q.view(b, self.hkv, hq // self.hkv, d)
+        return F.scaled_dot_product_attention(rows, k, v, attn_mask=mask).reshape(b, hq, d)
