@@ -7,8 +7,10 @@ tokens may name:
 * ``"peak_memory"``: CUDA's ``max_memory_allocated`` over one call: the tensors the program holds at its
   fullest (activation checkpointing, offloading, freeing early);
 * ``"peak_reserved"``: ``max_memory_reserved`` over one call: what the caching allocator took from the device,
-  its fragmentation included (``expandable_segments``, allocation order); a call that means to measure
-  fragmentation starts from ``torch.cuda.empty_cache()``, on both sides.
+  its fragmentation included (``expandable_segments``, allocation order), and what it kept cached from the calls
+  before (resetting the peak statistics leaves the peak at what is reserved now): the program's steady-state
+  footprint. A call that means to measure its own fragmentation starts from ``torch.cuda.empty_cache()``, on both
+  sides.
 
 The readings (``call_peaks``): after the check, a few more calls, each from reset peak statistics on a
 synchronized device, each giving one peak less the harness's own L2-flush buffer. The pair's ratio is
