@@ -184,8 +184,8 @@ def compared_cells(c: Comparison, b: Basis) -> list[str]:
         values = (c.baseline_median_ms, c.optimized_median_ms)
     if None in values:
         return [b.label, "—"]
-    if b.rate:
-        return [b.label, "→".join(sig(v) for v in values)]
+    if b.unit != "ms":  # tokens/s, MiB: the label says the unit
+        return [b.label if b.rate else f"{b.label} {b.unit}", "→".join(sig(v) for v in values)]
     unit = column(values)
     return [f"{b.label} {unit.name}", "→".join(unit.text(v) for v in values)]
 

@@ -21,7 +21,10 @@ and optionally:
   ``"ceiling_ms"``, ``"ceiling_target_pct"`` state a ceiling the roofline does not know (a PCIe copy, a
   copy engine): its name, the least ms a call can take under it, and the share of it the pair must reach;
 * ``get_inputs()`` — the tensors that are this benchmark's inputs (a tensor, a list, a dict); the harness
-  changes them to check that the output follows (bench.measure.guard). Without it: every tensor set up in setup().
+  changes them to check that the output follows (bench.measure.guard). Without it: every tensor set up in setup();
+* ``speedup_metric()`` — what the pair is compared on: "time" (the default); "peak_memory" or "peak_reserved"
+  for a pair whose benefit is memory (bench.measure.memory); a token-generating benchmark's TTFT, TPOT, ...
+  (bench.measure.generation).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 from bench.errors import ProtocolError
 
 REQUIRED = ("setup", "benchmark_fn", "teardown")
-OPTIONAL = ("get_config", "get_output", "validate_result", "get_work", "get_inputs")
+OPTIONAL = ("get_config", "get_output", "validate_result", "get_work", "get_inputs", "speedup_metric")
 
 
 @runtime_checkable

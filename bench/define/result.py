@@ -89,6 +89,10 @@ class Memory(BaseModel):
     reserved_mb: float | None = None
     rss_peak_mb: float | None = None
     harness_mb: float | None = None  # harness buffers (L2 flush) excluded from peak/allocated
+    # The benchmark's speedup_metric() when it names memory ("peak_memory", "peak_reserved"; bench.measure.memory)
+    metric: str | None = None
+    # Then one reading of it per call (MiB), each from reset peak statistics: on a GPU only (none on a CPU)
+    call_peaks_mb: list[float] = Field(default_factory=list)
 
 
 class TensorInfo(BaseModel):
@@ -315,7 +319,8 @@ class Comparison(BaseModel):
     verification: Verification
     # What ``speedup`` is the ratio of: "time" (medians of the whole call) or, for a token-generating pair,
     # the metric it names: "ttft", "tpot" (medians, baseline / optimized), "throughput" (tokens/s, optimized
-    # / baseline); bench.measure.generation.pair_speedup.
+    # / baseline); bench.measure.generation.pair_speedup; or a memory pair's "peak_memory", "peak_reserved" (peak
+    # baseline / optimized, > 1: the optimized side needs less; bench.measure.memory.memory_ratio).
     speedup_metric: str = "time"
     # Measured in rounds (bench.isolate.rounds, bench.measure.rounds): each round's ratio of medians, baseline over
     # optimized; the speedup is their geometric mean and its interval a t interval over them. rounds_stop: why no

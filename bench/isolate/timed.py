@@ -55,10 +55,12 @@ def run_timed(v: SetUp) -> None:
     import torch
 
     from bench.isolate.ranks import any_rank
+    from bench.measure.memory import declared_metric
     from bench.measure.timer import clock_for
     from bench.profile.markers import per_call
 
     config, device = v.config, v.device
+    metric = declared_metric(v.obj) if v.gen is None else "time"  # a bad value ends the child before warm-up
     clock = v.gen if v.gen is not None else clock_for(config, device)  # a generation is timed step by step
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -75,15 +77,12 @@ def run_timed(v: SetUp) -> None:
     # The variant's memory, taken before the check: the harness's own NaN check below allocates (a bool
     # per output element: 16 MiB more for a 64 MiB fp32 output) and is not the variant's.
     overhead = getattr(clock, "overhead_bytes", 0)
-    memory = _memory(device, v.setup_peak, overhead) if config.enable_memory_tracking else None
+    tracked = config.enable_memory_tracking or metric != "time"
+    memory = _memory(device, v.setup_peak, overhead) if tracked else None
     timed_sample, mutated = None, {}
     if not v.job.get("timing_only"):  # a later round of a pair (bench.isolate.rounds): its first round checked
         with Stage("check"):
-            timed_sample, mutated = _check(v, poisoned, memory)
-            if timed_sample is not None and v.gen is None and config.world_size == 1:  # the output is the call's
-                from bench.isolate.produced import check_produced
-
-                send("produced", **check_produced(v.obj, fn, device, statistics.median(m.samples_ms), v.inputs))
+            timed_sample, mutated = _checks(v, fn, m, poisoned, memory, metric, overhead)
     batch = None
     if config.measure_batch:
         with Stage("batch"):
@@ -107,6 +106,20 @@ def run_timed(v: SetUp) -> None:
         v.obj.teardown()
         set_context(None)
     send("done")
+
+
+def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | None, metric: str,
+            overhead: int) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    """The check stage: the outputs and the rest (``_check``), a memory pair's readings, and that the output is the
+    call's (bench.isolate.produced; not for a generation or several ranks)."""
+    timed_sample, mutated = _check(v, poisoned)
+    if memory is not None:
+        send("memory", **memory, **_memory_verdict(v, fn, metric, overhead))
+    if timed_sample is not None and v.gen is None and v.config.world_size == 1:
+        from bench.isolate.produced import check_produced
+
+        send("produced", **check_produced(v.obj, fn, v.device, statistics.median(m.samples_ms), v.inputs))
+    return timed_sample, mutated
 
 
 def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool]:
@@ -186,9 +199,21 @@ def _energy(v: SetUp, clock: Any, fn: Any, batch_ms: float | None, call_ms: floa
         return {"unavailable": str(exc)}
 
 
-def _check(v: SetUp, poisoned: bool, memory: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
+def _memory_verdict(v: SetUp, fn: Any, metric: str, harness_bytes: int) -> dict[str, Any]:
+    """A memory pair's readings (bench.measure.memory), taken after the check saved the timed calls' output: one
+    peak per call on a GPU of one process; none on a CPU or across ranks (each rank has its own allocator)."""
+    from bench.measure.memory import MEMORY_METRICS, call_peaks
+
+    if metric not in MEMORY_METRICS:
+        return {}
+    if v.device.type != "cuda" or v.config.world_size > 1 or v.config.gpus > 1:
+        return {"metric": metric}
+    return {"metric": metric, "call_peaks_mb": call_peaks(fn, v.device, metric, harness_bytes)}
+
+
+def _check(v: SetUp, poisoned: bool) -> tuple[Any, dict[str, Any]]:
     """The check stage: the outputs saved for the comparison (and whether the timed calls overwrote the
-    poison), ``validate_result()``, the declared work, the memory; a sample of the timed calls' output and the
+    poison), ``validate_result()``, the declared work; a sample of the timed calls' output and the
     set-up tensors they changed, for the recheck."""
 
     from bench.isolate.ranks import gathered
@@ -216,8 +241,6 @@ def _check(v: SetUp, poisoned: bool, memory: dict[str, Any] | None) -> tuple[Any
     work = get_work() if callable(get_work) else None
     if work is not None:
         send("work", **declared_work(work))
-    if memory is not None:
-        send("memory", **memory)
     mutated = {k: v.inputs[k] for k in guard.changed(v.prints, guard.fingerprints(v.inputs))}
     return timed_sample, mutated
 

@@ -2,7 +2,8 @@
 
 A speedup is baseline / optimized on a time: the median call (``cold``: one call per sample; ``batch``: back-to-back
 calls), or a token-generating pair's TTFT, TPOT or inter-token latency (their median, or ``_p90`` / ``_p95`` /
-``_p99``); or optimized / baseline on a rate (``throughput``: tokens per second). Every table that prints a speedup
+``_p99``); or optimized / baseline on a rate (``throughput``: tokens per second); or baseline / optimized on a
+peak of memory (``peak_memory``, ``peak_reserved``: bench.measure.memory, in MiB). Every table that prints a speedup
 names its basis with ``label`` and shows the two values it divides, beside the median call time.
 """
 
@@ -20,7 +21,8 @@ _NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL"}
 class Basis:
     label: str  # for a reader: "call", "batch", "TTFT", "TPOT p99", "tokens/s"
     metric: str  # the MLflow metric of each side's run holding the value: time_median_ms, ttft_p99_ms, tokens_per_s
-    rate: bool = False  # a rate (tokens/s, higher is better); else a time in ms
+    rate: bool = False  # a rate (tokens/s, higher is better); else a time in ms, or an amount in ``unit``
+    unit: str = "ms"  # the values' unit: ms, tokens/s, MiB
 
     @property
     def is_call(self) -> bool:
@@ -38,8 +40,13 @@ def basis(metric: str | None = "time", speedup_time: str | None = "cold") -> Bas
             return Basis("batch", "batch_time_median_ms")
         return Basis("call", "time_median_ms")
     if metric == "throughput":
-        return Basis("tokens/s", "tokens_per_s", rate=True)
+        return Basis("tokens/s", "tokens_per_s", rate=True, unit="tokens/s")
+    if metric in ("peak_memory", "peak_reserved"):  # a memory pair's verdict: the median of its call peaks
+        return Basis(metric.replace("_", " "), "mem_call_peak_mb", unit="MiB")
     name, _, q = metric.partition("_")
     if name not in _NAMES:
-        raise ValueError(f"speedup metric {metric!r}: expected time, throughput or ttft/tpot/itl[_p90|_p95|_p99]")
+        raise ValueError(
+            f"speedup metric {metric!r}: expected time, throughput, peak_memory, peak_reserved or "
+            "ttft/tpot/itl[_p90|_p95|_p99]"
+        )
     return Basis(f"{_NAMES[name]} {q}" if q else _NAMES[name], f"{name}_{q or 'median'}_ms")

@@ -1,11 +1,11 @@
 """Baseline vs optimized: a pair's status, verification and speedup, computed in the parent from two results.
 
 The speedup is baseline median / optimized median on the time the optimized variant's config names (cold or
-batch; a token-generating pair's metric: TTFT, TPOT, throughput), never clamped, with a 95 % interval
-(``bench.measure.stats.speedup_interval``) and its significance. A pair measured in rounds (both sides' samples
-in the same rounds, bench.isolate.rounds) has the geometric mean of its rounds' ratios of medians instead, and
-a t interval over them (``bench.measure.rounds``): the round-to-round spread is in it. Verification
-(``bench.measure.verify``) never passes by default; a pair on different devices gets no speedup.
+batch; a token-generating pair's metric: TTFT, TPOT, throughput; a memory pair's peak: bench.measure.memory),
+never clamped, with a 95 % interval (``bench.measure.stats.speedup_interval``) and its significance. A pair measured
+in rounds (both sides' samples in the same rounds, bench.isolate.rounds) has the geometric mean of its rounds' ratios
+of medians instead, and a t interval over them (``bench.measure.rounds``): the round-to-round spread is in it.
+Verification (``bench.measure.verify``) never passes by default; a pair on different devices gets no speedup.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.define.config import BenchmarkConfig
 from bench.define.result import Comparison, PairStatus, VariantResult, Verification, Work
+from bench.measure.memory import MEMORY_METRICS, memory_ratio
 from bench.measure.rounds import round_ratios, rounds_interval
 from bench.measure.stats import speedup_interval
 from bench.measure.verify import FilePair, verify_all
@@ -108,6 +109,9 @@ def compared_values(
     statistic (``ttft_p99``: each side's pooled p99 TTFT) or its tokens/s."""
     if metric == "time":
         return _median(base_samples), _median(opt_samples)
+    if metric in MEMORY_METRICS:  # the median call peak of each side (bench.measure.memory)
+        peaks = [r.memory.call_peaks_mb if r.memory is not None else [] for r in (baseline, optimized)]
+        return _median(peaks[0]), _median(peaks[1])
     b, o = baseline.generation, optimized.generation
     if b is None or o is None:
         return None, None
@@ -165,6 +169,9 @@ def _speedup(
         if interval is not None:
             low, high = interval
     metric = "time"
+    by_memory = memory_ratio(baseline, optimized) if same_hardware else None
+    if by_memory is not None:  # a pair whose benefit is memory: its peaks, not its time
+        return by_memory
     if same_hardware and optimized.generation is not None:  # token generation: the metric the pair names
         from bench.measure.generation import pair_interval, pair_speedup
 

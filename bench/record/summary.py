@@ -252,10 +252,10 @@ def basis_of(pair: dict[str, Any]) -> Basis:
 
 
 def value_text(value: float | None, b: Basis) -> str:
-    """A compared value with its unit: ``350 ms``, ``1210 tokens/s``."""
+    """A compared value with its unit: ``350 ms``, ``1210 tokens/s``, ``512 MiB``."""
     if value is None:
         return "—"
-    return f"{sig(value)} tokens/s" if b.rate else time_text(value)
+    return time_text(value) if b.unit == "ms" else f"{sig(value)} {b.unit}"
 
 
 def speedup_text(pair: dict[str, Any], verdict: bool = True) -> str:

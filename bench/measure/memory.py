@@ -1,0 +1,84 @@
+"""Memory as a pair's verdict: a benchmark whose benefit is less memory, not less time, says so.
+
+A benchmark declares what its pair is compared on with ``speedup_metric()`` (as a token-generating one names
+TTFT or TPOT, bench.measure.generation). Besides ``"time"`` (the default), a benchmark that does not generate
+tokens may name:
+
+* ``"peak_memory"``: CUDA's ``max_memory_allocated`` over one call: the tensors the program holds at its
+  fullest (activation checkpointing, offloading, freeing early);
+* ``"peak_reserved"``: ``max_memory_reserved`` over one call: what the caching allocator took from the device,
+  its fragmentation included (``expandable_segments``, allocation order), and what it kept cached from the calls
+  before (resetting the peak statistics leaves the peak at what is reserved now): the program's steady-state
+  footprint. A call that means to measure its own fragmentation starts from ``torch.cuda.empty_cache()``, on both
+  sides.
+
+The readings (``call_peaks``): after the check, a few more calls, each from reset peak statistics on a
+synchronized device, each giving one peak less the harness's own L2-flush buffer. The pair's ratio is
+baseline median / optimized median (> 1: the optimized side needs less), and its 95 % interval
+(``memory_ratio``): exact when every reading of each side agrees, which is what a fixed program on CUDA's
+caching allocator gives (the same requests in the same order get the same blocks); otherwise a bootstrap of
+the ratio of medians over the readings. No run-to-run term is added: unlike a time, an allocator's peak does
+not move with clocks or neighbours. On a CPU there is no reading to take (a process's peak RSS cannot be reset,
+and torch's CPU allocator keeps no peak): the pair keeps its metric and gets no ratio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bench.errors import ProtocolError
+
+MEMORY_METRICS = ("peak_memory", "peak_reserved")
+# Readings per side: the peak of a fixed program repeats exactly; a handful shows when it does not.
+CALLS = 5
+
+
+def declared_metric(obj: Any) -> str:
+    """A benchmark's ``speedup_metric()`` when it does not generate tokens: "time" (also without the method) or
+    one of MEMORY_METRICS; a ProtocolError naming the bad value otherwise."""
+    get = getattr(obj, "speedup_metric", None)
+    metric = get() if callable(get) else "time"
+    if metric != "time" and metric not in MEMORY_METRICS:
+        raise ProtocolError(
+            f"speedup_metric() returned {metric!r}; accepted for a benchmark that does not generate tokens: "
+            f"'time', {', '.join(repr(m) for m in MEMORY_METRICS)}"
+        )
+    return str(metric)
+
+
+def call_peaks(fn: Callable[[], Any], device: Any, metric: str, harness_bytes: int, calls: int = CALLS) -> list[float]:
+    """``calls`` readings of ``metric`` (MiB), one per call of ``fn``, each from reset peak statistics on a
+    synchronized device, less ``harness_bytes`` (the harness's L2-flush buffer, held through every call)."""
+    import torch
+
+    read = torch.cuda.max_memory_allocated if metric == "peak_memory" else torch.cuda.max_memory_reserved
+    peaks = []
+    for _ in range(calls):
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        peaks.append((read(device) - harness_bytes) / 2**20)
+    return peaks
+
+
+def memory_ratio(baseline: Any, optimized: Any) -> tuple[float | None, float | None, float | None, str] | None:
+    """(baseline / optimized peak, its 95 % interval, the metric) for a pair whose optimized side names a memory
+    metric (None for any other pair); the ratio and interval are None where a side has no readings (a CPU)."""
+    from bench.measure.stats import speedup_interval
+
+    metric = optimized.memory.metric if optimized.memory is not None else None
+    if metric not in MEMORY_METRICS:
+        return None
+    b = baseline.memory.call_peaks_mb if baseline.memory is not None and baseline.memory.metric == metric else []
+    o = optimized.memory.call_peaks_mb
+    if not b or not o or min(o) <= 0:
+        return None, None, None, metric
+    import statistics
+
+    ratio = statistics.median(b) / statistics.median(o)
+    if len(set(b)) == 1 and len(set(o)) == 1:  # every reading agrees: the ratio is exact
+        return ratio, ratio, ratio, metric
+    interval = speedup_interval(b, o, run_noise=0.0)
+    return (ratio, *interval, metric) if interval is not None else (ratio, None, None, metric)
