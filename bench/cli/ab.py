@@ -16,7 +16,17 @@ from typing import Annotated
 
 import typer
 
-from bench.cli.common import ColdStartOpt, DeviceOpt, ExperimentOpt, NoTrackOpt, SmokeOpt, TimeoutOpt, cli_layer
+from bench.cli.common import (
+    ColdCompileOpt,
+    ColdStartOpt,
+    DeviceOpt,
+    ExperimentOpt,
+    NoTrackOpt,
+    RoundsOpt,
+    SmokeOpt,
+    TimeoutOpt,
+    cli_layer,
+)
 from bench.cli.run import (
     ConfigOpt,
     GpusOpt,
@@ -57,12 +67,13 @@ def ab(
     timing_mode: TimingModeOpt = None, noise_target: NoiseOpt = None, config: ConfigOpt = None,
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
     keep_workdir: KeepOpt = None, cold_start: ColdStartOpt = False, gpus: GpusOpt = None, jobs: JobsOpt = None,
+    rounds: RoundsOpt = None, cold_compile: ColdCompileOpt = False,
 ) -> None:  # fmt: skip
     """Time candidate files against a reference file: verified, with intervals, logged to MLflow."""
     suite_layer = load_config_file(config) if config else None
     layer = cli_layer(iterations=iterations, warmup=warmup, seed=seed, device=device, smoke=smoke,
-                      timeout_multiplier=timeout_multiplier, timing_mode=timing_mode,
-                      noise_target=noise_target)  # fmt: skip
+                      timeout_multiplier=timeout_multiplier, timing_mode=timing_mode, noise_target=noise_target,
+                      min_rounds=rounds, max_rounds=rounds, cold_compile=True if cold_compile else None)  # fmt: skip
     effective = resolve_config(suite_layer, layer)
     examples = examples_of(files)
     if not no_track:
