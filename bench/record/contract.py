@@ -91,7 +91,7 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
         out.update(mem_peak_mb=mem.peak_mb, mem_allocated_mb=mem.allocated_mb, mem_reserved_mb=mem.reserved_mb,
                    mem_rss_peak_mb=mem.rss_peak_mb, mem_harness_mb=mem.harness_mb)  # fmt: skip
         if mem.call_peaks_mb:  # a memory pair's readings (bench.measure.memory): their median
-            out["mem_call_peak_mb"] = sorted(mem.call_peaks_mb)[len(mem.call_peaks_mb) // 2]
+            out["mem_call_peak_mb"] = statistics.median(mem.call_peaks_mb)
     out.update({name(k): v for k, v in result.derived_metrics().items()})
     if result.generation is not None:  # token generation: ttft_*/tpot_* (median, p90, p99), tokens/s, requests/s
         out.update(result.generation.metrics())

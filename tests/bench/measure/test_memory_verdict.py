@@ -54,6 +54,13 @@ def test_baseline_without_the_metric_gives_no_ratio(tmp_path: Path) -> None:
     assert c.speedup is None and c.speedup_metric == "peak_memory"
 
 
+def test_readings_logged_as_their_median(tmp_path: Path) -> None:
+    from bench.record.contract import variant_metrics
+
+    b, _ = pair(tmp_path, [300.0, 310.0, 290.0, 305.0, 300.0], [100.0] * 5)
+    assert variant_metrics(b)["mem_call_peak_mb"] == 300.0
+
+
 def test_declared_metric_rejects_unknown_names() -> None:
     class Bad:
         def speedup_metric(self) -> str:
