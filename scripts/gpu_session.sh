@@ -39,7 +39,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
   echo "== $step $(date -u +%T) (${left}s left)"
   case $step in
     tests)
-      $T python3 -m pytest -q -p no:cacheprovider ${PERFLAB_PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1
+      $T python3 -m pytest -q -p no:cacheprovider ${PERFLAB_PYTEST_ARGS:---full tests} > "$OUT/pytest.log" 2>&1
       echo "pytest exit $?"; tail -4 "$OUT/pytest.log" ;;
     selfcheck)
       PERFLAB_NCU_DUMP="$OUT/ncu" $T perflab selfcheck --out "$OUT" ${PERFLAB_SELFCHECK_ARGS:-} > "$OUT/selfcheck.log" 2>&1

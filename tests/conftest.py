@@ -6,9 +6,11 @@ appended at its end; see that file for the knobs.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -46,53 +48,43 @@ def _write_benchmark(path: Path, *, extra: str = "", **knobs: Any) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _session_env(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in the environment for the session, then the environment as it was."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _private_durations_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """perflab run records each variant's time in ~/.cache/perflab/durations.json; not from tests."""
-    import os
-
-    saved = os.environ.get("PERFLAB_DURATIONS")
-    os.environ["PERFLAB_DURATIONS"] = str(tmp_path_factory.mktemp("durations") / "durations.json")
-    yield
-    if saved is None:
-        os.environ.pop("PERFLAB_DURATIONS", None)
-    else:
-        os.environ["PERFLAB_DURATIONS"] = saved
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _private_results_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """What perflab writes by itself (spools of results a store did not take, sweep data) goes under
-    $PERFLAB_RESULTS_DIR, else ./perflab-results: not into the checkout from tests."""
-    import os
-
-    saved = os.environ.get("PERFLAB_RESULTS_DIR")
-    os.environ["PERFLAB_RESULTS_DIR"] = str(tmp_path_factory.mktemp("results"))
-    yield
-    if saved is None:
-        os.environ.pop("PERFLAB_RESULTS_DIR", None)
-    else:
-        os.environ["PERFLAB_RESULTS_DIR"] = saved
+def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What perflab keeps of a host's runs is not the tests' to read or write: each variant's time (perflab run's
+    ~/.cache/perflab/durations.json), and the ceilings ``perflab peak`` measured (~/.cache/perflab/peaks.json:
+    with them, a profiled CPU variant's bound reads ``latency`` from its roofline; without, ``unknown``). A test
+    that needs ceilings writes its own cache. What perflab writes by itself (spools of results a store did not
+    take, sweep data) goes under $PERFLAB_RESULTS_DIR, else ./perflab-results: not into the checkout."""
+    d = tmp_path_factory.mktemp("caches")
+    with _session_env({"PERFLAB_DURATIONS": str(d / "durations.json"), "PERFLAB_PEAK_CACHE": str(d / "peaks.json"),
+                       "PERFLAB_RESULTS_DIR": str(tmp_path_factory.mktemp("results"))}):  # fmt: skip
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_servers(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Tests' pre-warmed servers (bench.isolate.server) live in a directory of their own, and are stopped when the
     session ends (with an idle exit of their own should the session be killed)."""
-    import os
+    with _session_env({"PERFLAB_RUNTIME_DIR": str(tmp_path_factory.mktemp("servers")), "PERFLAB_SERVER_IDLE_S": "300"}):
+        yield
+        from bench.isolate import server
 
-    saved = {k: os.environ.get(k) for k in ("PERFLAB_RUNTIME_DIR", "PERFLAB_SERVER_IDLE_S")}
-    os.environ["PERFLAB_RUNTIME_DIR"] = str(tmp_path_factory.mktemp("servers"))
-    os.environ["PERFLAB_SERVER_IDLE_S"] = "300"
-    yield
-    from bench.isolate import server
-
-    server.stop_all()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+        server.stop_all()
 
 
 @pytest.fixture(scope="session")

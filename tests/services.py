@@ -163,16 +163,33 @@ def ray_cluster() -> Iterator[tuple[Any, list[Any]]]:
 
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), saved) if p)  # the nodes import this tree
-    fast = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_initial_delay_ms": 500}
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False,
-                                                            "_system_config": fast})  # fmt: skip
     try:
-        nodes = [cluster.add_node(num_cpus=2, num_gpus=1) for _ in range(2)]
-        cluster.wait_for_nodes()
-        yield cluster, nodes
+        cluster, nodes = _start_ray_cluster(Cluster)
+        try:
+            yield cluster, nodes
+        finally:
+            cluster.shutdown()
     finally:
-        cluster.shutdown()
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
+
+
+def _start_ray_cluster(cluster_type: Any, tries: int = 3) -> tuple[Any, list[Any]]:
+    """The head and two worker nodes, started again (all of them) when a node does not come up: Ray gives a raylet
+    30 s to register ("timed out during startup ... or the GCS has become overloaded"), which a loaded 2-core host
+    can exceed. Every try's error is in the one raised after the last."""
+    fast = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_initial_delay_ms": 500}
+    errors = []
+    for _ in range(tries):
+        cluster = cluster_type(initialize_head=False)
+        try:
+            cluster.add_node(num_cpus=1, num_gpus=0, include_dashboard=False, _system_config=fast)
+            nodes = [cluster.add_node(num_cpus=2, num_gpus=1) for _ in range(2)]
+            cluster.wait_for_nodes()
+            return cluster, nodes
+        except Exception as exc:  # noqa: BLE001 — Ray raises a bare Exception for a node that did not start
+            errors.append(f"{type(exc).__name__}: {exc}")
+            cluster.shutdown()
+    raise RuntimeError(f"the test Ray cluster did not start in {tries} tries: " + "; ".join(errors))

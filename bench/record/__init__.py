@@ -7,7 +7,8 @@ the suite summary; and reading the store back.
 * ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data, standalone
   runs (selfcheck, peak), files attached to a run; where commands write files of their own (``results_dir``).
 * ``manifest``: the host part of a run's manifest (git, Python, OS, selected environment, secrets redacted);
-  ``summary``: the suite's summary.json / summary.md, and each pair's verdict;
+  ``summary``: the suite's summary.json / summary.md, each pair's verdict, where the time went (``stage_split``);
+  ``outdir``: ``perflab run --out DIR``'s files (each variant as its run holds it, the summary, a JUnit XML);
 * ``units``: numbers as tables print them (a unit per column, named in its header).
 
 Invariants: only this package imports mlflow, and only when a function needs it (``store.client``), never

@@ -86,6 +86,7 @@ def test_serving_threads_use_their_own_team_size(per_thread: int) -> None:
         bench.teardown()
 
 
+@pytest.mark.slow  # three producer processes spawned, each importing torch
 def test_ring_producer_failure_or_death_reaches_the_caller() -> None:
     """The producer process's error comes back as its text; a producer that dies ends the wait, with its exit
     code, instead of hanging the call."""

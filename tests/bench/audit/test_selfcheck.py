@@ -83,12 +83,14 @@ def test_parse_ncu_csv_units_and_thousands_separators() -> None:
 
 
 def test_cpu_truth_waits_out_a_slow_start(slow_start: Any) -> None:
-    """A CPU op that runs 4x slower for the first 0.1 s of a process (the H100 host's first ~0.3 s read
+    """A CPU op that runs 40x slower for the first 0.1 s of a process (the H100 host's first ~0.3 s read
     4.0 µs for a 2.5 µs op): the truth is timed after its warm-up, in blocks, so it reads the fast rate."""
     from bench.audit.truth import _cpu_truth_ms
 
-    ms, how = _cpu_truth_ms(slow_start(40e-6, 10e-6))
-    assert 0.009 < ms < 0.02, ms  # 10 µs, never the 40 µs of the start (a slip of units is 1000x)
+    ms, how = _cpu_truth_ms(slow_start(400e-6, 10e-6))
+    # 10 µs, never the 400 µs of the start (a slip of units is 1000x); a loaded host's preemptions lengthen the
+    # blocks (2.8x read with 13 runnable processes on 2 cores), never to the start's rate
+    assert 0.009 < ms < 0.1, ms
     assert how.startswith("median of 7 blocks")
 
 

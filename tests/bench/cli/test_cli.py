@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -135,12 +136,27 @@ def test_run_without_tracking_end_to_end(tree: Path) -> None:
     assert "optimized_orphan.py has no baseline_ partner" in done.stderr
 
 
-def test_run_with_a_wrong_output_fails(tree: Path) -> None:
-    done = perflab("run", "-t", "ch7:wrong", "--no-track", "--iterations", "3", "--warmup", "1", "--chapters-dir", tree)
+def test_run_with_a_wrong_output_fails(tree: Path, tmp_path: Path) -> None:
+    """... and says so to a CI system (--out: the JUnit XML's failure, the summary), with where the time went."""
+    import xml.etree.ElementTree as ET
+
+    out = tmp_path / "ci"
+    done = perflab("run", "-t", "ch7:wrong", "--no-track", "--iterations", "3", "--warmup", "1", "--chapters-dir", tree,
+                   "--out", out)  # fmt: skip
     assert done.returncode == 1
     line = next(ln for ln in done.stdout.splitlines() if "wrong:optimized" in ln)
     assert line.rstrip().endswith(" mismatch")  # the pair's verdict
     assert "0/1 pairs verified" in done.stdout
+    stages = re.search(r"stages \(summed over 2 variants\): start ([\d.]+) s, set-up ([\d.]+) s, .*measurement "
+                       r"([\d.]+) s", done.stdout)  # fmt: skip
+    assert stages is not None and float(stages[3]) > 0, done.stdout
+    (case,) = ET.parse(out / "junit.xml").getroot().iter("testcase")
+    failure = case.find("failure")
+    assert (case.get("classname"), case.get("name")) == ("ch07", "wrong:optimized") and failure is not None
+    assert failure.get("type") == "mismatch"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["pairs"][0]["status"] == "mismatch" and summary["stages_s"]["measurement"] > 0
+    assert (out / "ch07" / "wrong" / "optimized" / "result.json").is_file()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,65 @@
+"""bench/cli/report.py and deadline.py through the command: ``perflab run --suite-timeout`` ends the suite at its
+time with what finished logged and the rest named; ``--out``'s files hold each variant as the store does; the
+parent run says where the time went."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.slow  # a whole command run to its time limit
+def test_a_suite_timeout_keeps_what_finished_and_names_the_rest(
+    chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path
+) -> None:
+    from mlflow import MlflowClient
+
+    root = chapters({"ch07/baseline_a.py": {}, "ch07/optimized_a.py": {},
+                     "ch07/baseline_z.py": {"SETUP_SLEEP": 1000.0}, "ch07/optimized_z.py": {}})  # fmt: skip
+    uri, out, limit = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "ci", 90
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | {"COLUMNS": "300", "NO_COLOR": "1"}
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "perflab", "run", "--chapters-dir", str(root), "--tracking-uri", uri,
+                           "--experiment", "ci", "--device", "cpu", "--suite-timeout", str(limit), "--out", str(out),
+                           "--timeout-multiplier", "100"],  # z's set-up outlasts the suite, not its own limit
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=limit + 150)  # fmt: skip
+    took = time.monotonic() - t0
+    assert done.returncode == 124, done.stdout + done.stderr
+    assert limit - 1 < took < limit + 60, took  # z asleep in its set-up for 1000 s: stopped at the limit
+    said = (f"the suite's time ran out (--suite-timeout {limit} s) after 2 of 4 variants; not finished: "
+            "ch07:z:baseline, ch07:z:optimized\nthe rest: perflab run -t ch07:z\n")  # fmt: skip
+    assert said in done.stderr, done.stderr
+    assert re.search(r"stages \(summed over 2 variants\): start [\d.]+ s, set-up", done.stdout), done.stdout
+
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "0", "1")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["a:optimized"].find("failure") is None and cases["a:optimized"].find("error") is None
+    assert "time ran out" in (cases["z:optimized"].find("error").get("message") or "")  # type: ignore[union-attr]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["suite_status"] == "timeout" and summary["not_finished"] == ["ch07:z:baseline", "ch07:z:optimized"]
+
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("ci").experiment_id])
+    parent = next(r for r in runs if "perflab.variant" not in r.data.tags)
+    assert parent.info.status == "KILLED" and parent.data.tags["perflab.suite_status"] == "timeout"
+    for part, seconds in summary["stages_s"].items():  # where the time went, on the parent run
+        assert parent.data.metrics[f"stage_{part}_s"] == pytest.approx(seconds)
+    assert summary["stages_s"]["measurement"] > 0 and parent.data.metrics["wall_s"] == pytest.approx(summary["wall_s"])
+    variant = next(r for r in runs if r.info.run_name == "ch07:a:optimized")
+    written = json.loads((out / "ch07" / "a" / "optimized" / "run.json").read_text())
+    assert written["metrics"] == pytest.approx(variant.data.metrics)  # on disk as in the store
+    assert written["params"] == variant.data.params
+    assert {k: v for k, v in variant.data.tags.items() if k in written["tags"]} == written["tags"]
