@@ -174,7 +174,7 @@ def compare_cmd(
             cmp = compare_runs(run_a, run_b, tracking_uri, all_metrics=all_metrics)
             console.print(compare_table(cmp))
             lines = [f"only in {side}: " + ", ".join(names) for side, names in (("A", cmp.only_a), ("B", cmp.only_b))
-                     if names]  # fmt: skip
+                     if names] + cmp.notes  # fmt: skip
             moved = cmp.machines
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None

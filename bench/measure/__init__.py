@@ -13,8 +13,9 @@
   device manifest; ``ceilings``: the device's measured ceilings (the peak cache);
 * ``outputs``: a variant's outputs on their way from the child to the comparison; ``verify``: two variants'
   outputs compared (norm-wise relative error, never "verified" by default); ``compare``: a pair's status and
-  speedup; ``basis``: what a speedup divides (the median call, the batch time, a generation's metric), named; ``generation`` and ``generation_clock``: token-generating benchmarks, timed step by step (TTFT,
-  TPOT, ITL, throughput).
+  speedup; ``basis``: what a speedup divides (the median call, the batch time, a generation's metric), named;
+  ``generation`` and ``generation_clock``: token-generating benchmarks, timed step by step (TTFT, TPOT, ITL,
+  throughput).
 
 Invariants (../shared/INTEGRITY.md): raw samples are kept; nothing invents, drops or clamps a sample or a
 speedup; nothing here changes a global numeric setting; a problem seen is recorded, and one that makes the
