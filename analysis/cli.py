@@ -175,7 +175,7 @@ def compare_cmd(
             cmp = compare_runs(run_a, run_b, tracking_uri, all_metrics=all_metrics)
             console.print(compare_table(cmp))
             lines = [*cmp.campaigns, *(f"only in {side}: " + ", ".join(names)
-                                        for side, names in (("A", cmp.only_a), ("B", cmp.only_b)) if names)]
+                                        for side, names in (("A", cmp.only_a), ("B", cmp.only_b)) if names), *cmp.notes]
             moved = cmp.machines
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None

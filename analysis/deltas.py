@@ -70,6 +70,7 @@ class RunComparison:
     # their deltas include the machines' difference, not only the code's.
     machines: list[str] = field(default_factory=list)
     campaigns: list[str] = field(default_factory=list)  # "A: campaign …: 3 of 4 parts; missing: 2/4", of a sharded side
+    notes: list[str] = field(default_factory=list)  # what was left out, and why
 
 
 def _deltas(name: str, a: StoredRun, b: StoredRun, all_metrics: bool) -> list[MetricDelta]:
@@ -97,12 +98,17 @@ def compare_runs(run_a: str, run_b: str, tracking_uri: str | None = None, all_me
     kids_b = {r.name: r for r in camp_b.child_runs(tracking_uri)}
     campaigns = [f"{side}: {line}" for side, c in (("A", camp_a), ("B", camp_b)) if (line := c.line())]
     deltas = _deltas("suite", a, b, all_metrics)
+    notes = []
+    if any(not n.endswith(":baseline") for n in kids_a.keys() ^ kids_b.keys()):  # geomeans over other pairs
+        deltas = [d for d in deltas if not d.metric.startswith("speedup")]
+        notes.append("the suites' geomean speedups are left out: they ran different pairs (perflab compare without "
+                     "--metrics takes both over the pairs they share)")  # fmt: skip
     matched = sorted(kids_a.keys() & kids_b.keys())
     for name in matched:
         deltas += _deltas(name, kids_a[name], kids_b[name], all_metrics)
     only_a, only_b = sorted(kids_a.keys() - kids_b.keys()), sorted(kids_b.keys() - kids_a.keys())
     moved = machines([(kids_a[n], kids_b[n]) for n in matched])
-    return RunComparison(a, b, deltas, only_a, only_b, moved, campaigns)
+    return RunComparison(a, b, deltas, only_a, only_b, moved, campaigns, notes)
 
 
 def machines(pairs: list[tuple[StoredRun, StoredRun]]) -> list[str]:

@@ -98,4 +98,6 @@ def test_cli_prints_pairs_not_metrics_at_80_columns(
     metrics = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--metrics", "--tracking-uri",
                                            store.uri])  # fmt: skip
     assert metrics.exit_code == 0 and "time_median_ms" in metrics.output
+    assert "speedup_geomean" not in metrics.output  # 8 pairs against 3: no geomean delta, and a line says why
+    assert "geomean speedups are left out: they ran different pairs" in " ".join(metrics.output.split())
 

@@ -70,7 +70,7 @@ def test_report_compare_regressions_expectations_and_readme_read_the_server(suit
     out = _cli("report", "--out", tmp / "report").output
     assert (tmp / "report" / "report.json").is_file() and second in out
     assert "report.json" in {a.path for a in client.list_artifacts(second)}  # uploaded through the server
-    out = _cli("compare", first, second).output  # the suites' variants, under their shared chapter
+    out = _cli("compare", first, second, "--metrics").output  # the suites' variants, under their shared chapter
     assert "transpose:optimized" in out and "time_median_ms" in out
     out = _cli("regressions", "--run-id", second).output
     # the first suite is history found through the server (with others of the store's, any experiment's, when

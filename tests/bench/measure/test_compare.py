@@ -223,7 +223,26 @@ def test_compare_ok_pair(tmp_path: Path) -> None:
     assert c.status == "ok" and c.verification.verified
     assert c.speedup == pytest.approx(4.0)
     assert (c.baseline_median_ms, c.optimized_median_ms) == (pytest.approx(2.0), pytest.approx(0.5))
+    assert (c.baseline_value, c.optimized_value) == (c.baseline_median_ms, c.optimized_median_ms)  # on the call
     assert (c.chapter, c.example, c.variant) == ("ch07", "x", "optimized")
+
+
+def test_a_batch_speedup_divides_the_batch_medians_and_keeps_the_call_medians(tmp_path: Path) -> None:
+    """speedup_time="batch": the speedup and its two values are the batch times; each side's median call time
+    (cold) stays what the tables show in its own column."""
+    from bench.define.timing import BatchTiming
+
+    r = ref()
+    sides = []
+    for name, cold, batch in (("baseline", 2.0, 1.0), ("optimized", 1.5, 0.25)):
+        v = variant(tmp_path, name, [r.clone()], cold, config={"speedup_time": "batch"})
+        samples = [batch * f for f in (0.9, 1.0, 1.1)]
+        sides.append(v.model_copy(update={"batch": BatchTiming(samples_ms=samples, stats=summarize(samples),
+                                                                calls=10, method="t")}))  # fmt: skip
+    c = compare(*sides)
+    assert c.speedup_time == "batch" and c.speedup == pytest.approx(4.0)
+    assert (c.baseline_value, c.optimized_value) == (pytest.approx(1.0), pytest.approx(0.25))
+    assert (c.baseline_median_ms, c.optimized_median_ms) == (pytest.approx(2.0), pytest.approx(1.5))
 
 
 def test_slower_optimized_speedup_below_one_not_clamped(tmp_path: Path) -> None:

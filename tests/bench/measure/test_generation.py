@@ -107,15 +107,20 @@ def test_ttft_tpot_span_and_idle_on_known_step_times() -> None:
     assert gen.metrics() == {
         "tokens_per_s": pytest.approx(7 / 0.031),
         "requests_per_s": pytest.approx(3 / 0.031),
-        "ttft_median_ms": 7,
-        "ttft_p90_ms": 7,
-        "ttft_p99_ms": 7,
+        **{f"ttft_{q}_ms": 7 for q in ("median", "p50", "p90", "p95", "p99")},
+        "ttft_mean_ms": pytest.approx(6.0),
         "tpot_median_ms": 2.5,
+        "tpot_p50_ms": 2.5,
         "tpot_p90_ms": 3.0,  # pooled [2, 2, 2.5, 2.5, 3, 3]: p90 interpolates between the two 3s
+        "tpot_p95_ms": 3.0,
         "tpot_p99_ms": 3.0,
+        "tpot_mean_ms": pytest.approx(2.5),
         "itl_median_ms": 2.5,
+        "itl_p50_ms": 2.5,
         "itl_p90_ms": 3.0,
+        "itl_p95_ms": 3.0,
         "itl_p99_ms": 3.0,
+        "itl_mean_ms": pytest.approx(2.5),
     }
 
 
