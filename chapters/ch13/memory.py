@@ -39,9 +39,11 @@ class Activations(LMTraining):
             raise ValueError(f"mode={mode!r} is not one of 'keep', 'checkpoint', 'offload'")
         self.mode = mode
         # Recomputing a block replays the same kernels on the same inputs, and offloading copies bits: the
-        # losses and updates agree exactly on the CPU. On a GPU an attention backward may sum in another order
-        # from call to call (atomics), ~1e-6 of the updates; a skipped or wrong step is off by O(1).
-        self.rtol = 1e-3
+        # losses and updates agree exactly on the CPU. On a GPU the attention backward sums in another order from
+        # call to call (atomics), and under bf16 autocast a last-bit difference flips a bf16 rounding: the updates
+        # of the three modes read 1.8e-3 and 2.0e-3 apart on an H200 (docs/results/h200.md, 2026-11-29 call 3),
+        # as any two runs of one mode may. bf16's tolerance, then; a skipped or wrong step is off by O(1).
+        self.rtol = 1.6e-2
 
     def get_config(self) -> BenchmarkConfig:
         # Offloading makes a call ~1 s at full size: room for the warm-up's and the measurement's samples.
