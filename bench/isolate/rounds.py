@@ -115,6 +115,12 @@ class Rounds:
             for s in self.example.optimized:
                 self.stops.setdefault(s.key, f"baseline {base_rounds[-1].status if base_rounds else 'missing'}")
             return True
+        if any(r[0].generation is not None for r in self.by_key.values() if r):
+            # Token generation: a pair's metric (TTFT, TPOT, throughput) and its interval come from the measured
+            # generations of one child a side (bench.measure.generation), not from rounds.
+            for s in self.example.optimized:
+                self.stops.setdefault(s.key, "generation")
+            return True
         spent = time.monotonic() - self.t0
         for s in self.example.optimized:
             if s.key in self.stops:

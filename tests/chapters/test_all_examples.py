@@ -42,7 +42,7 @@ def test_example_runs_and_verifies(example, tmp_path) -> None:
         pytest.skip(SKIPS[example.target])
     # Smoke size everywhere; generous limits because CI machines are slow and Triton is interpreted.
     # No warm-up floor in time: these runs check that each pair runs and verifies, not how steady its timing is.
-    # One round a side: rounds are tests/bench/isolate/test_rounds.py's.
+    # One round a side: rounds are tests/bench/isolate/test_pair_rounds.py's.
     layer = {"smoke": True, "iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0, "timeout_multiplier": 4.0,
              "min_rounds": 1, "max_rounds": 1}  # fmt: skip
     suite = run_suite([example], cli_layer=layer, workdir=tmp_path)
