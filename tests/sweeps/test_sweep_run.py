@@ -39,12 +39,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> str:
     return make_data(tmp_path_factory.mktemp("data") / "d.h5", 2000, 16).path
 
 
-def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
-        monkeypatch.delenv(name, raising=False)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns: not in the checkout
+def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, mlflow_uri: str) -> None:
+    uri = mlflow_uri
     overrides = {"preset": "tiny", "batch_sizes": "16,32", "num_workers_options": "0,1", "steps_per_test": 3,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False,
                  "test_pin_memory": False, "verify_repeats": 0, "rank_rounds": 0, "probe": False}  # fmt: skip
@@ -200,13 +196,9 @@ def test_a_bad_storage_is_refused_before_the_trial_server_starts(monkeypatch: py
 
 
 def test_an_interrupted_sweep_ends_its_parent_killed_and_says_how_to_resume(
-    data: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    data: str, tmp_path: Path, mlflow_uri: str
 ) -> None:
-    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
-        monkeypatch.delenv(name, raising=False)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.chdir(tmp_path)
+    uri = mlflow_uri
 
     def interrupted(params: dict, should_prune: object = None) -> object:
         raise KeyboardInterrupt  # what perflab's main makes of Ctrl-C, SIGTERM and SIGHUP

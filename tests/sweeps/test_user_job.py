@@ -23,15 +23,11 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_a_users_job_gets_a_recommendation_its_bottleneck_and_a_verification(
-    images: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    images: str, tmp_path: Path, mlflow_uri: str
 ) -> None:
     from mlflow import MlflowClient
 
-    for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
-        monkeypatch.delenv(name, raising=False)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns
+    uri = mlflow_uri
     said: list[str] = []
     overrides = {"workload": JOB, "batch_sizes": "8 16", "num_workers_options": "0", "steps_per_test": 3,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False, "rank_top": 2,
