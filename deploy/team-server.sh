@@ -122,8 +122,9 @@ put it in $PGPASSFILE as host:port:database:user:password, and the URL without i
   close_trust
   as_pg "$bin/pg_ctl" -D "$PGDATA" -l "$SOCKETS/postgresql.log" -w -t 60 \
     -o "-p $PG_PORT -k $SOCKETS -c listen_addresses='$PG_LISTEN'" start > /dev/null
-  for db in mlflow mlflow_auth; do  # MLflow's runs; its users and permissions
+  for db in mlflow mlflow_auth; do  # MLflow's runs; its users and permissions: the superuser's alone
     "$bin/createdb" -h "$SOCKETS" -p "$PG_PORT" -U perflab "$db" 2> /dev/null || true
+    "$bin/psql" -h "$SOCKETS" -p "$PG_PORT" -U perflab -d postgres -qc "REVOKE ALL ON DATABASE $db FROM PUBLIC"
   done
   secret "$DIR/optuna-password"  # Optuna's studies (perflab sweep run --storage ...): a role that owns only them
   PGHOST=$SOCKETS PGPORT=$PG_PORT admin role perflab_optuna optuna "$DIR/optuna-password"

@@ -159,6 +159,11 @@ def test_a_second_local_user_reads_no_database_and_no_file_of_the_store(mlflow_s
     for path in ("pg-password", "users/admin.credentials", "pgdata/PG_VERSION", "artifacts", "mlflow.log", "."):
         done = _as_stranger("ls" if (d / path).is_dir() else "cat", str(d / path))
         assert done.returncode != 0 and "Permission denied" in done.stderr, (path, done.stdout)
+    optuna = {**os.environ, "PGPASSWORD": (d / "optuna-password").read_text().strip()}
+    for db in ("mlflow", "mlflow_auth"):  # the sweep workers' role, with its password, reaches only its own
+        done = subprocess.run(["psql", "-w", "-h", "127.0.0.1", "-p", port, "-U", "perflab_optuna", "-d", db, "-c",
+                               "SELECT 1"], env=optuna, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode != 0 and "permission denied for database" in done.stderr, done.stderr
     hba = subprocess.run(["cat", str(d / "pgdata" / "pg_hba.conf")], capture_output=True, text=True).stdout
     rules = [line.split() for line in hba.splitlines() if line.strip() and not line.startswith("#")]
     assert rules and all(rule[-1] == "scram-sha-256" for rule in rules), rules
