@@ -96,7 +96,8 @@ def single_cases(pid_dir: Path) -> dict[str, tuple[dict[str, Any], dict[str, Any
 
 # The whole matrix runs on both launch paths (STYLE 12): a fork of the pre-warmed server, the default,
 # and a brand-new interpreter per variant (--cold-start).
-@pytest.fixture(scope="module", params=["server", "cold_start"])
+@pytest.fixture(scope="module", params=["server", pytest.param("cold_start", marks=pytest.mark.slow)])  # a fresh
+# interpreter per case: the full tier (the fast tier starts some cold elsewhere: test_ranks, test_host_bound)
 def matrix(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, write_benchmark: Any
 ) -> Iterator[dict[str, Future[Any]]]:
