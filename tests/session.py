@@ -1,10 +1,11 @@
 """The test session (hooks, imported by tests/conftest.py): its two tiers, and how it ends on SIGTERM.
 
 Tiers. ``python3 -m pytest`` runs the fast tier: every test but those marked ``slow`` (the services: PostgreSQL, the
-MLflow server, Ray; the chapters' whole smoke runs; whole suites timed on the wall; the README's first hour in a
-fresh clone). ``--full`` runs every test (CI: ``.ci/run``). A test is ``slow`` by its mark (``SLOW`` below names
-why, file by file) or by what it uses (``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a
-test named by its id (``file.py::test``), picks its tests itself.
+MLflow server, Ray; the chapters' whole smoke runs; kernels compiled for an H100; whole suites timed on the wall;
+most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone). ``--full`` runs
+every test (CI: ``.ci/run``). A test is ``slow`` by its mark (set at the test, saying why) or by what it uses
+(``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a test named by its id
+(``file.py::test``), picks its tests itself.
 
 A new SQLite MLflow store, in this process, is a copy of one migrated once per session: MLflow migrates each new
 store (seconds: 12 s with the 2-core host loaded, against 0.2 s for the copy), and the tests make dozens.
