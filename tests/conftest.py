@@ -23,6 +23,7 @@ from tests.session import (  # noqa: F401  (hooks: the fast and full tiers, SIGT
     pytest_configure,
     pytest_report_header,
     pytest_runtest_protocol,
+    pytest_runtest_setup,
     pytest_sessionfinish,
     pytest_unconfigure,
 )

@@ -1,10 +1,14 @@
 """The test session (hooks, imported by tests/conftest.py): its two tiers, and how it ends on SIGTERM.
 
 Tiers. ``python3 -m pytest`` runs the fast tier: every test but those marked ``slow`` (the services: PostgreSQL, the
-MLflow server, Ray; the chapters' whole smoke runs; whole suites timed on the wall; the README's first hour in a
-fresh clone). ``--full`` runs every test (CI: ``.ci/run``). A test is ``slow`` by its mark (``SLOW`` below names
-why, file by file) or by what it uses (``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a
-test named by its id (``file.py::test``), picks its tests itself.
+MLflow server, Ray; the chapters' whole smoke runs; kernels compiled for an H100; whole suites timed on the wall;
+most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone). ``--full`` runs
+every test (CI: ``.ci/run``). A test is ``slow`` by its mark (set at the test, saying why) or by what it uses
+(``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a test named by its id
+(``file.py::test``), picks its tests itself.
+
+A new SQLite MLflow store, in this process, is a copy of one migrated once per session: MLflow migrates each new
+store (seconds: 12 s with the 2-core host loaded, against 0.2 s for the copy), and the tests make dozens.
 
 SIGTERM (``timeout``, a CI runner's or Slurm's end of a job) stops the session as Ctrl-C does: the test in progress
 is interrupted (a ``perflab run`` it runs logs what finished), session fixtures are torn down (servers, PostgreSQL,
@@ -15,11 +19,14 @@ SIGTERM ends it at once. A library that takes SIGTERM for itself in this process
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,6 +99,37 @@ def _cut_short() -> None:
 
 def _say(text: str) -> None:
     os.write(_stderr if _stderr >= 0 else 2, f"\n{text}\n".encode())
+
+
+class _MigratedOnce:
+    """``mlflow.store.db.utils._initialize_tables`` for a SQLite file: the session's migrated template copied in
+    (SQLite's backup API); the template is made by MLflow's own on first use. Other databases: MLflow's own."""
+
+    def __init__(self, initialize: Any, template: Path) -> None:
+        self.initialize, self.template, self.lock = initialize, template, threading.Lock()
+
+    def __call__(self, engine: Any) -> None:
+        path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
+        if not path or path == ":memory:":
+            self.initialize(engine)
+            return
+        with self.lock:
+            if not self.template.exists():
+                import sqlalchemy
+
+                made = sqlalchemy.create_engine(f"sqlite:///{self.template}")
+                self.initialize(made)
+                made.dispose()
+        with contextlib.closing(sqlite3.connect(self.template)) as src, contextlib.closing(sqlite3.connect(path)) as to:
+            src.backup(to)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    utils = sys.modules.get("mlflow.store.db.utils")  # once a test imported MLflow's store; never imported here
+    if utils is not None and not isinstance(utils._initialize_tables, _MigratedOnce):
+        template = item.config._tmp_path_factory.getbasetemp() / "mlflow-template.db"  # type: ignore[attr-defined]
+        utils._initialize_tables = _MigratedOnce(utils._initialize_tables, template)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -96,7 +96,8 @@ def single_cases(pid_dir: Path) -> dict[str, tuple[dict[str, Any], dict[str, Any
 
 # The whole matrix runs on both launch paths (STYLE 12): a fork of the pre-warmed server, the default,
 # and a brand-new interpreter per variant (--cold-start).
-@pytest.fixture(scope="module", params=["server", "cold_start"])
+@pytest.fixture(scope="module", params=["server", pytest.param("cold_start", marks=pytest.mark.slow)])  # a fresh
+# interpreter per case: the full tier (the fast tier starts some cold elsewhere: test_ranks, test_host_bound)
 def matrix(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, write_benchmark: Any
 ) -> Iterator[dict[str, Future[Any]]]:
@@ -390,7 +391,9 @@ def test_forked_grandchild_neither_stalls_the_run_nor_survives(matrix: dict[str,
     # A forked worker (DataLoader-style) inherits the message pipe; the parent must not wait for it.
     r = get(matrix, "forked_grandchild")
     assert r.status == "ok", r.error
-    assert r.elapsed_s < 15.0  # not the 20 s check/teardown limit
+    # not the 20 s check/teardown limit; a cold start's import of torch (16 s in all on a loaded host) not counted
+    startup = next(s.duration_s or 0.0 for s in r.stages if s.name == "startup")
+    assert r.elapsed_s - startup < 15.0, r.stages
     pid = int((Path(r.spec.path).parents[2] / "forked.pid").read_text())
     assert pid_gone(pid), f"forked grandchild {pid} survived the run"
 

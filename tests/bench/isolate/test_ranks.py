@@ -90,6 +90,9 @@ def get_benchmark():
 
 # gloo processes on any host (a GPU host's NCCL ranks: test_nccl_ranks_on_the_gpus)
 FAST = {"iterations": 4, "warmup": 2, "min_warmup_seconds": 0.0, "device": "cpu", "min_rounds": 1, "max_rounds": 1}
+# Every variant here starts its ranks as processes of their own, each importing torch: the fast tier keeps the
+# pair of ranks timed together and a fault in set-up; the rest run in the full tier.
+SLOW = pytest.mark.slow
 
 
 def write(path: Path, pids: Path, world: int = 2, fault: tuple[int, str, str] | None = None,
@@ -149,10 +152,16 @@ def test_ranks_time_together_and_every_ranks_answer_is_compared(tmp_path: Path) 
     ("fault", "status", "stage", "says"),
     [
         ((1, "raise", "setup"), "failed", "setup", "rank 1 of 2: ValueError: bad input on this rank"),
-        ((1, "kill", "measurement"), "failed", "measurement", "rank 1 of 2 was killed by signal SIGKILL"),
-        ((1, "hang", "measurement"), "timeout", "measurement", "stage 'measurement' exceeded its limit"),
-        ((1, "skip", "setup"), "skipped", None, "this rank lacks a thing"),
-        ((1, "tamper", "measurement"), "invalid", "measurement", "timer replaced: time.perf_counter"),
+        pytest.param(
+            (1, "kill", "measurement"), "failed", "measurement", "rank 1 of 2 was killed by signal SIGKILL", marks=SLOW
+        ),
+        pytest.param(
+            (1, "hang", "measurement"), "timeout", "measurement", "stage 'measurement' exceeded its limit", marks=SLOW
+        ),
+        pytest.param((1, "skip", "setup"), "skipped", None, "this rank lacks a thing", marks=SLOW),
+        pytest.param(
+            (1, "tamper", "measurement"), "invalid", "measurement", "timer replaced: time.perf_counter", marks=SLOW
+        ),
     ],
 )
 def test_a_fault_on_one_rank_ends_the_variant_naming_it(
@@ -169,6 +178,7 @@ def test_a_fault_on_one_rank_ends_the_variant_naming_it(
     gone(pids)
 
 
+@SLOW
 def test_calls_that_run_on_what_the_last_left_on_another_rank_are_caught(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     write(tmp_path / "ch" / "ch90" / "baseline_drift.py", pids, drift_on=1)
@@ -180,6 +190,7 @@ def test_calls_that_run_on_what_the_last_left_on_another_rank_are_caught(tmp_pat
     gone(pids)
 
 
+@SLOW
 def test_adaptive_sampling_stops_on_every_rank_at_once(tmp_path: Path) -> None:
     """Samples until a time limit on real ranks, rank 1 slower and jittery: every rank stops at the same sample
     (the decision is taken on rank 0's clock and the slowest rank's samples: tests/bench/measure/test_collective.py),
@@ -208,6 +219,7 @@ def test_adaptive_sampling_stops_on_every_rank_at_once(tmp_path: Path) -> None:
     gone(pids)
 
 
+@SLOW
 def test_verify_sets_every_rank_up_without_timing(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids, world=3)
@@ -218,6 +230,7 @@ def test_verify_sets_every_rank_up_without_timing(tmp_path: Path) -> None:
     gone(pids)
 
 
+@SLOW
 def test_a_fresh_interpreter_coordinates_ranks_too(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids)
@@ -228,6 +241,7 @@ def test_a_fresh_interpreter_coordinates_ranks_too(tmp_path: Path) -> None:
     gone(pids)
 
 
+@SLOW
 def test_beside_other_workers_the_ranks_run_alone(tmp_path: Path) -> None:
     """Two workers: the ranks' variants stop after set-up to be admitted (workers rule 3), the plain one beside."""
     pids = tmp_path / "pids"

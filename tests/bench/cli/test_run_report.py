@@ -1,6 +1,6 @@
-"""bench/cli/report.py and deadline.py through the command: ``perflab run --suite-timeout`` ends the suite at its
-time with what finished logged and the rest named; ``--out``'s files hold each variant as the store does; the
-parent run says where the time went."""
+"""bench/cli/report.py and deadline.py through the command (named apart from tests/analysis/test_report.py):
+``perflab run --suite-timeout`` ends the suite at its time with what finished logged and the rest named; ``--out``'s
+files hold each variant as the store does; the parent run says where the time went."""
 
 from __future__ import annotations
 
