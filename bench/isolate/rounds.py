@@ -180,7 +180,7 @@ def merge(rounds: list[VariantResult]) -> VariantResult:
         return bad
     if len(rounds) == 1:
         return first
-    update: dict[str, Any] = {"elapsed_s": sum(r.elapsed_s for r in rounds)}
+    update: dict[str, Any] = {"elapsed_s": sum(r.elapsed_s for r in rounds), "stages": _summed_stages(rounds)}
     timings = [r.timing for r in rounds]
     if first.timing is not None and all(t is not None for t in timings):
         update["timing"] = _pooled(first.timing, timings, first.config)
@@ -188,6 +188,17 @@ def merge(rounds: list[VariantResult]) -> VariantResult:
     if first.batch is not None and all(b is not None for b in batches):
         update["batch"] = _pooled(first.batch, batches, first.config)
     return first.model_copy(update=update)
+
+
+def _summed_stages(rounds: list[VariantResult]) -> list[Any]:
+    """The first round's stage records, each stage's time summed over every round that ran it (where the time went:
+    a later round's start-up and measurement cost as much as the first's)."""
+    spent: dict[str, float] = {}
+    for r in rounds:
+        for s in r.stages:
+            if s.duration_s is not None:
+                spent[s.name] = spent.get(s.name, 0.0) + s.duration_s
+    return [s.model_copy(update={"duration_s": spent.get(s.name, s.duration_s)}) for s in rounds[0].stages]
 
 
 def _pooled(first: Any, parts: list[Any], config: dict[str, Any]) -> Any:

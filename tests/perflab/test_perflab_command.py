@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from perflab.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
-COMMANDS = {"run", "list", "verify", "profile", "selfcheck", "show", "overhead", "import", "compare", "report",
+COMMANDS = {"run", "ab", "list", "verify", "profile", "selfcheck", "show", "overhead", "import", "compare", "report",
             "regressions", "peak", "readme", "kernels"}  # fmt: skip
 GROUPS = {"server", "expectations", "sweep"}
 
