@@ -22,7 +22,10 @@ from bench.define.context import DeviceFacts, RunContext, make_context, set_cont
 from bench.errors import Skip
 
 CHAPTER = CH19 = Path(__file__).resolve().parents[2] / "chapters" / "ch19"  # for the interpreted fixture
-VARIANTS = sorted(p.stem for p in CH19.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
+# The low-precision inference pairs' variants (dynamic_int8 and fp8_training: tests/chapters/test_ch19_training.py)
+LOWP = ("fp8_gemm", "fp8_kv_cache", "int8_weight_only", "fp8_quantize")
+VARIANTS = sorted(p.stem for p in CH19.glob("*_*.py")
+                  if p.stem.split("_")[0] in ("baseline", "optimized") and any(e in p.stem for e in LOWP))  # fmt: skip
 FP8 = torch.float8_e4m3fn
 
 

@@ -19,7 +19,9 @@ from bench.define.config import resolve_config
 from bench.define.context import make_context, set_context
 
 CHAPTER = CH20 = Path(__file__).resolve().parents[2] / "chapters" / "ch20"  # for the interpreted fixture
-VARIANTS = sorted(p.stem for p in CH20.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
+# The searched pairs' variants (the case study's have tests/chapters/test_ch20_case.py)
+VARIANTS = sorted(p.stem for p in CH20.glob("*_*.py")
+                  if p.stem.split("_")[0] in ("baseline", "optimized") and "_case_" not in p.stem)  # fmt: skip
 
 
 def randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
