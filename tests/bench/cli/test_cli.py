@@ -147,9 +147,9 @@ def test_run_with_a_wrong_output_fails(tree: Path, tmp_path: Path) -> None:
     line = next(ln for ln in done.stdout.splitlines() if "wrong:optimized" in ln)
     assert line.rstrip().endswith(" mismatch")  # the pair's verdict
     assert "0/1 pairs verified" in done.stdout
-    stages = re.search(r"stages \(summed over 2 variants\): start ([\d.]+) s, set-up ([\d.]+) s, .*measurement "
-                       r"([\d.]+) s", done.stdout)  # fmt: skip
-    assert stages is not None and float(stages[3]) > 0, done.stdout
+    # printed to 0.1 s (a 7 µs op's measurement reads 0.0 s), summary.json's exact
+    assert re.search(r"stages \(summed over 2 variants\): start [\d.]+ s, set-up [\d.]+ s, .*measurement [\d.]+ s",
+                     done.stdout), done.stdout  # fmt: skip
     (case,) = ET.parse(out / "junit.xml").getroot().iter("testcase")
     failure = case.find("failure")
     assert (case.get("classname"), case.get("name")) == ("ch07", "wrong:optimized") and failure is not None
