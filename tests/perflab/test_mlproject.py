@@ -71,8 +71,15 @@ def test_a_malformed_chapter_leaves_no_failed_run(tmp_path: Path, monkeypatch: p
     from mlflow import MlflowClient
     from mlflow.entities import ViewType
     from mlflow.exceptions import ExecutionException
+    from mlflow.tracking import fluent
+    from mlflow.tracking._tracking_service import utils as tracking
 
     from bench.record.store import discard_refused_run
+
+    # mlflow.set_tracking_uri and mlflow.projects.run set process-wide state (the URI, the active experiment): put
+    # back after this test, or every later test in this process logs into this test's deleted store
+    monkeypatch.setattr(tracking, "_tracking_uri", tracking._tracking_uri)
+    monkeypatch.setattr(fluent, "_active_experiment_id", fluent._active_experiment_id)
 
     shim = tmp_path / "bin" / "perflab"  # the project's command, run from this checkout (not the installed one)
     shim.parent.mkdir()
