@@ -256,12 +256,12 @@ def _time_budget_note(sw: _Sweep, rows: list[dict[str, Any]]) -> None:
 
 
 def _conclusion(sw: _Sweep, study: Any, rows: list[dict[str, Any]], run: Any, probe: Any, baseline: dict[str, Any],
-                overhead_line: str) -> tuple[Recommendation, dict[str, Any], Any]:  # fmt: skip
-    """The study's conclusion, computed here or by the worker that claimed it (``sweeps.final``): the
-    recommendation, the published conclusion, and this worker's verification (None if not its)."""
+                overhead_line: str, target: int) -> tuple[Recommendation, dict[str, Any], Any]:  # fmt: skip
+    """The study's conclusion at ``target`` configurations (the study's --n-trials: every worker claims the
+    same one), computed here or by the worker that claimed it (``sweeps.final``): the recommendation, the
+    published conclusion, and this worker's verification (None if not its)."""
     from sweeps.conclude import conclude
     from sweeps.final import conclude_once
-    from sweeps.study import measured_count
 
     rules = rules_of(sw.cfg)
     rec = recommend(rows, sw.device, rules, workload=sw.spec.text)
@@ -275,7 +275,7 @@ def _conclusion(sw: _Sweep, study: Any, rows: list[dict[str, Any]], run: Any, pr
     cfg = sw.cfg
     wait = cfg.trial_timeout_s * (cfg.rank_top * cfg.rank_rounds + 2 * cfg.verify_repeats + 3)
     storage = getattr(study._storage, "_backend", study._storage)
-    published, here = conclude_once(study, storage, measured_count(study), compute, sw.echo, wait)
+    published, here = conclude_once(study, storage, target, compute, sw.echo, wait)
     if not here:
         rec.recommended = published["recommended"]
     return rec, published, mine[0].verification if mine else None
@@ -334,6 +334,7 @@ def sweep(
     processes (tests); the bottleneck probe then does not run."""
     from sweeps.search import results_rows
     from sweeps.storage import check_storage_url
+    from sweeps.study import settle
 
     if storage:
         check_storage_url(storage)  # before the data is made and the trial server started
@@ -351,12 +352,14 @@ def sweep(
     ok = interrupted = False
     try:
         study = _run_trials(sw, run, n_trials, storage, resume, progress)
+        target = n_trials or sw.cfg.space(sw.cuda).size()
+        settle(study, sw.cfg, target)  # other workers' trials: the table is whole before anyone concludes
         rows = results_rows(study)
         sweep_wall = time.monotonic() - t0
         echo(f"sweep: {len(rows)} trials finished in {sweep_wall:.1f} s ({strategy}, study {sw.name!r})")
         _time_budget_note(sw, rows)
         overhead_line, overhead_metrics = overhead_summary(rows)
-        rec, published, verification = _conclusion(sw, study, rows, run, probe, baseline, overhead_line)
+        rec, published, verification = _conclusion(sw, study, rows, run, probe, baseline, overhead_line, target)
         echo(published["markdown"])
         echo(published["snippet"])
         files = _files(sw, study, rows, rec, published, out)

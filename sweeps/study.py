@@ -42,7 +42,7 @@ from sweeps.space import Space, key
 from sweeps.storage import check_fingerprint, make_storage, quiet_optuna
 from sweeps.trial import Pruner, TrialOutcome
 
-__all__ = ["Evaluate", "clearly_worse", "measured_count", "run_sweep"]
+__all__ = ["Evaluate", "clearly_worse", "measured_count", "run_sweep", "settle"]
 
 Evaluate = Callable[[dict[str, Any], Pruner | None], TrialOutcome]
 _MAX_SKIPS = 40  # pareto: this many proposals in a row already measured or invalid ⇒ the space is spent
@@ -224,8 +224,10 @@ def _zombie_s(cfg: SweepConfig) -> float:
 
 
 def _shared(study: optuna.Study) -> bool:
-    """Other workers may share the study: its storage records heartbeats (an RDB)."""
-    return bool(getattr(study._storage, "is_heartbeat_enabled", lambda: False)())
+    """Other workers may share the study: its storage records heartbeats (an RDB made by make_storage)."""
+    from optuna.storages._heartbeat import is_heartbeat_enabled  # what Optuna's fail_stale_trials asks
+
+    return is_heartbeat_enabled(study._storage)
 
 
 def _others_running(study: optuna.Study, cfg: SweepConfig, t_end: float | None) -> None:
@@ -241,6 +243,29 @@ def _others_running(study: optuna.Study, cfg: SweepConfig, t_end: float | None) 
         if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return
         time.sleep(min(cfg.heartbeat_interval_s, 2.0))
+
+
+def settle(study: optuna.Study, cfg: SweepConfig, target: int, quiet_s: float | None = None) -> None:
+    """On a shared study short of ``target`` measured configurations, wait until it holds them, or until no
+    trial has run or been added for ``quiet_s`` (default two heartbeats, at least 2 s): between one trial's
+    end and its next start another worker runs none, and a worker that concluded in that gap would conclude
+    on a table about to grow. Bounded by the trial timeout and the quiet time."""
+    if not _shared(study):
+        return
+    quiet_s = max(2.0, 2.0 * cfg.heartbeat_interval_s) if quiet_s is None else quiet_s
+    deadline = time.monotonic() + cfg.trial_timeout_s + quiet_s
+    seen, since = -1, time.monotonic()
+    while measured_count(study) < target and time.monotonic() < deadline:
+        trials = study.get_trials(deepcopy=False)
+        busy = any(t.state in (TrialState.RUNNING, TrialState.WAITING) for t in trials)
+        if busy or len(trials) != seen:
+            seen, since = len(trials), time.monotonic()
+            if busy:
+                _others_running(study, cfg, None)
+                continue
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(min(1.0, quiet_s / 5))
 
 
 def run_sweep(

@@ -52,3 +52,43 @@ def test_a_claim_by_an_ended_sweep_of_this_host_is_taken_over_at_once(tmp_path: 
     t0 = time.monotonic()
     out, here = conclude_once(s, store, 2, lambda: {"recommended": None}, lambda _: None, wait_s=60)
     assert here and time.monotonic() - t0 < 30  # not the 60 s a live claimant would be given
+
+
+def _measured_trial(s: optuna.Study, delay_s: float) -> None:
+    """Another worker: after ``delay_s`` of nothing running, one trial that runs 0.5 s and is measured."""
+    import time
+
+    time.sleep(delay_s)
+    t = s.ask()
+    time.sleep(0.5)
+    t.set_user_attr("status", "ok")
+    s.tell(t, 1.0)
+
+
+def test_settle_waits_for_a_trial_another_worker_starts_after_a_gap(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from sweeps.config import SweepConfig
+    from sweeps.study import measured_count, settle
+
+    s, _ = study(tmp_path)
+    cfg = SweepConfig(heartbeat_interval_s=1)
+    for _ in range(2):
+        _measured_trial(s, 0)
+    other = threading.Thread(target=_measured_trial, args=(s, 0.8))  # between two of its trials: nothing runs
+    other.start()
+    settle(s, cfg, target=3, quiet_s=2.0)
+    other.join()
+    assert measured_count(s) == 3  # concluding at once would have seen 2 and claimed another key
+    t0 = time.monotonic()
+    settle(s, cfg, target=5, quiet_s=1.0)  # short of the target and nobody adds: back after the quiet time
+    assert 0.9 <= time.monotonic() - t0 < 5
+
+
+def test_a_study_on_an_rdb_storage_is_shared(tmp_path: Path) -> None:
+    from sweeps.study import _shared
+
+    s, _ = study(tmp_path)
+    assert _shared(s)  # Optuna wraps the RDB storage in a cache: the heartbeat is the wrapped storage's
+    assert not _shared(optuna.create_study())  # in memory: one process
