@@ -130,3 +130,71 @@ class Managed:
 
     def get_work(self) -> dict[str, int]:
         return self.work
+
+
+def advise_read_mostly(ptr: int, nbytes: int, index: int) -> None:
+    """``cuMemAdvise(SET_READ_MOSTLY)`` on a managed range: a processor that reads a page gets a read-only copy of
+    its own instead of taking the page away from the others; a write anywhere drops the copies. CUDA 13's
+    ``cuMemAdvise`` takes a location (ignored for this advice); CUDA 12 names that form ``cuMemAdvise_v2``."""
+    driver = _driver()
+    call = getattr(driver, "cuMemAdvise_v2", driver.cuMemAdvise)
+    advice = driver.CUmem_advise.CU_MEM_ADVISE_SET_READ_MOSTLY
+    _ok(call(driver.CUdeviceptr(ptr), nbytes, advice, device_location(index)), "cuMemAdvise(SET_READ_MOSTLY)")
+
+
+class ReadShared:
+    """managed_advice: a 256 MiB table in managed memory, written by the host once in setup, then read every call
+    by the GPU (``affine`` into ``out``) and, after it, by the CPU (a float64 sum over every element).
+
+    ``advise``: the one difference, ``advise_read_mostly`` in setup. Without it each page lives in one place: the
+    kernel's first touch migrates it to the GPU, the CPU's read migrates it back, every call. Timed with the wall
+    clock: the CPU's read is part of the call. Outputs: ``out`` and the host's sum.
+    """
+
+    def __init__(self, advise: bool) -> None:
+        self.advise = advise
+
+    def get_config(self) -> Any:
+        return wall_clock()
+
+    def setup(self) -> None:
+        ctx = context()
+        self.kernel = AFFINE.kernel("affine")  # skips on a host without a GPU
+        n = ctx.size(64 * 2**20, 3 * THREADS * 4 + 7)  # 256 MiB
+        self.nbytes, self.n, self.index = 4 * n, n, ctx.device.index
+        free, _ = torch.cuda.mem_get_info(ctx.device)
+        if 4 * self.nbytes > free:
+            ctx.skip(f"needs {4 * self.nbytes / 2**20:.0f} MiB of free device memory, {free / 2**20:.0f} MiB free")
+        self.src = randn(n, device=torch.device("cpu"))
+        self.out = torch.empty(n, device=ctx.device)
+        self.host_sum = torch.zeros(1, dtype=torch.float64)
+        self.ptr = int(_ok(_driver().cuMemAllocManaged(self.nbytes, 1), "cuMemAllocManaged"))  # 1: ATTACH_GLOBAL
+        ctypes.memmove(self.ptr, self.src.data_ptr(), self.nbytes)  # the table, written once by the host
+        if self.advise:
+            advise_read_mostly(self.ptr, self.nbytes, self.index)
+        self.table = np.ctypeslib.as_array((ctypes.c_float * n).from_address(self.ptr))  # the CPU's view of it
+        plain = self.src.numpy()
+        host_ms = min(_host_ms(lambda: plain.sum(dtype=np.float64)) for _ in range(3))
+        what = f"the CPU's sum over the table in ordinary host memory ({host_ms:.1f} ms, timed in setup)"
+        self.work = {"bytes": 2 * self.nbytes, "flops": 3 * n} | stated_ceiling(what, host_ms, target_pct=70.0)
+
+    def benchmark_fn(self) -> None:
+        blocks = 4 * (context().facts.cores if context().facts else 1)
+        self.kernel(blocks, THREADS, np.uint64(self.ptr), self.out, np.int64(self.n))
+        torch.cuda.current_stream(self.out.device).synchronize()  # the CPU reads the table after the kernel has
+        self.host_sum[0] = float(self.table.sum(dtype=np.float64))
+
+    def teardown(self) -> None:
+        torch.cuda.synchronize(self.out.device)
+        del self.table
+        _ok(_driver().cuMemFree(_driver().CUdeviceptr(self.ptr)), "cuMemFree")
+        del self.src, self.out
+
+    def get_inputs(self) -> torch.Tensor:
+        return self.src
+
+    def get_output(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.out, self.host_sum
+
+    def get_work(self) -> dict[str, Any]:
+        return self.work
