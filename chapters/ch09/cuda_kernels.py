@@ -1,6 +1,6 @@
-"""Chapter 9's CUDA C++ kernels (``bench.cuda_source``): an fp32 GEMM written by hand, naive and tiled.
-Compiled with NVRTC when a variant sets up on a GPU, and to a CUBIN for sm_90 by the tests on any host
-(tests/chapters/test_cuda_sources.py)."""
+"""Chapter 9's CUDA C++ kernels (``bench.cuda_source``): an fp32 GEMM written by hand, naive, with shared-memory
+tiles, and with shared-memory and register tiles. Compiled with NVRTC when a variant sets up on a GPU, and to a
+CUBIN for sm_90 by the tests on any host (tests/chapters/test_cuda_sources.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 from bench import context, cuda_source
 from chapters.ch01.common import CudaExample, Inputs, randn
 
+TS = 32  # gemm_shared's tile: 32 x 32 threads, one element of C each
 BM, BN, BK = 128, 128, 8  # the tiled kernel's block tile (C rows, C columns) and K step; 256 threads of 8 x 8
 
 GEMM = cuda_source(
@@ -27,6 +28,28 @@ extern "C" __global__ void gemm_naive(const float* __restrict__ A, const float* 
     float acc = 0.f;
     for (int k = 0; k < K; ++k) acc += A[(size_t)row * K + k] * B[(size_t)k * N + col];
     C[(size_t)row * N + col] = acc;
+}
+
+// One thread per element of C, 32 x 32 threads per block, A's and B's 32 x 32 tiles staged in shared memory per
+// K step of 32: each global element is loaded once per block instead of once per FMA, but every FMA still
+// reads its two operands from shared memory (A's value is a broadcast: one row per warp; B's row conflict-free),
+// so shared-memory bandwidth, not the FMA pipes, sets the pace. Any M, N, K (edges read as zeros).
+#define TS 32
+extern "C" __global__ void __launch_bounds__(TS * TS)
+gemm_shared(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K) {
+    __shared__ float As[TS][TS];
+    __shared__ float Bs[TS][TS];
+    const int tx = threadIdx.x % TS, ty = threadIdx.x / TS;
+    const int row = blockIdx.y * TS + ty, col = blockIdx.x * TS + tx;
+    float acc = 0.f;
+    for (int k0 = 0; k0 < K; k0 += TS) {
+        As[ty][tx] = row < M && k0 + tx < K ? A[(size_t)row * K + k0 + tx] : 0.f;
+        Bs[ty][tx] = k0 + ty < K && col < N ? B[(size_t)(k0 + ty) * N + col] : 0.f;
+        __syncthreads();
+        for (int k = 0; k < TS; ++k) acc += As[ty][k] * Bs[k][tx];
+        __syncthreads();  // the tiles are overwritten by the next step
+    }
+    if (row < M && col < N) C[(size_t)row * N + col] = acc;
 }
 
 // A 128 x 128 tile of C per block of 256 threads, each thread an 8 x 8 sub-tile held in registers.
@@ -106,5 +129,13 @@ def tiled_launch(kernel, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) ->
     kernel((n // BN, m // BM), 256, a, b, out, np.int32(m), np.int32(n), np.int32(k))
 
 
+def shared_launch(kernel, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    (m, k), n = a.shape, b.shape[1]
+    kernel(((n + TS - 1) // TS, (m + TS - 1) // TS), TS * TS, a, b, out, np.int32(m), np.int32(n), np.int32(k))
+
+
+LAUNCHES = {"gemm_naive": naive_launch, "gemm_shared": shared_launch, "gemm_tiled": tiled_launch}
+
+
 def gemm(kernel: str) -> CudaExample:
-    return CudaExample(GEMM, kernel, square_operands, naive_launch if kernel == "gemm_naive" else tiled_launch)
+    return CudaExample(GEMM, kernel, square_operands, LAUNCHES[kernel])
