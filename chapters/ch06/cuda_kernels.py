@@ -173,6 +173,7 @@ class ReadShared:
         if self.advise:
             advise_read_mostly(self.ptr, self.nbytes, self.index)
         self.table = np.ctypeslib.as_array((ctypes.c_float * n).from_address(self.ptr))  # the CPU's view of it
+        self.table_view = torch.from_numpy(self.table)  # the input as a tensor over the managed pages (get_inputs)
         plain = self.src.numpy()
         host_ms = min(_host_ms(lambda: plain.sum(dtype=np.float64)) for _ in range(3))
         what = f"the CPU's sum over the table in ordinary host memory ({host_ms:.1f} ms, timed in setup)"
@@ -186,12 +187,13 @@ class ReadShared:
 
     def teardown(self) -> None:
         torch.cuda.synchronize(self.out.device)
-        del self.table
+        del self.table, self.table_view
         _ok(_driver().cuMemFree(_driver().CUdeviceptr(self.ptr)), "cuMemFree")
         del self.src, self.out
 
     def get_inputs(self) -> torch.Tensor:
-        return self.src
+        """The managed table itself (a CPU tensor over its pages): a change there must show in both outputs."""
+        return self.table_view
 
     def get_output(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.out, self.host_sum
