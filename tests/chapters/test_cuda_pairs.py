@@ -211,3 +211,23 @@ def test_the_managed_table_is_read_by_both_processors(smoke: None, advise: bool)
         assert float(host_sum) == pytest.approx(float(bench.src.double().sum()), rel=1e-9)
     finally:
         bench.teardown()
+
+
+@GPU
+def test_the_chain_follows_the_table_and_only_the_optimized_stream_is_favoured(smoke: None) -> None:
+    import importlib
+
+    outs, priorities = [], []
+    for side in ("baseline", "optimized"):
+        bench = importlib.import_module(f"chapters.ch11.{side}_stream_priorities").get_benchmark()
+        try:
+            outs.append(tuple(t.cpu() for t in run(bench)))
+            priorities.append(bench.streams[1].priority)
+            nxt, i = bench.next.cpu().long(), bench.start.cpu().long()
+            for _ in range(bench.links * bench.hops):
+                i = nxt[i]
+        finally:
+            bench.teardown()
+    assert priorities[1] < priorities[0] == 0  # lower number, higher priority
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    assert torch.equal(outs[1][1][-1].long(), i)  # the last link ends where links x hops steps of the cycle lead
