@@ -212,3 +212,65 @@ def partial_sums(kernel: str) -> CudaExample:
         k(out.numel(), THREADS, x, out, np.int64(x.numel()))
 
     return CudaExample(PARTIAL_SUMS, kernel, long_vector, launch)
+
+
+BINS = 256  # shared_atomics: one bin per byte value
+
+BYTE_HISTOGRAM = cuda_source(
+    r"""
+#define THREADS 256
+#define BINS 256
+// Both kernels: a histogram of n bytes (0-255), each thread reading 16 bytes at a time (one uint4, coalesced) with a
+// grid stride and adding each byte's count; the last n % 16 bytes one by one. Only where the adds land differs.
+template <typename Add>
+__device__ __forceinline__ void count_bytes(const unsigned char* __restrict__ x, long long n, Add add) {
+    const long long stride = (long long)gridDim.x * THREADS, first = (long long)blockIdx.x * THREADS + threadIdx.x;
+    const long long vectors = n / 16;
+    for (long long v = first; v < vectors; v += stride) {
+        const uint4 q = reinterpret_cast<const uint4*>(x)[v];  // x is 16-byte aligned (a torch allocation)
+        const unsigned words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w)
+#pragma unroll
+            for (int b = 0; b < 4; ++b) add((words[w] >> (8 * b)) & 0xffu);
+    }
+    for (long long i = vectors * 16 + first; i < n; i += stride) add(x[i]);
+}
+
+// Every byte one atomic add on the histogram in global memory: all 132 SMs' adds meet in the 256 counters' L2
+// lines, where same-address atomics are applied one after another.
+extern "C" __global__ void __launch_bounds__(THREADS)
+byte_histogram_global(const unsigned char* __restrict__ x, unsigned* __restrict__ hist, long long n) {
+    count_bytes(x, n, [&](unsigned bin) { atomicAdd(hist + bin, 1u); });
+}
+
+// Privatized: each block counts into its own 256 counters in shared memory (atomics resolved in the SM), then adds
+// each non-zero counter to the global histogram once: 256 global atomics per block instead of one per byte.
+extern "C" __global__ void __launch_bounds__(THREADS)
+byte_histogram_shared(const unsigned char* __restrict__ x, unsigned* __restrict__ hist, long long n) {
+    __shared__ unsigned counts[BINS];
+    for (int b = threadIdx.x; b < BINS; b += THREADS) counts[b] = 0u;
+    __syncthreads();  // zeroed before any add
+    count_bytes(x, n, [&](unsigned bin) { atomicAdd(counts + bin, 1u); });
+    __syncthreads();  // every add landed before the counters are read
+    for (int b = threadIdx.x; b < BINS; b += THREADS)
+        if (counts[b]) atomicAdd(hist + b, counts[b]);
+}
+""",
+    name="byte_histogram.cu",
+)
+
+
+def pixels() -> Inputs:
+    """shared_atomics: 256 Mi bytes (an 8-bit image stack, 256 MiB) drawn uniformly, and their 256 counts. Smoke: a
+    length that leaves a tail of bytes after the 16-byte vectors.
+
+    Minimum bytes: the bytes read once, the counts written."""
+    ctx = context()
+    n = ctx.size(256 * 2**20 + 9, 5 * 16 * THREADS + 9)
+    x = torch.randint(256, (n,), generator=generator(), device=ctx.device, dtype=torch.uint8)
+    return (x,), torch.empty(BINS, device=x.device, dtype=torch.int32), {"bytes": n + 4 * BINS}
+
+
+def byte_histogram(kernel: str) -> CudaExample:
+    return CudaExample(BYTE_HISTOGRAM, kernel, pixels, count_launch)

@@ -231,3 +231,18 @@ def test_the_chain_follows_the_table_and_only_the_optimized_stream_is_favoured(s
     assert priorities[1] < priorities[0] == 0  # lower number, higher priority
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
     assert torch.equal(outs[1][1][-1].long(), i)  # the last link ends where links x hops steps of the cycle lead
+
+
+@GPU
+@pytest.mark.parametrize("kernel", ["byte_histogram_global", "byte_histogram_shared"])
+def test_byte_histograms_count_every_byte(smoke: None, kernel: str) -> None:
+    from chapters.ch08.cuda_kernels import byte_histogram
+
+    bench = byte_histogram(kernel)
+    try:
+        out = run(bench)
+        (x,) = bench.args
+        assert x.numel() % 16  # a tail after the 16-byte vectors
+        assert torch.equal(out.long(), torch.bincount(x.long(), minlength=256))
+    finally:
+        bench.teardown()
