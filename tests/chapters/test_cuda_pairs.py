@@ -246,3 +246,27 @@ def test_byte_histograms_count_every_byte(smoke: None, kernel: str) -> None:
         assert torch.equal(out.long(), torch.bincount(x.long(), minlength=256))
     finally:
         bench.teardown()
+
+
+def test_the_tensor_core_kernel_issues_mma_and_keeps_cuda_gemms_registers() -> None:
+    from chapters.ch09.cuda_kernels import GEMM
+
+    mma, simt = entry(GEMM, "gemm_mma_bf16"), entry(GEMM, "gemm_tiled_bf16")
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in mma and "mma.sync" not in simt
+    res = GEMM.compile("sm_90").kernels
+    assert abs(res["gemm_tiled_bf16"].registers - res["gemm_tiled"].registers) <= 8  # one body, bf16 widened on load
+
+
+@GPU
+@pytest.mark.parametrize("kernel", ["gemm_tiled_bf16", "gemm_mma_bf16"])
+def test_bf16_gemms_match_torch(smoke: None, kernel: str) -> None:
+    from chapters.ch09.cuda_kernels import bf16_gemm
+
+    bench = bf16_gemm(kernel)
+    try:
+        out = run(bench)
+        a, b = bench.args
+        ref = a.double() @ b.double()  # the bf16 values exactly; their products are exact in fp32
+        assert float((out.double() - ref).norm() / ref.norm()) < 1e-5
+    finally:
+        bench.teardown()
