@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from bench import context, cuda_source, time_alone
-from chapters.ch01.common import stated_ceiling
+from chapters.ch01.common import cuda_driver, driver_ok, stated_ceiling
 from chapters.ch06.common import randn, wall_clock
 
 THREADS = 256
@@ -33,22 +33,8 @@ extern "C" __global__ void affine(const float* __restrict__ x, float* __restrict
 )
 
 
-def _driver() -> Any:
-    from cuda.bindings import driver
-
-    return driver
-
-
-def _ok(result: Any, what: str) -> Any:
-    """A driver call's (CUresult, values...): the values, or a RuntimeError naming the call and the error."""
-    status, *values = result
-    if int(status) != 0:
-        raise RuntimeError(f"{what} failed: {status!r}")
-    return values[0] if values else None
-
-
 def device_location(index: int) -> Any:
-    driver = _driver()
+    driver = cuda_driver()
     loc = driver.CUmemLocation()
     loc.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
     loc.id = index
@@ -59,15 +45,34 @@ def prefetch(ptr: int, nbytes: int, index: int, stream: int) -> None:
     """Queue the migration of ``nbytes`` of managed memory to GPU ``index`` on ``stream`` (bulk copies over the link
     instead of page faults). CUDA 13's ``cuMemPrefetchAsync`` takes a location and flags; CUDA 12 names that
     form ``cuMemPrefetchAsync_v2``."""
-    driver = _driver()
+    driver = cuda_driver()
     call = getattr(driver, "cuMemPrefetchAsync_v2", driver.cuMemPrefetchAsync)
-    _ok(call(driver.CUdeviceptr(ptr), nbytes, device_location(index), 0, driver.CUstream(stream)), "cuMemPrefetchAsync")
+    where = device_location(index)
+    driver_ok(call(driver.CUdeviceptr(ptr), nbytes, where, 0, driver.CUstream(stream)), "cuMemPrefetchAsync")
 
 
 def _host_ms(fn: Any) -> float:
     start = time.perf_counter()
     fn()
     return (time.perf_counter() - start) * 1e3
+
+
+def managed_start(obj: Any) -> int:
+    """What both managed pairs set up first, as attributes of ``obj``: ``kernel`` (``affine``; skips on a host without
+    a GPU), ``src`` (64 Mi fp32 on the host, 256 MiB; smoke: a ragged length), ``out`` on the device, ``ptr``: a
+    ``cuMemAllocManaged`` buffer of ``nbytes``, kept under a quarter of the device's free memory (skipped otherwise),
+    ``n``, ``index``. Returns n."""
+    ctx = context()
+    obj.kernel = AFFINE.kernel("affine")
+    n = ctx.size(64 * 2**20, 3 * THREADS * 4 + 7)
+    obj.nbytes, obj.n, obj.index = 4 * n, n, ctx.device.index
+    free, _ = torch.cuda.mem_get_info(ctx.device)
+    if 4 * obj.nbytes > free:
+        ctx.skip(f"needs {4 * obj.nbytes / 2**20:.0f} MiB of free device memory, {free / 2**20:.0f} MiB free")
+    obj.src = randn(n, device=torch.device("cpu"))
+    obj.out = torch.empty(n, device=ctx.device)
+    obj.ptr = int(driver_ok(cuda_driver().cuMemAllocManaged(obj.nbytes, 1), "cuMemAllocManaged"))  # 1: ATTACH_GLOBAL
+    return n
 
 
 class Managed:
@@ -85,17 +90,7 @@ class Managed:
         return wall_clock()
 
     def setup(self) -> None:
-        ctx = context()
-        self.kernel = AFFINE.kernel("affine")  # skips on a host without a GPU
-        n = ctx.size(64 * 2**20, 3 * THREADS * 4 + 7)  # 256 MiB
-        self.nbytes = 4 * n
-        free, _ = torch.cuda.mem_get_info(ctx.device)
-        if 4 * self.nbytes > free:
-            ctx.skip(f"needs {4 * self.nbytes / 2**20:.0f} MiB of free device memory, {free / 2**20:.0f} MiB free")
-        self.src = randn(n, device=torch.device("cpu"))
-        self.out = torch.empty(n, device=ctx.device)
-        self.ptr = int(_ok(_driver().cuMemAllocManaged(self.nbytes, 1), "cuMemAllocManaged"))  # 1: ATTACH_GLOBAL
-        self.n, self.index = n, ctx.device.index
+        n = managed_start(self)
         self.work = {"bytes": self.nbytes, "flops": 2 * n} | self.ceiling()
 
     def ceiling(self) -> dict[str, Any]:
@@ -119,7 +114,7 @@ class Managed:
 
     def teardown(self) -> None:
         torch.cuda.synchronize(self.out.device)
-        _ok(_driver().cuMemFree(_driver().CUdeviceptr(self.ptr)), "cuMemFree")
+        driver_ok(cuda_driver().cuMemFree(cuda_driver().CUdeviceptr(self.ptr)), "cuMemFree")
         del self.src, self.out
 
     def get_inputs(self) -> torch.Tensor:
@@ -136,10 +131,10 @@ def advise_read_mostly(ptr: int, nbytes: int, index: int) -> None:
     """``cuMemAdvise(SET_READ_MOSTLY)`` on a managed range: a processor that reads a page gets a read-only copy of
     its own instead of taking the page away from the others; a write anywhere drops the copies. CUDA 13's
     ``cuMemAdvise`` takes a location (ignored for this advice); CUDA 12 names that form ``cuMemAdvise_v2``."""
-    driver = _driver()
+    driver = cuda_driver()
     call = getattr(driver, "cuMemAdvise_v2", driver.cuMemAdvise)
     advice = driver.CUmem_advise.CU_MEM_ADVISE_SET_READ_MOSTLY
-    _ok(call(driver.CUdeviceptr(ptr), nbytes, advice, device_location(index)), "cuMemAdvise(SET_READ_MOSTLY)")
+    driver_ok(call(driver.CUdeviceptr(ptr), nbytes, advice, device_location(index)), "cuMemAdvise(SET_READ_MOSTLY)")
 
 
 class ReadShared:
@@ -158,17 +153,8 @@ class ReadShared:
         return wall_clock()
 
     def setup(self) -> None:
-        ctx = context()
-        self.kernel = AFFINE.kernel("affine")  # skips on a host without a GPU
-        n = ctx.size(64 * 2**20, 3 * THREADS * 4 + 7)  # 256 MiB
-        self.nbytes, self.n, self.index = 4 * n, n, ctx.device.index
-        free, _ = torch.cuda.mem_get_info(ctx.device)
-        if 4 * self.nbytes > free:
-            ctx.skip(f"needs {4 * self.nbytes / 2**20:.0f} MiB of free device memory, {free / 2**20:.0f} MiB free")
-        self.src = randn(n, device=torch.device("cpu"))
-        self.out = torch.empty(n, device=ctx.device)
+        n = managed_start(self)
         self.host_sum = torch.zeros(1, dtype=torch.float64)
-        self.ptr = int(_ok(_driver().cuMemAllocManaged(self.nbytes, 1), "cuMemAllocManaged"))  # 1: ATTACH_GLOBAL
         ctypes.memmove(self.ptr, self.src.data_ptr(), self.nbytes)  # the table, written once by the host
         if self.advise:
             advise_read_mostly(self.ptr, self.nbytes, self.index)
@@ -188,7 +174,7 @@ class ReadShared:
     def teardown(self) -> None:
         torch.cuda.synchronize(self.out.device)
         del self.table, self.table_view
-        _ok(_driver().cuMemFree(_driver().CUdeviceptr(self.ptr)), "cuMemFree")
+        driver_ok(cuda_driver().cuMemFree(cuda_driver().CUdeviceptr(self.ptr)), "cuMemFree")
         del self.src, self.out
 
     def get_inputs(self) -> torch.Tensor:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from bench import context, cuda_source
+from chapters.ch01.common import cuda_driver, driver_ok
 from chapters.ch12.common import Shell, randn
 
 THREADS = 256
@@ -95,20 +96,6 @@ jacobi_result(const float* __restrict__ x0, const float* __restrict__ x1, const 
 )
 
 
-def _driver() -> Any:
-    from cuda.bindings import driver
-
-    return driver
-
-
-def _ok(result: Any, what: str) -> Any:
-    """A driver call's (CUresult, values...): the values, or a RuntimeError naming the call and the error."""
-    status, *values = result
-    if int(status) != 0:
-        raise RuntimeError(f"{what} failed: {status!r}")
-    return values[0] if len(values) == 1 else values or None
-
-
 class Converge(Shell):
     """converge: Jacobi sweeps on ``b`` until converged (module docstring); each call starts again from x = 0.
 
@@ -183,23 +170,23 @@ class GraphLoop(Converge):
 
     def loop(self) -> None:
         stream = torch.cuda.current_stream(self.b.device).cuda_stream
-        _ok(_driver().cuGraphLaunch(self.exec, _driver().CUstream(stream)), "cuGraphLaunch")
+        driver_ok(cuda_driver().cuGraphLaunch(self.exec, cuda_driver().CUstream(stream)), "cuGraphLaunch")
 
     def teardown(self) -> None:
         if getattr(self, "teardown_graph", False):
             torch.cuda.synchronize(self.b.device)
-            _ok(_driver().cuGraphExecDestroy(self.exec), "cuGraphExecDestroy")
-            _ok(_driver().cuGraphDestroy(self.graph), "cuGraphDestroy")
+            driver_ok(cuda_driver().cuGraphExecDestroy(self.exec), "cuGraphExecDestroy")
+            driver_ok(cuda_driver().cuGraphDestroy(self.graph), "cuGraphDestroy")
         super().teardown()
 
 
 def build_while_graph(body: Any) -> tuple[Any, Any]:
     """A graph of one conditional WHILE node (its condition 1 at each launch, so the body runs at least once), the
     body captured from ``body(stream, handle)`` on a side stream; the graph and its executable form."""
-    driver = _driver()
-    graph = _ok(driver.cuGraphCreate(0), "cuGraphCreate")
-    ctx = _ok(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    handle = _ok(driver.cuGraphConditionalHandleCreate(graph, ctx, 1, driver.CU_GRAPH_COND_ASSIGN_DEFAULT),
+    driver = cuda_driver()
+    graph = driver_ok(driver.cuGraphCreate(0), "cuGraphCreate")
+    ctx = driver_ok(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    handle = driver_ok(driver.cuGraphConditionalHandleCreate(graph, ctx, 1, driver.CU_GRAPH_COND_ASSIGN_DEFAULT),
                  "cuGraphConditionalHandleCreate")  # fmt: skip
     params = driver.CUgraphNodeParams()
     params.type = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
@@ -207,15 +194,15 @@ def build_while_graph(body: Any) -> tuple[Any, Any]:
     params.conditional.type = driver.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE
     params.conditional.size = 1
     params.conditional.ctx = ctx
-    _ok(driver.cuGraphAddNode(graph, None, None, 0, params), "cuGraphAddNode (conditional)")
+    driver_ok(driver.cuGraphAddNode(graph, None, None, 0, params), "cuGraphAddNode (conditional)")
     if not params.conditional.phGraph_out:  # cuda-bindings >= 12.4 fills it with the node's body graph
         raise RuntimeError("cuGraphAddNode returned no body graph for the conditional node (cuda-bindings >= 12.4)")
     stream = torch.cuda.Stream(device=torch.cuda.current_device())
     mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-    _ok(driver.cuStreamBeginCaptureToGraph(driver.CUstream(stream.cuda_stream), params.conditional.phGraph_out[0],
+    driver_ok(driver.cuStreamBeginCaptureToGraph(driver.CUstream(stream.cuda_stream), params.conditional.phGraph_out[0],
                                            None, None, 0, mode), "cuStreamBeginCaptureToGraph")  # fmt: skip
     try:
         body(stream, handle)
     finally:
-        _ok(driver.cuStreamEndCapture(driver.CUstream(stream.cuda_stream)), "cuStreamEndCapture")
-    return graph, _ok(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        driver_ok(driver.cuStreamEndCapture(driver.CUstream(stream.cuda_stream)), "cuStreamEndCapture")
+    return graph, driver_ok(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
