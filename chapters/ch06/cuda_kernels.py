@@ -33,18 +33,20 @@ extern "C" __global__ void affine(const float* __restrict__ x, float* __restrict
 )
 
 
-def device_location(index: int) -> Any:
+def device_location(index: int | None) -> Any:
+    """GPU ``index`` as a driver memory location; None: the host."""
     driver = cuda_driver()
     loc = driver.CUmemLocation()
-    loc.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-    loc.id = index
+    kind = "HOST" if index is None else "DEVICE"
+    loc.type = getattr(driver.CUmemLocationType, f"CU_MEM_LOCATION_TYPE_{kind}")
+    loc.id = 0 if index is None else index
     return loc
 
 
-def prefetch(ptr: int, nbytes: int, index: int, stream: int) -> None:
-    """Queue the migration of ``nbytes`` of managed memory to GPU ``index`` on ``stream`` (bulk copies over the link
-    instead of page faults). CUDA 13's ``cuMemPrefetchAsync`` takes a location and flags; CUDA 12 names that
-    form ``cuMemPrefetchAsync_v2``."""
+def prefetch(ptr: int, nbytes: int, index: int | None, stream: int) -> None:
+    """Queue the migration of ``nbytes`` of managed memory to GPU ``index`` (None: to the host) on ``stream`` (bulk
+    copies over the link instead of page faults). CUDA 13's ``cuMemPrefetchAsync`` takes a location and flags;
+    CUDA 12 names that form ``cuMemPrefetchAsync_v2``."""
     driver = cuda_driver()
     call = getattr(driver, "cuMemPrefetchAsync_v2", driver.cuMemPrefetchAsync)
     where = device_location(index)
@@ -137,7 +139,27 @@ def advise_read_mostly(ptr: int, nbytes: int, index: int) -> None:
     driver_ok(call(driver.CUdeviceptr(ptr), nbytes, advice, device_location(index)), "cuMemAdvise(SET_READ_MOSTLY)")
 
 
-class ReadShared:
+class ManagedShell:
+    """What managed_advice and managed_readback share: the wall clock (the CPU's part is part of the call), the work,
+    and a teardown that frees the managed buffer (``managed_start``) once the device is idle."""
+
+    work: dict[str, Any]
+
+    def get_config(self) -> Any:
+        return wall_clock()
+
+    def get_work(self) -> dict[str, Any]:
+        return self.work
+
+    def teardown(self) -> None:
+        torch.cuda.synchronize(self.out.device)
+        for view in ("table", "table_view"):  # no view of the buffer outlives it
+            vars(self).pop(view, None)
+        driver_ok(cuda_driver().cuMemFree(cuda_driver().CUdeviceptr(self.ptr)), "cuMemFree")
+        vars(self).clear()
+
+
+class ReadShared(ManagedShell):
     """managed_advice: a 256 MiB table in managed memory, written by the host once in setup, then read every call
     by the GPU (``affine`` into ``out``) and, after it, by the CPU (a float64 sum over every element).
 
@@ -148,9 +170,6 @@ class ReadShared:
 
     def __init__(self, advise: bool) -> None:
         self.advise = advise
-
-    def get_config(self) -> Any:
-        return wall_clock()
 
     def setup(self) -> None:
         n = managed_start(self)
@@ -171,12 +190,6 @@ class ReadShared:
         torch.cuda.current_stream(self.out.device).synchronize()  # the CPU reads the table after the kernel has
         self.host_sum[0] = float(self.table.sum(dtype=np.float64))
 
-    def teardown(self) -> None:
-        torch.cuda.synchronize(self.out.device)
-        del self.table, self.table_view
-        driver_ok(cuda_driver().cuMemFree(cuda_driver().CUdeviceptr(self.ptr)), "cuMemFree")
-        del self.src, self.out
-
     def get_inputs(self) -> torch.Tensor:
         """The managed table itself (a CPU tensor over its pages): a change there must show in both outputs."""
         return self.table_view
@@ -184,5 +197,51 @@ class ReadShared:
     def get_output(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.out, self.host_sum
 
-    def get_work(self) -> dict[str, Any]:
-        return self.work
+
+SAMPLE_STRIDE = 4099  # managed_readback: every 4099th element (one per ~16 KiB) copied out as a second output
+
+
+class ReadBack(ManagedShell):
+    """managed_readback: each call a kernel writes 256 MiB (``affine`` of a device tensor) into a managed buffer, then
+    the CPU reads all of it (a float64 sum, and every SAMPLE_STRIDE-th value copied out).
+
+    ``prefetch``: the one difference, ``cuMemPrefetchAsync`` of the buffer to the host on the kernel's stream before
+    the host waits. Without it the pages stay on the GPU and the CPU's first touch of each one faults. Both sides
+    pay alike for the kernel's own faults (the pages come back to the GPU each call, after the CPU read them)."""
+
+    def __init__(self, prefetch: bool) -> None:
+        self.prefetch = prefetch
+
+    def setup(self) -> None:
+        n = managed_start(self)
+        self.x = self.src.to(self.out.device)
+        self.host_sum = torch.zeros(1, dtype=torch.float64)
+        self.sample = torch.empty((n + SAMPLE_STRIDE - 1) // SAMPLE_STRIDE)
+        self.table = np.ctypeslib.as_array((ctypes.c_float * n).from_address(self.ptr))  # the CPU's view of it
+        self.work = {"bytes": 2 * self.nbytes, "flops": 3 * n} | self.ceiling()
+
+    def ceiling(self) -> dict[str, Any]:
+        """The least a call can take: the bytes copied to pinned host memory (the link's rate) plus the CPU's sum over
+        ordinary host memory, both timed in setup. Target 50 %: the kernel's own page faults come on top."""
+        pinned, plain = torch.empty(self.n, pin_memory=True), self.src.numpy()
+        link_ms = time_alone(lambda: pinned.copy_(self.x, non_blocking=True))
+        host_ms = min(_host_ms(lambda: plain.sum(dtype=np.float64)) for _ in range(3))
+        gbps = context().record("d2h_gbps", round(self.nbytes / (link_ms * 1e6), 1))
+        what = f"a pinned device-to-host copy ({gbps} GB/s) plus the CPU's sum ({host_ms:.1f} ms), timed in setup"
+        return stated_ceiling(what, link_ms + host_ms, target_pct=50.0)
+
+    def benchmark_fn(self) -> None:
+        stream = torch.cuda.current_stream(self.x.device)
+        blocks = 4 * (context().facts.cores if context().facts else 1)
+        self.kernel(blocks, THREADS, self.x, np.uint64(self.ptr), np.int64(self.n))
+        if self.prefetch:
+            prefetch(self.ptr, self.nbytes, None, stream.cuda_stream)
+        stream.synchronize()  # the CPU reads what the kernel wrote
+        self.host_sum[0] = float(self.table.sum(dtype=np.float64))
+        self.sample.copy_(torch.from_numpy(self.table[::SAMPLE_STRIDE]))
+
+    def get_inputs(self) -> torch.Tensor:
+        return self.x
+
+    def get_output(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.host_sum, self.sample

@@ -84,6 +84,7 @@ def test_only_the_graph_check_sets_the_condition() -> None:
 def jacobi_sweeps(b: torch.Tensor, tol: float, max_iters: int) -> tuple[torch.Tensor, int]:
     """The sweeps of jacobi.cu in fp32 on the CPU, in the kernel's order of operations: x and the sweep count."""
     x, zero, done = torch.zeros_like(b), torch.zeros(1), 0
+    tol = float(torch.tensor(tol, dtype=torch.float32))  # the kernel compares with an fp32 tolerance
     while True:
         v = (b + torch.cat([zero, x[:-1]]) + torch.cat([x[1:], zero])) / torch.tensor(2.02)
         change, x, done = float((v - x).abs().max()), v, done + 1
@@ -268,5 +269,20 @@ def test_bf16_gemms_match_torch(smoke: None, kernel: str) -> None:
         a, b = bench.args
         ref = a.double() @ b.double()  # the bf16 values exactly; their products are exact in fp32
         assert float((out.double() - ref).norm() / ref.norm()) < 1e-5
+    finally:
+        bench.teardown()
+
+
+@GPU
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_the_cpu_reads_back_what_the_kernel_wrote(smoke: None, prefetch: bool) -> None:
+    from chapters.ch06.cuda_kernels import SAMPLE_STRIDE, ReadBack
+
+    bench = ReadBack(prefetch)
+    try:
+        host_sum, sample = run(bench)
+        expected = bench.x.cpu() * 2 + 1
+        assert float(host_sum) == pytest.approx(float(expected.double().sum()), rel=1e-9)
+        assert torch.equal(sample, expected[::SAMPLE_STRIDE])
     finally:
         bench.teardown()
