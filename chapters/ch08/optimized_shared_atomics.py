@@ -3,7 +3,7 @@
 The one change (``byte_histogram_shared``, cuda_kernels.BYTE_HISTOGRAM): each block zeroes 256 counters in shared
 memory, adds its bytes there (shared-memory atomics, resolved inside the SM, 1056 copies of the histogram spreading
 the contention), and at the end adds each non-zero counter to the global histogram once: 256 global atomics per
-block instead of one per byte (270 Ki in all instead of 256 Mi).
+block instead of one per byte (264 Ki in all on an H200 instead of 256 Mi).
 
 Expected (predicted): 10x or more faster, towards the read bandwidth.
 

@@ -1,6 +1,6 @@
 """A latency-critical chain of 32 small kernels beside a GPU-filling bulk kernel, both streams at one priority.
 
-cuda_kernels.Priorities: ``fma_rows`` (cuda_kernels.PRIORITY), 338 Ki blocks of 128 threads (16 per SM, ~160
+cuda_kernels.Priorities: ``fma_rows`` (cuda_kernels.PRIORITY), 330 Ki blocks of 128 threads (16 per SM, ~160
 waves of ~17 µs on an H200) of FMA chains at the fp32 peak, on one side stream; then 32 launches of ``chase``, one
 warp following random pointers through a 128 MiB table (64 dependent DRAM loads, ~50 µs each), each link starting
 where the last one ended, on another. At equal priority the block scheduler hands freed SM slots to the bulk
