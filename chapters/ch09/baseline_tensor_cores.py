@@ -2,7 +2,7 @@
 
 ``gemm_tiled_bf16`` (cuda_kernels.GEMM): ``gemm_tiled``'s 128 x 128 block tiles and 8 x 8 register tiles per thread,
 the bf16 operands widened to fp32 as they are staged in shared memory, then fp32 FMAs: at best the fp32 FMA peak
-(~60 TFLOP/s on an H200), an order of magnitude under what the tensor cores do with the same bf16 operands.
+(~51 TFLOP/s measured on the H200), an order of magnitude under what the tensor cores do with the same bf16 operands.
 
 Expected (predicted, not yet run on a GPU): as ``cuda_gemm``'s optimized side (~5 ms, ~half the fp32 peak).
 

@@ -6,7 +6,7 @@ NVRTC when a variant sets up on a GPU, and to a CUBIN for sm_90 by the tests on 
 The problem (``converge``): Jacobi sweeps for the tridiagonal system (2 + SHIFT) x_i - x_(i-1) - x_(i+1) = b_i (zero
 beyond the ends), from x = 0, until the largest change of a sweep is at most TOL (or MAX_ITERS sweeps). Each sweep is
 one small kernel (``jacobi_sweep``: 1 Mi points, 12 MiB, L2-resident) that also folds its largest change into a
-device word; a one-thread kernel then decides whether to go on. ~850 sweeps per call at full size; both sides run
+device word; a one-thread kernel then decides whether to go on. ~810 sweeps per call at full size; both sides run
 the same sweeps in the same order, stop at the same sweep (a maximum is exact in any order) and agree bit for bit.
 """
 
@@ -23,7 +23,7 @@ from chapters.ch12.common import Shell, randn
 
 THREADS = 256
 TOL, MAX_ITERS = 1e-4, 5000  # the stop: the largest change of a sweep, the most sweeps (the kernel's SHIFT = 0.02
-# makes each sweep shrink the error by ~0.99: ~850 sweeps from x = 0)
+# makes each sweep shrink the error by ~0.99: ~810 sweeps from x = 0)
 
 JACOBI = cuda_source(
     r"""
