@@ -186,8 +186,8 @@ def build_while_graph(body: Any) -> tuple[Any, Any]:
     driver = cuda_driver()
     graph = driver_ok(driver.cuGraphCreate(0), "cuGraphCreate")
     ctx = driver_ok(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    handle = driver_ok(driver.cuGraphConditionalHandleCreate(graph, ctx, 1, driver.CU_GRAPH_COND_ASSIGN_DEFAULT),
-                 "cuGraphConditionalHandleCreate")  # fmt: skip
+    create = driver.cuGraphConditionalHandleCreate(graph, ctx, 1, driver.CU_GRAPH_COND_ASSIGN_DEFAULT)
+    handle = driver_ok(create, "cuGraphConditionalHandleCreate")
     params = driver.CUgraphNodeParams()
     params.type = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
     params.conditional.handle = handle
@@ -199,10 +199,11 @@ def build_while_graph(body: Any) -> tuple[Any, Any]:
         raise RuntimeError("cuGraphAddNode returned no body graph for the conditional node (cuda-bindings >= 12.4)")
     stream = torch.cuda.Stream(device=torch.cuda.current_device())
     mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-    driver_ok(driver.cuStreamBeginCaptureToGraph(driver.CUstream(stream.cuda_stream), params.conditional.phGraph_out[0],
-                                           None, None, 0, mode), "cuStreamBeginCaptureToGraph")  # fmt: skip
+    body_graph, capture = params.conditional.phGraph_out[0], driver.CUstream(stream.cuda_stream)
+    begin = driver.cuStreamBeginCaptureToGraph(capture, body_graph, None, None, 0, mode)
+    driver_ok(begin, "cuStreamBeginCaptureToGraph")
     try:
         body(stream, handle)
     finally:
-        driver_ok(driver.cuStreamEndCapture(driver.CUstream(stream.cuda_stream)), "cuStreamEndCapture")
+        driver_ok(driver.cuStreamEndCapture(capture), "cuStreamEndCapture")
     return graph, driver_ok(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
