@@ -187,7 +187,7 @@ class ReadShared(ManagedShell):
     def benchmark_fn(self) -> None:
         blocks = 4 * (context().facts.cores if context().facts else 1)
         self.kernel(blocks, THREADS, np.uint64(self.ptr), self.out, np.int64(self.n))
-        torch.cuda.current_stream(self.out.device).synchronize()  # the CPU reads the table after the kernel has
+        torch.cuda.current_stream(self.out.device).synchronize()  # the CPU reads once the kernel is done
         self.host_sum[0] = float(self.table.sum(dtype=np.float64))
 
     def get_inputs(self) -> torch.Tensor:
