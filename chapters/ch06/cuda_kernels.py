@@ -129,14 +129,17 @@ class Managed:
         return self.work
 
 
-def advise_read_mostly(ptr: int, nbytes: int, index: int) -> None:
-    """``cuMemAdvise(SET_READ_MOSTLY)`` on a managed range: a processor that reads a page gets a read-only copy of
-    its own instead of taking the page away from the others; a write anywhere drops the copies. CUDA 13's
-    ``cuMemAdvise`` takes a location (ignored for this advice); CUDA 12 names that form ``cuMemAdvise_v2``."""
+def advise(ptr: int, nbytes: int, what: str, index: int | None) -> None:
+    """``cuMemAdvise(SET_<what>)`` on a managed range, for GPU ``index`` (None: the host). READ_MOSTLY: a processor
+    that reads a page gets a read-only copy of its own instead of taking the page away from the others (a write
+    anywhere drops the copies; the location is ignored). PREFERRED_LOCATION: the pages' home, where the driver keeps
+    them rather than migrate them on a fault. ACCESSED_BY: the processor keeps the pages mapped wherever they are, so
+    its accesses go over the link instead of faulting. CUDA 13's ``cuMemAdvise`` takes a location; CUDA 12 names
+    that form ``cuMemAdvise_v2``."""
     driver = cuda_driver()
     call = getattr(driver, "cuMemAdvise_v2", driver.cuMemAdvise)
-    advice = driver.CUmem_advise.CU_MEM_ADVISE_SET_READ_MOSTLY
-    driver_ok(call(driver.CUdeviceptr(ptr), nbytes, advice, device_location(index)), "cuMemAdvise(SET_READ_MOSTLY)")
+    advice = getattr(driver.CUmem_advise, f"CU_MEM_ADVISE_SET_{what}")
+    driver_ok(call(driver.CUdeviceptr(ptr), nbytes, advice, device_location(index)), f"cuMemAdvise(SET_{what})")
 
 
 class ManagedShell:
@@ -163,8 +166,8 @@ class ReadShared(ManagedShell):
     """managed_advice: a 256 MiB table in managed memory, written by the host once in setup, then read every call
     by the GPU (``affine`` into ``out``) and, after it, by the CPU (a float64 sum over every element).
 
-    ``advise``: the one difference, ``advise_read_mostly`` in setup. Without it each page lives in one place: the
-    kernel's first touch migrates it to the GPU, the CPU's read migrates it back, every call. Timed with the wall
+    ``advise``: the one difference, the range advised READ_MOSTLY in setup. Without it each page lives in one place:
+    the kernel's first touch migrates it to the GPU, the CPU's read migrates it back, every call. Timed with the wall
     clock: the CPU's read is part of the call. Outputs: ``out`` and the host's sum.
     """
 
@@ -176,7 +179,7 @@ class ReadShared(ManagedShell):
         self.host_sum = torch.zeros(1, dtype=torch.float64)
         ctypes.memmove(self.ptr, self.src.data_ptr(), self.nbytes)  # the table, written once by the host
         if self.advise:
-            advise_read_mostly(self.ptr, self.nbytes, self.index)
+            advise(self.ptr, self.nbytes, "READ_MOSTLY", self.index)
         self.table = np.ctypeslib.as_array((ctypes.c_float * n).from_address(self.ptr))  # the CPU's view of it
         self.table_view = torch.from_numpy(self.table)  # the input as a tensor over the managed pages (get_inputs)
         plain = self.src.numpy()
@@ -245,3 +248,77 @@ class ReadBack(ManagedShell):
 
     def get_output(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.host_sum, self.sample
+
+
+ROW_FLOATS = 64  # managed_placement: fp32 per table row (256 bytes)
+
+GATHER = cuda_source(
+    r"""
+#define ROW_FLOATS 64
+// out[j] = table[idx[j]] for rows of 64 fp32, one thread per element (64 lanes read one row's 256 bytes)
+extern "C" __global__ void gather_rows(const float* __restrict__ table, const int* __restrict__ idx,
+                                       float* __restrict__ out, int rows) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < (long long)rows * ROW_FLOATS) out[e] = table[(long long)idx[e / ROW_FLOATS] * ROW_FLOATS + e % ROW_FLOATS];
+}
+""",
+    name="gather_rows.cu",
+)
+
+
+class Placement(ManagedShell):
+    """managed_placement: a table of 1 Mi rows of 64 fp32 (256 MiB, an embedding table) in managed memory. Each call
+    the CPU rewrites 4096 rows (the same rows with the same values every call, so every call leaves the table as
+    setup's untimed call did), then the GPU gathers 64 Ki random rows (16 MiB) into ``gathered``.
+
+    ``placed``: the one difference, two advices in setup: PREFERRED_LOCATION the host (the table's home) and
+    ACCESSED_BY the GPU (the GPU keeps the host pages mapped and reads them over the link). Without them each page
+    lives where it was last touched: the gather's faults pull pages to the GPU, the CPU's writes fault them back.
+    Timed with the wall clock (the CPU's writes are part of the call)."""
+
+    def __init__(self, placed: bool) -> None:
+        self.placed = placed
+
+    def setup(self) -> None:
+        ctx = context()
+        self.gather = GATHER.kernel("gather_rows")  # skips on a host without a GPU
+        n = managed_start(self)
+        ctypes.memmove(self.ptr, self.src.data_ptr(), self.nbytes)  # the table, written by the host
+        if self.placed:
+            advise(self.ptr, self.nbytes, "PREFERRED_LOCATION", None)
+            advise(self.ptr, self.nbytes, "ACCESSED_BY", self.index)
+        rows = n // ROW_FLOATS
+        self.table = np.ctypeslib.as_array((ctypes.c_float * (rows * ROW_FLOATS)).from_address(self.ptr))
+        self.table_view = torch.from_numpy(self.table)  # the input as a tensor over the managed pages (get_inputs)
+        updates, lookups = ctx.size((4096, 64 * 1024), (5, 37))
+        gen = torch.Generator().manual_seed(ctx.seed + 2)
+        self.updated = torch.randperm(rows, generator=gen)[:updates].numpy()
+        self.new_rows = torch.randn(updates, ROW_FLOATS, generator=gen).numpy()
+        self.idx = torch.randint(rows, (lookups,), generator=gen, dtype=torch.int32).to(ctx.device)
+        self.gathered = torch.empty(lookups, ROW_FLOATS, device=ctx.device)
+        self.benchmark_fn()  # the table as every call leaves it: the updated rows hold new_rows from here on
+        self.work = {"bytes": (updates + lookups) * ROW_FLOATS * 4} | self.ceiling(updates, lookups)
+
+    def ceiling(self, updates: int, lookups: int) -> dict[str, Any]:
+        """The least a call can take: the CPU's row writes into ordinary memory plus the gathered bytes copied from
+        pinned memory (the link's rate), both timed in setup. Target 25 %: 256-byte reads across the link each pay
+        its latency, which a bulk copy does not."""
+        plain = self.src.numpy()[: self.table.size].reshape(-1, ROW_FLOATS).copy()  # the table in ordinary memory
+        write_ms = min(_host_ms(lambda: plain.__setitem__(self.updated, self.new_rows)) for _ in range(3))
+        scratch, pinned = torch.empty_like(self.gathered), torch.empty(self.gathered.shape, pin_memory=True)
+        link_ms = time_alone(lambda: scratch.copy_(pinned, non_blocking=True))
+        what = f"the CPU's row writes ({write_ms:.2f} ms) plus the gathered bytes over the link, timed in setup"
+        return stated_ceiling(what, write_ms + link_ms, target_pct=25.0)
+
+    def benchmark_fn(self) -> None:
+        self.table.reshape(-1, ROW_FLOATS)[self.updated] = self.new_rows  # the CPU's writes
+        elements = self.gathered.numel()
+        self.gather((elements + THREADS - 1) // THREADS, THREADS, np.uint64(self.ptr), self.idx, self.gathered,
+                    np.int32(self.idx.numel()))  # fmt: skip
+        torch.cuda.current_stream(self.gathered.device).synchronize()  # the next call's writes come after the reads
+
+    def get_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.table_view, self.idx
+
+    def get_output(self) -> torch.Tensor:
+        return self.gathered

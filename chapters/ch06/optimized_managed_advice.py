@@ -1,6 +1,6 @@
 """The same managed table with ``cuMemAdvise(SET_READ_MOSTLY)``: each processor keeps its own read-only copy.
 
-The one change (cuda_kernels.advise_read_mostly, in setup): the range is advised read-mostly. A processor that
+The one change (cuda_kernels.advise, in setup): the range is advised read-mostly. A processor that
 reads a page then gets a copy of it instead of taking it away from the other, so after the first call the GPU reads
 its copy from HBM and the CPU its copy from host memory: no faults and no migration in the timed calls. A write by
 either would drop the copies (neither writes here: the advice fits the access pattern, which is the point).

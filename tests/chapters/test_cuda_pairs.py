@@ -286,3 +286,18 @@ def test_the_cpu_reads_back_what_the_kernel_wrote(smoke: None, prefetch: bool) -
         assert torch.equal(sample, expected[::SAMPLE_STRIDE])
     finally:
         bench.teardown()
+
+
+@GPU
+@pytest.mark.parametrize("placed", [False, True])
+def test_the_gather_reads_the_rows_the_cpu_wrote(smoke: None, placed: bool) -> None:
+    from chapters.ch06.cuda_kernels import ROW_FLOATS, Placement
+
+    bench = Placement(placed)
+    try:
+        out = run(bench)
+        table = bench.src[: bench.table.size].reshape(-1, ROW_FLOATS).clone()
+        table[torch.from_numpy(bench.updated)] = torch.from_numpy(bench.new_rows)
+        assert torch.equal(out.cpu(), table[bench.idx.cpu().long()])
+    finally:
+        bench.teardown()
