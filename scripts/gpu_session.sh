@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
-# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile overhead selfcheck_cfg sweep
+# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile sanitize overhead selfcheck_cfg sweep
 # sweep_builtins sweep_grid sweep_user kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa warmcache targets ray stops). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
@@ -66,6 +66,20 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
               # "ch13:optimizer ch13:zero_grad"; PERFLAB_RUN_ARGS e.g. "--energy")
       $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" ${PERFLAB_RUN_ARGS:-} >> "$OUT/run.log" 2>&1
       echo "run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee -a "$OUT/show.md" | grep -v "^$" ;;
+    sanitize)  # issue 40: PERFLAB_RUN_TARGETS' calls under compute-sanitizer (memcheck, racecheck) at smoke size;
+               # one line per variant: what each tool found (tags perflab.profile_memcheck / _racecheck)
+      $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" --sanitize --smoke --timeout-multiplier 4 \
+        ${PERFLAB_SANITIZE_ARGS:-} >> "$OUT/sanitize.log" 2>&1
+      echo "sanitize exit $?"; grep -E "variants ok|pairs verified" "$OUT/sanitize.log" | tail -2
+      python3 - <<'PY'
+import sqlite3
+query = """select r.name, group_concat(substr(t.key, 17) || ': ' || substr(t.value, 1, 200), ' | ') from runs r
+           join tags t on t.run_uuid = r.run_uuid and t.key in ('perflab.profile_memcheck', 'perflab.profile_racecheck')
+           group by r.run_uuid order by r.start_time"""
+for name, found in sqlite3.connect("mlflow.db").execute(query):
+    print(name, "|", found)
+PY
+      ;;
     peak)
       $T perflab peak --force > "$OUT/peak.log" 2>&1; echo "peak exit $?"; tail -15 "$OUT/peak.log"
       cp "${PERFLAB_PEAK_CACHE:-$HOME/.cache/perflab/peaks.json}" "$OUT/peaks.json" 2> /dev/null ;;

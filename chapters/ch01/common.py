@@ -307,6 +307,21 @@ class TrainingStep:
         return self.work
 
 
+def cuda_driver() -> Any:
+    """``cuda.bindings.driver``, the CUDA driver API (managed memory, graphs), imported when first needed."""
+    from cuda.bindings import driver
+
+    return driver
+
+
+def driver_ok(result: Any, what: str) -> Any:
+    """A driver call's (CUresult, values...): its value (or values, or None), else a RuntimeError naming the call."""
+    status, *values = result
+    if int(status) != 0:
+        raise RuntimeError(f"{what} failed: {status!r}")
+    return values[0] if len(values) == 1 else values or None
+
+
 class CudaExample(Example):
     """A CUDA C++ variant: setup() loads ``kernel`` from ``source`` (``bench.cuda_source``; on a host without a GPU
     the variant is skipped there, before anything is allocated), then builds the operands; each call runs

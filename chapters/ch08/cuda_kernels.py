@@ -131,3 +131,146 @@ def count_launch(kernel, x: torch.Tensor, counts: torch.Tensor) -> None:
 
 def count(kernel: str) -> CudaExample:
     return CudaExample(COUNT, kernel, categories, count_launch)
+
+
+UNROLL = 8  # unrolled_loads: independent loads a thread issues before it adds them
+
+PARTIAL_SUMS = cuda_source(
+    r"""
+#define THREADS 256
+#define UNROLL 8
+// Both kernels: a full-occupancy grid (8 blocks of 256 per SM), each thread summing the elements t, t + stride,
+// t + 2 stride, ... in that order, then the block's 256 sums by shuffles: out[block] = the block's partial sum.
+// The per-thread order of additions is the same on both sides: the outputs agree bit for bit.
+__device__ __forceinline__ float warp_total(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ void store_block_sum(float acc, float* __restrict__ out) {
+    __shared__ float warp_sums[THREADS / 32];
+    acc = warp_total(acc);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        acc = warp_total(threadIdx.x < THREADS / 32 ? warp_sums[threadIdx.x] : 0.f);
+        if (threadIdx.x == 0) out[blockIdx.x] = acc;
+    }
+}
+
+// One load per iteration, added before the next is issued: each thread has one 4-byte load in flight, 8 KiB per
+// SM at full occupancy, and waits out DRAM latency on every element.
+extern "C" __global__ void __launch_bounds__(THREADS)
+partial_sums_rolled(const float* __restrict__ x, float* __restrict__ out, long long n) {
+    const long long stride = (long long)gridDim.x * THREADS;
+    float acc = 0.f;
+#pragma unroll 1
+    for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += stride) acc += x[i];
+    store_block_sum(acc, out);
+}
+
+// Unrolled by hand: UNROLL independent loads issued back to back, then added in the same order: 8 loads in
+// flight per thread (64 KiB per SM), one DRAM latency per 8 elements. The tail (fewer than UNROLL strides left)
+// one by one.
+extern "C" __global__ void __launch_bounds__(THREADS)
+partial_sums_unrolled(const float* __restrict__ x, float* __restrict__ out, long long n) {
+    const long long stride = (long long)gridDim.x * THREADS;
+    float acc = 0.f;
+    long long i = (long long)blockIdx.x * THREADS + threadIdx.x;
+    for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
+        float v[UNROLL];
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) v[k] = x[i + k * stride];
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) acc += v[k];
+    }
+    for (; i < n; i += stride) acc += x[i];
+    store_block_sum(acc, out);
+}
+""",
+    name="partial_sums.cu",
+)
+
+
+def long_vector() -> Inputs:
+    """unrolled_loads: 256 Mi fp32 (1 GiB, over 16x an H200's L2) and one partial sum per block. Smoke: a length
+    that leaves every thread a tail.
+
+    Minimum bytes: x read once (the sums are a few KiB); one add an element."""
+    n = context().size(256 * 2**20 + 3, 9 * 2 * THREADS * UNROLL + 5)
+    x = randn(n)
+    return (x,), torch.empty(sum_blocks(), device=x.device), {"bytes": 4 * n, "flops": n}
+
+
+def sum_blocks() -> int:
+    """Full occupancy, once: 8 blocks of 256 threads per SM (2048 threads, the SM's limit); 2 at smoke size."""
+    facts = context().facts
+    return context().size(8 * (facts.cores if facts else 1), 2)
+
+
+def partial_sums(kernel: str) -> CudaExample:
+    def launch(k, x: torch.Tensor, out: torch.Tensor) -> None:
+        k(out.numel(), THREADS, x, out, np.int64(x.numel()))
+
+    return CudaExample(PARTIAL_SUMS, kernel, long_vector, launch)
+
+
+BINS = 256  # shared_atomics: one bin per byte value
+
+BYTE_HISTOGRAM = cuda_source(
+    r"""
+#define THREADS 256
+#define BINS 256
+// Both kernels: a histogram of n bytes (0-255), each thread reading 16 bytes at a time (one uint4, coalesced) with a
+// grid stride and adding each byte's count; the last n % 16 bytes one by one. Only where the adds land differs.
+template <typename Add>
+__device__ __forceinline__ void count_bytes(const unsigned char* __restrict__ x, long long n, Add add) {
+    const long long stride = (long long)gridDim.x * THREADS, first = (long long)blockIdx.x * THREADS + threadIdx.x;
+    const long long vectors = n / 16;
+    for (long long v = first; v < vectors; v += stride) {
+        const uint4 q = reinterpret_cast<const uint4*>(x)[v];  // x is 16-byte aligned (a torch allocation)
+        const unsigned words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w)
+#pragma unroll
+            for (int b = 0; b < 4; ++b) add((words[w] >> (8 * b)) & 0xffu);
+    }
+    for (long long i = vectors * 16 + first; i < n; i += stride) add(x[i]);
+}
+
+// Every byte one atomic add on the histogram in global memory: all 132 SMs' adds meet in the 256 counters' L2
+// lines, where same-address atomics are applied one after another.
+extern "C" __global__ void __launch_bounds__(THREADS)
+byte_histogram_global(const unsigned char* __restrict__ x, unsigned* __restrict__ hist, long long n) {
+    count_bytes(x, n, [&](unsigned bin) { atomicAdd(hist + bin, 1u); });
+}
+
+// Privatized: each block counts into its own 256 counters in shared memory (atomics resolved in the SM), then adds
+// each non-zero counter to the global histogram once: 256 global atomics per block instead of one per byte.
+extern "C" __global__ void __launch_bounds__(THREADS)
+byte_histogram_shared(const unsigned char* __restrict__ x, unsigned* __restrict__ hist, long long n) {
+    __shared__ unsigned counts[BINS];
+    for (int b = threadIdx.x; b < BINS; b += THREADS) counts[b] = 0u;
+    __syncthreads();  // zeroed before any add
+    count_bytes(x, n, [&](unsigned bin) { atomicAdd(counts + bin, 1u); });
+    __syncthreads();  // every add landed before the counters are read
+    for (int b = threadIdx.x; b < BINS; b += THREADS)
+        if (counts[b]) atomicAdd(hist + b, counts[b]);
+}
+""",
+    name="byte_histogram.cu",
+)
+
+
+def pixels() -> Inputs:
+    """shared_atomics: 256 Mi bytes (an 8-bit image stack, 256 MiB) drawn uniformly, and their 256 counts. Smoke: a
+    length that leaves a tail of bytes after the 16-byte vectors.
+
+    Minimum bytes: the bytes read once, the counts written."""
+    ctx = context()
+    n = ctx.size(256 * 2**20 + 9, 5 * 16 * THREADS + 9)
+    x = torch.randint(256, (n,), generator=generator(), device=ctx.device, dtype=torch.uint8)
+    return (x,), torch.empty(BINS, device=x.device, dtype=torch.int32), {"bytes": n + 4 * BINS}
+
+
+def byte_histogram(kernel: str) -> CudaExample:
+    return CudaExample(BYTE_HISTOGRAM, kernel, pixels, count_launch)

@@ -194,3 +194,133 @@ class GlobalHalo(CudaExample):
 
 def cluster_launch(kernel, x: torch.Tensor, steps: int, out: torch.Tensor) -> None:
     kernel(x.shape[0] * HALO_CLUSTER, HEAT_THREADS, x, out, np.int32(steps))
+
+
+# --- warp_specialization: a stencil streamed through shared memory, one role or producer/consumer warps -----------
+
+TILE_FLOATS, RADIUS, STAGES = 2048, 4, 4  # floats per tile (8 KiB), stencil radius, the specialized ring's buffers
+CONSUMERS, PRODUCERS = 256, 32  # threads computing, threads copying (one warp)
+
+STENCIL = cuda_source(
+    r"""
+#define TILE 2048               // outputs per tile: 8 KiB of fp32
+#define RADIUS 4                // a 9-point stencil; the halo of 4 floats is 16 bytes, so 16-byte copies stay aligned
+#define SPAN (TILE + 2 * RADIUS)
+#define CHUNKS (SPAN / 4)       // 16-byte copies per tile
+#define STAGES 4
+#define CONSUMERS 256
+#define PRODUCERS 32
+#define FULL 1                  // named barriers FULL + s: stage s holds a tile (0 is __syncthreads')
+#define EMPTY (FULL + STAGES)   // named barriers EMPTY + s: stage s may be refilled
+
+// 16 bytes of x from float index g into shared memory, asynchronously (cp.async, through L2 only); what lies
+// outside [0, n) is zero-filled by the copy itself (src-size < 16) and never read.
+__device__ __forceinline__ void copy_chunk(float* dst, const float* __restrict__ x, long long g, long long n) {
+    const long long left = n - g;
+    const int valid = g < 0 || left <= 0 ? 0 : left >= 4 ? 4 : (int)left;
+    const float* src = valid ? x + g : x;
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(valid * 4) : "memory");
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void copy_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Named barriers with a thread count: bar.arrive announces (and releases this thread's writes) without waiting,
+// bar.sync waits for the count; the producer warp arrives where the consumers wait, and the other way round.
+__device__ __forceinline__ void named_sync(int id) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(CONSUMERS + PRODUCERS) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(CONSUMERS + PRODUCERS) : "memory");
+}
+
+// out[i] = binomial 9-point smoothing of x around i (zero outside x); s is the tile's span, s[j + RADIUS] = x[t0 + j].
+// The same expression on both sides: their outputs agree bit for bit.
+__device__ __forceinline__ float smooth(const float* s, int j) {
+    return (s[j] + s[j + 8] + 8.f * (s[j + 1] + s[j + 7]) + 28.f * (s[j + 2] + s[j + 6]) +
+            56.f * (s[j + 3] + s[j + 5]) + 70.f * s[j + 4]) * (1.f / 256.f);
+}
+
+__device__ __forceinline__ void compute_tile(const float* s, float* __restrict__ out, long long t0, long long n,
+                                             int thread) {
+    for (int j = thread; j < TILE; j += CONSUMERS)
+        if (t0 + j < n) out[t0 + j] = smooth(s, j);
+}
+
+// Baseline: every thread does every job, in turn. Per tile: issue the copies, wait for them, barrier, compute,
+// barrier. While the tile is in flight nothing computes; while it is computed nothing is in flight: one tile
+// (8 KiB) per SM in flight at a time.
+extern "C" __global__ void __launch_bounds__(CONSUMERS)
+stencil_single_role(const float* __restrict__ x, float* __restrict__ out, long long n) {
+    __shared__ __align__(16) float span[SPAN];
+    const long long tiles = (n + TILE - 1) / TILE;
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const long long g0 = t * TILE - RADIUS;
+        for (int q = threadIdx.x; q < CHUNKS; q += CONSUMERS) copy_chunk(span + 4 * q, x, g0 + 4 * q, n);
+        copy_commit();
+        copy_wait<0>();
+        __syncthreads();  // every thread's copies landed
+        compute_tile(span, out, t * TILE, n, threadIdx.x);
+        __syncthreads();  // every read of the span done before the next tile's copies overwrite it
+    }
+}
+
+// Warp-specialized: warp 8 (the producer) only copies, into a ring of STAGES spans, keeping up to STAGES tiles in
+// flight; warps 0-7 (the consumers) only compute. Stage s is handed over with named barriers: the producer arrives
+// at FULL + s once its copies of a tile landed, the consumers wait there, compute, and arrive at EMPTY + s, where
+// the producer waits before refilling s. The same tiles per block in the same order as the baseline.
+extern "C" __global__ void __launch_bounds__(CONSUMERS + PRODUCERS)
+stencil_warp_specialized(const float* __restrict__ x, float* __restrict__ out, long long n) {
+    __shared__ __align__(16) float span[STAGES][SPAN];
+    const long long tiles = (n + TILE - 1) / TILE;
+    const int mine = tiles > blockIdx.x ? (int)((tiles - 1 - blockIdx.x) / gridDim.x + 1) : 0;  // tiles of this block
+    if (threadIdx.x >= CONSUMERS) {
+        const int lane = threadIdx.x - CONSUMERS;
+        for (int k = 0; k < mine; ++k) {
+            const int s = k % STAGES;
+            if (k >= STAGES) named_sync(EMPTY + s);  // the consumers are done with tile k - STAGES
+            const long long g0 = (blockIdx.x + (long long)k * gridDim.x) * TILE - RADIUS;
+            for (int q = lane; q < CHUNKS; q += PRODUCERS) copy_chunk(span[s] + 4 * q, x, g0 + 4 * q, n);
+            copy_commit();
+            if (k >= STAGES - 1) {  // tile k - (STAGES - 1) has landed (at most STAGES - 1 groups still pending)
+                copy_wait<STAGES - 1>();
+                named_arrive(FULL + (k - (STAGES - 1)) % STAGES);
+            }
+        }
+        copy_wait<0>();
+        for (int k = mine > STAGES - 1 ? mine - (STAGES - 1) : 0; k < mine; ++k) named_arrive(FULL + k % STAGES);
+    } else {
+        for (int k = 0; k < mine; ++k) {
+            const int s = k % STAGES;
+            named_sync(FULL + s);
+            compute_tile(span[s], out, (blockIdx.x + (long long)k * gridDim.x) * TILE, n, threadIdx.x);
+            if (k + STAGES < mine) named_arrive(EMPTY + s);  // only where the producer will wait for it
+        }
+    }
+}
+""",
+    name="stencil_stream.cu",
+)
+
+
+def signal() -> Inputs:
+    """warp_specialization: 256 Mi fp32 (1 GiB, over 16x an H200's L2) smoothed by a 9-point stencil; a length
+    that is no multiple of a tile or of a 16-byte copy at both sizes. Smoke: 41 tiles and a bit.
+
+    Minimum bytes: x read once and out written once (8 bytes a point); 17 flops a point."""
+    n = context().size(256 * 2**20 + 3, 41 * TILE_FLOATS + 13)
+    x = randn(n)
+    return (x,), torch.empty_like(x), {"bytes": 8 * n, "flops": 17 * n}
+
+
+def stencil(kernel: str) -> CudaExample:
+    """The same persistent grid on both sides: one block per SM (3 at smoke size, so each block's ring wraps)."""
+    threads = CONSUMERS + (PRODUCERS if kernel == "stencil_warp_specialized" else 0)
+
+    def launch(k, x: torch.Tensor, out: torch.Tensor) -> None:
+        facts = context().facts
+        k(context().size(facts.cores if facts else 1, 3), threads, x, out, np.int64(x.numel()))
+
+    return CudaExample(STENCIL, kernel, signal, launch)

@@ -100,6 +100,7 @@ ALIASES = {
     ("heat_cluster", "SEG"): "SEGMENT",
     ("heat_cluster", "CLUSTER"): "HALO_CLUSTER",
     ("heat_cluster", "THREADS"): "HEAT_THREADS",
+    ("stencil_single_role", "TILE"): "TILE_FLOATS",
 }
 
 

@@ -1,0 +1,19 @@
+"""Unified (managed) memory read back by the CPU, CUDA C++: a kernel writes 256 MiB, the CPU faults it home.
+
+Each call ``affine`` (cuda_kernels.AFFINE) writes 64 Mi fp32 into a ``cuMemAllocManaged`` buffer on the GPU (its
+pages migrate there on the kernel's faults), the host waits for the kernel, then sums every value (float64) and
+copies out a sample (cuda_kernels.ReadBack). The CPU's first touch of each page faults, and the driver migrates
+the faulting region back while the CPU thread waits: the read-back goes at the CPU fault path's rate.
+
+Expected (predicted, not yet run on a GPU): the read-back several times slower than a copy over the link.
+
+Timed with the wall clock (the CPU's read is part of the call). Work per call (both sides): 256 MiB written by the
+GPU and read by the CPU. Stated ceiling (cuda_kernels.ReadBack.ceiling): a pinned device-to-host copy of the bytes
+plus the CPU's sum over ordinary memory, timed in setup; the target is half of it.
+"""
+
+from chapters.ch06.cuda_kernels import ReadBack
+
+
+def get_benchmark() -> ReadBack:
+    return ReadBack(prefetch=False)
