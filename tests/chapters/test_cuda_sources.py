@@ -38,7 +38,9 @@ def test_the_chapters_have_cuda_sources() -> None:
 def test_every_kernel_compiles_for_sm90_without_spilling(where: str, source: CudaSource) -> None:
     compiled = source.compile("sm_90")
     names = source.kernel_names()
-    assert names and set(compiled.kernels) == set(names), f"{where}: kernels {names}, ptxas reported {compiled.kernels}"
+    assert names and set(compiled.kernels) == set(names), (
+        f"{where}: kernels {names}, ptxas reported {compiled.kernels} (NVRTC {compiled.nvrtc}); its log:\n{compiled.log}"
+    )
     for name, res in compiled.kernels.items():
         assert res.spill_bytes == 0, f"{where}: {name} spills {res.spill_bytes} bytes per thread ({res})"
         assert res.shared_bytes <= 48 * 1024, f"{where}: {name} declares {res.shared_bytes} B of static shared memory"
