@@ -4,8 +4,10 @@ bench.isolate.server) vs cold start (spawn). What parallel workers buy on a real
 Runs the same trivial variant ``n`` times on each path. Per-variant overhead =
 (wall time of the n runs − Σ time inside the measured stages) / n, where the measured stages are
 setup, warmup, measurement, check and teardown as the parent saw them; what is left is process start,
-imports, pipe traffic and reaping — the price of isolation. The server outlives the command; if none was
-running (``fresh_server`` stops any first), the fast path's first variant pays for starting it (one
+imports, pipe traffic and reaping — the price of isolation — and the harness's stages beyond the timed ones
+(startup, batch, recheck). Where it goes is reported per variant after the first (``split_s``): each stage's
+mean, and ``outside`` (spawn, exit and reaping, the messages: no stage). The server outlives the command; if none
+was running (``fresh_server`` stops any first), the fast path's first variant pays for starting it (one
 ``import torch``): included, and reported apart as well (``overhead_first_s``, ``server_was_running``).
 """
 
@@ -56,6 +58,7 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
     layer = {"iterations": 5, "warmup": 1, **(cli_layer or {})}
     per_variant: list[float] = []
     statuses: list[str] = []
+    stages: list[dict[str, float]] = []
     # Torch's exact CUDA answer first (as `perflab run` has it after its first variant): told a guess, a
     # child checks it with its own cuInit inside "startup", billing ~0.17 s of setup work to isolation.
     from bench.isolate.process import cuda_available
@@ -73,6 +76,8 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
         inside = sum(s.duration_s or 0.0 for s in r.stages if s.name in _MEASURED)
         per_variant.append(wall - inside)
         statuses.append(r.status)
+        spent = {s.name: s.duration_s or 0.0 for s in r.stages}
+        stages.append({**spent, "outside": wall - sum(spent.values())})
     total = time.monotonic() - t_start
     return {
         "path": "cold_start (spawn)" if cold_start else "fast (server)",
@@ -84,7 +89,14 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
         "overhead_median_s": statistics.median(per_variant),
         "overhead_after_first_s": statistics.mean(per_variant[1:]) if n > 1 else None,
         "all_ok": all(s == "ok" for s in statuses),
+        "split_s": _split(stages[1:] or stages),
     }
+
+
+def _split(stages: list[dict[str, float]]) -> dict[str, float]:
+    """Each stage's mean seconds per variant (a stage a variant did not run counts 0), ``outside`` last."""
+    names = list(dict.fromkeys(name for s in stages for name in s if name != "outside")) + ["outside"]
+    return {name: sum(s.get(name, 0.0) for s in stages) / len(stages) for name in names}
 
 
 def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None, fresh_server: bool = False) -> dict[str, Any]:
@@ -115,6 +127,13 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {r['path']} | {r['n']} | {r['wall_s']:.2f} | {r['overhead_per_variant_s']:.3f} | "
             f"{r['overhead_first_s']:.3f} | {r['overhead_median_s']:.3f} | {after} | {r['all_ok']} |"
         )
+    lines += ["", "Where a variant's wall goes (after the first; mean s per variant; * = counted as overhead):", ""]
+    names = list(dict.fromkeys(n for key in ("fast", "cold") for n in report[key].get("split_s", {})))
+    lines.append("| path | " + " | ".join(n + ("" if n in _MEASURED else " *") for n in names) + " |")
+    lines.append("|---|" + "---:|" * len(names))
+    for key in ("fast", "cold"):
+        split = report[key].get("split_s", {})
+        lines.append(f"| {report[key]['path']} | " + " | ".join(f"{split.get(n, 0.0):.3f}" for n in names) + " |")
     running = report["fast"].get("server_was_running")
     if running is not None:
         lines.append("")

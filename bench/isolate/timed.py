@@ -55,6 +55,7 @@ def run_timed(v: SetUp) -> None:
     import torch
 
     from bench.isolate.ranks import any_rank
+    from bench.measure.clocks import batch_rule
     from bench.measure.memory import declared_metric
     from bench.measure.timer import clock_for
     from bench.profile.markers import per_call
@@ -71,7 +72,7 @@ def run_timed(v: SetUp) -> None:
         clock.warmup(fn, max(config.warmup - 1, 0))
         if hasattr(clock, "check_capture"):
             clock.check_capture(lambda: outputs_of(v.obj))
-    m, poisoned = _measure(v, clock, fn, first)
+    m, poisoned, cold_s = _measure(v, clock, fn, first)
     if v.gen is not None:  # token generation: TTFT, TPOT, throughput of the measured generations
         send("generation", **v.gen.result())
     # The variant's memory, taken before the check: the harness's own NaN check below allocates (a bool
@@ -86,7 +87,7 @@ def run_timed(v: SetUp) -> None:
     batch = None
     if config.measure_batch:
         with Stage("batch"):
-            batch = clock.measure_batch(fn, statistics.median(m.samples_ms))
+            batch = clock.measure_batch(fn, statistics.median(m.samples_ms), batch_rule(cold_s))
             if batch is not None:
                 send("batch", **{k: val for k, val in vars(batch).items()}, invalid=clock.invalid)
         check_timers("batch")
@@ -122,9 +123,10 @@ def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | 
     return timed_sample, mutated
 
 
-def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool]:
+def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, float]:
     """The measurement stage: outputs poisoned, the GPU's state and the host's CPU time read around the
-    clock's samples; then the timing message. Returns the measurement and whether outputs were poisoned."""
+    clock's samples; then the timing message. Returns the measurement, whether outputs were poisoned, and the
+    clock's seconds."""
     from bench.measure import guard
     from bench.measure.machine import gpu_uuid, snapshot
     from bench.measure.stopping import rule_for
@@ -142,8 +144,9 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool]:
         uuid = gpu_uuid(device) if device.type == "cuda" else None
         before = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
         own = getattr(clock, "cpu_s", guard.process_cpu_s)  # a variant's ranks: all of their processes
-        host_before, own_before = guard.cpu_times(), own()
+        host_before, own_before, t0 = guard.cpu_times(), own(), guard.BOUND.perf_counter()
         m = clock.measure(fn, config.iterations, rule_for(config))
+        cold_s = guard.BOUND.perf_counter() - t0
         host_after, own_after = guard.cpu_times(), own()
         after = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
     check_timers("measurement")
@@ -151,7 +154,7 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool]:
     if host_before and host_after:
         busy = guard.host_busy_share(host_before, host_after, own_after - own_before)
     _send_timing(v, clock, m, first, before, after, busy)
-    return m, poisoned
+    return m, poisoned, cold_s
 
 
 def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, Any], after: dict[str, Any],

@@ -54,8 +54,12 @@ MAX_EAGER_BATCH = 1000
 # Warm-up to a steady state: the last window's median within this of the window before.
 STABLE_WINDOW = 5
 STABLE_TOLERANCE = 0.10
-# The batch measurement's effort: enough samples for its median, a fraction of the cold one's time.
+# The batch measurement's effort: enough samples for its median, a fraction of the cold one's time (``batch_rule``).
 BATCH_RULE = StopRule(min_samples=10, min_seconds=0.02, max_seconds=0.3)
+# At most this share of the cold measurement's time, and never less than the floor: a trivial call's batch ran to
+# its 0.3 s ceiling on the busy 2-core host (no 0.5 % noise there) after a cold measurement of 0.03 s.
+BATCH_SHARE = 0.5
+BATCH_FLOOR_S = 0.05
 
 
 @dataclass
@@ -91,6 +95,13 @@ class Clock(Protocol):
     def measure(self, fn: Fn, iterations: int | None, rule: StopRule) -> Measurement: ...
 
     def measure_batch(self, fn: Fn, per_call_ms: float, rule: StopRule = BATCH_RULE) -> Batch | None: ...
+
+
+def batch_rule(cold_s: float) -> StopRule:
+    """The batch's stopping rule after a cold measurement of ``cold_s`` seconds: ``BATCH_RULE``, its ceiling
+    ``BATCH_SHARE`` of the cold one's time (at least ``BATCH_FLOOR_S``)."""
+    ceiling = min(BATCH_RULE.max_seconds, max(BATCH_FLOOR_S, BATCH_SHARE * cold_s))
+    return StopRule(BATCH_RULE.noise_target, BATCH_RULE.min_samples, min(BATCH_RULE.min_seconds, ceiling), ceiling)
 
 
 def warm_up(

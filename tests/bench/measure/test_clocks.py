@@ -111,6 +111,22 @@ def test_cpu_batch_times_back_to_back_calls() -> None:
     assert all(0.2 <= s < 50 for s in batch.samples_ms) and "back-to-back" in batch.method
 
 
+def test_the_batch_takes_a_share_of_the_cold_measurements_time() -> None:
+    from bench.measure.clocks import BATCH_FLOOR_S, BATCH_RULE, batch_rule
+
+    assert batch_rule(0.03).max_seconds == BATCH_FLOOR_S  # a trivial call's short cold measurement: the floor
+    assert batch_rule(0.4).max_seconds == pytest.approx(0.2)  # half of it
+    assert batch_rule(5.0).max_seconds == BATCH_RULE.max_seconds  # never beyond the ceiling
+    assert batch_rule(0.0).min_seconds <= batch_rule(0.0).max_seconds
+    # A noisy batch (the target out of reach) stops at the share, not at the ceiling.
+    noisy = iter([1.0, 3.0] * 10_000)
+    fn = Counter(sleep_s=0.0)
+    t0 = time.perf_counter()
+    batch = CpuClock().measure_batch(lambda: (fn(), time.sleep(next(noisy) * 1e-4)), 0.2, batch_rule(0.1))
+    assert batch is not None and batch.stop_reason == "max_time"
+    assert time.perf_counter() - t0 < 0.5 * BATCH_RULE.max_seconds
+
+
 def test_cpu_adaptive_stops_on_noise_target_with_min_samples() -> None:
     fn = Counter(sleep_s=0.001)
     m = CpuClock().measure(fn, None, StopRule(noise_target=0.5, min_samples=12, min_seconds=0.0, max_seconds=5))
