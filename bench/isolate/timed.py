@@ -55,7 +55,7 @@ def run_timed(v: SetUp) -> None:
     import torch
 
     from bench.isolate.ranks import any_rank
-    from bench.measure.clocks import batch_rule
+    from bench.measure.clocks import batch_rule, warmup_count
     from bench.measure.memory import declared_metric
     from bench.measure.timer import clock_for
     from bench.profile.markers import per_call
@@ -69,7 +69,7 @@ def run_timed(v: SetUp) -> None:
     fn = keep_returned(v.obj, per_call(v.obj.benchmark_fn))  # a returned output is kept as the output
     with Stage("warmup"):
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
-        clock.warmup(fn, max(config.warmup - 1, 0))
+        clock.warmup(fn, warmup_count(config, first))
         if hasattr(clock, "check_capture"):
             clock.check_capture(lambda: outputs_of(v.obj))
     m, poisoned, cold_s = _measure(v, clock, fn, first)
