@@ -119,7 +119,9 @@ def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | 
     if timed_sample is not None and v.gen is None and v.config.world_size == 1:
         from bench.isolate.produced import check_produced
 
-        send("produced", **check_produced(v.obj, fn, v.device, statistics.median(m.samples_ms), v.inputs))
+        median_ms = statistics.median(m.samples_ms)
+        budget_s = 0.5 * v.config.stage_limit("check", median_ms / 1e3)  # the rest: the settle call, the outputs
+        send("produced", **check_produced(v.obj, fn, v.device, median_ms, v.inputs, budget_s))
     return timed_sample, mutated
 
 

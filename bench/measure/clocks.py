@@ -54,8 +54,8 @@ EAGER_BATCH_TARGET_MS = 1.0
 MAX_EAGER_BATCH = 1000
 # Warm-up to a steady state: the last window's median within this of the window before. A window is
 # STABLE_WINDOW calls, or fewer calls that span STABLE_SPAN_S (at least one): the transients it waits out (a fresh
-# process's first calls, a clock's ramp) last milliseconds to a few calls, while ten calls of a 0.5 s generation
-# were 5 s of every round's warm-up.
+# process's first calls, a clock's ramp) last milliseconds to a few calls, while on the CPU host a later round's
+# child of a 0.4 s call made 14 calls, 10 of them warm-up.
 STABLE_WINDOW = 5
 STABLE_SPAN_S = 0.5
 STABLE_TOLERANCE = 0.10
