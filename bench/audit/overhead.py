@@ -99,9 +99,28 @@ def _split(stages: list[dict[str, float]]) -> dict[str, float]:
     return {name: sum(s.get(name, 0.0) for s in stages) / len(stages) for name in names}
 
 
+def measure_suite(n: int, root: Path, cli_layer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The trivial variant as ``n`` examples of one suite (``perflab run``'s path: each child started ahead of its
+    gate while the previous one finishes and exits): (the suite's wall − time inside the measured stages) / n."""
+    from bench.define.discovery import discover, select
+    from bench.isolate.suite import run_suite
+
+    for i in range(n):
+        path = root / "suite" / "ch00" / f"baseline_trivial{i:03d}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(TRIVIAL)
+    t0 = time.monotonic()
+    suite = run_suite(select(discover(root / "suite")), cli_layer={"iterations": 5, "warmup": 1, **(cli_layer or {})})
+    wall = time.monotonic() - t0
+    inside = sum(s.duration_s or 0.0 for v in suite.variants for s in v.stages if s.name in _MEASURED)
+    return {"path": "suite (server, started ahead)", "n": n, "wall_s": wall,
+            "overhead_per_variant_s": (wall - inside) / n, "all_ok": all(v.status == "ok" for v in suite.variants)}
+
+
 def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None, fresh_server: bool = False) -> dict[str, Any]:
-    """Both paths on the same trivial variant; the fast path first. ``fresh_server``: stop this user's
-    servers first (killing what their children run), so the first variant's figure includes a start."""
+    """Both paths on the same trivial variant, the fast path first, then the fast path as a suite. ``fresh_server``:
+    stop this user's servers first (killing what their children run), so the first variant's figure includes a
+    start."""
     if n < 2:
         raise ValueError(f"n={n} is too small; use at least 2 variants per path")
     if fresh_server:
@@ -111,8 +130,9 @@ def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None, fresh_ser
     with tempfile.TemporaryDirectory(prefix="perflab-overhead-") as tmp:
         fast = measure(n, False, Path(tmp), cli_layer)
         cold = measure(n, True, Path(tmp), cli_layer)
+        suite = measure_suite(n, Path(tmp), cli_layer)
     ratio = cold["overhead_per_variant_s"] / fast["overhead_per_variant_s"] if fast["overhead_per_variant_s"] else None
-    return {"fast": fast, "cold": cold, "cold_over_fast": ratio}
+    return {"fast": fast, "cold": cold, "suite": suite, "cold_over_fast": ratio}
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -134,6 +154,11 @@ def markdown(report: dict[str, Any]) -> str:
     for key in ("fast", "cold"):
         split = report[key].get("split_s", {})
         lines.append(f"| {report[key]['path']} | " + " | ".join(f"{split.get(n, 0.0):.3f}" for n in names) + " |")
+    suite = report.get("suite")
+    if suite:
+        lines += ["", f"As one suite ({suite['path']}, what `perflab run` pays beyond the measured stages): "
+                      f"{suite['overhead_per_variant_s']:.3f} s per variant over {suite['n']}, "
+                      f"wall {suite['wall_s']:.2f} s, all ok: {suite['all_ok']}."]  # fmt: skip
     running = report["fast"].get("server_was_running")
     if running is not None:
         lines.append("")
