@@ -33,14 +33,16 @@ def row(name: str, summary: dict, wall: tuple[float, str] | None) -> str:
     slowest = max(variants, key=lambda v: v.get("elapsed_s") or 0.0, default=None)
     pairs = summary.get("pairs", [])
     rounds = [len(p["round_speedups"]) for p in pairs if p.get("round_speedups")]
-    stops = Counter(p.get("rounds_stop") or "one" for p in pairs)
+    stops = Counter(p.get("rounds_stop") or "no rounds" for p in pairs)
+    skipped = sum(v.get("status") == "skipped" for v in variants)
     stages = summary.get("stages_s", {})
     split = " ".join(f"{k} {stages[k]:.0f}" for k in PARTS if stages.get(k))
     left = len(summary.get("not_finished") or [])
     cells = [
         name,
         f"{wall[0]:.0f} (exit {wall[1]})" if wall else "—",
-        f"{summary.get('n_variants_ok', 0)}/{summary.get('n_variants', 0)}" + (f" +{left} not run" if left else ""),
+        f"{summary.get('n_variants_ok', 0)}/{summary.get('n_variants', 0)}"
+        + (f", {skipped} skipped" if skipped else "") + (f", +{left} not run" if left else ""),
         f"{statistics.median(elapsed):.1f} / {max(elapsed):.1f}" if elapsed else "—",
         f"{slowest['key'].split(':', 1)[1]} {slowest['elapsed_s']:.0f}" if slowest else "—",
         f"{statistics.mean(rounds):.1f}" if rounds else "—",
