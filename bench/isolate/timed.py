@@ -69,6 +69,7 @@ def run_timed(v: SetUp) -> None:
     fn = keep_returned(v.obj, per_call(v.obj.benchmark_fn))  # a returned output is kept as the output
     with Stage("warmup"):
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
+        send("first_call", ms=first)  # the parent's limits of the warm-up and measurement scale with it
         # The count yields to the steady-state rule by default; the generation clock has none: its count stands.
         clock.warmup(fn, warmup_count(config, first) if v.gen is None else max(config.warmup - 1, 0))
         if hasattr(clock, "check_capture"):

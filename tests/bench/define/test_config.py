@@ -145,6 +145,11 @@ def test_the_parent_scales_a_later_stages_limit_with_the_measured_call() -> None
     assert watch.limit() == pytest.approx(15.0)  # before a timing: the configured limit
     watch.handle({"t": "timing", "samples_ms": [4400.0, 4500.0, 4700.0]})
     assert watch.limit() == pytest.approx(12 * 4.5)
+    # the warm-up's limit scales with the first call, known before any other: three calls of 6 s pass 15 s
+    early = Watch(spec, resolve_config())
+    early.handle({"t": "stage", "name": "warmup", "event": "start"})
+    early.handle({"t": "first_call", "ms": 6000.0})
+    assert early.limit() == pytest.approx(6 * 6.0)
 
 
 def test_stage_limit_unknown_stage() -> None:
