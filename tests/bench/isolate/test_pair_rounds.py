@@ -129,9 +129,10 @@ def test_a_slow_pair_with_a_large_difference_takes_the_fewest_rounds_and_calls(t
         lines = (tmp_path / f"{v.spec.variant}.calls").read_text().split()
         per_child = [lines.count(pid) for pid in dict.fromkeys(lines)]  # in the order the children ran
         assert len(per_child) == 3 and v.timing is not None, per_child
-        assert v.timing.rounds == [samples] * 3  # max_measure_seconds (1 s) of calls per round
+        assert all(1 <= n <= samples for n in v.timing.rounds)  # max_measure_seconds (1 s) of calls per round
         # later rounds time only: the first call, the warm-up (one more window where the host wobbled), the samples
-        assert all(n <= 1 + warm + samples + warm // 2 for n in per_child[1:]), (v.spec.variant, per_child)
+        later = zip(per_child[1:], v.timing.rounds[1:], strict=True)
+        assert all(n <= 1 + warm + warm // 2 + k for n, k in later), (v.spec.variant, per_child, v.timing.rounds)
         assert per_child[0] > per_child[1]  # round 0's checks, batch and recheck call it more
 
 
