@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
-# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile sanitize overhead selfcheck_cfg sweep
+# PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile sanitize overhead book selfcheck_cfg sweep
 # sweep_builtins sweep_grid sweep_user kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa warmcache targets ray stops). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
 #   PERFLAB_SELFCHECK_CONFIGS (config files for selfcheck_cfg), PERFLAB_OVERHEAD_N (default 20)
+#   PERFLAB_BOOK_CHAPTERS (book; default "13 14 15 16 17 18 19 20"), PERFLAB_BOOK_ARGS (book: more run flags)
 #   PERFLAB_SWEEP_ARGS (extra flags for the sweep steps, e.g. "--steps 20")
 #   PERFLAB_SWEEP_WORKLOADS (sweep_builtins; default "cnn gpt"), PERFLAB_SWEEP_TRIALS (default 16 each)
 #   PERFLAB_KERNEL_CASES (default all), PERFLAB_KERNEL_DTYPE (default bf16), PERFLAB_KERNEL_ARGS (e.g. "--max-shapes 6")
@@ -177,6 +178,19 @@ PY
       $T python3 scripts/aa_pairs.py ${PERFLAB_AA_TARGETS:-7 1} --repeats "${PERFLAB_AA_REPEATS:-2}" --out "$OUT" \
         > "$OUT/aa.md" 2>&1
       echo "aa exit $?"; tail -3 "$OUT/aa.md" ;;
+    book)  # issue 42: chapters PERFLAB_BOOK_CHAPTERS (default 13-20), one `perflab run --no-track --out` each, the time
+           # left shared among the chapters still to run (--suite-timeout: a chapter cut short keeps what finished and
+           # names the rest); a row per chapter: wall, variants, elapsed per variant, rounds, the stage split
+      chapters=(${PERFLAB_BOOK_CHAPTERS:-13 14 15 16 17 18 19 20}); : > "$OUT/book_walls.txt"
+      for i in "${!chapters[@]}"; do
+        ch=${chapters[$i]}; left=$((budget - SECONDS - 25)); share=$((left / (${#chapters[@]} - i)))
+        if [ "$share" -lt 20 ]; then echo "book ch$ch skipped: ${left}s left"; continue; fi
+        s0=$SECONDS
+        timeout $((share + 20)) perflab run -t "ch$ch" --no-track --suite-timeout "$share" ${PERFLAB_BOOK_ARGS:-} \
+          --out "$OUT/book/ch$ch" > "$OUT/book_ch$ch.log" 2>&1
+        rc=$?; echo "ch$ch $((SECONDS - s0)) $rc" >> "$OUT/book_walls.txt"
+      done
+      timeout 20 python3 scripts/timing/book_table.py "$OUT/book" "$OUT/book_walls.txt" | tee "$OUT/book.md" ;;
     warmcache)  # issue 42: chapter 14 twice from empty compile caches (a private XDG_CACHE_HOME): wall and medians
       ( export XDG_CACHE_HOME="$OUT/xdg-cache"; mkdir -p "$XDG_CACHE_HOME"
         for n in 1 2; do

@@ -4,8 +4,10 @@ bench.isolate.server) vs cold start (spawn). What parallel workers buy on a real
 Runs the same trivial variant ``n`` times on each path. Per-variant overhead =
 (wall time of the n runs − Σ time inside the measured stages) / n, where the measured stages are
 setup, warmup, measurement, check and teardown as the parent saw them; what is left is process start,
-imports, pipe traffic and reaping — the price of isolation. The server outlives the command; if none was
-running (``fresh_server`` stops any first), the fast path's first variant pays for starting it (one
+imports, pipe traffic and reaping — the price of isolation — and the harness's stages beyond the timed ones
+(startup, batch, recheck). Where it goes is reported per variant after the first (``split_s``): each stage's
+mean, and ``outside`` (spawn, exit and reaping, the messages: no stage). The server outlives the command; if none
+was running (``fresh_server`` stops any first), the fast path's first variant pays for starting it (one
 ``import torch``): included, and reported apart as well (``overhead_first_s``, ``server_was_running``).
 """
 
@@ -56,6 +58,7 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
     layer = {"iterations": 5, "warmup": 1, **(cli_layer or {})}
     per_variant: list[float] = []
     statuses: list[str] = []
+    stages: list[dict[str, float]] = []
     # Torch's exact CUDA answer first (as `perflab run` has it after its first variant): told a guess, a
     # child checks it with its own cuInit inside "startup", billing ~0.17 s of setup work to isolation.
     from bench.isolate.process import cuda_available
@@ -73,6 +76,8 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
         inside = sum(s.duration_s or 0.0 for s in r.stages if s.name in _MEASURED)
         per_variant.append(wall - inside)
         statuses.append(r.status)
+        spent = {s.name: s.duration_s or 0.0 for s in r.stages}
+        stages.append({**spent, "outside": wall - sum(spent.values())})
     total = time.monotonic() - t_start
     return {
         "path": "cold_start (spawn)" if cold_start else "fast (server)",
@@ -84,12 +89,43 @@ def measure(n: int, cold_start: bool, root: Path, cli_layer: dict[str, Any] | No
         "overhead_median_s": statistics.median(per_variant),
         "overhead_after_first_s": statistics.mean(per_variant[1:]) if n > 1 else None,
         "all_ok": all(s == "ok" for s in statuses),
+        "split_s": _split(stages[1:] or stages),
     }
 
 
+def _split(stages: list[dict[str, float]]) -> dict[str, float]:
+    """Each stage's mean seconds per variant (a stage a variant did not run counts 0), ``outside`` last."""
+    names = list(dict.fromkeys(name for s in stages for name in s if name != "outside")) + ["outside"]
+    return {name: sum(s.get(name, 0.0) for s in stages) / len(stages) for name in names}
+
+
+def measure_suite(n: int, root: Path, cli_layer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The trivial variant as ``n`` examples of one suite (``perflab run``'s path: each child started ahead of its
+    gate while the previous one finishes and exits): (the suite's wall − time inside the measured stages) / n."""
+    from bench.define.discovery import discover, select
+    from bench.isolate.suite import run_suite
+
+    layer = {"iterations": 5, "warmup": 1, **(cli_layer or {})}
+    for name, count in (("suite-warm", 1), ("suite", n)):
+        for i in range(count):
+            path = root / name / "ch00" / f"baseline_trivial{i:03d}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(TRIVIAL)
+    # One variant first, untimed: a suite's children may need a server of their own (its key covers their
+    # environment), which a user's command finds running from the command before.
+    run_suite(select(discover(root / "suite-warm")), cli_layer=layer)
+    t0 = time.monotonic()
+    suite = run_suite(select(discover(root / "suite")), cli_layer=layer)
+    wall = time.monotonic() - t0
+    inside = sum(s.duration_s or 0.0 for v in suite.variants for s in v.stages if s.name in _MEASURED)
+    return {"path": "suite (server, started ahead)", "n": n, "wall_s": wall,
+            "overhead_per_variant_s": (wall - inside) / n, "all_ok": all(v.status == "ok" for v in suite.variants)}
+
+
 def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None, fresh_server: bool = False) -> dict[str, Any]:
-    """Both paths on the same trivial variant; the fast path first. ``fresh_server``: stop this user's
-    servers first (killing what their children run), so the first variant's figure includes a start."""
+    """Both paths on the same trivial variant, the fast path first, then the fast path as a suite. ``fresh_server``:
+    stop this user's servers first (killing what their children run), so the first variant's figure includes a
+    start."""
     if n < 2:
         raise ValueError(f"n={n} is too small; use at least 2 variants per path")
     if fresh_server:
@@ -99,8 +135,9 @@ def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None, fresh_ser
     with tempfile.TemporaryDirectory(prefix="perflab-overhead-") as tmp:
         fast = measure(n, False, Path(tmp), cli_layer)
         cold = measure(n, True, Path(tmp), cli_layer)
+        suite = measure_suite(n, Path(tmp), cli_layer)
     ratio = cold["overhead_per_variant_s"] / fast["overhead_per_variant_s"] if fast["overhead_per_variant_s"] else None
-    return {"fast": fast, "cold": cold, "cold_over_fast": ratio}
+    return {"fast": fast, "cold": cold, "suite": suite, "cold_over_fast": ratio}
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -115,6 +152,18 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {r['path']} | {r['n']} | {r['wall_s']:.2f} | {r['overhead_per_variant_s']:.3f} | "
             f"{r['overhead_first_s']:.3f} | {r['overhead_median_s']:.3f} | {after} | {r['all_ok']} |"
         )
+    lines += ["", "Where a variant's wall goes (after the first; mean s per variant; * = counted as overhead):", ""]
+    names = list(dict.fromkeys(n for key in ("fast", "cold") for n in report[key].get("split_s", {})))
+    lines.append("| path | " + " | ".join(n + ("" if n in _MEASURED else " *") for n in names) + " |")
+    lines.append("|---|" + "---:|" * len(names))
+    for key in ("fast", "cold"):
+        split = report[key].get("split_s", {})
+        lines.append(f"| {report[key]['path']} | " + " | ".join(f"{split.get(n, 0.0):.3f}" for n in names) + " |")
+    suite = report.get("suite")
+    if suite:
+        lines += ["", f"As one suite ({suite['path']}, what `perflab run` pays beyond the measured stages): "
+                      f"{suite['overhead_per_variant_s']:.3f} s per variant over {suite['n']}, "
+                      f"wall {suite['wall_s']:.2f} s, all ok: {suite['all_ok']}."]  # fmt: skip
     running = report["fast"].get("server_was_running")
     if running is not None:
         lines.append("")

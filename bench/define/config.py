@@ -188,8 +188,9 @@ class BenchmarkConfig(BaseModel):
             raise ValueError(f"percentiles must lie in [0, 100], got {bad}")
         return sorted(set(value))
 
-    def stage_limit(self, stage: str) -> float:
-        """Seconds allowed for ``stage`` (already multiplied by ``timeout_multiplier``)."""
+    def stage_limit(self, stage: str, call_s: float = 0.0) -> float:
+        """Seconds allowed for ``stage`` (already multiplied by ``timeout_multiplier``). ``call_s``: the call's time,
+        once known; a stage that makes a bounded number of calls (``STAGE_CALLS``) is allowed at least that many."""
         base = {
             "startup": self.startup_timeout_seconds,
             "setup": self.setup_timeout_seconds,
@@ -204,7 +205,16 @@ class BenchmarkConfig(BaseModel):
         }
         if stage not in base:
             raise ConfigError(f"stage={stage!r} has no limit; known stages: {', '.join(base)}")
-        return base[stage] * self.timeout_multiplier
+        return max(base[stage], STAGE_CALLS.get(stage, 0) * call_s) * self.timeout_multiplier
+
+
+# Calls each stage is allowed at least, whatever its limit in seconds, once the call's time is known (its first call's,
+# then the measured median): the warm-up makes the first call and at least two windows' worth (bench.measure.clocks),
+# the measurement at least one sample, the check 5 of a slow call (bench.isolate.produced: a settle call, two rounds
+# of a call and a call with get_output()), the batch up to 9 call-times (a graph's warm-up call, capture replay, a
+# spin-sizing span, a sample, the idle gaps), the recheck 2-4: a 4.5 s call's batch would pass the 15 s of a
+# measurement limit, and a 6 s call's warm-up (three calls at least) its 15 s.
+STAGE_CALLS = {"warmup": 6, "measurement": 3, "check": 12, "batch": 12, "recheck": 8}
 
 
 Layer = BenchmarkConfig | Mapping[str, Any] | None

@@ -10,6 +10,7 @@ once that arrives twice, and a result that cannot stand (``bench.measure.judge``
 from __future__ import annotations
 
 import signal
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -56,9 +57,10 @@ class Watch:
         self.counts: dict[str, int] = {}  # data messages by kind: each is sent once by the harness
         self.gated_since: float | None = None  # the child waits at its gate (run_variant's ``gate``)
         self.ready_since: float | None = None  # set up, it waits to measure (run_variant's ``before_measure``)
+        self.call_s = 0.0  # the call's time (its first call, then the measured median): stage limits scale with it
 
     def limit(self) -> float:
-        return self.config.stage_limit(self.stage)
+        return self.config.stage_limit(self.stage, self.call_s)
 
     def timed_done(self) -> bool:
         """Every stage that calls benchmark_fn on the clock is over: the measurement, the batch and the
@@ -95,6 +97,10 @@ class Watch:
         else:
             self.data[kind] = msg
             self.counts[kind] = self.counts.get(kind, 0) + 1
+            if kind == "first_call" and isinstance(msg.get("ms"), (int, float)):
+                self.call_s = max(0.0, float(msg["ms"])) / 1e3  # an estimate (compile included) until the timing
+            if kind == "timing" and msg.get("samples_ms"):
+                self.call_s = max(0.0, statistics.median(msg["samples_ms"])) / 1e3
 
 
 def _log_tail(path: Path) -> str:

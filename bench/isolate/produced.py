@@ -37,13 +37,15 @@ SETTLE_WAIT_MS = (5.0, 100.0)
 JOIN_S = 10.0
 
 
-def check_produced(obj: Any, fn: Any, device: Any, median_ms: float, inputs: dict[str, Any]) -> dict[str, Any]:
+def check_produced(obj: Any, fn: Any, device: Any, median_ms: float, inputs: dict[str, Any],
+                   budget_s: float = float("inf")) -> dict[str, Any]:  # fmt: skip
     """Both looks: ``settled`` (bool), ``threads_left`` (threads the call left running), and where the benchmark
     has ``get_output()``, ``get_output_ms`` (its time beyond the call's, fastest against fastest) and
-    ``call_ms`` (the fastest call). ``inputs``: the set-up tensors (never poisoned)."""
+    ``call_ms`` (the fastest call). ``inputs``: the set-up tensors (never poisoned). ``budget_s``: no more rounds
+    of get_output() begun past it (the least are always run; the parent judges the rounds there are)."""
     found = _settle(obj, fn, device, median_ms, inputs)
     if callable(getattr(obj, "get_output", None)):
-        found |= _get_output_cost(obj, fn, device, median_ms)
+        found |= _get_output_cost(obj, fn, device, median_ms, budget_s)
     return found
 
 
@@ -92,10 +94,11 @@ def _settle(obj: Any, fn: Any, device: Any, median_ms: float, inputs: dict[str, 
     return {"settled": _same(first, _sample(obj)), "threads_left": len(started)}
 
 
-def _get_output_cost(obj: Any, fn: Any, device: Any, median_ms: float) -> dict[str, Any]:
+def _get_output_cost(obj: Any, fn: Any, device: Any, median_ms: float, budget_s: float) -> dict[str, Any]:
     """Interleaved rounds of a call alone and a call then ``get_output()``: at least ROUNDS (SLOW_ROUNDS for a slow
-    call), and up to MORE_ROUNDS more while ``get_output()`` looks like work."""
+    call), and up to MORE_ROUNDS more while ``get_output()`` looks like work and ``budget_s`` lasts."""
     get, clock = obj.get_output, BOUND.perf_counter
+    t0 = clock()
 
     def once(with_get: bool) -> float:
         t0 = clock()
@@ -112,7 +115,7 @@ def _get_output_cost(obj: Any, fn: Any, device: Any, median_ms: float) -> dict[s
     while len(alone) < most:
         alone.append(once(False))
         with_get.append(once(True))
-        if len(alone) >= least and not get_output_works(alone, with_get):
+        if len(alone) >= least and (not get_output_works(alone, with_get) or clock() - t0 > budget_s):
             break
     return {"get_output_ms": min(with_get) - min(alone), "call_ms": min(alone), "alone_ms": alone,
             "with_get_ms": with_get}  # fmt: skip

@@ -55,6 +55,7 @@ def run_timed(v: SetUp) -> None:
     import torch
 
     from bench.isolate.ranks import any_rank
+    from bench.measure.clocks import batch_rule, warmup_count
     from bench.measure.memory import declared_metric
     from bench.measure.timer import clock_for
     from bench.profile.markers import per_call
@@ -68,10 +69,12 @@ def run_timed(v: SetUp) -> None:
     fn = keep_returned(v.obj, per_call(v.obj.benchmark_fn))  # a returned output is kept as the output
     with Stage("warmup"):
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
-        clock.warmup(fn, max(config.warmup - 1, 0))
+        send("first_call", ms=first)  # the parent's limits of the warm-up and measurement scale with it
+        # The count yields to the steady-state rule by default; the generation clock has none: its count stands.
+        clock.warmup(fn, warmup_count(config, first) if v.gen is None else max(config.warmup - 1, 0))
         if hasattr(clock, "check_capture"):
             clock.check_capture(lambda: outputs_of(v.obj))
-    m, poisoned = _measure(v, clock, fn, first)
+    m, poisoned, cold_s = _measure(v, clock, fn, first)
     if v.gen is not None:  # token generation: TTFT, TPOT, throughput of the measured generations
         send("generation", **v.gen.result())
     # The variant's memory, taken before the check: the harness's own NaN check below allocates (a bool
@@ -86,7 +89,7 @@ def run_timed(v: SetUp) -> None:
     batch = None
     if config.measure_batch:
         with Stage("batch"):
-            batch = clock.measure_batch(fn, statistics.median(m.samples_ms))
+            batch = clock.measure_batch(fn, statistics.median(m.samples_ms), batch_rule(cold_s))
             if batch is not None:
                 send("batch", **{k: val for k, val in vars(batch).items()}, invalid=clock.invalid)
         check_timers("batch")
@@ -118,13 +121,16 @@ def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | 
     if timed_sample is not None and v.gen is None and v.config.world_size == 1:
         from bench.isolate.produced import check_produced
 
-        send("produced", **check_produced(v.obj, fn, v.device, statistics.median(m.samples_ms), v.inputs))
+        median_ms = statistics.median(m.samples_ms)
+        budget_s = 0.5 * v.config.stage_limit("check", median_ms / 1e3)  # the rest: the settle call, the outputs
+        send("produced", **check_produced(v.obj, fn, v.device, median_ms, v.inputs, budget_s))
     return timed_sample, mutated
 
 
-def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool]:
+def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, float]:
     """The measurement stage: outputs poisoned, the GPU's state and the host's CPU time read around the
-    clock's samples; then the timing message. Returns the measurement and whether outputs were poisoned."""
+    clock's samples; then the timing message. Returns the measurement, whether outputs were poisoned, and the
+    clock's seconds."""
     from bench.measure import guard
     from bench.measure.machine import gpu_uuid, snapshot
     from bench.measure.stopping import rule_for
@@ -142,8 +148,9 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool]:
         uuid = gpu_uuid(device) if device.type == "cuda" else None
         before = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
         own = getattr(clock, "cpu_s", guard.process_cpu_s)  # a variant's ranks: all of their processes
-        host_before, own_before = guard.cpu_times(), own()
+        host_before, own_before, t0 = guard.cpu_times(), own(), guard.BOUND.perf_counter()
         m = clock.measure(fn, config.iterations, rule_for(config))
+        cold_s = guard.BOUND.perf_counter() - t0
         host_after, own_after = guard.cpu_times(), own()
         after = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
     check_timers("measurement")
@@ -151,7 +158,7 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool]:
     if host_before and host_after:
         busy = guard.host_busy_share(host_before, host_after, own_after - own_before)
     _send_timing(v, clock, m, first, before, after, busy)
-    return m, poisoned
+    return m, poisoned, cold_s
 
 
 def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, Any], after: dict[str, Any],

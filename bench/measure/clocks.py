@@ -21,8 +21,9 @@ Every clock has one surface: ``first_call(fn)``, ``warmup(fn, n)``, ``measure(fn
 before any benchmark code ran; a benchmark that replaces a timer is caught by ``bench.measure.guard.tampered``.
 
 Warm-up (INTEGRITY #8, #15): at least the configured count and ``min_warmup_s``, then on until the
-median of the last ``STABLE_WINDOW`` samples is within ``STABLE_TOLERANCE`` of the window's before (a
-steady state), at most ``max_warmup_s``. Sampling stops on a noise target (bench.measure.stopping).
+median of the last window of samples (``STABLE_WINDOW`` calls, fewer for calls that span ``STABLE_SPAN_S``) is
+within ``STABLE_TOLERANCE`` of the window's before (a steady state), at most ``max_warmup_s``. Sampling stops
+on a noise target (bench.measure.stopping).
 
 Modes: ``cpu`` (``perf_counter`` around each call; on a GPU variant the device is synchronized before
 the clock starts and before it stops, so all streams' work and the host's launch cost are counted);
@@ -51,11 +52,19 @@ MODES = ("auto", "cpu", "cuda_event", "cuda_graph", "triton", "pytorch")
 # Eager batches (back-to-back calls without a graph) span ~1 ms of calls.
 EAGER_BATCH_TARGET_MS = 1.0
 MAX_EAGER_BATCH = 1000
-# Warm-up to a steady state: the last window's median within this of the window before.
+# Warm-up to a steady state: the last window's median within this of the window before. A window is
+# STABLE_WINDOW calls, or fewer calls that span STABLE_SPAN_S (at least one): the transients it waits out (a fresh
+# process's first calls, a clock's ramp) last milliseconds to a few calls, while on the CPU host a later round's
+# child of a 0.4 s call made 14 calls, 10 of them warm-up.
 STABLE_WINDOW = 5
+STABLE_SPAN_S = 0.5
 STABLE_TOLERANCE = 0.10
-# The batch measurement's effort: enough samples for its median, a fraction of the cold one's time.
+# The batch measurement's effort: enough samples for its median, a fraction of the cold one's time (``batch_rule``).
 BATCH_RULE = StopRule(min_samples=10, min_seconds=0.02, max_seconds=0.3)
+# At most this share of the cold measurement's time, and never less than the floor: a trivial call's batch ran to
+# its 0.3 s ceiling on the busy 2-core host (no 0.5 % noise there) after a cold measurement of 0.03 s.
+BATCH_SHARE = 0.5
+BATCH_FLOOR_S = 0.05
 
 
 @dataclass
@@ -93,6 +102,13 @@ class Clock(Protocol):
     def measure_batch(self, fn: Fn, per_call_ms: float, rule: StopRule = BATCH_RULE) -> Batch | None: ...
 
 
+def batch_rule(cold_s: float) -> StopRule:
+    """The batch's stopping rule after a cold measurement of ``cold_s`` seconds: ``BATCH_RULE``, its ceiling
+    ``BATCH_SHARE`` of the cold one's time (at least ``BATCH_FLOOR_S``)."""
+    ceiling = min(BATCH_RULE.max_seconds, max(BATCH_FLOOR_S, BATCH_SHARE * cold_s))
+    return StopRule(BATCH_RULE.noise_target, BATCH_RULE.min_samples, min(BATCH_RULE.min_seconds, ceiling), ceiling)
+
+
 def warm_up(
     one: Callable[[], float], n: int, min_s: float, max_s: float, now: Callable[[], float] | None = None
 ) -> tuple[list[float], bool]:
@@ -112,12 +128,26 @@ def warm_up(
             return samples, False
 
 
+def stable_window(call_ms: float) -> int:
+    """Calls in a steady-state window for calls of ``call_ms``: STABLE_WINDOW, fewer where they span STABLE_SPAN_S."""
+    return max(1, min(STABLE_WINDOW, math.ceil(STABLE_SPAN_S * 1e3 / max(call_ms, 1e-6))))
+
+
 def _stable(samples: list[float]) -> bool:
-    if len(samples) < 2 * STABLE_WINDOW:
+    w = stable_window(statistics.median(samples[-STABLE_WINDOW:]))  # by the latest calls, not the first slow ones
+    if len(samples) < 2 * w:
         return False
-    last = statistics.median(samples[-STABLE_WINDOW:])
-    before = statistics.median(samples[-2 * STABLE_WINDOW : -STABLE_WINDOW])
+    last = statistics.median(samples[-w:])
+    before = statistics.median(samples[-2 * w : -w])
     return abs(last - before) <= STABLE_TOLERANCE * max(before, 1e-9)
+
+
+def warmup_count(config: Any, first_ms: float) -> int:
+    """Warm-up calls after the first, at least: ``config.warmup`` - 1 where it was set; by default at most the two
+    steady-state windows a call of ``first_ms`` needs anyway (a slow call's default count was 4 calls of seconds
+    each, in every round's child)."""
+    n = max(config.warmup - 1, 0)
+    return n if "warmup" in config.model_fields_set else min(n, 2 * stable_window(first_ms))
 
 
 def drift_note(samples_ms: list[float]) -> str | None:

@@ -158,7 +158,7 @@ class GenerationClock:
         """One generation's span (ms): the recheck's call from the set-up state."""
         return self._generate().span_ms
 
-    def measure_batch(self, fn: Callable[[], Any], median_ms: float) -> None:
+    def measure_batch(self, fn: Callable[[], Any], median_ms: float, rule: Any = None) -> None:
         """No batch time: a generation's steps already run back to back."""
         return None
 

@@ -6,6 +6,7 @@ the GPU is flagged, not silently kept (INTEGRITY #10). Without NVML the state sa
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -156,7 +157,7 @@ def device_manifest(device: Any) -> dict[str, Any]:
         "device": str(device),
         "torch": torch.__version__,
         "cuda_runtime": torch.version.cuda,
-        "triton": _triton_version(),
+        "triton": triton_version(),
         "numerics": {
             "allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
             "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
@@ -183,7 +184,8 @@ def device_manifest(device: Any) -> dict[str, Any]:
     return info
 
 
-def _triton_version() -> str | None:
+@functools.cache  # read once in the server (bench.isolate.warm): the package metadata took ~10 ms in every child
+def triton_version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:

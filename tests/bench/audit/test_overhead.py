@@ -19,6 +19,12 @@ def test_fast_path_overhead_is_below_cold_start() -> None:
     # the target (>= 5x) is a benchmark figure in docs/results, this only checks the direction.
     assert report["fast"]["overhead_after_first_s"] < report["cold"]["overhead_after_first_s"]
     assert "fast (server)" in markdown(report)
+    # where the wall went, per stage, and what of it is counted: the stages and the rest sum to the wall
+    split = report["fast"]["split_s"]
+    assert {"startup", "setup", "warmup", "measurement", "check", "batch", "outside"} <= set(split)
+    assert "| batch * |" in markdown(report) and "| warmup |" in markdown(report)  # * : counted as overhead
+    assert report["suite"]["all_ok"] and report["suite"]["n"] == 3 and report["suite"]["overhead_per_variant_s"] > 0
+    assert "As one suite" in markdown(report)
 
 
 def test_too_few_variants_is_a_clear_error() -> None:

@@ -121,6 +121,37 @@ def test_stage_limit_multiplies_by_timeout_multiplier() -> None:
     assert c.stage_limit("check") == c.stage_limit("teardown") == pytest.approx(10.0)
 
 
+def test_stages_after_the_measurement_allow_a_slow_call_its_calls() -> None:
+    """A 4.5 s call's batch (up to 9 call-times) would pass the measurement's 15 s: once the call's time is known, the
+    check, batch and recheck are allowed STAGE_CALLS of it; the others, and fast calls, keep their limits."""
+    from bench.define.config import STAGE_CALLS
+
+    c = resolve_config({"timeout_multiplier": 2.0})
+    assert c.stage_limit("batch", 4.5) == pytest.approx(STAGE_CALLS["batch"] * 4.5 * 2.0)
+    assert c.stage_limit("batch", 4.5) > c.stage_limit("batch")
+    assert c.stage_limit("check", 4.5) == pytest.approx(STAGE_CALLS["check"] * 4.5 * 2.0)
+    assert c.stage_limit("recheck", 4.5) > c.stage_limit("recheck")
+    assert c.stage_limit("measurement", 4.5) == c.stage_limit("measurement") == pytest.approx(30.0)
+    assert c.stage_limit("batch", 0.001) == c.stage_limit("batch")
+
+
+def test_the_parent_scales_a_later_stages_limit_with_the_measured_call() -> None:
+    from bench.define.result import VariantSpec
+    from bench.isolate.outcome import Watch
+
+    spec = VariantSpec(chapter="ch07", example="a", variant="baseline", path="x.py")
+    watch = Watch(spec, resolve_config())
+    watch.handle({"t": "stage", "name": "batch", "event": "start"})
+    assert watch.limit() == pytest.approx(15.0)  # before a timing: the configured limit
+    watch.handle({"t": "timing", "samples_ms": [4400.0, 4500.0, 4700.0]})
+    assert watch.limit() == pytest.approx(12 * 4.5)
+    # the warm-up's limit scales with the first call, known before any other: three calls of 6 s pass 15 s
+    early = Watch(spec, resolve_config())
+    early.handle({"t": "stage", "name": "warmup", "event": "start"})
+    early.handle({"t": "first_call", "ms": 6000.0})
+    assert early.limit() == pytest.approx(6 * 6.0)
+
+
 def test_stage_limit_unknown_stage() -> None:
     with pytest.raises(ConfigError, match="'compile'"):
         resolve_config().stage_limit("compile")

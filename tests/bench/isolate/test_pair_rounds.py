@@ -94,6 +94,48 @@ def test_a_large_difference_stops_at_the_fewest_rounds(tmp_path, write_benchmark
     assert c.significance == "faster" and 4 < c.speedup < 12
 
 
+# Each call appends its process to CALLS: how many calls each round's child made.
+COUNTED = """
+SLEEP_MS = {sleep_ms}
+CALLS = {calls!r}
+_fn = Bench.benchmark_fn
+
+
+def _counted(self):
+    _fn(self)
+    time.sleep(SLEEP_MS * 1e-3)
+    with open(CALLS, "a") as f:
+        f.write(f"{{os.getpid()}}\\n")
+
+
+Bench.benchmark_fn = _counted
+"""
+
+
+@pytest.mark.slow  # calls of 0.5 s and 0.25 s, three rounds: ~20 s
+def test_a_slow_pair_with_a_large_difference_takes_the_fewest_rounds_and_calls(tmp_path, write_benchmark) -> None:
+    """Calls of seconds (chapters 13-20) with a 2x difference: decided at min_rounds, each later round's child
+    making its first call, a warm-up of two steady-state windows (a window spans 0.5 s: one call of 0.5 s, two of
+    0.25 s) and the samples max_measure_seconds holds, the checks in round 0 only. With warm-up windows of five calls
+    a child of the 0.5 s side made 13 calls; with the default count kept, 7."""
+    root = tmp_path / "chapters"
+    for variant, ms in (("baseline", 500.0), ("optimized", 250.0)):
+        extra = "import os\n" + COUNTED.format(sleep_ms=ms, calls=str(tmp_path / f"{variant}.calls"))
+        write_benchmark(root / "ch07" / f"{variant}_a.py", extra=extra)
+    suite = run_suite(select(discover(root)), cli_layer={"device": "cpu"})  # the defaults otherwise
+    (c,) = suite.comparisons
+    assert c.rounds_stop == "decided" and len(c.round_speedups) == 3 and c.significance == "faster", c
+    for v, warm, samples in ((suite.variants[0], 2, 2), (suite.variants[1], 4, 4)):
+        lines = (tmp_path / f"{v.spec.variant}.calls").read_text().split()
+        per_child = [lines.count(pid) for pid in dict.fromkeys(lines)]  # in the order the children ran
+        assert len(per_child) == 3 and v.timing is not None, per_child
+        assert all(1 <= n <= samples for n in v.timing.rounds)  # max_measure_seconds (1 s) of calls per round
+        # later rounds time only: the first call, the warm-up (one more window where the host wobbled), the samples
+        later = zip(per_child[1:], v.timing.rounds[1:], strict=True)
+        assert all(n <= 1 + warm + warm // 2 + k for n, k in later), (v.spec.variant, per_child, v.timing.rounds)
+        assert per_child[0] > per_child[1]  # round 0's checks, batch and recheck call it more
+
+
 def test_a_round_capped_to_the_free_cores_says_so(tmp_path, write_benchmark) -> None:
     import torch
 

@@ -89,6 +89,31 @@ def test_warmup_goes_on_until_calls_are_steady_whatever_the_count() -> None:
     assert next(times) == 0.02 and samples[-STABLE_WINDOW:] == [0.02] * STABLE_WINDOW
 
 
+def test_a_slow_calls_warmup_window_spans_time_not_five_calls() -> None:
+    """A call of 0.6 s is steady once two calls agree (a window spans STABLE_SPAN_S): not ten calls of it. Fast
+    calls keep windows of STABLE_WINDOW; a slow start of fast calls is judged by the calls after it."""
+    from bench.define.config import BenchmarkConfig, resolve_config
+    from bench.measure.clocks import stable_window, warmup_count
+
+    assert [stable_window(ms) for ms in (0.01, 16.0, 100.0, 200.0, 300.0, 600.0, 4500.0)] == [5, 5, 5, 3, 2, 1, 1]
+    clock = [0.0]
+
+    def call(ms: float) -> float:
+        clock[0] += ms / 1e3
+        return ms
+
+    default = resolve_config()
+    n = warmup_count(default, 600.0)
+    samples, stable = warm_up(lambda: call(600.0), n, 0.05, 30.0, now=lambda: clock[0])
+    assert stable and n == 2 and len(samples) == 2  # first call + 2: three calls of 0.6 s, not eleven
+    samples, stable = warm_up(lambda: call(0.02), warmup_count(default, 0.02), 0.0, 30.0, now=lambda: clock[0])
+    assert stable and len(samples) == 2 * STABLE_WINDOW
+    # a count set by the user (or a benchmark's get_config) is kept whatever the call's time
+    assert warmup_count(resolve_config(BenchmarkConfig(warmup=5)), 600.0) == 4
+    assert warmup_count(resolve_config({"warmup": 3}), 4500.0) == 2
+    assert warmup_count(default, 0.5) == default.warmup - 1
+
+
 def test_warmup_that_never_settles_says_so() -> None:
     values = iter(float(1 + (i % 2) * 5) for i in range(10**6))  # alternating 1 and 6 ms
     samples, stable = warm_up(lambda: next(values), 3, 0.0, 0.05)
@@ -109,6 +134,22 @@ def test_cpu_batch_times_back_to_back_calls() -> None:
     assert batch is not None and batch.calls == 5  # ~1 ms of calls per sample
     assert fn.calls == batch.calls * len(batch.samples_ms)
     assert all(0.2 <= s < 50 for s in batch.samples_ms) and "back-to-back" in batch.method
+
+
+def test_the_batch_takes_a_share_of_the_cold_measurements_time() -> None:
+    from bench.measure.clocks import BATCH_FLOOR_S, BATCH_RULE, batch_rule
+
+    assert batch_rule(0.03).max_seconds == BATCH_FLOOR_S  # a trivial call's short cold measurement: the floor
+    assert batch_rule(0.4).max_seconds == pytest.approx(0.2)  # half of it
+    assert batch_rule(5.0).max_seconds == BATCH_RULE.max_seconds  # never beyond the ceiling
+    assert batch_rule(0.0).min_seconds <= batch_rule(0.0).max_seconds
+    # A noisy batch (the target out of reach) stops at the share, not at the ceiling.
+    noisy = iter([1.0, 3.0] * 10_000)
+    fn = Counter(sleep_s=0.0)
+    t0 = time.perf_counter()
+    batch = CpuClock().measure_batch(lambda: (fn(), time.sleep(next(noisy) * 1e-4)), 0.2, batch_rule(0.1))
+    assert batch is not None and batch.stop_reason == "max_time"
+    assert time.perf_counter() - t0 < 0.5 * BATCH_RULE.max_seconds
 
 
 def test_cpu_adaptive_stops_on_noise_target_with_min_samples() -> None:
