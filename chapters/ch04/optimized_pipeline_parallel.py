@@ -4,8 +4,9 @@ The one idea: split the batch so that the second stage starts as soon as the fir
 the first stage. Stage 1 computes micro-batch m+1 while m crosses the link and stage 2 computes m (each
 send queued as soon as its micro-batch is done, every receive posted up front). Only the pipeline's fill and
 drain stay idle: with S stages and M micro-batches a call takes M + S - 1 micro-batch steps where the naive
-split takes S x M, and each GPU's idle share (the bubble) shrinks from (S-1)/S to (S-1)/(M+S-1): 1/2 -> 1/9 here. The price:
-matmuls of 2048 rows instead of 16 384 (still large enough for the tensor cores) and 8 messages instead of one.
+split takes S x M, and each GPU's idle share (the bubble) shrinks from (S-1)/S to (S-1)/(M+S-1): 1/2 -> 1/9
+here. The price: matmuls of 2048 rows instead of 16 384 (still large enough for the tensor cores) and 8 messages
+instead of one.
 Forward only; GPipe's backward pass runs the same schedule in reverse and has the same bubble.
 
 Predicted on the H200 x 2 host (as the baseline's): a micro-batch step 6.3 / 8 ≈ 0.79 ms, (8 + 1) steps ≈ 7.1
