@@ -76,13 +76,15 @@ class CuFile:
         from cuda.bindings import cufile
 
         self.cufile, self.out, self.fh, self.registered = cufile, out, None, False
-        os.environ.setdefault("CUFILE_LOGFILE_PATH", str(directory / "cufile.log"))  # not the working directory
         try:
-            self.allow_compat()
+            self.configure(directory)
             cufile.driver_open()
         except Exception as exc:  # noqa: BLE001 - libcufile absent (DynamicLibNotFoundError) or the driver refused
             ctx.skip(f"cuFile could not open: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
-        self.mode = self.report()
+        try:
+            self.mode = self.report()
+        except Exception as exc:  # noqa: BLE001 - an unreadable report is recorded as such, never guessed
+            self.mode = str(ctx.record("cufile_mode", f"not reported: {type(exc).__name__}: {exc}"))
         descr = cufile.Descr()
         descr.type = cufile.FileHandleType.OPAQUE_FD
         descr.handle.fd = fd
@@ -94,12 +96,15 @@ class CuFile:
         cufile.buf_register(out.data_ptr(), out.numel(), 0)  # pinned for the DMA once, not per read
         self.registered = True
 
-    def allow_compat(self) -> None:
-        """Let cuFile fall back to its POSIX path where GDS cannot run (set before the driver opens)."""
+    def configure(self, directory: Path) -> None:
+        """Before the driver opens: let cuFile fall back to its POSIX path where GDS cannot run, and keep its log
+        (``cufile.log``, by default in the working directory) in the variant's temporary directory."""
         cufile = self.cufile
-        setter = getattr(cufile, "set_parameter_bool", None)
-        if setter is not None:
-            setter(cufile.BoolConfigParameter.PROPERTIES_ALLOW_COMPAT_MODE, True)
+        if hasattr(cufile, "set_parameter_bool"):
+            cufile.set_parameter_bool(cufile.BoolConfigParameter.PROPERTIES_ALLOW_COMPAT_MODE, True)
+        if hasattr(cufile, "set_parameter_string"):
+            self.log_dir = ctypes.create_string_buffer(str(directory).encode())  # cuFile may keep the pointer
+            cufile.set_parameter_string(cufile.StringConfigParameter.LOG_DIR, ctypes.addressof(self.log_dir))
 
     def report(self) -> str:
         """cuFile's own account of its mode: the nvidia-fs driver's version from cuFileDriverGetProperties (0.0:
