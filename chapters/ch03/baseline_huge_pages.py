@@ -12,7 +12,7 @@ optimized side ~1.3-2x faster.
 Timed with the wall clock. Work per call (both sides): 2 Mi x (64 B read + 64 B written + an 8 B index).
 """
 
-from chapters.ch03.common import Table
+from chapters.ch03.pages import Table
 
 
 def get_benchmark() -> Table:

@@ -13,7 +13,7 @@ the reason naming it.
 Timed and counted as the baseline. Outputs: the same rows, compared exactly.
 """
 
-from chapters.ch03.common import Table
+from chapters.ch03.pages import Table
 
 
 def get_benchmark() -> Table:

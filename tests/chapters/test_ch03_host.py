@@ -126,7 +126,7 @@ def test_set_up_again_after_teardown(setup_again: Callable[[Path], None], varian
 
 def test_huge_pages_sides_get_their_page_size_and_the_same_rows() -> None:
     from bench.define.context import context
-    from chapters.ch03.common import thp_mode
+    from chapters.ch03.pages import thp_mode
 
     if thp_mode() in ("never", "absent"):
         pytest.skip(f"transparent huge pages are {thp_mode()} on this host")
