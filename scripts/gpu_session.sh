@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile sanitize overhead book selfcheck_cfg sweep
-# sweep_builtins sweep_grid sweep_user kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa warmcache targets ray stops). Everything
+# sweep_builtins sweep_grid sweep_user kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa warmcache targets gdsprobe ray stops). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
@@ -63,6 +63,10 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
         timeout "$left" mlflow run . -e chapter -P ch="$ch" --env-manager local >> "$OUT/chapter.log" 2>&1
         echo "mlflow run ch$ch exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee -a "$OUT/show.md" | grep -v "^$"
       done ;;
+    gdsprobe)  # chapter 5's gds: could GPUDirect Storage run here? nvidia-fs, the filesystem under TMPDIR, libcufile
+      { ls /proc/driver/nvidia-fs 2>&1; grep -c nvidia_fs /proc/modules; df -T "${TMPDIR:-/tmp}" | tail -1
+        python3 -c "from cuda.bindings import cufile; print('libcufile', cufile.get_version())"; } > "$OUT/gds.txt" 2>&1
+      echo "gdsprobe exit $?"; tail -6 "$OUT/gds.txt" ;;
     targets)  # `perflab run -t PERFLAB_RUN_TARGETS [PERFLAB_RUN_ARGS]` (examples rather than whole chapters, e.g.
               # "ch13:optimizer ch13:zero_grad"; PERFLAB_RUN_ARGS e.g. "--energy")
       $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" ${PERFLAB_RUN_ARGS:-} >> "$OUT/run.log" 2>&1

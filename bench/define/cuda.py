@@ -14,6 +14,11 @@ Compiled code is cached in the process and on disk (``$PERFLAB_CUDA_CACHE``, els
 ``~/.cache/perflab/cuda``), keyed by the source, the options, the architecture and NVRTC's version,
 so only the first run after a change pays for ptxas.
 
+A source made with ``device_runtime=True`` may launch kernels (or graphs) from the device (dynamic parallelism):
+NVRTC compiles it as relocatable code (``-rdc=true``) and nvJitLink links the CUBIN with the CUDA device runtime
+(``libcudadevrt.a``, found by ``cuda.pathfinder``: CUDA_HOME or the ``nvidia-cuda-runtime`` wheel); a host
+without nvJitLink or that library skips the variant, naming them.
+
 Each loaded kernel's resources land in the result's ``sizes`` (MLflow params ``size.cuda.<kernel>.*``):
 registers per thread, static shared memory, stack and spilled bytes (ptxas's own report), the
 architecture compiled for, and the driver's limit of threads per block at those registers.
@@ -96,14 +101,14 @@ def _check(result: Any, what: str) -> Any:
 class CudaSource:
     """CUDA C++ source of one or more ``extern "C" __global__`` kernels; compiled on first use."""
 
-    def __init__(
-        self, code: str, *, name: str = "kernels.cu", options: Sequence[str] = (), capability: tuple[int, int] = (7, 0)
-    ) -> None:
+    def __init__(self, code: str, *, name: str = "kernels.cu", options: Sequence[str] = (),
+                 capability: tuple[int, int] = (7, 0), device_runtime: bool = False) -> None:  # fmt: skip
         if not isinstance(code, str) or "__global__" not in code:
             raise ValueError(f"cuda_source({name!r}): the code must be CUDA C++ text with a __global__ function")
         self.code = code
         self.name = name
-        self.options = tuple(DEFAULT_OPTIONS) + tuple(options)
+        self.device_runtime = device_runtime  # relocatable, linked with libcudadevrt: kernels launched on the device
+        self.options = tuple(DEFAULT_OPTIONS) + tuple(options) + (("-rdc=true",) if device_runtime else ())
         self.capability = tuple(capability)  # the oldest GPU the code compiles for (9, 0: clusters, Hopper)
 
     def kernel_names(self) -> list[str]:
@@ -141,6 +146,8 @@ class CudaSource:
                         f"\n{log.strip()}"
                     )
                 image = _read(nvrtc, prog, "PTX" if target == "ptx" else "CUBIN", text=False)
+                if self.device_runtime and target == "cubin":
+                    image = link_device_runtime(image, arch, self.name)
                 return Compiled(target, arch, image, log, parse_ptxas(log, arch), version)
             finally:
                 nvrtc.nvrtcDestroyProgram(prog)
@@ -158,7 +165,10 @@ class CudaSource:
         if name not in self.kernel_names():
             raise ValueError(f'{self.name}: no extern "C" __global__ kernel {name!r}; it defines {self.kernel_names()}')
         major, minor = ctx.facts.capability if ctx.facts and ctx.facts.capability else (0, 0)
-        compiled = self.compile(f"sm_{major}{minor}", "cubin")
+        try:
+            compiled = self.compile(f"sm_{major}{minor}", "cubin")
+        except ImportError as exc:  # device_runtime: nvJitLink or libcudadevrt absent
+            ctx.skip(str(exc))
         kernel = CudaKernel(compiled, name, ctx.device)
         for field, value in kernel.resources(compiled).items():
             ctx.record(f"cuda.{name}.{field}", value)
@@ -166,16 +176,61 @@ class CudaSource:
         return kernel
 
 
-def cuda_source(
-    code: str, *, name: str = "kernels.cu", options: Sequence[str] = (), capability: tuple[int, int] = (7, 0)
-) -> CudaSource:
+def cuda_source(code: str, *, name: str = "kernels.cu", options: Sequence[str] = (),
+                capability: tuple[int, int] = (7, 0), device_runtime: bool = False) -> CudaSource:  # fmt: skip
     """CUDA C++ ``code`` for a chapter file (kernels declared ``extern "C" __global__``), compiled on first use.
 
     ``name`` is the file name NVRTC's messages give; ``options`` go to NVRTC after ``-std=c++17 -lineinfo``;
     ``capability``: the oldest GPU the code is for (a variant on an older one is skipped, saying so).
     The code may use any builtin (``__shfl_sync``, ``__cluster_map_shared_rank``, ...) but no header outside
-    NVRTC's own: the GPU image has no CUDA include directory."""
-    return CudaSource(code, name=name, options=options, capability=capability)
+    NVRTC's own: the GPU image has no CUDA include directory. ``device_runtime``: the code launches kernels or
+    graphs from the device (``child<<<...>>>``, ``cudaGraphLaunch``), linked with the device runtime."""
+    return CudaSource(code, name=name, options=options, capability=capability, device_runtime=device_runtime)
+
+
+def device_runtime_library() -> str:
+    """The path of ``libcudadevrt.a``: cuda.pathfinder's (CUDA_HOME, CUDA_PATH or a wheel), else the
+    ``nvidia-cuda-runtime`` wheel's in site-packages; ImportError naming the package when there is none."""
+    import site
+
+    try:
+        from cuda.pathfinder import find_static_lib
+
+        return str(find_static_lib("cudadevrt"))
+    except Exception:  # noqa: BLE001 - an older pathfinder without it, or StaticLibNotFoundError: look in the wheels
+        pass
+    for base in (*site.getsitepackages(), site.getusersitepackages()):
+        for found in sorted(Path(base).glob("nvidia/*/lib/libcudadevrt.a")):
+            return str(found)
+    raise ImportError("libcudadevrt.a (the CUDA device runtime) was not found: install nvidia-cuda-runtime (CUDA 13), "
+                      "which ships it, or set CUDA_HOME")  # fmt: skip
+
+
+def link_device_runtime(cubin: bytes, arch: str, name: str) -> bytes:
+    """Relocatable ``cubin`` linked by nvJitLink with the device runtime: the CUBIN a device-side launch needs."""
+    try:
+        from cuda.bindings import nvjitlink
+
+        handle = nvjitlink.create(1, [f"-arch={arch}"])
+    except Exception as exc:  # ImportError, or cuda.pathfinder's DynamicLibNotFoundError: no libnvJitLink
+        raise ImportError(f"nvJitLink could not be loaded ({str(exc).splitlines()[0]}); install nvidia-nvjitlink "
+                          "(CUDA 13) beside cuda-bindings") from exc  # fmt: skip
+    try:
+        library = device_runtime_library()
+        nvjitlink.add_data(handle, nvjitlink.InputType.CUBIN, cubin, len(cubin), name)
+        nvjitlink.add_file(handle, nvjitlink.InputType.LIBRARY, library)
+        try:
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as exc:
+            log = bytearray(nvjitlink.get_error_log_size(handle))
+            nvjitlink.get_error_log(handle, log)
+            raise CudaCompileError(f"{name}: nvJitLink could not link it with {library} for {arch}: {exc}\n"
+                                   f"{log.decode(errors='replace').strip()}") from exc  # fmt: skip
+        linked = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, linked)
+        return bytes(linked)
+    finally:
+        nvjitlink.destroy(handle)
 
 
 def _read(nvrtc: Any, prog: Any, what: str, text: bool = True) -> Any:

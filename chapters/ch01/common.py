@@ -234,6 +234,52 @@ def check_finite(h: torch.Tensor) -> None:
         raise FloatingPointError(f"recurrence diverged: max |h| = {worst}")
 
 
+def positive_means() -> Inputs:
+    """hidden_sync: 64 steps of h = tanh(h @ W) on a batch of 256, width 2048 (W: 16 MiB), and after each step a
+    statistic of h, the mean of its positive entries, into ``out[step]`` (a training loop's logged metric).
+
+    Operands: (h0, W, steps). Useful work: the matmuls, steps x 2 x batch x width² FLOPs; minimum traffic: read h0
+    and W, write out. On a GPU the stated ceiling is the sync-free call's device time alone (``time_alone``: one
+    CUDA-graph replay, no host in it): what a call costs when nothing on the host holds the GPU back.
+    """
+    ctx = context()
+    batch, width, steps = ctx.size((256, 2048, 64), (6, 24, 5))
+    h0 = randn(batch, width, offset=0)
+    w = randn(width, width, offset=1, scale=1.5 / math.sqrt(width))  # gain 1.5: tanh keeps h away from 0 and +-1
+    out = torch.empty(steps, device=h0.device)
+    work: dict[str, Any] = {"bytes": 4 * (batch * width + width * width + steps), "flops": steps * 2 * batch * width**2}
+    if ctx.is_cuda:
+        scratch = torch.empty_like(out)
+        what = "the sync-free call's kernels back to back on the device, timed alone in setup (no host gap)"
+        work |= stated_ceiling(what, time_alone(lambda: positive_means_on_device(h0, w, steps, scratch)))
+    return (h0, w, steps), out, work
+
+
+def positive_means_on_device(h0: torch.Tensor, w: torch.Tensor, steps: int, out: torch.Tensor) -> None:
+    """hidden_sync, optimized: each step's mean of positive entries as a masked sum over a count, both on the
+    device (fixed shapes: no output whose size the host must learn first)."""
+    h = h0
+    for i in range(steps):
+        h = torch.tanh(h @ w)
+        pos = h > 0
+        torch.div(torch.where(pos, h, 0.0).sum(), pos.sum(), out=out[i])
+
+
+def gemv_batch() -> Inputs:
+    """roofline: 32 vectors (one per request: a decode step) through one bf16 weight W of 16 384 x 8192 (256 MiB,
+    over 4x the L2 of an H100 or H200), y_i = W x_i.
+
+    Operands: (X, W) with X of 32 x 8192. Minimum traffic: read W and X once, write Y: 2 B per element;
+    2 x 32 x 16 384 x 8192 = 8.6 GFLOP. Intensity at that minimum: ~32 FLOP/B (2 FLOPs per 2-byte weight element
+    per vector); read once per vector, as 32 matrix-vector products do, W's bytes make it ~1 FLOP/B.
+    """
+    m, n, k = context().size((32, 16384, 8192), (5, 40, 24))
+    x = randn(m, k, offset=0).bfloat16()
+    w = randn(n, k, offset=1, scale=1 / math.sqrt(k)).bfloat16()
+    work = {"bytes": 2 * (n * k + m * k + m * n), "flops": 2 * m * n * k}
+    return (x, w), torch.empty(m, n, device=x.device, dtype=torch.bfloat16), work
+
+
 # --- training_step --------------------------------------------------------------------------
 
 

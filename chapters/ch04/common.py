@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from bench import BenchmarkConfig, context
 
@@ -226,3 +227,63 @@ class Mlp(Ranked):
 def shard(t: torch.Tensor, dim: int, rank: int, world: int) -> torch.Tensor:
     """Rank ``rank``'s contiguous slice of ``t`` along ``dim`` (``world`` near-equal parts), as its own tensor."""
     return torch.tensor_split(t, world, dim=dim)[rank].contiguous()
+
+
+# --- pipeline_parallel ----------------------------------------------------------------------------
+
+
+class Pipeline(Ranked):
+    """pipeline_parallel: the forward pass of a 16-layer MLP (Linear(d, d) + GELU, d=4096, bf16) on 16 384 tokens,
+    its layers split into ``world`` consecutive stages, one per rank (GPipe's layout), the batch in ``micro``
+    micro-batches. Stage s runs on rank world-1-s, so the last stage, which holds the answer, is rank 0 (the rank
+    whose output the harness compares); rank world-1 holds the input. Every rank draws the full model alike
+    (``mlp``) and keeps its own stage's layers. The sides differ only in ``micro``: 1 is the naive split (each
+    stage runs the whole batch, then hands it on), more lets stage s work on micro-batch m while stage s+1 works
+    on m-1.
+
+    Activations cross with point-to-point ``send``/``recv`` (NCCL on GPUs, gloo on a CPU); a stage posts all
+    its receives first and waits for each only before that micro-batch's layers, and sends each micro-batch as
+    soon as it is computed (``isend``), so the link carries m while the stage computes m+1."""
+
+    def __init__(self, micro: int) -> None:
+        self.micro = micro
+
+    def prepare(self) -> None:
+        ctx = context()
+        layers, d, tokens = ctx.size(full=(16, 4096, 16384), smoke=(5, 24, 37))
+        self.rank, self.world = ctx.rank, ctx.world_size
+        model = mlp(ctx.record("layers", layers), ctx.record("d", d))
+        stage = self.world - 1 - self.rank
+        blocks = list(model)  # Linear, GELU, Linear, GELU, ...: a stage's layers are whole (Linear, GELU) pairs
+        bounds = torch.tensor_split(torch.arange(layers), self.world)[stage]
+        self.stage = torch.nn.Sequential(*blocks[2 * int(bounds[0]) : 2 * (int(bounds[-1]) + 1)])
+        self.first, self.last = stage == 0, stage == self.world - 1
+        x = randn(ctx.record("tokens", tokens), d, offset=1, dtype=compute_dtype())
+        self.x = x if self.first else None
+        ctx.record("micro_batches", self.micro)
+        self.chunks = [c.numel() for c in torch.tensor_split(torch.arange(tokens), self.micro)]  # rows per micro-batch
+        # receive buffers of the micro-batches (every stage but the first), the answer (the last stage)
+        self.inbox = None if self.first else [torch.empty(n, d, device=x.device, dtype=x.dtype) for n in self.chunks]
+        self.out = torch.empty_like(x) if self.last else None
+        self.work = {"flops": 2 * tokens * d * d * layers}  # forward only, every stage together
+
+    @torch.no_grad()
+    def benchmark_fn(self) -> None:
+        prev, nxt = self.rank + 1, self.rank - 1  # stage s on rank world-1-s: activations flow to lower ranks
+        pending = [] if self.first else [dist.irecv(buf, src=prev) for buf in self.inbox]
+        sends = []
+        rows = self.x.split(self.chunks) if self.first else self.inbox
+        outs = self.out.split(self.chunks) if self.last else None
+        for m, x in enumerate(rows):
+            if pending:
+                pending[m].wait()  # on a GPU the compute stream waits for the receive, the host does not
+            y = self.stage(x)
+            if self.last:
+                outs[m].copy_(y)
+            else:
+                sends.append(dist.isend(y, dst=nxt))  # y stays alive in the send until wait()
+        for s in sends:
+            s.wait()
+
+    def get_output(self) -> torch.Tensor | None:
+        return self.out  # the last stage's (rank 0's); the other ranks hold no part of the answer

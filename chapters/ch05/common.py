@@ -95,8 +95,12 @@ class FileBenchmark:
     def setup(self) -> None:
         self.tmp = tempfile.TemporaryDirectory(prefix="perflab-ch05-")
         directory = Path(self.tmp.name)
-        record_page_cache(directory)
-        self.prepare(directory)
+        try:
+            record_page_cache(directory)
+            self.prepare(directory)
+        except BaseException:  # a skip (what this host lacks) or an error: no directory left behind
+            self.tmp.cleanup()
+            raise
 
     def prepare(self, directory: Path) -> None:
         raise NotImplementedError

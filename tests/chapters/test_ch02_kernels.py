@@ -181,3 +181,29 @@ def test_kernels_compile_for_h100(compile_sm90: Callable[..., bytes]) -> None:
     sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "per_program": "i32", "iters": "i32", "a": "fp32",
            "b": "fp32"}  # fmt: skip
     assert compile_sm90(c.iterate_range, sig, {"TILE": c.TILE}, num_warps=c.WAVE_WARPS)
+
+
+def test_zero_copy_host_gather_delivers_the_picked_rows(cpu_smoke: None) -> None:
+    """The baseline of zero_copy on a CPU (the optimized side needs a GPU): distinct picks, each row the table's."""
+    from bench.define.protocol import load_benchmark
+    from bench.errors import Skip
+
+    bench = load_benchmark(CH02 / "baseline_zero_copy.py")
+    bench.setup()
+    try:
+        bench.out.fill_(float("nan"))
+        bench.benchmark_fn()
+        idx = bench.idx.cpu()
+        assert idx.unique().numel() == idx.numel() and idx.numel() < bench.table.shape[0]
+        assert torch.equal(bench.get_output().cpu(), bench.table[idx])
+        assert bench.get_work()["bytes"] == idx.numel() * (256 + 8)
+    finally:
+        bench.teardown()
+    optimized = load_benchmark(CH02 / "optimized_zero_copy.py")
+    if not torch.cuda.is_available():
+        with pytest.raises(Skip):  # the kernel reads mapped host memory: a GPU's
+            optimized.setup()
+
+
+def test_zero_copy_baseline_sets_up_again(setup_again: Callable[[Path], None]) -> None:
+    setup_again(CH02 / "baseline_zero_copy.py")

@@ -122,3 +122,29 @@ def test_ring_producer_failure_or_death_reaches_the_caller() -> None:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_set_up_again_after_teardown(setup_again: Callable[[Path], None], variant: str) -> None:
     setup_again(CH03 / f"{variant}.py")
+
+
+def test_huge_pages_sides_get_their_page_size_and_the_same_rows() -> None:
+    from bench.define.context import context
+    from chapters.ch03.pages import thp_mode
+
+    if thp_mode() in ("never", "absent"):
+        pytest.skip(f"transparent huge pages are {thp_mode()} on this host")
+    got = {}
+    for side in ("baseline", "optimized"):
+        bench = load_benchmark(CH03 / f"{side}_huge_pages.py")
+        bench.setup()
+        try:
+            share = context().sizes["huge_page_share"]
+            bench.benchmark_fn()
+            got[side] = bench.get_output().clone()
+            rows = bench.idx
+            want = rows[:, None] * 16 + torch.arange(16)  # every value is its own index in the table
+            assert torch.equal(got[side], want.to(torch.int32))
+        finally:
+            bench.teardown()
+        if side == "baseline":
+            assert share == 0.0  # huge pages refused, whatever the host's default
+        else:
+            assert share > 0.5  # smoke: 3 huge pages' worth; the kernel may not align the first and last
+    assert torch.equal(got["baseline"], got["optimized"])

@@ -19,7 +19,7 @@ import torch.multiprocessing as mp
 from chapters.ch04.common import gradient_shapes, plan_buckets
 
 CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "ch04"
-EXAMPLES = ("allreduce", "grad_buckets", "ddp_overlap", "tensor_parallel")
+EXAMPLES = ("allreduce", "grad_buckets", "ddp_overlap", "tensor_parallel", "pipeline_parallel")
 
 
 def _f64(value: Any) -> Any:
@@ -38,6 +38,8 @@ def _inputs(name: str, bench: Any) -> dict[str, Any]:
         return {"fresh": _f64(bench.fresh)}
     if name == "ddp_overlap":
         return {"x": _f64(bench.x), "params": _f64(list(bench.model.parameters()))}
+    if name == "pipeline_parallel":
+        return {"x": _f64(bench.x), "stage": _f64(list(bench.stage.parameters()))}
     full = bench.full()  # tensor_parallel: the full operands every rank draws alike
     return {"full": _f64(list(full))}
 
@@ -127,6 +129,22 @@ def test_tensor_parallel_and_one_gpu_give_the_mlp_block(ranks: list[dict[Any, An
         _close(ranks[0][("tensor_parallel", side)]["out"], want, 1e-5)
         assert all(r[("tensor_parallel", side)]["out"] is None for r in ranks[1:])  # rank 0 holds the answer
     assert w1.shape[1] % len(ranks) != 0 or len(ranks) == 2  # 5 ranks: uneven shards of the hidden units
+
+
+def test_pipeline_stages_give_the_whole_stack_on_rank_0(ranks: list[dict[Any, Any]]) -> None:
+    for side in ("baseline", "optimized"):
+        got = [r[("pipeline_parallel", side)] for r in ranks]
+        h = got[-1]["x"]  # stage 0 on the last rank holds the input
+        assert all(g["x"] is None for g in got[:-1])
+        layers = 0
+        for g in reversed(got):  # stage s on rank world-1-s
+            params = g["stage"]
+            layers += len(params) // 2
+            for i in range(0, len(params), 2):
+                h = torch.nn.functional.gelu(h @ params[i].T + params[i + 1])
+        assert layers == 5  # every layer in exactly one stage
+        _close(got[0]["out"], h, 1e-5)
+        assert all(g["out"] is None for g in got[1:])  # the last stage, rank 0, holds the answer
 
 
 @pytest.mark.parametrize("cap", [1, 7, 60, 250, 10**9])

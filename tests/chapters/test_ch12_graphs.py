@@ -240,3 +240,14 @@ def test_training_calls_write_the_same_tensors(cpu_smoke: None, side: str) -> No
         assert storages() == before and len(before) == 4 * len(bench.params)
     finally:
         bench.teardown()
+
+
+@pytest.mark.parametrize(("n", "segments"), [(3000, 7), (32 * 2**20, 512)])
+def test_device_launch_segments_cover_every_value_once(cpu_smoke: None, n: int, segments: int) -> None:
+    from chapters.ch12.launch_kernels import segment_offsets
+
+    offsets = segment_offsets(n, segments)
+    sizes = offsets.diff()
+    assert offsets[0] == 0 and offsets[-1] == n and (sizes >= 0).all()
+    mean = n / segments
+    assert sizes.max() > 1.2 * mean and sizes.min() < 0.8 * mean  # uneven: one grid per segment, each sized to it

