@@ -42,7 +42,7 @@ def test_every_kernel_compiles_for_sm90_without_spilling(where: str, source: Cud
         pytest.skip(f"{where}: compiled as relocatable code, not linked: {exc}")
     names = source.kernel_names()
     assert names and set(compiled.kernels) == set(names), (
-        f"{where}: kernels {names}, ptxas reported {compiled.kernels} (NVRTC {compiled.nvrtc}); its log:\n{compiled.log}"
+        f"{where}: kernels {names}, ptxas reported {compiled.kernels} (NVRTC {compiled.nvrtc}); log:\n{compiled.log}"
     )
     for name, res in compiled.kernels.items():
         assert res.spill_bytes == 0, f"{where}: {name} spills {res.spill_bytes} bytes per thread ({res})"
