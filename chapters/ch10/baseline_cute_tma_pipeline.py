@@ -11,7 +11,8 @@ against ~1 µs of wgmma per K step); the 4-stage ring 1.5-2x faster.
 Work (both sides): 2 x 8192³ flops; A, B read once and C written once at least (384 MiB).
 """
 
-from chapters.ch10.cute_gemm import Config, CuteGemm
+from chapters.ch10.cute_config import Config
+from chapters.ch10.cute_gemm import CuteGemm
 
 
 def get_benchmark() -> CuteGemm:

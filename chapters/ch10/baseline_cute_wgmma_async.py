@@ -10,7 +10,8 @@ Predicted (not measured): 10-30 % under the kernel that keeps one batch in fligh
 Work: 2 x 8192³ flops; A, B read once and C written once at least (384 MiB).
 """
 
-from chapters.ch10.cute_gemm import Config, CuteGemm
+from chapters.ch10.cute_config import Config
+from chapters.ch10.cute_gemm import CuteGemm
 
 
 def get_benchmark() -> CuteGemm:

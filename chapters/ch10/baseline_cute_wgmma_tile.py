@@ -10,7 +10,8 @@ Predicted (not measured): 1.3-1.8x slower than the 128 x 256 tile on an H200.
 Work: 2 x 8192³ flops; A, B read once and C written once at least (384 MiB).
 """
 
-from chapters.ch10.cute_gemm import Config, CuteGemm
+from chapters.ch10.cute_config import Config
+from chapters.ch10.cute_gemm import CuteGemm
 
 
 def get_benchmark() -> CuteGemm:

@@ -20,7 +20,7 @@ import cutlass.utils.hopper_helpers as sm90
 import torch
 from cutlass.cute.runtime import from_dlpack
 
-from chapters.ch10.cute_gemm import TILE_K, Config
+from chapters.ch10.cute_config import TILE_K, Config
 
 THREADS_PER_WARPGROUP = 128
 

@@ -10,7 +10,8 @@ Predicted (not measured): 1.1-1.3x the drained kernel on an H200, near cuBLAS's 
 Work: as the baseline (same inputs, same output; the harness compares them).
 """
 
-from chapters.ch10.cute_gemm import Config, CuteGemm
+from chapters.ch10.cute_config import Config
+from chapters.ch10.cute_gemm import CuteGemm
 
 
 def get_benchmark() -> CuteGemm:

@@ -10,7 +10,8 @@ Predicted (not measured): 60-80 % of the H200's measured fp16 matmul peak; the c
 Work: as the baseline (same inputs, same output; the harness compares them).
 """
 
-from chapters.ch10.cute_gemm import Config, CuteGemm
+from chapters.ch10.cute_config import Config
+from chapters.ch10.cute_gemm import CuteGemm
 
 
 def get_benchmark() -> CuteGemm:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from chapters.ch10.cute_gemm import Config, CuteGemm
+from chapters.ch10.cute_config import Config
+from chapters.ch10.cute_gemm import CuteGemm
 
 ROOT = Path(__file__).resolve().parents[2]
 CHANGES = {"cute_tma_pipeline": {"stages"}, "cute_wgmma_async": {"mmas_in_flight"}, "cute_wgmma_tile": {"tile_mn"}}
@@ -53,7 +54,7 @@ COMPILE = """
 import os, sys
 sys.path.insert(0, {root!r})
 import torch
-from chapters.ch10.cute_gemm import Config, gemm_operands
+from chapters.ch10.cute_config import Config
 from chapters.ch10 import cute_kernel
 cfg = Config(tile_mn={tile!r}, stages={stages}, mmas_in_flight={in_flight})
 a = torch.randn(256, 192).half(); bt = torch.randn(256, 192).half(); out = torch.empty(256, 256).half()
