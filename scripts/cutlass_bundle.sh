@@ -3,7 +3,8 @@
 # beside the tracked tree in one device call (64 MiB a call, the tracked files ~20 MB).
 #   scripts/cutlass_bundle.sh            -> .cutlass/p0/, .cutlass/p1/, ... (ignored through .git/info/exclude)
 #   CUTLASS_DSL_VERSION (default 4.8.1), CUTLASS_DSL_CUDA (cu13 or cu12; default cu13),
-#   CUTLASS_PART_MB (default 40: the most one part holds, in MiB), CUTLASS_XZ (default "-9e -T0")
+#   CUTLASS_PART_MB (default 40: the most one part holds, in MiB), CUTLASS_XZ (default "-6 -T0"; -9e gained nothing on
+#   8 MiB samples of the big library and takes ~10x the time)
 # What is packed: the four DSL wheels for CPython 3.12 x86-64 unpacked (the GPU image has their
 # dependencies: cuda-bindings, protobuf, typing-extensions), less what a JIT-compiled kernel never loads
 # (the experimental iket profiler, the aarch64 stubs, the C header and static library for AOT export),
@@ -27,7 +28,7 @@ mb() { python3 -c "import sys; print(f'{int(sys.argv[1]) / 1e6:.1f} MB')" "$1"; 
 pip_get() {
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 -d "$1" "${@:2}"
+    --platform manylinux2014_x86_64 -d "$1" "${@:2}" 2>&1 | { grep -v "^WARNING: Location" || true; }
 }
 pip_get "$work/dsl" "nvidia-cutlass-dsl==$ver" "nvidia-cutlass-dsl-libs-base==$ver" \
   "nvidia-cutlass-dsl-libs-core==$ver" "nvidia-cutlass-dsl-libs-$cu==$ver"
@@ -47,7 +48,7 @@ find "$site" -name '*.so*' -type f -printf '%s %P\n' | sort -rn | head -3 \
   | while read -r size path; do echo "  $(mb "$size")  $path"; done
 
 # shellcheck disable=SC2086
-tar -C "$site" -cf - . | xz ${CUTLASS_XZ:--9e -T0} > "$work/site.tar.xz"
+tar -C "$site" -cf - . | xz ${CUTLASS_XZ:--6 -T0} > "$work/site.tar.xz"
 total=$(stat -c %s "$work/site.tar.xz")
 rm -rf .cutlass && mkdir -p .cutlass
 split -b "${part_mb}M" -d -a 1 "$work/site.tar.xz" "$work/part."

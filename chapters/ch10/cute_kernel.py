@@ -112,7 +112,8 @@ class HopperGemm:
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
-        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
+        acc.fill(0.0)  # zeroed here, so every K step accumulates (the loop body is traced once for all steps)
+        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         blocks = cute.size(tcra, mode=[2])
         in_flight = self.config.mmas_in_flight
         for _ in cutlass.range(k_tiles, unroll=1):
@@ -121,7 +122,6 @@ class HopperGemm:
             for kb in cutlass.range(blocks, unroll_full=True):
                 at = (None, None, kb, read.index)
                 cute.gemm(tiled_mma, acc, tcra[at], tcrb[at], acc)
-                tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             cute.nvgpu.warpgroup.commit_group()
             cute.nvgpu.warpgroup.wait_group(in_flight)
             read.advance()
