@@ -145,7 +145,7 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       mkdir -p /tmp/cutlass-parts && cp .cutlass/p*/* /tmp/cutlass-parts/ 2> /dev/null
       echo "cutlass parts here: $(cd /tmp/cutlass-parts && ls site.tar.xz.* 2> /dev/null | tr '\n' ' ')" ;;
     cutlass)  # issue 40: the parts joined and checked, unpacked to /tmp/site, the CuTe DSL pairs of chapter 10 run
-      # (PERFLAB_CUTLASS_TARGETS); tracked in mlflow.db where MLflow is installed, else --no-track
+      # (PERFLAB_CUTLASS_TARGETS); tracked in mlflow.db where MLflow is installed, else --no-track; summary in $OUT/cutlass
       mkdir -p /tmp/cutlass-parts /tmp/site && cp .cutlass/p*/* /tmp/cutlass-parts/ 2> /dev/null
       if [ ! -d /tmp/site/nvidia_cutlass_dsl ]; then
         read -r sum n ver cu < /tmp/cutlass-parts/BUNDLE || { echo "cutlass: no bundle part carried (.cutlass/pN)"; continue; }
@@ -160,8 +160,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
         || python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/site/wheels/*.whl > "$OUT/cutlass-install.log" 2>&1
       python3 -c "import cutlass; print('cutlass DSL', cutlass.__version__)" 2>&1 | tail -1
       track=(--no-track); python3 -c "import mlflow" 2> /dev/null && track=(--tracking-uri sqlite:///mlflow.db)
+      # each child imports the DSL and loads its kernel from the DSL's disk cache: 3 rounds (PERFLAB_CUTLASS_ARGS)
       $T python3 -m perflab run -t "${PERFLAB_CUTLASS_TARGETS:-ch10:cute_tma_pipeline,ch10:cute_wgmma_async,ch10:cute_wgmma_tile}" \
-        "${track[@]}" ${PERFLAB_RUN_ARGS:-} > "$OUT/cutlass.log" 2>&1
+        "${track[@]}" --suite-timeout $((left - 30)) --out "$OUT/cutlass" ${PERFLAB_CUTLASS_ARGS:---rounds 3} > "$OUT/cutlass.log" 2>&1
       echo "cutlass run exit $?"; grep -v "━" "$OUT/cutlass.log" | tail -30 ;;
     tilesprobe)  # issue 23: ch10's per-tile vs persistent and pointer vs TMA matmuls by problem (K, dtype)
       $T python3 scripts/timing/tiles_probe.py > "$OUT/tiles_probe.md" 2>&1
