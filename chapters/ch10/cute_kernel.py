@@ -128,9 +128,11 @@ class HopperGemm:
             if read.count > in_flight:  # the batch that read `release`'s buffer has finished
                 ring.consumer_release(release)
                 release.advance()
-            if warp == 0 and produce.count < k_tiles:
-                self.load(ring, produce, tma_a, tag, tas, tma_b, tbg, tbs)
-                produce.advance()
+                # refill only after a release: thread 0 waiting for a buffer its own warp has yet to release
+                # (the first step, with a batch in flight) would wait for ever
+                if warp == 0 and produce.count < k_tiles:
+                    self.load(ring, produce, tma_a, tag, tas, tma_b, tbg, tbs)
+                    produce.advance()
         cute.nvgpu.warpgroup.wait_group(0)
 
         out = cute.make_rmem_tensor_like(acc, mc.element_type)
