@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from bundled wheels, record the machine, then the steps in
 # PERFLAB_STEPS (default "tests selfcheck chapter"; also: peak report profile sanitize overhead book selfcheck_cfg sweep
-# sweep_builtins sweep_grid sweep_user kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa warmcache targets gdsprobe ray stops). Everything
+# sweep_builtins sweep_grid sweep_user kernels ab wall context neighbour sideprobe coldprobe ringprobe histprobe expertsprobe optprobe kvprobe softcapprobe autotuneprobe tilesprobe flexprobe genprobe energyprobe exploits aa warmcache targets gdsprobe ray stops cutlass_stage cutlass). Everything
 # lands in $OUT: logs, mlflow.db, and bundle.tgz (MLflow artifacts, tables, raw ncu CSV, report) —
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
@@ -159,6 +159,30 @@ PY
     autotuneprobe)  # issue 24: ch14 max_autotune's MLP, the kernels of each compile mode
       $T python3 scripts/timing/autotune_probe.py > "$OUT/autotune_probe.md" 2>&1
       echo "autotuneprobe exit $?"; cat "$OUT/autotune_probe.md" ;;
+    cutlass_stage)  # issue 40: keep the carried parts of the CUTLASS DSL bundle (scripts/cutlass_bundle.sh, carry
+      # [".cutlass/pN"]) on this machine for a later call while it stays warm (30 s after a call)
+      mkdir -p /tmp/cutlass-parts && cp .cutlass/p*/* /tmp/cutlass-parts/ 2> /dev/null
+      echo "cutlass parts here: $(cd /tmp/cutlass-parts && ls site.tar.xz.* 2> /dev/null | tr '\n' ' ')" ;;
+    cutlass)  # issue 40: the parts joined and checked, unpacked to /tmp/site, the CuTe DSL pairs of chapter 10 run
+      # (PERFLAB_CUTLASS_TARGETS); tracked in mlflow.db where MLflow is installed, else --no-track; summary in $OUT/cutlass
+      mkdir -p /tmp/cutlass-parts /tmp/site && cp .cutlass/p*/* /tmp/cutlass-parts/ 2> /dev/null
+      if [ ! -d /tmp/site/nvidia_cutlass_dsl ]; then
+        read -r sum n ver cu < /tmp/cutlass-parts/BUNDLE || { echo "cutlass: no bundle part carried (.cutlass/pN)"; continue; }
+        parts=$(ls /tmp/cutlass-parts/site.tar.xz.* | sort -V)
+        if [ "$(echo "$parts" | wc -l)" != "$n" ] || [ "$(cat $parts | sha256sum | cut -d' ' -f1)" != "$sum" ]; then
+          echo "cutlass: parts here $(echo $parts | xargs -n1 basename | tr '\n' ' ')of $n, or their sha256 differs"; continue
+        fi
+        cat $parts | xz -d | tar -x -C /tmp/site && echo "cutlass: nvidia-cutlass-dsl $ver ($cu) unpacked"
+      fi
+      export PYTHONPATH=/tmp/site/nvidia_cutlass_dsl/dsl_packages:/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+      python3 -c "import pydantic" 2> /dev/null \
+        || python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/site/wheels/*.whl > "$OUT/cutlass-install.log" 2>&1
+      python3 -c "import cutlass; print('cutlass DSL', cutlass.__version__)" 2>&1 | tail -1
+      track=(--no-track); python3 -c "import mlflow" 2> /dev/null && track=(--tracking-uri sqlite:///mlflow.db)
+      # each child imports the DSL and loads its kernel from the DSL's disk cache: 3 rounds (PERFLAB_CUTLASS_ARGS)
+      $T python3 -m perflab run -t "${PERFLAB_CUTLASS_TARGETS:-ch10:cute_tma_pipeline,ch10:cute_wgmma_async,ch10:cute_wgmma_tile}" \
+        "${track[@]}" --suite-timeout $((left - 30)) --out "$OUT/cutlass" ${PERFLAB_CUTLASS_ARGS:---rounds 3} > "$OUT/cutlass.log" 2>&1
+      echo "cutlass run exit $?"; grep -v "━" "$OUT/cutlass.log" | tail -30 ;;
     tilesprobe)  # issue 23: ch10's per-tile vs persistent and pointer vs TMA matmuls by problem (K, dtype)
       $T python3 scripts/timing/tiles_probe.py > "$OUT/tiles_probe.md" 2>&1
       echo "tilesprobe exit $?"; cat "$OUT/tiles_probe.md" ;;

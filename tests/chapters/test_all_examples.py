@@ -5,6 +5,7 @@ Skips live in SKIPS, one place, each with its reason.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,12 @@ if not torch.cuda.is_available():  # CUDA C++ (bench.cuda_source): the variants 
     for e in EXAMPLES:
         if any("cuda_kernels import" in Path(v.path).read_text() for v in e.variants):
             SKIPS[e.target] = "CUDA C++ kernels need a GPU (tests/chapters/test_cuda_sources.py compiles them)"
+
+
+if not torch.cuda.is_available() or importlib.util.find_spec("cutlass") is None:  # CuTe DSL (ch10/cute_gemm.py)
+    for e in EXAMPLES:
+        if any("cute_gemm import" in Path(v.path).read_text() for v in e.variants):
+            SKIPS[e.target] = "CuTe DSL kernels need the DSL and a Hopper GPU (test_cute_gemm.py compiles them)"
 
 
 def test_catalog_has_no_orphans_or_unpaired() -> None:
