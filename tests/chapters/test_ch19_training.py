@@ -40,10 +40,10 @@ def test_fp8_training_losses_within_tolerance_and_training_shows(cpu_smoke: None
 
 def test_dynamic_int8_error_within_tolerance(cpu_smoke: None) -> None:
     outs = {}
-    for cls in (T.Prefill, T.DynamicInt8):
+    for cls in (T.DecodeBatch, T.DynamicInt8):
         v = cls()
         v.setup()
         v.benchmark_fn()
         outs[cls] = v.get_output().float()
-    err = float((outs[T.DynamicInt8] - outs[T.Prefill]).norm() / outs[T.Prefill].norm())
+    err = float((outs[T.DynamicInt8] - outs[T.DecodeBatch]).norm() / outs[T.DecodeBatch].norm())
     assert 0 < err < T.RTOL_DYNAMIC / 2
