@@ -98,6 +98,7 @@ class Memory(BaseModel):
 class Quality(BaseModel):
     metric: str  # speedup_metric(): "quality" (higher is better) or "error" (lower); bench.measure.quality
     readings: list[float] = Field(default_factory=list)  # metrics()' readings after the timed calls, one per item
+    verdict: bool = True  # the pair's verdict is on it (speedup_metric()); else only its verification (a lossy pair)
 
 
 class TensorInfo(BaseModel):

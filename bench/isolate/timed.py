@@ -117,8 +117,11 @@ def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | 
     timed_sample, mutated = _check(v, poisoned)
     if memory is not None:
         send("memory", **memory, **_memory_verdict(v, fn, metric, overhead))
-    if metric in QUALITY_METRICS:  # what the timed calls produced, scored by the benchmark (bench.measure.quality)
-        send("quality", metric=metric, readings=readings(v.obj, metric))
+    # what the timed calls produced, scored by the benchmark (bench.measure.quality): a quality verdict's readings,
+    # or a lossy pair's (verify="quality")
+    scored = metric if metric in QUALITY_METRICS else "quality" if v.config.verify == "quality" else None
+    if scored is not None:
+        send("quality", metric=scored, readings=readings(v.obj, scored), verdict=metric in QUALITY_METRICS)
     if timed_sample is not None and v.gen is None and v.config.world_size == 1:
         from bench.isolate.produced import check_produced
 

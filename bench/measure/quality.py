@@ -16,6 +16,12 @@ they are taken as the same items in the same order and the interval is a paired 
 ratio of means (the items' own difficulty cancels); otherwise the sides are resampled independently. A single
 reading on each side gives the ratio with no interval: the harness cannot tell a difference from noise there,
 and the pair gets no verdict. Time is still measured and shown beside it, so "at equal time" can be read off.
+
+A lossy optimization (an early exit, dropped tokens) turns it round: its verdict is on time, and its outputs
+differ from the baseline's by design, so comparing them proves nothing. Such a pair declares ``verify="quality"``
+and a ``quality_floor`` in its config and reports ``metrics()["quality"]`` on both sides; it is verified when the
+95 % interval of mean(optimized) / mean(baseline) lies at or above the floor (``verify_quality``), a mismatch
+when its low end is below, never verified by default (no readings, no floor, one reading a side).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bench.define.result import Verification
 from bench.errors import ProtocolError
 
 # The metric → whether higher is better.
@@ -55,7 +62,7 @@ def quality_ratio(baseline: Any, optimized: Any) -> tuple[float | None, float | 
     for a pair whose optimized side names one (None for any other pair); the ratio is None where a side has no
     readings or a mean is not positive, the interval None with one reading a side."""
     q = optimized.quality
-    if q is None or q.metric not in QUALITY_METRICS:
+    if q is None or q.metric not in QUALITY_METRICS or not q.verdict:
         return None
     b = baseline.quality.readings if baseline.quality is not None and baseline.quality.metric == q.metric else []
     o = q.readings
@@ -88,3 +95,23 @@ def mean_ratio_interval(num: list[float], den: list[float], n: int = BOOTSTRAP, 
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
+
+
+def verify_quality(baseline: Any, optimized: Any) -> Verification:
+    """A lossy pair's verification (``verify="quality"``): the interval of mean(optimized) / mean(baseline) of
+    ``metrics()["quality"]`` held against the optimized side's ``quality_floor``."""
+    floor = optimized.config.get("quality_floor")
+    if floor is None:
+        return Verification(verified=False, detail='verify="quality" without a quality_floor in get_config()')
+    sides = [r.quality.readings if r.quality is not None and r.quality.metric == "quality" else [] for r in
+             (baseline, optimized)]  # fmt: skip
+    if len(sides[0]) < 2 or len(sides[1]) < 2 or _mean(sides[0]) <= 0:
+        return Verification(verified=False, detail=f"quality readings: {len(sides[0])} baseline, {len(sides[1])} "
+                            "optimized (at least 2 each, a positive baseline mean): not verified")  # fmt: skip
+    ratio = _mean(sides[1]) / _mean(sides[0])
+    low, high = mean_ratio_interval(sides[1], sides[0])
+    text = (f"quality {_mean(sides[1]):.4g} against the baseline's {_mean(sides[0]):.4g}: {ratio:.4f} of it "
+            f"[{low:.4f}, {high:.4f}]")  # fmt: skip
+    if low >= floor:
+        return Verification(verified=True, outcome="match", detail=f"{text}, at or above the floor {floor:g}")
+    return Verification(verified=False, outcome="mismatch", detail=f"{text}, below the floor {floor:g}")

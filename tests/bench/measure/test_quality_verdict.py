@@ -142,3 +142,39 @@ def test_child_sends_the_readings_of_the_timed_calls(tmp_path: Path) -> None:
     r = run_variant(spec, tmp_path / "wd", cli_layer={"device": "cpu", "iterations": 3, "warmup": 1})
     assert r.status == "ok", r.error
     assert r.quality is not None and r.quality.metric == "quality" and r.quality.readings == [1.0] * 64
+
+
+def lossy(tmp_path: Path, base: list[float], opt: list[float], floor: float | None = 0.97) -> tuple:
+    """A lossy pair (verify="quality"): different outputs by design, faster, its quality held to a floor."""
+    config = {"verify": "quality", "quality_floor": floor}
+    b = variant(tmp_path, "baseline", [ref()], median_ms=2.0, config=config)
+    o = variant(tmp_path, "optimized", [ref(seed=1)], median_ms=1.0, config=config)
+    b.quality = Quality(metric="quality", readings=base, verdict=False)
+    o.quality = Quality(metric="quality", readings=opt, verdict=False)
+    return b, o
+
+
+# 400 items: the baseline right on all, the lossy side wrong on 4 (1 %) or on 40 (10 %).
+ALL = [1.0] * 400
+MOST = [1.0] * 396 + [0.0] * 4
+FEWER = [1.0] * 360 + [0.0] * 40
+
+
+def test_lossy_pair_verified_by_its_quality_and_judged_on_time(tmp_path: Path) -> None:
+    c = compare(*lossy(tmp_path, ALL, MOST))
+    assert c.verification.verified and c.verification.outcome == "match", c.verification.detail
+    assert "0.99" in c.verification.detail and "floor 0.97" in c.verification.detail
+    assert c.speedup_metric == "time" and c.speedup == pytest.approx(2.0)  # the verdict stays on time
+
+
+def test_lossy_pair_below_its_floor_is_a_mismatch(tmp_path: Path) -> None:
+    c = compare(*lossy(tmp_path, ALL, FEWER))  # 0.90 of the baseline's quality
+    assert not c.verification.verified and c.verification.outcome == "mismatch" and c.status == "mismatch"
+
+
+def test_lossy_pair_without_floor_or_readings_is_not_verified(tmp_path: Path) -> None:
+    assert not compare(*lossy(tmp_path, ALL, MOST, floor=None)).verification.verified
+    b, o = lossy(tmp_path, ALL, MOST)
+    o.quality = None
+    c = compare(b, o)
+    assert not c.verification.verified and c.verification.outcome == "inconclusive"
