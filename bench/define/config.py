@@ -144,7 +144,12 @@ class BenchmarkConfig(BaseModel):
     # for integers); "greedy_tokens", for a token-generating benchmark whose get_output() returns [tokens,
     # runner_up, gap, offsets]: tokens exactly, except that a request may part from the baseline's at a near-tie
     # (the baseline's top two within GAP_TOL, the optimized side taking its runner-up) and is compared up to there.
-    verify: Literal["exact", "greedy_tokens"] = "exact"
+    # "quality", for a lossy optimization (early exit, dropped tokens): the outputs are not compared; the pair is
+    # verified when the optimized side's mean metrics()["quality"] over the baseline's, the 95 % interval's low
+    # end, is at least ``quality_floor`` (bench.measure.quality).
+    verify: Literal["exact", "greedy_tokens", "quality"] = "exact"
+    # With verify="quality": the least optimized / baseline ratio of mean quality a pair is verified at.
+    quality_floor: float | None = Field(None, gt=0, le=1)
     # Smoke sizes (tiny inputs) for examples; None = smoke on CPU, full size on GPU.
     smoke: bool | None = None
     # Fill floating outputs with NaN before measurement and require the timed calls to overwrite

@@ -23,8 +23,11 @@ and optionally:
 * ``get_inputs()`` — the tensors that are this benchmark's inputs (a tensor, a list, a dict); the harness
   changes them to check that the output follows (bench.measure.guard). Without it: every tensor set up in setup();
 * ``speedup_metric()`` — what the pair is compared on: "time" (the default); "peak_memory" or "peak_reserved"
-  for a pair whose benefit is memory (bench.measure.memory); a token-generating benchmark's TTFT, TPOT, ...
-  (bench.measure.generation).
+  for a pair whose benefit is memory (bench.measure.memory); "quality" (higher is better) or "error" (lower is
+  better) for a pair whose benefit is a score it reports (bench.measure.quality); a token-generating
+  benchmark's TTFT, TPOT, ... (bench.measure.generation);
+* ``metrics() -> dict`` — the scores a quality pair reports of what its timed calls produced: the metric its
+  ``speedup_metric()`` names, one number or a list of readings (one per evaluated item).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any, Protocol, runtime_checkable
 from bench.errors import ProtocolError
 
 REQUIRED = ("setup", "benchmark_fn", "teardown")
-OPTIONAL = ("get_config", "get_output", "validate_result", "get_work", "get_inputs", "speedup_metric")
+OPTIONAL = ("get_config", "get_output", "validate_result", "get_work", "get_inputs", "speedup_metric", "metrics")
 
 
 @runtime_checkable

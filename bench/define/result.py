@@ -95,6 +95,12 @@ class Memory(BaseModel):
     call_peaks_mb: list[float] = Field(default_factory=list)
 
 
+class Quality(BaseModel):
+    metric: str  # speedup_metric(): "quality" (higher is better) or "error" (lower); bench.measure.quality
+    readings: list[float] = Field(default_factory=list)  # metrics()' readings after the timed calls, one per item
+    verdict: bool = True  # the pair's verdict is on it (speedup_metric()); else only its verification (a lossy pair)
+
+
 class TensorInfo(BaseModel):
     shape: list[int]
     dtype: str
@@ -246,6 +252,7 @@ class VariantResult(BaseModel):
     recheck: Recheck | None = None
     tampered: list[str] = Field(default_factory=list)  # clocks the benchmark replaced (bench.measure.guard)
     memory: Memory | None = None
+    quality: Quality | None = None  # a quality pair's readings (bench.measure.quality)
     output: OutputInfo | None = None
     work: Work | None = None
     validation: str | None = None  # message from validate_result(); None = passed or not defined
@@ -320,7 +327,9 @@ class Comparison(BaseModel):
     # What ``speedup`` is the ratio of: "time" (medians of the whole call) or, for a token-generating pair,
     # the metric it names: "ttft", "tpot" (medians, baseline / optimized), "throughput" (tokens/s, optimized
     # / baseline); bench.measure.generation.pair_speedup; or a memory pair's "peak_memory", "peak_reserved" (peak
-    # baseline / optimized, > 1: the optimized side needs less; bench.measure.memory.memory_ratio).
+    # baseline / optimized, > 1: the optimized side needs less; bench.measure.memory.memory_ratio); or a quality
+    # pair's "quality" (mean optimized / baseline) or "error" (mean baseline / optimized): > 1, the optimized side
+    # does better (bench.measure.quality.quality_ratio).
     speedup_metric: str = "time"
     # Measured in rounds (bench.isolate.rounds, bench.measure.rounds): each round's ratio of medians, baseline over
     # optimized; the speedup is their geometric mean and its interval a t interval over them. rounds_stop: why no

@@ -26,6 +26,7 @@ from bench.define.result import (
     OutputInfo,
     Produced,
     Profile,
+    Quality,
     Recheck,
     StageRecord,
     Timing,
@@ -224,6 +225,8 @@ def _data(result: VariantResult, data: dict[str, Any]) -> None:
         result.tampered = list(data["tampered"]["names"])
     if "memory" in data:
         result.memory = Memory(**{k: v for k, v in data["memory"].items() if k != "t"})
+    if "quality" in data:
+        result.quality = Quality(**{k: v for k, v in data["quality"].items() if k != "t"})
     if "work" in data:
         result.work = Work(**{k: v for k, v in data["work"].items() if k != "t"})
     if "profile" in data and data["profile"].get("dir"):

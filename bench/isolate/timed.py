@@ -56,7 +56,7 @@ def run_timed(v: SetUp) -> None:
 
     from bench.isolate.ranks import any_rank
     from bench.measure.clocks import batch_rule, warmup_count
-    from bench.measure.memory import declared_metric
+    from bench.measure.memory import MEMORY_METRICS, declared_metric
     from bench.measure.timer import clock_for
     from bench.profile.markers import per_call
 
@@ -80,7 +80,7 @@ def run_timed(v: SetUp) -> None:
     # The variant's memory, taken before the check: the harness's own NaN check below allocates (a bool
     # per output element: 16 MiB more for a 64 MiB fp32 output) and is not the variant's.
     overhead = getattr(clock, "overhead_bytes", 0)
-    tracked = config.enable_memory_tracking or metric != "time"
+    tracked = config.enable_memory_tracking or metric in MEMORY_METRICS
     memory = _memory(device, v.setup_peak, overhead) if tracked else None
     timed_sample, mutated = None, {}
     if not v.job.get("timing_only"):  # a later round of a pair (bench.isolate.rounds): its first round checked
@@ -113,11 +113,18 @@ def run_timed(v: SetUp) -> None:
 
 def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | None, metric: str,
             overhead: int) -> tuple[Any, dict[str, Any]]:  # fmt: skip
-    """The check stage: the outputs and the rest (``_check``), a memory pair's readings, and that the output is the
-    call's (bench.isolate.produced; not for a generation or several ranks)."""
+    """The check stage: the outputs and the rest (``_check``), a memory or quality pair's readings, and that the
+    output is the call's (bench.isolate.produced; not for a generation or several ranks)."""
+    from bench.measure.quality import QUALITY_METRICS, readings
+
     timed_sample, mutated = _check(v, poisoned)
     if memory is not None:
         send("memory", **memory, **_memory_verdict(v, fn, metric, overhead))
+    # what the timed calls produced, scored by the benchmark (bench.measure.quality): a quality verdict's readings,
+    # or a lossy pair's (verify="quality")
+    scored = metric if metric in QUALITY_METRICS else "quality" if v.config.verify == "quality" else None
+    if scored is not None:
+        send("quality", metric=scored, readings=readings(v.obj, scored), verdict=metric in QUALITY_METRICS)
     if timed_sample is not None and v.gen is None and v.config.world_size == 1:
         from bench.isolate.produced import check_produced
 

@@ -1,7 +1,8 @@
 """Baseline vs optimized: a pair's status, verification and speedup, computed in the parent from two results.
 
 The speedup is baseline median / optimized median on the time the optimized variant's config names (cold or
-batch; a token-generating pair's metric: TTFT, TPOT, throughput; a memory pair's peak: bench.measure.memory),
+batch; a token-generating pair's metric: TTFT, TPOT, throughput; a memory pair's peak: bench.measure.memory; a
+quality pair's score or error: bench.measure.quality),
 never clamped, with a 95 % interval (``bench.measure.stats.speedup_interval``) and its significance. A pair measured
 in rounds (both sides' samples in the same rounds, bench.isolate.rounds) has the geometric mean of its rounds' ratios
 of medians instead, and a t interval over them (``bench.measure.rounds``): the round-to-round spread is in it.
@@ -16,6 +17,7 @@ from typing import Any
 from bench.define.config import BenchmarkConfig
 from bench.define.result import Comparison, PairStatus, VariantResult, Verification, Work
 from bench.measure.memory import MEMORY_METRICS, memory_ratio
+from bench.measure.quality import QUALITY_METRICS, quality_ratio, verify_quality
 from bench.measure.rounds import round_ratios, rounds_interval
 from bench.measure.stats import speedup_interval
 from bench.measure.verify import FilePair, verify_all
@@ -112,6 +114,9 @@ def compared_values(
     if metric in MEMORY_METRICS:  # the median call peak of each side (bench.measure.memory)
         peaks = [r.memory.call_peaks_mb if r.memory is not None else [] for r in (baseline, optimized)]
         return _median(peaks[0]), _median(peaks[1])
+    if metric in QUALITY_METRICS:  # the mean reading of each side (bench.measure.quality)
+        means = [_mean(r.quality.readings) if r.quality is not None else None for r in (baseline, optimized)]
+        return means[0], means[1]
     b, o = baseline.generation, optimized.generation
     if b is None or o is None:
         return None, None
@@ -172,6 +177,9 @@ def _speedup(
     by_memory = memory_ratio(baseline, optimized) if same_hardware else None
     if by_memory is not None:  # a pair whose benefit is memory: its peaks, not its time
         return by_memory
+    by_quality = quality_ratio(baseline, optimized) if same_hardware else None  # a score or error, not a time
+    if by_quality is not None:
+        return by_quality
     if same_hardware and optimized.generation is not None:  # token generation: the metric the pair names
         from bench.measure.generation import pair_interval, pair_speedup
 
@@ -197,6 +205,10 @@ def _basis(baseline: VariantResult, optimized: VariantResult) -> tuple[str, list
         return "batch", baseline.batch.samples_ms, optimized.batch.samples_ms
     cold = [r.timing.samples_ms if r.timing else [] for r in (baseline, optimized)]
     return "cold", cold[0], cold[1]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def _median(samples: list[float]) -> float | None:
@@ -239,6 +251,8 @@ def _verify(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
             detail=f"the sides are verified differently: baseline verify={modes[0]!r}, optimized {modes[1]!r}; "
             "both sides of a pair declare the same (get_config())",
         )
+    if modes[0] == "quality":  # a lossy pair: its outputs differ by design, its quality is held to its floor
+        return verify_quality(baseline, optimized)
     assert baseline.output is not None and optimized.output is not None
     pairs = [_files(baseline.output, optimized.output)]
     fresh = [r.recheck.fresh if r.recheck else None for r in (baseline, optimized)]

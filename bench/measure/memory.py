@@ -35,14 +35,17 @@ CALLS = 5
 
 
 def declared_metric(obj: Any) -> str:
-    """A benchmark's ``speedup_metric()`` when it does not generate tokens: "time" (also without the method) or
-    one of MEMORY_METRICS; a ProtocolError naming the bad value otherwise."""
+    """A benchmark's ``speedup_metric()`` when it does not generate tokens: "time" (also without the method), one
+    of MEMORY_METRICS or of bench.measure.quality's QUALITY_METRICS; a ProtocolError naming the bad value otherwise."""
+    from bench.measure.quality import QUALITY_METRICS
+
     get = getattr(obj, "speedup_metric", None)
     metric = get() if callable(get) else "time"
-    if metric != "time" and metric not in MEMORY_METRICS:
+    accepted = ("time", *MEMORY_METRICS, *QUALITY_METRICS)
+    if metric not in accepted:
         raise ProtocolError(
             f"speedup_metric() returned {metric!r}; accepted for a benchmark that does not generate tokens: "
-            f"'time', {', '.join(repr(m) for m in MEMORY_METRICS)}"
+            f"{', '.join(repr(m) for m in accepted)}"
         )
     return str(metric)
 

@@ -92,6 +92,9 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
                    mem_rss_peak_mb=mem.rss_peak_mb, mem_harness_mb=mem.harness_mb)  # fmt: skip
         if mem.call_peaks_mb:  # a memory pair's readings (bench.measure.memory): their median
             out["mem_call_peak_mb"] = statistics.median(mem.call_peaks_mb)
+    if result.quality is not None and result.quality.readings:  # a quality pair's readings: their mean, count
+        q = result.quality.readings
+        out.update(quality_mean=sum(q) / len(q), quality_n=float(len(q)))
     out.update({name(k): v for k, v in result.derived_metrics().items()})
     if result.generation is not None:  # token generation: ttft_*/tpot_* (median, p90, p99), tokens/s, requests/s
         out.update(result.generation.metrics())

@@ -255,7 +255,7 @@ def value_text(value: float | None, b: Basis) -> str:
     """A compared value with its unit: ``350 ms``, ``1210 tokens/s``, ``512 MiB``."""
     if value is None:
         return "—"
-    return time_text(value) if b.unit == "ms" else f"{sig(value)} {b.unit}"
+    return time_text(value) if b.unit == "ms" else f"{sig(value)} {b.unit}".rstrip()
 
 
 def speedup_text(pair: dict[str, Any], verdict: bool = True) -> str:

@@ -228,3 +228,17 @@ def test_where_the_time_went_sums_each_part_over_the_variants(suite: SuiteResult
     assert "## Where the time went" in md and "logging 1.5 s" in md
     assert "| ch08 | 2.0 | 4.0 | 1.0 | 16.0 | 1.5 | 1.0 | 0.0 | 0.2 |" in md
     assert "| all | 10.0 | 20.0 | 5.0 | 40.0 | 7.5 | 5.0 | 7.0 | 1.2 |" in md
+
+
+def test_a_quality_verdict_names_its_score_beside_the_times(suite: SuiteResult) -> None:
+    """A pair compared on a score it reports (bench.measure.quality): the table says "quality" and shows the two
+    mean scores, each side's median call time in its own columns (equal time is read off them)."""
+    scored = suite.comparisons[0].model_copy(update={
+        "speedup_metric": "quality", "baseline_median_ms": 2.0, "optimized_median_ms": 2.02,
+        "baseline_value": 0.6, "optimized_value": 0.75, "speedup": 1.25,
+    })  # fmt: skip
+    suite.comparisons[0] = scored
+    md = summary_markdown(summary_dict(suite))
+    row = next(line for line in md.splitlines() if line.startswith("| ch07:a "))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[2:7] == ["2.00", "2.02", "quality", "0.600", "0.750"] and cells[7].startswith("1.25×")
