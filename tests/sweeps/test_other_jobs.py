@@ -1,0 +1,162 @@
+"""Users' jobs of the other kinds, swept on the CPU as they were written (tests/sweeps/fixtures/):
+
+* ``jpeg_folder.py``: a small CNN on a folder of JPEG/PNG files, decoded with PIL and randomly cropped and
+  flipped on the host per item, its own collate_fn;
+* ``token_stream.py``: a tiny transformer on random windows of an ``np.memmap`` token file, served by an
+  ``IterableDataset`` (no ``__len__``): a tiny step, the loader's per-sample work dominating.
+
+Each gets a recommendation, the bottleneck with both ceilings and a verification against the plain
+default. Then what else users bring — items that are dicts or carry extras, a loader of their own, model
+inputs by keyword — either trains or stops with one line saying what the sweep needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from sweeps.api import TrialSettings
+from sweeps.measure import TrialJob, measure
+from sweeps.runner import sweep
+from sweeps.workload import WorkloadError, parse_workload
+from tests.sweeps.fixtures import jpeg_folder, token_stream
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("jobs")
+    jpeg_folder.write(str(d / "images"), samples=96, side=40)
+    token_stream.write(str(d / "train.bin"), samples=400)
+    return {"jpeg_folder": str(d / "images"), "token_stream": str(d / "train.bin")}
+
+
+@pytest.mark.parametrize("job", ["jpeg_folder", "token_stream"])
+def test_each_job_gets_a_recommendation_its_bottleneck_and_a_verification(
+    job: str, data: dict[str, str], tmp_path: Path
+) -> None:
+    said: list[str] = []
+    overrides = {"workload": f"{FIXTURES / job}.py:make", "batch_sizes": "16", "num_workers_options": "0 2",
+                 "steps_per_test": 3, "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False,
+                 "rank_rounds": 0, "probe_seconds": 0.2, "verify_repeats": 2}  # fmt: skip
+    result = sweep(data_path=data[job], strategy="grid", storage=f"sqlite:///{tmp_path / 'o.db'}",
+                   out=tmp_path / "out", overrides=overrides, echo=said.append, track=False)  # fmt: skip
+    trials = [line for line in said if line.startswith("trial ")]
+    assert len(trials) == 2 and all("-> ok" in line for line in trials), said  # 0 and 2 workers both train
+    rec, c = result.recommendation, result.conclusion
+    assert rec.recommended is not None and rec.recommended["batch_size"] == 16
+    # the bottleneck: the data path alone (0 workers and the host's ladder) and the step alone, in numbers
+    head = c["headline"]
+    assert head.startswith("the data path delivers at most ") and "; the step could take " in head, head
+    numbers = c["bottleneck"]
+    assert numbers["data_samples_per_s"] > 0 and numbers["step_samples_per_s"] > 0
+    md = (tmp_path / "out" / "recommendation.md").read_text()
+    assert "- data path alone (samples/s by workers, no model): 0: " in md and "Bound: the " in md
+    # verified against the plain default: batch 32, 0 workers, fp32, no pinning; 2 + 2 fresh runs
+    v = result.verification
+    assert v is not None and len(v.baseline.samples_per_s) == 2 and len(v.recommended.samples_per_s) == 2
+    assert v.baseline.params["batch_size"] == 32 and v.baseline.params["num_workers"] == 0
+    assert v.low is not None and v.high is not None and v.low <= v.speedup <= v.high
+    assert "**speedup** (recommended / baseline)" in md
+
+
+def _job(tmp_path: Path, body: str, batch_size: int = 8, name: str = "job") -> TrialJob:
+    f = tmp_path / f"{name}.py"
+    f.write_text("import torch\nfrom torch import nn\nfrom sweeps.api import Workload\n\n" + body)
+    s = TrialSettings(batch_size=batch_size, num_workers=0, pin_memory=False, amp=False, device="cpu", smoke=True)
+    return TrialJob(workload=asdict(parse_workload(f"{f}:make")), settings=asdict(s), steps=2, warmup_steps=1)
+
+
+MAKE = """
+class Items(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        x = torch.randn(4)
+        return {ITEM}
+
+
+def make(s):
+    model = nn.Linear(4, 3)
+    return Workload(model=model, optimizer=torch.optim.SGD(model.parameters(), 0.1), loss_fn=nn.CrossEntropyLoss(),
+                    dataset=Items())
+"""
+
+
+@pytest.mark.parametrize(
+    ("item", "parts"),
+    [
+        ("{'image': x, 'label': i % 3}", ("a batch is a dict with keys ['image', 'label']",)),
+        ("x, i % 3, f'file{i}.png'", ("a batch is a list of 3: (Tensor(8, 4), Tensor(8,), tuple of 8: (str, ",)),
+        ("x", ("a batch is a Tensor(8, 4)",)),
+    ],
+)
+def test_items_that_are_not_input_target_pairs_stop_with_one_line(tmp_path: Path, item: str,
+                                                                   parts: tuple[str, ...]) -> None:  # fmt: skip
+    job = _job(tmp_path, MAKE.replace("{ITEM}", item), name=f"item{abs(hash(item))}")
+    with pytest.raises(WorkloadError) as err:
+        measure(job)
+    text = str(err.value)
+    assert "\n" not in text and "the sweep needs (inputs, target) pairs" in text, text
+    assert all(p in text for p in parts), text
+
+
+def test_a_loader_of_the_users_own_must_follow_the_trials_batch(tmp_path: Path) -> None:
+    body = MAKE.replace("{ITEM}", "x, i % 3").replace(
+        "dataset=Items())", "loader=lambda: torch.utils.data.DataLoader(Items(), batch_size=5, shuffle=True))")
+    with pytest.raises(WorkloadError) as err:
+        measure(_job(tmp_path, body))
+    assert "has no dimension of 8, the trial's micro-batch size" in str(err.value)
+    assert "batch_size=settings.micro_batch_size" in str(err.value)
+    ok = body.replace("batch_size=5", "batch_size=s.micro_batch_size")  # the same loader, following the trial
+    assert measure(_job(tmp_path, ok, name="ok"))["samples_per_s"] > 0
+
+
+def test_model_inputs_by_keyword_in_any_order(tmp_path: Path) -> None:
+    body = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, mask, features):  # the dict below names them in another order
+        return self.lin(features * mask)
+
+
+def make(s):
+    model = Net()
+    items = [({"features": torch.randn(4), "mask": torch.ones(4)}, i % 3) for i in range(32)]
+    return Workload(loss_fn=nn.CrossEntropyLoss(), dataset=items, model=model,
+                    optimizer=torch.optim.SGD(model.parameters(), 0.1))
+"""
+    m = measure(_job(tmp_path, body))
+    assert m["samples_per_s"] > 0 and m["final_loss"] is not None
+
+
+@pytest.mark.parametrize(
+    ("dataset", "part"),
+    [
+        ("(b for b in [])", "dataset is a generator, neither map-style (__getitem__ and __len__) nor a torch.utils"),
+        ("NoLen()", "dataset NoLen has __getitem__ but no __len__"),
+        ("[]", "dataset list is empty"),
+    ],
+)
+def test_datasets_the_loader_cannot_read_stop_with_one_line(tmp_path: Path, dataset: str, part: str) -> None:
+    body = f"""
+class NoLen:
+    def __getitem__(self, i):
+        return torch.randn(4), 0
+
+
+def make(s):
+    model = nn.Linear(4, 3)
+    return Workload(model=model, optimizer=torch.optim.SGD(model.parameters(), 0.1), loss_fn=nn.CrossEntropyLoss(),
+                    dataset={dataset})
+"""
+    with pytest.raises(WorkloadError) as err:
+        measure(_job(tmp_path, body, name=f"ds{abs(hash(dataset))}"))
+    assert "\n" not in str(err.value) and part in str(err.value), str(err.value)
