@@ -12,6 +12,8 @@ inputs by keyword — either trains or stops with one line saying what the sweep
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -24,6 +26,11 @@ from sweeps.workload import WorkloadError, parse_workload
 from tests.sweeps.fixtures import jpeg_folder, token_stream
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SCRIPT = Path(__file__).parents[2] / "scripts" / "sweep_compare.py"
+_spec = importlib.util.spec_from_file_location("sweep_compare", SCRIPT)
+assert _spec is not None and _spec.loader is not None
+sweep_compare = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sweep_compare)
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +68,11 @@ def test_each_job_gets_a_recommendation_its_bottleneck_and_a_verification(
     assert v.baseline.params["batch_size"] == 32 and v.baseline.params["num_workers"] == 0
     assert v.low is not None and v.high is not None and v.low <= v.speedup <= v.high
     assert "**speedup** (recommended / baseline)" in md
+    # conclusion.json: the recommendation's re-measured throughput, as the GPU step compares two sweeps by it
+    again = json.loads((tmp_path / "out" / "conclusion.json").read_text())["remeasured"]
+    assert again["verified"]["runs"] == v.recommended.samples_per_s and again["verified"]["mean"] == v.recommended.mean
+    text, ok = sweep_compare.line(tmp_path / "out", tmp_path / "out", job, 0.05)
+    assert ok and text.endswith("ratio 1.000: within 5%") and f"{v.recommended.mean:,.0f}" in text, text
 
 
 def _job(tmp_path: Path, body: str, batch_size: int = 8, name: str = "job") -> TrialJob:
@@ -160,3 +172,37 @@ def make(s):
     with pytest.raises(WorkloadError) as err:
         measure(_job(tmp_path, body, name=f"ds{abs(hash(dataset))}"))
     assert "\n" not in str(err.value) and part in str(err.value), str(err.value)
+
+
+def _concluded(d: Path, config: str, verified: list[float] | None, ranking: list[float]) -> Path:
+    import statistics
+
+    again: dict = {"configuration": config, "ranking": {"mean": statistics.mean(ranking), "low": min(ranking),
+                                                        "high": max(ranking), "runs": ranking}}  # fmt: skip
+    if verified:
+        again["verified"] = {"mean": statistics.mean(verified), "low": min(verified), "high": max(verified),
+                             "runs": verified}  # fmt: skip
+    d.mkdir()
+    (d / "conclusion.json").write_text(json.dumps({"recommended": {"batch_size": 128}, "speedup": [7.7, 6.8, 8.8],
+                                                   "remeasured": again}))  # fmt: skip
+    return d
+
+
+def test_two_sweeps_compare_in_one_line(tmp_path: Path) -> None:
+    a = _concluded(tmp_path / "a", "bs=128 w=16 amp pin", [8000.0, 8200.0], [7000.0])
+    b = _concluded(tmp_path / "b", "bs=128 w=12 amp pin", [8400.0, 8600.0], [9000.0])
+    text, ok = sweep_compare.line(a, b, "h5 swept twice", 0.05)
+    assert ok and "\n" not in text
+    assert text.startswith("h5 swept twice: a bs=128 w=16 amp pin / b bs=128 w=12 amp pin; re-measured samples/s ")
+    assert "8,100 [8,000, 8,200] (2 runs) / 8,500 [8,400, 8,600] (2 runs) (verification runs)" in text
+    assert text.endswith("ratio 1.049: within 5%")  # 8,500 / 8,100
+    text, _ = sweep_compare.line(a, b, "h5", 0.04)
+    assert text.endswith("ratio 1.049: NOT within 4%")
+    c = _concluded(tmp_path / "c", "bs=64 w=16 amp pin", None, [8100.0, 8300.0])  # not verified: the ranking's runs
+    assert "(verification runs / ranking runs); ratio 1.012" in sweep_compare.line(a, c, "x", 0.05)[0]
+    text, ok = sweep_compare.line(a, tmp_path / "missing", "x", 0.05)
+    assert not ok and "no conclusion.json (the sweep did not finish)" in text and text.endswith("no ratio")
+    assert sweep_compare.same(a, a, "pair") == ("pair: the same conclusion in both — bs=128 w=16 amp pin, speedup "
+                                                "7.70x [6.80, 8.80]", True)  # fmt: skip
+    text, ok = sweep_compare.same(a, b, "pair")
+    assert not ok and text.startswith("pair: DIFFERENT conclusions (remeasured differ)")
