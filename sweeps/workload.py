@@ -147,15 +147,15 @@ def build_workload(spec: WorkloadSpec, settings: TrialSettings) -> Workload:
         raise WorkloadError(f"workload {spec.text!r}: give exactly one of dataset= or loader= (a factory)")
     if wl.loader is not None and not callable(wl.loader):
         raise WorkloadError(f"workload {spec.text!r}: loader must be a function returning the batches")
-    if wl.dataset is not None:
-        _check_dataset(spec.text, wl.dataset, wl.batched)
     params = {id(p) for p in wl.model.parameters()}
     if not any(id(p) in params for g in wl.optimizer.param_groups for p in g["params"]):
         raise WorkloadError(f"workload {spec.text!r}: the optimizer holds none of the model's parameters")
+    if wl.dataset is not None:
+        _check_dataset(spec.text, wl.dataset)
     return wl
 
 
-def _check_dataset(text: str, dataset: Any, batched: bool) -> None:
+def _check_dataset(text: str, dataset: Any) -> None:
     """A Dataset the sweep's DataLoader can read: a map-style one (``__getitem__`` and ``__len__``: it is
     shuffled by a sampler) or a ``torch.utils.data.IterableDataset`` (a stream, read in its own order)."""
     import torch

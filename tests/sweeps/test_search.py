@@ -264,3 +264,31 @@ def test_a_running_trial_that_never_beat_is_reaped_and_run_again(monkeypatch: py
     rows = [r for r in results_rows(study) if r["status"] == "ok"]
     assert sorted(r["batch_size"] for r in rows) == [16, 32]  # the zombie's configuration measured too
     assert study.trials[zombie.number].user_attrs["status"] == "interrupted"
+
+
+def test_a_trial_another_worker_failed_while_it_ran_is_retried_not_a_crash(tmp_path: Path) -> None:
+    """Another worker's stale-heartbeat check fails this worker's trial mid-measurement (its heartbeat came
+    late: a loaded host): Optuna refuses the result; the worker says so, goes on, and runs the queued retry."""
+    from sweeps.storage import make_storage
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cfg = SweepConfig(batch_sizes=[16, 32], num_workers_options=[0], test_mixed_precision=False,
+                      test_pin_memory=False, preset="tiny")  # fmt: skip
+    said: list[str] = []
+    calls: list[dict[str, Any]] = []
+
+    def evaluate(p: dict[str, Any], prune: Any = None) -> TrialOutcome:
+        calls.append(p)
+        if len(calls) == 1:  # as optuna.storages.fail_stale_trials does it from the other worker
+            other = make_storage(url)
+            study = optuna.load_study(study_name="reap", storage=other)
+            running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))[0]
+            assert other.set_trial_state_values(running._trial_id, optuna.trial.TrialState.FAIL)
+            other.get_heartbeat_stale_trial_callback()(study, other.get_trial(running._trial_id))  # type: ignore[misc]
+        return TrialOutcome("ok", {"samples_per_s": float(p["batch_size"]), "memory_pct": 1.0})
+
+    study = run_sweep(cfg, evaluate, "grid", storage=url, study_name="reap", echo=said.append)
+    late = "trial 0: failed by another worker while measured here (its heartbeat came late); its retry is queued"
+    assert late in said
+    ok = sorted(r["batch_size"] for r in results_rows(study) if r["status"] == "ok")
+    assert ok == [16, 32] and len(calls) == 3  # the reaped configuration measured again, by its retry
