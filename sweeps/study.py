@@ -235,8 +235,11 @@ def _zombie_s(cfg: SweepConfig) -> float:
 
 
 def _shared(study: optuna.Study) -> bool:
-    """Other workers may share the study: its storage records heartbeats (an RDB)."""
-    return bool(getattr(study._storage, "is_heartbeat_enabled", lambda: False)())
+    """Other workers may share the study: its storage records heartbeats (an RDB with an interval set).
+    Asked of the storage behind Optuna's cache, which has no ``is_heartbeat_enabled`` method of its own."""
+    storage = getattr(study._storage, "_backend", study._storage)
+    interval = getattr(storage, "get_heartbeat_interval", None)
+    return interval is not None and interval() is not None
 
 
 def _others_running(study: optuna.Study, cfg: SweepConfig, t_end: float | None) -> None:

@@ -76,7 +76,7 @@ def _agree_once(postgres: str, tmp_path: Path, attempt: int) -> str | None:
     marks = tmp_path / f"marks-{attempt}"
     marks.mkdir()
     study = f"agree-{attempt}"
-    workers = [_worker(postgres, study, marks, 0.2, "agree", "5") for _ in range(2)]
+    workers = [_worker(postgres, study, marks, 1.0, "agree", "5") for _ in range(2)]  # trials long enough to overlap
     outs = []
     for w in workers:
         out, _ = w.communicate(timeout=240)

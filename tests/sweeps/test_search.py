@@ -292,3 +292,41 @@ def test_a_trial_another_worker_failed_while_it_ran_is_retried_not_a_crash(tmp_p
     assert late in said
     ok = sorted(r["batch_size"] for r in results_rows(study) if r["status"] == "ok")
     assert ok == [16, 32] and len(calls) == 3  # the reaped configuration measured again, by its retry
+
+
+def test_a_worker_waits_for_another_workers_running_trial_before_it_returns(tmp_path: Path) -> None:
+    """Two workers on one RDB study: this one's plan is spent while the other still measures a configuration;
+    it returns only once that trial has ended, so the table it concludes on is the study's whole one."""
+    import threading
+
+    from sweeps.storage import make_storage
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cfg = SweepConfig(batch_sizes=[8, 16, 32], num_workers_options=[0], test_mixed_precision=False,
+                      test_pin_memory=False, preset="tiny", heartbeat_interval_s=1, heartbeat_grace_s=4)  # fmt: skip
+    other = make_storage(url, 1, 4)
+    study = optuna.create_study(study_name="wait", storage=other, direction="maximize")
+    dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in cfg.space().values.items()}
+    theirs = study.ask({k: d for k, d in dist.items()})  # the other worker's trial, RUNNING
+    config = {**theirs.params, "batch_size": 32}
+    study._storage.set_trial_user_attr(theirs._trial_id, "config", config)
+    ended = threading.Event()
+
+    def other_worker() -> None:  # beats for 4 s, then records its result
+        for _ in range(8):
+            other.record_heartbeat(theirs._trial_id)
+            time.sleep(0.5)
+        other.set_trial_user_attr(theirs._trial_id, "status", "ok")
+        other.set_trial_user_attr(theirs._trial_id, "metrics", {"samples_per_s": 32.0, "memory_pct": 1.0})
+        study.tell(theirs, 32.0)
+        ended.set()
+
+    thread = threading.Thread(target=other_worker)
+    thread.start()
+    f = Synthetic()
+    done = run_sweep(cfg, f, "grid", n_trials=3, storage=url, study_name="wait")
+    returned_after_theirs = ended.is_set()
+    thread.join()
+    assert returned_after_theirs, "the worker returned while the other worker's trial still ran"
+    assert sorted(c["batch_size"] for c in f.calls) == [8, 16]  # 32 was the other worker's
+    assert sorted(r["batch_size"] for r in results_rows(done) if r["status"] == "ok") == [8, 16, 32]
