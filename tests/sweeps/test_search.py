@@ -330,3 +330,25 @@ def test_a_worker_waits_for_another_workers_running_trial_before_it_returns(tmp_
     assert returned_after_theirs, "the worker returned while the other worker's trial still ran"
     assert sorted(c["batch_size"] for c in f.calls) == [8, 16]  # 32 was the other worker's
     assert sorted(r["batch_size"] for r in results_rows(done) if r["status"] == "ok") == [8, 16, 32]
+
+
+def test_two_workers_creating_one_sqlite_study_file_together_both_open_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loser of the race to make a fresh database's schema sees SQLite's UNIQUE constraint on the
+    schema-version row (PostgreSQL: duplicate key); a second look finds the winner's schema."""
+    import sqlite3
+
+    from sweeps.storage import make_storage
+
+    real, tries = optuna.storages.RDBStorage, []
+
+    def racing(url: str, **kwargs: Any) -> Any:
+        tries.append(url)
+        if len(tries) == 1:
+            raise sqlite3.IntegrityError("UNIQUE constraint failed: alembic_version.version_num")
+        return real(url, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", racing)
+    storage = make_storage(f"sqlite:///{tmp_path / 'fresh.db'}")
+    assert len(tries) == 2 and storage.get_all_studies() == []
