@@ -259,31 +259,47 @@ PY
         echo "sweep $wl exit $?"
         grep -E "^(sweep:|trial server|verify|no --data|  written)|^_measurement|^\*\*" "$OUT/sweep-$wl.log" | grep -v "^verify .* repeat" | cut -c1-400
       done ;;
-    sweep_user)  # issue 39: a user's job (tests/sweeps/fixtures/h5_classifier.py: ResNet-18 on 6,000 3x128x128 uint8
-      # images in HDF5, read one per item, normalised on the host in float32): recommendation, ranking, bottleneck,
-      # verification against the plain default. PERFLAB_USER_SWEEPS (default "a"): one smart sweep per name, each its
-      # own study ("a b": the same job twice); "pair": two workers started together on one study (one GPU each on
-      # a 2-GPU host), which must print the same recommendation.
-      mkdir -p "$OUT/sweep-user"; data="$OUT/sweep-user/images.h5"
-      $T python3 tests/sweeps/fixtures/h5_classifier.py "$data" --samples 6000 --side 128
-      job=tests/sweeps/fixtures/h5_classifier.py:make
-      for name in ${PERFLAB_USER_SWEEPS:-a}; do
-        left=$((budget - SECONDS)); if [ "$left" -lt 120 ]; then echo "sweep_user $name skipped: ${left}s left"; continue; fi
-        common=(--workload "$job" --data-path "$data" --strategy smart --n-trials "${PERFLAB_SWEEP_TRIALS:-10}"
-                --storage "sqlite:///$OUT/sweep-user/optuna.db" --trial-timeout 90 --verify-repeats 5 --no-track)
-        if [ "$name" = pair ]; then
-          gpus=$(nvidia-smi -L | wc -l)
-          for i in 0 1; do
-            CUDA_VISIBLE_DEVICES=$((gpus > 1 ? i : 0)) timeout "$((left - 20))" perflab sweep run "${common[@]}" \
-              --study-name user-pair --out "$OUT/sweep-user-pair-$i" ${PERFLAB_SWEEP_ARGS:-} > "$OUT/sweep-user-pair-$i.log" 2>&1 &
-          done; wait
-          for i in 0 1; do echo "pair worker $i:"; grep -E "^\*\*(recommended|speedup)|concludes this study" "$OUT/sweep-user-pair-$i.log" | cut -c1-300; done
-        else
-          timeout "$((left - 20))" perflab sweep run "${common[@]}" --study-name "user-$name" --out "$OUT/sweep-user-$name" \
-            ${PERFLAB_SWEEP_ARGS:-} > "$OUT/sweep-user-$name.log" 2>&1
-          echo "sweep_user $name exit $?"
-          grep -E "^(sweep:|\*\*|\| 1 \|)|^_(Order|Not decided)" "$OUT/sweep-user-$name/recommendation.md" | cut -c1-400
-        fi
+    sweep_user)  # issue 39: users' jobs (tests/sweeps/fixtures/): recommendation, ranking, bottleneck, verification
+      # against the plain default. PERFLAB_USER_JOBS (default "h5_classifier"): fixtures, each "NAME[:SWEEPS]";
+      # h5_classifier: ResNet-18 on 6,000 3x128x128 uint8 images in HDF5, read one per item, normalised on the host;
+      # jpeg_folder: a small CNN on 6,000 JPEG/PNG files, decoded, cropped and flipped on the host;
+      # token_stream: a tiny transformer on np.memmap token windows from an IterableDataset.
+      # SWEEPS (comma-separated; default PERFLAB_USER_SWEEPS, default "a"): one smart sweep per name, each its own
+      # study ("a,b": the same job twice, then one line with both recommendations' re-measured throughputs and
+      # their ratio); "pair": two workers started together on one study (one GPU each on a 2-GPU host), then
+      # whether they concluded the same. E.g. PERFLAB_USER_JOBS="h5_classifier:a,b jpeg_folder:a h5_classifier:pair"
+      mkdir -p "$OUT/sweep-user"
+      for spec in ${PERFLAB_USER_JOBS:-h5_classifier}; do
+        fx=${spec%%:*}; names=${spec#"$fx"}; names=${names#:}; names=${names:-${PERFLAB_USER_SWEEPS:-a}}
+        case $fx in
+          h5_classifier) data="$OUT/sweep-user/images.h5"; make=(--samples 6000 --side 128) ;;
+          jpeg_folder) data="$OUT/sweep-user/jpeg"; make=(--samples 6000 --side 144) ;;
+          token_stream) data="$OUT/sweep-user/train.bin"; make=(--samples 20000) ;;
+          *) echo "sweep_user: no fixture $fx (h5_classifier, jpeg_folder, token_stream)"; continue ;;
+        esac
+        # PERFLAB_USER_DATA_ARGS: replaces the data's size (e.g. "--samples 96 --side 40" for a CPU dry run)
+        [ -e "$data" ] || $T python3 "tests/sweeps/fixtures/$fx.py" "$data" "${make[@]}" ${PERFLAB_USER_DATA_ARGS:-}
+        job="tests/sweeps/fixtures/$fx.py:make"; ran=()
+        for name in ${names//,/ }; do
+          left=$((budget - SECONDS)); if [ "$left" -lt 120 ]; then echo "sweep_user $fx $name skipped: ${left}s left"; continue; fi
+          common=(--workload "$job" --data-path "$data" --strategy smart --n-trials "${PERFLAB_SWEEP_TRIALS:-10}"
+                  --storage "sqlite:///$OUT/sweep-user/optuna.db" --trial-timeout 90 --verify-repeats 5 --no-track)
+          if [ "$name" = pair ]; then
+            gpus=$(nvidia-smi -L | wc -l)
+            for i in 0 1; do
+              CUDA_VISIBLE_DEVICES=$((gpus > 1 ? i : 0)) timeout "$((left - 20))" perflab sweep run "${common[@]}" \
+                --study-name "user-$fx-pair" --out "$OUT/sweep-user-$fx-pair-$i" ${PERFLAB_SWEEP_ARGS:-} > "$OUT/sweep-user-$fx-pair-$i.log" 2>&1 &
+            done; wait
+            for i in 0 1; do echo "$fx pair worker $i:"; grep -E "^\*\*(recommended|speedup)|concludes this study" "$OUT/sweep-user-$fx-pair-$i.log" | cut -c1-300; done
+            python3 scripts/sweep_compare.py "$OUT/sweep-user-$fx-pair-0" "$OUT/sweep-user-$fx-pair-1" --same --label "$fx pair"
+          else
+            timeout "$((left - 20))" perflab sweep run "${common[@]}" --study-name "user-$fx-$name" --out "$OUT/sweep-user-$fx-$name" \
+              ${PERFLAB_SWEEP_ARGS:-} > "$OUT/sweep-user-$fx-$name.log" 2>&1
+            echo "sweep_user $fx $name exit $?"; ran+=("$OUT/sweep-user-$fx-$name")
+            grep -E "^(sweep:|\*\*|\| 1 \|)|^_(Order|Not decided)" "$OUT/sweep-user-$fx-$name/recommendation.md" | cut -c1-400
+          fi
+        done
+        if [ "${#ran[@]}" -ge 2 ]; then python3 scripts/sweep_compare.py "${ran[0]}" "${ran[1]}" --label "$fx swept twice"; fi
       done ;;
     stops)  # a suite and a sweep stopped by SIGTERM mid-way: what they logged, and nothing left on the GPU
       timeout -s TERM "${PERFLAB_STOP_RUN_S:-20}" perflab run -t "${PERFLAB_TARGETS:-7}" > "$OUT/stop-run.log" 2>&1

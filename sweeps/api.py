@@ -58,18 +58,20 @@ class TrialSettings:
 
         ``batched=True``: the dataset's items are already whole micro-batches (a reader that slices a
         contiguous range is far cheaper than one read per sample); the loader shuffles their order.
+        An ``IterableDataset`` (a stream, no ``__len__``) keeps its own order: no shuffling, no sampler.
         Workers are forked (what a Linux training script gets): a worker started through the trial's
         forkserver would import torch again, seconds that are not the configuration's cost.
         """
         import torch
 
         workers = self.num_workers
+        stream = isinstance(dataset, torch.utils.data.IterableDataset)  # its own order: no sampler, no shuffle
         return torch.utils.data.DataLoader(
             dataset,
             batch_size=None if batched else self.micro_batch_size,
-            shuffle=True,
+            shuffle=not stream,
             drop_last=not batched,  # every step has the same shape (no recompiles, comparable steps)
-            generator=torch.Generator().manual_seed(self.seed),
+            generator=None if stream else torch.Generator().manual_seed(self.seed),
             collate_fn=collate_fn,
             num_workers=workers,
             pin_memory=self.pin_memory,

@@ -19,7 +19,7 @@ from typing import Any
 from sweeps.bottleneck import Bottleneck
 from sweeps.config import SweepConfig
 from sweeps.rank import Ranking, rank
-from sweeps.recommend import Recommendation, Rules, snippet_yaml, table_markdown
+from sweeps.recommend import Recommendation, Rules, describe_config, snippet_yaml, table_markdown
 from sweeps.space import PARAMS, usable_cores, worker_ladder
 from sweeps.trial import TrialOutcome
 from sweeps.verify import Verification, verification_markdown, verify
@@ -55,7 +55,23 @@ class Conclusion:
             "headline": None if self.bottleneck is None else self.bottleneck.headline(),
             "bottleneck": None if self.bottleneck is None else self.bottleneck.numbers(),
             "ranking_decided": None if self.ranking is None else self.ranking.decided,
+            "remeasured": self.remeasured(),
         }  # fmt: skip
+
+    def remeasured(self) -> dict[str, Any] | None:
+        """The recommendation's throughput measured again: the ranking's runs of the leader (its sweep trial
+        included) and the verification's fresh runs, each a mean with its 95 % interval and the runs."""
+        if self.rec.recommended is None:
+            return None
+        out: dict[str, Any] = {"configuration": describe_config(self.rec.recommended)}
+        if self.ranking is not None:
+            c = self.ranking.leader
+            out["ranking"] = {"mean": c.mean, "low": c.low, "high": c.high, "runs": c.samples_per_s}
+        v = self.verification
+        if v is not None and v.recommended.mean is not None:
+            r = v.recommended
+            out["verified"] = {"mean": r.mean, "low": r.low, "high": r.high, "runs": r.samples_per_s}
+        return out
 
 
 def conclude(

@@ -130,6 +130,18 @@ class Trainer:
         except Exception as exc:
             raise WorkloadError(f"workload {self.spec.text!r}: its loader raised {type(exc).__name__}: {exc}") from None
 
+    def stream(self, settings: TrialSettings | None = None) -> Any:
+        """The loader's micro-batches, epoch after epoch; the first checked for the ``(inputs, target)`` shape."""
+        from sweeps.workload import check_batch
+
+        s = settings or self.s
+        first = True
+        for batch in forever(self.loader(settings)):
+            if first:
+                check_batch(self.spec.text, batch, s.micro_batch_size)
+                first = False
+            yield batch
+
     def to_device(self, obj: Any) -> Any:
         import torch
 
@@ -162,7 +174,8 @@ class Trainer:
                 hooks = self.saved is not None and first and micro == 0
                 with (torch.autograd.graph.saved_tensors_hooks(self.saved.pack, lambda t: t)  # type: ignore[union-attr]
                       if hooks else contextlib.nullcontext()):  # fmt: skip
-                    out = self.forward(*inputs) if isinstance(inputs, tuple | list) else self.forward(inputs)
+                    out = (self.forward(**inputs) if isinstance(inputs, dict) else self.forward(*inputs)
+                           if isinstance(inputs, tuple | list) else self.forward(inputs))  # fmt: skip
                     self.loss = self.wl.loss_fn(out, target)
             c1 = time.perf_counter()
             self._mark(ev)
@@ -231,7 +244,7 @@ class _Steps:
 
     def train(self) -> None:
         tr, job = self.tr, self.job
-        it = forever(tr.loader())
+        it = tr.stream()
 
         def next_batch() -> tuple[Any, Any]:
             inputs, target = next(it)

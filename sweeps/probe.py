@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from sweeps.measure import Trainer, TrialJob, forever
+from sweeps.measure import Trainer, TrialJob
 from sweeps.space import usable_cores
 
 __all__ = ["probe"]
@@ -26,7 +26,7 @@ __all__ = ["probe"]
 def probe(job: TrialJob) -> dict[str, Any]:
     """The three ceilings of ``job``'s configuration (samples/s) and what its input looks like."""
     tr = Trainer(job)
-    it = forever(tr.loader())
+    it = tr.stream()
     inputs, target = next(it)
     it.close()  # its workers end here, before the data path is timed with others
     shape = _describe(inputs, tr.s.micro_batch_size)
@@ -41,7 +41,8 @@ def _describe(inputs: Any, samples: int) -> dict[str, Any]:
     """The input tensors' dtype(s) and bytes per sample, as the loader hands them over."""
     import torch
 
-    tensors = [inputs] if isinstance(inputs, torch.Tensor) else [t for t in inputs if isinstance(t, torch.Tensor)]
+    parts = inputs.values() if isinstance(inputs, dict) else [inputs] if isinstance(inputs, torch.Tensor) else inputs
+    tensors = [t for t in parts if isinstance(t, torch.Tensor)]
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
     return {"input_dtype": ",".join(sorted({str(t.dtype).removeprefix("torch.") for t in tensors})),
             "input_bytes_per_sample": nbytes / max(samples, 1)}  # fmt: skip
@@ -78,7 +79,7 @@ def _transfer_rate(tr: Trainer, inputs: Any, target: Any, seconds: float) -> flo
 
 def _data_rate(tr: Trainer, workers: int, seconds: float) -> float:
     """Samples/s the data path delivers to the device with ``workers`` DataLoader workers."""
-    it = forever(tr.loader(replace(tr.s, num_workers=workers)))
+    it = tr.stream(replace(tr.s, num_workers=workers))
 
     def fetch() -> None:
         inputs, target = next(it)

@@ -4,6 +4,7 @@ verification → MLflow (runs, tables, pictures)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -220,6 +221,8 @@ def _reporter(sw: _Sweep, step: Callable[[], Any]) -> Callable[[Any, Any], None]
             return
         sps = a.get("metrics", {}).get("samples_per_s")
         reason = f" ({a['reason']})" if a.get("status") in ("skipped", "pruned") and a.get("reason") else ""
+        if a.get("status") in ("failed", "timeout") and a.get("error"):
+            reason = f": {a['error'].splitlines()[0][:300]}"  # why, in the trial's own line
         line = (f"trial {trial.number}: {describe_config(c) if c else '?'} -> {a.get('status')}"
                 + (f" {sps:.0f} samples/s" if sps else "") + reason)  # fmt: skip
         shown = step()
@@ -283,8 +286,10 @@ def _conclusion(sw: _Sweep, study: Any, rows: list[dict[str, Any]], run: Any, pr
 
 def _files(sw: _Sweep, study: Any, rows: list[dict[str, Any]], rec: Recommendation,
            published: dict[str, Any], out: Path | None) -> dict[str, str | bytes]:  # fmt: skip
+    numbers = {k: v for k, v in published.items() if k not in ("markdown", "snippet")}
     files: dict[str, str | bytes] = {"results.csv": to_csv(rec.diagnoses), "recommendation.md": published["markdown"],
-                                     "recommendation.yaml": published["snippet"]}  # fmt: skip
+                                     "recommendation.yaml": published["snippet"],
+                                     "conclusion.json": json.dumps(numbers, indent=1)}  # fmt: skip
     title = sw.spec.text if len(sw.spec.text) < 40 else "..." + sw.spec.text[-37:]
     chosen_trial = rec.recommended.get("trial") if rec.recommended else None
     files.update(pictures(study, rows, sw.cfg.space(sw.cuda).varied(), title, chosen_trial))

@@ -79,12 +79,16 @@ def make_storage(
                 )
         except Exception as exc:  # a driver missing, a server not reachable: one line, not a traceback
             # Workers started together race to create the schema on a fresh database; the loser's
-            # CREATE fails on the winner's tables, and a second look finds them made.
-            if attempt < 2 and ("already exists" in str(exc) or "duplicate key" in str(exc)):
+            # CREATE (or its schema-version row: SQLite's UNIQUE constraint) fails on the winner's, and a
+            # second look finds them made.
+            if attempt < 2 and any(m in str(exc) for m in _SCHEMA_RACE):
                 time.sleep(0.5 + random.random())
                 continue
             raise ConfigError(f"--storage {_redact(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     raise AssertionError("unreachable")
+
+
+_SCHEMA_RACE = ("already exists", "duplicate key", "UNIQUE constraint failed", "database is locked")
 
 
 def _with_driver(url: str) -> str:

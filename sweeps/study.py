@@ -10,7 +10,9 @@ the storage's heartbeat, ``sweeps.storage``). Several workers may run one study:
   are running, so two workers never overshoot together;
 * a worker whose own plan is spent waits for the others' trials to end (or to be failed by the
   heartbeat, then runs the retries) before it returns: what follows (``sweeps.final``) sees the
-  study's whole table.
+  study's whole table;
+* a worker whose trial another worker failed as stale while it ran (its heartbeat came late: a loaded
+  host, a slow database) drops that result, says so, and goes on: the trial's retry is queued.
 """
 
 from __future__ import annotations
@@ -106,6 +108,11 @@ def clearly_worse(interim: dict[str, Any], finished: list[dict[str, Any]], ratio
     return None
 
 
+class Reaped(RuntimeError):
+    """This worker's trial was failed by another's stale-heartbeat check while it ran (a heartbeat came late:
+    a loaded host, a slow database); Optuna then refuses its result. The retry is queued; the worker goes on."""
+
+
 class _Objective:
     """One Optuna trial: the configuration the plan proposed, skipped when it needs no run (measured or
     being measured, behind an OOM wall, the study full), else measured by ``evaluate``."""
@@ -116,8 +123,10 @@ class _Objective:
         self.pareto, self.exhausted = strategy == "pareto", exhausted
         self.prune = strategy != "grid" and cfg.prune_after_steps > 0
         self.skips = 0
+        self.number: int | None = None  # the trial being run
 
     def __call__(self, trial: optuna.Trial) -> Any:
+        self.number = trial.number
         raw = {k: trial.suggest_categorical(k, v) for k, v in self.space.values.items()}
         if trial.number in self.exhausted:
             return self._skip(trial, NOTHING_LEFT, stop=True)
@@ -135,6 +144,8 @@ class _Objective:
         except BaseException:  # Ctrl-C or a crash of the sweep itself: the configuration is run again on resume
             trial.set_user_attr("status", "interrupted")
             raise
+        if self.study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
+            raise Reaped(f"trial {trial.number}")  # failed as stale by another worker meanwhile: its retry is queued
         self._record(trial, outcome)
         return self._value(outcome, others)
 
@@ -303,8 +314,15 @@ def run_sweep(
     plan = getattr(sampler, "_plan", None)
     while measured_count(study) < target and not out_of_time():
         left = None if t_end is None else t_end - time.monotonic()
-        with quiet_optuna():
-            study.optimize(objective, n_trials=None, timeout=left, callbacks=[*callbacks, enough], catch=())
+        try:
+            with quiet_optuna():
+                study.optimize(objective, n_trials=None, timeout=left, callbacks=[*callbacks, enough], catch=())
+        except ValueError as exc:  # "Cannot tell a FAIL trial": Optuna's answer to a result for a reaped trial
+            if not str(exc).startswith("Cannot tell a") or objective.number is None:
+                raise
+            echo(f"trial {objective.number}: failed by another worker while measured here (its heartbeat came "
+                 "late); its retry is queued")  # fmt: skip
+            continue
         if measured_count(study) >= target or out_of_time():
             break
         # Nothing left to start here (or a callback stopped the study). Another worker's trials may still

@@ -12,6 +12,7 @@ where ``perflab`` runs), without editing ``sys.path``: the top-level package is 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -25,7 +26,7 @@ from typing import Any
 from bench.errors import PerflabError
 from sweeps.api import TrialSettings, Workload
 
-__all__ = ["WorkloadError", "WorkloadSpec", "build_workload", "load_function", "parse_workload"]
+__all__ = ["WorkloadError", "WorkloadSpec", "build_workload", "check_batch", "load_function", "parse_workload"]
 
 
 class WorkloadError(PerflabError, ValueError):
@@ -74,7 +75,8 @@ def parse_workload(text: str, check: bool = True) -> WorkloadSpec:
 
 def _import_module(spec: WorkloadSpec) -> ModuleType:
     if spec.kind == "file":
-        name = f"perflab_workload_{Path(spec.target).stem}"
+        digest = hashlib.sha1(spec.target.encode()).hexdigest()[:8]  # two train.py files are two modules
+        name = f"perflab_workload_{Path(spec.target).stem}_{digest}"
         if name in sys.modules:
             return sys.modules[name]
         loaded = importlib.util.spec_from_file_location(name, spec.target)
@@ -148,4 +150,73 @@ def build_workload(spec: WorkloadSpec, settings: TrialSettings) -> Workload:
     params = {id(p) for p in wl.model.parameters()}
     if not any(id(p) in params for g in wl.optimizer.param_groups for p in g["params"]):
         raise WorkloadError(f"workload {spec.text!r}: the optimizer holds none of the model's parameters")
+    if wl.dataset is not None:
+        _check_dataset(spec.text, wl.dataset)
     return wl
+
+
+def _check_dataset(text: str, dataset: Any) -> None:
+    """A Dataset the sweep's DataLoader can read: a map-style one (``__getitem__`` and ``__len__``: it is
+    shuffled by a sampler) or a ``torch.utils.data.IterableDataset`` (a stream, read in its own order)."""
+    import torch
+
+    if isinstance(dataset, torch.utils.data.IterableDataset):
+        return
+    kind = type(dataset).__name__
+    if not hasattr(dataset, "__getitem__"):
+        way = "subclass torch.utils.data.IterableDataset" if hasattr(dataset, "__iter__") else "give it __getitem__"
+        raise WorkloadError(f"workload {text!r}: dataset is a {kind}, neither map-style (__getitem__ and __len__) "
+                            f"nor a torch.utils.data.IterableDataset: {way}, or pass loader= (a factory)")  # fmt: skip
+    try:
+        len(dataset)
+    except TypeError:
+        raise WorkloadError(f"workload {text!r}: dataset {kind} has __getitem__ but no __len__ (the sweep's "
+                            "DataLoader shuffles it by index): give it __len__, or make it a "
+                            "torch.utils.data.IterableDataset") from None  # fmt: skip
+    if len(dataset) == 0:
+        raise WorkloadError(f"workload {text!r}: dataset {kind} is empty (len 0)")
+
+
+def _shape(obj: Any) -> str:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return f"Tensor{tuple(obj.shape)}"
+    if isinstance(obj, tuple | list):
+        items = ", ".join(_shape(o) for o in obj[:4]) + (", ..." if len(obj) > 4 else "")
+        return f"{type(obj).__name__} of {len(obj)}: ({items})"
+    if isinstance(obj, dict):
+        return f"dict with keys {sorted(map(str, obj))[:6]}"
+    return type(obj).__name__
+
+
+def _dims(obj: Any) -> set[int]:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return set(obj.shape)
+    if isinstance(obj, tuple | list):
+        return set().union(*(_dims(o) for o in obj)) if obj else set()
+    if isinstance(obj, dict):
+        return set().union(*(_dims(o) for o in obj.values())) if obj else set()
+    return set()
+
+
+def check_batch(text: str, batch: Any, micro_batch_size: int) -> None:
+    """The first micro-batch: an ``(inputs, target)`` pair holding ``micro_batch_size`` samples, or one
+    ``WorkloadError`` line saying what came instead (the sweep's samples/s count that many per micro-batch)."""
+    if not isinstance(batch, tuple | list) or len(batch) != 2:
+        raise WorkloadError(
+            f"workload {text!r}: a batch is a {_shape(batch)}; the sweep needs (inputs, target) pairs "
+            "(inputs: a tensor, a tuple for model(*inputs) or a dict for model(**inputs); target: what loss_fn "
+            "takes): return that from the Dataset's items or the collate_fn"
+        )
+    if not _dims(batch):
+        raise WorkloadError(f"workload {text!r}: a batch holds no tensor ({_shape(batch)}): the Dataset's items "
+                            "or the collate_fn must give tensors")  # fmt: skip
+    if micro_batch_size not in _dims(batch):
+        raise WorkloadError(
+            f"workload {text!r}: the first batch ({_shape(batch)}) has no dimension of {micro_batch_size}, the "
+            "trial's micro-batch size: build the loader with batch_size=settings.micro_batch_size "
+            "(settings.dataloader(dataset) does)"
+        )

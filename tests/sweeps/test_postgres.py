@@ -4,7 +4,7 @@ Two worker processes run one grid; one is killed mid-trial. The other fails the 
 through the heartbeat, runs the queued retry, and every configuration ends measured exactly once.
 Two whole sweeps started together on one study (and one results directory) end with the same
 recommendation, the study holding exactly ``--n-trials`` measured trials and one conclusion
-(``PERFLAB_AGREE_TRIES`` times over, default 3).
+(``PERFLAB_AGREE_TRIES`` times over, default 3; each try's outcome printed, seen with ``-s``).
 Needs Debian's postgresql package (initdb, pg_ctl; .ci/run installs it) and psycopg (the test extra).
 """
 
@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from sweeps.search import config_of
 from sweeps.storage import make_storage
@@ -64,24 +66,44 @@ def test_two_workers_share_a_study_and_lose_nothing_when_one_dies(postgres: str,
     assert len(list(marks.glob(f"{b.pid}-{batch}-{workers}.done"))) == 1
 
 
-def test_two_sweeps_on_one_study_agree_on_one_conclusion(postgres: str, tmp_path: Path) -> None:
+TRIES = int(os.environ.get("PERFLAB_AGREE_TRIES", "3"))  # 10 for the issue's target (~1 min each on 2 cores)
+
+
+def _agree_once(postgres: str, tmp_path: Path, attempt: int) -> str | None:
+    """Two whole sweeps on one fresh study: None when they agree as they must, else what differed."""
     import optuna
 
-    for attempt in range(int(os.environ.get("PERFLAB_AGREE_TRIES", "3"))):  # 10 on a host with cores to spare
-        marks = tmp_path / f"marks-{attempt}"
-        marks.mkdir()
-        study = f"agree-{attempt}"
-        workers = [_worker(postgres, study, marks, 0.2, "agree", "5") for _ in range(2)]
-        outs = []
-        for w in workers:
-            out, _ = w.communicate(timeout=240)
-            assert w.returncode == 0, out.decode()
-            outs.append(json.loads(out.decode().strip().splitlines()[-1]))
-        a, b = outs
-        assert a["recommended"] == b["recommended"] and a["by"] == b["by"] and a["speedup"] == b["speedup"]
-        # the ranking and the verification ran once, by the worker that claimed the conclusion
-        assert sorted(o["concluding_runs"] > 0 for o in outs) == [False, True]
-        assert max(o["concluding_runs"] for o in outs) == 3 * 2 + 2 * 2  # 3 contenders x 2 rounds, 2 + 2 repeats
-        trials = optuna.load_study(study_name=study, storage=make_storage(postgres)).trials
-        measured = [t for t in trials if t.user_attrs.get("status") in ("ok", "oom", "failed", "timeout", "pruned")]
-        assert len(measured) == 5  # --n-trials is the study's total, not each worker's
+    marks = tmp_path / f"marks-{attempt}"
+    marks.mkdir()
+    study = f"agree-{attempt}"
+    workers = [_worker(postgres, study, marks, 1.0, "agree", "5") for _ in range(2)]  # trials long enough to overlap
+    outs = []
+    for w in workers:
+        out, _ = w.communicate(timeout=240)
+        if w.returncode != 0:
+            return f"a worker exited {w.returncode}: {out.decode()[-2000:]}"
+        outs.append(json.loads(out.decode().strip().splitlines()[-1]))
+    a, b = outs
+    if not (a["recommended"] == b["recommended"] and a["by"] == b["by"] and a["speedup"] == b["speedup"]):
+        return f"different conclusions: {a} / {b}"
+    # the ranking and the verification ran once, by the worker that claimed the conclusion
+    runs = sorted(o["concluding_runs"] for o in outs)
+    if runs != [0, 3 * 2 + 2 * 2]:  # 3 contenders x 2 rounds, 2 + 2 repeats
+        return f"concluding runs per worker {runs}, not [0, 10]"
+    trials = optuna.load_study(study_name=study, storage=make_storage(postgres)).trials
+    measured = [t for t in trials if t.user_attrs.get("status") in ("ok", "oom", "failed", "timeout", "pruned")]
+    if len(measured) != 5:  # --n-trials is the study's total, not each worker's
+        return f"{len(measured)} trials measured, not 5"
+    return None
+
+
+@pytest.mark.timeout(120 + 180 * TRIES)
+def test_two_sweeps_on_one_study_agree_on_one_conclusion(postgres: str, tmp_path: Path) -> None:
+    problems = {}
+    for attempt in range(TRIES):
+        t0 = time.monotonic()
+        problem = _agree_once(postgres, tmp_path, attempt)
+        print(f"agree try {attempt + 1}/{TRIES}: {problem or 'the same conclusion'} ({time.monotonic() - t0:.0f} s)")
+        if problem:
+            problems[attempt + 1] = problem
+    assert not problems, f"{TRIES - len(problems)} of {TRIES} tries agreed; {problems}"

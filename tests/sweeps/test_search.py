@@ -264,3 +264,91 @@ def test_a_running_trial_that_never_beat_is_reaped_and_run_again(monkeypatch: py
     rows = [r for r in results_rows(study) if r["status"] == "ok"]
     assert sorted(r["batch_size"] for r in rows) == [16, 32]  # the zombie's configuration measured too
     assert study.trials[zombie.number].user_attrs["status"] == "interrupted"
+
+
+def test_a_trial_another_worker_failed_while_it_ran_is_retried_not_a_crash(tmp_path: Path) -> None:
+    """Another worker's stale-heartbeat check fails this worker's trial mid-measurement (its heartbeat came
+    late: a loaded host): Optuna refuses the result; the worker says so, goes on, and runs the queued retry."""
+    from sweeps.storage import make_storage
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cfg = SweepConfig(batch_sizes=[16, 32], num_workers_options=[0], test_mixed_precision=False,
+                      test_pin_memory=False, preset="tiny")  # fmt: skip
+    said: list[str] = []
+    calls: list[dict[str, Any]] = []
+
+    def evaluate(p: dict[str, Any], prune: Any = None) -> TrialOutcome:
+        calls.append(p)
+        if len(calls) == 1:  # as optuna.storages.fail_stale_trials does it from the other worker
+            other = make_storage(url)
+            study = optuna.load_study(study_name="reap", storage=other)
+            running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))[0]
+            assert other.set_trial_state_values(running._trial_id, optuna.trial.TrialState.FAIL)
+            other.get_heartbeat_stale_trial_callback()(study, other.get_trial(running._trial_id))  # type: ignore[misc]
+        return TrialOutcome("ok", {"samples_per_s": float(p["batch_size"]), "memory_pct": 1.0})
+
+    study = run_sweep(cfg, evaluate, "grid", storage=url, study_name="reap", echo=said.append)
+    late = "trial 0: failed by another worker while measured here (its heartbeat came late); its retry is queued"
+    assert late in said
+    ok = sorted(r["batch_size"] for r in results_rows(study) if r["status"] == "ok")
+    assert ok == [16, 32] and len(calls) == 3  # the reaped configuration measured again, by its retry
+
+
+def test_a_worker_waits_for_another_workers_running_trial_before_it_returns(tmp_path: Path) -> None:
+    """Two workers on one RDB study: this one's plan is spent while the other still measures a configuration;
+    it returns only once that trial has ended, so the table it concludes on is the study's whole one."""
+    import threading
+
+    from sweeps.storage import make_storage
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cfg = SweepConfig(batch_sizes=[8, 16, 32], num_workers_options=[0], test_mixed_precision=False,
+                      test_pin_memory=False, preset="tiny", heartbeat_interval_s=1, heartbeat_grace_s=4)  # fmt: skip
+    other = make_storage(url, 1, 4)
+    study = optuna.create_study(study_name="wait", storage=other, direction="maximize")
+    dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in cfg.space().values.items()}
+    theirs = study.ask({k: d for k, d in dist.items()})  # the other worker's trial, RUNNING
+    config = {**theirs.params, "batch_size": 32}
+    study._storage.set_trial_user_attr(theirs._trial_id, "config", config)
+    ended = threading.Event()
+
+    def other_worker() -> None:  # beats for 4 s, then records its result
+        for _ in range(8):
+            other.record_heartbeat(theirs._trial_id)
+            time.sleep(0.5)
+        other.set_trial_user_attr(theirs._trial_id, "status", "ok")
+        other.set_trial_user_attr(theirs._trial_id, "metrics", {"samples_per_s": 32.0, "memory_pct": 1.0})
+        study.tell(theirs, 32.0)
+        ended.set()
+
+    thread = threading.Thread(target=other_worker)
+    thread.start()
+    f = Synthetic()
+    done = run_sweep(cfg, f, "grid", n_trials=3, storage=url, study_name="wait")
+    returned_after_theirs = ended.is_set()
+    thread.join()
+    assert returned_after_theirs, "the worker returned while the other worker's trial still ran"
+    assert sorted(c["batch_size"] for c in f.calls) == [8, 16]  # 32 was the other worker's
+    assert sorted(r["batch_size"] for r in results_rows(done) if r["status"] == "ok") == [8, 16, 32]
+
+
+def test_two_workers_creating_one_sqlite_study_file_together_both_open_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loser of the race to make a fresh database's schema sees SQLite's UNIQUE constraint on the
+    schema-version row (PostgreSQL: duplicate key); a second look finds the winner's schema."""
+    import sqlite3
+
+    from sweeps.storage import make_storage
+
+    real, tries = optuna.storages.RDBStorage, []
+
+    def racing(url: str, **kwargs: Any) -> Any:
+        tries.append(url)
+        if len(tries) == 1:
+            raise sqlite3.IntegrityError("UNIQUE constraint failed: alembic_version.version_num")
+        return real(url, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", racing)
+    storage = make_storage(f"sqlite:///{tmp_path / 'fresh.db'}")
+    assert len(tries) == 2 and storage.get_all_studies() == []
