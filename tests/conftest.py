@@ -88,6 +88,22 @@ def _private_servers(tmp_path_factory: pytest.TempPathFactory) -> Any:
         server.stop_all()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_round() -> Iterator[None]:
+    """Every pair measured in one round, a child per side ($PERFLAB_ROUNDS=1, bench.define.config), in this process
+    and the commands the tests start, wherever a test does not set the rounds itself: interleaved rounds are the
+    rounds tests' subject (``default_rounds``), and each later round of another test would time again what its
+    first round checked. A new chapter's tests get this without asking."""
+    with _session_env({"PERFLAB_ROUNDS": "1"}):
+        yield
+
+
+@pytest.fixture
+def default_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rounds as a user gets them (at least 3, at most 8): $PERFLAB_ROUNDS unset for the test."""
+    monkeypatch.delenv("PERFLAB_ROUNDS", raising=False)
+
+
 @pytest.fixture(scope="session")
 def write_benchmark() -> WriteBenchmark:
     return _write_benchmark

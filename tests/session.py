@@ -7,6 +7,11 @@ every test (CI: ``.ci/run``). A test is ``slow`` by its mark (set at the test, s
 (``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a test named by its id
 (``file.py::test``), picks its tests itself.
 
+Compiled code is kept: where ``PYTHONDONTWRITEBYTECODE`` is set (a container's default) every process would compile
+the tests and perflab's modules again (the tests' asserts rewritten: ~8 s of CPU per session on the 2-core host;
+each ``perflab`` command or fresh child a second or so more), so the session and the processes it starts cache it
+under ``~/.cache/perflab/pycache`` (``PYTHONPYCACHEPREFIX``; one set already is kept), outside the checkout.
+
 A new SQLite MLflow store, in this process, is a copy of one migrated once per session: MLflow migrates each new
 store (seconds: 12 s with the 2-core host loaded, against 0.2 s for the copy), and the tests make dozens.
 
@@ -52,6 +57,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if _stderr < 0:
         _stderr = os.dup(2)  # capture is suspended while plugins are configured: this is the terminal's
     _take_sigterm()
+    _keep_compiled_code()
+
+
+def _keep_compiled_code() -> None:
+    if not sys.dont_write_bytecode and not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return  # Python's own __pycache__ directories
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX") or str(Path.home() / ".cache" / "perflab" / "pycache")
+    sys.pycache_prefix = prefix  # read at each import: the test modules not yet imported, the children below
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -60,8 +60,9 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
     subprocess.run(["git", "clone", "-q", str(REPO), str(root)], check=True, timeout=120)
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
     # a new user's environment: none of the tests' settings (tests/conftest.py moves PERFLAB_RESULTS_DIR away from
-    # the checkout, where this test looks for what the commands wrote)
-    new_user = ("PYTHONPATH", "PERFLAB_RESULTS_DIR")
+    # the checkout, where this test looks for what the commands wrote, and sets PERFLAB_ROUNDS: a user's table has
+    # the rounds a pair took)
+    new_user = ("PYTHONPATH", "PERFLAB_RESULTS_DIR", "PERFLAB_ROUNDS")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PYTEST_")) and k not in new_user}
     env.update(
         # the venv's perflab first; then this interpreter's own directory, where the machine's mlflow command is

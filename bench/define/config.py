@@ -3,11 +3,14 @@
 Layers, later wins: defaults → suite config (``--config`` file or API) → the benchmark's own
 ``get_config()`` → CLI flags. Only fields a layer *explicitly sets* override earlier layers, so a
 benchmark's ``get_config()`` that sets ``iterations`` does not reset the user's ``--warmup``.
+``$PERFLAB_ROUNDS`` (N) sets ``min_rounds`` and ``max_rounds`` to N where no layer sets either: every pair measured
+in N rounds (a quick smoke check, a test suite that is not about rounds).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -259,10 +262,23 @@ def resolve_config(*layers: Layer) -> BenchmarkConfig:
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(explicit_fields(layer))
+    if not {"min_rounds", "max_rounds"} & set(merged):
+        merged.update(environment_defaults())
     try:
         return BenchmarkConfig(**merged)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
+
+
+def environment_defaults() -> dict[str, Any]:
+    """What the environment changes in the defaults: ``$PERFLAB_ROUNDS`` (N) sets ``min_rounds`` and ``max_rounds``
+    to N (where no layer sets either). Raises ConfigError naming a bad value."""
+    raw = os.environ.get("PERFLAB_ROUNDS", "").strip()
+    if not raw:
+        return {}
+    if not raw.isdigit() or not 1 <= int(raw) <= 100:
+        raise ConfigError(f"PERFLAB_ROUNDS={raw!r} is invalid: a whole number of rounds per pair from 1 to 100")
+    return {"min_rounds": int(raw), "max_rounds": int(raw)}
 
 
 def _describe(exc: ValidationError) -> str:

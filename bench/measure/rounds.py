@@ -48,7 +48,8 @@ def rounds_interval(ratios: Sequence[float]) -> tuple[float, float, float] | Non
         return None
     logs = [math.log(r) for r in ratios]
     center = statistics.fmean(logs)
-    half = t_975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    sd = math.sqrt(math.fsum((x - center) ** 2 for x in logs) / (len(logs) - 1))  # statistics.stdev's, in floats
+    half = t_975(len(logs) - 1) * sd / math.sqrt(len(logs))
     return math.exp(center), math.exp(center - half), math.exp(center + half)
 
 

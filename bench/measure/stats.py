@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from bench.define.timing import TimingStats
 
@@ -71,6 +72,19 @@ def speedup_interval(
     return widen(float(np.median(b)) / float(np.median(o)), float(lo), float(hi), run_noise)
 
 
+def _pooled_percentiles(clusters: list[Any], draws: Any, q: float) -> Any:
+    """The ``q``-th percentile of each row of ``draws`` (cluster indices) pooled; clusters of one length at once,
+    a block of rows at a time (a percentile does not depend on the order of the values pooled)."""
+    import numpy as np
+
+    if len({len(c) for c in clusters}) > 1:
+        return np.asarray([np.percentile(np.concatenate([clusters[i] for i in row]), q) for row in draws])
+    stacked = np.stack(clusters)
+    rows = max(1, 2_000_000 // stacked.size)  # ~16 MB of values a block
+    return np.concatenate([np.percentile(stacked[draws[i : i + rows]].reshape(len(draws[i : i + rows]), -1), q,
+                                         axis=1) for i in range(0, len(draws), rows)])  # fmt: skip
+
+
 def cluster_speedup_interval(
     baseline: Sequence[Sequence[float]], optimized: Sequence[Sequence[float]], q: float, run_noise: float,
     n: int = BOOTSTRAP, seed: int = 0,
@@ -96,8 +110,7 @@ def cluster_speedup_interval(
         clusters = [np.asarray(c, dtype=np.float64) for c in side]
         point = float(np.percentile(np.concatenate(clusters), q))
         draws = rng.integers(0, len(clusters), (n, len(clusters)))
-        boot = [np.percentile(np.concatenate([clusters[i] for i in row]), q) for row in draws]
-        stats.append((point, np.asarray(boot)))
+        stats.append((point, _pooled_percentiles(clusters, draws, q)))
     (b, boot_b), (o, boot_o) = stats
     if b <= 0 or o <= 0 or np.any(boot_b <= 0) or np.any(boot_o <= 0):
         return None

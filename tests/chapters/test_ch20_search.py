@@ -35,7 +35,7 @@ def rel(out: torch.Tensor, ref: torch.Tensor) -> float:
 # --- every candidate is correct ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mnk", [(1, 1, 1), (37, 72, 40), (130, 67, 300)])
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (37, 72, 40), pytest.param((130, 67, 300), marks=pytest.mark.slow)])
 def test_every_matmul_candidate_matches_float64(interpreted: dict[str, ModuleType], mnk: tuple[int, int, int]) -> None:
     """All 24 tiles of matmul_search's space and all 20 tile x split candidates of split_k_search's, pruned or
     not: the search may pick any of them. K splits into runs some of which are empty at small K."""

@@ -22,6 +22,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> str:
     return path
 
 
+@pytest.mark.slow  # a whole sweep: its grid, the verification, MLflow (the command's forms: below)
 def test_a_users_job_gets_a_recommendation_its_bottleneck_and_a_verification(
     images: str, tmp_path: Path, mlflow_uri: str
 ) -> None:

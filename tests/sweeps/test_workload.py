@@ -103,6 +103,7 @@ def test_a_sweep_stops_at_a_raising_workload_with_one_line(tmp_path: Path) -> No
     assert [t.user_attrs["status"] for t in study.trials] == ["failed"]  # the first trial, not every configuration
 
 
+@pytest.mark.slow  # a whole 2x2x2 sweep into MLflow (a sweep's one-line stops: above)
 def test_own_workload_sweep_on_the_cpu_into_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """CI's own-workload sweep: the example module, a 2x2x2 grid, the verification, MLflow runs and pictures."""
     for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from bench.record import child_runs
@@ -37,6 +38,7 @@ def _cli(*args: str | Path) -> str:
     return result.output
 
 
+@pytest.mark.slow  # five whole suites, one command each (the commands' reading of parts: the test below)
 def test_a_suite_sharded_four_ways_reads_as_one_suite_every_variant_once(
     chapters: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -70,3 +72,34 @@ def test_a_suite_sharded_four_ways_reads_as_one_suite_every_variant_once(
     assert sum(int(n) for n in counts.replace(",", " ").split()[::2]) == 2 * len(EXAMPLES), counts
     out = _cli("compare", "--tracking-uri", uri, parents[0], parents[2])  # one campaign, either part: itself
     assert out.count("campaign ") == 2 and "only in" not in out, out
+
+
+def test_a_campaigns_parts_are_read_as_one_each_part_once_the_missing_named(tmp_path: Path) -> None:
+    """bench.record.campaign on parent runs as the parts leave them (no suite run: the test above runs the
+    commands): the latest completed run of a part counts, the run asked for stands for its own part."""
+    from mlflow import MlflowClient
+
+    from bench.record.campaign import CAMPAIGN_TAG, SHARD_TAG, campaign_line, campaign_of
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("parts")
+
+    def part(shard: str, status: str = "completed", campaign: str = "c1") -> str:
+        run = client.create_run(experiment, tags={CAMPAIGN_TAG: campaign, SHARD_TAG: shard,
+                                                  "perflab.suite_status": status})  # fmt: skip
+        client.set_terminated(run.info.run_id)
+        return run.info.run_id
+
+    first, _, stopped = part("0/4"), part("1/4"), part("2/4", "interrupted")
+    part("3/3", campaign="c1")  # another split of the suite: not a part of this one
+    part("3/4", campaign="c2")  # another campaign
+    assert campaign_of(first, uri).missing == [3]
+    assert campaign_line(first, uri) == "campaign c1: 3 of 4 parts; missing: 3/4; not completed: 2/4 interrupted"
+    again = part("2/4")  # the interrupted part run again: the completed run counts, unless the other is asked for
+    assert campaign_of(first, uri).parents[2].run_id == again
+    assert campaign_of(stopped, uri).parents[2].run_id == stopped
+    last = part("3/4")
+    assert campaign_line(last, uri) == "campaign c1: 4 of 4 parts, none missing"
+    alone = client.create_run(experiment, tags={"perflab.suite_status": "completed"}).info.run_id
+    assert campaign_line(alone, uri) is None and campaign_of(alone, uri).n_parts == 1  # a suite in one part

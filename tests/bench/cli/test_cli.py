@@ -187,9 +187,9 @@ def test_a_store_in_a_missing_directory_is_one_line_before_anything_runs(tree: P
 
 
 @pytest.mark.parametrize(
-    ("sig", "jobs"), [("SIGTERM", "1"), pytest.param("SIGINT", "1", marks=pytest.mark.slow),
-                      pytest.param("SIGTERM", "2", marks=pytest.mark.slow)],
+    ("sig", "jobs"), [("SIGTERM", "1"), ("SIGINT", "1"), ("SIGTERM", "2")],
 )  # fmt: skip
+@pytest.mark.slow  # a whole suite's command, stopped (the harness's own interruption: tests/bench/isolate)
 def test_a_signal_mid_suite_logs_what_finished_and_ends_the_parent_killed(
     chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path, sig: str, jobs: str
 ) -> None:

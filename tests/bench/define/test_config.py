@@ -199,3 +199,15 @@ def test_load_config_file_not_a_mapping(tmp_path: Path) -> None:
     path.write_text("- iterations\n- 3\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config_file(path)
+
+
+def test_perflab_rounds_fixes_the_rounds_where_no_layer_sets_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PERFLAB_ROUNDS", raising=False)
+    assert (resolve_config().min_rounds, resolve_config().max_rounds) == (3, 8)
+    monkeypatch.setenv("PERFLAB_ROUNDS", "2")
+    assert (resolve_config().min_rounds, resolve_config().max_rounds) == (2, 2)
+    assert resolve_config({"min_rounds": 4}).max_rounds == 8  # a layer that sets either: the defaults for the other
+    for bad in ("0", "two", "101"):
+        monkeypatch.setenv("PERFLAB_ROUNDS", bad)
+        with pytest.raises(ConfigError, match=f"PERFLAB_ROUNDS='{bad}' is invalid: a whole number"):
+            resolve_config()

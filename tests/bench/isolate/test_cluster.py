@@ -112,6 +112,7 @@ def test_a_wrong_ray_address_stops_the_command_before_anything_is_logged(tmp_pat
     assert not (tmp_path / "mlflow.db").exists() or not MlflowClient(uri).search_runs(["0"])
 
 
+@pytest.mark.slow  # a Ray cluster of its own: a service
 def test_a_cluster_without_gpus_is_refused_before_anything_is_logged(tmp_path: Path) -> None:
     """``ray start`` on a host without GPUs (or without ``--num-gpus``) declares none: refused with the flag that
     declares them, before the suite's parent run exists (no FAILED run left in the store)."""

@@ -17,6 +17,7 @@ from bench.isolate.suite import run_suite
 from bench.measure import cores
 
 FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu"}
+pytestmark = pytest.mark.usefixtures("default_rounds")  # the rounds a user gets, where a test does not fix them
 
 # The call sleeps for SLEEP_MS, times what drifts: the "host" is slower by DRIFT for every child started before.
 TIMED = """

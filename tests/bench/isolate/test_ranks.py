@@ -121,6 +121,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@SLOW  # a suite of three-rank variants (real ranks in the fast tier: a fault on one rank, chapter 4's sums)
 def test_ranks_time_together_and_every_ranks_answer_is_compared(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     write(tmp_path / "ch" / "ch90" / "baseline_ar.py", pids, world=3)

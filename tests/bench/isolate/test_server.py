@@ -98,6 +98,7 @@ def test_a_second_command_reuses_the_server(tmp_path: Path) -> None:
     assert server._is_server(parents[0])
 
 
+@pytest.mark.slow  # servers started and stopped in fresh interpreters (the server's other tests here: the fast tier)
 def test_a_changed_module_file_replaces_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Never stale code: a file the server imported changes, the next request gets a fresh server."""
     module = tmp_path / "perflab_stale_probe.py"
@@ -139,6 +140,7 @@ def test_a_caller_that_goes_away_takes_its_child_with_it() -> None:
     assert _gone(child.pid, 10.0), "the child outlived its caller"
 
 
+@pytest.mark.slow  # servers started and stopped in fresh interpreters (the server's other tests here: the fast tier)
 def test_idle_server_exits_and_removes_its_socket(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PERFLAB_SERVER_IDLE_S", "5")  # keyed: a server of this test's own
     interpret = _interpret()
@@ -241,6 +243,7 @@ def test_outputs_compared_in_the_server_as_in_the_parent(tmp_path: Path) -> None
     assert here == there and here.verified and "request 2 at token 2" in here.detail
 
 
+@pytest.mark.slow  # servers started and stopped in fresh interpreters (the server's other tests here: the fast tier)
 def test_a_killed_server_is_replaced_and_its_childs_result_still_arrives(monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL the server while its child works: the child finishes (its result comes through its own
     pipe), the caller learns the exit status is unknown rather than hanging, and the next request starts
@@ -271,6 +274,7 @@ def _sleep_then(seconds: float, value: int) -> int:
     return value
 
 
+@pytest.mark.slow  # servers started and stopped in fresh interpreters (the server's other tests here: the fast tier)
 def test_cli_server_status_and_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 

@@ -87,7 +87,7 @@ def test_cuda_likely_defers_to_an_exact_answer(monkeypatch: pytest.MonkeyPatch) 
     assert process.cuda_likely() is True
 
 
-@pytest.mark.parametrize("cold_start", [True, False])
+@pytest.mark.parametrize("cold_start", [pytest.param(True, marks=pytest.mark.slow), False])  # True: a fresh interpreter
 def test_a_wrong_cuda_guess_is_caught_and_rerun_cold(
     tmp_path: Path, write_benchmark: Any, monkeypatch: pytest.MonkeyPatch, cold_start: bool
 ) -> None:

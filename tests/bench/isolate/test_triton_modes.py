@@ -90,6 +90,7 @@ def test_interpreted_kernel_with_triton_helpers_runs_on_the_fast_path(tmp_path: 
     assert "1" in r["modes"]
 
 
+@pytest.mark.slow  # a server per Triton mode, each a fresh interpreter
 def test_each_triton_mode_has_its_own_server(tmp_path: Path) -> None:
     r = _run(tmp_path, {"TRITON_INTERPRET": "0"})  # first a variant whose server imports Triton compiled
     assert r["status"] == "ok", r["error"]

@@ -171,6 +171,7 @@ def _perflab(*args: str | Path, cwd: Path, timeout: float = 240) -> subprocess.C
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
 
 
+@pytest.mark.slow  # a whole perflab run, then perflab import: two commands (the spool's own tests above and below)
 def test_run_into_an_unwritable_store_prints_the_table_and_one_line_then_import_uploads(
     chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path
 ) -> None:
