@@ -37,11 +37,8 @@ class HopperGemm:
     @cute.jit
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream):
         ab_type = a.element_type
-        tiled_mma = sm90.make_trivial_tiled_mma(
-            ab_type, ab_type, utils.LayoutEnum.from_tensor(a).sm90_mma_major_mode(),
-            utils.LayoutEnum.from_tensor(b).sm90_mma_major_mode(), cutlass.Float32,
-            (self.warpgroups, 1, 1), tiler_mn=(64, self.tile[1]),
-        )
+        tiled_mma = self.make_tiled_mma(ab_type, utils.LayoutEnum.from_tensor(a).sm90_mma_major_mode(),
+                                        utils.LayoutEnum.from_tensor(b).sm90_mma_major_mode())
         stages = self.config.stages
         sa_layout = sm90.make_smem_layout_a(utils.LayoutEnum.from_tensor(a), self.tile, ab_type, stages)
         sb_layout = sm90.make_smem_layout_b(utils.LayoutEnum.from_tensor(b), self.tile, ab_type, stages)
@@ -61,6 +58,11 @@ class HopperGemm:
         grid = (cute.size(c, mode=[0]) // self.tile[0], cute.size(c, mode=[1]) // self.tile[1], 1)
         self.kernel(tma_a, ta, tma_b, tb, c, tiled_mma, sa_layout, sb_layout).launch(
             grid=grid, block=(self.threads, 1, 1), stream=stream)
+
+    def make_tiled_mma(self, ab_type, a_major, b_major) -> cute.TiledMma:
+        """wgmma 64 x N x 16 atoms, one per warpgroup down M (the tile's extra M rows are repeats)."""
+        return sm90.make_trivial_tiled_mma(ab_type, ab_type, a_major, b_major, cutlass.Float32,
+                                           (self.warpgroups, 1, 1), tiler_mn=(64, self.tile[1]))
 
     @cute.kernel
     def kernel(self, tma_a: cute.CopyAtom, ma: cute.Tensor, tma_b: cute.CopyAtom, mb: cute.Tensor,
@@ -99,7 +101,7 @@ class HopperGemm:
         thr_mma = tiled_mma.get_slice(cute.make_layout(self.warpgroups, stride=THREADS_PER_WARPGROUP)(group))
         tcra = tiled_mma.make_fragment_A(thr_mma.partition_A(sa))
         tcrb = tiled_mma.make_fragment_B(thr_mma.partition_B(sb))
-        tcgc = thr_mma.partition_C(gc)
+        tcgc = partition_c(tiled_mma, gc, tidx)
         acc = cute.make_rmem_tensor(tcgc.shape, cutlass.Float32)
         cute.arch.sync_threads()  # the barriers are initialised before anyone waits on them
 
@@ -146,6 +148,18 @@ class HopperGemm:
         cute.copy(tma_a, tag[(None, state.count)], tas[(None, state.index)], tma_bar_ptr=full)
         cute.copy(tma_b, tbg[(None, state.count)], tbs[(None, state.index)], tma_bar_ptr=full)
         ring.producer_commit(state)
+
+
+def partition_c(tiled_mma: cute.TiledMma, gc: cute.Tensor, tidx) -> cute.Tensor:
+    """Thread ``tidx``'s part of the CTA's C tile: where its accumulators go.
+
+    Sliced by the thread's own index: wgmma's accumulator fragment differs for each of a warpgroup's 128 threads
+    (thread t holds rows t / 4 % 8 and 8 more of its warp's 16, columns 2 (t % 4) and one more of every 8). The
+    warpgroup's first thread (the slice that partitions A and B, which every thread of a warpgroup reads
+    alike from shared memory) holds 1/128 of the tile: stored through it, every thread wrote thread 0's
+    elements and the rest of C was never written (the harness found its NaN poison there).
+    """
+    return tiled_mma.get_slice(tidx).partition_C(gc)
 
 
 def as_mkl(t: torch.Tensor) -> cute.Tensor:

@@ -1,6 +1,9 @@
 """Chapter 10's CuTe DSL pairs: each pair changes one knob of the kernel, a bad knob is refused with one line, and
 (where NVIDIA's CUTLASS Python DSL is installed: the test extra) every variant's kernel compiles for sm_90a on this
-host, GPU or not, into PTX that uses TMA, mbarriers and wgmma: a broken kernel fails here, in CI."""
+host, GPU or not, into PTX that uses TMA, mbarriers and wgmma, and its epilogue gives each thread its own part of
+C, the tile covered once: a broken kernel fails here, in CI. ``python3 -m chapters.ch10.cute_gemm --check`` (one
+line a kernel: NaN left in a NaN-filled output, error against fp32) runs the kernels where there is a Hopper GPU;
+its report is tested here on stand-in kernels."""
 
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from chapters.ch10 import cute_gemm
 from chapters.ch10.cute_config import Config
 from chapters.ch10.cute_gemm import CuteGemm
 
@@ -87,3 +92,113 @@ def test_every_variant_compiles_for_sm90a(cfg: Config, tmp_path: Path) -> None:
     assert waits == {0, cfg.mmas_in_flight}, f"{cfg}: wgmma.wait_group {sorted(waits)} in the PTX"
     n = cfg.tile_mn[1]
     assert f"m64n{n}k16" in ptx, f"{cfg}: the wgmma shape is not 64 x {n} x 16"
+
+
+DSL = pytest.mark.skipif(importlib.util.find_spec("cutlass") is None,
+                         reason="NVIDIA's CUTLASS Python DSL is in the test extra (pip install -e '.[test]')")
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+COVER = """
+import sys
+sys.path.insert(0, {root!r})
+import cutlass, cutlass.cute as cute
+from chapters.ch10.cute_config import Config
+from chapters.ch10.cute_kernel import HopperGemm, partition_c
+
+def cover(cfg):
+    got = {{"offsets": [], "bases": [], "layouts": set()}}
+
+    @cute.jit
+    def trace():
+        gemm = HopperGemm(cfg)
+        k = cute.nvgpu.OperandMajorMode.K
+        tiled_mma = gemm.make_tiled_mma(cutlass.Float16, k, k)
+        tile = cute.make_identity_tensor(cfg.tile_mn)  # each element is its own (m, n)
+        first = partition_c(tiled_mma, tile, 0)
+        for i in cutlass.range_constexpr(cute.size(first)):
+            got["offsets"].append(first[i])
+        for t in cutlass.range_constexpr(gemm.threads):
+            part = partition_c(tiled_mma, tile, t)
+            got["bases"].append(part[0])
+            got["layouts"].add(str(part.layout))
+
+    trace()
+    # every thread's part is one layout from its own first element: the parts are bases + offsets
+    assert len(got["layouts"]) == 1, got["layouts"]
+    return sorted((bm + om, bn + on) for bm, bn in got["bases"] for om, on in got["offsets"])
+
+for tile in {tiles!r}:
+    m, n = tile
+    stored = cover(Config(tile_mn=tile))
+    print(tile, "covered once" if stored == [(i, j) for i in range(m) for j in range(n)] else
+          f"{{len(set(stored))}} of {{m * n}} elements stored (by {{len(stored)}} stores)")
+"""
+
+
+@DSL
+def test_each_thread_stores_its_own_part_of_c(tmp_path: Path) -> None:
+    """The epilogue's partition of C, over the CTA's threads, is the tile once: partitioned by the warpgroup's
+    first thread (the slice that partitions A and B), every thread stored thread 0's 1/128 of the tile and the
+    rest of C was never written (on an H200, every variant's output kept the harness's NaN poison)."""
+    tiles = [(64, 128), (128, 128), (128, 256)]
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a"}
+    script = tmp_path / "cover.py"  # a file: the DSL compiles a function from its source
+    script.write_text(COVER.format(root=str(ROOT), tiles=tiles))
+    run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines() == [f"{t} covered once" for t in tiles], run.stdout
+
+
+class StandIn:
+    """A stand-in for cute_kernel: compile_gemm returns a call that writes ``write(a, bt, out)``."""
+
+    def __init__(self, write) -> None:
+        self.write = write
+
+    def compile_gemm(self, cfg: Config, a: torch.Tensor, bt: torch.Tensor, out: torch.Tensor):
+        return (lambda a, bt, out, stream: self.write(a, bt, out)), (a, bt, out)
+
+
+def whole(a: torch.Tensor, bt: torch.Tensor, out: torch.Tensor) -> None:
+    out.copy_(a.float() @ bt.float().t())
+
+
+def first_rows(a: torch.Tensor, bt: torch.Tensor, out: torch.Tensor) -> None:
+    out[:8].copy_((a.float() @ bt.float().t())[:8])
+
+
+def refused(a: torch.Tensor, bt: torch.Tensor, out: torch.Tensor) -> None:
+    raise ValueError("M, N, K = 64, 32, 16: multiples of the tile\nsecond line")
+
+
+@pytest.mark.parametrize(
+    ("write", "says", "passes"),
+    [
+        (whole, "NaN 0/2048, max abs err ", True),  # the fp16 rounding of C: under 4e-3
+        (first_rows, "NaN 1792/2048 (first at row 8 col 0; in 56/64 rows, 32/32 cols), max abs err ", False),
+        (lambda a, bt, out: out.fill_(1e3), "NaN 0/2048, max abs err 1.0", False),
+        (refused, "ValueError: M, N, K = 64, 32, 16: multiples of the tile: FAIL", False),
+    ],
+    ids=["whole", "first rows", "wrong values", "refused"],
+)
+def test_check_reports_each_kernel_in_one_line(write, says: str, passes: bool, capsys: pytest.CaptureFixture) -> None:
+    a, bt = torch.randn(64, 16).half(), torch.randn(32, 16).half()
+    ok = cute_gemm.check_one(StandIn(write), Config(tile_mn=(64, 128)), a, bt, a.float() @ bt.float().t())
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("64x32x16 tile 64x128 stages 4 in_flight 1: "), line
+    assert says in line, line
+    assert ok is passes and line.endswith("PASS" if passes else "FAIL"), line
+
+
+@pytest.mark.skipif(HOPPER, reason="on a Hopper GPU the check runs the kernels (test_check_on_hopper)")
+def test_check_needs_a_hopper_gpu(capsys: pytest.CaptureFixture) -> None:
+    assert cute_gemm.main(["--check"]) == 1
+    assert capsys.readouterr().out == "--check launches the kernels: it needs an sm_90 (Hopper) GPU\n"
+
+
+@DSL
+@pytest.mark.skipif(not HOPPER, reason="launches the kernels: needs an sm_90 (Hopper) GPU")
+def test_check_on_hopper(capsys: pytest.CaptureFixture) -> None:
+    ok = cute_gemm.check(((256, 256, 192),))
+    out = capsys.readouterr().out
+    assert ok, out
