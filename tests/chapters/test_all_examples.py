@@ -6,6 +6,7 @@ Skips live in SKIPS, one place, each with its reason.
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,20 @@ if not torch.cuda.is_available():  # cuFile reads into GPU memory; the baseline 
 
 CATALOG = discover()
 EXAMPLES = select(CATALOG)
+
+
+def uses_cuda_source(variant_path: str) -> bool:
+    """The variant's file, or a chapter module it imports, compiles CUDA C++ (``cuda_source(``)."""
+    text = Path(variant_path).read_text()
+    modules = re.findall(r"^from chapters\.(ch\d+)\.(\w+) import", text, flags=re.M)
+    return "cuda_source(" in text or any(
+        "cuda_source(" in (Path(variant_path).parents[1] / ch / f"{mod}.py").read_text() for ch, mod in modules
+    )
+
+
 if not torch.cuda.is_available():  # CUDA C++ (bench.cuda_source): the variants end skipped, with the reason
     for e in EXAMPLES:
-        if any("cuda_kernels import" in Path(v.path).read_text() for v in e.variants):
+        if any(uses_cuda_source(v.path) for v in e.variants):
             SKIPS[e.target] = "CUDA C++ kernels need a GPU (tests/chapters/test_cuda_sources.py compiles them)"
 
 

@@ -164,7 +164,7 @@ def test_a_bad_verify_value_is_named_with_what_is_accepted() -> None:
     with pytest.raises(ConfigError) as err:
         resolve_config({"verify": "fuzzy"})
     assert str(err.value) == (
-        "invalid benchmark config: verify='fuzzy' is invalid: Input should be 'exact' or 'greedy_tokens'"
+        "invalid benchmark config: verify='fuzzy' is invalid: Input should be 'exact', 'greedy_tokens' or 'quality'"
     )
     assert resolve_config({}).verify == "exact"
 
