@@ -1,0 +1,32 @@
+"""The probe's data path rate against a known one: items that sleep ``ITEM_S`` each, so W workers deliver
+W / ITEM_S samples/s. Epochs as short as the H200 job's relative to its workers (6,000 / 128 = 47 batches,
+16 workers: under three waves an epoch), so the probe's window spans several epoch boundaries."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from sweeps import probe
+from sweeps.api import TrialSettings
+from sweeps.measure import Trainer, TrialJob
+from sweeps.workload import parse_workload
+
+JOB = str(Path(__file__).parent / "fixtures" / "sleepy.py") + ":make"
+ITEM_S = 0.01
+BATCH = 4
+
+
+def trainer(items: int) -> Trainer:
+    s = TrialSettings(batch_size=BATCH, num_workers=8, pin_memory=False, amp=False, device="cpu",
+                      args={"item_s": ITEM_S, "items": items})  # fmt: skip
+    return Trainer(TrialJob(workload=asdict(parse_workload(JOB)), settings=asdict(s)))
+
+
+@pytest.mark.parametrize(("workers", "items"), [(8, 20 * BATCH), (4, 10 * BATCH), (0, 10 * BATCH)])
+def test_the_data_rate_reaches_the_known_rate_across_short_epochs(workers: int, items: int) -> None:
+    true = max(workers, 1) / ITEM_S  # samples/s: each worker sleeps ITEM_S an item
+    rate = probe._data_rate(trainer(items), workers, 1.0)
+    assert 0.9 * true <= rate <= 1.1 * true, (workers, rate, true)
