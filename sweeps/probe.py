@@ -78,15 +78,56 @@ def _transfer_rate(tr: Trainer, inputs: Any, target: Any, seconds: float) -> flo
 
 
 def _data_rate(tr: Trainer, workers: int, seconds: float) -> float:
-    """Samples/s the data path delivers to the device with ``workers`` DataLoader workers."""
-    it = tr.stream(replace(tr.s, num_workers=workers))
+    """Samples/s the data path delivers to the device with ``workers`` DataLoader workers, the loader made
+    as the trial makes it (this configuration's pinning, prefetching, persistence, collate or own loader).
 
-    def fetch() -> None:
-        inputs, target = next(it)
-        tr.to_device(inputs)
-        tr.to_device(target)
-
+    Counted in whole waves inside an epoch: ``W`` workers each load a batch at a time, so batches come in
+    waves of ``W``. Each epoch's first wave is the refill after the loader (re)starts its workers' tasks —
+    untimed, as the trial's warm-up is — and its last, partial wave leaves workers idle: an epoch boundary.
+    Its rate is the batches after its first wave up to its last whole wave, over the time between them;
+    the epochs add up until at least ``seconds`` and three waves are counted. A trial's steps sit inside one
+    epoch, so a window across boundaries (47 batches an epoch at 6,000 samples, batch 128, 16 workers: a
+    wave in three lost at each) read the data path below the job's own rate. An epoch too short for two
+    waves counts whole, boundaries included."""
+    loader = tr.loader(replace(tr.s, num_workers=workers))
+    wave = max(workers, 1)  # with no workers each batch is loaded when asked for: a wave of one
+    counted, span = 0, 0.0  # inside epochs: batches after each epoch's first wave, up to its last whole wave
+    first: float | None = None  # the whole stream, boundaries included: from the run's first wave on
+    seen, whole, short = 0, 0, False  # batches so far; after the first wave; an epoch under two waves came
+    start = time.perf_counter()
+    it: Any = None
     try:
-        return tr.s.micro_batch_size * _timed(fetch, tr, workers + 1, seconds, 2 * workers + 3)
+        while True:
+            it = iter(loader)
+            stamps: list[float] = []
+            for inputs, target in it:
+                tr.to_device(inputs)
+                tr.to_device(target)
+                now = time.perf_counter()
+                stamps.append(now)
+                seen += 1
+                if seen == wave:
+                    first = now
+                elif first is not None:
+                    whole += 1
+                j = len(stamps)
+                inside = j - wave if j >= 2 * wave and j % wave == 0 else 0
+                got, took = counted + inside, span + (stamps[j - 1] - stamps[wave - 1] if inside else 0.0)
+                if got >= 3 * wave and (took >= seconds or now - start >= 2 * seconds):
+                    return tr.s.micro_batch_size * got / took
+                late = now - start > 10 * seconds + 30
+                if first is not None and (short or late) and whole >= 3 * wave and now - first >= seconds or late:
+                    if got >= wave and took > 0:
+                        return tr.s.micro_batch_size * got / took
+                    return tr.s.micro_batch_size * whole / max(now - (first or start), 1e-9)
+            if not stamps:
+                raise RuntimeError("the workload's loader gave no batch")
+            j = wave * (len(stamps) // wave)  # the epoch ended: its batches up to its last whole wave
+            if j >= 2 * wave:
+                counted, span = counted + j - wave, span + stamps[j - 1] - stamps[wave - 1]
+            else:
+                short = True
     finally:
-        it.close()  # the loader's workers end with it
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()  # the loader's workers end here (persistent ones too)

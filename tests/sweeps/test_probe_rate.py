@@ -1,6 +1,6 @@
 """The probe's data path rate against a known one: items that sleep ``ITEM_S`` each, so W workers deliver
 W / ITEM_S samples/s. Epochs as short as the H200 job's relative to its workers (6,000 / 128 = 47 batches,
-16 workers: under three waves an epoch), so the probe's window spans several epoch boundaries."""
+16 workers: under three waves an epoch; here 11 batches for 4 workers, 5 for 2), so the probe's window spans several epoch boundaries."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sweeps.measure import Trainer, TrialJob
 from sweeps.workload import parse_workload
 
 JOB = str(Path(__file__).parent / "fixtures" / "sleepy.py") + ":make"
-ITEM_S = 0.01
+ITEM_S = 0.02
 BATCH = 4
 
 
@@ -25,8 +25,9 @@ def trainer(items: int) -> Trainer:
     return Trainer(TrialJob(workload=asdict(parse_workload(JOB)), settings=asdict(s)))
 
 
-@pytest.mark.parametrize(("workers", "items"), [(8, 20 * BATCH), (4, 10 * BATCH), (0, 10 * BATCH)])
+@pytest.mark.parametrize(("workers", "items"), [(4, 11 * BATCH), (2, 5 * BATCH), (0, 10 * BATCH)])
 def test_the_data_rate_reaches_the_known_rate_across_short_epochs(workers: int, items: int) -> None:
     true = max(workers, 1) / ITEM_S  # samples/s: each worker sleeps ITEM_S an item
     rate = probe._data_rate(trainer(items), workers, 1.0)
-    assert 0.9 * true <= rate <= 1.1 * true, (workers, rate, true)
+    # a ceiling must not read under the true rate; above it only by the noise of a loaded host's timers
+    assert 0.9 * true <= rate <= 1.3 * true, (workers, rate, true)
