@@ -103,6 +103,8 @@ def _data_rate(tr: Trainer, workers: int, seconds: float) -> float:
             for inputs, target in it:
                 tr.to_device(inputs)
                 tr.to_device(target)
+                if (len(stamps) + 1) % wave == 0:
+                    tr.sync()  # a wave's last batch on the device (the copies of a wave overlap as in training)
                 now = time.perf_counter()
                 stamps.append(now)
                 seen += 1
