@@ -21,6 +21,7 @@ from typing import Any
 
 __all__ = ["Bottleneck"]
 
+_BELOW = 0.97  # a part's probe under this share of the job's own rate is no ceiling of it (3 %: the runs' noise)
 _SCALING = 0.6  # the data path's best rate under this share of (per-worker rate of 2 workers × W): it stopped scaling
 
 
@@ -55,8 +56,24 @@ class Bottleneck:
         return self.data[self.best_workers]
 
     @property
+    def data_below_job(self) -> bool:
+        """The data path's probe read under the job's own rate: it is no ceiling (the job ran faster)."""
+        return self.data_samples_per_s < _BELOW * self.job_samples_per_s
+
+    @property
+    def step_below_job(self) -> bool:
+        """The step's probe read under the job's own rate: it is no ceiling (the job ran faster)."""
+        return self.step_samples_per_s < _BELOW * self.job_samples_per_s
+
+    @property
     def data_bound(self) -> bool:
-        return self.data_samples_per_s < self.step_samples_per_s
+        """The data path bounds the job: its ceiling under the step's, and a ceiling indeed."""
+        return self.data_samples_per_s < self.step_samples_per_s and not self.data_below_job
+
+    @property
+    def bound_named(self) -> bool:
+        """Whether the probe names a bound: the part it would name is a ceiling of the job's own rate."""
+        return not (self.data_below_job if self.data_samples_per_s < self.step_samples_per_s else self.step_below_job)
 
     @property
     def wait_pct(self) -> float:
@@ -68,6 +85,8 @@ class Bottleneck:
         out = {"data_samples_per_s": self.data_samples_per_s, "data_best_workers": float(self.best_workers),
                "step_samples_per_s": self.step_samples_per_s, "job_samples_per_s": self.job_samples_per_s,
                "wait_pct": self.wait_pct, "data_bound": float(self.data_bound)}  # fmt: skip
+        if not self.bound_named:
+            out["bound_named"] = 0.0  # a part's probe read under the job's own rate
         if self.transfer_samples_per_s:
             out["transfer_samples_per_s"] = float(self.transfer_samples_per_s)
         return out
@@ -75,14 +94,27 @@ class Bottleneck:
     def headline(self) -> str:
         n, m, t = self.data_samples_per_s, self.step_samples_per_s, self.job_samples_per_s
         who = "the GPU" if self.gpu else "the step"
-        line = (f"the data path delivers at most {n:,.0f} samples/s (with {self.best_workers} workers); the step "
-                f"could take {m:,.0f}; the job ran {t:,.0f}: {who} waits {self.wait_pct:.0f} %")  # fmt: skip
+        data = (f"the data path delivers at most {n:,.0f} samples/s (with {self.best_workers} workers)"
+                if not self.data_below_job else
+                f"the data path's probe read {n:,.0f} samples/s (with {self.best_workers} workers), below the "
+                f"job's own rate: no ceiling")  # fmt: skip
+        step = f"the step could take {m:,.0f}" if not self.step_below_job else (
+            f"the step's probe read {m:,.0f}, below the job's own rate: no ceiling")  # fmt: skip
+        line = f"{data}; {step}; the job ran {t:,.0f}: {who} waits {self.wait_pct:.0f} %"
+        if not self.bound_named:
+            part = "the data path" if n < m else "the step"
+            return line + (f". Bound: not named — the probe of {part} ({min(n, m):,.0f}) is below the job's own "
+                           f"rate ({t:,.0f}), so it measured less than the job gets; probe again "
+                           f"(a longer probe_seconds) before trusting either part.")  # fmt: skip
         if self.data_bound:
             return line + f". Bound: the data path (the step could run {m / n:.2f}× faster)."
         return line + f". Bound: the step (the data path has {n / m:.2f}× headroom)."
 
     def remedies(self) -> list[str]:
         """What could lift the job, each with its gain bounded by the two ceilings."""
+        if not self.bound_named:
+            return [f"none weighed: a part's probe read under the job's own {self.job_samples_per_s:,.0f} samples/s, "
+                    f"so the gains it would bound are not known"]  # fmt: skip
         if not self.data_bound:
             n = self.data_samples_per_s
             return [f"the step bounds the job: mixed precision, channels_last, torch.compile or a larger batch "

@@ -67,3 +67,23 @@ def test_from_a_probe_report() -> None:
     b = Bottleneck.from_probe(probe, 40.0, 0)
     assert b.data == {0: 100.0, 2: 180.0} and not b.gpu and not b.data_bound
     assert "the step waits 20 %" in b.headline()
+
+
+def test_a_probe_below_the_jobs_own_rate_is_no_ceiling_and_names_no_bound() -> None:
+    """The H200 jpeg job: the data path's probe read 8,283 with 16 workers, the job ran 10,821."""
+    b = data_bound(data={0: 792.0, 2: 2_177.0, 4: 3_749.0, 8: 6_196.0, 16: 8_283.0}, step_samples_per_s=11_412.0,
+                   job_samples_per_s=10_821.0, workers=16)  # fmt: skip
+    assert b.data_below_job and not b.data_bound and not b.bound_named
+    head = b.headline()
+    assert "delivers at most" not in head and "Bound: the data path" not in head
+    assert head.startswith("the data path's probe read 8,283 samples/s (with 16 workers), below the job's own rate")
+    assert "the step could take 11,412; the job ran 10,821" in head
+    assert "Bound: not named — the probe of the data path (8,283) is below the job's own rate (10,821)" in head
+    assert b.remedies()[0].startswith("none weighed") and b.numbers()["bound_named"] == 0.0
+    # within the runs' noise (3 %) a probe is still a ceiling
+    close = data_bound(data={0: 400.0, 8: 2_450.0}, job_samples_per_s=2_500.0)
+    assert close.data_bound and close.headline().endswith("Bound: the data path (the step could run 4.08× faster).")
+    # the step's probe under the job: no step bound named either
+    step = data_bound(data={0: 5_000.0, 4: 30_000.0}, step_samples_per_s=8_000.0, job_samples_per_s=8_700.0)
+    assert not step.bound_named and "the step's probe read 8,000, below the job's own rate" in step.headline()
+    assert "Bound: not named — the probe of the step (8,000)" in step.headline()
