@@ -7,7 +7,8 @@
 * The step alone: one batch kept on the device, optimizer steps over it again and again: the samples/s
   the training step could take if its input were free.
 
-Each part runs for about ``job.probe_seconds`` after its warm-up (worker start-up, the first steps);
+Each part runs for about ``job.probe_seconds`` after its warm-up (worker start-up, the first steps); the
+data path is counted in whole waves of its workers inside an epoch (``_data_rate``);
 ``sweeps.bottleneck`` turns the numbers into the report.
 """
 
