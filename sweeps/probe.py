@@ -96,6 +96,7 @@ def _data_rate(tr: Trainer, workers: int, seconds: float) -> float:
     first: float | None = None  # the whole stream, boundaries included: from the run's first wave on
     seen, whole, short = 0, 0, False  # batches so far; after the first wave; an epoch under two waves came
     start = time.perf_counter()
+    got, took = 0, 0.0
     it: Any = None
     try:
         while True:
@@ -123,8 +124,12 @@ def _data_rate(tr: Trainer, workers: int, seconds: float) -> float:
                     if got >= wave and took > 0:
                         return tr.s.micro_batch_size * got / took
                     return tr.s.micro_batch_size * whole / max(now - (first or start), 1e-9)
-            if not stamps:
-                raise RuntimeError("the workload's loader gave no batch")
+            if not stamps:  # an iterable that gives batches once: what it gave
+                if got >= wave and took > 0:
+                    return tr.s.micro_batch_size * got / took
+                if whole and first is not None:
+                    return tr.s.micro_batch_size * whole / max(time.perf_counter() - first, 1e-9)
+                raise RuntimeError("the workload's loader gave no batch (or only its first wave)")
             j = wave * (len(stamps) // wave)  # the epoch ended: its batches up to its last whole wave
             if j >= 2 * wave:
                 counted, span = counted + j - wave, span + stamps[j - 1] - stamps[wave - 1]

@@ -46,3 +46,11 @@ def test_a_trial_of_a_data_bound_job_reads_no_faster_than_its_data_path() -> Non
                       args={"item_s": ITEM_S, "items": 4000, "first_step_s": 0.4})  # fmt: skip
     out = measure(TrialJob(workload=asdict(parse_workload(JOB)), settings=asdict(s), steps=20, warmup_steps=3))
     assert out["samples_per_s"] <= 1.1 * 8 / ITEM_S
+
+
+def test_epochs_under_two_waves_count_whole_and_end_in_time() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    rate = probe._data_rate(trainer(3 * BATCH), 4, 0.5)  # 3 batches an epoch, 4 workers: no whole wave inside
+    assert 0 < rate <= 1.3 * 4 / ITEM_S and time.perf_counter() - t0 < 15
