@@ -86,7 +86,8 @@ def _data_rate(tr: Trainer, workers: int, seconds: float) -> float:
     waves of ``W``. Each epoch's first wave is the refill after the loader (re)starts its workers' tasks —
     untimed, as the trial's warm-up is — and its last, partial wave leaves workers idle: an epoch boundary.
     Its rate is the batches after its first wave up to its last whole wave, over the time between them;
-    the epochs add up until at least ``seconds`` and three waves are counted. A trial's steps sit inside one
+    the epochs add up until at least ``seconds`` and four waves are counted (or twice ``seconds`` from the
+    first wave on). A trial's steps sit inside one
     epoch, so a window across boundaries (47 batches an epoch at 6,000 samples, batch 128, 16 workers: a
     wave in three lost at each) read the data path below the job's own rate. An epoch too short for two
     waves counts whole, boundaries included."""
@@ -117,7 +118,7 @@ def _data_rate(tr: Trainer, workers: int, seconds: float) -> float:
                 j = len(stamps)
                 inside = j - wave if j >= 2 * wave and j % wave == 0 else 0
                 got, took = counted + inside, span + (stamps[j - 1] - stamps[wave - 1] if inside else 0.0)
-                if got >= 3 * wave and (took >= seconds or now - start >= 2 * seconds):
+                if got >= 4 * wave and (took >= seconds or first is not None and now - first >= 2 * seconds):
                     return tr.s.micro_batch_size * got / took
                 late = now - start > 10 * seconds + 30
                 if first is not None and (short or late) and whole >= 3 * wave and now - first >= seconds or late:
