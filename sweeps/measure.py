@@ -253,17 +253,26 @@ class _Steps:
         # Monotonic stamps (system-wide on Linux, so comparable with the parent's) around all the steps,
         # warm-up included: the parent subtracts this span from the trial's wall to get its overhead.
         self.clock_start = time.monotonic()
-        for step in range(job.warmup_steps + job.steps):
-            if step == job.warmup_steps:
+        warmup = self.warmup_steps()
+        for step in range(warmup + job.steps):
+            if step == warmup:
                 self._start_measuring()
             io, fw, bw, opt, ev = tr.step(next_batch, first=step == 0)
             if step == 0:
                 self._check_footprint()
-            if step >= job.warmup_steps:
-                self._record(io, fw, bw, opt, ev, step - job.warmup_steps + 1)
+            if step >= warmup:
+                self._record(io, fw, bw, opt, ev, step - warmup + 1)
         tr.sync()
         self.wall = time.perf_counter() - self.t_start
         self.clock_end = time.monotonic()
+
+    def warmup_steps(self) -> int:
+        """``job.warmup_steps``, or more where the loader's workers queue more: during the slow first step they
+        fill ``num_workers * prefetch_factor`` batches, and steps timed while that queue drains read the step's
+        rate, not the data path's (a data-bound job read faster than its data path). One step, then the queue."""
+        s = self.tr.s
+        queued = s.num_workers * s.prefetch_factor if s.num_workers else 0
+        return max(self.job.warmup_steps, 1 + -(-queued // max(1, s.grad_accum)))
 
     def _start_measuring(self) -> None:
         self.tr.sync()
