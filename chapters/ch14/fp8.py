@@ -3,7 +3,7 @@
 The MLP (Llama-3-8B's width, no gate): x [8192, 4096] -> fc1 (4096 -> 14336) -> GELU -> fc2 (14336 -> 4096), bf16
 in and out, both GEMMs on the FP8 tensor cores (``torch._scaled_mm``, e4m3, one scale per tensor, fp32
 accumulation). The weights are quantised once, in setup (as at load time); the activations in every call, from
-their own max (dynamic scaling: chapters/ch19/training.py ``to_fp8``, shared with chapter 19's FP8 training).
+their own max (dynamic scaling: chapters/ch19/training.py ``to_fp8_tensor``, shared with chapter 19's FP8 training).
 Eager, each quantisation is a chain of passes over its tensor (abs, amax, the scale, multiply, cast), and GELU
 one more over the 235 MB hidden activation; compiled, Inductor fuses GELU with the hidden activation's amax and
 the scale with the cast, leaving ~2 passes per activation. Both sides run the same function; the outputs agree
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from bench import context
 from chapters.ch14.common import Forward, compile_now, randn
 from chapters.ch19.common import FP8, fp8_ready
-from chapters.ch19.training import to_fp8
+from chapters.ch19.training import to_fp8_tensor as to_fp8
 
 
 def fp8_mlp(x: torch.Tensor, w1: torch.Tensor, s1: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor) -> torch.Tensor:

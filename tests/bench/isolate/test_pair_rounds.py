@@ -70,7 +70,8 @@ def test_sides_alternate_each_round_a_fresh_child_and_only_the_first_round_check
         assert [s.name for s in v.stages if s.status == "ok"][:5] == ["startup", "setup", "warmup", "measurement",
                                                                      "check"]  # fmt: skip
     (c,) = suite.comparisons
-    assert len(c.round_speedups) == 3 and c.rounds_stop == "max_rounds" and c.verification.verified
+    # three rounds either way: the last one allowed, or (the same code on a quiet host) within the precision too
+    assert len(c.round_speedups) == 3 and c.rounds_stop in ("max_rounds", "precision") and c.verification.verified
     assert c.speedup_ci_low is not None and c.speedup_ci_low <= c.speedup <= c.speedup_ci_high
 
 
