@@ -18,6 +18,7 @@ The parent judges what is found (bench.measure.judge).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -77,15 +78,35 @@ def _poison(tensors: list[Any] | None, inputs: dict[str, Any]) -> None:
             t.fill_(float("nan"))
 
 
+@contextlib.contextmanager
+def _threads_started() -> Any:
+    """The ``threading.Thread`` objects started while the block runs (the call's own, whatever it does with them)."""
+    started: list[threading.Thread] = []
+    original = threading.Thread.start
+
+    def start(self: threading.Thread, *args: Any, **kwargs: Any) -> None:
+        started.append(self)
+        original(self, *args, **kwargs)
+
+    threading.Thread.start = start  # type: ignore[method-assign]
+    try:
+        yield started
+    finally:
+        threading.Thread.start = original  # type: ignore[method-assign]
+
+
 def _settle(obj: Any, fn: Any, device: Any, median_ms: float, inputs: dict[str, Any]) -> dict[str, Any]:
     """One call from a poisoned output: sampled once it returned and again after its threads ended and a wait."""
     before = set(threading.enumerate())
     _poison(outputs_of(obj), inputs)
     _sync(device)
-    fn()
+    with _threads_started() as by_call:
+        fn()
+    left = {t for t in by_call if t.is_alive()}  # at once: sampling the output first gave a fast thread time to end
     _sync(device)
     first = _sample(obj)
     started = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    started += [t for t in left if t not in started]
     for t in started:
         t.join(timeout=JOIN_S)
     low, high = SETTLE_WAIT_MS
