@@ -71,20 +71,20 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
               # "ch13:optimizer ch13:zero_grad"; PERFLAB_RUN_ARGS e.g. "--energy")
       $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" ${PERFLAB_RUN_ARGS:-} >> "$OUT/run.log" 2>&1
       echo "run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee -a "$OUT/show.md" | grep -v "^$" ;;
-    sanitize)  # issue 40: PERFLAB_RUN_TARGETS' calls under compute-sanitizer (memcheck, racecheck) at smoke size;
-               # one line per variant: what each tool found (tags perflab.profile_memcheck / _racecheck)
-      $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" --sanitize --smoke --timeout-multiplier 4 \
-        ${PERFLAB_SANITIZE_ARGS:-} >> "$OUT/sanitize.log" 2>&1
-      echo "sanitize exit $?"; grep -E "variants ok|pairs verified" "$OUT/sanitize.log" | tail -2
-      python3 - <<'PY'
-import sqlite3
-query = """select r.name, group_concat(substr(t.key, 17) || ': ' || substr(t.value, 1, 200), ' | ') from runs r
-           join tags t on t.run_uuid = r.run_uuid and t.key in ('perflab.profile_memcheck', 'perflab.profile_racecheck')
-           group by r.run_uuid order by r.start_time"""
-for name, found in sqlite3.connect("mlflow.db").execute(query):
-    print(name, "|", found)
-PY
-      ;;
+    sanitize)  # issue 40: PERFLAB_RUN_TARGETS' calls under compute-sanitizer (memcheck, racecheck) at smoke size, the
+               # targets dealt round-robin to PERFLAB_SANITIZE_JOBS (default 1) runs side by side (each --no-track: one
+               # SQLite store would be written by all); one line per variant: what each tool found
+      read -ra tg <<< "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}"; jobs=${PERFLAB_SANITIZE_JOBS:-1}
+      for ((j = 0; j < jobs && j < ${#tg[@]}; j++)); do
+        part=(); for ((i = j; i < ${#tg[@]}; i += jobs)); do part+=("${tg[$i]}"); done
+        $T perflab run -t "${part[*]}" --sanitize --smoke --no-track --timeout-multiplier 4 ${PERFLAB_SANITIZE_ARGS:-} \
+          > "$OUT/sanitize_$j.log" 2>&1 &
+      done
+      wait; echo "sanitize: ${#tg[@]} targets in $jobs runs"
+      awk '/^ *[0-9]+\/[0-9]+ +[a-z]/ {if (name != "") print state, name, "no sanitizer result"; name = $3; state = $2}
+           match($0, /memcheck|racecheck/) {print state, name, substr($0, RSTART); name = ""}
+           END {if (name != "") print state, name, "no sanitizer result"}' "$OUT"/sanitize_*.log | sort -k2 | tee "$OUT/sanitize.txt"
+      grep -hE "variants ok|pairs verified|not finished" "$OUT"/sanitize_*.log ;;
     peak)
       $T perflab peak --force > "$OUT/peak.log" 2>&1; echo "peak exit $?"; tail -15 "$OUT/peak.log"
       cp "${PERFLAB_PEAK_CACHE:-$HOME/.cache/perflab/peaks.json}" "$OUT/peaks.json" 2> /dev/null ;;
