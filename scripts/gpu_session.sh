@@ -78,10 +78,10 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       for ((j = 0; j < jobs && j < ${#tg[@]}; j++)); do
         part=(); for ((i = j; i < ${#tg[@]}; i += jobs)); do part+=("${tg[$i]}"); done
         $T perflab run -t "${part[*]}" --sanitize --smoke --no-track --timeout-multiplier 4 ${PERFLAB_SANITIZE_ARGS:-} \
-          > "$OUT/sanitize_$j.log" 2>&1 &
+          --out "$OUT/sanitize/$j" > "$OUT/sanitize_$j.log" 2>&1 &
       done
       wait; echo "sanitize: ${#tg[@]} targets in $jobs runs"
-      awk '/^ *[0-9]+\/[0-9]+ +[a-z]/ {if (name != "") print state, name, "no sanitizer result"; name = $3; state = $2}
+      awk '/^ *[0-9]+\/[0-9]+ +[a-z]+ +ch[0-9]+:/ {if (name != "") print state, name, "no sanitizer result"; name = $3; state = $2}
            match($0, /memcheck|racecheck/) {print state, name, substr($0, RSTART); name = ""}
            END {if (name != "") print state, name, "no sanitizer result"}' "$OUT"/sanitize_*.log | sort -k2 | tee "$OUT/sanitize.txt"
       grep -hE "variants ok|pairs verified|not finished" "$OUT"/sanitize_*.log ;;

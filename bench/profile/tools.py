@@ -227,6 +227,6 @@ def read_ncu(report: Path, csv_path: Path) -> tuple[dict[str, float], str | None
 
 
 def summary_line(profile: Profile) -> str:
-    """One line for the console: verdict, evidence, tools."""
-    tools = ", ".join(f"{t} {s.split(':')[0]}" for t, s in profile.tools.items())
+    """One line for the console: verdict, evidence, tools (a tool that failed with why)."""
+    tools = ", ".join(f"{t} {s if s.startswith('failed') else s.split(':')[0]}" for t, s in profile.tools.items())
     return f"{profile.bound} ({profile.bound_evidence}); {tools}"

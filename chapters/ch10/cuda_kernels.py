@@ -213,11 +213,16 @@ STENCIL = cuda_source(
 #define FULL 1                  // named barriers FULL + s: stage s holds a tile (0 is __syncthreads')
 #define EMPTY (FULL + STAGES)   // named barriers EMPTY + s: stage s may be refilled
 
-// 16 bytes of x from float index g into shared memory, asynchronously (cp.async, through L2 only); what lies
-// outside [0, n) is zero-filled by the copy itself (src-size < 16) and never read.
+// 16 bytes of x from float index g into shared memory, asynchronously (cp.async, through L2 only); a chunk wholly
+// outside [0, n) is zero-filled by the copy itself (src-size 0). The one chunk that straddles x's end is copied
+// a float at a time: a 16-byte cp.async there would address bytes past the allocation, src-size or not.
 __device__ __forceinline__ void copy_chunk(float* dst, const float* __restrict__ x, long long g, long long n) {
     const long long left = n - g;
     const int valid = g < 0 || left <= 0 ? 0 : left >= 4 ? 4 : (int)left;
+    if (valid > 0 && valid < 4) {
+        for (int i = 0; i < 4; ++i) dst[i] = i < valid ? x[g + i] : 0.f;
+        return;
+    }
     const float* src = valid ? x + g : x;
     const unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(valid * 4) : "memory");
