@@ -120,6 +120,10 @@ def run_cmd(
     verify_repeats: Annotated[
         int | None, typer.Option("--verify-repeats", help="fresh runs of the recommended and baseline (0: none)")
     ] = None,
+    remeasure_seconds: Annotated[
+        float | None,
+        typer.Option("--remeasure-seconds", help="each ranking/verification run times at least this long (0: --steps)"),
+    ] = None,
     max_memory_gb: Annotated[float | None, typer.Option(help="simulated device memory (GB) for the wall")] = None,
     trial_timeout: Annotated[
         float | None, typer.Option("--trial-timeout", help="seconds before a trial is killed (status timeout)")
@@ -144,6 +148,7 @@ def run_cmd(
         overrides={"workload": workload or preset, "batch_sizes": batch_sizes, "num_workers_options": num_workers,
                    "grad_accum_options": grad_accum, "steps_per_test": steps, "warmup_steps": warmup, "device": device,
                    "size": size, "baseline": baseline, "verify_repeats": verify_repeats,
+                   "remeasure_seconds": remeasure_seconds,
                    "max_memory_gb": max_memory_gb, "trial_timeout_s": trial_timeout, "time_budget_s": time_budget},
     )  # fmt: skip
 

@@ -66,6 +66,10 @@ class SweepConfig(BaseModel):
     # Verification: the recommended and the baseline configuration, each re-run this many times in
     # fresh processes (0: no verification); the baseline is the user's current configuration.
     verify_repeats: int = Field(5, ge=0)
+    # Re-measures (ranking rounds, verification repeats): each run's timed steps go on past steps_per_test
+    # until this many seconds, so its window spans epoch boundaries and host noise alike (a 20-step window
+    # of a data-bound job lasts under a second). 0: steps_per_test steps only.
+    remeasure_seconds: float = Field(3.0, ge=0)
     # Ranking: the rank_top fastest configurations within the memory margin are re-run in fresh
     # processes, round after round (at most rank_rounds), until the leader's interval clears the
     # runner-up's or the rounds are spent (a tie). 0 rounds: the single trials decide.

@@ -54,6 +54,7 @@ class TrialJob:
     mode: str = "train"  # "train": measure(); "probe": sweeps.probe.probe() (the bottleneck)
     probe_workers: tuple[int, ...] = ()  # probe: the worker counts whose data path is timed
     probe_seconds: float = 2.0  # probe: about this long per timed part
+    min_seconds: float = 0.0  # measured steps go on past ``steps`` until this long (at most 100x ``steps``)
 
 
 class _SavedBytes:
@@ -241,6 +242,7 @@ class _Steps:
         self.sampler: UtilSampler | None = None
         self.estimate: int | None = None
         self.t_start = 0.0
+        self.measured = 0  # measured steps so far
 
     def train(self) -> None:
         tr, job = self.tr, self.job
@@ -254,17 +256,27 @@ class _Steps:
         # warm-up included: the parent subtracts this span from the trial's wall to get its overhead.
         self.clock_start = time.monotonic()
         warmup = self.warmup_steps()
-        for step in range(warmup + job.steps):
+        step = 0
+        while step < warmup + job.steps or self._longer():
             if step == warmup:
                 self._start_measuring()
             io, fw, bw, opt, ev = tr.step(next_batch, first=step == 0)
             if step == 0:
                 self._check_footprint()
             if step >= warmup:
-                self._record(io, fw, bw, opt, ev, step - warmup + 1)
+                self.measured = step - warmup + 1
+                self._record(io, fw, bw, opt, ev, self.measured)
+            step += 1
         tr.sync()
         self.wall = time.perf_counter() - self.t_start
         self.clock_end = time.monotonic()
+
+    def _longer(self) -> bool:
+        """Past ``job.steps``: whether ``job.min_seconds`` asks for more measured steps."""
+        job = self.job
+        return job.min_seconds > 0 and self.measured < 100 * job.steps and (
+            time.perf_counter() - self.t_start < job.min_seconds
+        )
 
     def warmup_steps(self) -> int:
         """``job.warmup_steps``, or more where the loader's workers queue more: during the slow first step they
@@ -337,8 +349,9 @@ class _Steps:
             "device": memory.pop("device_name"),
             "workload_name": tr.wl.name,
             **{f"{key}_ms": v for key, v in mean.items()},
-            "step_ms": self.wall * 1e3 / job.steps,
-            "samples_per_s": s.batch_size * job.steps / self.wall,
+            "step_ms": self.wall * 1e3 / self.measured,
+            "samples_per_s": s.batch_size * self.measured / self.wall,
+            "measured_steps": self.measured,
             **spread(s.batch_size, self.step_seconds()),
             "gpu_util_pct": util,
             "gpu_util_note": note,

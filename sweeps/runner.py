@@ -73,8 +73,8 @@ def prober(
 def evaluator(
     cfg: SweepConfig, spec: WorkloadSpec, data_path: str | None, cuda: bool, smoke: bool
 ) -> Callable[[dict[str, Any], Pruner | None], TrialOutcome]:
-    def evaluate(params: dict[str, Any], should_prune: Pruner | None = None) -> TrialOutcome:
-        job = job_for(cfg, spec, data_path, cuda, smoke, params)
+    def evaluate(params: dict[str, Any], should_prune: Pruner | None = None, min_seconds: float = 0.0) -> TrialOutcome:
+        job = job_for(cfg, spec, data_path, cuda, smoke, params, min_seconds=min_seconds)
         return run_trial(job, cfg.trial_timeout_s, should_prune=should_prune)
 
     return evaluate
@@ -271,7 +271,7 @@ def _conclusion(sw: _Sweep, study: Any, rows: list[dict[str, Any]], run: Any, pr
     mine: list[Any] = []
 
     def compute() -> dict[str, Any]:
-        c = conclude(sw.cfg, rec, lambda p: run(p, None), probe, baseline, sw.echo)
+        c = conclude(sw.cfg, rec, lambda p: run(p, None, sw.cfg.remeasure_seconds), probe, baseline, sw.echo)
         mine.append(c)
         return c.published(overhead_line, rules)
 

@@ -48,7 +48,7 @@ def agree(url: str, study: str, marks: str, delay: float, n_trials: int) -> None
     calls: list[bool] = []
     overrides = {"workload": "tiny", "batch_sizes": "8,16,32,64", "num_workers_options": "0,2,4", "device": "cpu",
                  "test_mixed_precision": False, "heartbeat_interval_s": 1, "heartbeat_grace_s": 2, "rank_top": 3,
-                 "rank_rounds": 2, "verify_repeats": 2, "prune_after_steps": 1}  # fmt: skip
+                 "rank_rounds": 2, "verify_repeats": 2, "prune_after_steps": 1, "remeasure_seconds": 0}  # fmt: skip
     result = sweep(strategy="smart", n_trials=n_trials, storage=url, study_name=study, track=False,
                    overrides=overrides, evaluate=evaluator(marks, delay, calls), echo=lambda _: None)  # fmt: skip
     c = result.conclusion

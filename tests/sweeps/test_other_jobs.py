@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -48,7 +48,7 @@ def test_each_job_gets_a_recommendation_its_bottleneck_and_a_verification(
     said: list[str] = []
     overrides = {"workload": f"{FIXTURES / job}.py:make", "batch_sizes": "16", "num_workers_options": "0 2",
                  "steps_per_test": 3, "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False,
-                 "rank_rounds": 0, "probe_seconds": 0.2, "verify_repeats": 2}  # fmt: skip
+                 "rank_rounds": 0, "probe_seconds": 0.2, "verify_repeats": 2, "remeasure_seconds": 0}  # fmt: skip
     result = sweep(data_path=data[job], strategy="grid", storage=f"sqlite:///{tmp_path / 'o.db'}",
                    out=tmp_path / "out", overrides=overrides, echo=said.append, track=False)  # fmt: skip
     trials = [line for line in said if line.startswith("trial ") and " -> " in line]
@@ -206,3 +206,15 @@ def test_two_sweeps_compare_in_one_line(tmp_path: Path) -> None:
                                                 "7.70x [6.80, 8.80]", True)  # fmt: skip
     text, ok = sweep_compare.same(a, b, "pair")
     assert not ok and text.startswith("pair: DIFFERENT conclusions (remeasured differ)")
+
+
+def test_a_remeasure_times_at_least_its_seconds_past_the_steps(tmp_path: Path) -> None:
+    """Ranking rounds and verification repeats (``remeasure_seconds``): a window of 2 steps at the trial's
+    batch is far shorter than asked, so the steps go on; the throughput counts every step that was timed."""
+    job = _job(tmp_path, MAKE.replace("{ITEM}", "x, i % 3"), name="longer")
+    short = measure(job)
+    assert short["measured_steps"] == 2
+    longer = measure(replace(job, min_seconds=0.3))
+    assert longer["measured_steps"] > 2, longer
+    assert longer["step_ms"] * longer["measured_steps"] >= 300 * 0.99, longer
+    assert longer["samples_per_s"] == pytest.approx(8e3 / longer["step_ms"])

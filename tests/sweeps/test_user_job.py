@@ -32,7 +32,7 @@ def test_a_users_job_gets_a_recommendation_its_bottleneck_and_a_verification(
     said: list[str] = []
     overrides = {"workload": JOB, "batch_sizes": "8 16", "num_workers_options": "0", "steps_per_test": 3,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False, "rank_top": 2,
-                 "rank_rounds": 2, "probe_seconds": 0.2, "verify_repeats": 2}  # fmt: skip
+                 "rank_rounds": 2, "probe_seconds": 0.2, "verify_repeats": 2, "remeasure_seconds": 0}  # fmt: skip
     result = sweep(data_path=images, strategy="grid", storage=f"sqlite:///{tmp_path / 'o.db'}",
                    out=tmp_path / "out", overrides=overrides, echo=said.append)  # fmt: skip
     rec, c = result.recommendation, result.conclusion

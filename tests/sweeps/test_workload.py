@@ -113,7 +113,7 @@ def test_own_workload_sweep_on_the_cpu_into_mlflow(tmp_path: Path, monkeypatch: 
     monkeypatch.chdir(tmp_path)  # a sqlite store keeps its artifacts in ./mlruns: not in the checkout
     result = CliRunner().invoke(app, [
         "sweep", "run", "--workload", "sweeps.examples.mlp_tensors:make", "--device", "cpu", "--batch-sizes", "16,64",
-        "--num-workers", "0,1", "--steps", "3", "--warmup", "1", "--verify-repeats", "2",
+        "--num-workers", "0,1", "--steps", "3", "--warmup", "1", "--verify-repeats", "2", "--remeasure-seconds", "0",
         "--baseline", "batch_size=16,num_workers=0", "--out", str(tmp_path / "out"),
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
