@@ -25,6 +25,8 @@ THREADS = 256
 TOL, MAX_ITERS = 1e-4, 5000  # the stop: the largest change of a sweep, the most sweeps (the kernel's SHIFT = 0.02
 # makes each sweep shrink the error by ~0.99: ~810 sweeps from x = 0)
 
+SMOKE_ITERS = 64
+
 JACOBI = cuda_source(
     r"""
 // The device side of a conditional node (CUDA 12.4+): NVRTC has no header for it, the driver resolves the builtin.
@@ -112,7 +114,9 @@ class Converge(Shell):
         self.state = torch.zeros(3, dtype=torch.int32, device=ctx.device)  # unsigned in the kernels
         self.out = torch.empty_like(self.b)
         self.grid = (self.n + THREADS - 1) // THREADS
-        self.tol, self.max_iters = np.float32(TOL), np.uint32(MAX_ITERS)
+        # Smoke: at most SMOKE_ITERS sweeps (the cap's path, both sides alike): under compute-sanitizer every
+        # launch costs milliseconds, and ~810 sweeps a call did not finish in 100 s on an H200.
+        self.tol, self.max_iters = np.float32(TOL), np.uint32(ctx.size(MAX_ITERS, SMOKE_ITERS))
 
     check = "jacobi_check"
 
