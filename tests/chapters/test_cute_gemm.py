@@ -190,6 +190,26 @@ def test_check_reports_each_kernel_in_one_line(write, says: str, passes: bool, c
     assert ok is passes and line.endswith("PASS" if passes else "FAIL"), line
 
 
+@pytest.mark.parametrize(
+    ("spoil", "says"),
+    [
+        (lambda c: None, None),
+        (lambda c: c.__setitem__((3, 5), float("nan")), "C against an fp32 torch.matmul: 1 NaN, max abs err "),
+        (lambda c: c.__setitem__((7, 1), c[7, 1] + 0.25), "0 NaN, max abs err 2."),
+        (lambda c: c.zero_(), "0 NaN, max abs err "),
+    ],
+    ids=["right", "a NaN", "one element off", "zeros"],
+)
+def test_a_variant_checks_its_c_against_fp32(spoil, says: str | None) -> None:
+    """Both CuTe sides could agree on a wrong C: each checks the last timed call's C against an fp32 product."""
+    bench = CuteGemm(Config(tile_mn=(64, 128)))
+    a, bt = torch.randn(64, 192).half(), (torch.randn(128, 192) / 192**0.5).half()
+    bench.args, bench.out = (a, bt), (a.float() @ bt.float().t()).half()
+    spoil(bench.out)
+    message = bench.validate_result()
+    assert message is None if says is None else says in message, message
+
+
 @pytest.mark.skipif(HOPPER, reason="on a Hopper GPU the check runs the kernels (test_check_on_hopper)")
 def test_check_needs_a_hopper_gpu(capsys: pytest.CaptureFixture) -> None:
     assert cute_gemm.main(["--check"]) == 1
