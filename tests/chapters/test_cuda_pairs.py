@@ -304,11 +304,11 @@ def test_bf16_gemms_match_torch(smoke: None, kernel: str) -> None:
 
 
 @GPU
-@pytest.mark.parametrize("prefetch", [False, True])
-def test_the_cpu_reads_back_what_the_kernel_wrote(smoke: None, prefetch: bool) -> None:
+@pytest.mark.parametrize("placed", [False, True])
+def test_the_cpu_reads_back_what_the_kernel_wrote(smoke: None, placed: bool) -> None:
     from chapters.ch06.cuda_kernels import SAMPLE_STRIDE, ReadBack
 
-    bench = ReadBack(prefetch)
+    bench = ReadBack(placed)
     try:
         host_sum, sample = run(bench)
         expected = bench.x.cpu() * 2 + 1
