@@ -249,6 +249,36 @@ def test_byte_histograms_count_every_byte(smoke: None, kernel: str) -> None:
         bench.teardown()
 
 
+@GPU
+@pytest.mark.parametrize("kernel", ["histogram_global", "histogram_cluster"])
+def test_histograms_count_every_value(smoke: None, kernel: str) -> None:
+    from chapters.ch10.cuda_kernels import BINS, histogram
+
+    bench = histogram(kernel)
+    try:
+        out = run(bench)
+        (x,) = bench.args
+        assert torch.equal(out.long(), torch.bincount(x.long(), minlength=BINS))
+    finally:
+        bench.teardown()
+
+
+def test_the_histograms_values_follow_zipfs_law() -> None:
+    """cluster_histogram's values: rank 0 takes 1 / H(32768) = 9.1 % of them, the first 32 ranks (one 128-byte line
+    of counts) 37 %, the last rank 1 / 32768 of rank 0's share; the same values for the same seed."""
+    from chapters.ch10.cuda_kernels import BINS, zipf
+
+    set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
+    try:
+        x, again = zipf(1 << 20, BINS), zipf(1 << 20, BINS)
+    finally:
+        set_context(None)
+    assert x.dtype == torch.int32 and torch.equal(x, again)
+    assert int(x.min()) >= 0 and int(x.max()) < BINS
+    counts = torch.bincount(x.long(), minlength=BINS).double() / x.numel()
+    assert abs(float(counts[0]) - 0.0911) < 0.002 and abs(float(counts[:32].sum()) - 0.3698) < 0.003
+
+
 def test_the_tensor_core_kernel_issues_mma_and_keeps_cuda_gemms_registers() -> None:
     from chapters.ch09.cuda_kernels import GEMM
 
@@ -274,11 +304,11 @@ def test_bf16_gemms_match_torch(smoke: None, kernel: str) -> None:
 
 
 @GPU
-@pytest.mark.parametrize("prefetch", [False, True])
-def test_the_cpu_reads_back_what_the_kernel_wrote(smoke: None, prefetch: bool) -> None:
+@pytest.mark.parametrize("placed", [False, True])
+def test_the_cpu_reads_back_what_the_kernel_wrote(smoke: None, placed: bool) -> None:
     from chapters.ch06.cuda_kernels import SAMPLE_STRIDE, ReadBack
 
-    bench = ReadBack(prefetch)
+    bench = ReadBack(placed)
     try:
         host_sum, sample = run(bench)
         expected = bench.x.cpu() * 2 + 1
