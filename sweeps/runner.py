@@ -270,8 +270,13 @@ def _conclusion(sw: _Sweep, study: Any, rows: list[dict[str, Any]], run: Any, pr
     rec = recommend(rows, sw.device, rules, workload=sw.spec.text)
     mine: list[Any] = []
 
+    seconds = sw.cfg.remeasure_seconds  # an evaluate= of the caller's own need not take it when 0
+
+    def again(params: dict[str, Any]) -> Any:
+        return run(params, None, min_seconds=seconds) if seconds else run(params, None)
+
     def compute() -> dict[str, Any]:
-        c = conclude(sw.cfg, rec, lambda p: run(p, None, sw.cfg.remeasure_seconds), probe, baseline, sw.echo)
+        c = conclude(sw.cfg, rec, again, probe, baseline, sw.echo)
         mine.append(c)
         return c.published(overhead_line, rules)
 
