@@ -222,17 +222,22 @@ STENCIL = cuda_source(
 #define STAGES 4
 #define CONSUMERS 256
 #define PRODUCERS 32
-#define FULL 1                  // named barriers FULL + s: stage s holds a tile (0 is __syncthreads')
-#define EMPTY (FULL + STAGES)   // named barriers EMPTY + s: stage s may be refilled
 
 // 16 bytes of x from float index g into shared memory, asynchronously (cp.async, through L2 only); a chunk wholly
 // outside [0, n) is zero-filled by the copy itself (src-size 0). The one chunk that straddles x's end is copied
-// a float at a time: a 16-byte cp.async there would address bytes past the allocation, src-size or not.
+// a float at a time (a 16-byte cp.async there would address bytes past the allocation, src-size or not): with
+// plain loads and stores, or, ASYNC_TAIL, with 4-byte cp.async (an mbarrier tracks only asynchronous copies).
+__device__ __forceinline__ void copy_tail_async(float* dst, const float* __restrict__ x, long long g, int valid);
+template <bool ASYNC_TAIL = false>
 __device__ __forceinline__ void copy_chunk(float* dst, const float* __restrict__ x, long long g, long long n) {
     const long long left = n - g;
     const int valid = g < 0 || left <= 0 ? 0 : left >= 4 ? 4 : (int)left;
     if (valid > 0 && valid < 4) {
-        for (int i = 0; i < 4; ++i) dst[i] = i < valid ? x[g + i] : 0.f;
+        if (ASYNC_TAIL) {
+            copy_tail_async(dst, x, g, valid);
+        } else {
+            for (int i = 0; i < 4; ++i) dst[i] = i < valid ? x[g + i] : 0.f;
+        }
         return;
     }
     const float* src = valid ? x + g : x;
@@ -244,13 +249,37 @@ template <int N> __device__ __forceinline__ void copy_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Named barriers with a thread count: bar.arrive announces (and releases this thread's writes) without waiting,
-// bar.sync waits for the count; the producer warp arrives where the consumers wait, and the other way round.
-__device__ __forceinline__ void named_sync(int id) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(CONSUMERS + PRODUCERS) : "memory");
+// mbarriers (8-byte objects in shared memory with a phase bit): the producer's lanes arrive at FULL[s] only when
+// their cp.async copies into stage s have landed (cp.async.mbarrier.arrive.noinc); the consumers wait for that phase,
+// compute, and arrive at EMPTY[s] (release), where the producer waits (acquire) before refilling s.
+__device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void bar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem(bar)), "r"(count) : "memory");
 }
-__device__ __forceinline__ void named_arrive(int id) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(CONSUMERS + PRODUCERS) : "memory");
+__device__ __forceinline__ void bar_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem(bar)) : "memory");
+}
+__device__ __forceinline__ void bar_arrive_on_copies(unsigned long long* bar) {  // when this thread's copies land
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem(bar)) : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned long long* bar, unsigned parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT;\n"
+        "}\n" ::"r"(smem(bar)), "r"(parity) : "memory");
+}
+
+// The chunk straddling x's end, for a copier whose completion an mbarrier tracks: four 4-byte cp.async, each
+// float inside x copied, the rest zero-filled (src-size 0, from x itself).
+__device__ __forceinline__ void copy_tail_async(float* dst, const float* __restrict__ x, long long g, int valid) {
+    for (int i = 0; i < 4; ++i) {
+        const float* src = i < valid ? x + g + i : x;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem(dst + i)), "l"(src),
+                     "r"(i < valid ? 4 : 0) : "memory");
+    }
 }
 
 // out[i] = binomial 9-point smoothing of x around i (zero outside x); s is the tile's span, s[j + RADIUS] = x[t0 + j].
@@ -285,35 +314,37 @@ stencil_single_role(const float* __restrict__ x, float* __restrict__ out, long l
 }
 
 // Warp-specialized: warp 8 (the producer) only copies, into a ring of STAGES spans, keeping up to STAGES tiles in
-// flight; warps 0-7 (the consumers) only compute. Stage s is handed over with named barriers: the producer arrives
-// at FULL + s once its copies of a tile landed, the consumers wait there, compute, and arrive at EMPTY + s, where
-// the producer waits before refilling s. The same tiles per block in the same order as the baseline.
+// flight; warps 0-7 (the consumers) only compute. Stage s is handed over with the mbarriers FULL[s] / EMPTY[s]
+// (above): tile k uses phase (k / STAGES) & 1 of each. The same tiles per block in the same order as the baseline.
 extern "C" __global__ void __launch_bounds__(CONSUMERS + PRODUCERS)
 stencil_warp_specialized(const float* __restrict__ x, float* __restrict__ out, long long n) {
     __shared__ __align__(16) float span[STAGES][SPAN];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     const long long tiles = (n + TILE - 1) / TILE;
     const int mine = tiles > blockIdx.x ? (int)((tiles - 1 - blockIdx.x) / gridDim.x + 1) : 0;  // tiles of this block
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            bar_init(&full[s], PRODUCERS);   // each producer lane: one arrival when its copies land
+            bar_init(&empty[s], CONSUMERS);  // each consumer thread: one arrival when it is done reading
+        }
+    }
+    __syncthreads();  // the barriers initialised before anyone arrives (the only block-wide barrier)
     if (threadIdx.x >= CONSUMERS) {
         const int lane = threadIdx.x - CONSUMERS;
         for (int k = 0; k < mine; ++k) {
             const int s = k % STAGES;
-            if (k >= STAGES) named_sync(EMPTY + s);  // the consumers are done with tile k - STAGES
+            if (k >= STAGES) bar_wait(&empty[s], ((k / STAGES) - 1) & 1);  // consumers done with tile k - STAGES
             const long long g0 = (blockIdx.x + (long long)k * gridDim.x) * TILE - RADIUS;
-            for (int q = lane; q < CHUNKS; q += PRODUCERS) copy_chunk(span[s] + 4 * q, x, g0 + 4 * q, n);
-            copy_commit();
-            if (k >= STAGES - 1) {  // tile k - (STAGES - 1) has landed (at most STAGES - 1 groups still pending)
-                copy_wait<STAGES - 1>();
-                named_arrive(FULL + (k - (STAGES - 1)) % STAGES);
-            }
+            for (int q = lane; q < CHUNKS; q += PRODUCERS) copy_chunk<true>(span[s] + 4 * q, x, g0 + 4 * q, n);
+            bar_arrive_on_copies(&full[s]);
         }
-        copy_wait<0>();
-        for (int k = mine > STAGES - 1 ? mine - (STAGES - 1) : 0; k < mine; ++k) named_arrive(FULL + k % STAGES);
+        asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copy outlives the block
     } else {
         for (int k = 0; k < mine; ++k) {
             const int s = k % STAGES;
-            named_sync(FULL + s);
+            bar_wait(&full[s], (k / STAGES) & 1);
             compute_tile(span[s], out, (blockIdx.x + (long long)k * gridDim.x) * TILE, n, threadIdx.x);
-            if (k + STAGES < mine) named_arrive(EMPTY + s);  // only where the producer will wait for it
+            bar_arrive(&empty[s]);
         }
     }
 }
