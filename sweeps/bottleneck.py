@@ -22,6 +22,7 @@ from typing import Any
 __all__ = ["Bottleneck"]
 
 _BELOW = 0.97  # a part's probe under this share of the job's own rate is no ceiling of it (3 %: the runs' noise)
+_FEWER = 1.1  # fewer workers are named a remedy when they delivered this much more than the configuration's count
 _SCALING = 0.6  # the data path's best rate under this share of (per-worker rate of 2 workers × W): it stopped scaling
 
 
@@ -141,6 +142,12 @@ class Bottleneck:
 
     def _more_workers(self) -> str:
         w, n, m, t = self.best_workers, self.data_samples_per_s, self.step_samples_per_s, self.job_samples_per_s
+        mine = self.data.get(self.workers)
+        if w < self.workers and mine and n >= _FEWER * mine:  # past the best count, workers crowd the host
+            gain = min(n, m) / t
+            return (f"fewer workers: {w} delivered {n:,.0f} samples/s where the configuration's {self.workers} "
+                    f"delivered {mine:,.0f} ({n / mine:.2f}×): beside the training process they oversubscribe "
+                    f"the {self.cores} usable cores; try num_workers={w} (up to {gain:.2f}× the job)")  # fmt: skip
         if w >= self.cores or max(self.data) >= self.cores:
             return (f"more workers: none to add — the probe reached all {self.cores} usable cores, best with {w} "
                     f"({n:,.0f} samples/s)")  # fmt: skip

@@ -87,3 +87,14 @@ def test_a_probe_below_the_jobs_own_rate_is_no_ceiling_and_names_no_bound() -> N
     step = data_bound(data={0: 5_000.0, 4: 30_000.0}, step_samples_per_s=8_000.0, job_samples_per_s=8_700.0)
     assert not step.bound_named and "the step's probe read 8,000, below the job's own rate" in step.headline()
     assert "Bound: not named — the probe of the step (8,000)" in step.headline()
+
+
+def test_fewer_workers_are_named_when_the_configurations_count_crowds_the_host() -> None:
+    """An H200 host (16 cores) read 16 workers' data path at 6,898 samples/s and 8 workers' at 9,971."""
+    crowded = data_bound(data={0: 1_769.0, 8: 9_971.0, 16: 6_898.0}, workers=16, cores=16,
+                         step_samples_per_s=16_702.0, job_samples_per_s=6_520.0)  # fmt: skip
+    assert crowded.remedies()[0] == (
+        "fewer workers: 8 delivered 9,971 samples/s where the configuration's 16 delivered 6,898 (1.45×): beside "
+        "the training process they oversubscribe the 16 usable cores; try num_workers=8 (up to 1.53× the job)")
+    close = data_bound(data={0: 1_769.0, 8: 7_200.0, 16: 6_898.0}, workers=16, cores=16)  # within 10 %: noise
+    assert close.remedies()[0].startswith("more workers: none to add")
