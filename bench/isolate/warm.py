@@ -57,10 +57,15 @@ def warm_triton() -> list[str]:
 
 def warm_harness() -> None:
     """The harness's per-process facts that cannot change while the server lives (the files of what it imported
-    are checked before each fork): Triton's version from its package metadata, ~10 ms in every child otherwise."""
+    are checked before each fork): Triton's version from its package metadata, ~10 ms in every child otherwise;
+    the processor's name a CPU variant's context carries (``platform.processor()``, cached once asked: a ``uname -p``
+    subprocess, forked from the child's whole address space)."""
+    import platform
+
     from bench.measure.machine import triton_version
 
     triton_version()
+    platform.processor()
 
 
 warm_triton()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.measure.guard import _WAVE, perturb
+from bench.measure.guard import _HOST_WAVE, _WAVE, _wave_, perturb
 
 
 def reference(x: np.ndarray) -> np.ndarray:
@@ -71,3 +71,16 @@ def test_perturb_moves_values_within_half_and_not_monotonically() -> None:
     ratio = y / x
     assert bool(((ratio >= 0.5) & (ratio <= 1.5)).all()) and not torch.equal(x, y)
     assert not bool((y[1:] >= y[:-1]).all())  # sorted inputs come out unsorted: a sort's output changes order
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a GPU's small tensors are changed on the host: needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_perturb_on_the_host_is_the_bits_the_gpu_computes(dtype: torch.dtype) -> None:
+    """A small GPU tensor goes through the host (no kernel loads) and a large one through the GPU's kernels: both
+    sides of a pair must change their inputs alike whatever their sizes."""
+    x = (torch.randn(_HOST_WAVE, generator=torch.Generator().manual_seed(3)) * 3).to(dtype)
+    x[:4] = torch.tensor([0.0, float("inf"), float("-inf"), float("nan")])
+    on_host, on_gpu = x.cuda(), x.cuda()
+    assert perturb({"x": on_host}) == 1
+    _wave_(on_gpu)
+    assert torch.equal(on_host[4:], on_gpu[4:]) and on_host[3].isnan() and torch.equal(on_host[:3], x[:3].cuda())
