@@ -7,9 +7,10 @@ token-expert rows, ~3,100 for it against a mean of 768). Dropless dispatch with 
 max load (one host sync), the rows scattered into a zeroed [64, capacity, 2048] buffer, ``torch.bmm`` twice, the
 real rows gathered back. 566 GFLOP of useful expert GEMMs become ~64 x 3,100 rows' worth: ~2.3 TFLOP.
 
-Predicted on an H200 (not measured): ~2.3 TFLOP at ~650-750 TFLOP/s (large, regular bmm tiles) ~3.1-3.5 ms, plus
-the scatter and gather of ~0.8 GB of padded buffers and the sync: ~3.5-4 ms per call. Clock: wall (the sync is part
-of the dispatch). Work declared: the useful FLOPs (the same on both sides).
+Predicted on an H200 (not measured): ~2.3 TFLOP at ~650-750 TFLOP/s (large, regular bmm tiles) ~3.1-3.6 ms, plus
+the padded buffers' passes (zero fill, scatter, the hidden state and GELU over 64 x capacity rows, the bmm output:
+~4-5 GB, ~1.2-1.5 ms), routing, sort and the sync: ~5-5.5 ms per call. Clock: wall (the sync is part of the
+dispatch). Work declared: the useful FLOPs (the same on both sides).
 """
 
 from chapters.ch17.moe import SkewedMoE
