@@ -421,6 +421,76 @@ def quantize_int8_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return wq, scale
 
 
+# --- dynamic_int8: int8 activations and weights on the int8 tensor cores -------------------------------------
+
+
+@triton.jit
+def quantize_int8_rows_kernel(x_ptr, q_ptr, scale_ptr, n_cols, BLOCK: tl.constexpr):
+    """Row r: scale[r] = max|x[r]| / 127, q[r] = round(x[r] / scale[r]) in [-127, 127] (half away from zero).
+
+    One program per row, the row in registers: x read once (2 B per element), the codes written once (1 B)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    scale = tl.maximum(tl.reduce(tl.abs(x), 0, maximum), 1e-12) / 127.0
+    y = x / scale
+    q = tl.where(y >= 0, tl.floor(y + 0.5), -tl.floor(0.5 - y))
+    tl.store(q_ptr + row * n_cols + cols, tl.minimum(tl.maximum(q, -127.0), 127.0).to(tl.int8), mask=mask)
+    tl.store(scale_ptr + row, scale)
+
+
+@triton.jit
+def int8_matmul_kernel(x_ptr, w_ptr, xs_ptr, ws_ptr, out_ptr, M, N, K, BLOCK_M: tl.constexpr,
+                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
+    """out[m, n] = xs[m] * ws[n] * sum_k xq[m, k] * wq[n, k]: int8 codes [M, K] and [N, K], int32 accumulation
+    (``tl.dot``: the int8 tensor cores), both scales applied to the accumulator in registers, bf16 stored.
+
+    One program per BLOCK_M x BLOCK_N tile of the output; each weight tile is read once, K-contiguous as the
+    int8 MMA takes it, ``NUM_STAGES`` tiles in flight. The epilogue is the rescale: no int32 product in memory.
+    """
+    rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    mmask, nmask = rm < M, rn < N
+    x_rows = x_ptr + rm.to(tl.int64)[:, None] * K
+    w_cols = w_ptr + rn.to(tl.int64)[None, :] * K
+    acc = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES):
+        kk = k0 + rk
+        kmask = kk < K
+        a = tl.load(x_rows + kk[None, :], mask=mmask[:, None] & kmask[None, :], other=0)
+        b = tl.load(w_cols + kk[:, None], mask=kmask[:, None] & nmask[None, :], other=0)
+        acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+    xs = tl.load(xs_ptr + rm, mask=mmask, other=0.0)
+    ws = tl.load(ws_ptr + rn, mask=nmask, other=0.0)
+    y = acc.to(tl.float32) * xs[:, None] * ws[None, :]
+    out = out_ptr + rm.to(tl.int64)[:, None] * N + rn[None, :]
+    tl.store(out, y.to(out_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+
+
+# BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, num_warps: 64 rows (one warpgroup's MMA), 16 KiB of weights per K step,
+# 24 KiB of shared memory a stage; 224 tiles for N 28672 (two resident per SM)
+INT8_MM_TILE = (64, 128, 128, 4, 4)
+
+
+def quantize_int8_activations(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> None:
+    """Per-row int8 quantisation of the contiguous [M, K] ``x`` into ``q`` (int8) and ``scale`` (fp32, M): one
+    Triton kernel."""
+    m, k = x.shape
+    block = triton.next_power_of_2(k)
+    quantize_int8_rows_kernel[(m,)](x, q, scale, k, BLOCK=block, num_warps=row_warps(block))
+
+
+def int8_matmul(xq: torch.Tensor, wq: torch.Tensor, xs: torch.Tensor, ws: torch.Tensor, out: torch.Tensor) -> None:
+    """out [M, N] = (xq * xs[:, None]) @ (wq * ws[:, None]).T for int8 ``xq`` [M, K], ``wq`` [N, K]."""
+    (m, k), n = xq.shape, wq.shape[0]
+    bm, bn, bk, stages, warps = INT8_MM_TILE
+    int8_matmul_kernel[(triton.cdiv(n, bn), triton.cdiv(m, bm))](xq, wq, xs, ws, out, m, n, k, BLOCK_M=bm,
+                                                                 BLOCK_N=bn, BLOCK_K=bk, NUM_STAGES=stages,
+                                                                 num_warps=warps)  # fmt: skip
+
+
 class Gemv(Projection):
     """int8_weight_only's baseline: one decode step's projection, cuBLAS's GEMV.
 

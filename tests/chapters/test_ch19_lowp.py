@@ -20,6 +20,7 @@ import chapters.ch19.common as compiled  # at collection: compiled-mode kernels 
 from bench.define.config import resolve_config
 from bench.define.context import DeviceFacts, RunContext, make_context, set_context
 from bench.errors import Skip
+from chapters.ch19.training import RTOL_DYNAMIC
 
 CHAPTER = CH19 = Path(__file__).resolve().parents[2] / "chapters" / "ch19"  # for the interpreted fixture
 # The low-precision inference pairs' variants (dynamic_int8 and fp8_training: tests/chapters/test_ch19_training.py)
@@ -160,6 +161,29 @@ def test_int8_error_at_the_full_inner_dimension(interpreted: dict[str, ModuleTyp
     assert 0.003 < rel(out, x @ w.t()) < c.RTOL_INT8 / 2  # ~1 %
 
 
+# --- dynamic_int8 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (37, 48, 300), (64, 130, 257), (65, 200, 1000)])
+def test_int8_matmul_matches_its_codes_and_scales(interpreted: dict[str, ModuleType], m: int, n: int, k: int) -> None:
+    """The activation quantiser equals torch's rounding of x / scale; the GEMM equals the dequantised product
+    (tiles of 64 x 128 x 128 with ragged edges in every dimension)."""
+    c = interpreted["common"]
+    x, w = randn(m, k, seed=m + k).bfloat16(), randn(n, k, seed=n, scale=k**-0.5).bfloat16()
+    wq, ws = c.quantize_int8_rows(w)
+    xq, xs = torch.full((m, k), 99, dtype=torch.int8), torch.full((m,), float("nan"))
+    c.quantize_int8_activations(x, xq, xs)
+    expected_scale = x.abs().amax(1).float().clamp(min=c.TINY) / c.INT8_MAX
+    assert torch.equal(xs, expected_scale)
+    assert torch.equal(xq, torch.round(x.float() / expected_scale[:, None]).to(torch.int8))
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    c.int8_matmul(xq, wq, xs, ws, out)
+    exact = (xq.double() * xs.double()[:, None]) @ (wq.double() * ws.double()[:, None]).t()
+    assert rel(out, exact) < 8e-3  # bf16 output rounding (the interpreter truncates: one step, 2^-7)
+    if k > 1:
+        assert rel(out, x.double() @ w.double().t()) < RTOL_DYNAMIC / 2  # two int8 roundings: ~1 %
+
+
 # --- fp8_kv_cache --------------------------------------------------------------------------------------
 
 
@@ -282,12 +306,18 @@ def test_fp8_variants_skip_on_a_gpu_without_fp8(interpreted: dict[str, ModuleTyp
 BF16, F32 = torch.empty(16, dtype=torch.bfloat16), torch.empty(16)
 F8, I8 = torch.empty(16, dtype=FP8), torch.empty(16, dtype=torch.int8)
 BN, BK, STAGES, WARPS = compiled.GEMV_TILE
+MM = compiled.INT8_MM_TILE
 CHUNK, BLOCK_S, ATTN_WARPS, ATTN_STAGES = compiled.ATTN_TILE
 KERNELS = [
     ("quantize_rows", compiled.quantize_rows_kernel, {"x_ptr": BF16, "q_ptr": F8, "inv_ptr": F32, "n_cols": 8192},
      {"BLOCK": 8192, "EXACT": False}, {"num_warps": compiled.row_warps(8192)}),
     ("quantize_tensor", compiled.quantize_tensor_kernel, {"x_ptr": BF16, "amax_ptr": BF16, "q_ptr": F8,
      "inv_ptr": F32, "n": 1 << 26}, {"BLOCK": compiled.TENSOR_BLOCK, "EXACT": False}, {"num_warps": 8}),
+    ("quantize_int8_rows", compiled.quantize_int8_rows_kernel, {"x_ptr": BF16, "q_ptr": I8, "scale_ptr": F32,
+     "n_cols": 8192}, {"BLOCK": 8192}, {"num_warps": compiled.row_warps(8192)}),
+    ("int8_matmul", compiled.int8_matmul_kernel, {"x_ptr": I8, "w_ptr": I8, "xs_ptr": F32, "ws_ptr": F32,
+     "out_ptr": BF16, "M": 64, "N": 28672, "K": 8192}, {"BLOCK_M": MM[0], "BLOCK_N": MM[1], "BLOCK_K": MM[2],
+     "NUM_STAGES": MM[3]}, {"num_warps": MM[4]}),
     ("int8_gemv", compiled.int8_gemv_kernel, {"x_ptr": BF16, "w_ptr": I8, "scale_ptr": F32, "out_ptr": BF16,
      "N": 28672, "K": 8192}, {"BLOCK_N": BN, "BLOCK_K": BK, "NUM_STAGES": STAGES}, {"num_warps": WARPS}),
     *[(f"decode_attention_{name}", compiled.decode_attention_kernel, {"q_ptr": BF16, "k_ptr": cache, "v_ptr": cache,
@@ -314,3 +344,11 @@ def test_fp8_cast_is_the_hardware_instruction() -> None:
     name, kernel, args, constexprs, options = KERNELS[0]
     ptx = compile_for_h100(kernel, args, constexprs, **options).asm["ptx"]
     assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
+
+
+@needs_compiler
+def test_int8_matmul_runs_on_the_int8_tensor_cores() -> None:
+    """On sm_90 the K loop is Hopper's warpgroup MMA on s8 codes with s32 accumulation (not a widening to fp32)."""
+    name, kernel, args, constexprs, options = next(k for k in KERNELS if k[0] == "int8_matmul")
+    ptx = compile_for_h100(kernel, args, constexprs, **options).asm["ptx"]
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" in ptx
