@@ -161,6 +161,36 @@ def test_int8_error_at_the_full_inner_dimension(interpreted: dict[str, ModuleTyp
     assert 0.003 < rel(out, x @ w.t()) < c.RTOL_INT8 / 2  # ~1 %
 
 
+# --- int4_weight_only ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n,k", [(1, 128), (33, 384), (70, 1024)])
+def test_int4_gemv_matches_its_dequantised_weights(interpreted: dict[str, ModuleType], n: int, k: int) -> None:
+    c = interpreted["common"]
+    x, w = randn(1, k, seed=k).bfloat16(), randn(n, k, seed=n, scale=k**-0.5).bfloat16()
+    packed, scale = c.quantize_int4_groups(w)
+    assert packed.shape == (n, k // 2) and scale.shape == (n, k // c.INT4_GROUP)
+    codes = torch.stack(((packed & 0xF).int(), (packed >> 4).int()), dim=2).view(n, k) - 8
+    assert int(codes.min()) >= -7 and int(codes.max()) <= 7 and int(codes.abs().view(n, -1, 128).amax(2).min()) == 7
+    out = torch.full((1, n), float("nan"), dtype=torch.bfloat16)
+    c.int4_gemv(x, packed, scale, out)
+    exact = x.double() @ c.dequantize_int4_groups(packed, scale).double().t()
+    assert rel(out, exact) < 8e-3  # bf16 output rounding (the interpreter truncates: one step, 2^-7)
+    swapped = (packed >> 4) | (packed << 4)  # the nibbles' order matters: element 2j is the low one
+    c.int4_gemv(x, swapped, scale, out)
+    assert rel(out, exact) > 0.5
+
+
+def test_int4_error_is_the_formats_and_within_its_tolerance(interpreted: dict[str, ModuleType]) -> None:
+    c = interpreted["common"]
+    x, w = randn(1, 8192, seed=1).bfloat16(), randn(256, 8192, seed=2, scale=8192**-0.5).bfloat16()
+    packed, scale = c.quantize_int4_groups(w)
+    assert 0.1 < rel(c.dequantize_int4_groups(packed, scale), w.double()) < 0.13  # ~11.7 %: step / sqrt(12)
+    out = torch.empty(1, 256, dtype=torch.bfloat16)
+    c.int4_gemv(x, packed, scale, out)
+    assert 0.08 < rel(out, x @ w.t()) < 0.75 * c.RTOL_INT4
+
+
 # --- dynamic_int8 ----------------------------------------------------------------------------------------
 
 
@@ -305,6 +335,7 @@ def test_fp8_variants_skip_on_a_gpu_without_fp8(interpreted: dict[str, ModuleTyp
 
 BF16, F32 = torch.empty(16, dtype=torch.bfloat16), torch.empty(16)
 F8, I8 = torch.empty(16, dtype=FP8), torch.empty(16, dtype=torch.int8)
+U8 = torch.empty(16, dtype=torch.uint8)
 BN, BK, STAGES, WARPS = compiled.GEMV_TILE
 MM = compiled.INT8_MM_TILE
 CHUNK, BLOCK_S, ATTN_WARPS, ATTN_STAGES = compiled.ATTN_TILE
@@ -318,6 +349,9 @@ KERNELS = [
     ("int8_matmul", compiled.int8_matmul_kernel, {"x_ptr": I8, "w_ptr": I8, "xs_ptr": F32, "ws_ptr": F32,
      "out_ptr": BF16, "M": 64, "N": 28672, "K": 8192}, {"BLOCK_M": MM[0], "BLOCK_N": MM[1], "BLOCK_K": MM[2],
      "NUM_STAGES": MM[3]}, {"num_warps": MM[4]}),
+    ("int4_gemv", compiled.int4_gemv_kernel, {"x_ptr": BF16, "w_ptr": U8, "scale_ptr": F32, "out_ptr": BF16,
+     "N": 28672, "K": 8192}, {"BLOCK_N": compiled.INT4_TILE[0], "GROUP": 128, "HALF": 64,
+     "NUM_STAGES": compiled.INT4_TILE[1]}, {"num_warps": compiled.INT4_TILE[2]}),
     ("int8_gemv", compiled.int8_gemv_kernel, {"x_ptr": BF16, "w_ptr": I8, "scale_ptr": F32, "out_ptr": BF16,
      "N": 28672, "K": 8192}, {"BLOCK_N": BN, "BLOCK_K": BK, "NUM_STAGES": STAGES}, {"num_warps": WARPS}),
     *[(f"decode_attention_{name}", compiled.decode_attention_kernel, {"q_ptr": BF16, "k_ptr": cache, "v_ptr": cache,
@@ -352,3 +386,13 @@ def test_int8_matmul_runs_on_the_int8_tensor_cores() -> None:
     name, kernel, args, constexprs, options = next(k for k in KERNELS if k[0] == "int8_matmul")
     ptx = compile_for_h100(kernel, args, constexprs, **options).asm["ptx"]
     assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" in ptx
+
+
+@needs_compiler
+def test_int4_gemv_widens_nibbles_without_a_conversion() -> None:
+    """The nibbles become floats through the mantissa of 2^23 (an or and a subtraction), not through cvt.*.f32.s32
+    or .u32 (a quarter-rate instruction on Hopper); the packed codes arrive by cp.async (the pipelined loads)."""
+    name, kernel, args, constexprs, options = next(k for k in KERNELS if k[0] == "int4_gemv")
+    ptx = compile_for_h100(kernel, args, constexprs, **options).asm["ptx"]
+    assert not any(f"cvt.rn.f32.{t}" in ptx for t in ("s32", "u32", "s8", "u8", "s16", "u16"))
+    assert "cp.async" in ptx
