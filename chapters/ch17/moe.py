@@ -17,6 +17,9 @@ Both compute the same products of the same bf16 rows (each row's GEMM is the sam
 kernels differ) and sum the six weighted outputs per token in fp32 in the same order of experts: the outputs
 agree to bf16 rounding. Load balance is recorded: ``max_expert_share`` (the busiest expert's tokens over the
 mean: 1.0 is perfectly balanced; a random router on random tokens gives ~1.2-1.4 at full size).
+
+``SkewedMoE`` (moe_capacity) tilts the router towards a few experts and compares a dispatch padded to the busiest
+expert's load with the grouped one: what imbalance costs a static-shape MoE layer.
 """
 
 from __future__ import annotations
