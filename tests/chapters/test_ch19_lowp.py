@@ -24,7 +24,7 @@ from chapters.ch19.training import RTOL_DYNAMIC
 
 CHAPTER = CH19 = Path(__file__).resolve().parents[2] / "chapters" / "ch19"  # for the interpreted fixture
 # The low-precision inference pairs' variants (dynamic_int8 and fp8_training: tests/chapters/test_ch19_training.py)
-LOWP = ("fp8_gemm", "fp8_kv_cache", "int8_weight_only", "fp8_quantize")
+LOWP = ("fp8_gemm", "fp8_kv_cache", "int8_weight_only", "int4_weight_only", "fp8_quantize")
 VARIANTS = sorted(p.stem for p in CH19.glob("*_*.py")
                   if p.stem.split("_")[0] in ("baseline", "optimized") and any(e in p.stem for e in LOWP))  # fmt: skip
 FP8 = torch.float8_e4m3fn
@@ -295,7 +295,8 @@ def test_quantize_sides_set_up_again(interpreted: dict[str, ModuleType], cpu_smo
 def test_each_variant_records_its_error_and_each_optimized_side_its_tolerance(
     interpreted: dict[str, ModuleType],
 ) -> None:
-    bounds = {"fp8_gemm": (0.02, 0.08), "fp8_kv_cache": (0.02, 0.08), "int8_weight_only": (0.003, 0.025)}
+    bounds = {"fp8_gemm": (0.02, 0.08), "fp8_kv_cache": (0.02, 0.08), "int8_weight_only": (0.003, 0.025),
+              "int4_weight_only": (0.1, 0.2)}  # fmt: skip
     for stem in VARIANTS:
         ctx = make_context(resolve_config({"device": "cpu", "smoke": True}))
         set_context(ctx)
@@ -307,7 +308,7 @@ def test_each_variant_records_its_error_and_each_optimized_side_its_tolerance(
             bench.teardown()
             set_context(None)
         assert isinstance(err, float) and err > 0, stem
-        example = next(e for e in ("fp8_gemm", "fp8_kv_cache", "int8_weight_only", "fp8_quantize") if e in stem)
+        example = next(e for e in LOWP if e in stem)
         if stem.startswith("optimized_"):
             rtol = bench.get_config().rtol
             assert rtol is not None, stem
