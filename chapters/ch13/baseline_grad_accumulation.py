@@ -11,9 +11,9 @@ micro-batches' logits (2 x 2048 x 8192 each, bf16 and the fp32 copy for the loss
 
 Predicted on an H100 or H200 (not measured for this pair): the peak of ``activation_checkpointing``'s baseline,
 which holds the same model's activations for the same 16,384 tokens at once and read 15,867 MiB on the H200 (run
-``a3417877``): ~15-16 GB (``peak_memory``, per call); the time is logged too. On a GPU the set-up records one call's allocations and hands the snapshot to the harness
-(``files/memory_snapshot.pickle`` in the run): its timeline climbs through four forwards before anything is
-freed. Clock: wall.
+``a3417877``): ~15-16 GB (``peak_memory``, per call); the time is logged too. On a GPU the set-up records one
+call's allocations and hands the snapshot to the harness (``files/memory_snapshot.pickle`` in the run): its
+timeline climbs through four forwards before anything is freed. Clock: wall.
 """
 
 from chapters.ch13.memory import GradAccumulation
