@@ -5,14 +5,17 @@ Sizes that mean the same on every device: ``ctx.working_set(l2=4, smoke=...)`` i
 device's L2 (50 MB on an H100, 60 MB on an H200), ``ctx.working_set(memory=0.25, smoke=...)`` a quarter
 of its memory; every size asked this way is kept under its name and lands in the result (``sizes``),
 so a reader sees what ran. ``ctx.require(...)`` ends the variant as ``skipped`` with what it needs when
-the host lacks it (two GPUs, FP8, a tool), never as failed.
+the host lacks it (two GPUs, FP8, a tool), never as failed. ``ctx.file(name)`` is where a variant writes a file
+it hands to the harness (a memory snapshot, a trace of its own): logged with its run, copied to ``--out``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from bench.define.config import BenchmarkConfig, resolve_config
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
     import torch
 
 T = TypeVar("T")
+
+FILES = "files"  # the directory, in a variant's work directory, of the files it hands to the harness (``file``)
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,10 @@ class RunContext:
     # or the CPU, and the ranks in all; torch.distributed's default group joins them.
     rank: int = 0
     world_size: int = 1
+    # Where ``file()`` puts the files the variant hands to the harness: the child's ``<workdir>/files``, whose
+    # files the parent logs as artifacts of the variant's run (``files/``) and copies into ``--out``. None:
+    # outside the harness, a temporary directory made on first use.
+    files_dir: str | None = None
 
     @property
     def is_cuda(self) -> bool:
@@ -79,6 +88,20 @@ class RunContext:
         """Keep ``value`` (a size, a shape, a count) in the result under ``name``; returns it."""
         self.sizes[name] = value if isinstance(value, (int, float, str)) else str(value)  # type: ignore[assignment]
         return value
+
+    def file(self, name: str) -> Path:
+        """The path to write the file ``name`` at (a plain file name: no directory part) for the harness to keep:
+        logged as an artifact of the variant's MLflow run under ``files/`` and copied into ``--out DIR``'s
+        directory of the variant (``files/``). The directory is made on first use; a later round's call of the
+        same name writes over the earlier one. Outside the harness: a temporary directory."""
+        if not name or name in (".", "..") or os.sep in name or (os.altsep and os.altsep in name):
+            raise ValueError(f"file({name!r}): a plain file name, without a directory part (e.g. 'snapshot.pickle')")
+        if self.files_dir is None:
+            object.__setattr__(self, "files_dir", tempfile.mkdtemp(prefix="perflab-files-"))
+        assert self.files_dir is not None
+        d = Path(self.files_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        return d / name
 
     def require(
         self,
@@ -192,12 +215,14 @@ def resolve_device(spec: str, rank: int | None = None) -> torch.device:
     return device
 
 
-def make_context(config: BenchmarkConfig) -> RunContext:
+def make_context(config: BenchmarkConfig, files_dir: str | None = None) -> RunContext:
+    """The context of a variant run with ``config``; ``files_dir``: where ``RunContext.file`` writes (the child's
+    ``<workdir>/files``; None outside the harness)."""
     ranked = config.world_size > 1
     device = resolve_device(config.device, _rank if ranked else None)
     smoke = config.smoke if config.smoke is not None else device.type != "cuda"
     return RunContext(device=device, seed=config.seed, smoke=smoke, config=config, facts=device_facts(device),
-                      rank=_rank if ranked else 0, world_size=config.world_size)  # fmt: skip
+                      rank=_rank if ranked else 0, world_size=config.world_size, files_dir=files_dir)  # fmt: skip
 
 
 def set_context(ctx: RunContext | None) -> None:

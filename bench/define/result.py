@@ -258,6 +258,7 @@ class VariantResult(BaseModel):
     validation: str | None = None  # message from validate_result(); None = passed or not defined
     manifest: dict[str, Any] = Field(default_factory=dict)
     profile: Profile | None = None  # from the separate profile child(ren), when profiling was asked for
+    files: str | None = None  # the directory of the files it handed over (context().file), logged under files/
     generation: Generation | None = None  # token-generating benchmarks only (bench.measure.generation)
     # The host manifest (bench.record.manifest) of the machine it ran on when that is not the suite's own: a
     # Ray node (bench.isolate.cluster). None: the host of the command that ran the suite.

@@ -62,7 +62,7 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
     """The benchmark object and its effective config; CUDA's start; the gate (started ahead); the seed and
     ``setup()``; the set-up tensors watched; the measure hold (a worker may park the child here)."""
     from bench.define.config import BenchmarkConfig, host_clocked, resolve_config
-    from bench.define.context import make_context, seed_everything, set_context, synchronize
+    from bench.define.context import FILES, make_context, seed_everything, set_context, synchronize
     from bench.define.protocol import check_benchmark
     from bench.isolate.recheck import watch_inputs
     from bench.isolate.timed import SetUp, check_timers
@@ -80,7 +80,7 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
         from bench.isolate.ranks import coordinate
 
         coordinate(job, config, rank_main)  # never returns
-    ctx = make_context(config)
+    ctx = make_context(config, files_dir=os.path.join(job["workdir"], FILES))
     set_context(ctx)
     device = ctx.device
     if device.type == "cuda":

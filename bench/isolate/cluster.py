@@ -173,19 +173,28 @@ class _NodeSink:
         return ""
 
 
+def _tar(d: str | None) -> bytes | None:
+    """The directory ``d`` as a gzipped tar archive (None: no such directory)."""
+    if d is None or not Path(d).is_dir():
+        return None
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(d, arcname=".")
+    return buf.getvalue()
+
+
 def _payload(index: int, got: list[tuple[VariantResult, Comparison | None]]) -> Payload:
-    """JSON texts (the driver's pydantic need not match the node's byte for byte) and each profile's files."""
-    profiles = {}
+    """JSON texts (the driver's pydantic need not match the node's byte for byte), each profile's files and the
+    files each variant handed to the harness."""
+    profiles, files = {}, {}
     for result, _ in got:
-        d = Path(result.profile.dir) if result.profile and result.profile.dir else None
-        if d is not None and d.is_dir():
-            buf = io.BytesIO()
-            with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-                tar.add(d, arcname=".")
-            profiles[result.spec.key] = buf.getvalue()
+        if (archive := _tar(result.profile.dir if result.profile else None)) is not None:
+            profiles[result.spec.key] = archive
+        if (archive := _tar(result.files)) is not None:
+            files[result.spec.key] = archive
     comparisons = [c.model_dump_json() if c is not None else None for _, c in got]
     return {"index": index, "results": [r.model_dump_json() for r, _ in got], "comparisons": comparisons,
-            "profiles": profiles}  # fmt: skip
+            "profiles": profiles, "files": files}  # fmt: skip
 
 
 class NodeAgent:
@@ -369,7 +378,8 @@ class _Driver:
             for text, ctext in zip(payload["results"], payload["comparisons"], strict=True):
                 result = VariantResult.model_validate_json(text)
                 comparison = Comparison.model_validate_json(ctext) if ctext else None
-                self._unpack(result, payload["profiles"].get(result.spec.key))
+                key = result.spec.key
+                self._unpack(result, payload["profiles"].get(key), payload.get("files", {}).get(key))
                 self._check_commit(result)
                 self._accept(payload["index"], result, comparison)
         for index, reason in failed:
@@ -388,13 +398,13 @@ class _Driver:
         if self.on_result is not None:
             self.on_result(result, comparison)
 
-    def _unpack(self, result: VariantResult, archive: bytes | None) -> None:
-        if archive is None or result.profile is None:
-            return
-        d = self.profiles / result.spec.key.replace(":", "-")
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            tar.extractall(d, filter="data")
-        result.profile.dir = str(d)
+    def _unpack(self, result: VariantResult, profile: bytes | None, files: bytes | None) -> None:
+        """The archives of a result's profile and handed files, extracted here; the result names where."""
+        base = self.profiles / result.spec.key.replace(":", "-")
+        if profile is not None and result.profile is not None:
+            result.profile.dir = _untar(profile, base)
+        if files is not None:
+            result.files = _untar(files, base.with_name(base.name + "-files"))
 
     def _check_commit(self, result: VariantResult) -> None:
         host = result.host or {}
@@ -404,3 +414,9 @@ class _Driver:
             self.warned.add(node)
             self.warn(f"Ray node {host.get('hostname')} ({node[:12]}) runs commit {commit[:12]}, this host "
                       f"{self.commit[:12]}: its numbers come from other code")  # fmt: skip
+
+
+def _untar(archive: bytes, d: Path) -> str:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(d, filter="data")
+    return str(d)

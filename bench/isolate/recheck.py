@@ -113,10 +113,11 @@ RESTORE_LOOKS = (8, 16)
 
 
 def _set_up_again(obj: Any, config: Any) -> dict[str, Any]:
-    from bench.define.context import make_context, set_context
+    from bench.define.context import context, make_context, set_context
 
+    files_dir = context().files_dir  # the set-up again writes its files where the first one did
     obj.teardown()
-    ctx = make_context(config)
+    ctx = make_context(config, files_dir=files_dir)
     set_context(ctx)
     seed_everything(config.seed, config.deterministic)
     obj.setup()

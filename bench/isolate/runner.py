@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.define.config import BenchmarkConfig, Layer, explicit_fields, resolve_config
+from bench.define.context import FILES
 from bench.define.result import VariantResult, VariantSpec
 from bench.isolate import child as _child
 from bench.isolate.outcome import Watch, build_result
@@ -75,6 +76,13 @@ class Gate:
         while not self._open.wait(_EXIT_POLL_S):
             if cancel is not None and cancel.is_set():
                 raise Cancelled("cancelled at its gate")
+
+
+def handed_files(wd: Path) -> str | None:
+    """The directory of the files a variant's child wrote through ``context().file`` (``<wd>/files``), when it
+    holds any."""
+    d = wd / FILES
+    return str(d) if d.is_dir() and any(p.is_file() for p in d.iterdir()) else None
 
 
 class Cancelled(Exception):
@@ -181,6 +189,7 @@ class _Child:
         result.ahead_s = self.ahead_s
         result.gate_late_s = self.gate_late_s
         result.launch = "cold_start" if self.cold_start or self.wrapper else "server"
+        result.files = handed_files(self.wd)
         return result
 
     def again(self, cold: bool) -> VariantResult:

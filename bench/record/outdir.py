@@ -11,6 +11,7 @@ Layout (a variant's files are written as it finishes, so a suite that is stopped
         run.json                    its metrics, params and tags, as they are logged
         comparison.json             the pair, for an optimized variant
         profile/                    the profile's files, with --profile
+        files/                      the files the variant handed to the harness (``context().file``), as logged
 
 JUnit: a pair whose status is ``mismatch``, ``unverified`` or ``failed`` (a side failed, timed out or was
 invalid) is a failure, ``skipped`` is skipped, and a pair the suite did not finish (interrupted, or its
@@ -88,6 +89,8 @@ class OutDir:
         profile = Path(result.profile.dir) if result.profile and result.profile.dir else None
         if profile is not None and profile.is_dir():  # still there: the suite removes it after this call
             shutil.copytree(profile, d / "profile", dirs_exist_ok=True)
+        if result.files and Path(result.files).is_dir():  # likewise
+            shutil.copytree(result.files, d / "files", dirs_exist_ok=True)
         return d
 
     def finish(self, summary: Mapping[str, Any], summary_md: str, not_finished: Sequence[str] = (),

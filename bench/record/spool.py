@@ -13,7 +13,8 @@ Layout, one directory per suite under ``<results>/spool/`` (``$PERFLAB_RESULTS_D
       suite.json            the parent run: uid, store, experiment, name, tags, host manifest; its run id once made
       0001-ch07-transpose-baseline/
         entry.json          key, uid, when it ended; ``attempted`` once an upload began; ``run_id`` once done
-        result.json         the VariantResult (raw samples, stages, notes); its profile files in profile/
+        result.json         the VariantResult (raw samples, stages, notes); its profile files in profile/, the
+                            files it handed to the harness (``context().file``) in files/
         comparison.json     the pair, for an optimized variant
       end.json              the summary (summary.md text and summary.json), how the suite ended; ``run_id`` once
                             the parent was finished in the store
@@ -76,6 +77,12 @@ class Entry:
     @property
     def profile_dir(self) -> str | None:
         d = self.dir / "profile"
+        return str(d) if d.is_dir() else None
+
+    @property
+    def files_dir(self) -> str | None:
+        """The files the variant handed to the harness, as spooled (its ``files`` is where the suite had them)."""
+        d = self.dir / "files"
         return str(d) if d.is_dir() else None
 
     def comparison(self) -> Comparison | None:
@@ -141,8 +148,8 @@ class Spool:
         _write_json(self.root / _SUITE, self.suite)
 
     def add(self, result: VariantResult, comparison: Comparison | None = None) -> Entry:
-        """Write one finished variant (and its profile files, which the suite's work directory will lose); it is
-        an entry (``entries``) once all of it is on disk."""
+        """Write one finished variant (and its profile's and its own files, which the suite's work directory will
+        lose); it is an entry (``entries``) once all of it is on disk."""
         with self._lock:
             self._added += 1
             d = self.root / f"{self._added:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', result.spec.key)}"
@@ -151,6 +158,8 @@ class Spool:
         profile = Path(result.profile.dir) if result.profile and result.profile.dir else None
         if profile is not None and profile.is_dir():
             _copy_tree(profile, d / "profile")
+        if result.files and Path(result.files).is_dir():
+            _copy_tree(Path(result.files), d / "files")
         (d / "result.json").write_text(result.model_dump_json(indent=1))
         if comparison is not None:
             (d / "comparison.json").write_text(comparison.model_dump_json(indent=1))

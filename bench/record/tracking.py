@@ -218,7 +218,7 @@ class Tracker:
 
     def log_variant(
         self, result: VariantResult, comparison: Comparison | None = None, *, uid: str | None = None,
-        resume: bool = False, ended_ms: int | None = None, profile_dir: str | None = None,
+        resume: bool = False, ended_ms: int | None = None, profile_dir: str | None = None, files: str | None = None,
     ) -> str:  # fmt: skip
         """Log one variant as a nested run and return its id.
 
@@ -229,7 +229,7 @@ class Tracker:
 
         ``ended_ms``: when the variant's run ended (ms since the epoch; default now): the run's start, end and
         metrics' timestamps, so a result uploaded later reads as measured when it was. ``uid``, ``resume``: see
-        the module's docstring. ``profile_dir``: the profile's files, when moved (result.json keeps the path).
+        the module's docstring. ``profile_dir``, ``files``: the profile's and the variant's files, when moved elsewhere.
         """
         parent = self.parent_run_id
         spec = result.spec
@@ -260,7 +260,7 @@ class Tracker:
             tags.update(comparison_tags(comparison, baseline))
             metrics.update(comparison_metrics(comparison))
         # A failure leaves the run open (RUNNING): ``resume`` finds and fills it. Files go up beside the batch.
-        uploads = self._log_variant_artifacts(run, result, host, profile_dir)
+        uploads = self._log_variant_artifacts(run, result, host, profile_dir, files)
         self._log(run_id, metrics=metrics, params=variant_params(result), tags=tags, ts=ended)
         for upload in uploads:
             upload.result()
@@ -277,14 +277,15 @@ class Tracker:
             self._run_ids[result.spec.key] = run_id
 
     def _log_variant_artifacts(
-        self, run: Any, result: VariantResult, host: dict[str, Any], profile_dir: str | None = None
+        self, run: Any, result: VariantResult, host: dict[str, Any], profile_dir: str | None, files: str | None
     ) -> list[Future[None]]:
-        """result.json, manifest.json and the profile's files, each uploading on a thread of its own."""
+        """result.json, manifest.json, the profile's files and the variant's own (files/), each on a thread."""
         repo, upload = artifact_repo(self._client, run.info.artifact_uri), self._uploads.submit
         uploads = [upload(self._upload_text, repo, n, t) for n, t in variant_files(result, host).items()]
-        profile = Path(profile_dir or result.profile.dir) if result.profile and result.profile.dir else None
-        if profile is not None and profile.is_dir() and any(profile.iterdir()):
-            uploads.append(upload(repo.log_artifacts, str(profile), "profile"))
+        profile = profile_dir or (result.profile.dir if result.profile else None)
+        for d, name in ((profile, "profile"), (files or result.files, "files")):
+            if d is not None and Path(d).is_dir() and any(Path(d).iterdir()):
+                uploads.append(upload(repo.log_artifacts, str(d), name))
         return uploads
 
     def _upload_text(self, repo: Any, name: str, text: str) -> None:

@@ -144,7 +144,8 @@ class Uploader:
                     e.attempted = True
                     e.save()
                 e.run_id = tracker.log_variant(e.result(), e.comparison(), uid=e.uid, resume=resume,
-                                               ended_ms=e.ended_ms, profile_dir=e.profile_dir)  # fmt: skip
+                                               ended_ms=e.ended_ms, profile_dir=e.profile_dir,
+                                               files=e.files_dir)  # fmt: skip
                 e.save()
                 self.uploaded += 1
             ending = self.spool.ending()

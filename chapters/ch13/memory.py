@@ -1,5 +1,6 @@
 """Chapter 13's memory pairs: a training step that holds less (activation checkpointing, activations offloaded
-to the host) and an allocator that wastes less (``expandable_segments``). Their benefit is memory, not time:
+to the host, gradient accumulation that frees each micro-batch's graph) and an allocator that wastes less
+(``expandable_segments``). Their benefit is memory, not time:
 each declares ``speedup_metric()`` (bench.measure.memory), so the pair's ratio is the baseline's peak over the
 optimized side's, read per call on a GPU; the time is still measured and logged, and is usually worse.
 
@@ -72,6 +73,75 @@ class Activations(LMTraining):
         self.opt.step()
         self.losses[step] = loss.detach()
         return None
+
+
+# --- gradient accumulation: the graph kept alive by a summed loss ----------------------------------------------
+
+
+class GradAccumulation(LMTraining):
+    """One optimizer step over 4 micro-batches of the ``Activations`` model (vocab 8192, d 1024, 16 layers, ff
+    4096; 2 x 2048 tokens a micro-batch: the step sees 8 x 2048, as ``Activations``' one batch), bf16 autocast,
+    SGD with momentum.
+
+    ``per_micro`` False, the leak: each micro-batch's loss is added to a running total (``total = total +
+    loss / n``) and the total's ``backward()`` runs once at the end. Summing tensors that carry their autograd
+    history keeps every micro-batch's graph, and with it every saved activation, alive until that backward: the
+    peak is a full batch's, which is what accumulation was meant to avoid. ``per_micro`` True: ``(loss /
+    n).backward()`` after each forward; the graph and its activations are freed at once, the gradients sum in
+    ``.grad``. The same gradients (each micro-batch's are the same kernels on the same inputs; only the order
+    in which four fp32 contributions are added differs), the same step.
+
+    Both sides record one call's allocations in set-up on a GPU (``torch.cuda.memory._record_memory_history``)
+    and hand the snapshot to the harness (``context().file``: ``memory_snapshot.pickle``, logged under the
+    run's ``files/``; open it at https://pytorch.org/memory_viz). Output: each micro-batch's loss and the update."""
+
+    full = (8192, 1024, 16, 16, 4096, 2, 2048)
+    steps = 4  # micro-batches a step (``LMTraining`` makes one batch of tokens per "step")
+    SNAPSHOT = "memory_snapshot.pickle"
+
+    def __init__(self, per_micro: bool) -> None:
+        self.per_micro = per_micro
+        self.rtol = 1.6e-2  # as Activations': the same model and kernels, bf16 autocast (its comment says why)
+
+    def get_config(self) -> BenchmarkConfig:
+        return BenchmarkConfig(timing_mode="cpu", rtol=self.rtol)
+
+    def speedup_metric(self) -> str:
+        return "peak_memory"
+
+    def setup(self) -> None:
+        super().setup()
+        ctx = context()
+        ctx.record("accumulation", "backward per micro-batch" if self.per_micro else "losses summed, one backward")
+        if not ctx.is_cuda:
+            ctx.record("memory_snapshot", f"not taken: torch.cuda.memory records CUDA allocations ({ctx.device})")
+            return
+        # One untimed call under the recorder (Python stacks only: C++ ones take seconds to symbolise).
+        torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
+        try:
+            self.benchmark_fn()
+            torch.cuda.synchronize()
+            torch.cuda.memory._dump_snapshot(str(ctx.file(self.SNAPSHOT)))
+        finally:
+            torch.cuda.memory._record_memory_history(enabled=None)
+        ctx.record("memory_snapshot", f"files/{self.SNAPSHOT}: one call, in set-up")
+
+    def benchmark_fn(self) -> None:
+        self.reset()
+        self.opt.zero_grad()
+        n = self.steps
+        total: torch.Tensor | None = None
+        for i in range(n):
+            loss = self.forward_loss(*self.batch(i))
+            self.losses[i] = loss.detach()
+            if self.per_micro:
+                (loss / n).backward()  # this micro-batch's graph and activations are freed here
+            else:
+                total = loss / n if total is None else total + loss / n  # keeps every graph alive
+        if total is not None:
+            total.backward()
+        self.opt.step()
+        self.finish()
 
 
 # --- the allocator: expandable segments ---------------------------------------------------------------------

@@ -216,6 +216,85 @@ class Block(Forward):
         super().teardown()
 
 
+# --- reduce_overhead: a short forward through many blocks, launch-bound ------------------------------------
+
+
+class BlockStack(nn.Module):
+    """``layers`` ``LlamaBlock``s in a row, sharing one rotary table."""
+
+    def __init__(self, layers: int, d: int, heads: int, ff: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(LlamaBlock(d, heads, ff) for _ in range(layers))
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        return x
+
+
+class ShortForward(Forward):
+    """reduce_overhead: 16 ``LlamaBlock``s (d 1024, 16 heads, ff 2816, bf16) over 1 x 16 tokens (a short
+    request, a speculative verify pass), ``torch.compile``d with ``mode`` "default" or "reduce-overhead" (the
+    compiled graph replayed as a CUDA graph through cudagraph trees; on a CPU the mode compiles as the default).
+
+    Each call starts a new step (``torch.compiler.cudagraph_mark_step_begin``, which an inference loop calls)
+    and clones the output: a CUDA-graph replay writes into the same static buffer every time, and the harness
+    keeps one call's output while it makes the next. Wall clock: the pair is about the host's launches, which
+    the device clock (the start queued behind a spin kernel) would hide; no batch timing (a graph replay
+    inside the harness's own capture is not what either side runs)."""
+
+    compiles = True
+    rtol = 1.6e-2  # bf16: one compiled graph against the same graph replayed, the same kernels; room for rounding
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def get_config(self) -> BenchmarkConfig:
+        return BenchmarkConfig(setup_timeout_seconds=COMPILE_SETUP_S, rtol=self.rtol, timing_mode="cpu",
+                               measure_batch=False)  # fmt: skip
+
+    def make(self) -> None:
+        ctx = context()
+        layers, rows, seq, d, heads, ff = ctx.size((16, 1, 16, 1024, 16, 2816), (2, 1, 5, 32, 4, 40))
+        ctx.record("shape", f"{layers} blocks, {rows} x {seq} tokens, d {d}, {heads} heads, ff {ff}")
+        ctx.record("mode", self.mode)
+        self.model = seeded(lambda: BlockStack(layers, d, heads, ff), offset=1)
+        with torch.no_grad():  # weights of the norms: not all ones, so a forgotten weight shows
+            for i, block in enumerate(self.model.blocks):
+                for j, w in enumerate((block.attn_norm, block.mlp_norm)):
+                    w.copy_(1 + 0.1 * randn(d, offset=10 + 2 * i + j))
+        x = randn(rows, seq, d, offset=3)
+        cos, sin = rope_tables(seq, d // heads)
+        self.args = (x, cos, sin)
+        from torch._dynamo.utils import counters
+
+        skips = counters["inductor"]["cudagraph_skips"]
+        self.fn = compile_now(self.model, *self.args, mode=self.mode)
+        with torch.no_grad():
+            for _ in range(2):  # cudagraph trees: a warm-up run, then the recording; later calls replay
+                torch.compiler.cudagraph_mark_step_begin()
+                self.fn(*self.args)
+        # A graph Inductor declined to capture (a CPU tensor, a mutated input) runs as the default mode's: say so.
+        ctx.record("cudagraph_skips", counters["inductor"]["cudagraph_skips"] - skips)
+        tokens = rows * seq
+        matmuls = 2 * tokens * (3 * d * d + d * d + 3 * d * ff) * layers
+        attention = 2 * 2 * rows * d * seq * (seq + 1) // 2 * layers
+        weights = 2 * layers * (4 * d * d + 3 * d * ff)
+        self.work = {"flops": matmuls + attention, "bytes": weights + 2 * 2 * tokens * d}
+
+    def benchmark_fn(self) -> None:
+        with torch.no_grad():
+            torch.compiler.cudagraph_mark_step_begin()
+            self.out = self.fn(*self.args).clone()
+
+    def inputs(self) -> Any:
+        return {"x": self.args[0], "model": self.model}
+
+    def teardown(self) -> None:
+        del self.model
+        super().teardown()
+
+
 # --- max_autotune: a coordinate MLP whose bias and activation passes cost as much as its matmuls -----------
 
 

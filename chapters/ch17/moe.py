@@ -17,6 +17,9 @@ Both compute the same products of the same bf16 rows (each row's GEMM is the sam
 kernels differ) and sum the six weighted outputs per token in fp32 in the same order of experts: the outputs
 agree to bf16 rounding. Load balance is recorded: ``max_expert_share`` (the busiest expert's tokens over the
 mean: 1.0 is perfectly balanced; a random router on random tokens gives ~1.2-1.4 at full size).
+
+``SkewedMoE`` (moe_capacity) tilts the router towards a few experts and compares a dispatch padded to the busiest
+expert's load with the grouped one: what imbalance costs a static-shape MoE layer.
 """
 
 from __future__ import annotations
@@ -57,24 +60,34 @@ class MoE:
         self.w2 = (torch.randn(e, f, d, generator=g, device=dev) * f**-0.5).to(bf16)
         self.out = torch.empty(t, d, device=dev)
         self.experts = e
+        self.bias = self.router_bias(e, dev)
         with torch.no_grad():
-            ids = torch.topk(self.x @ self.router, self.k, dim=1).indices
-            counts = torch.bincount(ids.flatten(), minlength=e).float()
+            counts = torch.bincount(self.route()[0].flatten(), minlength=e).float()
         ctx.record("layer", f"{e} experts of {d} -> {f} -> {d} (GELU), top {self.k} of {t} tokens, bf16")
         ctx.record("max_expert_share", round(float(counts.max() / counts.mean()), 3))
         self.work = {"flops": 2 * 2 * t * self.k * d * f + 2 * t * d * e}
 
+    def router_bias(self, experts: int, device: torch.device) -> torch.Tensor | None:
+        """A per-expert bias added to the router's logits (None: none, this layer's router)."""
+        return None
+
     def route(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Each token's top-k experts and their softmax weights (fp32), as every MoE router computes them."""
-        logits = self.x @ self.router
-        top, ids = torch.topk(logits.float(), self.k, dim=1)
+        logits = (self.x @ self.router).float()
+        if self.bias is not None:
+            logits = logits + self.bias
+        top, ids = torch.topk(logits, self.k, dim=1)
         return ids, torch.softmax(top, dim=1)
 
     def benchmark_fn(self) -> None:
         with torch.no_grad():
             ids, weights = self.route()
             self.out.zero_()
-            (self.grouped_experts if self.grouped else self.loop_experts)(ids, weights)
+            self.experts_fn()(ids, weights)
+
+    def experts_fn(self) -> Any:
+        """The experts' half of the layer: ``(ids, weights)`` in, the weighted sum added into ``self.out``."""
+        return self.grouped_experts if self.grouped else self.loop_experts
 
     def loop_experts(self, ids: torch.Tensor, weights: torch.Tensor) -> None:
         for e in range(self.experts):
@@ -94,7 +107,7 @@ class MoE:
         self.out.index_add_(0, token, y.float() * weights.flatten()[order, None])
 
     def teardown(self) -> None:
-        del self.x, self.router, self.w1, self.w2, self.out
+        del self.x, self.router, self.bias, self.w1, self.w2, self.out
 
     def get_output(self) -> torch.Tensor:
         return self.out
@@ -104,3 +117,56 @@ class MoE:
 
     def get_work(self) -> dict[str, Any]:
         return {**self.work, "dtype": "bf16"}
+
+
+class SkewedMoE(MoE):
+    """moe_capacity: the layer with an imbalanced router (8192 tokens; smoke as ``MoE``'s) and two dropless
+    dispatches of the same function.
+
+    The router's logits get a per-expert bias tilted linearly from +1.5 (expert 0) to -1.5 (expert 63), as a
+    router that was never balanced (no auxiliary loss, no bias correction) favours a few experts: the busiest
+    expert gets ~4x the mean load at full size (``max_expert_share``, recorded), a few get almost none.
+
+    * **padded** (``padded=True``): every expert's batch padded to the busiest expert's load (the capacity), the
+      token rows scattered into an [experts, capacity, d] buffer of zeros, two batched GEMMs (``torch.bmm``) over
+      it, the real rows gathered back. Static shapes per capacity, as expert-parallel einsum dispatches (GShard,
+      Switch) have, but dropless: the capacity is the max load, read on the host (one sync). The padding is
+      computed: experts x capacity rows where tokens x k are real (``padding_factor``, recorded).
+    * **grouped** (``padded=False``): ``MoE``'s dropless grouped GEMM (MegaBlocks' idea, ``torch._grouped_mm``):
+      each expert multiplies exactly its rows, whatever the imbalance.
+
+    Both gather the same rows in the same (expert, token) order, multiply them by the same weights and add the
+    same weighted rows into the output in the same order: outputs agree to the GEMM kernels' bf16 rounding.
+    """
+
+    FULL = (8192, 2048, 1408, 64, 6)
+    TILT = 1.5
+
+    def __init__(self, padded: bool) -> None:
+        super().__init__(grouped=not padded)
+        self.padded = padded
+
+    def router_bias(self, experts: int, device: torch.device) -> torch.Tensor:
+        return self.TILT * torch.linspace(1.0, -1.0, experts, device=device)
+
+    def setup(self) -> None:
+        super().setup()
+        t, e = self.x.shape[0], self.experts
+        counts = torch.bincount(self.route()[0].flatten(), minlength=e)
+        context().record("padding_factor", round(e * int(counts.max()) / (t * self.k), 3))
+
+    def experts_fn(self) -> Any:
+        return self.padded_experts if self.padded else self.grouped_experts
+
+    def padded_experts(self, ids: torch.Tensor, weights: torch.Tensor) -> None:
+        flat = ids.flatten()
+        order = torch.argsort(flat, stable=True)  # as grouped_experts: by expert, tokens in order within one
+        expert = flat[order]
+        counts = torch.bincount(flat, minlength=self.experts)
+        capacity = int(counts.max())  # the host waits: the buffer's shape
+        slot = torch.arange(order.numel(), device=flat.device) - (torch.cumsum(counts, 0) - counts)[expert]
+        token = order // self.k
+        buf = self.x.new_zeros(self.experts, capacity, self.x.shape[1])
+        buf[expert, slot] = self.x[token]
+        y = torch.bmm(F.gelu(torch.bmm(buf, self.w1)), self.w2)  # padding rows: zeros in, zeros out, all computed
+        self.out.index_add_(0, token, y[expert, slot].float() * weights.flatten()[order, None])

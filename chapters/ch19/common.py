@@ -51,6 +51,12 @@ TINY = 1e-12  # floor of a max |x|: an all-zero row quantises to zeros instead o
 # 2048 positions), int8 weights 0.7-1.0 % (K 300 to 8192).
 RTOL_FP8 = 0.08
 RTOL_INT8 = 0.025
+# int4_weight_only: round-to-nearest int4 with a scale per 128 weights errs by ~11.7 % norm-wise on Gaussian
+# weights (a step of max/7, max ~2.7 sigma over 128: step/sqrt(12) ~ 0.11 sigma), and the product with them by as
+# much: measured on the CPU (tests/chapters/test_ch19_lowp.py) 11.7 % at 256 x 8192, 11.6-13.5 % over 33-256 rows
+# (fewer rows, a noisier norm). The format's floor, not the kernel's (which matches its dequantised weights to
+# bf16 rounding). 0.2 still fails a side that loses a tenth of the groups (~32 %) or reads the nibbles swapped.
+RTOL_INT4 = 0.2
 # fp8_quantize: both sides compute the same scales and casts (IEEE division and rounding on both sides), so
 # the codes are expected bit for bit; 1e-3 leaves room for a few last-bit flips of a tie should the two casts
 # ever round one differently, while a wrong scale on one row in 8192 (>= 4e-3) still fails.
@@ -421,6 +427,76 @@ def quantize_int8_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return wq, scale
 
 
+# --- dynamic_int8: int8 activations and weights on the int8 tensor cores -------------------------------------
+
+
+@triton.jit
+def quantize_int8_rows_kernel(x_ptr, q_ptr, scale_ptr, n_cols, BLOCK: tl.constexpr):
+    """Row r: scale[r] = max|x[r]| / 127, q[r] = round(x[r] / scale[r]) in [-127, 127] (half away from zero).
+
+    One program per row, the row in registers: x read once (2 B per element), the codes written once (1 B)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    scale = tl.maximum(tl.reduce(tl.abs(x), 0, maximum), 1e-12) / 127.0
+    y = x / scale
+    q = tl.where(y >= 0, tl.floor(y + 0.5), -tl.floor(0.5 - y))
+    tl.store(q_ptr + row * n_cols + cols, tl.minimum(tl.maximum(q, -127.0), 127.0).to(tl.int8), mask=mask)
+    tl.store(scale_ptr + row, scale)
+
+
+@triton.jit
+def int8_matmul_kernel(x_ptr, w_ptr, xs_ptr, ws_ptr, out_ptr, M, N, K, BLOCK_M: tl.constexpr,
+                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
+    """out[m, n] = xs[m] * ws[n] * sum_k xq[m, k] * wq[n, k]: int8 codes [M, K] and [N, K], int32 accumulation
+    (``tl.dot``: the int8 tensor cores), both scales applied to the accumulator in registers, bf16 stored.
+
+    One program per BLOCK_M x BLOCK_N tile of the output; each weight tile is read once, K-contiguous as the
+    int8 MMA takes it, ``NUM_STAGES`` tiles in flight. The epilogue is the rescale: no int32 product in memory.
+    """
+    rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    mmask, nmask = rm < M, rn < N
+    x_rows = x_ptr + rm.to(tl.int64)[:, None] * K
+    w_cols = w_ptr + rn.to(tl.int64)[None, :] * K
+    acc = tl.full([BLOCK_M, BLOCK_N], 0, tl.int32)
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES):
+        kk = k0 + rk
+        kmask = kk < K
+        a = tl.load(x_rows + kk[None, :], mask=mmask[:, None] & kmask[None, :], other=0)
+        b = tl.load(w_cols + kk[:, None], mask=kmask[:, None] & nmask[None, :], other=0)
+        acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+    xs = tl.load(xs_ptr + rm, mask=mmask, other=0.0)
+    ws = tl.load(ws_ptr + rn, mask=nmask, other=0.0)
+    y = acc.to(tl.float32) * xs[:, None] * ws[None, :]
+    out = out_ptr + rm.to(tl.int64)[:, None] * N + rn[None, :]
+    tl.store(out, y.to(out_ptr.dtype.element_ty), mask=mmask[:, None] & nmask[None, :])
+
+
+# BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, num_warps: 64 rows (one warpgroup's MMA), 16 KiB of weights per K step,
+# 24 KiB of shared memory a stage; 224 tiles for N 28672 (two resident per SM)
+INT8_MM_TILE = (64, 128, 128, 4, 4)
+
+
+def quantize_int8_activations(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> None:
+    """Per-row int8 quantisation of the contiguous [M, K] ``x`` into ``q`` (int8) and ``scale`` (fp32, M): one
+    Triton kernel."""
+    m, k = x.shape
+    block = triton.next_power_of_2(k)
+    quantize_int8_rows_kernel[(m,)](x, q, scale, k, BLOCK=block, num_warps=row_warps(block))
+
+
+def int8_matmul(xq: torch.Tensor, wq: torch.Tensor, xs: torch.Tensor, ws: torch.Tensor, out: torch.Tensor) -> None:
+    """out [M, N] = (xq * xs[:, None]) @ (wq * ws[:, None]).T for int8 ``xq`` [M, K], ``wq`` [N, K]."""
+    (m, k), n = xq.shape, wq.shape[0]
+    bm, bn, bk, stages, warps = INT8_MM_TILE
+    int8_matmul_kernel[(triton.cdiv(n, bn), triton.cdiv(m, bm))](xq, wq, xs, ws, out, m, n, k, BLOCK_M=bm,
+                                                                 BLOCK_N=bn, BLOCK_K=bk, NUM_STAGES=stages,
+                                                                 num_warps=warps)  # fmt: skip
+
+
 class Gemv(Projection):
     """int8_weight_only's baseline: one decode step's projection, cuBLAS's GEMV.
 
@@ -446,6 +522,98 @@ class Int8Gemv(Gemv):
 
     def benchmark_fn(self) -> None:
         int8_gemv(self.x, self.wq, self.scale, self.out)
+
+
+# --- int4_weight_only: a decode step's projection with 4-bit weights -----------------------------------------
+
+INT4_GROUP = 128  # weights sharing one scale, along K: 64 bytes of codes per fp32 scale (6 % of the bytes)
+INT4_MAX = 7  # symmetric codes q in [-7, 7], stored as q + 8 in a nibble
+
+
+@triton.jit
+def int4_gemv_kernel(x_ptr, w_ptr, scale_ptr, out_ptr, N, K, BLOCK_N: tl.constexpr, GROUP: tl.constexpr,
+                     HALF: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
+    """out[n] = sum_g scale[n, g] * sum_{k in group g} (q[n, k] - 8) * x[k] for the program's BLOCK_N rows of the
+    packed codes ``w`` [N, K / 2] (uint8: element 2j in the low nibble of byte j, 2j + 1 in the high one).
+
+    One group (GROUP weights, GROUP / 2 bytes per row) per K step, so a step's row sums take one scale each. A
+    nibble is widened without an int -> float conversion (a quarter-rate instruction on Hopper): or-ed into the
+    mantissa of 2^23, whose float value is then 2^23 + nibble; subtracting 2^23 + 8 leaves q exactly. Each byte
+    is loaded once; ``NUM_STAGES`` steps' loads in flight. ``HALF``: GROUP // 2, the bytes of a group.
+    """
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rmask = rows < N
+    j = tl.arange(0, HALF)
+    w_rows = w_ptr + rows.to(tl.int64)[:, None] * (K // 2)
+    s_rows = scale_ptr + rows.to(tl.int64) * (K // GROUP)
+    acc = tl.full([BLOCK_N], 0.0, tl.float32)
+    for g in tl.range(0, K // GROUP, num_stages=NUM_STAGES):
+        b = tl.load(w_rows + g * HALF + j[None, :], mask=rmask[:, None], other=0x88).to(tl.int32)
+        lo = ((b & 0xF) | 0x4B000000).to(tl.float32, bitcast=True) - 8388616.0
+        hi = ((b >> 4) | 0x4B000000).to(tl.float32, bitcast=True) - 8388616.0
+        xe = tl.load(x_ptr + g * GROUP + 2 * j).to(tl.float32)
+        xo = tl.load(x_ptr + g * GROUP + 2 * j + 1).to(tl.float32)
+        part = tl.reduce(lo * xe[None, :] + hi * xo[None, :], 1, add)
+        acc += part * tl.load(s_rows + g, mask=rmask, other=0.0)
+    tl.store(out_ptr + rows, acc.to(out_ptr.dtype.element_ty), mask=rmask)
+
+
+INT4_TILE = (32, 4, 4)  # BLOCK_N, NUM_STAGES, num_warps: 2 KiB of codes per step, 896 programs for N 28672
+
+
+def quantize_int4_groups(w: torch.Tensor, group: int = INT4_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int4 per group of ``group`` weights along K: q = round(w / scale) in [-7, 7], scale =
+    max|w[n, group]| / 7 (fp32, [N, K / group]); codes q + 8 packed two to a byte (element 2j low, 2j + 1 high)."""
+    n, k = w.shape
+    if k % group:
+        raise ValueError(f"int4 groups: K = {k} is not a multiple of the group size {group}")
+    groups = w.float().view(n, k // group, group)
+    scale = groups.abs().amax(dim=2).clamp_(min=TINY) / INT4_MAX
+    q = torch.round(groups / scale[..., None]).clamp_(-INT4_MAX, INT4_MAX).to(torch.int32).view(n, k) + 8
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).to(torch.uint8)
+    return packed, scale
+
+
+def dequantize_int4_groups(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """fp32 weights [N, K] of ``quantize_int4_groups``'s codes and scales."""
+    n, group = packed.shape[0], 2 * packed.shape[1] // scale.shape[1]
+    codes = torch.stack(((packed & 0xF).int(), (packed >> 4).int()), dim=2).view(n, -1) - 8
+    return (codes.float().view(n, scale.shape[1], group) * scale[..., None]).view(n, -1)
+
+
+def int4_gemv(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, out: torch.Tensor) -> None:
+    """out [1, N] = x [1, K] @ dequantize_int4_groups(packed, scale).T."""
+    n, k = packed.shape[0], 2 * packed.shape[1]
+    group = k // scale.shape[1]
+    bn, stages, warps = INT4_TILE
+    int4_gemv_kernel[(triton.cdiv(n, bn),)](x, packed, scale, out, n, k, BLOCK_N=bn, GROUP=group,
+                                            HALF=group // 2, NUM_STAGES=stages, num_warps=warps)  # fmt: skip
+
+
+class Int4Gemv(Gemv):
+    """int4_weight_only's optimized side: w as int4 codes, one fp32 scale per 128 weights of a row (quantised
+    once, in setup, as at load time); every call streams the packed codes through ``int4_gemv_kernel``."""
+
+    SMOKE = (1, 256, 384)  # K a multiple of the group; 256 rows: a steadier error norm than 70
+
+    def get_config(self) -> BenchmarkConfig:
+        return lowp_config(RTOL_INT4)
+
+    def prepare(self) -> None:
+        self.wq, self.scale = quantize_int4_groups(self.w)
+        del self.w  # the bf16 weights are gone in an int4 deployment
+        context().record("weight_mb", round((self.wq.numel() + 4 * self.scale.numel()) / 2**20, 3))
+        context().record("group", INT4_GROUP)
+        self.ceiling = read_ceiling((self.wq, self.scale), "the int4 codes and their scales")
+
+    def benchmark_fn(self) -> None:
+        int4_gemv(self.x, self.wq, self.scale, self.out)
+
+
+class Gemv4(Gemv):
+    """int4_weight_only's baseline: ``Gemv`` with K a multiple of the int4 group at smoke size too."""
+
+    SMOKE = Int4Gemv.SMOKE
 
 
 # --- fp8_kv_cache: decode attention over a long cache -----------------------------------------------------

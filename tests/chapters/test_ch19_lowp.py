@@ -20,10 +20,11 @@ import chapters.ch19.common as compiled  # at collection: compiled-mode kernels 
 from bench.define.config import resolve_config
 from bench.define.context import DeviceFacts, RunContext, make_context, set_context
 from bench.errors import Skip
+from chapters.ch19.training import RTOL_DYNAMIC
 
 CHAPTER = CH19 = Path(__file__).resolve().parents[2] / "chapters" / "ch19"  # for the interpreted fixture
 # The low-precision inference pairs' variants (dynamic_int8 and fp8_training: tests/chapters/test_ch19_training.py)
-LOWP = ("fp8_gemm", "fp8_kv_cache", "int8_weight_only", "fp8_quantize")
+LOWP = ("fp8_gemm", "fp8_kv_cache", "int8_weight_only", "int4_weight_only", "fp8_quantize")
 VARIANTS = sorted(p.stem for p in CH19.glob("*_*.py")
                   if p.stem.split("_")[0] in ("baseline", "optimized") and any(e in p.stem for e in LOWP))  # fmt: skip
 FP8 = torch.float8_e4m3fn
@@ -160,6 +161,59 @@ def test_int8_error_at_the_full_inner_dimension(interpreted: dict[str, ModuleTyp
     assert 0.003 < rel(out, x @ w.t()) < c.RTOL_INT8 / 2  # ~1 %
 
 
+# --- int4_weight_only ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n,k", [(1, 128), (33, 384), (70, 1024)])
+def test_int4_gemv_matches_its_dequantised_weights(interpreted: dict[str, ModuleType], n: int, k: int) -> None:
+    c = interpreted["common"]
+    x, w = randn(1, k, seed=k).bfloat16(), randn(n, k, seed=n, scale=k**-0.5).bfloat16()
+    packed, scale = c.quantize_int4_groups(w)
+    assert packed.shape == (n, k // 2) and scale.shape == (n, k // c.INT4_GROUP)
+    codes = torch.stack(((packed & 0xF).int(), (packed >> 4).int()), dim=2).view(n, k) - 8
+    assert int(codes.min()) >= -7 and int(codes.max()) <= 7 and int(codes.abs().view(n, -1, 128).amax(2).min()) == 7
+    out = torch.full((1, n), float("nan"), dtype=torch.bfloat16)
+    c.int4_gemv(x, packed, scale, out)
+    exact = x.double() @ c.dequantize_int4_groups(packed, scale).double().t()
+    assert rel(out, exact) < 8e-3  # bf16 output rounding (the interpreter truncates: one step, 2^-7)
+    swapped = (packed >> 4) | (packed << 4)  # the nibbles' order matters: element 2j is the low one
+    c.int4_gemv(x, swapped, scale, out)
+    assert rel(out, exact) > 0.5
+
+
+def test_int4_error_is_the_formats_and_within_its_tolerance(interpreted: dict[str, ModuleType]) -> None:
+    c = interpreted["common"]
+    x, w = randn(1, 8192, seed=1).bfloat16(), randn(256, 8192, seed=2, scale=8192**-0.5).bfloat16()
+    packed, scale = c.quantize_int4_groups(w)
+    assert 0.1 < rel(c.dequantize_int4_groups(packed, scale), w.double()) < 0.13  # ~11.7 %: step / sqrt(12)
+    out = torch.empty(1, 256, dtype=torch.bfloat16)
+    c.int4_gemv(x, packed, scale, out)
+    assert 0.08 < rel(out, x @ w.t()) < 0.75 * c.RTOL_INT4
+
+
+# --- dynamic_int8 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (37, 48, 300), (64, 130, 257), (65, 200, 1000)])
+def test_int8_matmul_matches_its_codes_and_scales(interpreted: dict[str, ModuleType], m: int, n: int, k: int) -> None:
+    """The activation quantiser equals torch's rounding of x / scale; the GEMM equals the dequantised product
+    (tiles of 64 x 128 x 128 with ragged edges in every dimension)."""
+    c = interpreted["common"]
+    x, w = randn(m, k, seed=m + k).bfloat16(), randn(n, k, seed=n, scale=k**-0.5).bfloat16()
+    wq, ws = c.quantize_int8_rows(w)
+    xq, xs = torch.full((m, k), 99, dtype=torch.int8), torch.full((m,), float("nan"))
+    c.quantize_int8_activations(x, xq, xs)
+    expected_scale = x.abs().amax(1).float().clamp(min=c.TINY) / c.INT8_MAX
+    assert torch.equal(xs, expected_scale)
+    assert torch.equal(xq, torch.round(x.float() / expected_scale[:, None]).to(torch.int8))
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    c.int8_matmul(xq, wq, xs, ws, out)
+    exact = (xq.double() * xs.double()[:, None]) @ (wq.double() * ws.double()[:, None]).t()
+    assert rel(out, exact) < 8e-3  # bf16 output rounding (the interpreter truncates: one step, 2^-7)
+    if k > 1:
+        assert rel(out, x.double() @ w.double().t()) < RTOL_DYNAMIC / 2  # two int8 roundings: ~1 %
+
+
 # --- fp8_kv_cache --------------------------------------------------------------------------------------
 
 
@@ -241,7 +295,8 @@ def test_quantize_sides_set_up_again(interpreted: dict[str, ModuleType], cpu_smo
 def test_each_variant_records_its_error_and_each_optimized_side_its_tolerance(
     interpreted: dict[str, ModuleType],
 ) -> None:
-    bounds = {"fp8_gemm": (0.02, 0.08), "fp8_kv_cache": (0.02, 0.08), "int8_weight_only": (0.003, 0.025)}
+    bounds = {"fp8_gemm": (0.02, 0.08), "fp8_kv_cache": (0.02, 0.08), "int8_weight_only": (0.003, 0.025),
+              "int4_weight_only": (0.1, 0.2)}  # fmt: skip
     for stem in VARIANTS:
         ctx = make_context(resolve_config({"device": "cpu", "smoke": True}))
         set_context(ctx)
@@ -253,7 +308,7 @@ def test_each_variant_records_its_error_and_each_optimized_side_its_tolerance(
             bench.teardown()
             set_context(None)
         assert isinstance(err, float) and err > 0, stem
-        example = next(e for e in ("fp8_gemm", "fp8_kv_cache", "int8_weight_only", "fp8_quantize") if e in stem)
+        example = next(e for e in LOWP if e in stem)
         if stem.startswith("optimized_"):
             rtol = bench.get_config().rtol
             assert rtol is not None, stem
@@ -281,13 +336,23 @@ def test_fp8_variants_skip_on_a_gpu_without_fp8(interpreted: dict[str, ModuleTyp
 
 BF16, F32 = torch.empty(16, dtype=torch.bfloat16), torch.empty(16)
 F8, I8 = torch.empty(16, dtype=FP8), torch.empty(16, dtype=torch.int8)
+U8 = torch.empty(16, dtype=torch.uint8)
 BN, BK, STAGES, WARPS = compiled.GEMV_TILE
+MM = compiled.INT8_MM_TILE
 CHUNK, BLOCK_S, ATTN_WARPS, ATTN_STAGES = compiled.ATTN_TILE
 KERNELS = [
     ("quantize_rows", compiled.quantize_rows_kernel, {"x_ptr": BF16, "q_ptr": F8, "inv_ptr": F32, "n_cols": 8192},
      {"BLOCK": 8192, "EXACT": False}, {"num_warps": compiled.row_warps(8192)}),
     ("quantize_tensor", compiled.quantize_tensor_kernel, {"x_ptr": BF16, "amax_ptr": BF16, "q_ptr": F8,
      "inv_ptr": F32, "n": 1 << 26}, {"BLOCK": compiled.TENSOR_BLOCK, "EXACT": False}, {"num_warps": 8}),
+    ("quantize_int8_rows", compiled.quantize_int8_rows_kernel, {"x_ptr": BF16, "q_ptr": I8, "scale_ptr": F32,
+     "n_cols": 8192}, {"BLOCK": 8192}, {"num_warps": compiled.row_warps(8192)}),
+    ("int8_matmul", compiled.int8_matmul_kernel, {"x_ptr": I8, "w_ptr": I8, "xs_ptr": F32, "ws_ptr": F32,
+     "out_ptr": BF16, "M": 64, "N": 28672, "K": 8192}, {"BLOCK_M": MM[0], "BLOCK_N": MM[1], "BLOCK_K": MM[2],
+     "NUM_STAGES": MM[3]}, {"num_warps": MM[4]}),
+    ("int4_gemv", compiled.int4_gemv_kernel, {"x_ptr": BF16, "w_ptr": U8, "scale_ptr": F32, "out_ptr": BF16,
+     "N": 28672, "K": 8192}, {"BLOCK_N": compiled.INT4_TILE[0], "GROUP": 128, "HALF": 64,
+     "NUM_STAGES": compiled.INT4_TILE[1]}, {"num_warps": compiled.INT4_TILE[2]}),
     ("int8_gemv", compiled.int8_gemv_kernel, {"x_ptr": BF16, "w_ptr": I8, "scale_ptr": F32, "out_ptr": BF16,
      "N": 28672, "K": 8192}, {"BLOCK_N": BN, "BLOCK_K": BK, "NUM_STAGES": STAGES}, {"num_warps": WARPS}),
     *[(f"decode_attention_{name}", compiled.decode_attention_kernel, {"q_ptr": BF16, "k_ptr": cache, "v_ptr": cache,
@@ -314,3 +379,21 @@ def test_fp8_cast_is_the_hardware_instruction() -> None:
     name, kernel, args, constexprs, options = KERNELS[0]
     ptx = compile_for_h100(kernel, args, constexprs, **options).asm["ptx"]
     assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
+
+
+@needs_compiler
+def test_int8_matmul_runs_on_the_int8_tensor_cores() -> None:
+    """On sm_90 the K loop is Hopper's warpgroup MMA on s8 codes with s32 accumulation (not a widening to fp32)."""
+    name, kernel, args, constexprs, options = next(k for k in KERNELS if k[0] == "int8_matmul")
+    ptx = compile_for_h100(kernel, args, constexprs, **options).asm["ptx"]
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" in ptx
+
+
+@needs_compiler
+def test_int4_gemv_widens_nibbles_without_a_conversion() -> None:
+    """The nibbles become floats through the mantissa of 2^23 (an or and a subtraction), not through cvt.*.f32.s32
+    or .u32 (a quarter-rate instruction on Hopper); the packed codes arrive by cp.async (the pipelined loads)."""
+    name, kernel, args, constexprs, options = next(k for k in KERNELS if k[0] == "int4_gemv")
+    ptx = compile_for_h100(kernel, args, constexprs, **options).asm["ptx"]
+    assert not any(f"cvt.rn.f32.{t}" in ptx for t in ("s32", "u32", "s8", "u8", "s16", "u16"))
+    assert "cp.async" in ptx

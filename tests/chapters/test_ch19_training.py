@@ -3,10 +3,15 @@ gradients against bf16 autograd, and the accuracy each pair's tolerance rests on
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 import torch
 
 from chapters.ch19 import training as T
+
+CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "ch19"  # for the interpreted fixture
 
 
 @pytest.mark.parametrize("recipe", sorted(T.RECIPES))
@@ -59,7 +64,11 @@ def test_fp8_training_learning_rate_scales_with_width() -> None:
     assert T.lr(8192) == 1e-3 * 256 / 8192  # 1 / width (muP), under a 70B run's 1.5e-4 peak
 
 
-def test_dynamic_int8_error_within_tolerance(cpu_smoke: None) -> None:
+def test_dynamic_int8_error_within_tolerance(
+    cpu_smoke: None, interpreted: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("quantize_int8_activations", "int8_matmul"):  # its Triton kernels, interpreted on the CPU
+        monkeypatch.setattr(T, name, getattr(interpreted["common"], name))
     outs = {}
     for cls in (T.DecodeBatch, T.DynamicInt8):
         v = cls()

@@ -113,3 +113,15 @@ def test_a_rank_of_several_knows_its_place() -> None:
     if torch.cuda.is_available():  # "auto" and "cuda" mean cuda:rank
         set_rank(0)
         assert make_context(resolve_config({"device": "cuda", "world_size": 2})).device == torch.device("cuda", 0)
+
+
+def test_file_is_a_plain_name_in_the_variants_directory(tmp_path: Path) -> None:
+    ctx = make_context(resolve_config({"device": "cpu"}), files_dir=str(tmp_path / "files"))
+    assert ctx.file("snapshot.pickle") == tmp_path / "files" / "snapshot.pickle"
+    assert (tmp_path / "files").is_dir()  # made on first use
+    for bad in ("", ".", "..", "a/b.txt", "/etc/passwd"):
+        with pytest.raises(ValueError, match="plain file name"):
+            ctx.file(bad)
+    outside = make_context(resolve_config({"device": "cpu"}))  # outside the harness: a temporary directory
+    path = outside.file("x.txt")
+    assert path.parent.is_dir() and path.parent == Path(outside.files_dir or "")

@@ -67,6 +67,32 @@ def test_the_driver_records_a_failed_example_as_failed_variants_and_pairs(chapte
     assert sorted(driver.done.by_example) == [0]
 
 
+def test_a_variants_files_travel_back_from_its_node(chapters: Callable[..., Path], tmp_path: Path) -> None:
+    """The files a variant handed to the harness on a node (``context().file``) come back in its example's payload
+    and are where the driver's result says."""
+    from bench.define.result import VariantResult
+    from bench.isolate.cluster import _payload
+
+    examples = select(discover(chapters({"ch07/baseline_a.py": {}, "ch07/optimized_a.py": {}})))
+    on_node = tmp_path / "node" / "files"
+    on_node.mkdir(parents=True)
+    (on_node / "snapshot.pickle").write_bytes(b"\x80\x04snapshot")
+    result = VariantResult(spec=examples[0].variants[0], status="ok", files=str(on_node))
+    payload = _payload(0, [(result, None)])
+    logged: list[Any] = []
+
+    class ListSink:
+        def log_variant(self, result: Any, comparison: Any = None) -> str:
+            logged.append(result)
+            return ""
+
+    driver = _Driver(examples, ListSink(), None, None, None)
+    driver.profiles = tmp_path / "driver"
+    driver._take([payload], [])
+    back = Path(logged[0].files)
+    assert back != on_node and (back / "snapshot.pickle").read_bytes() == b"\x80\x04snapshot"
+
+
 def test_without_ray_the_flag_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray → ImportError
     with pytest.raises(PerflabError, match=r"not installed here: pip install -e '\.\[ray\]'"):
