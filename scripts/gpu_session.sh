@@ -6,7 +6,8 @@
 # the device returns a limited number of files.
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
 #   PERFLAB_SELFCHECK_CONFIGS (config files for selfcheck_cfg), PERFLAB_OVERHEAD_N (default 20)
-#   PERFLAB_BOOK_CHAPTERS (book; default "13 14 15 16 17 18 19 20"), PERFLAB_BOOK_ARGS (book: more run flags)
+#   PERFLAB_BOOK_CHAPTERS (book; default "13 14 15 16 17 18 19 20"), PERFLAB_BOOK_ARGS (book: more run flags),
+#   PERFLAB_BOOK_REFERENCE (book: MLflow stores of a reference run, compared pair by pair)
 #   PERFLAB_SWEEP_ARGS (extra flags for the sweep steps, e.g. "--steps 20")
 #   PERFLAB_SWEEP_WORKLOADS (sweep_builtins; default "cnn gpt"), PERFLAB_SWEEP_TRIALS (default 16 each)
 #   PERFLAB_KERNEL_CASES (default all), PERFLAB_KERNEL_DTYPE (default bf16), PERFLAB_KERNEL_ARGS (e.g. "--max-shapes 6")
@@ -218,7 +219,13 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
           --out "$OUT/book/ch$ch" > "$OUT/book_ch$ch.log" 2>&1
         rc=$?; echo "ch$ch $((SECONDS - s0)) $rc" >> "$OUT/book_walls.txt"
       done
-      timeout 20 python3 scripts/timing/book_table.py "$OUT/book" "$OUT/book_walls.txt" | tee "$OUT/book.md" ;;
+      timeout 20 python3 scripts/timing/book_table.py "$OUT/book" "$OUT/book_walls.txt" | tee "$OUT/book.md"
+      # PERFLAB_BOOK_REFERENCE: MLflow stores of a run with the earlier settings (e.g. docs/results/h200-2026-11-26/
+      # call*/*.db.xz): each pair in both, the same verdict? an interval within 1.5x the reference's width?
+      if [ -n "${PERFLAB_BOOK_REFERENCE:-}" ]; then
+        timeout 60 python3 scripts/timing/book_compare.py "$OUT/book" $PERFLAB_BOOK_REFERENCE > "$OUT/book_compare.md"
+        echo "book_compare exit $?"; tail -1 "$OUT/book_compare.md"
+      fi ;;
     warmcache)  # issue 42: chapter 14 twice from empty compile caches (a private XDG_CACHE_HOME): wall and medians
       ( export XDG_CACHE_HOME="$OUT/xdg-cache"; mkdir -p "$XDG_CACHE_HOME"
         for n in 1 2; do
