@@ -2,7 +2,7 @@
 
 Tiers. ``python3 -m pytest`` runs the fast tier: every test but those marked ``slow`` (the services: PostgreSQL, the
 MLflow server, Ray; the chapters' whole smoke runs; kernels compiled for an H100; whole suites timed on the wall;
-most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone), on two
+most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone), on ``WORKERS``
 processes where pytest-xdist is installed (``pytest_cmdline_main``). ``--full`` runs every test (CI: ``.ci/run``), in
 one process. A test is ``slow`` by its mark (set at the test, saying why) or by what it uses
 (``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a test named by its id
@@ -39,8 +39,9 @@ import pytest
 
 # The services (tests/services.py); compile_sm90: a chapter's kernels compiled for an H100 in a fresh process
 SLOW_FIXTURES = frozenset({"team", "postgres", "mlflow_server", "ray_cluster", "compile_sm90"})
-# Processes the fast tier runs on where pytest-xdist is installed (fewer where the host has fewer cores)
-WORKERS = 2
+# Processes the fast tier runs on where pytest-xdist is installed, at most two a core: its tests wait about half their
+# wall time (children started, timed and waited for), so two a core kept the 2-core host busy (docs/results/cpu.md)
+WORKERS = 4
 # Seconds of teardown after a SIGTERM, then the session ends whatever is left ($PERFLAB_TEST_TERM_GRACE_S)
 GRACE_S = float(os.environ.get("PERFLAB_TEST_TERM_GRACE_S") or 30.0)
 _terminated = threading.Event()
@@ -84,9 +85,11 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
             or config.getoption("--full") or _picks_itself(config) or config.getoption("collectonly")
             or config.getoption("usepdb")):  # fmt: skip
         return
-    workers = min(WORKERS, len(os.sched_getaffinity(0)))
+    workers = min(WORKERS, 2 * len(os.sched_getaffinity(0)))
     if workers > 1:
         config.option.numprocesses = workers
+        if config.option.dist == "no":  # a test module's tests on one worker: its module fixtures built once
+            config.option.dist = "loadfile"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
