@@ -40,8 +40,9 @@ import pytest
 # The services (tests/services.py); compile_sm90: a chapter's kernels compiled for an H100 in a fresh process
 SLOW_FIXTURES = frozenset({"team", "postgres", "mlflow_server", "ray_cluster", "compile_sm90"})
 # Processes the fast tier runs on where pytest-xdist is installed, at most two a core: its tests wait about half their
-# wall time (children started, timed and waited for), so two a core kept the 2-core host busy (docs/results/cpu.md)
-WORKERS = 4
+# wall time (children started, timed and waited for). On the 2-core host 3 passed in 355 s; 4 took 300-338 s, but
+# once a data-rate test read low on the crowded cores (docs/results/cpu.md)
+WORKERS = 3
 # Seconds of teardown after a SIGTERM, then the session ends whatever is left ($PERFLAB_TEST_TERM_GRACE_S)
 GRACE_S = float(os.environ.get("PERFLAB_TEST_TERM_GRACE_S") or 30.0)
 _terminated = threading.Event()
