@@ -8,7 +8,8 @@
 #   ../shared/gpu-wheelhouse.sh) without an index and without dependency resolution, so the image's
 #   torch/triton stay untouched.
 # * PYTHON=/path/to/python installs into that interpreter (a venv's) instead of python3.
-# --test adds the test tools (pytest, pytest-timeout, psycopg, ray, cuda-bindings + NVRTC, the CUTLASS Python DSL).
+# --test adds the test tools (pytest, pytest-timeout, pytest-xdist, psycopg, ray, cuda-bindings + NVRTC, the CUTLASS
+# Python DSL).
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}

@@ -19,6 +19,7 @@ import pytest
 from tests.services import mlflow_server, postgres, ray_cluster, team  # noqa: F401  (fixtures: PostgreSQL, MLflow, Ray)
 from tests.session import (  # noqa: F401  (hooks: the fast and full tiers, SIGTERM)
     pytest_addoption,
+    pytest_cmdline_main,
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_report_header,

@@ -2,8 +2,9 @@
 
 Tiers. ``python3 -m pytest`` runs the fast tier: every test but those marked ``slow`` (the services: PostgreSQL, the
 MLflow server, Ray; the chapters' whole smoke runs; kernels compiled for an H100; whole suites timed on the wall;
-most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone). ``--full`` runs
-every test (CI: ``.ci/run``). A test is ``slow`` by its mark (set at the test, saying why) or by what it uses
+most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone), on ``WORKERS``
+processes where pytest-xdist is installed (``pytest_cmdline_main``). ``--full`` runs every test (CI: ``.ci/run``), in
+one process. A test is ``slow`` by its mark (set at the test, saying why) or by what it uses
 (``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a test named by its id
 (``file.py::test``), picks its tests itself.
 
@@ -38,6 +39,10 @@ import pytest
 
 # The services (tests/services.py); compile_sm90: a chapter's kernels compiled for an H100 in a fresh process
 SLOW_FIXTURES = frozenset({"team", "postgres", "mlflow_server", "ray_cluster", "compile_sm90"})
+# Processes the fast tier runs on where pytest-xdist is installed, at most two a core: its tests wait about half their
+# wall time (children started, timed and waited for). On the 2-core host 3 passed in 355 s; 4 took 300-338 s, but
+# once a data-rate test read low on the crowded cores (docs/results/cpu.md)
+WORKERS = 3
 # Seconds of teardown after a SIGTERM, then the session ends whatever is left ($PERFLAB_TEST_TERM_GRACE_S)
 GRACE_S = float(os.environ.get("PERFLAB_TEST_TERM_GRACE_S") or 30.0)
 _terminated = threading.Event()
@@ -70,10 +75,32 @@ def _keep_compiled_code() -> None:
     os.environ["PYTHONPYCACHEPREFIX"] = prefix
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The fast tier on ``WORKERS`` processes where pytest-xdist is installed (the test extra has it), as if
+    ``-n`` had been given: not a worker's own session, a ``-n`` or ``-p no:xdist`` of the user's, ``--full``
+    (the services are started once per process: one PostgreSQL, MLflow server and Ray cluster), tests picked by
+    ``-m`` or id, ``--co`` or ``--pdb``."""
+    if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
+            or os.environ.get("PYTEST_XDIST_WORKER") or config.getoption("numprocesses", None) is not None
+            or config.getoption("--full") or _picks_itself(config) or config.getoption("collectonly")
+            or config.getoption("usepdb")):  # fmt: skip
+        return
+    workers = min(WORKERS, 2 * len(os.sched_getaffinity(0)))
+    if workers > 1:
+        config.option.numprocesses = workers
+        if config.option.dist == "no":  # a test module's tests on one worker: its module fixtures built once
+            config.option.dist = "loadfile"
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     if _picks_itself(config):
         return "tier: as selected (-m or test ids)"
-    return "tier: full (--full)" if config.getoption("--full") else "tier: fast (tests marked slow left out: --full)"
+    if config.getoption("--full"):
+        return "tier: full (--full)"
+    workers = config.getoption("numprocesses", None)
+    on = f", on {workers} processes (pytest-xdist; -n 0: one)" if workers else ""
+    return f"tier: fast (tests marked slow left out: --full){on}"
 
 
 def _picks_itself(config: pytest.Config) -> bool:

@@ -1,5 +1,6 @@
-"""tests/session.py: the fast tier leaves the slow tests out, and a SIGTERM ends the session promptly (a test that
-took SIGTERM for itself, as ``ray.init`` does, included), its session fixtures torn down."""
+"""tests/session.py: the fast tier leaves the slow tests out and runs on pytest-xdist's workers, and a SIGTERM ends
+the session promptly (a test that took SIGTERM for itself, as ``ray.init`` does, included), its session fixtures torn
+down."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests import session
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,3 +108,33 @@ def test_the_fast_tier_leaves_out_what_is_slow_or_uses_a_service(tmp_path: Path)
     for args, proc in runs.items():
         out, _ = proc.communicate(timeout=240)
         assert {line.split("::")[1] for line in out.splitlines() if "::" in line} == expected[args], (args, out)
+
+
+class _Config:
+    """What ``pytest_cmdline_main`` reads of a session's config: options, plugins, args."""
+
+    def __init__(self, args: list[str], xdist: bool = True, **options: object) -> None:
+        self.args, self.xdist = args, xdist
+        self.options = {"--full": False, "markexpr": "", "collectonly": False, "usepdb": False, "numprocesses": None,
+                        **options}  # fmt: skip
+        self.option = SimpleNamespace(numprocesses=self.options["numprocesses"], dist="no")
+        self.pluginmanager = SimpleNamespace(hasplugin=lambda name: name == "xdist" and self.xdist)
+
+    def getoption(self, name: str, default: object = None) -> object:
+        return self.options.get(name, default)
+
+
+def test_the_fast_tier_runs_on_workers_where_xdist_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    fast = _Config([])
+    session.pytest_cmdline_main(fast)  # type: ignore[arg-type]
+    assert (fast.option.numprocesses, fast.option.dist) == (min(session.WORKERS, 4), "loadfile")
+    for config in (_Config([], **{"--full": True}), _Config(["tests/x.py::test_y"]), _Config([], markexpr="slow"),
+                   _Config([], numprocesses=0), _Config([], xdist=False), _Config([], collectonly=True)):  # fmt: skip
+        session.pytest_cmdline_main(config)  # type: ignore[arg-type]
+        assert config.option.numprocesses == config.options["numprocesses"] and config.option.dist == "no"
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    one = _Config([])
+    session.pytest_cmdline_main(one)  # type: ignore[arg-type]
+    assert one.option.numprocesses == 2  # two a core
