@@ -8,12 +8,12 @@ int8 (int8_weight_only), the activations are int8 too, so the tensor cores multi
 The per-call work besides the weights is x's quantisation (64 x 8192: 1 MB read, 0.5 MB written, one kernel) and
 the bf16 output (3.7 MB); the int32 product never reaches memory.
 
-Why the first version lost (0.98x on the H200: 119 µs bf16, 121 µs int8, docs/results/h200.md): it quantised x
-in ~7 eager ops, called ``torch._int_mm`` (cuBLAS's int8 GEMM, whose M = 64 kernel read the codes at ~2.6 TB/s by
-those figures) and rescaled the int32 product in two more passes (~15 MB): ~30 µs of small kernels beside a
+Why the eager form loses (0.98x on the H200: 119 µs bf16, 121 µs int8, docs/results/h200.md): it quantises x
+in ~7 eager ops, calls ``torch._int_mm`` (cuBLAS's int8 GEMM, whose M = 64 kernel read the codes at ~2.6 TB/s by
+those figures) and rescales the int32 product in two more passes (~15 MB): ~30 µs of small kernels beside a
 ~90 µs GEMM. This side is one small kernel and one GEMM that streams the weights with 4 K steps in flight.
 
-At prefill size (x [4096, 8192] @ w [8192, 8192], compute-bound) the first version read 0.49x on the H200 (651 µs
+At prefill size (x [4096, 8192] @ w [8192, 8192], compute-bound) the eager form read 0.49x on the H200 (651 µs
 bf16 against 1.32 ms): there the GEMM's rate is what counts, not bytes (the README says more).
 
 Predicted on an H200 (not measured): 235 MB at ~3.4-3.9 TB/s ~ 60-70 µs plus ~3-5 µs for x's quantisation:

@@ -68,8 +68,8 @@ class DynamicInt8(DecodeBatch):
     epilogue, bf16 out. Two kernels a call: the weights' bytes halve, and nothing but x's codes (~0.5 MB) and the
     output touch memory besides them.
 
-    Its first version quantised x in ~7 eager ops and called ``torch._int_mm`` (cuBLAS), then rescaled the int32
-    product in two more passes: 121 µs against bf16's 119 on the H200 (docs/results/h200.md), the weights read at
+    Quantising x in ~7 eager ops, calling ``torch._int_mm`` (cuBLAS) and rescaling the int32 product in two more
+    passes instead: 121 µs against bf16's 119 on the H200 (docs/results/h200.md), the weights read at
     ~2.6 TB/s inferred from those figures, ~30 µs of small kernels beside them."""
 
     MATMUL = "fp8"  # the 1-byte tensor-core rate (H100: int8 TOPS = FP8 TFLOPS); the table has no int8 peak
