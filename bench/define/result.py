@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bench.define.timing import BatchTiming, EnergyUse, Timing
+from bench.define.timing import BatchTiming, EnergyUse, Memory, Timing
 
 Status = Literal["ok", "failed", "timeout", "skipped", "invalid"]
 StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
@@ -80,19 +80,6 @@ class Recheck(BaseModel):
     perturbed: int | None = None  # set-up tensors changed in place before one more call
     output_changed: bool | None = None  # the output followed the changed inputs
     fresh: OutputInfo | None = None  # a sample of that output, compared with the baseline's
-
-
-class Memory(BaseModel):
-    device: str
-    peak_mb: float  # CUDA max allocated on GPU; peak RSS of the child on CPU
-    allocated_mb: float | None = None
-    reserved_mb: float | None = None
-    rss_peak_mb: float | None = None
-    harness_mb: float | None = None  # harness buffers (L2 flush) excluded from peak/allocated
-    # The benchmark's speedup_metric() when it names memory ("peak_memory", "peak_reserved"; bench.measure.memory)
-    metric: str | None = None
-    # Then one reading of it per call (MiB), each from reset peak statistics: on a GPU only (none on a CPU)
-    call_peaks_mb: list[float] = Field(default_factory=list)
 
 
 class Quality(BaseModel):

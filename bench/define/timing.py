@@ -1,4 +1,4 @@
-"""The numbers a variant's timed stages measured: cold samples, back-to-back batches, energy per call.
+"""The numbers a variant's timed stages measured: cold samples, back-to-back batches, energy per call, memory.
 
 Each keeps its raw samples; statistics are derived from them (bench.measure.stats.summarize), never sent in their
 place. ``bench.define.result.VariantResult`` holds one of each.
@@ -83,3 +83,25 @@ class EnergyUse(BaseModel):
     @property
     def median_mj(self) -> float | None:
         return statistics.median(self.samples_mj) if self.samples_mj else None
+
+
+class Memory(BaseModel):
+    """A variant's memory, read after its measurement (bench.isolate.timed), and a memory pair's readings."""
+
+    device: str
+    peak_mb: float  # CUDA max allocated on GPU; peak RSS of the child on CPU
+    allocated_mb: float | None = None
+    reserved_mb: float | None = None
+    rss_peak_mb: float | None = None
+    harness_mb: float | None = None  # harness buffers (L2 flush) excluded from peak/allocated
+    # The benchmark's speedup_metric() when it names memory ("peak_memory", "peak_reserved"; bench.measure.memory)
+    metric: str | None = None
+    # Then one reading of it per call (MiB), each from reset peak statistics: on a GPU only (none on a CPU)
+    call_peaks_mb: list[float] = Field(default_factory=list)
+    # A variant of several ranks: every size above and each call peak is the max over its ranks (each rank reads
+    # its own allocator; bench.measure.memory.over_ranks); each rank's own peak_mb and call peaks, in rank order,
+    # and the rank that held the most (of peak_mb; of the call peaks' median)
+    rank_peak_mb: list[float] = Field(default_factory=list)
+    peak_rank: int | None = None
+    rank_call_peaks_mb: list[list[float]] = Field(default_factory=list)
+    call_peak_rank: int | None = None

@@ -27,7 +27,7 @@ the harness's own gloo group for the clocks (bench.measure.collective). Everythi
 every rank, as on one process; decisions that could differ between ranks are agreed first (``any_rank``), and
 rank 0 reports the outputs of all (``gathered``). The ranks live in the coordinator's process group: a stage's
 deadline kills them with it. The timings (the slowest rank's) are the clocks' business:
-bench.measure.collective.
+bench.measure.collective; the memory (the most any rank held, ``memory_merged``), bench.measure.memory's.
 """
 
 from __future__ import annotations
@@ -350,6 +350,17 @@ def restore_merged(described: list[str], same: bool | None, world: int) -> tuple
     names = [d if r == 0 else f"rank {r}: {d}" for r, (ds, _) in enumerate(got) for d in ds]
     sames = [s for _, s in got if s is not None]
     return names, (all(sames) if sames else None)
+
+
+def memory_merged(mine: dict[str, Any], world: int) -> dict[str, Any]:
+    """On rank 0: the variant's memory, the max over every rank's own readings (bench.measure.memory.over_ranks).
+    Elsewhere, and for one process: its own."""
+    got = _to_rank0(mine, world) if world > 1 else None
+    if got is None:
+        return mine
+    from bench.measure.memory import over_ranks
+
+    return over_ranks(got)
 
 
 def _to_rank0(mine: Any, world: int) -> list[Any] | None:

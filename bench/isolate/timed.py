@@ -115,11 +115,12 @@ def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | 
             overhead: int) -> tuple[Any, dict[str, Any]]:  # fmt: skip
     """The check stage: the outputs and the rest (``_check``), a memory or quality pair's readings, and that the
     output is the call's (bench.isolate.produced; not for a generation or several ranks)."""
+    from bench.isolate.ranks import memory_merged
     from bench.measure.quality import QUALITY_METRICS, readings
 
     timed_sample, mutated = _check(v, poisoned)
-    if memory is not None:
-        send("memory", **memory, **_memory_verdict(v, fn, metric, overhead))
+    if memory is not None:  # several ranks: rank 0 sends the max over every rank's own readings
+        send("memory", **memory_merged({**memory, **_memory_verdict(v, fn, metric, overhead)}, v.config.world_size))
     # what the timed calls produced, scored by the benchmark (bench.measure.quality): a quality verdict's readings,
     # or a lossy pair's (verify="quality")
     scored = metric if metric in QUALITY_METRICS else "quality" if v.config.verify == "quality" else None
@@ -215,12 +216,13 @@ def _energy(v: SetUp, clock: Any, fn: Any, batch_ms: float | None, call_ms: floa
 
 def _memory_verdict(v: SetUp, fn: Any, metric: str, harness_bytes: int) -> dict[str, Any]:
     """A memory pair's readings (bench.measure.memory), taken after the check saved the timed calls' output: one
-    peak per call on a GPU of one process; none on a CPU or across ranks (each rank has its own allocator)."""
+    peak per call on a GPU, each rank its own (the ranks call together; rank 0 reports their max); none on a CPU,
+    nor for one process on several GPUs (the peak read is one device's)."""
     from bench.measure.memory import MEMORY_METRICS, call_peaks
 
     if metric not in MEMORY_METRICS:
         return {}
-    if v.device.type != "cuda" or v.config.world_size > 1 or v.config.gpus > 1:
+    if v.device.type != "cuda" or v.config.gpus > 1:
         return {"metric": metric}
     return {"metric": metric, "call_peaks_mb": call_peaks(fn, v.device, metric, harness_bytes)}
 

@@ -20,11 +20,18 @@ caching allocator gives (the same requests in the same order get the same blocks
 the ratio of medians over the readings. No run-to-run term is added: unlike a time, an allocator's peak does
 not move with clocks or neighbours. On a CPU there is no reading to take (a process's peak RSS cannot be reset,
 and torch's CPU allocator keeps no peak): the pair keeps its metric and gets no ratio.
+
+A variant of several ranks (``world_size`` > 1, bench.isolate.ranks) has an allocator per rank, and the GPU that
+runs out is the one with the most: each rank takes its own readings over the same calls, and the variant's are
+the max over its ranks (``over_ranks``): the i-th call's peak is the largest of the ranks' i-th, and so for the
+variant's peak, allocated and reserved memory. Every rank's own readings are kept, with the rank that held the
+most, so a pair whose ranks are unbalanced (one holds more of a sharded model) says which.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.errors import ProtocolError
@@ -78,10 +85,37 @@ def memory_ratio(baseline: Any, optimized: Any) -> tuple[float | None, float | N
     o = optimized.memory.call_peaks_mb
     if not b or not o or min(o) <= 0:
         return None, None, None, metric
-    import statistics
-
     ratio = statistics.median(b) / statistics.median(o)
     if len(set(b)) == 1 and len(set(o)) == 1:  # every reading agrees: the ratio is exact
         return ratio, ratio, ratio, metric
     interval = speedup_interval(b, o, run_noise=0.0)
     return (ratio, *interval, metric) if interval is not None else (ratio, None, None, metric)
+
+
+# The readings of one process that are a size, the variant's the max over its ranks.
+_SIZES = ("peak_mb", "allocated_mb", "reserved_mb", "rss_peak_mb", "harness_mb")
+
+
+def over_ranks(per_rank: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A variant's memory from every rank's (rank order; each a ``bench.define.result.Memory``'s fields as one
+    rank read them from its own allocator): each size the max over the ranks (``_SIZES``), and of the call peaks
+    the i-th the max of the ranks' i-th; every rank's ``peak_mb`` (``rank_peak_mb``) and call peaks
+    (``rank_call_peaks_mb``) kept, with the rank that held the most (``peak_rank``; ``call_peak_rank``: the rank of
+    the largest median, the first such rank on a tie). Device and metric are rank 0's."""
+    if not per_rank:
+        raise ValueError("over_ranks() needs at least one rank's memory, got none")
+    merged = dict(per_rank[0])
+    for key in _SIZES:
+        values = [m[key] for m in per_rank if m.get(key) is not None]
+        if values:
+            merged[key] = max(values)
+    peaks = [float(m["peak_mb"]) for m in per_rank]
+    merged.update(rank_peak_mb=peaks, peak_rank=peaks.index(max(peaks)))
+    calls = [list(m.get("call_peaks_mb") or []) for m in per_rank]
+    if any(calls):
+        if len({len(c) for c in calls}) != 1:  # the ranks call in lockstep: a count that differs is the harness's bug
+            raise ValueError(f"the ranks took different numbers of call peaks: {[len(c) for c in calls]}")
+        medians = [statistics.median(c) for c in calls]
+        merged.update(call_peaks_mb=[max(reading) for reading in zip(*calls, strict=True)], rank_call_peaks_mb=calls,
+                      call_peak_rank=medians.index(max(medians)))  # fmt: skip
+    return merged

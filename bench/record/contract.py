@@ -92,6 +92,10 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
                    mem_rss_peak_mb=mem.rss_peak_mb, mem_harness_mb=mem.harness_mb)  # fmt: skip
         if mem.call_peaks_mb:  # a memory pair's readings (bench.measure.memory): their median
             out["mem_call_peak_mb"] = statistics.median(mem.call_peaks_mb)
+        # a variant of several ranks: each one's own peak and median call peak (the figures above are their max)
+        out.update({f"mem_rank{rank}_peak_mb": peak for rank, peak in enumerate(mem.rank_peak_mb)})
+        out.update({f"mem_rank{rank}_call_peak_mb": statistics.median(own)
+                    for rank, own in enumerate(mem.rank_call_peaks_mb) if own})  # fmt: skip
     if result.quality is not None and result.quality.readings:  # a quality pair's readings: their mean, count
         q = result.quality.readings
         out.update(quality_mean=sum(q) / len(q), quality_n=float(len(q)))
@@ -304,6 +308,9 @@ def variant_tags(result: VariantResult) -> dict[str, str]:
     }
     if result.timing is not None:
         optional.update(_timing_tags(result.timing))
+    if result.memory is not None:  # a variant of several ranks: the rank that held the most
+        optional["perflab.mem_peak_rank"] = result.memory.peak_rank
+        optional["perflab.mem_call_peak_rank"] = result.memory.call_peak_rank
     p = result.profile
     if p is not None:
         optional["perflab.bound"] = p.bound

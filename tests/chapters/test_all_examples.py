@@ -23,6 +23,7 @@ if torch.cuda.device_count() < 2:  # its variants end as skipped (ctx.require(gp
 if torch.cuda.device_count() == 1:  # ranks on cuda:0 and cuda:1; on a CPU they run as gloo processes
     for name in ("allreduce", "grad_buckets", "ddp_overlap", "tensor_parallel", "pipeline_parallel"):
         SKIPS[f"ch04:{name}"] = "needs two GPUs, one per rank (the variants end as skipped with that reason)"
+    SKIPS["ch13:fsdp2"] = "needs two GPUs, one per rank (the variants end as skipped with that reason)"
 
 if not torch.cuda.is_available():  # cuFile reads into GPU memory; the baseline runs (tests/chapters/test_ch05_storage)
     SKIPS["ch05:gds"] = "the cuFile side needs a GPU (and libcufile): it ends as skipped with that reason"
