@@ -325,7 +325,7 @@ stencil_warp_specialized(const float* __restrict__ x, float* __restrict__ out, l
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             bar_init(&full[s], PRODUCERS);   // each producer lane: one arrival when its copies land
-            bar_init(&empty[s], CONSUMERS / 32);  // each consumer warp: one arrival when it is done reading
+            bar_init(&empty[s], CONSUMERS);  // each consumer thread: one arrival when it is done reading
         }
     }
     __syncthreads();  // the barriers initialised before anyone arrives (the only block-wide barrier)
@@ -344,8 +344,7 @@ stencil_warp_specialized(const float* __restrict__ x, float* __restrict__ out, l
             const int s = k % STAGES;
             bar_wait(&full[s], (k / STAGES) & 1);
             compute_tile(span[s], out, (blockIdx.x + (long long)k * gridDim.x) * TILE, n, threadIdx.x);
-            __syncwarp();  // the warp's reads of stage s done (and ordered) before its one arrival releases it
-            if (threadIdx.x % 32 == 0) bar_arrive(&empty[s]);
+            bar_arrive(&empty[s]);  // per thread: racecheck reads a warp's one arrival after __syncwarp as a race
         }
     }
 }

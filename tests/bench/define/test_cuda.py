@@ -147,7 +147,12 @@ def test_a_device_side_launch_needs_the_device_runtime() -> None:
     except ImportError as exc:  # nvJitLink or libcudadevrt missing: the message names the package
         assert "nvidia-nvjitlink" in str(exc) or "nvidia-cuda-runtime" in str(exc)
         pytest.skip(str(exc))
-    assert set(linked.kernels) == {"child", "parent"} and len(linked.image) > 50_000  # the device runtime linked in
+    assert linked.image[:4] == b"\x7fELF" and len(linked.image) > 50_000  # the device runtime linked in
+    assert b"parent" in linked.image and b"child" in linked.image
+    # ptxas's report of this relocatable (-rdc) compile: NVRTC 13.0 in the H200 image leaves it out (0 kernels
+    # reported, docs/results/h200.md); the driver's attributes stand in when the kernel loads (CudaKernel.resources)
+    expected = ({"child", "parent"}, set()) if linked.nvrtc == "13.0" else ({"child", "parent"},)
+    assert set(linked.kernels) in expected, (linked.nvrtc, linked.kernels, linked.log)
 
 
 def test_without_the_device_runtime_library_the_link_names_the_package(monkeypatch) -> None:
