@@ -57,6 +57,11 @@ class RunContext:
     # files the parent logs as artifacts of the variant's run (``files/``) and copies into ``--out``. None:
     # outside the harness, a temporary directory made on first use.
     files_dir: str | None = None
+    # A later round's child of a pair measured in rounds (bench.isolate.rounds): it sets up, warms up and measures,
+    # nothing more. Only its timing is kept (the first round's checks and records stand for the variant's, and a
+    # file the first round wrote stays unless overwritten), so a set-up may skip what it makes for the record alone:
+    # a memory snapshot, a curve it records.
+    timing_only: bool = False
 
     @property
     def is_cuda(self) -> bool:
@@ -215,14 +220,15 @@ def resolve_device(spec: str, rank: int | None = None) -> torch.device:
     return device
 
 
-def make_context(config: BenchmarkConfig, files_dir: str | None = None) -> RunContext:
+def make_context(config: BenchmarkConfig, files_dir: str | None = None, timing_only: bool = False) -> RunContext:
     """The context of a variant run with ``config``; ``files_dir``: where ``RunContext.file`` writes (the child's
-    ``<workdir>/files``; None outside the harness)."""
+    ``<workdir>/files``; None outside the harness); ``timing_only``: a later round's child (``RunContext``)."""
     ranked = config.world_size > 1
     device = resolve_device(config.device, _rank if ranked else None)
     smoke = config.smoke if config.smoke is not None else device.type != "cuda"
     return RunContext(device=device, seed=config.seed, smoke=smoke, config=config, facts=device_facts(device),
-                      rank=_rank if ranked else 0, world_size=config.world_size, files_dir=files_dir)  # fmt: skip
+                      rank=_rank if ranked else 0, world_size=config.world_size, files_dir=files_dir,
+                      timing_only=timing_only)  # fmt: skip
 
 
 def set_context(ctx: RunContext | None) -> None:

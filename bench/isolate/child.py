@@ -80,7 +80,7 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
         from bench.isolate.ranks import coordinate
 
         coordinate(job, config, rank_main)  # never returns
-    ctx = make_context(config, files_dir=os.path.join(job["workdir"], FILES))
+    ctx = make_context(config, files_dir=os.path.join(job["workdir"], FILES), timing_only=bool(job.get("timing_only")))
     set_context(ctx)
     device = ctx.device
     if device.type == "cuda":

@@ -115,9 +115,9 @@ RESTORE_LOOKS = (8, 16)
 def _set_up_again(obj: Any, config: Any) -> dict[str, Any]:
     from bench.define.context import context, make_context, set_context
 
-    files_dir = context().files_dir  # the set-up again writes its files where the first one did
+    first = context()  # the set-up again writes its files where the first one did
     obj.teardown()
-    ctx = make_context(config, files_dir=files_dir)
+    ctx = make_context(config, files_dir=first.files_dir, timing_only=first.timing_only)
     set_context(ctx)
     seed_everything(config.seed, config.deterministic)
     obj.setup()

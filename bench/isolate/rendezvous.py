@@ -29,12 +29,15 @@ from bench.errors import PerflabError
 # Imported once by each server, never again per variant (CUDA is never initialised there): every module a timed
 # child imports, so that none is imported per child (tests/bench/isolate/test_preload.py). A child of a server
 # without numpy.ma and numpy.random (the first median, the seed) imported them in 0.13 s on the 2-core CPU host.
+# torch._dynamo: every torch.optim optimizer imports it when constructed (its methods are wrapped to disable
+# Dynamo), as does torch.compile: 1.0-1.6 s in each set-up of a training variant on the 2-core CPU host, paid again
+# by every round's child. Its import initialises no CUDA and starts no thread.
 PRELOAD = [
     "bench.isolate.child", "bench.isolate.timed", "bench.isolate.produced", "bench.isolate.ranks",
     "bench.isolate.recheck", "bench.measure.compare", "bench.measure.collective", "bench.measure.energy",
     "bench.measure.outputs", "bench.define.config", "bench.define.context", "bench.measure.machine",
     "bench.measure.timer", "bench.measure.generation_clock",
-    "numpy", "numpy.ma", "numpy.random", "random", "resource", "nvtx", "torch", "triton",
+    "numpy", "numpy.ma", "numpy.random", "random", "resource", "nvtx", "torch", "torch._dynamo", "triton",
     "bench.isolate.warm",  # after triton: its per-process caches (bench/isolate/warm.py), never CUDA
 ]  # fmt: skip
 PROTOCOL = 1  # bump when the messages change: a server of another protocol gets another key

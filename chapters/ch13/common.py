@@ -54,12 +54,16 @@ def generator(offset: int, device: torch.device | None = None) -> torch.Generato
 
 
 def seeded(build: Any, offset: int) -> nn.Module:
-    """``build()`` with the default generator seeded from the run's seed + ``offset``, on the CPU (the same
-    initial weights on every device), then moved to the run's device; the caller's RNG state is kept."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(context().seed + offset)
-        model = build()
-    return model.to(context().device)
+    """``build()`` on the run's device, its default generator seeded from the run's seed + ``offset``; the
+    caller's RNG state is kept. Built where it runs, not initialised on the host and copied: the LM pairs' 205 M
+    parameters took 1.1 s of one set-up on the 2-core CPU host (ZeroGrad's 537 M more), paid again by every round's
+    child. The initial weights are the device generator's: the same on both sides of a pair, not the same on a CPU
+    and a GPU."""
+    ctx = context()
+    gpus = [ctx.device.index if ctx.device.index is not None else torch.cuda.current_device()] if ctx.is_cuda else []
+    with torch.random.fork_rng(devices=gpus), ctx.device:
+        torch.manual_seed(ctx.seed + offset)
+        return build()
 
 
 def bf16_autocast(on: bool = True) -> AbstractContextManager[Any]:

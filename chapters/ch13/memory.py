@@ -93,7 +93,8 @@ class GradAccumulation(LMTraining):
 
     Both sides record one call's allocations in set-up on a GPU (``torch.cuda.memory._record_memory_history``)
     and hand the snapshot to the harness (``context().file``: ``memory_snapshot.pickle``, logged under the
-    run's ``files/``; open it at https://pytorch.org/memory_viz). Output: each micro-batch's loss and the update."""
+    run's ``files/``; open it at https://pytorch.org/memory_viz), in the first round's child only (a later round's
+    child only times; the first round's file stays). Output: each micro-batch's loss and the update."""
 
     full = (8192, 1024, 16, 16, 4096, 2, 2048)
     steps = 4  # micro-batches a step (``LMTraining`` makes one batch of tokens per "step")
@@ -115,6 +116,8 @@ class GradAccumulation(LMTraining):
         ctx.record("accumulation", "backward per micro-batch" if self.per_micro else "losses summed, one backward")
         if not ctx.is_cuda:
             ctx.record("memory_snapshot", f"not taken: torch.cuda.memory records CUDA allocations ({ctx.device})")
+            return
+        if ctx.timing_only:  # a later round's child: the first round's snapshot is the one kept
             return
         # One untimed call under the recorder (Python stacks only: C++ ones take seconds to symbolise).
         torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")

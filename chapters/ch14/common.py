@@ -56,12 +56,15 @@ def randn(*shape: int, offset: int, scale: float = 1.0, dtype: torch.dtype = tor
 
 
 def seeded(build: Callable[[], nn.Module], offset: int) -> nn.Module:
-    """``build()`` with the default generator seeded from the run's seed + ``offset``, on the CPU (the same
-    weights on every device), in bf16 on the run's device; the caller's RNG state is kept."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(context().seed + offset)
+    """``build()`` on the run's device, its default generator seeded from the run's seed + ``offset``, then cast
+    to bf16 there; the caller's RNG state is kept. Built where it runs (as chapter 13's ``seeded``): the same
+    weights on both sides of a pair, not the same on a CPU and a GPU."""
+    ctx = context()
+    gpus = [ctx.device.index if ctx.device.index is not None else torch.cuda.current_device()] if ctx.is_cuda else []
+    with torch.random.fork_rng(devices=gpus), ctx.device:
+        torch.manual_seed(ctx.seed + offset)
         model = build()
-    return model.to(device=context().device, dtype=torch.bfloat16)
+    return model.to(dtype=torch.bfloat16)
 
 
 def compile_now(fn: Callable[..., Any], *args: Any, **options: Any) -> Callable[..., Any]:

@@ -276,8 +276,9 @@ class BlockTraining:
         fp8 = {"rowwise": "e4m3, rowwise power-of-2 scales", "tensorwise": "e4m3 forward, e5m2 gradients, tensorwise"}
         ctx.record("gemms", f"FP8 ({fp8[self.recipe]}), all three GEMMs" if self.fp8 else "bf16")
         ctx.record("lr", lr(d))
-        self.benchmark_fn()  # one call, untimed: its per-step curve (every call's) goes into the result
-        ctx.record("losses", " ".join(f"{v:.6g}" for v in self.losses.tolist()))
+        if not ctx.timing_only:  # a later round's child: its records are not kept
+            self.benchmark_fn()  # one call, untimed: its per-step curve (every call's) goes into the result
+            ctx.record("losses", " ".join(f"{v:.6g}" for v in self.losses.tolist()))
         linear = sum(p.numel() for p in self.params if p.dim() == 2)
         tokens = rows * seq
         self.work = {"flops": self.steps * (6 * linear * tokens + 6 * tokens * seq * d), "dtype": "bf16"}

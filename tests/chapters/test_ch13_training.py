@@ -271,3 +271,31 @@ def test_work_names_the_matmuls_precision() -> None:
             assert bench.get_work()["dtype"] == dtype and bench.get_work()["flops"] > 0
         finally:
             bench.teardown()
+
+
+@pytest.mark.parametrize("chapter", ["ch13", "ch14"])
+def test_seeded_builds_on_the_runs_device_from_its_seed(chapter: str) -> None:
+    """A model is initialised where it runs (a GPU's generator, not the host's then a copy), from the run's seed:
+    the same weights for the same seed and offset, others for another offset; the caller's RNG state kept."""
+    import importlib
+
+    from bench.define.context import RunContext, context, set_context
+
+    seeded = importlib.import_module(f"chapters.{chapter}.common").seeded
+    cpu = context()
+    where: list[torch.device] = []
+
+    def build() -> nn.Module:
+        where.append(torch.empty(()).device)  # a factory call's default device, inside the build
+        return nn.Linear(6, 5)
+
+    set_context(RunContext(device=torch.device("meta"), seed=cpu.seed, smoke=True, config=cpu.config))
+    try:
+        on_meta = seeded(build, offset=1)
+    finally:
+        set_context(cpu)
+    assert where == [torch.device("meta")] and on_meta.weight.is_meta
+    state = torch.get_rng_state()
+    a, b, c = seeded(build, offset=1), seeded(build, offset=1), seeded(build, offset=2)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.equal(a.weight, b.weight) and not torch.equal(a.weight, c.weight)

@@ -9,6 +9,8 @@ from types import ModuleType
 import pytest
 import torch
 
+from bench.define.config import resolve_config
+from bench.define.context import context, make_context, set_context
 from chapters.ch19 import training as T
 
 CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "ch19"  # for the interpreted fixture
@@ -57,6 +59,28 @@ def test_fp8_training_final_loss_within_tolerance_and_training_shows(cpu_smoke: 
     worst = float(((losses[True] - losses[False]).abs() / losses[False]).max())
     assert worst < T.RTOL_FP8_TRAINING  # not verified by the pair, checked here: every step within 1 %
     assert losses[False][-1] < 0.9 * losses[False][0]  # training lowers the held-out loss by > 10 %
+
+
+@pytest.mark.slow  # two set-ups, each tracing the block's graphs: ~24 s on the 2-core CPU host
+def test_fp8_training_records_its_curve_in_the_first_round_only() -> None:
+    """A later round's child (``timing_only``) skips the untimed call whose per-step losses only the first round's
+    result keeps; its timed call computes the same."""
+    outputs = {}
+    for timing_only in (False, True):
+        set_context(make_context(resolve_config({"device": "cpu", "smoke": True}), timing_only=timing_only))
+        try:
+            b = T.BlockTraining(False)
+            calls: list[int] = []
+            timed = b.benchmark_fn
+            b.benchmark_fn = lambda calls=calls, timed=timed: (calls.append(1), timed())  # type: ignore[method-assign]
+            b.setup()
+            assert len(calls) == (0 if timing_only else 1)
+            assert ("losses" in context().sizes) is not timing_only
+            timed()
+            outputs[timing_only] = b.losses.clone()
+        finally:
+            set_context(None)
+    assert torch.equal(outputs[False], outputs[True])
 
 
 def test_fp8_training_learning_rate_scales_with_width() -> None:

@@ -75,6 +75,35 @@ def test_sides_alternate_each_round_a_fresh_child_and_only_the_first_round_check
     assert c.speedup_ci_low is not None and c.speedup_ci_low <= c.speedup <= c.speedup_ci_high
 
 
+# Each set-up appends what its context says of its round: "F" (the first round's child) or "T" (timing only).
+SEES_ROUND = """
+from bench import context
+
+_setup = Bench.setup
+
+
+def _seen(self):
+    with open({seen!r}, "a") as f:
+        f.write("T" if context().timing_only else "F")
+    _setup(self)
+
+
+Bench.setup = _seen
+"""
+
+
+def test_a_later_rounds_set_up_knows_it_only_times(tmp_path, write_benchmark) -> None:
+    """What a set-up makes for the record alone (a memory snapshot: chapters/ch13/memory.py) is made once, in the
+    first round's child; ``timing_only`` says which child it is in."""
+    root = tmp_path / "chapters"
+    for variant in ("baseline", "optimized"):
+        write_benchmark(root / "ch07" / f"{variant}_a.py", extra=SEES_ROUND.format(seen=str(tmp_path / variant)))
+    suite = run_suite(select(discover(root)), cli_layer={**FAST, "min_rounds": 3, "max_rounds": 3})
+    assert all(v.status == "ok" for v in suite.variants)
+    for variant in ("baseline", "optimized"):
+        assert (tmp_path / variant).read_text() == "FTT"
+
+
 def test_drift_between_the_sides_is_a_verdict_in_one_round_and_no_verdict_in_rounds(tmp_path, write_benchmark) -> None:
     """The same code on both sides while the host slows down, a step for every child: measured one side after the
     other the later side reads slower, confidently; in alternating rounds the drift hits both and the interval

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from bench.audit.overhead import TRIVIAL
 
 _CHILD = textwrap.dedent(
@@ -43,10 +45,20 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_a_forked_child_imports_only_its_benchmark(tmp_path: Path) -> None:
+# A set-up that builds an optimizer, as every training variant's does: torch.optim imports torch._dynamo then.
+WITH_OPTIMIZER = TRIVIAL.replace(
+    "        self.out = torch.empty_like(self.x)\n",
+    "        self.out = torch.empty_like(self.x)\n"
+    "        self.opt = torch.optim.SGD([torch.nn.Parameter(self.x.clone())], lr=0.1)\n",
+)
+
+
+@pytest.mark.parametrize("source", [TRIVIAL, WITH_OPTIMIZER], ids=["trivial", "optimizer"])
+def test_a_forked_child_imports_only_its_benchmark(tmp_path: Path, source: str) -> None:
+    assert source.count("torch.optim.SGD") == (source is WITH_OPTIMIZER)
     bench_file = tmp_path / "ch00" / "baseline_trivial.py"
     bench_file.parent.mkdir()
-    bench_file.write_text(TRIVIAL)
+    bench_file.write_text(source)
     job = {"path": str(bench_file), "reference": None, "workdir": str(tmp_path), "suite_layer": {},
            "cli_layer": {"iterations": 5, "warmup": 1, "device": "cpu"}, "mode": "run", "profile_tool": None,
            "gate": False, "measure_gate": False}  # fmt: skip
