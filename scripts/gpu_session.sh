@@ -70,7 +70,10 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       echo "gdsprobe exit $?"; tail -6 "$OUT/gds.txt" ;;
     targets)  # `perflab run -t PERFLAB_RUN_TARGETS [PERFLAB_RUN_ARGS]` (examples rather than whole chapters, e.g.
               # "ch13:optimizer ch13:zero_grad"; PERFLAB_RUN_ARGS e.g. "--energy")
-      $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" ${PERFLAB_RUN_ARGS:-} >> "$OUT/run.log" 2>&1
+      # --suite-timeout ends the suite cleanly before the step's limit: its parent run ends with what finished (status
+      # `timeout`; `perflab readme --run-id` takes it), the rest named in run.log
+      $T perflab run -t "${PERFLAB_RUN_TARGETS:?set PERFLAB_RUN_TARGETS}" --suite-timeout $((left - 30)) \
+        ${PERFLAB_RUN_ARGS:-} >> "$OUT/run.log" 2>&1
       echo "run exit $?"; perflab show --tracking-uri sqlite:///mlflow.db | tee -a "$OUT/show.md" | grep -v "^$" ;;
     sanitize)  # issue 40: PERFLAB_RUN_TARGETS' calls under compute-sanitizer (memcheck, racecheck) at smoke size, the
                # targets dealt round-robin to PERFLAB_SANITIZE_JOBS (default 1) runs side by side (each --no-track: one
