@@ -110,8 +110,17 @@ def _picks_itself(config: pytest.Config) -> bool:
     return bool(config.getoption("markexpr")) or any("::" in str(arg) for arg in config.args)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """A worker parses the command line again: the ``--dist`` set by ``pytest_cmdline_main`` reaches it here."""
+    node.workerinput["perflab_dist"] = node.config.option.dist
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workerinput = getattr(config, "workerinput", {})
+    if workerinput.get("perflab_dist") == "loadgroup":
+        config.option.loadgroup = True  # the groups' marks become pytest-xdist's node id suffixes
     grouped = getattr(config.option, "loadgroup", False)  # a worker's session under --dist loadgroup
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("clone"):

@@ -159,3 +159,17 @@ def test_a_processes_group_keeps_services_and_a_files_shared_fixtures_on_one_pro
     # a test's own fixtures, tests/conftest.py's session fixtures, a plugin's: any process
     assert group(_item({"tmp_path": ("function", ""), "write_benchmark": ("session", "tests"),
                         "tmp_path_factory": ("session", "")})) is None  # fmt: skip
+
+
+def test_the_workers_hear_of_the_groups_from_the_main_process() -> None:
+    """A worker parses the command line again: without word from the main process it would not group."""
+    node = SimpleNamespace(workerinput={}, config=SimpleNamespace(option=SimpleNamespace(dist="loadgroup")))
+    session.pytest_configure_node(node)
+    worker = SimpleNamespace(workerinput=node.workerinput, option=SimpleNamespace(loadgroup=False), args=[],
+                             getoption=lambda name: False)  # fmt: skip
+    item = SimpleNamespace(_fixtureinfo=SimpleNamespace(name2fixturedefs={"s": [SimpleNamespace(
+        scope="module", baseid="tests/a/test_b.py")]}), fixturenames=["s"], path=Path("tests/a/test_b.py"),
+        marks=[], get_closest_marker=lambda name: None)  # fmt: skip
+    item.add_marker = item.marks.append
+    session.pytest_collection_modifyitems(worker, [item])  # type: ignore[arg-type]
+    assert worker.option.loadgroup and [m.args for m in item.marks] == [("test_b",)]
