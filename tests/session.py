@@ -3,7 +3,7 @@
 Tiers. ``python3 -m pytest`` runs the fast tier: every test but those marked ``slow`` (the services: PostgreSQL, the
 MLflow server, Ray; the chapters' whole smoke runs; kernels compiled for an H100; whole suites timed on the wall;
 most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone). ``--full`` runs
-every test (CI: ``.ci/run``). They run on ``WORKERS`` and ``FULL_WORKERS`` processes where pytest-xdist is installed
+every test (CI: ``.ci/run``). Both run on ``WORKERS`` processes where pytest-xdist is installed
 (``pytest_cmdline_main``), a test at a time to whichever process is free, except groups kept on one process
 (``xdist_group``): the tests of the team's services (one PostgreSQL and MLflow server a session, ``TEAM_FIXTURES``),
 and a file's tests where they share a fixture wider than a test (a module's, a class's, or a session fixture of
@@ -44,11 +44,10 @@ import pytest
 SLOW_FIXTURES = frozenset({"team", "postgres", "mlflow_server", "ray_cluster", "compile_sm90"})
 # The session fixtures of the team recipe (tests/services.py): their tests run on one process, which starts them once
 TEAM_FIXTURES = frozenset({"team", "postgres", "mlflow_server"})
-# Processes each tier runs on where pytest-xdist is installed, at most two a core: the tests wait for the children
-# they start (the fast tier on 3 processes used 510 s of CPU in 359 s on 2 cores); the full tier's services, whole
-# suites and installs load the cores more, so it keeps one process fewer (docs/results/cpu.md)
-WORKERS = 4
-FULL_WORKERS = 3
+# Processes either tier runs on where pytest-xdist is installed, at most two a core: the tests wait about half their
+# wall time (children started, timed and waited for). On the 2-core host the fast tier passed on 3 in 355 s; 4 took
+# 300-338 s, but once a data-rate test read low on the crowded cores (docs/results/cpu.md)
+WORKERS = 3
 # Seconds of teardown after a SIGTERM, then the session ends whatever is left ($PERFLAB_TEST_TERM_GRACE_S)
 GRACE_S = float(os.environ.get("PERFLAB_TEST_TERM_GRACE_S") or 30.0)
 _terminated = threading.Event()
@@ -83,15 +82,14 @@ def _keep_compiled_code() -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Either tier on its processes (``WORKERS``, ``FULL_WORKERS``) where pytest-xdist is installed (the test extra
-    has it), as if ``-n`` had been given, the groups of ``_xdist_group`` each on one process (``--dist loadgroup``):
-    not a worker's own session, a ``-n`` or ``-p no:xdist`` of the user's, tests picked by ``-m`` or id, ``--co`` or
-    ``--pdb``."""
+    """Either tier on ``WORKERS`` processes where pytest-xdist is installed (the test extra has it), as if ``-n``
+    had been given, the groups of ``_xdist_group`` each on one process (``--dist loadgroup``): not a worker's own
+    session, a ``-n`` or ``-p no:xdist`` of the user's, tests picked by ``-m`` or id, ``--co`` or ``--pdb``."""
     if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
             or os.environ.get("PYTEST_XDIST_WORKER") or config.getoption("numprocesses", None) is not None
             or _picks_itself(config) or config.getoption("collectonly") or config.getoption("usepdb")):  # fmt: skip
         return
-    workers = min(FULL_WORKERS if config.getoption("--full") else WORKERS, 2 * len(os.sched_getaffinity(0)))
+    workers = min(WORKERS, 2 * len(os.sched_getaffinity(0)))
     if workers > 1:
         config.option.numprocesses = workers
         if config.option.dist == "no":

@@ -127,9 +127,9 @@ class _Config:
 def test_both_tiers_run_on_workers_where_xdist_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    for tier, workers in ((_Config([]), session.WORKERS), (_Config([], **{"--full": True}), session.FULL_WORKERS)):
+    for tier in (_Config([]), _Config([], **{"--full": True})):
         session.pytest_cmdline_main(tier)  # type: ignore[arg-type]
-        assert (tier.option.numprocesses, tier.option.dist) == (min(workers, 4), "loadgroup")
+        assert (tier.option.numprocesses, tier.option.dist) == (min(session.WORKERS, 4), "loadgroup")
     for config in (_Config(["tests/x.py::test_y"]), _Config([], markexpr="slow"), _Config([], numprocesses=0),
                    _Config([], xdist=False), _Config([], collectonly=True)):  # fmt: skip
         session.pytest_cmdline_main(config)  # type: ignore[arg-type]
