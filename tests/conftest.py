@@ -22,6 +22,7 @@ from tests.session import (  # noqa: F401  (hooks: the fast and full tiers, SIGT
     pytest_cmdline_main,
     pytest_collection_modifyitems,
     pytest_configure,
+    pytest_configure_node,
     pytest_report_header,
     pytest_runtest_protocol,
     pytest_runtest_setup,

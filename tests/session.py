@@ -2,11 +2,14 @@
 
 Tiers. ``python3 -m pytest`` runs the fast tier: every test but those marked ``slow`` (the services: PostgreSQL, the
 MLflow server, Ray; the chapters' whole smoke runs; kernels compiled for an H100; whole suites timed on the wall;
-most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone), on ``WORKERS``
-processes where pytest-xdist is installed (``pytest_cmdline_main``). ``--full`` runs every test (CI: ``.ci/run``), in
-one process. A test is ``slow`` by its mark (set at the test, saying why) or by what it uses
-(``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a test named by its id
-(``file.py::test``), picks its tests itself.
+most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone). ``--full`` runs
+every test (CI: ``.ci/run``). Both run on ``WORKERS`` processes where pytest-xdist is installed
+(``pytest_cmdline_main``), a test at a time to whichever process is free, except groups kept on one process
+(``xdist_group``): the tests of the team's services (one PostgreSQL and MLflow server a session, ``TEAM_FIXTURES``),
+and a file's tests where they share a fixture wider than a test (a module's, a class's, or a session fixture of
+their own: built once, not once a process). A test is ``slow`` by its mark (set at the test, saying why) or by
+what it uses (``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a test named by its id
+(``file.py::test``), picks its tests itself, in one process.
 
 Compiled code is kept: where ``PYTHONDONTWRITEBYTECODE`` is set (a container's default) every process would compile
 the tests and perflab's modules again (the tests' asserts rewritten: ~8 s of CPU per session on the 2-core host;
@@ -39,9 +42,11 @@ import pytest
 
 # The services (tests/services.py); compile_sm90: a chapter's kernels compiled for an H100 in a fresh process
 SLOW_FIXTURES = frozenset({"team", "postgres", "mlflow_server", "ray_cluster", "compile_sm90"})
-# Processes the fast tier runs on where pytest-xdist is installed, at most two a core: its tests wait about half their
-# wall time (children started, timed and waited for). On the 2-core host 3 passed in 355 s; 4 took 300-338 s, but
-# once a data-rate test read low on the crowded cores (docs/results/cpu.md)
+# The session fixtures of the team recipe (tests/services.py): their tests run on one process, which starts them once
+TEAM_FIXTURES = frozenset({"team", "postgres", "mlflow_server"})
+# Processes either tier runs on where pytest-xdist is installed, at most two a core: the tests wait about half their
+# wall time (children started, timed and waited for). On the 2-core host the fast tier passed on 3 in 355 s; 4 took
+# 300-338 s, but once a data-rate test read low on the crowded cores (docs/results/cpu.md)
 WORKERS = 3
 # Seconds of teardown after a SIGTERM, then the session ends whatever is left ($PERFLAB_TEST_TERM_GRACE_S)
 GRACE_S = float(os.environ.get("PERFLAB_TEST_TERM_GRACE_S") or 30.0)
@@ -77,29 +82,27 @@ def _keep_compiled_code() -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """The fast tier on ``WORKERS`` processes where pytest-xdist is installed (the test extra has it), as if
-    ``-n`` had been given: not a worker's own session, a ``-n`` or ``-p no:xdist`` of the user's, ``--full``
-    (the services are started once per process: one PostgreSQL, MLflow server and Ray cluster), tests picked by
-    ``-m`` or id, ``--co`` or ``--pdb``."""
+    """Either tier on ``WORKERS`` processes where pytest-xdist is installed (the test extra has it), as if ``-n``
+    had been given, the groups of ``_xdist_group`` each on one process (``--dist loadgroup``): not a worker's own
+    session, a ``-n`` or ``-p no:xdist`` of the user's, tests picked by ``-m`` or id, ``--co`` or ``--pdb``."""
     if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
             or os.environ.get("PYTEST_XDIST_WORKER") or config.getoption("numprocesses", None) is not None
-            or config.getoption("--full") or _picks_itself(config) or config.getoption("collectonly")
-            or config.getoption("usepdb")):  # fmt: skip
+            or _picks_itself(config) or config.getoption("collectonly") or config.getoption("usepdb")):  # fmt: skip
         return
     workers = min(WORKERS, 2 * len(os.sched_getaffinity(0)))
     if workers > 1:
         config.option.numprocesses = workers
-        if config.option.dist == "no":  # a test module's tests on one worker: its module fixtures built once
-            config.option.dist = "loadfile"
+        if config.option.dist == "no":
+            config.option.dist = "loadgroup"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     if _picks_itself(config):
         return "tier: as selected (-m or test ids)"
-    if config.getoption("--full"):
-        return "tier: full (--full)"
     workers = config.getoption("numprocesses", None)
     on = f", on {workers} processes (pytest-xdist; -n 0: one)" if workers else ""
+    if config.getoption("--full"):
+        return f"tier: full (--full){on}"
     return f"tier: fast (tests marked slow left out: --full){on}"
 
 
@@ -107,16 +110,44 @@ def _picks_itself(config: pytest.Config) -> bool:
     return bool(config.getoption("markexpr")) or any("::" in str(arg) for arg in config.args)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """A worker parses the command line again: the ``--dist`` set by ``pytest_cmdline_main`` reaches it here."""
+    node.workerinput["perflab_dist"] = node.config.option.dist
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workerinput = getattr(config, "workerinput", {})
+    if workerinput.get("perflab_dist") == "loadgroup":
+        config.option.loadgroup = True  # the groups' marks become pytest-xdist's node id suffixes
+    grouped = getattr(config.option, "loadgroup", False)  # a worker's session under --dist loadgroup
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("clone"):
             item.add_marker(pytest.mark.slow)
+        group = _xdist_group(item) if grouped else None
+        if group and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
     if config.getoption("--full") or _picks_itself(config):
         return
     fast = [item for item in items if item.get_closest_marker("slow") is None]
     if len(fast) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("slow") is not None])
         items[:] = fast
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    """The process group of ``item`` under ``--dist loadgroup``: ``team`` for the team's services, its file's name
+    where it uses a fixture that outlives a test and is not the whole session's (tests/conftest.py's, a plugin's),
+    else None (any process)."""
+    if TEAM_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "team"
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info is not None else ():
+        scope, where = defs[-1].scope, defs[-1].baseid
+        if scope in ("module", "class", "package") or (scope == "session" and where not in ("", "tests")):
+            return Path(item.path).stem
+    return None
 
 
 def _take_sigterm() -> None:

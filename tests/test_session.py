@@ -124,17 +124,52 @@ class _Config:
         return self.options.get(name, default)
 
 
-def test_the_fast_tier_runs_on_workers_where_xdist_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_tiers_run_on_workers_where_xdist_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    fast = _Config([])
-    session.pytest_cmdline_main(fast)  # type: ignore[arg-type]
-    assert (fast.option.numprocesses, fast.option.dist) == (min(session.WORKERS, 4), "loadfile")
-    for config in (_Config([], **{"--full": True}), _Config(["tests/x.py::test_y"]), _Config([], markexpr="slow"),
-                   _Config([], numprocesses=0), _Config([], xdist=False), _Config([], collectonly=True)):  # fmt: skip
+    for tier in (_Config([]), _Config([], **{"--full": True})):
+        session.pytest_cmdline_main(tier)  # type: ignore[arg-type]
+        assert (tier.option.numprocesses, tier.option.dist) == (min(session.WORKERS, 4), "loadgroup")
+    for config in (_Config(["tests/x.py::test_y"]), _Config([], markexpr="slow"), _Config([], numprocesses=0),
+                   _Config([], xdist=False), _Config([], collectonly=True)):  # fmt: skip
         session.pytest_cmdline_main(config)  # type: ignore[arg-type]
         assert config.option.numprocesses == config.options["numprocesses"] and config.option.dist == "no"
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     one = _Config([])
     session.pytest_cmdline_main(one)  # type: ignore[arg-type]
     assert one.option.numprocesses == 2  # two a core
+
+
+def _item(fixtures: dict[str, tuple[str, str]], path: str = "tests/a/test_b.py") -> SimpleNamespace:
+    """What ``_xdist_group`` reads of a test: its fixtures' names, each fixture's scope and where it is defined."""
+    defs = {name: [SimpleNamespace(scope=scope, baseid=where)] for name, (scope, where) in fixtures.items()}
+    return SimpleNamespace(fixturenames=list(fixtures), _fixtureinfo=SimpleNamespace(name2fixturedefs=defs),
+                           path=Path(path))  # fmt: skip
+
+
+def test_a_processes_group_keeps_services_and_a_files_shared_fixtures_on_one_process() -> None:
+    group = session._xdist_group
+    # the team's PostgreSQL and MLflow server: started once, on one process
+    assert group(_item({"mlflow_server": ("session", "tests"), "tmp_path": ("function", "")})) == "team"
+    assert group(_item({"postgres": ("session", "tests")})) == "team"
+    # a fixture wider than a test, not the whole session's: the file's tests together
+    assert group(_item({"suite": ("module", "tests/a/test_b.py")})) == "test_b"
+    assert group(_item({"ray_cluster": ("module", "tests")})) == "test_b"
+    assert group(_item({"interp": ("session", "tests/kernels")}, "tests/kernels/test_c.py")) == "test_c"
+    # a test's own fixtures, tests/conftest.py's session fixtures, a plugin's: any process
+    assert group(_item({"tmp_path": ("function", ""), "write_benchmark": ("session", "tests"),
+                        "tmp_path_factory": ("session", "")})) is None  # fmt: skip
+
+
+def test_the_workers_hear_of_the_groups_from_the_main_process() -> None:
+    """A worker parses the command line again: without word from the main process it would not group."""
+    node = SimpleNamespace(workerinput={}, config=SimpleNamespace(option=SimpleNamespace(dist="loadgroup")))
+    session.pytest_configure_node(node)
+    worker = SimpleNamespace(workerinput=node.workerinput, option=SimpleNamespace(loadgroup=False), args=[],
+                             getoption=lambda name: False)  # fmt: skip
+    item = SimpleNamespace(_fixtureinfo=SimpleNamespace(name2fixturedefs={"s": [SimpleNamespace(
+        scope="module", baseid="tests/a/test_b.py")]}), fixturenames=["s"], path=Path("tests/a/test_b.py"),
+        marks=[], get_closest_marker=lambda name: None)  # fmt: skip
+    item.add_marker = item.marks.append
+    session.pytest_collection_modifyitems(worker, [item])  # type: ignore[arg-type]
+    assert worker.option.loadgroup and [m.args for m in item.marks] == [("test_b",)]
