@@ -98,3 +98,24 @@ def test_fewer_workers_are_named_when_the_configurations_count_crowds_the_host()
         "the training process they oversubscribe the 16 usable cores; try num_workers=8 (up to 1.53× the job)")
     close = data_bound(data={0: 1_769.0, 8: 7_200.0, 16: 6_898.0}, workers=16, cores=16)  # within 10 %: noise
     assert close.remedies()[0].startswith("more workers: none to add")
+
+
+def test_a_probe_under_the_jobs_own_rate_is_taken_again_once() -> None:
+    """sweeps.conclude: a part read under the job's own rate (CI's busy host: the step's probe 67 samples/s, the
+    job 131) is probed once more and the second reading reported; a second reading under it stays unnamed."""
+    from types import SimpleNamespace
+
+    from sweeps.conclude import _bottleneck
+
+    def report(step: float) -> SimpleNamespace:
+        metrics = {"data_samples_per_s": {"0": 3_802.0, "2": 3_802.0}, "step_samples_per_s": step, "cores": 2,
+                   "device": "cpu", "transfer_samples_per_s": None}  # fmt: skip
+        return SimpleNamespace(status="ok", metrics=metrics, error=None)
+
+    for readings, probes, named in (([67.0, 240.0], 2, True), ([67.0, 60.0], 2, False), ([240.0], 1, True)):
+        left = list(readings)
+        said: list[str] = []
+        b = _bottleneck(lambda params, left=left: report(left.pop(0)), {"num_workers": 2}, 131.0, said.append, [])
+        assert b is not None and b.bound_named is named and len(readings) - len(left) == probes
+        assert b.step_samples_per_s == readings[probes - 1]  # the last reading is the one reported
+        assert said[-1] == b.headline() and ("Probing again." in " ".join(said)) is (probes == 2)
