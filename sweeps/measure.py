@@ -92,6 +92,7 @@ class Trainer:
     def __init__(self, job: TrialJob) -> None:
         import torch
 
+        from bench.measure import fit_threads
         from sweeps.workload import WorkloadSpec, build_workload
 
         s = self.s = TrialSettings(**job.settings)
@@ -101,6 +102,10 @@ class Trainer:
         if self.cuda and not torch.cuda.is_available():
             raise RuntimeError("device cuda, but torch sees no CUDA device")
         self.dev = torch.device(s.device)
+        # a CPU step's intra-op threads at most the free cores: with a core kept busy by another process each op's
+        # thread there waits a scheduler slice (the tests' ResNet step read 6 samples/s where it takes 1,194)
+        self.threads_note = None if self.cuda else fit_threads()
+        self.threads = torch.get_num_threads()  # the step's intra-op threads
         if s.pin_memory and not self.cuda:
             raise ValueError("pin_memory=True on the CPU: pinning only speeds host→GPU copies (not in a CPU's space)")
         self.wl = build_workload(self.spec, s)
@@ -355,6 +360,8 @@ class _Steps:
             **spread(s.batch_size, self.step_seconds()),
             "gpu_util_pct": util,
             "gpu_util_note": note,
+            "cpu_threads": tr.threads,
+            "threads_note": tr.threads_note,
             **memory,
             "final_loss": loss_value if math.isfinite(loss_value) else None,
             "steps_time_s": self.clock_end - self.clock_start,  # warm-up + measured steps

@@ -22,11 +22,13 @@ speedup; nothing here changes a global numeric setting; a problem seen is record
 number wrong makes the variant ``invalid``, never ``ok``.
 
 Public (for the packages built on the harness): the names in ``__all__``: ``time_callable`` (the harness's
-clock for code outside a chapter), ``copy_bandwidth_gbps`` and the peak cache (``ceilings``).
+clock for code outside a chapter), ``copy_bandwidth_gbps``, the peak cache (``ceilings``) and ``fit_threads``
+(intra-op threads capped at the cores other processes leave free).
 """
 
 from bench.measure import ceilings
 from bench.measure.ceilings import copy_bandwidth_gbps
+from bench.measure.cores import fit_threads
 from bench.measure.timer import time_callable
 
-__all__ = ["ceilings", "copy_bandwidth_gbps", "time_callable"]
+__all__ = ["ceilings", "copy_bandwidth_gbps", "fit_threads", "time_callable"]

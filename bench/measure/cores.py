@@ -62,3 +62,13 @@ def cap_threads(limit: int) -> bool:
         return False
     torch.set_num_threads(max(1, limit))
     return True
+
+
+def fit_threads() -> str | None:
+    """This process's intra-op threads capped at the free cores now (the sweeps' CPU trials: each trial one
+    process, no rounds); the note that says what was done, or None where nothing was capped."""
+    seen = free_cores()
+    if seen is None:
+        return None
+    free, usable, busy = seen
+    return cap_note(free, usable, busy) if cap_threads(free) else None

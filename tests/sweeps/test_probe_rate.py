@@ -5,6 +5,7 @@ several epoch boundaries."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,9 +27,18 @@ def trainer(items: int) -> Trainer:
     return Trainer(TrialJob(workload=asdict(parse_workload(JOB)), settings=asdict(s)))
 
 
+def _slept(seconds: float, n: int = 10) -> float:
+    """What a sleep of ``seconds`` takes on this host now: a loaded host wakes a sleeper late (CI's busy 2-core host
+    read 41-43 samples/s of the 50 that one process's 0.02-s items make), and the probe's items sleep as long."""
+    t0 = time.perf_counter()
+    for _ in range(n):
+        time.sleep(seconds)
+    return (time.perf_counter() - t0) / n
+
+
 @pytest.mark.parametrize(("workers", "items"), [(4, 11 * BATCH), (2, 5 * BATCH), (0, 10 * BATCH)])
 def test_the_data_rate_reaches_the_known_rate_across_short_epochs(workers: int, items: int) -> None:
-    true = max(workers, 1) / ITEM_S  # samples/s: each worker sleeps ITEM_S an item
+    true = max(workers, 1) / _slept(ITEM_S)  # samples/s: each worker sleeps ITEM_S an item, as this host sleeps it
     # a ceiling must not read under the true rate; above it only by the noise of a loaded host's timers. Sleeping
     # workers woken late on crowded cores deliver less than the true rate for a while: up to three readings, the
     # best must reach it (a probe that loses a wave at each epoch boundary reads low every time)
@@ -61,3 +71,31 @@ def test_epochs_under_two_waves_count_whole_and_end_in_time() -> None:
     t0 = time.perf_counter()
     rate = probe._data_rate(trainer(3 * BATCH), 4, 0.5)  # 3 batches an epoch, 4 workers: no whole wave inside
     assert 0 < rate <= 1.3 * 4 / ITEM_S and time.perf_counter() - t0 < 15
+
+
+def test_a_cpu_trial_runs_no_more_threads_than_the_free_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a core kept busy by another process a CPU step's second intra-op thread waits for it a scheduler
+    slice per op (the tests' ResNet step: 6 samples/s instead of 1,194 on the 2-core host): a trial and the probe
+    (both build a Trainer) cap the threads at the free cores, and the trial's report says so."""
+    import torch
+
+    from bench.measure import cores
+    from sweeps.measure import measure
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(cores, "free_cores", lambda *a, **k: (1, 2, 1.0))  # one core of two busy
+    try:
+        torch.set_num_threads(2)
+        job = trainer(10 * BATCH)
+        assert job.threads == 1 == torch.get_num_threads() and "capped at 1" in (job.threads_note or "")
+        torch.set_num_threads(2)
+        s = TrialSettings(batch_size=BATCH, num_workers=0, pin_memory=False, amp=False, device="cpu",
+                          args={"item_s": 0.0, "items": 10 * BATCH})  # fmt: skip
+        report = measure(TrialJob(workload=asdict(parse_workload(JOB)), settings=asdict(s), warmup_steps=1, steps=2))
+        assert report["cpu_threads"] == 1 and "1.0 of the host's cores busy" in report["threads_note"]
+        monkeypatch.setattr(cores, "free_cores", lambda *a, **k: (2, 2, 0.1))  # a quiet host: nothing capped
+        torch.set_num_threads(2)
+        quiet = trainer(10 * BATCH)
+        assert quiet.threads == 2 and quiet.threads_note is None
+    finally:
+        torch.set_num_threads(before)

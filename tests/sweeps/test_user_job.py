@@ -13,6 +13,9 @@ from sweeps.runner import sweep
 from tests.sweeps.fixtures.h5_classifier import write
 
 JOB = str(Path(__file__).parent / "fixtures" / "h5_classifier.py") + ":make"
+# a read from a slow file system per sample: the job input-bound (at most 100 samples/s with no workers) while its
+# step alone takes over a thousand, so the probe names the bound on a loaded 2-core host too
+LATENCY_S = 0.01
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,8 @@ def test_a_users_job_gets_a_recommendation_its_bottleneck_and_a_verification(
     said: list[str] = []
     overrides = {"workload": JOB, "batch_sizes": "8 16", "num_workers_options": "0", "steps_per_test": 3,
                  "warmup_steps": 1, "device": "cpu", "test_mixed_precision": False, "rank_top": 2,
-                 "rank_rounds": 2, "probe_seconds": 0.2, "verify_repeats": 2, "remeasure_seconds": 0}  # fmt: skip
+                 "rank_rounds": 2, "probe_seconds": 0.5, "verify_repeats": 2, "remeasure_seconds": 0,
+                 "workload_args": {"storage_latency_s": LATENCY_S}}  # fmt: skip
     result = sweep(data_path=images, strategy="grid", storage=f"sqlite:///{tmp_path / 'o.db'}",
                    out=tmp_path / "out", overrides=overrides, echo=said.append)  # fmt: skip
     rec, c = result.recommendation, result.conclusion

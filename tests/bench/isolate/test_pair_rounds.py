@@ -108,10 +108,11 @@ def test_drift_between_the_sides_is_a_verdict_in_one_round_and_no_verdict_in_rou
     """The same code on both sides while the host slows down, a step for every child: measured one side after the
     other the later side reads slower, confidently; in alternating rounds the drift hits both and the interval
     holds 1.0."""
-    one = pair(tmp_path / "one", write_benchmark, 3.0, 3.0, drift=0.5)
+    # calls of 10 ms: a loaded host's late wake-ups (a few ms) stay small beside the drift's 5 ms a child
+    one = pair(tmp_path / "one", write_benchmark, 10.0, 10.0, drift=0.5)
     c1 = run_suite(select(discover(one)), cli_layer={**FAST, "min_rounds": 1, "max_rounds": 1}).comparisons[0]
     assert c1.significance == "slower", (c1.speedup, c1.speedup_ci_low, c1.speedup_ci_high)
-    many = pair(tmp_path / "many", write_benchmark, 3.0, 3.0, drift=0.5)
+    many = pair(tmp_path / "many", write_benchmark, 10.0, 10.0, drift=0.5)
     c3 = run_suite(select(discover(many)), cli_layer={**FAST, "min_rounds": 3, "max_rounds": 3}).comparisons[0]
     assert c3.significance == "no significant difference", (c3.round_speedups, c3.speedup_ci_low, c3.speedup_ci_high)
     assert min(c3.round_speedups) < 1.0 < max(c3.round_speedups)  # the order reversed: the drift both ways
