@@ -202,6 +202,10 @@ def build_while_graph(body: Any) -> tuple[Any, Any]:
     if not params.conditional.phGraph_out:  # cuda-bindings >= 12.4 fills it with the node's body graph
         raise RuntimeError("cuGraphAddNode returned no body graph for the conditional node (cuda-bindings >= 12.4)")
     stream = torch.cuda.Stream(device=torch.cuda.current_device())
+    # the body's buffers, made on torch's stream, finished before a side stream captures their addresses: under
+    # compute-sanitizer a WHILE graph captured right after its buffers' allocation faults at launch with no error
+    # reported (NVIDIA/warp#1406 saw it; a sync between allocation and capture avoids it there)
+    torch.cuda.synchronize()
     mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
     body_graph, capture = params.conditional.phGraph_out[0], driver.CUstream(stream.cuda_stream)
     begin = driver.cuStreamBeginCaptureToGraph(capture, body_graph, None, None, 0, mode)
