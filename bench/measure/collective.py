@@ -23,6 +23,7 @@ of its own (``set_control``): its traffic stays off the GPUs and out of the benc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable
@@ -92,6 +93,16 @@ class _Ranks:
         self._now = float(parts[0][1])
         return max(self._last)
 
+    def _agreed_rule(self, rule: StopRule) -> StopRule:
+        """``rule`` with every rank's time limits the largest rank's. The batch's rule is made from the rank's own
+        wall time of its measurement (``batch_rule(cold_s)``): ranks that read it differently (a loaded host) would
+        stop sampling at different samples, and the rank sampling on would hang in its next collective."""
+        import torch
+
+        t = torch.tensor([rule.min_seconds, rule.max_seconds], dtype=torch.float64)
+        BOUND.all_reduce(t, op=torch.distributed.ReduceOp.MAX, group=_control)
+        return dataclasses.replace(rule, min_seconds=float(t[0]), max_seconds=float(t[1]))
+
     def _start_clock(self) -> None:
         """Rank 0's ``perf_counter``, on every rank: the elapsed time a stopping rule reads (``now``)."""
         import torch
@@ -136,6 +147,7 @@ class _Ranks:
 
     def _eager_batch(self, span: Callable[[Fn], float], fn: Fn, per_call_ms: float, rule: StopRule) -> Batch:
         calls = min(MAX_EAGER_BATCH, max(2, math.ceil(EAGER_BATCH_TARGET_MS / max(per_call_ms, 1e-4))))
+        rule = self._agreed_rule(rule)
 
         def work() -> None:
             for _ in range(calls):

@@ -128,10 +128,8 @@ def test_the_harness_runs_the_pair_on_two_gloo_ranks(tmp_path: Path) -> None:
     from bench.define.discovery import discover, select
     from bench.isolate.suite import run_suite
 
-    # no batch stage (back-to-back calls: not what this test reads); limits for two ranks on a loaded 2-core host
     layer = {"smoke": True, "device": "cpu", "iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0,
-             "timeout_multiplier": 8.0, "min_rounds": 1, "max_rounds": 1,
-             "measure_batch": False}  # fmt: skip
+             "timeout_multiplier": 4.0, "min_rounds": 1, "max_rounds": 1}  # fmt: skip
     suite = run_suite(select(discover(), ["ch13:fsdp2"]), cli_layer=layer, workdir=tmp_path)
     for v in suite.variants:
         assert v.status == "ok", (v.spec.key, v.error)

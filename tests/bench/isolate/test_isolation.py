@@ -359,7 +359,9 @@ def test_get_config_setup_limit_takes_effect(matrix: dict[str, Future[Any]]) -> 
     assert own.status == "ok", own.error
     assert own.config["setup_timeout_seconds"] == 10.0
     setup = next(s for s in own.stages if s.name == "setup")
-    assert setup.duration_s is not None and setup.duration_s >= 3.0 and setup.limit_s == 10.0
+    # past the suite's 1-s limit, not killed (the parent hears of a stage's start late on a loaded host: CI read
+    # 2.995 s of a 3-s sleep)
+    assert setup.duration_s is not None and setup.duration_s > 2.0 and setup.limit_s == 10.0
     control = get(matrix, "suite_setup_limit")  # same sleep, no get_config(): the suite limit holds
     assert control.status == "timeout" and control.failed_stage == "setup"
     assert control.limit_s == pytest.approx(1.0)

@@ -55,3 +55,23 @@ def test_warm_up_lasts_by_rank_0s_clock(rank0_clock: list[float]) -> None:
     # steady (two windows of 5 alike) as soon as possible: by this process's clock 1 s would not have passed
     assert clock.warmup_done == 10 and len(rank0_clock) == 10 and clock.stable
     assert clock.eager_ms is not None and clock.eager_ms >= 1.0  # the slowest rank's calls
+
+
+def test_the_batch_samples_as_long_as_the_rank_that_allows_longest(
+    rank0_clock: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's rule comes from each rank's own wall time of its measurement (``batch_rule(cold_s)``); rank 1
+    allowed 1.0 s where this rank allowed 0.4 s. Sampling on this rank's own limit would stop two samples before
+    rank 1 does, and rank 1 would wait for them in its next gather: a hang until the stage's limit."""
+    other = {"min_seconds": 0.0, "max_seconds": 1.0}
+
+    def all_reduce(t: torch.Tensor, op: object = None, group: object = None) -> None:
+        assert op == torch.distributed.ReduceOp.MAX
+        t.copy_(torch.maximum(t, torch.tensor([other["min_seconds"], other["max_seconds"]], dtype=torch.float64)))
+
+    monkeypatch.setattr(BOUND, "all_reduce", all_reduce, raising=False)
+    clock = RanksHostClock(2, None, 0.0, 5.0)
+    own = StopRule(noise_target=1e-9, min_samples=2, min_seconds=0.0, max_seconds=0.4)
+    batch = clock.measure_batch(lambda: None, 0.5, own)
+    assert batch is not None and batch.stop_reason == "max_time"
+    assert len(batch.samples_ms) == 5  # 1.0 s of rank 0's clock (0.2 s a sample), as on rank 1
