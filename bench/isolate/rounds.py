@@ -131,16 +131,15 @@ class Rounds:
         return all(s.key in self.stops for s in self.example.optimized)
 
     def _settled(self, base: list[VariantResult], opt: list[VariantResult], spent: float) -> str | None:
-        """Why the pair of these rounds needs no more (a decision first, then the limits), or None."""
+        """Why the pair of these rounds needs no more (max_rounds reached, a decision, the time limit), or None."""
         cfg, n = opt[0].config, len(opt)
-        least = n >= cfg.get("min_rounds", 1)
-        if least:
+        if n >= cfg.get("max_rounds", 1):
+            return "max_rounds"  # first: all its rounds ran, nothing stopped early (its interval at 95 %)
+        if n >= cfg.get("min_rounds", 1):
             sides = [[r.timing.samples_ms if r.timing else [] for r in side] for side in (base[:n], opt)]
             why = decide(round_ratios(*sides), cfg.get("speedup_precision", 0.02))
             if why is not None:
                 return why
-        if n >= cfg.get("max_rounds", 1):
-            return "max_rounds"
         if n >= 2 and spent * (1 + 1 / (self.number + 1)) > cfg.get("max_rounds_seconds", float("inf")):
             # Another round, as long as the average so far, would run past the limit: a slow call's pair stops at
             # two rounds if need be (B O, O B: a linear drift cancels; its interval, of 1 degree of freedom, wide).
@@ -161,8 +160,8 @@ class Rounds:
             opt = self.by_key.get(s.key)
             if not opt:
                 continue
-            c = compare(merge(self.by_key[base.key][: len(opt)]), merge(opt), verify=verify)
-            out.append(c.model_copy(update={"rounds_stop": self.stops.get(s.key) if len(opt) > 1 else None}))
+            stop = self.stops.get(s.key) if len(opt) > 1 else None
+            out.append(compare(merge(self.by_key[base.key][: len(opt)]), merge(opt), verify=verify, rounds_stop=stop))
         return out
 
 

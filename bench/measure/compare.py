@@ -35,9 +35,12 @@ RUN_NOISE = {"gpu": 0.005, "host": 0.02}
 ENERGY_RUN_NOISE = 0.02
 
 
-def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier | None = None) -> Comparison:
-    """Pair status, verification and speedup (baseline median / optimized median, never clamped) with its
-    95 % interval, on the time the optimized variant's config names (``speedup_time``: cold or batch).
+def compare(  # long: the pair's fields gathered in one place
+    baseline: VariantResult, optimized: VariantResult, verify: Verifier | None = None, rounds_stop: str | None = None
+) -> Comparison:
+    """Pair status, verification and speedup (baseline median / optimized median, never clamped) with its 95 %
+    interval, on the time the optimized variant's config names (``speedup_time``: cold or batch); ``rounds_stop``:
+    why its rounds stopped (bench.isolate.rounds), an early stop's interval at 98 % (bench.measure.rounds).
 
     ``verify``: what loads and compares the saved outputs, ``verify_all``'s pairs and rtol, the check stage's
     limit in seconds and ``verify_all``'s mode (the config's ``verify``, which both sides must declare alike); by
@@ -73,7 +76,7 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
     same_hardware = not verification.detail.startswith("ran on different devices")
     speedup, low, high, metric = _speedup(baseline, optimized, base_samples, opt_samples, same_hardware)
     ratios = _round_ratios(baseline, optimized, basis) if same_hardware and metric == "time" else []
-    speedup, low, high = (rounds_interval(ratios) if ratios else None) or (speedup, low, high)
+    speedup, low, high = (rounds_interval(ratios, rounds_stop) if ratios else None) or (speedup, low, high)
     significance = _significance(low, high)
     energy = _energy_ratio(baseline, optimized) if same_hardware else (None, None, None)
     values = compared_values(baseline, optimized, metric, base_samples, opt_samples) if speedup else (None, None)
@@ -94,6 +97,7 @@ def compare(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         energy_ratio_ci_low=energy[1],
         energy_ratio_ci_high=energy[2],
         round_speedups=ratios,
+        rounds_stop=rounds_stop,
     )
 
 

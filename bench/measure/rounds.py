@@ -10,11 +10,15 @@ side could not show it; ``bench.measure.stats.speedup_interval`` then adds an as
 When to stop (``decide``): a pair is done once its interval is narrow (each half within ``precision``,
 ±2 % by default) at two rounds in a row, or clearly decided (beyond 1.0 by at least ``DECIDED`` times its
 half-width, in log space). Stopping on significance would inflate false verdicts (each look another chance);
-width does not depend on where the interval lies, but a spread small by chance in few rounds makes a narrow
-interval too narrow, hence two rounds in a row. Simulated over 4,000 A/A pairs per noise level
-(tests/bench/measure/test_rounds.py): 4.8-7.3 % read a verdict, the worst where the rounds' spread is about
-the precision; a "decided" stop, under 0.6 %. A large difference (a slow call's 2x) settles in the minimum of
-rounds.
+width does not depend on where the interval lies, but an early stop, on either rule, picks rounds whose spread
+was small by chance, and their 95 % interval is too narrow: simulated A/A pairs read a verdict in up to 7-8 %
+where the rounds' spread is about the precision, and a true 1.1x fell outside in 7-8 % at a spread of 3-5 %. So a
+pair that stopped early reports its interval at ``EARLY_LEVEL`` (98 %); one that ran all its rounds, at 95 %.
+Simulated over 4,000 pairs per noise level (tests/bench/measure/test_round_stats.py; normal and t(3) spreads of
+0.3-15 %): A/A pairs read a verdict in 2-6 %, 5.0-5.5 % over 30,000 pairs at a spread of 3-7 % (a "decided" stop,
+a t threshold, adds its ~0.5 % at any spread); a true 1.1x falls outside in 1-5 %. The rounds are those of the
+95 % rule: a large difference (a slow call's 2x) settles in the minimum of rounds; an early stop's interval is
+wider (t at 99 % over t at 97.5 %: +62 % at 3 rounds, +31 % at 6).
 """
 
 from __future__ import annotations
@@ -23,10 +27,15 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from bench.measure.stats import t_975
+from bench.measure.stats import t_quantile
 
 DECIDED = 4.0  # a "decided" pair's |log speedup| is at least this many half-widths of its interval
 Stop = str  # "precision", "decided", "max_rounds", "time_limit", or why no more rounds could run
+# The level of the interval a pair reports when its rounds stopped early (on precision or decided): each look at
+# the rounds was another chance that their spread was small by chance, and an early stop picks those. 98 % is the
+# level at which simulated A/A pairs read a verdict in at most ~5 % at every noise level (see the docstring).
+EARLY_LEVEL = 0.98
+EARLY = ("precision", "decided")
 
 
 def round_ratios(baseline: Sequence[Sequence[float]], optimized: Sequence[Sequence[float]]) -> list[float]:
@@ -41,15 +50,16 @@ def round_ratios(baseline: Sequence[Sequence[float]], optimized: Sequence[Sequen
     return out
 
 
-def rounds_interval(ratios: Sequence[float]) -> tuple[float, float, float] | None:
-    """(speedup, low, high): the geometric mean of the rounds' ratios and its 95 % t interval; None with
-    fewer than 2 rounds."""
+def rounds_interval(ratios: Sequence[float], stop: Stop | None = None) -> tuple[float, float, float] | None:
+    """(speedup, low, high): the geometric mean of the rounds' ratios and its t interval, 95 %, or EARLY_LEVEL
+    where ``stop`` says the rounds stopped early; None with fewer than 2 rounds."""
     if len(ratios) < 2:
         return None
     logs = [math.log(r) for r in ratios]
     center = statistics.fmean(logs)
     sd = math.sqrt(math.fsum((x - center) ** 2 for x in logs) / (len(logs) - 1))  # statistics.stdev's, in floats
-    half = t_975(len(logs) - 1) * sd / math.sqrt(len(logs))
+    level = EARLY_LEVEL if stop in EARLY else 0.95
+    half = t_quantile(len(logs) - 1, (1 + level) / 2) * sd / math.sqrt(len(logs))
     return math.exp(center), math.exp(center - half), math.exp(center + half)
 
 

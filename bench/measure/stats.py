@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 from typing import Any
 
 from bench.define.timing import TimingStats
@@ -120,15 +121,22 @@ def cluster_speedup_interval(
 
 
 def t_975(nu: int) -> float:
-    """Student's t quantile at 97.5 % with ``nu`` degrees of freedom: exact for 1 and 2, else a Cornish-Fisher
-    expansion (within 0.004 of the exact value from 3 on)."""
+    """Student's t quantile at 97.5 % with ``nu`` degrees of freedom (``t_quantile``)."""
+    return t_quantile(nu, 0.975)
+
+
+def t_quantile(nu: int, p: float) -> float:
+    """Student's t quantile at ``p`` (0.5 < p < 1) with ``nu`` degrees of freedom: exact for 1 and 2, else a
+    Cornish-Fisher expansion (from 3 on within 0.004 of the exact value at 97.5 %, 0.02 at 99 %)."""
     if nu < 1:
         raise ValueError(f"nu={nu} is not a number of degrees of freedom (>= 1)")
+    if not 0.5 < p < 1:
+        raise ValueError(f"p={p} is not an upper quantile's probability (0.5 < p < 1)")
     if nu == 1:
-        return math.tan(math.pi * 0.475)
+        return math.tan(math.pi * (p - 0.5))
     if nu == 2:
-        return 0.95 * math.sqrt(2.0 / (4 * 0.975 * 0.025))
-    z = Z_975
+        return (2 * p - 1) * math.sqrt(2.0 / (4 * p * (1 - p)))
+    z = Z_975 if p == 0.975 else NormalDist().inv_cdf(p)
     return (
         z
         + (z**3 + z) / (4 * nu)

@@ -256,6 +256,13 @@ def test_a_settled_pair_leaves_the_rounds_and_a_time_limit_may_stop_at_two(tmp_p
         for s in slow.start():
             slow.add(s, _result(s, 10.0, max_rounds_seconds=1e-6))
     assert slow.done and set(slow.stops.values()) == {"time_limit"}
+    # Rounds fixed at 3: a 2x pair ran all of them, nothing stopped early (its interval at 95 %, not EARLY_LEVEL).
+    fixed = _rounds(tmp_path / "fixed", write_benchmark)
+    for _ in range(3):
+        for s in fixed.start():
+            fixed.add(s, _result(s, ms[s.key], min_rounds=3, max_rounds=3))
+    assert fixed.done and fixed.stops == {opt.key: "max_rounds", opt_b.key: "max_rounds"}
+    assert [c.rounds_stop for c in fixed.compare(None)] == ["max_rounds", "max_rounds"]
 
 
 def test_a_failed_round_is_the_variants_result_and_its_pair_stops(tmp_path, write_benchmark) -> None:

@@ -123,6 +123,17 @@ def test_t_975_matches_students_table() -> None:
         t_975(0)
 
 
+def test_t_quantile_at_99_percent_matches_students_table() -> None:
+    """The level a pair's interval has at an early stop of its rounds (bench.measure.rounds.EARLY_LEVEL)."""
+    from bench.measure.stats import t_quantile
+
+    table = {1: 31.8205, 2: 6.9646, 3: 4.5407, 5: 3.3649, 7: 2.9980, 10: 2.7638, 30: 2.4573}
+    for nu, t in table.items():
+        assert abs(t_quantile(nu, 0.99) - t) < 0.02, (nu, t_quantile(nu, 0.99))
+    with pytest.raises(ValueError, match="p=1.2"):
+        t_quantile(3, 1.2)
+
+
 def test_cluster_interval_widens_by_t_for_few_generations(monkeypatch: pytest.MonkeyPatch) -> None:
     """With G generations a side, each log half-width is the bootstrap's times t(G - 1) / z."""
     from bench.measure import stats
