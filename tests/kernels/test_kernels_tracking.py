@@ -82,10 +82,10 @@ def test_cases_share_an_adopted_run(interp: ModuleType, tmp_path: Path, monkeypa
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     project_run = log_run("mlflow run kernels", params={}, metrics={}, artifacts={}, tracking_uri=uri)
     monkeypatch.setenv("MLFLOW_RUN_ID", project_run)
-    result = CliRunner().invoke(app, ["kernels", "--case", "rms,mul_poly", *SMOKE, "--save-path",
+    result = CliRunner().invoke(app, ["kernels", "--case", "rms,add_rms", *SMOKE, "--save-path",
                                       str(tmp_path / "o"), "--tracking-uri", uri])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert set(_logged(result.output).values()) == {project_run}
     run = read_run(project_run, uri)
-    assert {"rms.fp32.fwd.speedup_vs_naive_geomean", "mul_poly.fp32.fwd.speedup_vs_naive_geomean"} <= set(run.metrics)
+    assert {"rms.fp32.fwd.speedup_vs_naive_geomean", "add_rms.fp32.fwd.speedup_vs_naive_geomean"} <= set(run.metrics)
     assert len(child_runs(project_run, uri)) == 4
