@@ -7,7 +7,8 @@ every test (CI: ``.ci/run``). Both run on ``WORKERS`` processes where pytest-xdi
 (``pytest_cmdline_main``), a test at a time to whichever process is free, except groups kept on one process
 (``xdist_group``): the tests of the team's services (one PostgreSQL and MLflow server a session, ``TEAM_FIXTURES``),
 and a file's tests where they share a fixture wider than a test (a module's, a class's, or a session fixture of
-their own: built once, not once a process). A test is ``slow`` by its mark (set at the test, saying why) or by
+their own: built once, not once a process; tests of several files that share one name their group with an
+``xdist_group`` mark of their own, which wins). A test is ``slow`` by its mark (set at the test, saying why) or by
 what it uses (``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a test named by its id
 (``file.py::test``), picks its tests itself, in one process.
 

@@ -173,3 +173,16 @@ def test_the_workers_hear_of_the_groups_from_the_main_process() -> None:
     item.add_marker = item.marks.append
     session.pytest_collection_modifyitems(worker, [item])  # type: ignore[arg-type]
     assert worker.option.loadgroup and [m.args for m in item.marks] == [("test_b",)]
+
+
+def test_a_tests_own_group_wins_over_its_files() -> None:
+    """Tests of several files that share a session fixture name one group (tests/kernels/cli_run.py): kept."""
+    worker = SimpleNamespace(workerinput={"perflab_dist": "loadgroup"}, option=SimpleNamespace(loadgroup=False),
+                             args=[], getoption=lambda name: False)  # fmt: skip
+    own = pytest.mark.xdist_group("kernels_cli").mark
+    item = SimpleNamespace(_fixtureinfo=SimpleNamespace(name2fixturedefs={"s": [SimpleNamespace(
+        scope="session", baseid="tests/kernels")]}), fixturenames=["s"], path=Path("tests/kernels/test_b.py"),
+        marks=[own], get_closest_marker=lambda name: own if name == "xdist_group" else None)  # fmt: skip
+    item.add_marker = item.marks.append
+    session.pytest_collection_modifyitems(worker, [item])  # type: ignore[arg-type]
+    assert [m.args for m in item.marks] == [("kernels_cli",)]

@@ -8,6 +8,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.kernels.cli_run import KernelsRun, run_kernels
+
 # Every module defining @triton.jit functions, in import order (common's helpers are called by the others).
 KERNELS = ("kernels.common", "kernels.rmsnorm", "kernels.polynorm")
 
@@ -38,3 +40,10 @@ def interp() -> Iterator[ModuleType]:
 def poly(interp: ModuleType) -> ModuleType:
     """kernels.polynorm under the interpreter."""
     return sys.modules["kernels.polynorm"]
+
+
+@pytest.fixture(scope="session")
+def kernels_cli(interp: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> KernelsRun:
+    """The shared ``perflab kernels`` run (tests/kernels/cli_run.py); its tests mark themselves
+    ``xdist_group(cli_run.GROUP)`` so that it runs once, on one process."""
+    return run_kernels(tmp_path_factory.mktemp("kernels-cli"))

@@ -19,6 +19,7 @@ from bench.record.store import child_runs, read_artifact_text, read_run
 from kernels.case import CASES, Shape
 from kernels.sweep import BANDWIDTH_COLUMNS, CSV_COLUMNS, Row, bandwidth_target, copy_ceiling, csv_text
 from perflab.cli import app
+from tests.kernels.cli_run import COPY_GBPS, GROUP, KernelsRun
 
 SMALL = Shape(2, 3, 5)  # M = 6 rows, N = 5: 30 elements per activation
 
@@ -132,21 +133,14 @@ def test_copy_ceiling_reads_the_peak_cache(tmp_path: Path, monkeypatch: pytest.M
     assert copy_ceiling(torch.device("cpu")) == (peaks.cpu_key(), 12.5)
 
 
-def test_cli_logs_bandwidth_and_the_target(interp: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                           ) -> None:  # fmt: skip
-    cache = tmp_path / "peaks.json"
-    cache.write_text(json.dumps({peaks.cpu_key(): {"ceilings": {"copy_gbps": 10.0}}}))
-    monkeypatch.setenv("PERFLAB_PEAK_CACHE", str(cache))
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    args = ["kernels", "--case", "rms,poly", "--dtype", "fp32", "--provider", "triton", "--smoke", "--save-path",
-            str(tmp_path / "o"), "--tracking-uri", uri]  # fmt: skip
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    assert "copy bandwidth of" in result.output and "10.0 GB/s" in result.output
+@pytest.mark.xdist_group(GROUP)
+def test_cli_logs_bandwidth_and_the_target(kernels_cli: KernelsRun) -> None:
+    output, uri = kernels_cli.output, kernels_cli.uri
+    assert "copy bandwidth of" in output and f"{COPY_GBPS:.1f} GB/s" in output
     line = "rms.fp32.fwd: target triton ≥ 80 % of copy bandwidth at ≥ 64 MB of activations: not measured — no such"
-    assert line in result.output
-    assert "poly.fp32.fwd: target" not in result.output
-    parents = {ln.split()[1]: ln.split()[-1] for ln in result.output.splitlines() if ln.startswith("logged ")}
+    assert line in output
+    assert "poly.fp32.fwd: target" not in output
+    parents = {ln.split()[1]: ln.split()[-1] for ln in output.splitlines() if ln.startswith("logged ")}
     rms = read_run(parents["rms"], uri)
     assert rms.tags["perflab.target.rms.fp32.fwd_pct_of_copy"] == "not measured"
     params = MlflowClient(uri).get_run(parents["rms"]).data.params
@@ -158,7 +152,7 @@ def test_cli_logs_bandwidth_and_the_target(interp: ModuleType, tmp_path: Path, m
         gbps = triton.metrics[f"{direction}.2x3x37_gbps"]
         nbytes = CASES["rms"].bytes_per_call(Shape(2, 3, 37), torch.float32, direction)
         assert gbps == pytest.approx(nbytes / (triton.metrics[f"{direction}.2x3x37_us"] * 1e3))
-        assert triton.metrics[f"{direction}.2x3x37.pct_of_copy"] == pytest.approx(10 * gbps)
+        assert triton.metrics[f"{direction}.2x3x37.pct_of_copy"] == pytest.approx(100 * gbps / COPY_GBPS)
     rows = list(csv.DictReader(io.StringIO(read_artifact_text(parents["rms"], "rms-fp32-fwd-perf.csv", uri))))
     assert float(rows[0]["triton_gbps"]) > 0 and float(rows[0]["triton_pct_of_copy"]) > 0
     assert rows[0]["bytes_per_call"] == str(CASES["rms"].bytes_per_call(Shape(2, 3, 37), torch.float32, "fwd"))

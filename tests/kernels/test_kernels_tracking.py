@@ -14,6 +14,7 @@ from bench.record.store import child_runs, log_run, read_artifact_text, read_run
 from kernels.case import CASES
 from kernels.common import retyped
 from perflab.cli import app
+from tests.kernels.cli_run import GROUP, KernelsRun
 
 SMOKE = ["--dtype", "fp32", "--provider", "triton", "--smoke"]
 
@@ -23,13 +24,10 @@ def _logged(output: str) -> dict[str, str]:
     return {line.split()[1]: line.split()[-1] for line in output.splitlines() if line.startswith("logged ")}
 
 
-def test_parent_per_case_child_per_provider(interp: ModuleType, tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    args = ["kernels", "--case", "rms,poly", *SMOKE, "--plot", "--save-path", str(tmp_path / "o"), "--tracking-uri",
-            uri]  # fmt: skip
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    parents = _logged(result.output)
+@pytest.mark.xdist_group(GROUP)
+def test_parent_per_case_child_per_provider(kernels_cli: KernelsRun) -> None:
+    uri = kernels_cli.uri
+    parents = _logged(kernels_cli.output)
     assert list(parents) == ["rms", "poly"]
     for case, run_id in parents.items():
         run = read_run(run_id, uri)
@@ -44,7 +42,7 @@ def test_parent_per_case_child_per_provider(interp: ModuleType, tmp_path: Path) 
         assert triton.metrics["bwd.speedup_vs_naive_geomean"] > 0
         assert "fwd.speedup_vs_naive_geomean" not in children[0].metrics  # naive against itself: not logged
         assert read_artifact_text(run_id, f"{case}-fp32-bwd-perf.csv", uri).startswith("dim,batch_size,seq_len,")
-    assert {p.name for p in (tmp_path / "o").iterdir()} >= {"poly-fp32-fwd-speedup.png", "rms-fp32-bwd-perf.csv"}
+    assert {p.name for p in kernels_cli.save_path.iterdir()} >= {"poly-fp32-fwd-speedup.png", "rms-fp32-bwd-perf.csv"}
 
 
 def test_failed_check_is_logged_not_timed(interp: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -84,10 +82,10 @@ def test_cases_share_an_adopted_run(interp: ModuleType, tmp_path: Path, monkeypa
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     project_run = log_run("mlflow run kernels", params={}, metrics={}, artifacts={}, tracking_uri=uri)
     monkeypatch.setenv("MLFLOW_RUN_ID", project_run)
-    result = CliRunner().invoke(app, ["kernels", "--case", "rms,mul_poly", *SMOKE, "--save-path",
+    result = CliRunner().invoke(app, ["kernels", "--case", "rms,add_rms", *SMOKE, "--save-path",
                                       str(tmp_path / "o"), "--tracking-uri", uri])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert set(_logged(result.output).values()) == {project_run}
     run = read_run(project_run, uri)
-    assert {"rms.fp32.fwd.speedup_vs_naive_geomean", "mul_poly.fp32.fwd.speedup_vs_naive_geomean"} <= set(run.metrics)
+    assert {"rms.fp32.fwd.speedup_vs_naive_geomean", "add_rms.fp32.fwd.speedup_vs_naive_geomean"} <= set(run.metrics)
     assert len(child_runs(project_run, uri)) == 4

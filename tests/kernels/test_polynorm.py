@@ -16,10 +16,13 @@ CPU = torch.device("cpu")
 # hidden not a power of two (masked tail), one row, rows not a power of two
 SHAPES = [Shape(2, 3, 37), Shape(1, 1, 64), Shape(3, 7, 130)]
 POLY_CASES = ["poly", "mul_poly", "grouped_mul_poly"]
+# The largest shape in half precision is in the full tier only: 4-5 s each in the interpreter (whose PolyNorm
+# reduction runs in Python), where fp32 at that shape and each dtype at the smaller two cover its parts
+SHAPE_DTYPES = [pytest.param(s, d, id=f"{s}-{d}", marks=[pytest.mark.slow] if s == SHAPES[-1] and d != "fp32" else [])
+                for s in SHAPES for d in ("fp32", "fp16", "bf16")]  # fmt: skip
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize(("shape", "dtype"), SHAPE_DTYPES)
 @pytest.mark.parametrize("case", POLY_CASES)
 def test_triton_matches_reference(poly: ModuleType, case: str, shape: Shape, dtype: str) -> None:
     result = check(CASES[case], "triton", shape, DTYPES[dtype], CPU, seed=shape.hidden)

@@ -165,11 +165,11 @@ def test_check_failure_names_the_shape(interp: ModuleType, monkeypatch: pytest.M
 
 
 def test_cli_profile_writes_a_trace_per_provider_shape_and_direction(interp: ModuleType, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["kernels", "--case", "poly", "--dtype", "fp32", "--provider", "triton",
+    result = CliRunner().invoke(app, ["kernels", "--case", "rms", "--dtype", "fp32", "--provider", "triton",
                                       "--smoke", "--profile", "--save-path", str(tmp_path), "--no-track"])  # fmt: skip
     assert result.exit_code == 0, result.output
     traces = sorted(str(p.relative_to(tmp_path / "profile")) for p in tmp_path.glob("profile/*/*/trace.json"))
-    assert traces == [f"poly-fp32-{d}/{p}-{s}/trace.json" for d in ("bwd", "fwd") for p in ("naive", "triton")
+    assert traces == [f"rms-fp32-{d}/{p}-{s}/trace.json" for d in ("bwd", "fwd") for p in ("naive", "triton")
                       for s in ("1x5x64", "2x3x37")]  # fmt: skip
 
 
