@@ -139,7 +139,7 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, fl
     """The measurement stage: outputs poisoned, the GPU's state and the host's CPU time read around the
     clock's samples; then the timing message. Returns the measurement, whether outputs were poisoned, and the
     clock's seconds."""
-    from bench.measure import guard
+    from bench.measure import guard, outputs
     from bench.measure.machine import gpu_uuid, snapshot
     from bench.measure.stopping import rule_for
 
@@ -150,7 +150,7 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, fl
             # INTEGRITY #6: outputs the timed calls do not rewrite keep the NaN and fail the check.
             for t in outputs_of(v.obj) or []:
                 if t.is_floating_point() or t.is_complex():
-                    t.fill_(float("nan"))
+                    outputs.local(t).fill_(float("nan"))  # a DTensor: this rank's shard
                     poisoned = True
             synchronize(device)
         uuid = gpu_uuid(device) if device.type == "cuda" else None
@@ -236,6 +236,7 @@ def _check(v: SetUp, poisoned: bool) -> tuple[Any, dict[str, Any]]:
     from bench.measure import guard, outputs
 
     tensors = outputs_of(v.obj)
+    tensors = outputs.whole(tensors) if tensors is not None else None  # a DTensor as the tensor it stands for
     timed_sample = guard.subsample(tensors) if tensors is not None else None
     wrote = None
     if tensors is not None and poisoned:  # on the tensors' own device: one reduction on the GPU, not a host copy
