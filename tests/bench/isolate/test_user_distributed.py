@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from bench.cli.ab import examples_of
 from bench.isolate.suite import run_suite
@@ -46,66 +47,96 @@ def _pair(suite: Any, name: str) -> tuple[list[Any], Any]:
     return variants, comparison
 
 
-def _ran_on_every_rank(v: Any) -> None:
+def _ran_on_every_rank(v: Any, backend: str) -> None:
     """Both ranks timed, each sample the slowest rank's; memory read on both, the variant's the fullest rank's."""
     t = v.timing
     assert t is not None and t.rank_samples_ms is not None and len(t.rank_samples_ms) == WORLD
     assert t.samples_ms == [max(s) for s in zip(*t.rank_samples_ms, strict=True)]
     m = v.memory
     assert m is not None and len(m.rank_peak_mb) == WORLD and m.peak_mb == max(m.rank_peak_mb)
-    assert v.sizes["world_size"] == WORLD and v.sizes["backend"] == "gloo"
+    assert v.sizes["world_size"] == WORLD and v.sizes["backend"] == backend
 
 
-def _verified(suite: Any, name: str) -> list[Any]:
+def _verified(suite: Any, name: str, backend: str) -> list[Any]:
     """The pair ``name``: both sides ok on every rank, its outputs verified, on changed inputs too."""
     variants, c = _pair(suite, name)
     for v in variants:
         assert v.status == "ok", (v.spec.key, v.error)
-        _ran_on_every_rank(v)
+        _ran_on_every_rank(v, backend)
     assert c.verification.verified and c.status == "ok", c.verification.detail
     assert "again on changed inputs" in c.verification.detail
     return variants
 
 
-@pytest.mark.slow  # the three pairs of fixtures/distributed: six variants of two ranks, ~2 min
-def test_a_torchrun_style_step_runs_and_is_judged_on_its_moving_weights(suite: Any) -> None:
+def _torchrun_ddp(suite: Any, backend: str) -> None:
+    """Run through the recheck's teardown and set-up again, and invalid: the loss depends on the calls before."""
     variants, c = _pair(suite, "torchrun_ddp")
     for v in variants:
         assert v.status == "invalid" and v.failed_stage == "recheck", (v.spec.key, v.status, v.error)
         assert "a call from the set-up state gives a different output" in v.error.message
         assert "model.module.0.weight" in v.error.message
-        _ran_on_every_rank(v)
+        assert "a training step: put back what it trains" in v.error.message
+        _ran_on_every_rank(v, backend)
         # its own init_process_group joined the harness's group, in the set-up and again in each set-up of the recheck
-        assert v.sizes["process_group"] == "perflab's (gloo), joined by the benchmark's init_process_group()"
+        assert v.sizes["process_group"] == f"perflab's ({backend}), joined by the benchmark's init_process_group()"
         assert v.recheck is not None and len(v.recheck.restored_times_ms) >= 2
     assert not c.verification.verified
 
 
-@pytest.mark.slow  # the three pairs of fixtures/distributed (above)
-def test_a_hand_sharded_batch_returning_its_loss_is_verified(suite: Any) -> None:
-    for v in _verified(suite, "sharded_data"):
+def _sharded_data(suite: Any, backend: str) -> None:
+    for v in _verified(suite, "sharded_data", backend):
         assert v.output.style == "returned" and len(v.output.tensors) == WORLD  # rank 0's loss, then rank 1's
         assert "process_group" not in v.sizes
 
 
-@pytest.mark.slow  # the three pairs of fixtures/distributed (above)
-def test_fsdp2_gradients_are_compared_as_whole_tensors(suite: Any) -> None:
-    for v in _verified(suite, "fsdp2_grads"):
+def _fsdp2_grads(suite: Any, backend: str) -> None:
+    for v in _verified(suite, "fsdp2_grads", backend):
         # six gradients a rank, whole on both sides (the sharded side's DTensors gathered, not the 20 x 16 shard):
         # rank 0's as they are, then a flattened sample of rank 1's
         shapes = [t.shape for t in v.output.tensors]
         assert len(shapes) == 6 * WORLD and shapes[0] == [40, 16] and shapes[6] == [640]
 
 
-@pytest.mark.slow  # two variants of two ranks, ~40 s
-def test_a_kernelbench_pair_runs_on_the_ranks_of_the_suites_config(tmp_path: Path) -> None:
+def _kernelbench(layer: dict[str, Any], workdir: Path, backend: str) -> None:
     examples = examples_of([FIXTURES / "kernelbench_ranks"])
-    suite = run_suite(examples, suite_layer={"world_size": WORLD}, cli_layer=LAYER, workdir=tmp_path)
+    suite = run_suite(examples, suite_layer={"world_size": WORLD}, cli_layer=layer, workdir=workdir)
     for v in suite.variants:
         assert v.status == "ok", (v.spec.key, v.error)
-        _ran_on_every_rank(v)
+        _ran_on_every_rank(v, backend)
     (c,) = suite.comparisons
     assert c.verification.verified and c.status == "ok", c.verification.detail
+
+
+@pytest.mark.slow  # the three pairs of fixtures/distributed: six variants of two ranks, ~2 min
+def test_a_torchrun_style_step_runs_and_is_judged_on_its_moving_weights(suite: Any) -> None:
+    _torchrun_ddp(suite, "gloo")
+
+
+@pytest.mark.slow  # the three pairs of fixtures/distributed (above)
+def test_a_hand_sharded_batch_returning_its_loss_is_verified(suite: Any) -> None:
+    _sharded_data(suite, "gloo")
+
+
+@pytest.mark.slow  # the three pairs of fixtures/distributed (above)
+def test_fsdp2_gradients_are_compared_as_whole_tensors(suite: Any) -> None:
+    _fsdp2_grads(suite, "gloo")
+
+
+@pytest.mark.slow  # two variants of two ranks, ~40 s
+def test_a_kernelbench_pair_runs_on_the_ranks_of_the_suites_config(tmp_path: Path) -> None:
+    _kernelbench(LAYER, tmp_path, "gloo")
+
+
+@pytest.mark.slow  # eight variants of two ranks
+@pytest.mark.skipif(torch.cuda.device_count() < WORLD, reason=f"needs {WORLD} CUDA devices; this host has fewer")
+def test_the_users_pairs_on_two_gpus(tmp_path: Path) -> None:
+    """The same files on two GPUs, one NCCL rank each, timed with events."""
+    layer = {**LAYER, "device": "cuda"}
+    suite = run_suite(examples_of([FIXTURES / "distributed"]), cli_layer=layer, workdir=tmp_path / "ab")
+    _torchrun_ddp(suite, "nccl")
+    _sharded_data(suite, "nccl")
+    _fsdp2_grads(suite, "nccl")
+    _kernelbench(layer, tmp_path / "kb", "nccl")
 
 
 REFUSED = """
