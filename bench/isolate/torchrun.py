@@ -81,8 +81,8 @@ def _init(backend: str | None = None, init_method: str | None = None, timeout: A
     ctx = context() if _STATE["harness"] else None
     where = f"init_process_group() in rank {ctx.rank} of {ctx.world_size}" if ctx else "init_process_group()"
     if ctx is None:
-        raise RuntimeError(f"{where} while the benchmark's file is imported: perflab joins the ranks' default group "
-                           "before setup(); call it in setup(), or not at all")  # fmt: skip
+        raise RuntimeError(f"{where} before setup() (in the file's import or get_benchmark()): perflab joins the "
+                           "ranks' default group just before setup(); call it in setup(), or not at all")  # fmt: skip
     ours = _STATE["harness"]
     if _STATE["joined"]:
         raise ValueError(f"{where} called twice without destroy_process_group() between: torch allows one default "
@@ -118,4 +118,4 @@ def _destroy(group: Any = None) -> None:
     if group is None or group is dist.GroupMember.WORLD:
         _STATE["joined"] = False  # the group stays up for the harness until the rank ends
         return
-    _REAL["destroy"](group)
+    _REAL.get("destroy", dist.destroy_process_group)(group)

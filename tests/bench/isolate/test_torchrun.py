@@ -64,5 +64,17 @@ def test_init_refuses_a_group_the_ranks_do_not_have(kwargs: dict[str, object], m
 
 def test_init_before_the_harness_joined_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torchrun, "_STATE", {"harness": "", "joined": False})
-    with pytest.raises(RuntimeError, match=r"while the benchmark's file is imported: .* call it in setup\(\)"):
+    before = r"^init_process_group\(\) before setup\(\) \(in the file's import or get_benchmark\(\)\): "
+    with pytest.raises(RuntimeError, match=before + r".* call it in setup\(\), or not at all$"):
         torchrun._init("gloo")
+
+
+def test_destroy_leaves_the_default_group_and_destroys_the_benchmarks_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    destroyed: list[object] = []
+    monkeypatch.setattr(torchrun, "_REAL", {"destroy": destroyed.append})
+    monkeypatch.setattr(torchrun, "_STATE", {"harness": "gloo", "joined": True})
+    torchrun._destroy()
+    assert destroyed == [] and torchrun._STATE["joined"] is False
+    own = object()  # a group of the benchmark's own (dist.new_group)
+    torchrun._destroy(own)
+    assert destroyed == [own]
