@@ -29,6 +29,9 @@ from bench.isolate.suite import run_suite
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 WORLD = 2
+# As their users' code does, the fixtures of distributed/ take a GPU where there is one, whatever the device perflab
+# is told (init_process_group("nccl") on a CPU run is refused): on a GPU host they run on the GPUs (the last test).
+CPU_HOST = pytest.mark.skipif(torch.cuda.is_available(), reason="the fixtures take the GPUs of a GPU host")
 # one round, no batch stage (back-to-back calls: not what these tests read); limits for two ranks on a loaded host
 LAYER = {"device": "cpu", "iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0, "timeout_multiplier": 8.0,
          "min_rounds": 1, "max_rounds": 1, "measure_batch": False}  # fmt: skip
@@ -108,16 +111,19 @@ def _kernelbench(layer: dict[str, Any], workdir: Path, backend: str) -> None:
 
 
 @pytest.mark.slow  # the three pairs of fixtures/distributed: six variants of two ranks, ~2 min
+@CPU_HOST
 def test_a_torchrun_style_step_runs_and_is_judged_on_its_moving_weights(suite: Any) -> None:
     _torchrun_ddp(suite, "gloo")
 
 
 @pytest.mark.slow  # the three pairs of fixtures/distributed (above)
+@CPU_HOST
 def test_a_hand_sharded_batch_returning_its_loss_is_verified(suite: Any) -> None:
     _sharded_data(suite, "gloo")
 
 
 @pytest.mark.slow  # the three pairs of fixtures/distributed (above)
+@CPU_HOST
 def test_fsdp2_gradients_are_compared_as_whole_tensors(suite: Any) -> None:
     _fsdp2_grads(suite, "gloo")
 
