@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from bench.cli.ab import examples_of
+from bench.define.config import load_config_file
 from bench.isolate.suite import run_suite
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -102,7 +103,9 @@ def _fsdp2_grads(suite: Any, backend: str) -> None:
 
 def _kernelbench(layer: dict[str, Any], workdir: Path, backend: str) -> None:
     examples = examples_of([FIXTURES / "kernelbench_ranks"])
-    suite = run_suite(examples, suite_layer={"world_size": WORLD}, cli_layer=layer, workdir=workdir)
+    ranks = load_config_file(FIXTURES / "kernelbench_ranks" / "ranks.yaml")  # perflab ab --config
+    assert ranks == {"world_size": WORLD}
+    suite = run_suite(examples, suite_layer=ranks, cli_layer=layer, workdir=workdir)
     for v in suite.variants:
         assert v.status == "ok", (v.spec.key, v.error)
         _ran_on_every_rank(v, backend)
