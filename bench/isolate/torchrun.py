@@ -17,10 +17,10 @@ default group a process). So:
   a file, no port is listened on: a benchmark that reads them for a store of its own is not supported);
 * the benchmark's ``init_process_group`` joins the harness's group (``install``): its ``init_method``, ``store``,
   ``timeout`` and ``device_id`` are not used; a ``backend``, ``world_size`` or ``rank`` the group does not have is
-  refused, naming the value and what is accepted, as is a second call without a ``destroy_process_group`` between
-  (torch refuses it too);
-* its ``destroy_process_group()`` of the default group leaves the group to the harness, which ends it with the rank
-  (the recheck sets the benchmark up again after a teardown: ``init_process_group`` is called again then);
+  refused, naming the value and what is accepted. A call in each set-up is accepted whether or not the teardown
+  before destroyed the group: the recheck sets a benchmark up again, which torchrun never does, and many torchrun scripts
+  never destroy their group;
+* its ``destroy_process_group()`` of the default group leaves the group to the harness, which ends it with the rank;
   ``destroy_process_group(group)`` of a group of its own destroys that group.
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 _REAL: dict[str, Callable[..., Any]] = {}  # torch's own functions, replaced in a rank by ``install``
-_STATE = {"harness": "", "joined": False}  # the harness's backend once its group is up; the benchmark's call
+_STATE = {"harness": ""}  # the harness's backend once its group is up
 
 
 def environment(rank: int, world: int) -> dict[str, str]:
@@ -70,7 +70,7 @@ def real_destroy() -> None:
 
 def joined(backend: str) -> None:
     """The harness's group is up (``backend``): from now on the benchmark's ``init_process_group`` joins it."""
-    _STATE["harness"], _STATE["joined"] = backend, False
+    _STATE["harness"] = backend
 
 
 def _init(backend: str | None = None, init_method: str | None = None, timeout: Any = None, world_size: int = -1,
@@ -84,9 +84,6 @@ def _init(backend: str | None = None, init_method: str | None = None, timeout: A
         raise RuntimeError(f"{where} before setup() (in the file's import or get_benchmark()): perflab joins the "
                            "ranks' default group just before setup(); call it in setup(), or not at all")  # fmt: skip
     ours = _STATE["harness"]
-    if _STATE["joined"]:
-        raise ValueError(f"{where} called twice without destroy_process_group() between: torch allows one default "
-                         "group a process")  # fmt: skip
     if not _backend_ok(backend, ours, ctx.device.type):
         raise ValueError(
             f"{where}: backend={backend!r}, but this variant's ranks run on {ctx.device.type} with "
@@ -98,7 +95,6 @@ def _init(backend: str | None = None, init_method: str | None = None, timeout: A
                 f"{where}: {name}={value}, but perflab runs this variant as {ctx.world_size} ranks "
                 f"(BenchmarkConfig(world_size=...)); accepted: {accepted}, or leave it out"
             )
-    _STATE["joined"] = True
     ctx.record("process_group", f"perflab's ({ours}), joined by the benchmark's init_process_group()")
 
 
@@ -116,6 +112,5 @@ def _destroy(group: Any = None) -> None:
     import torch.distributed as dist
 
     if group is None or group is dist.GroupMember.WORLD:
-        _STATE["joined"] = False  # the group stays up for the harness until the rank ends
-        return
+        return  # the group stays up for the harness until the rank ends
     _REAL.get("destroy", dist.destroy_process_group)(group)
