@@ -18,8 +18,8 @@ default group a process). So:
 * the benchmark's ``init_process_group`` joins the harness's group (``install``): its ``init_method``, ``store``,
   ``timeout`` and ``device_id`` are not used; a ``backend``, ``world_size`` or ``rank`` the group does not have is
   refused, naming the value and what is accepted. A call in each set-up is accepted whether or not the teardown
-  before destroyed the group: the recheck sets a benchmark up again, which torchrun never does, and many torchrun scripts
-  never destroy their group;
+  before destroyed the group: the recheck sets a benchmark up again, which torchrun never does, and many torchrun
+  scripts never destroy their group;
 * its ``destroy_process_group()`` of the default group leaves the group to the harness, which ends it with the rank;
   ``destroy_process_group(group)`` of a group of its own destroys that group.
 """
