@@ -369,6 +369,16 @@ def memory_merged(mine: dict[str, Any], world: int) -> dict[str, Any]:
     return over_ranks(got)
 
 
+def produced_merged(mine: dict[str, Any], world: int) -> dict[str, Any]:
+    """On rank 0: whether every rank's output is its call's (bench.isolate.produced's first look): settled on every
+    rank, and the threads the calls left running counted over the ranks. Elsewhere, and for one process: its own."""
+    got = _to_rank0(mine, world) if world > 1 else None
+    if got is None:
+        return mine
+    settled = [g["settled"] for g in got if g.get("settled") is not None]
+    return {**mine, "settled": all(settled) if settled else None, "threads_left": sum(g["threads_left"] for g in got)}
+
+
 def _to_rank0(mine: Any, world: int) -> list[Any] | None:
     """Every rank's ``mine``, in rank order, on rank 0 (through the harness's gloo group); None elsewhere."""
     import torch.distributed as dist

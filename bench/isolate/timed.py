@@ -114,8 +114,8 @@ def run_timed(v: SetUp) -> None:
 def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | None, metric: str,
             overhead: int) -> tuple[Any, dict[str, Any]]:  # fmt: skip
     """The check stage: the outputs and the rest (``_check``), a memory or quality pair's readings, and that the
-    output is the call's (bench.isolate.produced; not for a generation or several ranks)."""
-    from bench.isolate.ranks import memory_merged
+    output is the call's (bench.isolate.produced; not for a generation)."""
+    from bench.isolate.ranks import any_rank, memory_merged, produced_merged
     from bench.measure.quality import QUALITY_METRICS, readings
 
     timed_sample, mutated = _check(v, poisoned)
@@ -126,12 +126,14 @@ def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | 
     scored = metric if metric in QUALITY_METRICS else "quality" if v.config.verify == "quality" else None
     if scored is not None:
         send("quality", metric=scored, readings=readings(v.obj, scored), verdict=metric in QUALITY_METRICS)
-    if timed_sample is not None and v.gen is None and v.config.world_size == 1:
+    world = v.config.world_size
+    if v.gen is None and any_rank(timed_sample is not None, world):  # every rank makes the look's call, or none
         from bench.isolate.produced import check_produced
 
         median_ms = statistics.median(m.samples_ms)
         budget_s = 0.5 * v.config.stage_limit("check", median_ms / 1e3)  # the rest: the settle call, the outputs
-        send("produced", **check_produced(v.obj, fn, v.device, median_ms, v.inputs, budget_s))
+        found = check_produced(v.obj, fn, v.device, median_ms, v.inputs, budget_s, ranks=world > 1)
+        send("produced", **produced_merged(found, world))
     return timed_sample, mutated
 
 
