@@ -13,6 +13,10 @@ a cached one. Two more looks after the measurement catch work that ran outside t
   each, and the rounds slower beyond chance, so a busy host's slices do not decide): work deferred to
   ``get_output()`` (the result computed there, a thread joined there) is not timed.
 
+A variant's ranks each take the first look, all at once (its one call is a collective call of every rank), and
+rank 0 reports what every rank found (bench.isolate.ranks.produced_merged); the second look, whose rounds stop on
+each rank's own clock, is one process's only.
+
 The parent judges what is found (bench.measure.judge).
 """
 
@@ -25,6 +29,7 @@ from typing import Any
 from bench.define.protocol import outputs_of
 from bench.measure.guard import BOUND, subsample
 from bench.measure.judge import get_output_works
+from bench.measure.outputs import local, whole
 
 # Interleaved rounds (a call alone, a call then get_output()); up to MORE_ROUNDS more while it looks like work.
 # Calls slower than SLOW_CALL_MS start with SLOW_ROUNDS.
@@ -42,13 +47,14 @@ JOIN_S = 10.0
 
 
 def check_produced(obj: Any, fn: Any, device: Any, median_ms: float, inputs: dict[str, Any],
-                   budget_s: float = float("inf")) -> dict[str, Any]:  # fmt: skip
+                   budget_s: float = float("inf"), ranks: bool = False) -> dict[str, Any]:  # fmt: skip
     """Both looks: ``settled`` (bool), ``threads_left`` (threads the call left running), and where the benchmark
     has ``get_output()``, ``get_output_ms`` (its time beyond the call's, fastest against fastest) and
     ``call_ms`` (the fastest call). ``inputs``: the set-up tensors (never poisoned). ``budget_s``: no more rounds
-    of get_output() begun past it (the least are always run; the parent judges the rounds there are)."""
+    of get_output() begun past it (the least are always run; the parent judges the rounds there are). ``ranks``:
+    one of a variant's ranks (the first look only)."""
     found = _settle(obj, fn, device, median_ms, inputs)
-    if callable(getattr(obj, "get_output", None)):
+    if callable(getattr(obj, "get_output", None)) and not ranks:
         found |= _get_output_cost(obj, fn, device, median_ms, budget_s)
     return found
 
@@ -60,7 +66,7 @@ def _sync(device: Any) -> None:
 
 def _sample(obj: Any) -> list[Any]:
     tensors = outputs_of(obj)
-    return [t.contiguous() for t in subsample(tensors)] if tensors else []
+    return [t.contiguous() for t in subsample(whole(tensors))] if tensors else []
 
 
 def _same(a: list[Any], b: list[Any]) -> bool:
@@ -76,7 +82,7 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 def _poison(tensors: list[Any] | None, inputs: dict[str, Any]) -> None:
     """NaN into the floating outputs as they stand (as before the measurement), but never into an input."""
     held = {int(t.untyped_storage().data_ptr()) for t in inputs.values()}
-    for t in tensors or []:
+    for t in map(local, tensors or []):  # a DTensor: this rank's shard
         if (t.is_floating_point() or t.is_complex()) and int(t.untyped_storage().data_ptr()) not in held:
             t.fill_(float("nan"))
 

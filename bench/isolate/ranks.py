@@ -43,6 +43,7 @@ from typing import Any, NoReturn
 
 from bench.errors import Skip
 from bench.isolate.channel import forward, send, wait_for
+from bench.isolate.torchrun import environment
 
 RANK_DEVICES = "PERFLAB_RANK_DEVICES"  # the GPUs a variant's ranks may use (the suite's workers'), comma-separated
 _TERMINAL = ("error", "skipped", "tampered")  # a rank that says one of these ends the variant
@@ -95,11 +96,14 @@ def _spawn(job: dict[str, Any], world: int, devices: str | None,
     procs, readers = [], []
     for rank in range(world):
         own = wd if rank == 0 else wd / f"rank{rank}"  # outputs of a recheck, a profile: one directory per rank
-        rank_job = {**job, "rank": rank, "store": str(store), "workdir": str(own), "gate": False, "measure_gate": False}
+        rank_job = {**job, "rank": rank, "world_size": world, "store": str(store), "workdir": str(own), "gate": False,
+                    "measure_gate": False}  # fmt: skip
         rank_job.pop("cuda_expected", None)  # the coordinator checked it
         path = wd / f"job.rank{rank}.json"
         path.write_text(json.dumps(rank_job))
         read, write = ctx.Pipe(duplex=False)
+        if world > 1:  # what torchrun sets (bench.isolate.torchrun); a spawned process starts with this environment
+            os.environ.update(environment(rank, world))
         proc = ctx.Process(target=rank_main, args=(rank, str(path), write), name=f"perflab-rank{rank}")
         proc.start()
         write.close()  # the rank holds the only write end: its exit closes the pipe
@@ -241,6 +245,7 @@ def join_group(ctx: Any, job: dict[str, Any]) -> None:
 
     import torch.distributed as dist
 
+    from bench.isolate.torchrun import joined, real_destroy, real_init
     from bench.measure.collective import set_control
 
     # A collective that waits longer than any stage may last has lost a rank; the stage's deadline acts first.
@@ -252,15 +257,16 @@ def join_group(ctx: Any, job: dict[str, Any]) -> None:
     bind = {"device_id": ctx.device} if ctx.is_cuda else {}  # NCCL's communicator made now, on this rank's GPU
 
     def connect(tried: Any) -> None:
-        dist.init_process_group(backend, store=tried, rank=ctx.rank, world_size=ctx.world_size, timeout=timeout,
-                                **bind)  # fmt: skip
+        real_init(backend, store=tried, rank=ctx.rank, world_size=ctx.world_size, timeout=timeout,
+                  **bind)  # fmt: skip
         set_control(dist.new_group(backend="gloo", timeout=timeout))
 
     def leave() -> None:
         if dist.is_initialized():
-            dist.destroy_process_group()
+            real_destroy()
 
     failed = rendezvous(store, ctx.rank, ctx.world_size, connect, leave)
+    joined(backend)  # the benchmark's own init_process_group() joins this group from now on
     ctx.record("world_size", ctx.world_size)
     ctx.record("backend", backend)
     if failed:
@@ -361,6 +367,16 @@ def memory_merged(mine: dict[str, Any], world: int) -> dict[str, Any]:
     from bench.measure.memory import over_ranks
 
     return over_ranks(got)
+
+
+def produced_merged(mine: dict[str, Any], world: int) -> dict[str, Any]:
+    """On rank 0: whether every rank's output is its call's (bench.isolate.produced's first look): settled on every
+    rank, and the threads the calls left running counted over the ranks. Elsewhere, and for one process: its own."""
+    got = _to_rank0(mine, world) if world > 1 else None
+    if got is None:
+        return mine
+    settled = [g["settled"] for g in got if g.get("settled") is not None]
+    return {**mine, "settled": all(settled) if settled else None, "threads_left": sum(g["threads_left"] for g in got)}
 
 
 def _to_rank0(mine: Any, world: int) -> list[Any] | None:

@@ -13,6 +13,7 @@ from bench.define.context import seed_everything, synchronize
 from bench.define.protocol import outputs_of
 from bench.isolate.channel import send
 from bench.measure.judge import consistently_slower, restore_slower
+from bench.measure.outputs import whole
 
 
 def watch_inputs(obj: Any, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -50,7 +51,7 @@ def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutate
     same = None
     after = outputs_of(obj)
     if timed is not None and after is not None:
-        same = compare_tensors(timed, guard.subsample(after), config.rtol, config.verify).verified
+        same = compare_tensors(timed, guard.subsample(whole(after)), config.rtol, config.verify).verified
     reference = min(b_ms) if b_ms else getattr(clock, "eager_ms", None)
     described = [f"{k}: {guard.describe(t)}" for k, t in mutated.items()]
     described, same = restore_merged(described, same, config.world_size)
@@ -150,7 +151,7 @@ def changed_inputs(obj: Any, inputs: dict[str, Any], fn: Any, device: Any, job: 
     before = outputs_of(obj)
     if before is None and world == 1:
         return
-    sample = guard.subsample(before) if before is not None else []
+    sample = guard.subsample(whole(before)) if before is not None else []
     changed = guard.perturb(inputs)
     if not any_rank(changed > 0, world):
         if before is not None:
@@ -160,7 +161,7 @@ def changed_inputs(obj: Any, inputs: dict[str, Any], fn: Any, device: Any, job: 
     synchronize(device)
     if before is None:
         return
-    fresh = guard.subsample(outputs_of(obj) or [])
+    fresh = guard.subsample(whole(outputs_of(obj) or []))
     differs = len(fresh) != len(sample) or any(
         a.shape != b.shape or not bool((a == b).all()) for a, b in zip(sample, fresh, strict=False)
     )

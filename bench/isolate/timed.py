@@ -114,8 +114,8 @@ def run_timed(v: SetUp) -> None:
 def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | None, metric: str,
             overhead: int) -> tuple[Any, dict[str, Any]]:  # fmt: skip
     """The check stage: the outputs and the rest (``_check``), a memory or quality pair's readings, and that the
-    output is the call's (bench.isolate.produced; not for a generation or several ranks)."""
-    from bench.isolate.ranks import memory_merged
+    output is the call's (bench.isolate.produced; not for a generation)."""
+    from bench.isolate.ranks import any_rank, memory_merged, produced_merged
     from bench.measure.quality import QUALITY_METRICS, readings
 
     timed_sample, mutated = _check(v, poisoned)
@@ -126,12 +126,14 @@ def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | 
     scored = metric if metric in QUALITY_METRICS else "quality" if v.config.verify == "quality" else None
     if scored is not None:
         send("quality", metric=scored, readings=readings(v.obj, scored), verdict=metric in QUALITY_METRICS)
-    if timed_sample is not None and v.gen is None and v.config.world_size == 1:
+    world = v.config.world_size
+    if v.gen is None and any_rank(timed_sample is not None, world):  # every rank makes the look's call, or none
         from bench.isolate.produced import check_produced
 
         median_ms = statistics.median(m.samples_ms)
         budget_s = 0.5 * v.config.stage_limit("check", median_ms / 1e3)  # the rest: the settle call, the outputs
-        send("produced", **check_produced(v.obj, fn, v.device, median_ms, v.inputs, budget_s))
+        found = check_produced(v.obj, fn, v.device, median_ms, v.inputs, budget_s, ranks=world > 1)
+        send("produced", **produced_merged(found, world))
     return timed_sample, mutated
 
 
@@ -139,7 +141,7 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, fl
     """The measurement stage: outputs poisoned, the GPU's state and the host's CPU time read around the
     clock's samples; then the timing message. Returns the measurement, whether outputs were poisoned, and the
     clock's seconds."""
-    from bench.measure import guard
+    from bench.measure import guard, outputs
     from bench.measure.machine import gpu_uuid, snapshot
     from bench.measure.stopping import rule_for
 
@@ -150,7 +152,7 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, fl
             # INTEGRITY #6: outputs the timed calls do not rewrite keep the NaN and fail the check.
             for t in outputs_of(v.obj) or []:
                 if t.is_floating_point() or t.is_complex():
-                    t.fill_(float("nan"))
+                    outputs.local(t).fill_(float("nan"))  # a DTensor: this rank's shard
                     poisoned = True
             synchronize(device)
         uuid = gpu_uuid(device) if device.type == "cuda" else None
@@ -236,6 +238,7 @@ def _check(v: SetUp, poisoned: bool) -> tuple[Any, dict[str, Any]]:
     from bench.measure import guard, outputs
 
     tensors = outputs_of(v.obj)
+    tensors = outputs.whole(tensors) if tensors is not None else None  # a DTensor as the tensor it stands for
     timed_sample = guard.subsample(tensors) if tensors is not None else None
     wrote = None
     if tensors is not None and poisoned:  # on the tensors' own device: one reduction on the GPU, not a host copy

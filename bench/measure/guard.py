@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+from bench.measure.outputs import local
+
 # A strided sample of at most this many elements goes into a tensor's fingerprint.
 _SAMPLE = 4096
 # perturb() and has_nan() work through floating tensors in chunks of this many elements: their temporaries
@@ -201,10 +203,10 @@ def _tensors(value: Any, path: str, depth: int, seen: set[int]) -> Iterator[tupl
         return
     seen.add(id(value))
     if isinstance(value, torch.Tensor):
-        yield path, value
+        yield path, local(value)  # a DTensor's shard: its storage, what this rank holds
     elif isinstance(value, torch.nn.Module):
         for name, t in [*value.named_parameters(), *value.named_buffers()]:
-            yield f"{path}.{name}", t
+            yield f"{path}.{name}", local(t)
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _tensors(item, f"{path}[{key!r}]", depth - 1, seen)
@@ -237,7 +239,7 @@ def setup_tensors(obj: Any, outputs: list[Any] | None = None, declared: Any = No
 
 
 def _storage(t: Any) -> int:
-    return int(t.untyped_storage().data_ptr())
+    return int(local(t).untyped_storage().data_ptr())
 
 
 def fingerprint(t: Any) -> tuple[float, str]:

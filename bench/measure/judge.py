@@ -47,7 +47,8 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
         if r.restored_same_output is False:
             return "recheck", (
                 f"the timed calls changed tensors set up in setup() ({what}), and a call from the set-up state "
-                "gives a different output: the timed calls ran on what earlier calls left behind"
+                "gives a different output: the timed calls ran on what earlier calls left behind (a training step: "
+                "put back what it trains, weights and optimizer state, at the start of each call)"
             )
         usual = r.reference_ms or (t.stats.median_ms if t is not None else None)
         if r.controlled:  # B: a fresh set-up holding what the timed calls left; A from the set-up state

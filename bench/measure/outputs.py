@@ -6,14 +6,36 @@ between, no serialisation. The comparison maps the files back (``shared=False``:
 in place). Shapes and dtypes travel in the result (``OutputInfo.tensors``), so a file is nothing but
 the elements, contiguous, in the tensor's dtype. On the 2-core CI machine a 256 MiB fp32 output took
 1.06 s the old way (``.to("cpu")`` then ``torch.save``), 0.46 s this way.
+
+A DTensor (a tensor sharded over a variant's ranks: FSDP2's parameters and gradients, ``distribute_tensor``) is
+compared as the whole tensor it stands for (``whole``): each rank's output gathered (``full_tensor()``, a
+collective every rank makes at the same point), so a sharded side compares with a replicated one and with another
+sharding. What the harness watches or changes in place is each rank's own shard (``local``).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
+
+
+def _is_dtensor(t: Any) -> bool:
+    # none exists unless torch.distributed.tensor was imported: no import of it here for a plain tensor
+    dtensor = sys.modules.get("torch.distributed.tensor")
+    return dtensor is not None and isinstance(t, dtensor.DTensor)
+
+
+def local(t: Any) -> Any:
+    """This rank's shard of a DTensor (its storage: an in-place change of it changes the DTensor); ``t`` else."""
+    return t.to_local() if _is_dtensor(t) else t
+
+
+def whole(tensors: Sequence[Any]) -> list[Any]:
+    """``tensors``, each DTensor as the whole tensor (``full_tensor()``: every rank must call this together)."""
+    return [t.full_tensor() if _is_dtensor(t) else t for t in tensors]
 
 
 def _file(directory: str, index: int) -> str:

@@ -487,3 +487,55 @@ def test_a_rank_that_never_connects_fails_the_set_up_on_every_rank(tmp_path: Pat
         assert isinstance(results[r], RuntimeError)
         assert str(results[r]) == "the ranks could not connect in 2 tries; last: rank 2: RuntimeError: no mesh 1"
     assert all(e == ["connect0", "leave", "connect1", "leave"] for e in events.values())
+
+
+LATE = """
+import threading, time
+import torch
+import torch.distributed as dist
+from bench import BenchmarkConfig, context
+
+
+class Late:
+    def get_config(self):
+        return BenchmarkConfig(world_size=2)
+
+    def setup(self):
+        self.x = torch.randn(2048, generator=torch.Generator().manual_seed(context().rank))
+        self.out = torch.empty_like(self.x)
+
+    def benchmark_fn(self):
+        dist.all_reduce(torch.ones(1))
+        if dist.get_rank() == 1:  # rank 1 writes its answer after the call returned, on a thread of its own
+            threading.Thread(target=lambda: (time.sleep(0.005), self.out.copy_(self.x * 2))).start()
+        else:
+            self.out.copy_(self.x * 2)
+
+    def get_output(self):
+        return self.out
+
+    def teardown(self):
+        pass
+
+
+def get_benchmark():
+    return Late()
+"""
+
+
+@pytest.mark.slow  # a variant of two ranks, ~10-20 s
+def test_an_output_one_rank_finishes_after_its_call_is_not_the_calls(tmp_path: Path) -> None:
+    """The first look of bench.isolate.produced on every rank, rank 0 telling what rank 1 found."""
+    from dataclasses import replace
+
+    from bench.cli.ab import examples_of
+
+    for name in ("baseline.py", "optimized.py"):
+        (tmp_path / name).write_text(LATE)
+    (example,) = examples_of([tmp_path / "baseline.py", tmp_path / "optimized.py"])
+    layer = {**FAST, "measure_batch": False, "timeout_multiplier": 8.0}
+    (v,) = run_suite([replace(example, optimized=[])], cli_layer=layer, workdir=tmp_path / "work").variants
+    assert v.output is not None and v.output.produced is not None and v.output.produced.threads_left >= 1
+    assert v.status == "invalid" and v.failed_stage == "check", (v.status, v.error)
+    assert v.output.produced.settled is False  # rank 1's sample moved after its call returned
+    assert v.error.message.startswith("the output changed after benchmark_fn() returned: its work ran on after")
