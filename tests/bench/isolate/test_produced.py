@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import torch
 
-from bench.isolate.produced import MORE_ROUNDS, ROUNDS, check_produced
+from bench.isolate.produced import MORE_ROUNDS, ROUNDS, THREAD_LOOKS, check_produced
 from bench.measure.judge import get_output_works
 
 
@@ -60,3 +61,36 @@ def test_rounds_that_find_work_are_taken_again_and_the_last_set_judged() -> None
     deferred = _Deferred()  # work of its own: both sets find it
     found = check_produced(deferred, deferred.benchmark_fn, cpu, 1.0, {})
     assert get_output_works(found["alone_ms"], found["with_get_ms"], decide=True)
+
+
+class _Threaded:
+    """Its output made on a thread of its own. ``waits``: the call joins the thread before it returns (honest), or
+    (a fake) only on its first call, as a loaded host's scheduler may let a fake's thread finish first."""
+
+    def __init__(self, waits: bool) -> None:
+        self.y, self.waits, self.calls = torch.zeros(4), waits, 0
+
+    def benchmark_fn(self) -> None:
+        self.calls += 1
+
+        def work() -> None:
+            time.sleep(0.005)
+            self.y.copy_(torch.arange(4.0))
+
+        t = threading.Thread(target=work)
+        t.start()
+        if self.waits or self.calls == 1:
+            t.join()
+
+
+def test_a_call_that_starts_threads_is_looked_at_again_until_one_look_finds_them_left_running() -> None:
+    cpu = torch.device("cpu")
+    fake = _Threaded(waits=False)
+    # its first call (the first look's) joins its thread, as a scheduler may let a fake's thread finish first
+    found = check_produced(fake, fake.benchmark_fn, cpu, 1.0, {})
+    assert found["threads_left"] == 1 or found["settled"] is False, found
+    assert fake.calls == 2  # the first look found it settled, the second did not
+    honest = _Threaded(waits=True)
+    found = check_produced(honest, honest.benchmark_fn, cpu, 1.0, {})
+    assert found["settled"] and found["threads_left"] == 0 and "started" not in found
+    assert honest.calls == THREAD_LOOKS  # looked at as often as allowed, settled each time
