@@ -321,9 +321,9 @@ class Comparison(BaseModel):
     speedup_metric: str = "time"
     # Measured in rounds (bench.isolate.rounds, bench.measure.rounds): each round's ratio of medians, baseline over
     # optimized; the speedup is their geometric mean and its interval a t interval over them (98 % where they
-    # stopped early, bench.measure.rounds). rounds_stop: why no more rounds ran: "precision" (within
-    # ±speedup_precision), "decided", "max_rounds", "time_limit", or the side that failed. Empty and None for a
-    # pair of one child per side.
+    # stopped early, 96 % after all of them: bench.measure.rounds). rounds_stop: why no more rounds ran:
+    # "precision" (within ±speedup_precision), "decided", "max_rounds", "time_limit", or the side that failed.
+    # Empty and None for a pair of one child per side.
     round_speedups: list[float] = Field(default_factory=list)
     rounds_stop: str | None = None
     # Both sides' energy per call measured (measure_energy): baseline / optimized, > 1 when the optimized side

@@ -40,7 +40,8 @@ def compare(  # long: the pair's fields gathered in one place
 ) -> Comparison:
     """Pair status, verification and speedup (baseline median / optimized median, never clamped) with its 95 %
     interval, on the time the optimized variant's config names (``speedup_time``: cold or batch); ``rounds_stop``:
-    why its rounds stopped (bench.isolate.rounds), an early stop's interval at 98 % (bench.measure.rounds).
+    why its rounds stopped (bench.isolate.rounds): an early stop's interval at 98 %, a full run's at 96 %
+    (bench.measure.rounds).
 
     ``verify``: what loads and compares the saved outputs, ``verify_all``'s pairs and rtol, the check stage's
     limit in seconds and ``verify_all``'s mode (the config's ``verify``, which both sides must declare alike); by
