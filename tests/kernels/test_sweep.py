@@ -116,6 +116,7 @@ def test_cli_smoke_one_case(interp: ModuleType, tmp_path: Path) -> None:
     assert "GB/s" in result.output or "MB/s" in result.output
 
 
+@pytest.mark.slow  # a fresh process compiling through dynamo (22 s of the fast tier); the skip's words are its point
 def test_cli_compiled_triton_in_the_interpreter_is_skipped_on_one_line(tmp_path: Path) -> None:
     """dynamo cannot trace the interpreter's kernels: three multi-line UserWarnings, then the provider skipped
     with its reason. The reason is kept, the warnings are not (a process of its own: pytest would catch them),
