@@ -134,7 +134,7 @@ class Rounds:
         """Why the pair of these rounds needs no more (max_rounds reached, a decision, the time limit), or None."""
         cfg, n = opt[0].config, len(opt)
         if n >= cfg.get("max_rounds", 1):
-            return "max_rounds"  # first: all its rounds ran, nothing stopped early (its interval at 95 %)
+            return "max_rounds"  # first: all its rounds ran, nothing stopped early (its interval at FULL_LEVEL)
         if n >= cfg.get("min_rounds", 1):
             sides = [[r.timing.samples_ms if r.timing else [] for r in side] for side in (base[:n], opt)]
             why = decide(round_ratios(*sides), cfg.get("speedup_precision", 0.02))
