@@ -126,6 +126,10 @@ def readme(
     check: Annotated[
         bool, typer.Option("--check", help="write nothing; exit 1 when a README differs from what the run gives")
     ] = False,
+    section: Annotated[
+        str,
+        typer.Option(help="results (default), or a name N: the results-N / roofline-N markers (pairs run apart)"),
+    ] = "results",
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Rewrite the marked results (and roofline) sections of each chapter's README.md from a suite run."""
@@ -134,7 +138,7 @@ def readme(
 
     root = chapters_dir or default_chapters_dir()
     try:
-        outcomes = update_readmes(run_id, root, tracking_uri, chapter, check)
+        outcomes = update_readmes(run_id, root, tracking_uri, chapter, check, section)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
     _say_campaigns(sorted({o.run_id for o in outcomes if o.sections and o.run_id}), tracking_uri)
@@ -154,8 +158,9 @@ def compare_cmd(
     metrics: Annotated[
         bool, typer.Option("--metrics", help="suites: every metric of every matched variant run (B - A), not pairs")
     ] = False,
-    all_metrics: Annotated[bool, typer.Option("--all", help="with the metric deltas: also those with no better side")]
-    = False,
+    all_metrics: Annotated[
+        bool, typer.Option("--all", help="with the metric deltas: also those with no better side")
+    ] = False,
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Two suites pair by pair: both speedups with their intervals and whether they differ, geomeans over the
@@ -174,8 +179,15 @@ def compare_cmd(
         else:
             cmp = compare_runs(run_a, run_b, tracking_uri, all_metrics=all_metrics)
             console.print(compare_table(cmp))
-            lines = [*cmp.campaigns, *(f"only in {side}: " + ", ".join(names)
-                                        for side, names in (("A", cmp.only_a), ("B", cmp.only_b)) if names), *cmp.notes]
+            lines = [
+                *cmp.campaigns,
+                *(
+                    f"only in {side}: " + ", ".join(names)
+                    for side, names in (("A", cmp.only_a), ("B", cmp.only_b))
+                    if names
+                ),
+                *cmp.notes,
+            ]
             moved = cmp.machines
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None

@@ -332,3 +332,44 @@ def test_a_speedup_on_ttft_names_it_beside_the_two_ttfts() -> None:
     row = next(line for line in text.splitlines() if line.startswith("| scheduling"))
     assert "| 1594937 | 1551094 | TTFT | 350 ms | 68.6 ms | 5.10× [4.55, 5.92] |" in row
     assert "under `speedup on`" in text
+
+
+def test_a_named_section_holds_a_run_of_its_own_beside_the_chapters(
+    suite: dict[str, Any], store: Store, tmp_path: Path
+) -> None:
+    """``--section hopper``: the results-hopper markers only; the chapter's own results section is left as it is,
+    and a README without the named markers is skipped, saying which."""
+    start, end = readme.markers("results-hopper")
+    text = f"{README}\n## On Hopper\n\n{start}\nnot yet\n{end}\n"
+    root = chapters_tree(tmp_path, text)
+    chapters_tree(root, README.replace("Chapter 7", "Chapter 1"), "ch01")
+    ch01 = [result("ch01:y:baseline", flat(2.0)), result("ch01:y:optimized", flat(1.0))]
+    parent, _ = log_suite(store, EXP, ch01 + [result("ch07:fast:baseline", flat(1.0)),
+                                              result("ch07:fast:optimized", flat(0.5))])  # fmt: skip
+    outcomes = {o.chapter: o for o in readme.update_readmes(parent, root, store.uri, section="hopper")}
+    assert (outcomes["ch07"].state, outcomes["ch07"].sections) == ("written", ["results-hopper"])
+    assert outcomes["ch01"].state == "skipped" and "no results-hopper markers" in outcomes["ch01"].reason
+    new = (root / "ch07" / "README.md").read_text()
+    assert new.startswith(README)  # the chapter's own section untouched
+    assert f"`perflab readme --run-id {parent} --section hopper`" in new and "| fast |" in new.split(start)[1]
+    with pytest.raises(ValueError, match=r"--section takes lowercase .* got 'Hop per'"):
+        readme.update_readmes(parent, root, store.uri, section="Hop per")
+
+
+def test_a_chapter_all_skipped_names_the_suites_device_and_only_its_own_targets(store: Store) -> None:
+    """Pairs that need two GPUs skip on one: the header still names the GPU the suite ran on (not "CPU"), and of
+    the suite's targets only the chapter's own."""
+    results = [result("ch01:x:baseline", flat(2.0)), result("ch01:x:optimized", flat(1.0)),
+               result("ch04:pp:baseline", None, status="skipped", gpu=None),
+               result("ch04:pp:optimized", None, status="skipped", gpu=None)]  # fmt: skip
+    parent, ids = log_suite(store, "readme-skip", results)
+    for key in ("ch04:pp:baseline", "ch04:pp:optimized"):  # as a variant skipped before it ran is logged
+        for tag in ("perflab.hardware", "perflab.gpu"):
+            if tag in store.client.get_run(ids[key]).data.tags:
+                store.client.delete_tag(ids[key], tag)
+    store.client.set_tag(parent, "perflab.targets", "ch1:x ch4:pp ch12:y")
+    suite = readme.load_suite(parent, store.uri)
+    text = readme.results_section(suite, "ch04")
+    assert f"**{H100}**" in text and "not a GPU" not in text, text.splitlines()[0]
+    assert "targets ch4:pp)" in text and "ch1:x" not in text
+    assert "targets ch1:x)" in readme.results_section(suite, "ch01")
