@@ -141,7 +141,10 @@ def _profile_tracker(experiment: str | None, tracking_uri: str | None, targets: 
 
 
 def show(
-    run_id: Annotated[str | None, typer.Option(help="parent run id (default: the latest completed suite)")] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(help="parent run id (default: the latest completed suite, or one --suite-timeout ended)"),
+    ] = None,
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
     """Print a suite's pairs as a Markdown table, straight from the MLflow store."""
@@ -155,7 +158,8 @@ def show(
                 raise LookupError(f"run {run_id!r} is the variant run {run.name!r}; pass its suite's parent run "
                                   f"{run.parent_id!r}")  # fmt: skip
         parent, runs = suite_runs(run_id, tracking_uri)
-        campaign = campaign_of(parent, tracking_uri)  # a suite in parts: every part's variants
+        parent_run = read_run(parent, tracking_uri)
+        campaign = campaign_of(parent_run, tracking_uri)  # a suite in parts: every part's variants
         for part in campaign.parents.values():
             runs += suite_runs(part.run_id, tracking_uri)[1] if part.run_id != parent else []
     except LookupError as exc:
@@ -164,6 +168,8 @@ def show(
         raise PerflabError(f"run {parent!r} has no variant runs: not a perflab suite")
     if line := campaign.line():
         print(line)
+    if parent_run.tags.get("perflab.suite_status") == "timeout":
+        print(f"suite {parent} ended at its --suite-timeout: the pairs that finished (`perflab run` named the rest)")
     print(pairs_markdown(parent, runs))
 
 

@@ -97,14 +97,15 @@ def experiment_name(experiment: str | None) -> str:
 
 
 def suite_runs(parent_run_id: str | None = None, tracking_uri: str | None = None) -> tuple[str, list[Any]]:
-    """The variant runs of one suite (the latest completed suite when ``parent_run_id`` is None).
+    """The variant runs of one suite (when ``parent_run_id`` is None the latest that completed or that its
+    --suite-timeout ended).
 
     Returns ``(parent_run_id, runs)`` with runs sorted by name; what ``perflab show`` tabulates.
     """
     store = client(tracking_uri)
     experiments = [e.experiment_id for e in store.search_experiments()]
-    if parent_run_id is None:
-        parent_run_id = latest_suite_run_id(tracking_uri)
+    if parent_run_id is None:  # a suite cut short by --suite-timeout shows what finished
+        parent_run_id = latest_suite_run_id(tracking_uri, ("completed", "timeout"))
     runs = store.search_runs(experiments, filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'")
     return parent_run_id, sorted(runs, key=lambda r: r.info.run_name or "")
 
@@ -240,18 +241,24 @@ def run_exists(store: Any, run_id: str) -> bool:
     return True
 
 
-def latest_suite_run_id(tracking_uri: str | None = None) -> str:
-    """Id of the most recently started suite that completed."""
+def latest_suite_run_id(tracking_uri: str | None = None, statuses: tuple[str, ...] = ("completed",)) -> str:
+    """Id of the most recently started suite that ended in one of ``statuses`` (``perflab.suite_status``:
+    "completed"; "timeout" for a suite its --suite-timeout cut short, what finished kept)."""
     store = client(tracking_uri)
-    latest = store.search_runs(
-        [e.experiment_id for e in store.search_experiments()],
-        filter_string="tags.`perflab.suite_status` = 'completed'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
-    if not latest:
-        raise LookupError(f"no completed perflab suite in the store {store.tracking_uri!r}")
-    return str(latest[0].info.run_id)
+    experiments = [e.experiment_id for e in store.search_experiments()]
+    found = [
+        run
+        for status in statuses
+        for run in store.search_runs(
+            experiments,
+            filter_string=f"tags.`perflab.suite_status` = '{status}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )  # fmt: skip
+    ]
+    if not found:
+        raise LookupError(f"no {' or '.join(statuses)} perflab suite in the store {store.tracking_uri!r}")
+    return str(max(found, key=lambda r: r.info.start_time).info.run_id)
 
 
 def read_run(run_id: str, tracking_uri: str | None = None) -> StoredRun:

@@ -117,3 +117,28 @@ def test_show_names_a_speedup_on_ttft_and_its_two_values(logged: tuple[Store, st
     row = next(line for line in text.splitlines() if line.startswith("| ch16:sched"))
     cells = [c.strip() for c in row.split("|")[1:-1]]
     assert cells[2:8] == ["1.54", "2.74", "TTFT", "350 ms", "113 ms", "3.10×"]
+
+
+def test_show_without_an_id_takes_a_suite_its_timeout_ended_and_says_so(tmp_path: Path) -> None:
+    """A device call's suite ended by --suite-timeout is the only one in its store: ``show`` tabulates what
+    finished, one line saying the suite was cut short; a later completed suite is taken before it."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    store = Store(uri=uri, root=tmp_path, client=MlflowClient(tracking_uri=uri))
+    store.experiment("perflab")
+
+    def suite(status: str) -> str:
+        with Tracker(experiment="perflab", tracking_uri=uri, run_name=f"ch07 {status}") as t:
+            base = result("ch07:a:baseline", draw(0.002, 1), gpu=None)
+            opt = result("ch07:a:optimized", draw(0.001, 2), gpu=None)
+            t.log_variant(base, None)
+            t.log_variant(opt, pair(base, opt))
+            t.finish("# synthetic\n", {})
+        store.client.set_tag(t.parent_run_id, "perflab.suite_status", status)
+        return t.parent_run_id
+
+    cut = suite("timeout")
+    code, text = show(store)
+    assert code == 0 and cut in text and "ended at its --suite-timeout" in text and "| ch07:a |" in text
+    done = suite("completed")
+    code, text = show(store)
+    assert code == 0 and done in text and "--suite-timeout" not in text
