@@ -25,6 +25,9 @@ export PYTHONUNBUFFERED=1
 if [ -z "${PERFLAB_SKIP_INSTALL:-}" ]; then  # set it to dry-run the steps where perflab is installed already
   PERFLAB_WHEELS=${PERFLAB_WHEELS:-.whl} ./install.sh --test > "$OUT/install.log" 2>&1 || { tail -30 "$OUT/install.log"; exit 1; }
   tail -1 "$OUT/install.log"
+elif ! python3 -c "import perflab, mlflow" 2> /dev/null; then  # a machine given back meanwhile comes back bare
+  echo "PERFLAB_SKIP_INSTALL is set but perflab or MLflow is not installed here (a fresh machine?): the steps that"
+  echo "need them will fail; run again without it, carrying .whl"
 fi
 # PERFLAB_PEAKS: a peaks.json recorded by `perflab peak` on this device model (e.g. one under docs/results/),
 # put in the peak cache so the runs log their roofline bound without spending the call on `perflab peak`.

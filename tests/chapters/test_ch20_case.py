@@ -34,3 +34,5 @@ def test_stage_names_and_bounds() -> None:
     with pytest.raises(ValueError, match="stage=6 is not one of 0..5"):
         CaseStudy(6)
     assert CaseStudy(3).get_config().setup_timeout_seconds < CaseStudy(4).get_config().setup_timeout_seconds
+    # the small last step's pair may take its 8 rounds (the optimized side's config sets them)
+    assert CaseStudy(5).get_config().max_rounds_seconds > 2 * CaseStudy(4).get_config().max_rounds_seconds
