@@ -39,6 +39,7 @@ PRELOAD = [
     "bench.measure.timer", "bench.measure.generation_clock",
     "numpy", "numpy.ma", "numpy.random", "random", "resource", "nvtx", "torch", "torch._dynamo", "triton",
     "bench.isolate.warm",  # after triton: its per-process caches (bench/isolate/warm.py), never CUDA
+    "bench.define.interpreter",  # the interpreter's scalars, mended in each child that interprets kernels
 ]  # fmt: skip
 PROTOCOL = 1  # bump when the messages change: a server of another protocol gets another key
 IDLE_S = 900.0

@@ -82,6 +82,7 @@ def test_a_directory_without_one_reference_and_a_candidate_is_refused(tmp_path: 
         examples_of([_write(tmp_path / "p", files)])
 
 
+@pytest.mark.slow  # every problem of chapter 20's directory (8-15 s); one file pair's fake is in the fast tier
 def test_chapter_20s_kernelbench_problems_catch_their_fakes(tmp_path: Path) -> None:
     """Each problem's honest candidate verified, each fake not ok or not verified (on this host's device)."""
     layer = {"timeout_multiplier": 4.0, "min_rounds": 1, "max_rounds": 1}  # the checks are round 0's
@@ -108,3 +109,55 @@ def test_perflab_ab_times_files_in_any_output_style_and_refuses_a_fake() -> None
     # the thread still running at the call's return, the CPU's clock, a GPU's replay
     why = ("it started still running", "get_output() took", "CUDA-graph replay of one call did not write")
     assert "failed" in rows[1] and any(w in done.stdout for w in why), done.stdout
+
+
+PLAIN = """import torch
+
+class Bench:  # no teardown(), as a first benchmark is often written
+    def setup(self):
+        self.x = torch.randn(1000)
+
+    def benchmark_fn(self):
+        return self.x * 2
+
+def get_benchmark():
+    return Bench()
+"""
+TRITON = """import torch, triton, triton.language as tl
+
+@triton.jit
+def double(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    keep = MASK
+    tl.store(Y + offs, tl.load(X + offs, mask=keep) * 2, mask=keep)
+
+class Bench:
+    def setup(self):
+        self.x = torch.randn(1000)
+
+    def benchmark_fn(self):
+        y = torch.empty_like(self.x)
+        double[(triton.cdiv(1000, 256),)](self.x, y, 1000, BLOCK=256)
+        return y
+
+def get_benchmark():
+    return Bench()
+"""
+
+
+def test_a_triton_kernel_that_reaches_past_its_tensor_fails_its_variant_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interpreted on the CPU: the kernel without its tail mask fails, naming the access and the tensor
+    (bench.define.interpreter), where it would read and write the host's memory past ``x`` and ``y``; the masked
+    one is verified against the plain file (no ``teardown()`` in any of them)."""
+    _write(tmp_path, {"plain.py": PLAIN, "masked.py": TRITON.replace("MASK", "offs < n"),
+                      "unmasked.py": TRITON.replace("MASK", "offs >= 0")})  # fmt: skip
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    done = perflab("ab", tmp_path / "plain.py", tmp_path / "masked.py", tmp_path / "unmasked.py", "--no-track",
+                   "--rounds", "1", timeout=400)  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out  # a pair not verified
+    assert "ok plain:optimized_masked" in out and "failed plain:optimized_unmasked  [warmup]" in out, out
+    assert "OutOfBounds" in out and "past the end of X (float32[1000], 4000 bytes)" in out, out
+    assert "1/2 pairs verified" in out, out  # the masked kernel's output is the plain file's
