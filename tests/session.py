@@ -2,7 +2,8 @@
 
 Tiers. ``python3 -m pytest`` runs the fast tier: every test but those marked ``slow`` (the services: PostgreSQL, the
 MLflow server, Ray; the chapters' whole smoke runs; kernels compiled for an H100; whole suites timed on the wall;
-most variants of several ranks or in fresh interpreters; the README's first hour in a fresh clone). ``--full`` runs
+most variants of several ranks or in fresh interpreters; checks of 10 s and more whose module another fast
+test covers: a compile, a search, a worker pool; the README's first hour in a fresh clone). ``--full`` runs
 every test (CI: ``.ci/run``). Both run on ``WORKERS`` processes where pytest-xdist is installed
 (``pytest_cmdline_main``), a test at a time to whichever process is free, except groups kept on one process
 (``xdist_group``): the tests of the team's services (one PostgreSQL and MLflow server a session, ``TEAM_FIXTURES``),
@@ -10,7 +11,8 @@ and a file's tests where they share a fixture wider than a test (a module's, a c
 their own: built once, not once a process; tests of several files that share one name their group with an
 ``xdist_group`` mark of their own, which wins). A test is ``slow`` by its mark (set at the test, saying why) or by
 what it uses (``SLOW_FIXTURES``, the ``clone`` mark). An explicit ``-m`` expression, or a test named by its id
-(``file.py::test``), picks its tests itself, in one process.
+(``file.py::test``), picks its tests itself, in one process. A test that takes its process down fails, named, and
+the session runs on to its end on a new process (tests/scheduling.py).
 
 Compiled code is kept: where ``PYTHONDONTWRITEBYTECODE`` is set (a container's default) every process would compile
 the tests and perflab's modules again (the tests' asserts rewritten: ~8 s of CPU per session on the 2-core host;
@@ -20,15 +22,16 @@ under ``~/.cache/perflab/pycache`` (``PYTHONPYCACHEPREFIX``; one set already is 
 A new SQLite MLflow store, in this process, is a copy of one migrated once per session: MLflow migrates each new
 store (seconds: 12 s with the 2-core host loaded, against 0.2 s for the copy), and the tests make dozens.
 
-SIGTERM (``timeout``, a CI runner's or Slurm's end of a job) stops the session as Ctrl-C does: the test in progress
-is interrupted (a ``perflab run`` it runs logs what finished), session fixtures are torn down (servers, PostgreSQL,
-Ray), and the session ends with status 143; teardown that takes more than ``GRACE_S`` is cut short, and a second
-SIGTERM ends it at once. A library that takes SIGTERM for itself in this process (``ray.init`` makes it
-``sys.exit``: the test in progress would fail and the session run on) gets ours back after each test.
+SIGTERM (``timeout``, a CI runner's or Slurm's end of a job) stops the session as Ctrl-C does: the tests then
+running are named and interrupted (a ``perflab run`` one runs logs what finished), session fixtures are torn down
+(servers, PostgreSQL, Ray), and the session ends with status 143; teardown that takes more than ``GRACE_S`` is cut
+short, and a second SIGTERM ends it at once. A library that takes SIGTERM for itself in this process (``ray.init``
+makes it ``sys.exit``: the test in progress would fail and the session run on) gets ours back after each test.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -52,7 +55,13 @@ WORKERS = 3
 # Seconds of teardown after a SIGTERM, then the session ends whatever is left ($PERFLAB_TEST_TERM_GRACE_S)
 GRACE_S = float(os.environ.get("PERFLAB_TEST_TERM_GRACE_S") or 30.0)
 _terminated = threading.Event()
+_running: set[str] = set()  # the tests started and not yet finished (``pytest_runtest_logstart``)
 _stderr = -1  # the session's stderr (a copy of the descriptor): output capture redirects descriptor 2 during tests
+
+
+def slow_for(values: list[Any], slow: set[Any]) -> list[Any]:
+    """``values`` as a parametrize list, those in ``slow`` marked ``slow`` (the full tier only)."""
+    return [pytest.param(v, marks=pytest.mark.slow) if v in slow else v for v in values]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -111,6 +120,16 @@ def _picks_itself(config: pytest.Config) -> bool:
     return bool(config.getoption("markexpr")) or any("::" in str(arg) for arg in config.args)
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``'s scheduler with a worker's crash handled (tests/scheduling.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.scheduling import GroupScheduling
+
+    return GroupScheduling(config, log)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """A worker parses the command line again: the ``--dist`` set by ``pytest_cmdline_main`` reaches it here."""
@@ -162,7 +181,8 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     timer = threading.Timer(GRACE_S, _cut_short)
     timer.daemon = True
     timer.start()
-    _say(f"SIGTERM: stopping the session (teardown, at most {GRACE_S:.0f} s)")
+    running = "".join(f"\n  running: {test}" for test in sorted(_running))  # the workers', in the main process
+    _say(f"SIGTERM: stopping the session (teardown, at most {GRACE_S:.0f} s){running}")
     # KeyboardInterrupt, not pytest.exit: code under test catches Exception (pytest's Exit is one), not this
     raise KeyboardInterrupt("SIGTERM")
 
@@ -214,6 +234,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _take_sigterm()  # a test (ray.init) took it
 
 
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    _running.add(nodeid)
+
+
+def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
+    _running.discard(nodeid)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _terminated.is_set():
         session.exitstatus = 128 + signal.SIGTERM
@@ -224,3 +252,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _terminated.is_set():  # threads a test left behind must not keep the process alive at exit
         sys.stdout.flush()
         os._exit(128 + signal.SIGTERM)
+    if hasattr(config, "workerinput"):
+        atexit.register(_end_without_teardown)  # registered last: runs first
+
+
+def _end_without_teardown() -> None:
+    """A worker's end, once its results are sent: the exit handlers (all of them, last registered first, as at any
+    exit), then the process ends without the interpreter freeing every module and object one by one: 1.5-2 s of
+    torch's and the tests' objects, for which the session's end waits on its last worker."""
+    atexit.unregister(_end_without_teardown)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -4,6 +4,7 @@ down."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,7 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 CONFTEST = """
 import pytest
 from tests.session import (pytest_addoption, pytest_collection_modifyitems, pytest_configure, pytest_report_header,
-                           pytest_runtest_protocol, pytest_sessionfinish, pytest_unconfigure)
+                           pytest_runtest_logfinish, pytest_runtest_logstart, pytest_runtest_protocol,
+                           pytest_sessionfinish, pytest_unconfigure)
 
 @pytest.fixture(scope="session")
 def held():
@@ -85,6 +87,7 @@ def test_sigterm_ends_the_session_and_tears_its_fixtures_down(tmp_path: Path) ->
     out, took = _terminate_when_started(proc, tmp_path)
     assert proc.returncode == 128 + signal.SIGTERM and took < 30, out
     assert "SIGTERM: stopping the session" in out and "test_never_reached" not in out
+    assert "running: test_x.py::test_sleeps" in out  # what the session was waiting for is named
     assert (tmp_path / "torn-down").exists()  # the session fixture's teardown ran
 
 
@@ -186,3 +189,42 @@ def test_a_tests_own_group_wins_over_its_files() -> None:
     item.add_marker = item.marks.append
     session.pytest_collection_modifyitems(worker, [item])  # type: ignore[arg-type]
     assert [m.args for m in item.marks] == [("kernels_cli",)]
+
+
+CRASHES = """
+import os
+import pytest
+
+@pytest.mark.parametrize("n", range(24))
+def test_quick(n):
+    pass
+
+def test_takes_its_process_down():
+    os.abort()  # as a segfault or a library's abort does: no report from the worker, its process gone
+
+@pytest.mark.xdist_group("held")
+@pytest.mark.parametrize("n", range(4))
+def test_grouped(n):
+    if n == 1:
+        os._exit(3)
+"""
+
+
+@pytest.mark.slow  # a session of its own on two processes (~9 s beside the tier's)
+def test_a_worker_that_crashes_fails_its_test_and_the_session_runs_on_to_its_end(tmp_path: Path) -> None:
+    """pytest-xdist 3.8 alone waits for ever after a crash under ``--dist loadgroup`` (tests/scheduling.py)."""
+    (tmp_path / "conftest.py").write_text("from tests.session import pytest_xdist_make_scheduler  # noqa: F401\n")
+    (tmp_path / "test_x.py").write_text(CRASHES)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist",
+                             "loadgroup", "-q", "-rf", "test_x.py"], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the workers of a session that hung
+    assert proc.returncode == 1, out
+    assert "crashed while running 'test_x.py::test_takes_its_process_down'" in out, out
+    assert "crashed while running 'test_x.py::test_grouped[1]@held'" in out, out
+    assert "2 failed, 27 passed" in out, out  # each crash once; the rest of the group run on the new worker
