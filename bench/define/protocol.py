@@ -4,9 +4,11 @@ A chapter file defines a module-level ``get_benchmark()`` returning an object wi
 
 * ``setup()`` — allocate inputs (fresh random data from the seeded generators, never zeros);
 * ``benchmark_fn()`` — the work being timed; the harness synchronizes around it;
-* ``teardown()`` — release what setup took;
 
 and optionally:
+
+* ``teardown()`` — release what setup took (without it nothing is released until the process ends, and a set-up
+  again replaces what ``setup()`` made);
 
 * ``get_config() -> BenchmarkConfig | None`` — this benchmark's own config layer;
 * ``get_output()`` — a tensor or tuple of tensors produced by the *last* ``benchmark_fn`` call,
@@ -40,8 +42,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from bench.errors import ProtocolError
 
-REQUIRED = ("setup", "benchmark_fn", "teardown")
-OPTIONAL = ("get_config", "get_output", "validate_result", "get_work", "get_inputs", "speedup_metric", "metrics")
+REQUIRED = ("setup", "benchmark_fn")
+OPTIONAL = ("teardown", "get_config", "get_output", "validate_result", "get_work", "get_inputs", "speedup_metric",
+            "metrics")  # fmt: skip
 
 
 @runtime_checkable
@@ -68,7 +71,17 @@ def check_benchmark(obj: object, origin: str) -> Benchmark:
     not_callable = [n for n in OPTIONAL if hasattr(obj, n) and not callable(getattr(obj, n))]
     if not_callable:
         raise ProtocolError(f"{origin}: {', '.join(not_callable)} must be methods, not values")
+    if not hasattr(obj, "teardown"):
+        try:
+            obj.teardown = _nothing_to_release  # type: ignore[attr-defined]
+        except AttributeError as exc:  # __slots__ without it
+            raise ProtocolError(f"{origin}: {type(obj).__name__} has no teardown() and takes no attribute: "
+                                "add a teardown() method (it may do nothing)") from exc  # fmt: skip
     return obj  # type: ignore[return-value]
+
+
+def _nothing_to_release() -> None:
+    """The teardown of a benchmark without one."""
 
 
 def import_file(path: str | Path) -> Any:

@@ -33,9 +33,28 @@ def test_complete_benchmark_accepted() -> None:
     assert check_benchmark(obj, "x.py") is obj
 
 
+class NoCall:
+    def setup(self) -> None: ...
+
+
+class Slotted:
+    __slots__ = ()
+
+    def setup(self) -> None: ...
+
+    def benchmark_fn(self) -> None: ...
+
+
 def test_missing_method_named() -> None:
-    with pytest.raises(ProtocolError, match=r"x\.py: .*NoTeardown without callable teardown"):
-        check_benchmark(NoTeardown(), "x.py")
+    with pytest.raises(ProtocolError, match=r"x\.py: .*NoCall without callable benchmark_fn"):
+        check_benchmark(NoCall(), "x.py")
+
+
+def test_a_benchmark_without_teardown_gets_one_that_does_nothing() -> None:
+    obj = check_benchmark(NoTeardown(), "x.py")
+    assert obj.teardown() is None
+    with pytest.raises(ProtocolError, match="Slotted has no teardown.*add a teardown"):
+        check_benchmark(Slotted(), "x.py")
 
 
 def test_optional_hook_must_be_callable() -> None:
