@@ -24,12 +24,27 @@ from tests.session import (  # noqa: F401  (hooks: the fast and full tiers, SIGT
     pytest_configure,
     pytest_configure_node,
     pytest_report_header,
+    pytest_runtest_logfinish,
+    pytest_runtest_logstart,
     pytest_runtest_protocol,
     pytest_runtest_setup,
     pytest_sessionfinish,
     pytest_unconfigure,
+    pytest_xdist_make_scheduler,
 )
 
+
+@pytest.fixture(scope="session", autouse=True)
+def _triton_interpreter_mended() -> None:
+    """Kernels interpreted in a test's own process read their scalars as the harness's children do, whichever
+    Triton release is installed (``bench.define.interpreter``)."""
+    from bench.define import interpreter
+
+    interpreter.mend()
+
+
+# The warm-up floor of the tests' variants (the GPU clocks' own; the host clock's is 0.3 s: bench.measure.timer)
+TEST_MIN_WARMUP_S = 0.05
 TEMPLATE = Path(__file__).parent / "fixtures" / "benchmark_template.py"
 _TEMPLATE_TEXT = TEMPLATE.read_text()
 # Module-level UPPER_CASE assignments of the template are its knobs.
@@ -95,8 +110,10 @@ def _one_round() -> Iterator[None]:
     """Every pair measured in one round, a child per side ($PERFLAB_ROUNDS=1, bench.define.config), in this process
     and the commands the tests start, wherever a test does not set the rounds itself: interleaved rounds are the
     rounds tests' subject (``default_rounds``), and each later round of another test would time again what its
-    first round checked. A new chapter's tests get this without asking."""
-    with _session_env({"PERFLAB_ROUNDS": "1"}):
+    first round checked. A new chapter's tests get this without asking. Likewise a warm-up of at least 0.05 s
+    ($PERFLAB_MIN_WARMUP_SECONDS), not the host clock's 0.3 s: the tiers run hundreds of variants, whose checks are
+    the point (``default_warmup`` for a test of the floor a user gets)."""
+    with _session_env({"PERFLAB_ROUNDS": "1", "PERFLAB_MIN_WARMUP_SECONDS": str(TEST_MIN_WARMUP_S)}):
         yield
 
 
@@ -104,6 +121,12 @@ def _one_round() -> Iterator[None]:
 def default_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rounds as a user gets them (at least 3, at most 8): $PERFLAB_ROUNDS unset for the test."""
     monkeypatch.delenv("PERFLAB_ROUNDS", raising=False)
+
+
+@pytest.fixture
+def default_warmup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up floor as a user gets it (the clock's own): $PERFLAB_MIN_WARMUP_SECONDS unset for the test."""
+    monkeypatch.delenv("PERFLAB_MIN_WARMUP_SECONDS", raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,8 @@ Layers, later wins: defaults → suite config (``--config`` file or API) → the
 ``get_config()`` → CLI flags. Only fields a layer *explicitly sets* override earlier layers, so a
 benchmark's ``get_config()`` that sets ``iterations`` does not reset the user's ``--warmup``.
 ``$PERFLAB_ROUNDS`` (N) sets ``min_rounds`` and ``max_rounds`` to N where no layer sets either: every pair measured
-in N rounds (a quick smoke check, a test suite that is not about rounds).
+in N rounds (a quick smoke check, a test suite that is not about rounds). ``$PERFLAB_MIN_WARMUP_SECONDS`` sets
+``min_warmup_seconds`` where no layer sets it (a test suite whose many small variants need no 0.3 s warm-up each).
 """
 
 from __future__ import annotations
@@ -254,6 +255,9 @@ def explicit_fields(layer: Layer) -> dict[str, Any]:
     raise ConfigError(f"config layer must be a BenchmarkConfig or a mapping, got {type(layer).__name__}")
 
 
+ROUNDS_FIELDS = frozenset({"min_rounds", "max_rounds"})  # $PERFLAB_ROUNDS sets both, where a layer sets neither
+
+
 def resolve_config(*layers: Layer) -> BenchmarkConfig:
     """Merge layers in order (defaults → config → get_config() → CLI), later explicit fields win.
 
@@ -262,8 +266,8 @@ def resolve_config(*layers: Layer) -> BenchmarkConfig:
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(explicit_fields(layer))
-    if not {"min_rounds", "max_rounds"} & set(merged):
-        merged.update(environment_defaults())
+    kept = set(merged) | (ROUNDS_FIELDS if ROUNDS_FIELDS & set(merged) else set())  # rounds: both, or neither
+    merged.update({k: v for k, v in environment_defaults().items() if k not in kept})
     try:
         return BenchmarkConfig(**merged)
     except ValidationError as exc:
@@ -271,14 +275,25 @@ def resolve_config(*layers: Layer) -> BenchmarkConfig:
 
 
 def environment_defaults() -> dict[str, Any]:
-    """What the environment changes in the defaults: ``$PERFLAB_ROUNDS`` (N) sets ``min_rounds`` and ``max_rounds``
-    to N (where no layer sets either). Raises ConfigError naming a bad value."""
+    """What the environment changes in the defaults (each where no layer sets it): ``$PERFLAB_ROUNDS`` (N) sets
+    ``min_rounds`` and ``max_rounds`` to N; ``$PERFLAB_MIN_WARMUP_SECONDS`` sets ``min_warmup_seconds``. Raises
+    ConfigError naming a bad value."""
+    out: dict[str, Any] = {}
     raw = os.environ.get("PERFLAB_ROUNDS", "").strip()
-    if not raw:
-        return {}
-    if not raw.isdigit() or not 1 <= int(raw) <= 100:
-        raise ConfigError(f"PERFLAB_ROUNDS={raw!r} is invalid: a whole number of rounds per pair from 1 to 100")
-    return {"min_rounds": int(raw), "max_rounds": int(raw)}
+    if raw:
+        if not raw.isdigit() or not 1 <= int(raw) <= 100:
+            raise ConfigError(f"PERFLAB_ROUNDS={raw!r} is invalid: a whole number of rounds per pair from 1 to 100")
+        out.update(min_rounds=int(raw), max_rounds=int(raw))
+    raw = os.environ.get("PERFLAB_MIN_WARMUP_SECONDS", "").strip()
+    if raw:
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = -1.0
+        if not 0.0 <= seconds <= 60.0:  # NaN included
+            raise ConfigError(f"PERFLAB_MIN_WARMUP_SECONDS={raw!r} is invalid: seconds from 0 to 60")
+        out["min_warmup_seconds"] = seconds
+    return out
 
 
 def _describe(exc: ValidationError) -> str:

@@ -14,6 +14,7 @@ from bench.audit.selfcheck import markdown, run_selfcheck
 from bench.audit.truth import GPU_WORKLOADS, parse_ncu_csv
 
 REPO = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.usefixtures("default_warmup")  # the clocks against truth with the floor a user gets
 
 
 def test_cpu_workload_every_cpu_mode_close_to_truth() -> None:

@@ -211,3 +211,16 @@ def test_perflab_rounds_fixes_the_rounds_where_no_layer_sets_them(monkeypatch: p
         monkeypatch.setenv("PERFLAB_ROUNDS", bad)
         with pytest.raises(ConfigError, match=f"PERFLAB_ROUNDS='{bad}' is invalid: a whole number"):
             resolve_config()
+
+
+def test_perflab_min_warmup_seconds_sets_the_floor_where_no_layer_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PERFLAB_MIN_WARMUP_SECONDS", raising=False)
+    assert resolve_config().min_warmup_seconds is None  # the clock's own floor
+    monkeypatch.setenv("PERFLAB_MIN_WARMUP_SECONDS", "0.05")
+    assert resolve_config().min_warmup_seconds == 0.05
+    assert resolve_config({"min_warmup_seconds": 1.5}).min_warmup_seconds == 1.5  # a layer that sets it wins
+    assert resolve_config({"min_rounds": 4}).min_warmup_seconds == 0.05  # the rounds' layer leaves it alone
+    for bad in ("-1", "soon", "61", "nan"):
+        monkeypatch.setenv("PERFLAB_MIN_WARMUP_SECONDS", bad)
+        with pytest.raises(ConfigError, match=f"PERFLAB_MIN_WARMUP_SECONDS='{bad}' is invalid: seconds from 0"):
+            resolve_config()
