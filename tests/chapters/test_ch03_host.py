@@ -17,6 +17,7 @@ import torch
 
 from bench.define.protocol import load_benchmark
 from chapters.ch03.common import PinWorker, Requests, _cpulist, host_cores, near_cores, pin_process
+from tests.session import slow_for
 
 CH03 = Path(__file__).resolve().parents[2] / "chapters" / "ch03"
 VARIANTS = sorted(p.stem for p in CH03.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
@@ -119,7 +120,8 @@ def test_ring_producer_failure_or_death_reaches_the_caller() -> None:
         bench.teardown()
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+# the ring buffer's set-up again (10 s: its pinned slots and copy thread twice) in the full tier only
+@pytest.mark.parametrize("variant", slow_for(VARIANTS, {"optimized_ring_buffer"}))
 def test_set_up_again_after_teardown(setup_again: Callable[[Path], None], variant: str) -> None:
     setup_again(CH03 / f"{variant}.py")
 

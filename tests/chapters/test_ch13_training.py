@@ -18,6 +18,7 @@ from torch import nn
 
 from bench.define.protocol import load_benchmark
 from chapters.ch13.common import PAD, JpegDataset, conv_flops, jpeg, lm_flops, smooth_images
+from tests.session import slow_for
 
 CH13 = Path(__file__).resolve().parents[2] / "chapters" / "ch13"
 VARIANTS = sorted(p.stem for p in CH13.glob("*_*.py") if p.stem.split("_")[0] in ("baseline", "optimized"))
@@ -148,7 +149,10 @@ def test_both_sides_agree_within_the_declared_tolerance(example: str) -> None:
             assert 1e-4 < errors[1] < rtol / 4, errors
 
 
-@pytest.mark.parametrize("variant", ["optimized_channels_last", "optimized_dataloader"])
+# the data loader's side (11 s: its worker processes) in the full tier only; the same output check in the fast one
+@pytest.mark.parametrize(
+    "variant", slow_for(["optimized_channels_last", "optimized_dataloader"], {"optimized_dataloader"})
+)
 def test_conv_output_catches_a_skipped_last_update(variant: str) -> None:
     """The conv nets' output (each step's loss and the trained model's loss on the probe batch) moves past the
     pair's tolerance when the last optimizer step is skipped: the losses stand in for the updates."""
@@ -239,6 +243,7 @@ def test_work_counts() -> None:
         bench.teardown()
 
 
+@pytest.mark.slow  # the chapter's whole suite traced and logged (14 s); the trace's logging is tested in the fast tier
 def test_each_variant_trace_is_logged_to_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The chapter's own config turns profiling on: a plain run (no --profile) logs a torch.profiler trace and the
     top ops of every variant to its MLflow run."""

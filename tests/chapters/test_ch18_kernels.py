@@ -9,8 +9,11 @@ sides of a pair with each other.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -22,6 +25,7 @@ from bench.define.config import resolve_config
 from bench.define.context import make_context, set_context
 
 COMMONS = ("chapters.ch08.common", "chapters.ch18.common")
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", params=MODES)
@@ -184,18 +188,39 @@ def test_gqa_work_counts_the_cache_as_stored(smoke_context: None) -> None:
     assert work["flops"] == 4 * d * b * hq * k.shape[2]
 
 
-def test_window_paths_match_float64(smoke_context: None) -> None:
+# The compiled FlexAttention of the window pair, in a process of its own: on a CPU, Inductor's flex-attention kernel
+# (torch 2.13) aborted a test process twice in CI (SIGABRT inside ``cpp_fused_flex_attention_0``, a glibc heap
+# check's message lost to pytest's capture of descriptor 2), never when run alone here; apart, an abort fails this
+# test with its message, not the process running the tier's other tests.
+FLEX = """
+import sys, torch
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
+import chapters.ch18.common as C
+set_context(make_context(resolve_config({"device": "cpu", "smoke": True})))
+(q, k, v, window), _ = C.window_problem()
+flex = C.call_masked(*C.flex_window((q, k, v, window)))
+torch.save({"q": q, "k": k, "v": v, "window": window, "flex": flex}, sys.argv[1])
+"""
+
+
+@pytest.mark.slow  # a fresh process compiles FlexAttention (~20 s on the loaded 2-core host)
+def test_window_paths_match_float64(smoke_context: None, tmp_path: Path) -> None:
     """The dense masked SDPA and the compiled FlexAttention (its block mask from the mask function) both keep
     exactly the pairs 0 <= i - j < window."""
-    (q, k, v, window), work = C.window_problem()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", FLEX, str(tmp_path / "flex.pt")], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=300)  # fmt: skip
+    assert done.returncode == 0, f"status {done.returncode}: {done.stderr[-3000:]}"
+    saved = torch.load(tmp_path / "flex.pt")
+    q, k, v, window = saved["q"], saved["k"], saved["v"], saved["window"]
     s = q.shape[2]
     i, j = torch.arange(s)[:, None], torch.arange(s)[None, :]
     keep = (i - j >= 0) & (i - j < window)
     ref = C.reference(q, k, v, keep)
     assert int(keep.sum()) == C.window_pairs(s, window)
     dense = C.call_masked(*C.dense_window_mask((q, k, v, window)))
-    flex = C.call_masked(*C.flex_window((q, k, v, window)))
-    assert rel_err(dense, ref) < 1.2e-2 and rel_err(flex, ref) < 1.2e-2
+    assert rel_err(dense, ref) < 1.2e-2 and rel_err(saved["flex"], ref) < 1.2e-2
     assert rel_err(C.reference(q, k, v, causal_keep(s)), ref) > 0.05  # the window is not just the causal mask
 
 

@@ -17,6 +17,7 @@ from triton_checks import compile_for_h100, needs_compiler, resources
 import chapters.ch20.common as compiled  # at collection: compiled-mode kernels (for the sm_90 builds)
 from bench.define.config import resolve_config
 from bench.define.context import make_context, set_context
+from tests.session import slow_for
 
 CHAPTER = CH20 = Path(__file__).resolve().parents[2] / "chapters" / "ch20"  # for the interpreted fixture
 # The searched pairs' variants (the case study's have tests/chapters/test_ch20_case.py)
@@ -137,10 +138,9 @@ def test_search_refuses_a_space_without_its_default(interpreted: dict[str, Modul
         c.Search(c.matmul_kernel, c.MATMUL_SPACE[1:], c.MATMUL_DEFAULT, key=["M"], prune=lambda cfg, a: True)
 
 
-# optimized_rmsnorm_heads' search (37 rows of 40, ~30 s interpreted) is in the full tier only: optimized_rmsnorm_wide's
-# runs the same set-up (rows_problem, TunedNorm, Example) at another shape
-@pytest.mark.parametrize("variant", [pytest.param(v, marks=pytest.mark.slow) if v == "optimized_rmsnorm_heads" else v
-                                     for v in VARIANTS])  # fmt: skip
+# The rmsnorm searches (37 rows of 40, ~30 s interpreted; the wide one 14 s) are in the full tier only: the other
+# searches' variants run the same harness recheck
+@pytest.mark.parametrize("variant", slow_for(VARIANTS, {"optimized_rmsnorm_heads", "optimized_rmsnorm_wide"}))
 def test_set_up_again_after_teardown(interpreted: dict[str, ModuleType], setup_again: Callable[[Path], None],
                                      variant: str) -> None:  # fmt: skip
     setup_again(CH20 / f"{variant}.py")

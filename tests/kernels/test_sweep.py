@@ -174,6 +174,7 @@ def test_cli_profile_writes_a_trace_per_provider_shape_and_direction(interp: Mod
                       for s in ("1x5x64", "2x3x37")]  # fmt: skip
 
 
+@pytest.mark.slow  # dynamo compiles four graphs (10-17 s on the 2-core host)
 def test_compiled_provider_compiles_per_hidden_not_per_shape(interp: ModuleType) -> None:
     """Rows are dynamic, hidden static: 4 shapes over 2 hiddens are 2 graphs per grad mode (fwd is timed
     under no_grad), far from dynamo's recompile limit, past which it would silently run eager."""

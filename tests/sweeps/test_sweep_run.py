@@ -39,6 +39,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> str:
     return make_data(tmp_path_factory.mktemp("data") / "d.h5", 2000, 16).path
 
 
+@pytest.mark.slow  # a 2x2 grid's four trials (~15 s); the tiers' other sweep tests run trials and log them
 def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, mlflow_uri: str) -> None:
     uri = mlflow_uri
     overrides = {"preset": "tiny", "batch_sizes": "16,32", "num_workers_options": "0,1", "steps_per_test": 3,
@@ -151,6 +152,7 @@ def test_the_command_counts_measured_configurations_without_a_terminal(tmp_path:
     assert counts == ["1/4", "2/4", "3/4", "4/4"]  # 2 batches x AMP off/on, counted as measured
 
 
+@pytest.mark.slow  # a sweep started and killed mid-trial (12 s); a trial's own timeout kill is in the fast tier
 def test_a_trial_ends_when_the_sweeps_process_is_killed(data: str, tmp_path: Path) -> None:
     """A trial runs in a session of its own (its group is killed on timeout); a sweep killed with SIGKILL, which
     runs no clean-up, must not leave it (and its DataLoader workers) training on."""

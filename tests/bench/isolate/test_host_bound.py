@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.define.discovery import discover, select
 from bench.isolate.suite import run_suite
 
@@ -194,6 +196,7 @@ def test_the_child_decides_whether_it_waits_to_measure() -> None:
     assert host_clocked(resolve_config({"timing_mode": "cuda_event"}), "cpu")  # falls back to the cpu clock
 
 
+@pytest.mark.slow  # fresh interpreters (11 s); the forked children's same wait is in the fast tier
 def test_cold_started_children_wait_to_measure_too(tmp_path: Path) -> None:
     root, log = tmp_path / "chapters", tmp_path / "events.jsonl"
     log.touch()

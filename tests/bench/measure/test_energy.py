@@ -88,7 +88,6 @@ class FakeGPU:
     def synchronize(self, device: Any) -> None:
         self.host_ms = max(self.host_ms, self.busy_until)
 
-
     def poller(self, read: Any, t0: float) -> FakePoller:
         return FakePoller(self, t0)
 
@@ -140,16 +139,22 @@ def test_energy_per_call_is_the_power_times_the_windows_time_per_call(fake: Any)
 
 
 def test_the_poller_notes_each_counter_step_at_its_time() -> None:
+    """Each step noted once, in order, at the time of the read that saw it; on a quiet host nearly every step,
+    soon after it happened. A loaded host may keep the thread off the CPU past a step: the value it then reads is
+    the counter's at that time (never a past step at the present time), and most steps are still noted."""
+    import statistics
     import time
 
     t0 = time.perf_counter()
     read = lambda: int((time.perf_counter() - t0) / 0.02)  # noqa: E731  (a counter that steps every 20 ms)
     with energy._Poller(read, t0) as poller:
-        time.sleep(0.3)
-    times = [t for t, _ in poller.ticks]
-    assert [v for _, v in poller.ticks] == list(range(1, len(times) + 1))  # every step, once, in order
-    assert len(times) >= 10
-    assert all(abs(t - 0.02 * v) < 0.01 for t, v in poller.ticks)  # each noted within 10 ms of when it happened
+        time.sleep(0.4)
+    values = [v for _, v in poller.ticks]
+    assert values == sorted(set(values)) and values[0] >= 1  # each step once, in order
+    assert len(values) >= 0.7 * values[-1] and len(values) >= 10  # most steps seen (20 at 20 ms in 0.4 s)
+    # the noted time lies inside the step that was read: [0.02 v, 0.02 (v + 1)), up to the read's own length
+    assert all(0.02 * v - 0.002 <= t < 0.02 * (v + 1) + 0.002 for t, v in poller.ticks)
+    assert statistics.median(t - 0.02 * v for t, v in poller.ticks) < 0.01  # typically noted within 10 ms
 
 
 def test_a_window_at_another_speed_than_the_batch_is_noted(fake: Any) -> None:
