@@ -35,6 +35,25 @@ RACECHECK = """========= COMPUTE-SANITIZER
 =========
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 """
+# Trimmed from memcheck's log of chapter 12's conditional_graph on an H200 (2026-11-30, compute-sanitizer 2025.3.1;
+# docs/results/h200.md): the address inside the allocation memcheck names as the nearest.
+INSIDE = """========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at jacobi_sweep+0x230 in jacobi.cu:24
+=========     by thread (64,0,0) in block (0,0,0)
+=========     Access to 0x7f84ac8010fc is out of bounds
+=========     and is inside the nearest allocation at 0x7f84ac801000 of size 4,028 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: loop in cuda_kernels.py:177
+=========
+========= Invalid __global__ read of size 4 bytes
+=========     at jacobi_sweep+0x230 in jacobi.cu:24
+=========     by thread (65,0,0) in block (0,0,0)
+=========     Access to 0x7f84ac801100 is out of bounds
+=========     and is inside the nearest allocation at 0x7f84ac801000 of size 4,028 bytes
+=========
+========= ERROR SUMMARY: 1006 errors
+"""
 CLEAN = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
 
 
@@ -44,6 +63,20 @@ def test_a_memcheck_log_gives_the_count_and_the_first_report(tmp_path: Path) -> 
     errors, state = read_sanitizer(log, "memcheck")
     assert errors == 2
     assert state == "failed: 2 error(s) found; the first: Invalid __global__ write of size 4 bytes"
+
+
+def test_reports_inside_the_allocation_memcheck_names_say_so(tmp_path: Path) -> None:
+    """memcheck's own figures put the access inside the allocation: the state says so (still failed: the tool
+    reported errors); one report past its allocation among them, or a plain overrun, gets no such note."""
+    log = tmp_path / "memcheck.log"
+    log.write_text(INSIDE)
+    errors, state = read_sanitizer(log, "memcheck")
+    assert errors == 1006 and state.startswith("failed: 1006 error(s) found; the first: Invalid __global__ read")
+    assert "byte 252 of 4,028: memcheck's record of the allocation, not an access past it" in state
+    log.write_text(INSIDE.replace("0x7f84ac801100 is", "0x7f84ac801fbc is"))  # the second: just past the end
+    assert "record of the allocation" not in read_sanitizer(log, "memcheck")[1]
+    log.write_text(MEMCHECK)
+    assert "record of the allocation" not in read_sanitizer(log, "memcheck")[1]
 
 
 def test_a_racecheck_log_counts_its_hazards(tmp_path: Path) -> None:
