@@ -63,8 +63,11 @@ def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutate
 def _rounds(
     obj: Any, config: Any, clock: Any, fn: Any, left: dict[str, Any] | None
 ) -> tuple[list[float], list[float], dict[str, Any]]:
-    """Calls from the set-up state (A) and, with ``left``, holding what the timed calls left (B), in rounds of
-    one B then one A, each a fresh set-up; the set-up tensors of the last A."""
+    """Calls from the set-up state (A) and, with ``left``, holding what the timed calls left (B), each a fresh
+    set-up, in rounds of one of each: A then B, then B then A, and so on, ending after an even number of rounds (on
+    an A), so that load which grows or fades during the comparison hits both sides alike (with one order, the
+    later side read consistently slower on a busy CI host: an honest variant judged invalid); the set-up tensors
+    of the last A."""
     a_ms: list[float] = []
     b_ms: list[float] = []
 
@@ -79,10 +82,15 @@ def _rounds(
         return inputs
 
     rounds = 0
-    while more_rounds(a_ms, b_ms, rounds):
-        if left is not None:
+    while (left is not None and rounds % 2) or more_rounds(a_ms, b_ms, rounds):
+        if left is None:
+            inputs = call_from(None)
+        elif rounds % 2 == 0:
+            call_from(None)
             call_from(left)
-        inputs = call_from(None)
+        else:
+            call_from(left)
+            inputs = call_from(None)
         rounds += 1
     return a_ms, b_ms, inputs
 

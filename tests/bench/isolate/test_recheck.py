@@ -10,14 +10,17 @@ from bench.isolate.runner import run_variant
 
 # The timed calls advance a step counter set up in setup() (harmless state); the calls from the set-up
 # state in the recheck's first two rounds are slow, as on a busy host. Set-ups are counted: the first is
-# the measurement's, then each round sets up twice (holding what the timed calls left, then from the
-# set-up state), so set-ups 3 and 5 are the first two rounds' calls from the set-up state.
-NOISY = '''
+# the measurement's, then each round sets up twice, from the set-up state then holding what the timed calls
+# left, the next round the other way round, so set-ups 2 and 5 are the first two rounds' calls from the set-up
+# state. Each call after the measurement's set-up is appended to ORDER (a file), with its set-up's number: "A" from
+# the set-up state, "B" holding the steps (or a later check's call on a set-up whose first call advanced them).
+NOISY = """
 import time
 import torch
 
 SETUPS = [0]
 SLOW = {SLOW}
+ORDER = {ORDER}
 
 class Noisy:
     def setup(self):
@@ -29,6 +32,9 @@ class Noisy:
     def benchmark_fn(self):
         if SETUPS[0] in SLOW and float(self.steps) == 0:
             time.sleep(0.05)
+        if SETUPS[0] > 1 and ORDER:
+            with open(ORDER, "a") as f:
+                f.write(f"{'A' if float(self.steps) == 0 else 'B'}{SETUPS[0]} ")
         self.steps += 1
         torch.mul(self.x, 2.0, out=self.out)
 
@@ -40,21 +46,39 @@ class Noisy:
 
 def get_benchmark():
     return Noisy()
-'''
+"""
 
 
-def _run(tmp_path: Path, slow: set[int]) -> object:
+def _run(tmp_path: Path, slow: set[int], order: Path | None = None) -> object:
     path = tmp_path / "ch98" / "baseline_noisy.py"
     path.parent.mkdir(parents=True)
-    path.write_text(NOISY.replace("{SLOW}", repr(slow)))
+    path.write_text(NOISY.replace("{SLOW}", repr(slow)).replace("{ORDER}", repr(str(order or ""))))
     spec = VariantSpec(chapter="ch98", example="noisy", variant="baseline", path=str(path))
     return run_variant(spec, tmp_path / "wd", cli_layer={"device": "cpu", "iterations": 5, "warmup": 1})
 
 
 def test_slow_calls_in_the_first_rounds_are_noise_not_skipped_work(tmp_path: Path) -> None:
-    r = _run(tmp_path, {3, 5})
+    r = _run(tmp_path, {2, 5})
     assert r.status == "ok", r.error
     assert r.recheck is not None and r.recheck.mutated and r.recheck.restored_ms < 50
+
+
+def test_the_two_sides_take_turns_first_and_the_rounds_end_on_the_set_up_state(tmp_path: Path) -> None:
+    """A then B, B then A, ...: load that grows during the comparison hits both sides (with B always first, a
+    busy CI host made an honest variant's A consistently slower); an even number of rounds, the last call an A,
+    whose set-up the later checks use."""
+    order = tmp_path / "order.txt"
+    r = _run(tmp_path, set(), order)
+    assert r.status == "ok", r.error
+    calls = order.read_text().split()
+    sides = "".join(c[0] for c in calls)
+    n = 4  # the comparison's calls: two rounds at least, then rounds in pairs
+    while sides[n : n + 4] == "ABBA":
+        n += 4
+    assert sides[:n] == "ABBA" * (n // 4), sides
+    # each call of the comparison its own set-up; the checks after it use the last A's set-up
+    assert [int(c[1:]) for c in calls[:n]] == list(range(2, n + 2)), calls
+    assert all(int(c[1:]) == n + 1 for c in calls[n:]), calls
 
 
 def test_calls_from_the_set_up_state_slow_in_every_round_are_skipped_work(tmp_path: Path) -> None:
