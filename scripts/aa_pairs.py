@@ -42,34 +42,44 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="suites to run (pairs pooled)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    rows = []
+    rows: list[dict] = []
+    print("| pair | repeat | speedup | 95 % interval | holds 1.0 | rounds |\n|---|---:|---:|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory(prefix="perflab-aa-") as tmp:
-        root = aa_tree(args.chapters, Path(tmp) / "chapters")
-        examples = select(discover(root))
+        catalog = discover(aa_tree(args.chapters, Path(tmp) / "chapters"))
         for repeat in range(args.repeats):
-            suite = run_suite(examples, workdir=Path(tmp) / f"work{repeat}")
-            for c in suite.comparisons:
-                holds = c.speedup_ci_low is not None and c.speedup_ci_low <= 1.0 <= (c.speedup_ci_high or 0)
-                rows.append({
-                    "pair": f"{c.chapter}:{c.example}", "repeat": repeat, "status": c.status,
-                    "speedup": c.speedup, "ci_low": c.speedup_ci_low, "ci_high": c.speedup_ci_high,
-                    "holds_1": holds, "time": c.speedup_time, "significance": c.significance,
-                    "rounds": len(c.round_speedups) or 1, "rounds_stop": c.rounds_stop,
-                })  # fmt: skip
+            for chapter in args.chapters:  # a suite per chapter: a run cut short keeps the rows printed so far
+                suite = run_suite(select(catalog, chapter), workdir=Path(tmp) / f"work{repeat}-{chapter}")
+                for c in suite.comparisons:
+                    rows.append(_row(c, repeat))
+                    _print_row(rows[-1])
+                if args.out:
+                    args.out.mkdir(parents=True, exist_ok=True)
+                    (args.out / "aa.json").write_text(json.dumps(rows, indent=1))
     measured = [r for r in rows if r["ci_low"] is not None]
-    print("| pair | repeat | speedup | 95 % interval | holds 1.0 | rounds |\n|---|---:|---:|---|---|---|")
-    for r in measured:
-        print(f"| {r['pair']} | {r['repeat']} | {r['speedup']:.4f} | [{r['ci_low']:.4f}, {r['ci_high']:.4f}] | "
-              f"{'yes' if r['holds_1'] else 'NO'} | {r['rounds']} {r['rounds_stop'] or ''} |")  # fmt: skip
     held = sum(r["holds_1"] for r in measured)
     rounds = sorted(r["rounds"] for r in measured) or [0]
     print(f"\nrounds per pair: median {rounds[len(rounds) // 2]}, max {rounds[-1]}")
     print(f"{held}/{len(measured)} A/A intervals hold 1.0 ({100 * held / max(len(measured), 1):.0f} %); "
           f"{len(measured) - held} read a verdict (target: at most 5 %)")  # fmt: skip
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "aa.json").write_text(json.dumps(rows, indent=1))
 
+
+def _row(c: object, repeat: int) -> dict:
+    holds = c.speedup_ci_low is not None and c.speedup_ci_low <= 1.0 <= (c.speedup_ci_high or 0)
+    return {
+        "pair": f"{c.chapter}:{c.example}", "repeat": repeat, "status": c.status,
+        "speedup": c.speedup, "ci_low": c.speedup_ci_low, "ci_high": c.speedup_ci_high,
+        "holds_1": holds, "time": c.speedup_time, "significance": c.significance,
+        "rounds": len(c.round_speedups) or 1, "rounds_stop": c.rounds_stop,
+    }  # fmt: skip
+
+
+def _print_row(r: dict) -> None:
+    """One pair's row, printed as its suite ends (a pair without an interval: its status)."""
+    if r["ci_low"] is None:
+        print(f"| {r['pair']} | {r['repeat']} | — | {r['status']} | — | — |", flush=True)
+        return
+    print(f"| {r['pair']} | {r['repeat']} | {r['speedup']:.4f} | [{r['ci_low']:.4f}, {r['ci_high']:.4f}] | "
+          f"{'yes' if r['holds_1'] else 'NO'} | {r['rounds']} {r['rounds_stop'] or ''} |", flush=True)  # fmt: skip
 
 if __name__ == "__main__":
     main()
