@@ -36,12 +36,14 @@ ENERGY_RUN_NOISE = 0.02
 
 
 def compare(  # long: the pair's fields gathered in one place
-    baseline: VariantResult, optimized: VariantResult, verify: Verifier | None = None, rounds_stop: str | None = None
-) -> Comparison:
+    baseline: VariantResult, optimized: VariantResult, verify: Verifier | None = None, rounds_stop: str | None = None,
+    metric_rounds: list[float] | None = None,
+) -> Comparison:  # fmt: skip
     """Pair status, verification and speedup (baseline median / optimized median, never clamped) with its 95 %
     interval, on the time the optimized variant's config names (``speedup_time``: cold or batch); ``rounds_stop``:
     why its rounds stopped (bench.isolate.rounds): an early stop's interval at 98 %, a full run's at 96 %
-    (bench.measure.rounds).
+    (bench.measure.rounds). ``metric_rounds``: each round's speedup on a token-generating pair's metric (TTFT, TPOT,
+    throughput; bench.isolate.rounds.generation_ratios), its speedup and interval taken over them as a time's are.
 
     ``verify``: what loads and compares the saved outputs, ``verify_all``'s pairs and rtol, the check stage's
     limit in seconds and ``verify_all``'s mode (the config's ``verify``, which both sides must declare alike); by
@@ -77,6 +79,9 @@ def compare(  # long: the pair's fields gathered in one place
     same_hardware = not verification.detail.startswith("ran on different devices")
     speedup, low, high, metric = _speedup(baseline, optimized, base_samples, opt_samples, same_hardware)
     ratios = _round_ratios(baseline, optimized, basis) if same_hardware and metric == "time" else []
+    by_metric = metric not in ("time", *MEMORY_METRICS, *QUALITY_METRICS)  # a generation's TTFT, TPOT, throughput
+    if same_hardware and by_metric and metric_rounds and len(metric_rounds) >= 2:
+        ratios = list(metric_rounds)
     speedup, low, high = (rounds_interval(ratios, rounds_stop) if ratios else None) or (speedup, low, high)
     significance = _significance(low, high)
     energy = _energy_ratio(baseline, optimized) if same_hardware else (None, None, None)

@@ -284,3 +284,36 @@ def test_a_failed_round_is_the_variants_result_and_its_pair_stops(tmp_path, writ
     for s in base_fails.start():
         base_fails.add(s, _result(s, 10.0, status="failed" if s.is_baseline else "ok"))
     assert base_fails.done and set(base_fails.stops.values()) == {"baseline failed"}
+
+
+def test_a_generating_pair_runs_in_rounds_and_drift_is_no_verdict(tmp_path: Path) -> None:
+    """Token generation (TPOT here) in rounds too: the same engine on both sides while the host slows down, a step
+    for every child started; one child a side reads the later side slower, in rounds the interval holds 1.0 and is
+    taken over the rounds' TPOT ratios."""
+    from tests.bench.measure.test_generation import ENGINE_FILE
+
+    drifting = (
+        ENGINE_FILE.format(decode_s=0.004, cheat=False)
+        .replace(
+            "class Bench:",
+            f"with open({str(tmp_path / 'starts')!r}, 'a+') as _f:\n    _f.write('x')\n    _f.seek(0)\n"
+            "    SLOWER = 1.0 + 0.5 * (len(_f.read()) - 1)\n\n\nclass Bench:",
+        )
+        .replace("time.sleep(DECODE_S)", "time.sleep(DECODE_S * SLOWER)")
+    )
+
+    def run(name: str, rounds: int) -> Any:
+        root = tmp_path / name / "chapters"
+        (root / "ch15").mkdir(parents=True)
+        for variant in ("baseline", "optimized"):
+            (root / "ch15" / f"{variant}_gen.py").write_text(drifting)
+        layer = {**FAST, "iterations": 4, "min_rounds": rounds, "max_rounds": rounds}
+        (c,) = run_suite(select(discover(root)), cli_layer=layer, workdir=tmp_path / name / "w").comparisons
+        return c
+
+    one = run("one", 1)
+    assert one.speedup_metric == "tpot" and one.significance == "slower", (one.speedup, one.speedup_ci_low)
+    many = run("many", 4)
+    assert many.speedup_metric == "tpot" and len(many.round_speedups) == 4, many.round_speedups
+    assert many.significance == "no significant difference", (many.speedup, many.speedup_ci_low, many.round_speedups)
+    assert min(many.round_speedups) < 1.0 < max(many.round_speedups)  # the order reversed: the drift both ways
