@@ -1,4 +1,4 @@
-"""Stage 1: ``torch.autocast(dtype=torch.bfloat16)`` around forward and loss.
+"""Stage 2: ``torch.autocast(dtype=torch.bfloat16)`` around forward and loss.
 
 The one idea: matmuls (and the written-out attention's two products) in bf16 on the tensor cores; weights,
 gradients, the optimizer and the loss stay fp32 (chapter 13's ``amp``).
@@ -11,4 +11,4 @@ from chapters.ch20.case import CaseStudy
 
 
 def get_benchmark() -> CaseStudy:
-    return CaseStudy(stage=1)
+    return CaseStudy(stage=2)
