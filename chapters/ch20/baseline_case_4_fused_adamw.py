@@ -1,4 +1,4 @@
-"""Stage 2 of the case study: bf16, flash attention; AdamW still a Python loop over 149 parameter tensors.
+"""Stage 3 of the case study: bf16, flash attention; AdamW still a Python loop over 149 parameter tensors.
 
 ``AdamW(foreach=False)``: ~8 kernels per tensor per step, ~2,400 launches per call (chapter 13's ``optimizer``).
 
@@ -9,4 +9,4 @@ from chapters.ch20.case import CaseStudy
 
 
 def get_benchmark() -> CaseStudy:
-    return CaseStudy(stage=2)
+    return CaseStudy(stage=3)

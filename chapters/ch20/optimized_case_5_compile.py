@@ -1,4 +1,4 @@
-"""Stage 4: the forward and loss through ``torch.compile`` (fullgraph, compiled in setup, ``compile_s``
+"""Stage 5: the forward and loss through ``torch.compile`` (fullgraph, compiled in setup, ``compile_s``
 recorded).
 
 The one idea: Inductor fuses the elementwise chains between the matmuls into a few Triton kernels, forward
@@ -11,4 +11,4 @@ from chapters.ch20.case import CaseStudy
 
 
 def get_benchmark() -> CaseStudy:
-    return CaseStudy(stage=4)
+    return CaseStudy(stage=5)

@@ -1,4 +1,4 @@
-"""Stage 2: ``F.scaled_dot_product_attention(is_causal=True)``: the flash-attention kernel.
+"""Stage 3: ``F.scaled_dot_product_attention(is_causal=True)``: the flash-attention kernel.
 
 The one idea: the scores never leave the chip (chapter 18's ``flash_attention``); the causal mask skips the
 upper half's tiles instead of masking them.
@@ -10,4 +10,4 @@ from chapters.ch20.case import CaseStudy
 
 
 def get_benchmark() -> CaseStudy:
-    return CaseStudy(stage=2)
+    return CaseStudy(stage=3)

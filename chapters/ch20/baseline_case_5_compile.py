@@ -1,4 +1,4 @@
-"""Stage 3 of the case study: bf16, flash attention, fused AdamW; the forward and loss in eager PyTorch.
+"""Stage 4 of the case study: bf16, flash attention, fused AdamW; the forward and loss in eager PyTorch.
 
 Eager, each LayerNorm, GELU, residual add, cast and the cross-entropy is its own kernel (and its own pass over
 memory), forward and backward: ~30 elementwise passes per layer.
@@ -10,4 +10,4 @@ from chapters.ch20.case import CaseStudy
 
 
 def get_benchmark() -> CaseStudy:
-    return CaseStudy(stage=3)
+    return CaseStudy(stage=4)

@@ -1,4 +1,4 @@
-"""Stage 3: ``AdamW(fused=True)``: one multi-tensor kernel per step.
+"""Stage 4: ``AdamW(fused=True)``: one multi-tensor kernel per step.
 
 The one idea: the optimizer step reads each parameter, gradient and both moments once and writes three of
 them, in one launch.
@@ -11,4 +11,4 @@ from chapters.ch20.case import CaseStudy
 
 
 def get_benchmark() -> CaseStudy:
-    return CaseStudy(stage=3)
+    return CaseStudy(stage=4)

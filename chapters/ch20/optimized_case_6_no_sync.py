@@ -1,4 +1,4 @@
-"""Stage 5: batches from pinned memory with ``non_blocking`` copies, losses kept on the device and checked once per
+"""Stage 6: batches from pinned memory with ``non_blocking`` copies, losses kept on the device and checked once per
 call.
 
 The one idea: the host runs ahead of the GPU (chapter 13's ``host_sync``); one wait per call instead of two per
@@ -11,4 +11,4 @@ from chapters.ch20.case import CaseStudy
 
 
 def get_benchmark() -> CaseStudy:
-    return CaseStudy(stage=5)
+    return CaseStudy(stage=6)
