@@ -12,9 +12,9 @@ After each round every pair's interval over its rounds (bench.measure.rounds) sa
 ``min_rounds``, then until it is within ±``speedup_precision`` or clearly decided, at most ``max_rounds``, and
 no round begun that would end past ``max_rounds_seconds`` of the example's rounds (then two may be all); each
 setting from the pair's optimized variant's effective config. A token-generating pair (TTFT, TPOT, throughput)
-runs in rounds alike, its ratios each round's on its metric (``generation_ratios``). A settled pair, or one whose side failed, takes
-no further part; the baseline runs while any pair goes on. A host-clocked round first reads the free cores and
-caps its children's intra-op threads to them (bench.measure.cores), the same cap for both sides.
+runs in rounds alike, its ratios each round's on its metric (``generation_ratios``). A settled pair, or one whose
+side failed, takes no further part; the baseline runs while any pair goes on. A host-clocked round first reads the
+free cores and caps its children's intra-op threads to them (bench.measure.cores), the same cap for both sides.
 """
 
 from __future__ import annotations
