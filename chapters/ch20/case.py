@@ -10,8 +10,8 @@ stage k, so every change is measured and verified on its own, and ``case_total``
    times V); AdamW as a loop over parameters (``foreach=False``); each step's batch copied from pageable host
    memory and its loss read on the host (``loss.item()``, a log line's worth).
 1. **tf32**: ``torch.set_float32_matmul_precision("high")`` (and cuDNN's TF32 switch) in setup: the fp32 matmuls
-   on the tensor cores as TF32. Process-global: the previous settings are restored in teardown. On a CPU it
-   changes nothing.
+   on the tensor cores as TF32. Process-global: the previous settings are restored in teardown. On a CPU, which
+   has no TF32, left alone (it would only change Inductor's cache keys, and the compiling stages compiled cold).
 2. **autocast**: ``torch.autocast(dtype=torch.bfloat16)`` around forward and loss: matmuls in bf16 (TF32 stays
    allowed, with no fp32 matmul left to act on).
 3. **sdpa**: ``F.scaled_dot_product_attention(is_causal=True)``: the fused flash kernel, no score matrix.
@@ -103,7 +103,10 @@ class CaseStudy(LMTraining):
             return F.cross_entropy(logits.flatten(0, -2), y.flatten())
 
     def prepare(self) -> None:
-        if self.stage >= 1:  # before torch.compile reads it; process-global: the caller's settings back in teardown
+        # TF32 from stage 1, on a GPU (a CPU has none; there the switch would only change Inductor's cache keys),
+        # before torch.compile reads it; process-global: the caller's settings back in teardown
+        self.saved_tf32 = None
+        if self.stage >= 1 and context().device.type == "cuda":
             self.saved_tf32 = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
             torch.set_float32_matmul_precision("high")
             torch.backends.cudnn.allow_tf32 = True
@@ -162,14 +165,15 @@ class CaseStudy(LMTraining):
         return (self.losses,)
 
     def get_work(self) -> dict[str, Any]:
-        """The FLOPs and the matmuls' precision: fp32 in the draft, TF32 from stage 1, bf16 from autocast on."""
-        return {**self.work, "dtype": "bf16" if self.amp else "tf32" if self.stage >= 1 else "fp32"}
+        """The FLOPs and the matmuls' precision: fp32 (the draft), TF32 (stage 1 on, on a GPU), bf16 (autocast on)."""
+        tf32 = self.stage >= 1 and self.device.type == "cuda"
+        return {**self.work, "dtype": "bf16" if self.amp else "tf32" if tf32 else "fp32"}
 
     def teardown(self) -> None:
         del self.host_tokens, self.log, self.loss_fn
-        if self.stage >= 1:
+        if self.saved_tf32 is not None:
             precision, cudnn = self.saved_tf32
             torch.set_float32_matmul_precision(precision)
             torch.backends.cudnn.allow_tf32 = cudnn
-            del self.saved_tf32
+        del self.saved_tf32
         super().teardown()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bench.define.config import resolve_config
+from bench.define.context import make_context, set_context
 from chapters.ch20.case import RTOL, STAGES, CaseStudy
 
 
@@ -34,7 +36,9 @@ def test_eager_stages_agree_and_a_skipped_step_does_not(cpu_smoke: None) -> None
     assert rel(losses(4, skip_step=True), out[4]) > 2 * RTOL
 
 
-def test_tf32_is_set_in_setup_and_the_callers_settings_restored(cpu_smoke: None) -> None:
+def _tf32_stages(expect_set: bool) -> None:
+    """Stages 0-2 set up (twice each, as the harness may) and torn down: TF32 switched on from stage 1 when
+    ``expect_set``, and the caller's settings back after each teardown."""
     before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     torch.set_float32_matmul_precision("medium")  # whatever the caller had: teardown gives it back
     torch.backends.cudnn.allow_tf32 = False
@@ -43,17 +47,34 @@ def test_tf32_is_set_in_setup_and_the_callers_settings_restored(cpu_smoke: None)
         draft.setup()
         assert torch.get_float32_matmul_precision() == "medium" and draft.get_work()["dtype"] == "fp32"
         draft.teardown()
-        for stage, dtype in ((1, "tf32"), (2, "bf16")):
+        for stage, dtype in ((1, "tf32" if expect_set else "fp32"), (2, "bf16")):
             c = CaseStudy(stage)
-            for _ in range(2):  # set up again after teardown in the same process, as the harness may
+            for _ in range(2):
                 c.setup()
-                assert torch.get_float32_matmul_precision() == "high" and torch.backends.cuda.matmul.allow_tf32
-                assert torch.backends.cudnn.allow_tf32 and c.get_work()["dtype"] == dtype
+                if expect_set:
+                    assert torch.get_float32_matmul_precision() == "high" and torch.backends.cuda.matmul.allow_tf32
+                    assert torch.backends.cudnn.allow_tf32
+                else:  # a CPU has no TF32: the switch left alone
+                    assert torch.get_float32_matmul_precision() == "medium" and not torch.backends.cudnn.allow_tf32
+                assert c.get_work()["dtype"] == dtype
                 c.teardown()
                 assert torch.get_float32_matmul_precision() == "medium" and not torch.backends.cudnn.allow_tf32
     finally:
         torch.set_float32_matmul_precision(before[0])
         torch.backends.cudnn.allow_tf32 = before[1]
+
+
+def test_tf32_left_alone_on_a_cpu_and_the_callers_settings_kept(cpu_smoke: None) -> None:
+    _tf32_stages(expect_set=False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (TF32 is switched on there only)")
+def test_tf32_is_set_in_setup_on_a_gpu_and_the_callers_settings_restored() -> None:
+    set_context(make_context(resolve_config({"device": "cuda", "smoke": True})))  # the tiny LM, on the GPU
+    try:
+        _tf32_stages(expect_set=True)
+    finally:
+        set_context(None)
 
 
 def test_stage_names_and_bounds() -> None:
