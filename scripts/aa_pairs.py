@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # a script run from anywhere: the repository's packages (chapters, bench)
 
 from bench.define.discovery import chapter_id, default_chapters_dir, discover, select  # noqa: E402
+from bench.define.result import Comparison  # noqa: E402
 from bench.isolate.suite import run_suite  # noqa: E402
 
 
@@ -63,7 +64,7 @@ def main() -> None:
           f"{len(measured) - held} read a verdict (target: at most 5 %)")  # fmt: skip
 
 
-def _row(c: object, repeat: int) -> dict:
+def _row(c: Comparison, repeat: int) -> dict:
     holds = c.speedup_ci_low is not None and c.speedup_ci_low <= 1.0 <= (c.speedup_ci_high or 0)
     return {
         "pair": f"{c.chapter}:{c.example}", "repeat": repeat, "status": c.status,
@@ -80,6 +81,7 @@ def _print_row(r: dict) -> None:
         return
     print(f"| {r['pair']} | {r['repeat']} | {r['speedup']:.4f} | [{r['ci_low']:.4f}, {r['ci_high']:.4f}] | "
           f"{'yes' if r['holds_1'] else 'NO'} | {r['rounds']} {r['rounds_stop'] or ''} |", flush=True)  # fmt: skip
+
 
 if __name__ == "__main__":
     main()
