@@ -61,6 +61,17 @@ def test_a_chapter_table_fits_80_columns_with_every_name_whole() -> None:
     assert "49.2×" in text and "46.2–53.1" in text  # 208 / 4.23 = 49.17
 
 
+def test_short_verdicts_leave_their_room_to_the_names() -> None:
+    """Every pair "faster": the verdict column is as wide as "verdict", not as "no significant difference" would
+    need, and an 18-character name stays on one line at 80 columns."""
+    names = ("case_1_tf32", "case_4_fused_adamw", "case_6_no_sync", "case_total")
+    text = render(suite(*(pair(n, 655.0, 256.0, 2.52, 2.6, chapter="ch20") for n in names)), 80)
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    for name in names:
+        assert any(line.startswith(f"{name} ") for line in lines), name
+
+
 @pytest.mark.parametrize("width", [40, 60, 80, 100, 200])
 def test_no_name_or_verdict_is_cut_at_any_width(width: int) -> None:
     long = pair("transpose", 19.6, 6.6, 2.8, 3.14, variant="optimized_tiled_smem_padded")
