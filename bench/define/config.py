@@ -121,6 +121,13 @@ class BenchmarkConfig(BaseModel):
     # Half-width of the speedup's 95 % interval that settles a pair (0.02: ±2 %).
     speedup_precision: float = Field(0.02, gt=0, lt=1)
     max_rounds_seconds: float = Field(120.0, gt=0)
+    # A verdict's noise threshold (0.01: ±1 %): two processes of the same code differ by a fraction of a percent
+    # (memory placement, clocks; an A/A pair on the H200 read 0.9998x [0.9997, 0.9998]), which is no verdict. A
+    # speedup reads "faster" only when its interval lies above 1 + noise_threshold, "slower" only below
+    # 1 / (1 + noise_threshold) (a band symmetric in log space), else "no significant difference". 0: the plain
+    # rule (above or below 1.0). Memory and quality verdicts, readings of what the pair changes rather than of a
+    # clock, keep the plain rule (bench.measure.compare).
+    noise_threshold: float = Field(0.01, ge=0, lt=1)
     # Compile caches (Inductor's, Triton's) persist under the user's cache directory (~/.cache/perflab/) across
     # variants and runs unless TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR are set; the first call's time is still
     # recorded apart. True: each child compiles from an empty cache (time a cold compile). Suite or CLI layer only:
