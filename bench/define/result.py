@@ -326,7 +326,8 @@ class Comparison(BaseModel):
     # Measured in rounds (bench.isolate.rounds, bench.measure.rounds): each round's ratio of medians, baseline over
     # optimized; the speedup is their geometric mean and its interval a t interval over them (98 % where they
     # stopped early, 96 % after all of them: bench.measure.rounds). rounds_stop: why no more rounds ran:
-    # "precision" (within ±speedup_precision), "decided", "max_rounds", "time_limit", or the side that failed.
+    # "precision" (within ±speedup_precision), "decided", "equivalent" (within ±noise_threshold), "max_rounds",
+    # "time_limit", or the side that failed.
     # Empty and None for a pair of one child per side.
     round_speedups: list[float] = Field(default_factory=list)
     rounds_stop: str | None = None

@@ -166,3 +166,9 @@ def significance(low: float | None, high: float | None, noise_threshold: float =
     band = 1.0 + noise_threshold
     return "faster" if low > band else "slower" if high < 1.0 / band else "no significant difference"
 
+
+def within_noise(low: float, high: float, noise_threshold: float) -> bool:
+    """The interval lies inside the band ±``noise_threshold`` (``significance``'s): any difference it shows is
+    smaller than the threshold; never with a threshold of 0."""
+    band = 1.0 + noise_threshold
+    return 1.0 / band < low and high < band
