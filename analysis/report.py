@@ -36,6 +36,7 @@ from bench.record import (
     read_run,
     results_dir,
     speedup_text,
+    verdict_text,
     verdicts_text,
 )
 
@@ -167,7 +168,7 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
         "pairs": len(rows),
         "pairs_verified": sum(x["verified"] for x in rows),
         "pairs_counted": len(counted),
-        # successes: counted, and the speedup's 95 % interval above 1.0; the others as they are
+        # successes: counted, and the speedup's 95 % interval above 1 + noise_threshold; the others as they are
         "pairs_faster": sum(x["counted"] and x["verdict"] == "faster" for x in rows),
         "pairs_slower": sum(x["counted"] and x["verdict"] == "slower" for x in rows),
         "pairs_no_difference": sum(x["counted"] and x["verdict"] == "no significant difference" for x in rows),
@@ -206,8 +207,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         "",
         f"- {o['chapters']} chapter(s), {o['benchmarks']} benchmark(s), {o['variants']} variant(s): "
         f"{o['succeeded']} succeeded, {o['failed']} failed, {o['skipped']} skipped",
-        f"- {verdicts_text(o.get('verdicts', {}), o['pairs'])} (faster: verified, 95 % interval above 1); "
-        f"{o['pairs_verified']} verified",
+        f"- {verdicts_text(o.get('verdicts', {}), o['pairs'])} (faster: verified, 95 % interval above 1 and the "
+        f"noise threshold); {o['pairs_verified']} verified",
         f"- speedup over the {o['pairs_counted']} verified ok pair(s): geomean {_f(o['speedup_geomean'], '.3f')}×, "
         f"max {_f(o['speedup_max'], '.3f')}×, min {_f(o['speedup_min'], '.3f')}×",
     ]
@@ -229,7 +230,7 @@ def report_markdown(report: dict[str, Any]) -> str:
                 speedup += " (not counted)"
             lines.append(
                 f"| {x['example']} | {x['variant']} | {t.text(x['baseline_median_ms'])} | "
-                f"{t.text(x['optimized_median_ms'])} |{on.cells(x)} {speedup} | {x['verdict']} | "
+                f"{t.text(x['optimized_median_ms'])} |{on.cells(x)} {speedup} | {verdict_text(x)} | "
                 f"{'yes' if x['verified'] else 'no'} | {rate.text(x['baseline_gbps'])} | "
                 f"{rate.text(x['optimized_gbps'])} | {_f(x['optimized_pct_of_peak'], '.1f')} |"
             )

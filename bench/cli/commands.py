@@ -176,7 +176,7 @@ def show(
 def pairs_markdown(parent: str, runs: list[Any]) -> str:
     """One row per optimized variant, numbers read from the runs' metrics and tags (never typed); each column's
     unit chosen from its values and named in its header."""
-    from bench.record.summary import Compared, basis_of, pair_verdict, speedup_text
+    from bench.record.summary import Compared, basis_of, speedup_text, verdict_text
     from bench.record.units import RATE_UNITS, column
 
     by_name = {r.info.run_name: r for r in runs}
@@ -192,7 +192,8 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
                 "speedup": metrics.get("speedup"), "speedup_ci_low": metrics.get("speedup_ci_low"),
                 "speedup_ci_high": metrics.get("speedup_ci_high"), "significance": tags.get("perflab.significance"),
                 "speedup_time": tags.get("perflab.speedup_time"),
-                "speedup_metric": tags.get("perflab.speedup_metric")}  # fmt: skip
+                "speedup_metric": tags.get("perflab.speedup_metric"),
+                "noise_threshold": run.data.params.get("noise_threshold")}  # fmt: skip
         held = basis_of(pair).metric  # the metric both sides' runs hold the compared value under
         pair.update(baseline_value=b.get(held), optimized_value=metrics.get(held))
         rows.append((tags, metrics, b, pair))
@@ -211,7 +212,7 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
         lines.append(
             f"| {tags['perflab.chapter']}:{tags['perflab.example']} | {tags['perflab.variant']} | "
             f"{t.text(b.get('time_median_ms'))} | {t.text(m.get('time_median_ms'))} |{on.cells(pair)} "
-            f"{speedup_text(pair, verdict=False)} | {pair_verdict(pair)} | {tags.get('perflab.verified', 'false')} | "
+            f"{speedup_text(pair, verdict=False)} | {verdict_text(pair)} | {tags.get('perflab.verified', 'false')} | "
             f"{rate.text(b.get('achieved_gbps'))} | {rate.text(m.get('achieved_gbps'))} | "
             f"{'—' if cv is None else f'{100 * cv:.2f} %'} |"
         )

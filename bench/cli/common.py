@@ -129,7 +129,7 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
     median call times move to a column of their own. Names are never cut: a one-chapter suite's drop the chapter
     (named in the title); on a narrow console (``width``, default the console's) the figures keep their width and
     a long name wraps."""
-    from bench.record.summary import basis_of, pair_verdict
+    from bench.record.summary import basis_of, verdict_text
     from bench.record.units import column
 
     pairs = suite.comparisons
@@ -148,7 +148,7 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
             name, *medians, "—" if c.speedup is None else f"{ratio(c.speedup)}×",
             "—" if low is None or high is None else f"{ratio(low)}–{ratio(high)}",
             f"{len(c.round_speedups)} {c.rounds_stop or ''}".strip() if c.round_speedups else "1",
-            pair_verdict(c.model_dump()),
+            verdict_text(c.model_dump()),
         ])  # fmt: skip
     figures = ["on", "baseline → optimized", f"median call {unit.name}"] if other else [
         f"baseline {unit.name}", f"optimized {unit.name}"]  # fmt: skip

@@ -112,15 +112,22 @@ class BenchmarkConfig(BaseModel):
     # A pair is measured in rounds (bench.isolate.rounds): baseline and optimized alternate, each round a fresh
     # child per side, so load that comes and goes on the host hits both sides; the speedup's interval is taken
     # over the rounds' ratios and carries their spread (run_noise is then not added). At least min_rounds, then
-    # more until every pair of the example is within ±speedup_precision or clearly decided, at most max_rounds
-    # and no round begun that would end past max_rounds_seconds of the example's rounds (a slow call's pair may
-    # then stop at two: its interval, of one degree of freedom, wide). min_rounds=max_rounds=1: one child per
-    # side, the interval from its samples plus run_noise. Read from the variants' effective configs.
+    # more until every pair of the example is within ±speedup_precision, clearly decided or within ±noise_threshold,
+    # at most max_rounds and no round begun that would end past max_rounds_seconds of the example's rounds (a slow
+    # call's pair may then stop at two: its interval, of one degree of freedom, wide). min_rounds=max_rounds=1: one
+    # child per side, the interval from its samples plus run_noise. Read from the variants' effective configs.
     min_rounds: int = Field(3, ge=1, le=100)
     max_rounds: int = Field(8, ge=1, le=100)
     # Half-width of the speedup's 95 % interval that settles a pair (0.02: ±2 %).
     speedup_precision: float = Field(0.02, gt=0, lt=1)
     max_rounds_seconds: float = Field(120.0, gt=0)
+    # A verdict's noise threshold (0.01: ±1 %): two processes of the same code differ by a fraction of a percent
+    # (memory placement, clocks; an A/A pair on the H200 read 0.9998x [0.9997, 0.9998]), which is no verdict. A
+    # speedup reads "faster" only when its interval lies above 1 + noise_threshold, "slower" only below
+    # 1 / (1 + noise_threshold) (a band symmetric in log space), else "no significant difference"; a pair's rounds
+    # also stop once its interval lies within the band. 0: the plain rule (above or below 1.0). Memory and quality
+    # verdicts, readings of what the pair changes rather than of a clock, keep the plain rule (bench.measure.compare).
+    noise_threshold: float = Field(0.01, ge=0, lt=1)
     # Compile caches (Inductor's, Triton's) persist under the user's cache directory (~/.cache/perflab/) across
     # variants and runs unless TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR are set; the first call's time is still
     # recorded apart. True: each child compiles from an empty cache (time a cold compile). Suite or CLI layer only:

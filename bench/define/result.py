@@ -308,8 +308,12 @@ class Comparison(BaseModel):
     # the run-to-run spread (bench.measure.stats.speedup_interval)
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
-    # "faster" / "slower": the interval lies above / below 1.0; "no significant difference": it holds 1.0
+    # "faster" / "slower": the interval lies above 1 + noise_threshold / below 1 / (1 + noise_threshold); "no
+    # significant difference": it holds 1.0 or lies within that band (bench.measure.stats.significance)
     significance: Literal["faster", "slower", "no significant difference"] | None = None
+    # The threshold the verdict was judged with: the config's noise_threshold on a time, 0 on a memory peak or a
+    # quality reading (bench.measure.compare.noise_threshold); None without an interval
+    noise_threshold: float | None = None
     status: PairStatus
     verification: Verification
     # What ``speedup`` is the ratio of: "time" (medians of the whole call) or, for a token-generating pair,
@@ -322,7 +326,8 @@ class Comparison(BaseModel):
     # Measured in rounds (bench.isolate.rounds, bench.measure.rounds): each round's ratio of medians, baseline over
     # optimized; the speedup is their geometric mean and its interval a t interval over them (98 % where they
     # stopped early, 96 % after all of them: bench.measure.rounds). rounds_stop: why no more rounds ran:
-    # "precision" (within ±speedup_precision), "decided", "max_rounds", "time_limit", or the side that failed.
+    # "precision" (within ±speedup_precision), "decided", "equivalent" (within ±noise_threshold), "max_rounds",
+    # "time_limit", or the side that failed.
     # Empty and None for a pair of one child per side.
     round_speedups: list[float] = Field(default_factory=list)
     rounds_stop: str | None = None

@@ -9,12 +9,13 @@ child sets up, warms up and measures, then ends (the job's ``timing_only``; rech
 off; the batch only where a pair's speedup is on it).
 
 After each round every pair's interval over its rounds (bench.measure.rounds) says whether it needs more: at least
-``min_rounds``, then until it is within ±``speedup_precision`` or clearly decided, at most ``max_rounds``, and
-no round begun that would end past ``max_rounds_seconds`` of the example's rounds (then two may be all); each
-setting from the pair's optimized variant's effective config. A token-generating pair (TTFT, TPOT, throughput)
-runs in rounds alike, its ratios each round's on its metric (``generation_ratios``). A settled pair, or one whose
-side failed, takes no further part; the baseline runs while any pair goes on. A host-clocked round first reads the
-free cores and caps its children's intra-op threads to them (bench.measure.cores), the same cap for both sides.
+``min_rounds``, then until it is within ±``speedup_precision``, clearly decided or within ±``noise_threshold``
+(equivalent), at most ``max_rounds``, and no round begun that would end past ``max_rounds_seconds`` of the
+example's rounds (then two may be all); each setting from the pair's optimized variant's effective config. A
+token-generating pair (TTFT, TPOT, throughput) runs in rounds alike, its ratios each round's on its metric
+(``generation_ratios``). A settled pair, or one whose side failed, takes no further part; the baseline runs while
+any pair goes on. A host-clocked round first reads the free cores and caps its children's intra-op threads to them
+(bench.measure.cores), the same cap for both sides.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from bench.define.config import BenchmarkConfig, host_clocked
 from bench.define.discovery import Example
 from bench.define.result import Comparison, VariantResult, VariantSpec
-from bench.measure.compare import compare
+from bench.measure.compare import compare, noise_threshold
 from bench.measure.cores import cap_note, free_cores
 from bench.measure.rounds import decide, round_ratios
 from bench.measure.stats import summarize
@@ -135,7 +136,7 @@ class Rounds:
             if ratios is None:
                 sides = [[r.timing.samples_ms if r.timing else [] for r in side] for side in (base[:n], opt)]
                 ratios = round_ratios(*sides)
-            why = decide(ratios, cfg.get("speedup_precision", 0.02))
+            why = decide(ratios, cfg.get("speedup_precision", 0.02), noise_threshold(cfg))
             if why is not None:
                 return why
         if n >= 2 and spent * (1 + 1 / (self.number + 1)) > cfg.get("max_rounds_seconds", float("inf")):

@@ -3,9 +3,11 @@
 The speedup is baseline median / optimized median on the time the optimized variant's config names (cold or
 batch; a token-generating pair's metric: TTFT, TPOT, throughput; a memory pair's peak: bench.measure.memory; a
 quality pair's score or error: bench.measure.quality),
-never clamped, with a 95 % interval (``bench.measure.stats.speedup_interval``) and its significance. A pair measured
-in rounds (both sides' samples in the same rounds, bench.isolate.rounds) has the geometric mean of its rounds' ratios
-of medians instead, and a t interval over them (``bench.measure.rounds``): the round-to-round spread is in it.
+never clamped, with a 95 % interval (``bench.measure.stats.speedup_interval``) and its significance: "faster" or
+"slower" only beyond ±``noise_threshold`` on a time (``bench.measure.stats.significance``; beyond 1.0 on a memory
+peak or a quality reading). A pair measured in rounds (both sides' samples in the same rounds, bench.isolate.rounds)
+has the geometric mean of its rounds' ratios of medians instead, and a t interval over them
+(``bench.measure.rounds``): the round-to-round spread is in it.
 Verification (``bench.measure.verify``) never passes by default; a pair on different devices gets no speedup.
 """
 
@@ -19,7 +21,7 @@ from bench.define.result import Comparison, PairStatus, VariantResult, Verificat
 from bench.measure.memory import MEMORY_METRICS, memory_ratio
 from bench.measure.quality import QUALITY_METRICS, quality_ratio, verify_quality
 from bench.measure.rounds import round_ratios, rounds_interval
-from bench.measure.stats import speedup_interval
+from bench.measure.stats import significance, speedup_interval
 from bench.measure.verify import FilePair, verify_all
 
 # verify_all's pairs and rtol, the check stage's limit (s), then verify_all's mode: where and how a pair's outputs
@@ -83,7 +85,7 @@ def compare(  # long: the pair's fields gathered in one place
     if same_hardware and by_metric and metric_rounds and len(metric_rounds) >= 2:
         ratios = list(metric_rounds)
     speedup, low, high = (rounds_interval(ratios, rounds_stop) if ratios else None) or (speedup, low, high)
-    significance = _significance(low, high)
+    threshold = noise_threshold(optimized.config, metric) if low is not None and high is not None else None
     energy = _energy_ratio(baseline, optimized) if same_hardware else (None, None, None)
     values = compared_values(baseline, optimized, metric, base_samples, opt_samples) if speedup else (None, None)
     return Comparison(
@@ -93,7 +95,8 @@ def compare(  # long: the pair's fields gathered in one place
         speedup=speedup,
         speedup_ci_low=low,
         speedup_ci_high=high,
-        significance=significance,
+        significance=significance(low, high, threshold or 0.0),
+        noise_threshold=threshold,
         speedup_metric=metric,
         status=_PAIR_STATUS[verification.outcome],
         verification=verification,
@@ -107,10 +110,15 @@ def compare(  # long: the pair's fields gathered in one place
     )
 
 
-def _significance(low: float | None, high: float | None) -> str | None:
-    if low is None or high is None:
-        return None
-    return "faster" if low > 1.0 else "slower" if high < 1.0 else "no significant difference"
+def noise_threshold(config: dict[str, Any], metric: str = "time") -> float:
+    """The noise threshold a verdict on ``metric`` is judged with (bench.measure.stats.significance): ``config``'s
+    ``noise_threshold`` (BenchmarkConfig's default where a result's config predates it) for a time (a call's, a
+    generation's TTFT, TPOT or throughput), whose medians differ between processes of the same code (memory
+    placement, clocks); 0 for a memory peak or a quality reading, which measure what the pair changes, not a clock."""
+    if metric in (*MEMORY_METRICS, *QUALITY_METRICS):
+        return 0.0
+    value = config.get("noise_threshold")
+    return float(BenchmarkConfig.model_fields["noise_threshold"].default if value is None else value)
 
 
 def compared_values(

@@ -8,18 +8,22 @@ sides of a round, or between rounds, is in the ratios' spread, so the interval c
 side could not show it; ``bench.measure.stats.speedup_interval`` then adds an assumed run-to-run term).
 
 When to stop (``decide``): a pair is done once its interval is narrow (each half within ``precision``,
-±2 % by default) at two rounds in a row, or clearly decided (beyond 1.0 by at least ``DECIDED`` times its
-half-width, in log space). Stopping on significance would inflate false verdicts (each look another chance);
-width does not depend on where the interval lies, but an early stop, on either rule, picks rounds whose spread
-was small by chance, and their 95 % interval is too narrow: simulated A/A pairs read a verdict in up to 7-8 %
-where the rounds' spread is about the precision, and a true 1.1x fell outside in 7-8 % at a spread of 3-5 %. So a
-pair that stopped early reports its interval at ``EARLY_LEVEL`` (98 %); one that ran all its rounds at
-``FULL_LEVEL`` (96 %): those are a selection too (the pairs whose rounds did not happen to agree early), and at
-95 % they read a verdict in 5.5-5.8 % where the spread is 5 %. Simulated over 10,000 pairs per spread (normal and
-t(3) spreads of 0.3-15 %, seeds 1 and 7; tests/bench/measure/test_round_stats.py's ``_simulate``): A/A pairs read a
-verdict in 1.5-4.9 % (5.2-7.0 % with 95 % everywhere), a true 1.1x falls outside in 1.4-5.2 %. The rounds are those
-of the 95 % rule: a large difference (a slow call's 2x) settles in the minimum of rounds; an interval is wider
-than the 95 % one (t at 99 % over t at 97.5 %: +62 % at 3 rounds, +31 % at 6; at 98 % over 97.5 %, +6.5 % at 8).
+±2 % by default) at two rounds in a row, clearly decided (beyond the noise band, ±``noise_threshold``, by at least
+``DECIDED`` times its half-width, in log space), or equivalent (the interval within the band: no verdict,
+bench.measure.stats.significance). Stopping on significance would inflate false verdicts (each look another
+chance); width does not depend on where the interval lies, but an early stop, on any of these rules, picks rounds
+whose spread was small by chance, and their 95 % interval is too narrow: simulated A/A pairs read a verdict in up
+to 7-8 % where the rounds' spread is about the precision, and a true 1.1x fell outside in 7-8 % at a spread of
+3-5 % (both without a noise band). So a pair that stopped early reports its interval at ``EARLY_LEVEL`` (98 %); one
+that ran all its rounds at ``FULL_LEVEL`` (96 %): those are a selection too (the pairs whose rounds did not happen
+to agree early), and at 95 % they read a verdict in 5.5-5.8 % where the spread is 5 %. Simulated over 10,000 pairs
+per spread (normal and t(3) spreads of 0.3-15 %, seeds 1 and 7; tests/bench/measure/test_round_stats.py's
+``_simulate``), with a noise threshold of 0: A/A pairs read a verdict in 1.5-4.9 % (5.2-7.0 % with 95 %
+everywhere), a true 1.1x falls outside in 1.4-5.2 %; with the default ±1 %: A/A pairs 0-2.8 % (at a spread of
+0.3 %, 92 % of them settle equivalent, in 3.2 rounds on average), a true 1.1x outside in 1.5-5.4 %. The rounds
+are those of the 95 % rule: a large difference (a slow call's 2x) settles in the minimum of rounds; an interval is
+wider than the 95 % one (t at 99 % over t at 97.5 %: +62 % at 3 rounds, +31 % at 6; at 98 % over 97.5 %, +6.5 %
+at 8).
 """
 
 from __future__ import annotations
@@ -28,15 +32,15 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from bench.measure.stats import t_quantile
+from bench.measure.stats import significance, t_quantile, within_noise
 
 DECIDED = 4.0  # a "decided" pair's |log speedup| is at least this many half-widths of its interval
-Stop = str  # "precision", "decided", "max_rounds", "time_limit", or why no more rounds could run
-# The level of the interval a pair reports when its rounds stopped early (on precision or decided): each look at
+Stop = str  # "precision", "decided", "equivalent", "max_rounds", "time_limit", or why no more rounds could run
+# The level of the interval a pair reports when its rounds stopped early (precision, decided, equivalent): each look at
 # the rounds was another chance that their spread was small by chance, and an early stop picks those. 98 % is the
 # level at which simulated A/A pairs read a verdict in at most ~5 % at every noise level (see the docstring).
 EARLY_LEVEL = 0.98
-EARLY = ("precision", "decided")
+EARLY = ("precision", "decided", "equivalent")
 FULL_LEVEL = 0.96  # every other stop's (all the rounds ran): with 95 % there, 5.5-5.8 % of A/A pairs read a verdict
 
 
@@ -71,15 +75,22 @@ def half_width(low: float, high: float) -> float:
     return (math.log(high) - math.log(low)) / 2
 
 
-def decide(ratios: Sequence[float], precision: float) -> Stop | None:
-    """Why a pair with these rounds' ratios needs no more rounds, or None: "decided" (beyond 1.0 by at least
-    DECIDED half-widths), "precision" (each half of the interval within ``precision``, now and one round before)."""
+def decide(ratios: Sequence[float], precision: float, noise_threshold: float = 0.0) -> Stop | None:
+    """Why a pair with these rounds' ratios needs no more rounds, or None: "decided" (beyond the band
+    ±``noise_threshold`` by at least DECIDED half-widths, in log space: beyond 1.0 with a threshold of 0),
+    "equivalent" (the interval within that band: any difference it shows is below the threshold, no verdict;
+    bench.measure.stats.significance), "precision" (each half of the interval within ``precision``, now and one
+    round before)."""
     now = rounds_interval(ratios)
     if now is None:
         return None
     speedup, low, high = now
-    if (low > 1.0 or high < 1.0) and abs(math.log(speedup)) >= DECIDED * half_width(low, high):
+    verdict = significance(low, high, noise_threshold)
+    beyond = abs(math.log(speedup)) - math.log1p(noise_threshold)  # from the band's edge
+    if verdict in ("faster", "slower") and beyond >= DECIDED * half_width(low, high):
         return "decided"
+    if within_noise(low, high, noise_threshold):
+        return "equivalent"
     before = rounds_interval(ratios[:-1])
     if before is not None and all(half_width(*i[1:]) <= math.log1p(precision) for i in (now, before)):
         return "precision"

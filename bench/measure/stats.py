@@ -155,3 +155,20 @@ def widen(ratio: float, lo: float, hi: float, run_noise: float, scale: float = 1
     down = math.sqrt((scale * max(center - math.log(lo), 0.0)) ** 2 + extra**2)
     up = math.sqrt((scale * max(math.log(hi) - center, 0.0)) ** 2 + extra**2)
     return math.exp(center - down), math.exp(center + up)
+
+
+def significance(low: float | None, high: float | None, noise_threshold: float = 0.0) -> str | None:
+    """A speedup's verdict from its interval: "faster" when it lies above 1 + ``noise_threshold``, "slower" when below
+    1 / (1 + ``noise_threshold``) (a band symmetric in log space: ±1 % is 0.990..1.01), else "no significant
+    difference", an interval that excludes 1.0 within the band included; None without an interval."""
+    if low is None or high is None:
+        return None
+    band = 1.0 + noise_threshold
+    return "faster" if low > band else "slower" if high < 1.0 / band else "no significant difference"
+
+
+def within_noise(low: float, high: float, noise_threshold: float) -> bool:
+    """The interval lies inside the band ±``noise_threshold`` (``significance``'s): any difference it shows is
+    smaller than the threshold; never with a threshold of 0."""
+    band = 1.0 + noise_threshold
+    return 1.0 / band < low and high < band

@@ -33,7 +33,7 @@ from bench.record.store import (
     suite_runs,
     tagged_runs,
 )
-from bench.record.summary import VERDICTS, Compared, basis_of, pair_verdict, speedup_text, verdicts_text
+from bench.record.summary import VERDICTS, Compared, basis_of, pair_verdict, speedup_text, verdict_text, verdicts_text
 from bench.record.tracking import Tracker
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, TIME_UNITS, column, sig, time_text
 
@@ -65,5 +65,6 @@ __all__ = [
     "suite_runs",
     "tagged_runs",
     "time_text",
+    "verdict_text",
     "verdicts_text",
 ]

@@ -40,7 +40,7 @@ from bench.record.contract import (
     variant_params,
     variant_tags,
 )
-from bench.record.summary import speedup_text
+from bench.record.summary import speedup_text, verdict_text
 
 __all__ = ["OutDir", "junit_xml"]
 
@@ -142,7 +142,7 @@ def _case(pair: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]]) ->
         if value is not None:
             ET.SubElement(props, "property", name=name, value=str(value).lower() if isinstance(value, bool) else
                           str(value))  # fmt: skip
-    text = f"{pair.get('verdict')}: {speedup_text(dict(pair), verdict=False)}; {pair.get('verification') or ''}"
+    text = f"{verdict_text(dict(pair))}: {speedup_text(dict(pair), verdict=False)}; {pair.get('verification') or ''}"
     status = pair["status"]
     if status in _FAILURES:
         errors = [f"{side} {v['status']} at {v.get('failed_stage') or '?'}: {v.get('error') or ''}"

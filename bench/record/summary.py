@@ -51,7 +51,7 @@ def summary_dict(suite: SuiteResult, logging_s: float | None = None, command_s: 
         "n_variants_ok": sum(v.status == "ok" for v in suite.variants),
         "n_pairs": len(pairs),
         "n_pairs_verified": sum(p["verified"] for p in pairs),
-        # A success: verified, ok, and the speedup's 95 % interval above 1.0; the others as they are.
+        # A success: verified, ok, and the speedup's 95 % interval above 1 + noise_threshold; the others as they are.
         "n_pairs_faster": verdicts.count("faster"),
         "n_pairs_slower": verdicts.count("slower"),
         "n_pairs_no_difference": verdicts.count("no significant difference"),
@@ -74,7 +74,7 @@ def _pair(c: Comparison, opt: VariantResult) -> dict[str, Any]:
         **c.model_dump(include={"chapter", "example", "variant", "status", "baseline_status", "optimized_status",
                                 "baseline_median_ms", "optimized_median_ms", "speedup", "speedup_ci_low",
                                 "speedup_ci_high", "speedup_time", "speedup_metric", "baseline_value",
-                                "optimized_value", "significance", *_ENERGY, *_ROUNDS}),  # fmt: skip
+                                "optimized_value", "significance", "noise_threshold", *_ENERGY, *_ROUNDS}),  # fmt: skip
         "verified": c.verification.verified,
         "verification": c.verification.detail,
         "max_rel_error": c.verification.max_rel_error,
@@ -149,7 +149,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     for p in pairs:
         lines.append(
             f"| {p['chapter']}:{p['example']} | {p['variant']} | {t.text(p['baseline_median_ms'])} | "
-            f"{t.text(p['optimized_median_ms'])} |{on.cells(p)} {speedup_text(p, verdict=False)} | {p['verdict']} | "
+            f"{t.text(p['optimized_median_ms'])} |{on.cells(p)} {speedup_text(p, verdict=False)} | {verdict_text(p)} | "
             f"{rate.text(p.get('optimized_achieved_gbps'))} |"
         )
     lines += _energy_section(pairs)
@@ -269,15 +269,29 @@ def speedup_text(pair: dict[str, Any], verdict: bool = True) -> str:
         text += f" [{low:.2f}, {high:.2f}]"
     shown = pair_verdict(pair)
     if verdict and shown in ("slower", "no significant difference"):
-        text += f" {shown}"
+        text += f" {verdict_text(pair)}"
     return text
 
 
+def verdict_text(pair: dict[str, Any]) -> str:
+    """``pair_verdict``'s, and where a pair reads "no significant difference" although its interval excludes 1.0,
+    why: ``no significant difference (within ±1 % noise threshold)`` (the pair's ``noise_threshold``, a config's
+    float or an MLflow param; bench.measure.stats.significance)."""
+    shown = pair_verdict(pair)
+    low, high = pair.get("speedup_ci_low"), pair.get("speedup_ci_high")
+    if shown != "no significant difference" or low is None or high is None or low <= 1.0 <= high:
+        return shown
+    threshold = pair.get("noise_threshold")
+    band = f"±{100 * float(threshold):g} % " if threshold else ""
+    return f"{shown} (within {band}noise threshold)"
+
+
 def pair_verdict(pair: dict[str, Any]) -> str:
-    """What a pair shows, in one word or phrase: ``faster`` (verified, ok, the speedup's 95 % interval above 1),
-    ``slower`` (below 1), ``no significant difference`` (holding 1); ``no interval`` for a speedup above 1
-    logged without one, ``no speedup`` for a verified pair without one; else the pair's status (``mismatch``,
-    ``unverified``, ``failed``, ``skipped``). Only ``faster`` is a success."""
+    """What a pair shows, in one word or phrase: ``faster`` (verified, ok, the speedup's 95 % interval above 1 and
+    its noise threshold), ``slower`` (below), ``no significant difference`` (holding 1, or within the threshold:
+    ``verdict_text`` says which); ``no interval`` for a speedup above 1 logged without one, ``no speedup`` for a
+    verified pair without one; else the pair's status (``mismatch``, ``unverified``, ``failed``, ``skipped``). Only
+    ``faster`` is a success."""
     status = pair.get("status") or "?"
     if status != "ok":
         return str(status)

@@ -89,6 +89,16 @@ def test_no_name_or_verdict_is_cut_at_any_width(width: int) -> None:
         assert all(ch in chars for ch in name), name
 
 
+def test_a_pair_within_the_noise_threshold_says_so_in_its_verdict() -> None:
+    """An A/A pair whose interval excludes 1.0 by 0.02 %: "no significant difference", and why, in the table."""
+    aa = pair("atomic_reduction", 1.0, 1.0002, 0.9997, 0.9998).model_copy(
+        update={"significance": "no significant difference", "noise_threshold": 0.01})  # fmt: skip
+    text = render(suite(*CH07.comparisons, aa), 80)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    chars = iter("".join(text.split("atomic_reduction", 1)[1].split()))  # its row, folded: each character in order
+    assert all(ch in chars for ch in "nosignificantdifference(within±1%noisethreshold)")
+
+
 def test_times_take_the_unit_of_their_column() -> None:
     fast = suite(pair("a", 0.004, 0.002, 1.8, 2.2), pair("b", 0.0031, 0.0029, 0.9, 1.2))
     text = render(fast, 80)

@@ -270,6 +270,21 @@ def test_a_settled_pair_leaves_the_rounds_and_a_time_limit_may_stop_at_two(tmp_p
     assert [c.rounds_stop for c in fixed.compare(None)] == ["max_rounds", "max_rounds"]
 
 
+def test_a_pair_within_the_noise_threshold_settles_as_equivalent(tmp_path, write_benchmark) -> None:
+    """Rounds that agree on a 0.05 % difference (two processes of the same code): within the default ±1 % band the
+    pairs are settled at min_rounds, "equivalent", and read no significant difference; with noise_threshold=0 the
+    same rounds are "decided" and "slower"."""
+    for threshold, stop, verdict in ((None, "equivalent", "no significant difference"), (0.0, "decided", "slower")):
+        r = _rounds(tmp_path / str(threshold), write_benchmark)
+        base, *opts = r.example.variants
+        config = {} if threshold is None else {"noise_threshold": threshold}
+        for number in range(3):
+            for s in r.start():
+                r.add(s, _result(s, 10.0 if s == base else 10.0 * (1.0005, 1.00055, 1.0005)[number], **config))
+        assert r.done and r.stops == {o.key: stop for o in opts}, r.stops
+        assert [c.significance for c in r.compare(None)] == [verdict, verdict]
+
+
 def test_a_failed_round_is_the_variants_result_and_its_pair_stops(tmp_path, write_benchmark) -> None:
     r = _rounds(tmp_path, write_benchmark)
     base, opt, opt_b = r.example.variants

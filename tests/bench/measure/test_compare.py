@@ -345,3 +345,48 @@ def test_a_stated_ceiling_may_differ_between_the_sides(tmp_path: Path) -> None:
     assert compare(base, opt).status == "ok" and compare(base, opt).verification.verified
     fewer = opt.model_copy(update={"work": stated(1.02, 5e8)})
     assert "declared work differs" in compare(base, fewer).verification.detail
+
+
+# ------------------------------------------------------------------------------------ the verdict's noise threshold
+
+
+def in_rounds(tmp_path: Path, name: str, medians: list[float], config: dict[str, Any] | None = None) -> VariantResult:
+    """A side measured in rounds (bench.isolate.rounds.merge's shape): round r's samples around ``medians[r]``."""
+    v = variant(tmp_path, name, [torch.ones(4)], config=config)
+    samples = [m * f for m in medians for f in (0.999, 1.0, 1.001)]
+    v.timing = Timing(mode="cpu", method="t", samples_ms=samples, stats=summarize(samples), rounds=[3] * len(medians))
+    return v
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "threshold", "verdict"),
+    [
+        (0.9997, 0.9998, 0.01, "no significant difference"),  # the H200's A/A pair: significant, but within ±1 %
+        (0.9997, 0.9998, 0.0, "slower"),  # the plain rule
+        (1.03, 1.07, 0.01, "faster"),
+        (1.005, 1.02, 0.01, "no significant difference"),  # across the band's edge: not beyond it
+        (0.985, 0.9899, 0.01, "slower"),  # below 1 / 1.01 = 0.990099: the band symmetric in log space
+        (0.985, 0.9902, 0.01, "no significant difference"),
+        (0.95, 1.05, 0.0, "no significant difference"),
+        (None, 1.05, 0.01, None),
+    ],
+)
+def test_a_verdict_needs_its_interval_beyond_the_noise_threshold(low, high, threshold, verdict) -> None:
+    from bench.measure.stats import significance
+
+    assert significance(low, high, threshold) == verdict
+
+
+def test_a_tiny_significant_difference_reads_no_difference_unless_the_threshold_is_0(tmp_path: Path) -> None:
+    """Two processes of the same code (an A/A pair) whose rounds agree on a 0.02 % difference: with the default
+    threshold (±1 %) no verdict, the threshold on the comparison; with noise_threshold=0, the plain rule's "slower"."""
+    base = in_rounds(tmp_path, "baseline", [1.0, 1.0, 1.0, 1.0])
+    opt_medians = [1.0002, 1.00025, 1.0002, 1.00025]
+    c = compare(base, in_rounds(tmp_path, "optimized", opt_medians))
+    assert c.speedup_ci_high < 1.0 and c.speedup_ci_low > 0.999, (c.speedup_ci_low, c.speedup_ci_high)
+    assert c.significance == "no significant difference" and c.noise_threshold == 0.01
+    plain = compare(base, in_rounds(tmp_path, "optimized", opt_medians, {"noise_threshold": 0.0}))
+    assert plain.significance == "slower" and plain.noise_threshold == 0.0
+    # A real 5 %: its interval, [1.03, 1.07] or so, lies beyond the band; "faster" as before.
+    real = compare(base, in_rounds(tmp_path, "optimized", [1 / 1.03, 1 / 1.07, 1 / 1.05, 1 / 1.05]))
+    assert 1.01 < real.speedup_ci_low < 1.05 < real.speedup_ci_high < 1.1 and real.significance == "faster"

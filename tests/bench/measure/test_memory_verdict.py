@@ -38,6 +38,13 @@ def test_spread_readings_give_an_interval_around_the_ratio(tmp_path: Path) -> No
     assert c.speedup_ci_low < 2.0 < c.speedup_ci_high and c.speedup_ci_low > 1.0
 
 
+def test_a_small_exact_saving_is_a_verdict_the_noise_threshold_is_a_clocks(tmp_path: Path) -> None:
+    """0.4 % less memory in every call is what the pair changes, not process-to-process noise: "faster" (needs
+    less) under the default ±1 % noise threshold, which only a time's verdict uses."""
+    c = compare(*pair(tmp_path, [100.4] * 5, [100.0] * 5))
+    assert c.speedup_ci_low == pytest.approx(1.004) and c.significance == "faster" and c.noise_threshold == 0.0
+
+
 def test_same_peak_is_no_difference(tmp_path: Path) -> None:
     c = compare(*pair(tmp_path, [100.0] * 5, [100.0] * 5, metric="peak_reserved", base_metric="peak_reserved"))
     assert c.speedup == 1.0 and c.significance == "no significant difference"

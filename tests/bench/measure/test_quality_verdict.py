@@ -49,6 +49,15 @@ def test_error_metric_is_inverted(tmp_path: Path) -> None:
     assert c.speedup == pytest.approx(2.0) and c.significance == "faster"  # half the error
 
 
+def test_a_small_worse_score_is_a_verdict_the_noise_threshold_is_a_clocks(tmp_path: Path) -> None:
+    """Every item's error 0.5 % higher: what the pair changes, not process-to-process noise, so "slower" (worse)
+    under the default ±1 % noise threshold, which only a time's verdict uses."""
+    base = [0.2, 0.21, 0.19, 0.2]
+    c = compare(*pair(tmp_path, base, [x * 1.005 for x in base], metric="error"))
+    assert c.speedup == pytest.approx(1 / 1.005) and c.speedup_ci_high < 1.0
+    assert c.significance == "slower" and c.noise_threshold == 0.0
+
+
 def test_same_scores_are_no_difference(tmp_path: Path) -> None:
     c = compare(*pair(tmp_path, BASE, list(BASE)))
     assert c.speedup == 1.0 and c.significance == "no significant difference"

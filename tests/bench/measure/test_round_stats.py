@@ -11,10 +11,11 @@ import pytest
 import torch
 from scipy import stats as sps
 
+from bench.define.config import BenchmarkConfig
 from bench.define.result import Timing
 from bench.measure.compare import compare
 from bench.measure.rounds import EARLY_LEVEL, FULL_LEVEL, decide, half_width, round_ratios, rounds_interval
-from bench.measure.stats import summarize
+from bench.measure.stats import significance, summarize
 from tests.bench.measure.test_compare import variant
 
 
@@ -56,13 +57,28 @@ def test_a_narrow_interval_twice_settles_on_precision_a_far_one_is_decided_a_wid
     assert half_width(0.98, 1.02) == pytest.approx(0.02, rel=0.01)
 
 
+def test_an_interval_within_the_noise_band_settles_and_decided_means_beyond_the_band() -> None:
+    """With a noise threshold, an interval inside ±threshold is settled at once ("equivalent": no verdict however
+    narrow it gets), and "decided" counts its half-widths from the band's edge, not from 1.0."""
+    aa = [0.9995, 0.99945, 0.9995]  # two processes of the same code: 0.05 % apart, round after round
+    assert decide(aa, 0.02, 0.01) == "equivalent"
+    assert decide(aa, 0.02, 0.0) == "decided"  # the plain rule: a "slower" pair
+    assert decide([1.0, 1.3, 0.8], 0.02, 0.01) is None  # wide: holds the band and more
+    near = [1.012, 1.013, 1.012]  # 1.2 %: beyond 1.0 by many half-widths, beyond 1.01 by fewer than DECIDED
+    assert decide(near, 0.02, 0.0) == "decided" and decide(near, 0.02, 0.01) == "precision"
+    assert decide([2.0, 2.1, 1.95], 0.02, 0.01) == "decided"
+
+
+THRESHOLD = BenchmarkConfig.model_fields["noise_threshold"].default  # what the worker gets by default
+
+
 def _simulate(
-    pairs: int, noise: float, true: float, seed: int = 1, draw: str = "normal"
+    pairs: int, noise: float, true: float, seed: int = 1, draw: str = "normal", threshold: float = THRESHOLD
 ) -> tuple[list[str | None], list[int], list[bool]]:
     """Pairs whose rounds' log ratios are ``draw`` (normal, or Student t of 3 degrees of freedom: a heavy tail) with
     standard deviation ``noise`` around log(true), run through the stopping rule as the worker runs it (at least 3
-    rounds, at most 8, ±2 %) and the interval compare reports for its stop: each pair's verdict, its rounds, and
-    whether its interval holds ``true``."""
+    rounds, at most 8, ±2 %, the noise ``threshold``) and the interval compare reports for its stop: each pair's
+    verdict under that threshold, its rounds, and whether its interval holds ``true``."""
     rng = np.random.default_rng(seed)
 
     def ratio() -> float:
@@ -74,11 +90,12 @@ def _simulate(
         ratios = [ratio() for _ in range(2)]
         while True:
             ratios.append(ratio())
-            stop = "max_rounds" if len(ratios) == 8 else decide(ratios, 0.02)
+            stop = "max_rounds" if len(ratios) == 8 else decide(ratios, 0.02, threshold)
             if stop:
                 break
         _, low, high = rounds_interval(ratios, stop)  # type: ignore[misc]
-        verdicts.append("faster" if low > 1 else "slower" if high < 1 else None)
+        verdict = significance(low, high, threshold)
+        verdicts.append(None if verdict == "no significant difference" else verdict)
         counts.append(len(ratios))
         holds.append(low <= true <= high)
     return verdicts, counts, holds
@@ -86,7 +103,8 @@ def _simulate(
 
 # A 95 % interval's nominal rate plus three binomial standard errors of the 4,000 simulated pairs
 # (sqrt(0.05 * 0.95 / 4000) = 0.34 %, so 6.0 %): a rule whose rate is 5 % fails a level once in ~700. Over 10,000
-# pairs (seeds 1 and 7) this rule's rate is at most 4.9 % (A/A) and 5.2 % (a true 1.1x outside) at every spread.
+# pairs (seeds 1 and 7) this rule's rate is at most 4.9 % (A/A) and 5.2 % (a true 1.1x outside) at every spread
+# with a noise threshold of 0; 2.8 % and 5.4 % with the default ±1 %.
 NOMINAL = 0.05 + 3 * math.sqrt(0.05 * 0.95 / 4000)
 NOISES = [0.003, 0.01, 0.02, 0.03, 0.05, 0.15]
 
@@ -97,19 +115,30 @@ def test_aa_pairs_read_a_verdict_at_most_as_often_as_a_95_percent_interval_allow
     """Stopping on significance inflates false verdicts (each round another look: 15 % and more); this rule stops on
     a width held two rounds, or on a ratio DECIDED half-widths out, and reports an early stop's interval at
     EARLY_LEVEL: an A/A pair reads a verdict in at most ~5 % of pairs whatever the noise (at the 95 % level
-    throughout, 7-8 % where the rounds' spread is about the precision)."""
-    verdicts, _, _ = _simulate(4000, noise, 1.0, draw=draw)
+    throughout, 7-8 % where the rounds' spread is about the precision). Under the plain rule (a threshold of 0):
+    the band only takes verdicts away."""
+    verdicts, _, _ = _simulate(4000, noise, 1.0, draw=draw, threshold=0.0)
     wrong = sum(v is not None for v in verdicts) / len(verdicts)
     assert wrong <= NOMINAL, f"{100 * wrong:.1f} % of A/A pairs read a verdict at noise {noise} ({draw})"
 
 
+@pytest.mark.parametrize("threshold", [0.0, THRESHOLD])
 @pytest.mark.parametrize("noise", NOISES)
-def test_the_interval_holds_a_true_speedup_as_often_as_it_claims(noise) -> None:
+def test_the_interval_holds_a_true_speedup_as_often_as_it_claims(noise, threshold) -> None:
     """A true 1.1x: a "decided" stop, like a precision one, picks rounds whose spread was small by chance (at the
-    95 % level throughout, 7-8 % of intervals missed 1.1 at a spread of 3-5 %); at EARLY_LEVEL at most ~5 %."""
-    _, _, holds = _simulate(4000, noise, 1.1)
+    95 % level throughout, 7-8 % of intervals missed 1.1 at a spread of 3-5 %); at EARLY_LEVEL at most ~5 %, with
+    the noise band's stops and without."""
+    _, _, holds = _simulate(4000, noise, 1.1, threshold=threshold)
     missed = 1 - sum(holds) / len(holds)
     assert missed <= NOMINAL, f"{100 * missed:.1f} % of intervals miss a true 1.1x at noise {noise}"
+
+
+def test_a_difference_within_the_noise_band_is_no_verdict_and_settles_early() -> None:
+    """A true 0.5 % with rounds that agree to 0.3 %: under the plain rule a verdict in a quarter of the pairs; under
+    the default ±1 % none, most of them settled "equivalent" at the fewest rounds."""
+    plain, _, _ = _simulate(500, 0.003, 1.005, threshold=0.0)
+    verdicts, counts, _ = _simulate(500, 0.003, 1.005)
+    assert sum(v == "faster" for v in plain) > 50 and verdicts == [None] * 500 and np.median(counts) == 3
 
 
 def test_a_large_difference_is_decided_in_the_fewest_rounds() -> None:

@@ -132,11 +132,32 @@ def test_speedup_text_names_a_pair_that_is_not_faster() -> None:
     from bench.record.summary import speedup_text
 
     slower = {"status": "ok", "speedup": 0.8, "speedup_ci_low": 0.7, "speedup_ci_high": 0.9, "significance": "slower"}
-    same = {**slower, "speedup": 1.01, "significance": "no significant difference"}
+    same = {**slower, "speedup": 1.01, "speedup_ci_low": 0.95, "speedup_ci_high": 1.07,
+            "significance": "no significant difference"}  # fmt: skip
     assert speedup_text(slower) == "0.80× [0.70, 0.90] slower"  # what README and report tables show
     assert speedup_text(same).endswith(" no significant difference")
     assert speedup_text({"status": "ok", "speedup": 0.9}) == "0.90× slower"  # no interval: below 1 all the same
     assert speedup_text(slower, verdict=False) == "0.80× [0.70, 0.90]"  # beside a verdict column
+
+
+def test_a_pair_within_the_noise_threshold_says_so_and_counts_as_no_difference(suite: SuiteResult) -> None:
+    """An interval that excludes 1.0 but lies within the noise threshold: the verdict stays "no significant
+    difference" (counted so), and the tables say why."""
+    from bench.record.summary import speedup_text, verdict_text
+
+    suite.comparisons[0] = suite.comparisons[0].model_copy(update={
+        "speedup": 0.9998, "speedup_ci_low": 0.9997, "speedup_ci_high": 0.9998, "noise_threshold": 0.01,
+        "significance": "no significant difference"})  # fmt: skip
+    s = summary_dict(suite)
+    pair = s["pairs"][0]
+    assert pair["verdict"] == "no significant difference" and s["n_pairs_no_difference"] == 1
+    assert verdict_text(pair) == "no significant difference (within ±1 % noise threshold)"
+    assert "| no significant difference (within ±1 % noise threshold) |" in summary_markdown(s)
+    assert speedup_text(pair).endswith("[1.00, 1.00] no significant difference (within ±1 % noise threshold)")
+    from_mlflow = {k: pair[k] for k in ("status", "speedup", "speedup_ci_low", "speedup_ci_high", "significance")}
+    assert verdict_text(from_mlflow) == "no significant difference (within noise threshold)"  # no threshold known
+    holds = {**pair, "speedup_ci_low": 0.99, "speedup_ci_high": 1.01}
+    assert verdict_text(holds) == "no significant difference"  # holding 1.0: nothing to explain
 
 
 def test_the_counts_account_for_every_pair(suite: SuiteResult) -> None:
