@@ -129,10 +129,11 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
     median call times move to a column of their own. Names are never cut: a one-chapter suite's drop the chapter
     (named in the title); on a narrow console (``width``, default the console's) the figures keep their width and
     a long name wraps."""
-    from bench.record.summary import basis_of, verdict_text
+    from bench.record.summary import basis_of, pair_verdict, verdict_text
     from bench.record.units import column
 
     pairs = suite.comparisons
+    noted = []  # the pairs within the noise threshold: a mark in the narrow verdict column, the why below the table
     prefix = chapter_prefix([f"{c.chapter}:{c.example}" for c in pairs])
     unit = column(x for c in pairs for x in (c.baseline_median_ms, c.optimized_median_ms))
     bases = [basis_of(c.model_dump()) for c in pairs]
@@ -142,13 +143,16 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
         name = f"{c.chapter}:{c.example}".removeprefix(prefix) + ("" if c.variant == "optimized" else f" ({c.variant})")
         low, high = c.speedup_ci_low, c.speedup_ci_high
         medians = [unit.text(c.baseline_median_ms), unit.text(c.optimized_median_ms)]
+        verdict = pair_verdict(c.model_dump())
+        if verdict_text(c.model_dump()) != verdict:
+            noted.append(verdict_text(c.model_dump()).removeprefix(verdict).strip(" ()"))
+            verdict += "*"
         if other:  # what the speedup is on and the values it divides; the call times in a column of their own
             medians = [*compared_cells(c, b), "→".join(medians)]
         rows.append([
             name, *medians, "—" if c.speedup is None else f"{ratio(c.speedup)}×",
             "—" if low is None or high is None else f"{ratio(low)}–{ratio(high)}",
-            f"{len(c.round_speedups)} {c.rounds_stop or ''}".strip() if c.round_speedups else "1",
-            verdict_text(c.model_dump()),
+            f"{len(c.round_speedups)} {c.rounds_stop or ''}".strip() if c.round_speedups else "1", verdict,
         ])  # fmt: skip
     figures = ["on", "baseline → optimized", f"median call {unit.name}"] if other else [
         f"baseline {unit.name}", f"optimized {unit.name}"]  # fmt: skip
@@ -161,14 +165,16 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
     narrow = {i: 7 if figures[i - 1] == "on" else 9 for i in range(1, len(figures) + 1)}
     narrow |= {len(headers) - 2: 8, len(headers) - 1: 14}
     widths = fitted(headers, rows, width, narrow=narrow)
+    caption = f"* its interval excludes 1.0 but lies {noted[0].replace('within', 'within the', 1)}" if noted else None
     out = Table(title=f"{prefix.rstrip(':') or 'perflab'}: baseline vs optimized", box=box.SIMPLE_HEAD,
-                show_edge=False, pad_edge=False, title_justify="left")  # fmt: skip
+                show_edge=False, pad_edge=False, title_justify="left", caption=caption,
+                caption_justify="left")  # fmt: skip
     for i, header in enumerate(headers):
         left = i == 0 or i == len(headers) - 1 or header == "on"
         out.add_column(header, justify="left" if left else "right", overflow="fold", width=widths[i])
     colour = {"faster": "green", "slower": "red"}
     for row in rows:
-        out.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1], "yellow")))
+        out.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1].rstrip("*"), "yellow")))
     return out
 
 

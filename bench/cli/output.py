@@ -96,12 +96,18 @@ def fitted(headers: list[str], rows: list[list[str]], width: int, narrow: dict[i
     """Column widths for a table of ``width`` characters (three spaces between columns, none at the edges):
     None each (rich's natural widths) when it fits; else each column in ``narrow`` at that width (header words
     on two lines; a cell's words wrap) or its longest word (a cell's or the header's), never wider than its widest
-    cell, the others at their widest cell, and column 0 (the names) what is left, at least 10."""
+    cell, the others at their widest cell, and column 0 (the names) what is left, at least 10; names that would
+    wrap take room from the narrow columns first, down to each one's longest word."""
     natural = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     gaps = 3 * (len(headers) - 1)  # rich.box.SIMPLE_HEAD: a padding space, the rule, a padding space
     if sum(natural) + gaps <= width:
         return [None] * len(headers)
-    fixed = [min(natural[i], max([narrow[i], *(len(w) for r in [headers, *rows] for w in r[i].split())]))
-             if i in narrow else natural[i] for i in range(len(headers))]  # fmt: skip
+    word = {i: max(len(w) for r in [headers, *rows] for w in r[i].split()) for i in narrow}
+    fixed = [min(natural[i], max(narrow[i], word[i])) if i in narrow else natural[i] for i in range(len(headers))]
+    short = natural[0] - (width - gaps - sum(fixed[1:]))  # what the names lack: the narrow columns give it up
+    for i in sorted(narrow, key=lambda i: fixed[i] - word[i], reverse=True):
+        give = min(max(short, 0), fixed[i] - min(natural[i], word[i]))
+        fixed[i] -= give
+        short -= give
     fixed[0] = max(10, min(natural[0], width - gaps - sum(fixed[1:])))
     return list(fixed)
