@@ -34,8 +34,9 @@ from bench.errors import PerflabError
 # by every round's child. Its import initialises no CUDA and starts no thread.
 # torch._inductor.compile_fx: what torch.compile's first call imports (Inductor, AOTAutograd: ~590 modules), 1.5-2.3 s
 # in the set-up of every compiled variant on the 2-core CPU host even when its graph comes from the on-disk cache,
-# and again in each round's child; the server pays it once per command (+1.6 s to its start there). No CUDA, no
-# thread, no process: Inductor's compile-worker pool starts at a compile's first kernel, in the child.
+# and again in each round's child; the server pays it once per command (its imports 10.2 s against 7.8 s there:
+# docs/results/cpu.md, 2026-11-30). No CUDA, no thread, no process: Inductor's compile-worker pool starts in the
+# child, at its first Triton kernel.
 PRELOAD = [
     "bench.isolate.child", "bench.isolate.timed", "bench.isolate.produced", "bench.isolate.ranks",
     "bench.isolate.recheck", "bench.measure.compare", "bench.measure.collective", "bench.measure.energy",
