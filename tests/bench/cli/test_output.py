@@ -90,13 +90,16 @@ def test_no_name_or_verdict_is_cut_at_any_width(width: int) -> None:
 
 
 def test_a_pair_within_the_noise_threshold_says_so_in_its_verdict() -> None:
-    """An A/A pair whose interval excludes 1.0 by 0.02 %: "no significant difference", and why, in the table."""
+    """An A/A pair whose interval excludes 1.0 by 0.02 %: "no significant difference*", and why below the table."""
     aa = pair("atomic_reduction", 1.0, 1.0002, 0.9997, 0.9998).model_copy(
         update={"significance": "no significant difference", "noise_threshold": 0.01})  # fmt: skip
     text = render(suite(*CH07.comparisons, aa), 80)
     assert all(len(line) <= 80 for line in text.splitlines())
     chars = iter("".join(text.split("atomic_reduction", 1)[1].split()))  # its row, folded: each character in order
-    assert all(ch in chars for ch in "nosignificantdifference(within±1%noisethreshold)")
+    assert all(ch in chars for ch in "nosignificantdifference*")
+    assert text.rstrip().splitlines()[-1].strip() == (
+        "* its interval excludes 1.0 but lies within the ±1 % noise threshold")  # the why, once, below the table
+    assert "*" not in render(CH07, 80)  # no pair within the threshold: no mark, no note
 
 
 def test_times_take_the_unit_of_their_column() -> None:
