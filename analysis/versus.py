@@ -4,7 +4,9 @@ Each pair both suites ran (``chapter:example:variant`` of the optimized variant)
 95 % intervals and whether they differ beyond noise. The test is on the log of the speedups: each interval's
 width gives its standard error (a 95 % interval spans 2 × 1.96 of them), and B differs from A when
 |ln B − ln A| exceeds 1.96 × √(se_A² + se_B²), an approximate 5 % two-sided test (the intervals are bootstrapped,
-not exactly normal; two intervals that merely overlap may still differ). The geomeans are taken over the same
+not exactly normal; two intervals that merely overlap may still differ), and the ratio B / A's interval lies beyond
+the harness's noise threshold (``BenchmarkConfig.noise_threshold``, ±1 %: two runs of the same code differ by a
+fraction of a percent, which is no verdict, as for a pair's own speedup). The geomeans are taken over the same
 pairs on both sides, those verified ``ok`` in both suites, and the line says how many: a geomean over 8 pairs
 against one over 1 compares nothing.
 """
@@ -15,11 +17,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.define.config import BenchmarkConfig
 from bench.record import StoredRun, campaign_of, read_run
 
 __all__ = ["PairVersus", "SuiteVersus", "compare_suites", "difference", "versus_table"]
 
 Z_95 = 1.959963984540054  # two-sided 95 % of the normal distribution
+NOISE = BenchmarkConfig.model_fields["noise_threshold"].default
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ def _log_se(row: dict[str, Any]) -> float | None:
     return (math.log(high) - math.log(low)) / (2 * Z_95)
 
 
-def difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+def difference(a: dict[str, Any], b: dict[str, Any], noise_threshold: float = NOISE) -> str:
     """B's speedup against A's: ``B faster`` / ``B slower`` when they differ beyond their intervals (the module's
     test), ``no significant difference``; else why no comparison can be made: a side not verified ``ok``
     (``A mismatch``, ``B failed``...), speedups on different metrics, or a side without an interval."""
@@ -65,8 +69,9 @@ def difference(a: dict[str, Any], b: dict[str, Any]) -> str:
     se = [_log_se(a), _log_se(b)]
     if se[0] is None or se[1] is None:
         return "no interval"
-    z = (math.log(b["speedup"]) - math.log(a["speedup"])) / max(math.hypot(se[0], se[1]), 1e-12)
-    return "B faster" if z > Z_95 else "B slower" if z < -Z_95 else "no significant difference"
+    d, half = math.log(b["speedup"]) - math.log(a["speedup"]), Z_95 * math.hypot(se[0], se[1])
+    band = math.log1p(noise_threshold)  # the interval of ln(B / A) must clear it, as a pair's own must clear 1 ± t
+    return "B faster" if d - half > band else "B slower" if d + half < -band else "no significant difference"
 
 
 def _rows(parent: StoredRun, runs: list[StoredRun]) -> dict[str, dict[str, Any]]:

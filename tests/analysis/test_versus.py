@@ -40,10 +40,19 @@ def test_difference_of_two_speedups(a: dict[str, Any], b: dict[str, Any], want: 
     assert difference(a, b) == want
 
 
+def test_a_difference_within_the_noise_threshold_is_no_verdict() -> None:
+    """Two runs of the same suite whose speedups differ by 0.4 % with intervals of ±0.05 %: beyond their intervals,
+    inside the ±1 % noise threshold (as a pair's own speedup would be); with the threshold at 0, "B faster"."""
+    a, b = row(2.0, 1.999, 2.001), row(2.008, 2.007, 2.009)
+    assert difference(a, b) == "no significant difference"
+    assert difference(a, b, noise_threshold=0.0) == "B faster"
+    assert difference(a, row(2.1, 2.099, 2.101)) == "B faster"  # 5 %: beyond the band
+
+
 def test_intervals_that_overlap_can_still_differ() -> None:
-    """[1.90, 2.30] and [2.20, 2.62] overlap, yet 2.09 and 2.40 differ at 5 %: the test is on the difference,
-    not on the overlap (which would be a test at about 0.6 %)."""
-    assert difference(row(2.09, 1.90, 2.30), row(2.40, 2.20, 2.62)) == "B faster"
+    """[1.90, 2.30] and [2.22, 2.64] overlap, yet 2.09 and 2.42 differ at 5 % and beyond the noise threshold: the
+    test is on the difference, not on the overlap (which would be a test at about 0.6 %)."""
+    assert difference(row(2.09, 1.90, 2.30), row(2.42, 2.22, 2.64)) == "B faster"
 
 
 @pytest.fixture(scope="module")
