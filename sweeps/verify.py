@@ -137,10 +137,14 @@ def verification_markdown(v: Verification) -> str:
                   for s in (v.baseline, v.recommended) if not s.samples_per_s]  # fmt: skip
         lines.append("**speedup**: not measured — no ok repeat on " + " and ".join(failed))
     else:
-        verdict = ""
-        if v.low is not None and v.high is not None:
-            verdict = (" — the recommendation is faster (interval above 1)" if v.low > 1 else
-                       " — slower (interval below 1)" if v.high < 1 else " — not significant (interval spans 1)")
+        from bench.define.config import BenchmarkConfig
+        from bench.measure.stats import significance
+
+        t = BenchmarkConfig.model_fields["noise_threshold"].default  # as a pair's verdict: ±1 % is no gain
+        said = {"faster": f" — the recommendation is faster (interval above {1 + t:.3g})",
+                "slower": f" — slower (interval below {1 / (1 + t):.3g})",
+                "no significant difference": f" — not significant (interval holds 1 or lies within ±{100 * t:g} %)"}
+        verdict = said.get(significance(v.low, v.high, t) or "", "")
         lines.append(f"**speedup** (recommended / baseline): {_interval(v.speedup, v.low, v.high, '×', 2)}{verdict}")
     lines += ["", f"_Method: {v.method}._"]
     return "\n".join(lines)

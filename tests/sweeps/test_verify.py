@@ -41,7 +41,7 @@ def test_verify_alternates_and_reports_the_interval() -> None:
     assert v.speedup == pytest.approx(1.5, rel=0.03) and v.low is not None and 1.0 < v.low < v.speedup < v.high
     md = verification_markdown(v)
     assert "| baseline | bs=32 w=0 | 4 of 4 |" in md and "| recommended | bs=256 w=8 amp pin channels_last |" in md
-    assert "**speedup** (recommended / baseline): 1.5" in md and "faster (interval above 1)" in md
+    assert "**speedup** (recommended / baseline): 1.5" in md and "faster (interval above 1.01)" in md
     assert "percentile bootstrap over the repeats' throughputs" in md
 
 
@@ -76,3 +76,17 @@ def test_pictures_are_pngs_even_when_empty() -> None:
             plots.pareto_png(ROWS, "t", recommended=3), plots.batch_png(ROWS, "t"),
             plots.history_png([], "t"), plots.importance_png(None, "t", "too few trials"), plots.batch_png([], "t")]
     assert all(p.startswith(b"\x89PNG") and len(p) > 2000 for p in pngs)
+
+
+def test_a_recommendation_within_the_noise_threshold_is_not_called_faster() -> None:
+    """0.5 % more samples/s with a tight interval [1.003, 1.007]: beyond 1, inside the harness's ±1 % noise
+    threshold, so no gain is claimed (a pair's own verdict reads the same); 3 % [1.02, 1.04] is."""
+    from sweeps.verify import Side, Verification
+
+    def md(speedup: float, low: float, high: float) -> str:
+        sides = [Side(side, BASE, [1000.0], ["ok"], mean=1000.0) for side in ("baseline", "recommended")]
+        return verification_markdown(Verification(*sides, speedup=speedup, low=low, high=high))
+
+    assert "not significant (interval holds 1 or lies within ±1 %)" in md(1.005, 1.003, 1.007)
+    assert "faster (interval above 1.01)" in md(1.03, 1.02, 1.04)
+    assert "slower (interval below 0.99)" in md(0.95, 0.94, 0.96)
