@@ -17,13 +17,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.define.config import BenchmarkConfig
+from bench.measure import NOISE_THRESHOLD
 from bench.record import StoredRun, campaign_of, read_run
 
 __all__ = ["PairVersus", "SuiteVersus", "compare_suites", "difference", "versus_table"]
 
 Z_95 = 1.959963984540054  # two-sided 95 % of the normal distribution
-NOISE = BenchmarkConfig.model_fields["noise_threshold"].default
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ def _log_se(row: dict[str, Any]) -> float | None:
     return (math.log(high) - math.log(low)) / (2 * Z_95)
 
 
-def difference(a: dict[str, Any], b: dict[str, Any], noise_threshold: float = NOISE) -> str:
+def difference(a: dict[str, Any], b: dict[str, Any], noise_threshold: float = NOISE_THRESHOLD) -> str:
     """B's speedup against A's: ``B faster`` / ``B slower`` when they differ beyond their intervals (the module's
     test), ``no significant difference``; else why no comparison can be made: a side not verified ``ok``
     (``A mismatch``, ``B failed``...), speedups on different metrics, or a side without an interval."""

@@ -137,10 +137,9 @@ def verification_markdown(v: Verification) -> str:
                   for s in (v.baseline, v.recommended) if not s.samples_per_s]  # fmt: skip
         lines.append("**speedup**: not measured — no ok repeat on " + " and ".join(failed))
     else:
-        from bench.define.config import BenchmarkConfig
-        from bench.measure.stats import significance
+        from bench.measure import NOISE_THRESHOLD as t  # as a pair's verdict: ±1 % is no gain
+        from bench.measure import significance
 
-        t = BenchmarkConfig.model_fields["noise_threshold"].default  # as a pair's verdict: ±1 % is no gain
         said = {"faster": f" — the recommendation is faster (interval above {1 + t:.3g})",
                 "slower": f" — slower (interval below {1 / (1 + t):.3g})",
                 "no significant difference": f" — not significant (interval holds 1 or lies within ±{100 * t:g} %)"}

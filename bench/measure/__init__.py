@@ -22,13 +22,18 @@ speedup; nothing here changes a global numeric setting; a problem seen is record
 number wrong makes the variant ``invalid``, never ``ok``.
 
 Public (for the packages built on the harness): the names in ``__all__``: ``time_callable`` (the harness's
-clock for code outside a chapter), ``copy_bandwidth_gbps``, the peak cache (``ceilings``) and ``fit_threads``
-(intra-op threads capped at the cores other processes leave free).
+clock for code outside a chapter), ``copy_bandwidth_gbps``, the peak cache (``ceilings``), ``fit_threads``
+(intra-op threads capped at the cores other processes leave free), and a verdict's rule: ``significance`` with the
+default ``NOISE_THRESHOLD`` (``BenchmarkConfig.noise_threshold``) for speedups judged outside a suite.
 """
 
+from bench.define.config import BenchmarkConfig
 from bench.measure import ceilings
 from bench.measure.ceilings import copy_bandwidth_gbps
 from bench.measure.cores import fit_threads
+from bench.measure.stats import significance
 from bench.measure.timer import time_callable
 
-__all__ = ["ceilings", "copy_bandwidth_gbps", "fit_threads", "time_callable"]
+NOISE_THRESHOLD: float = BenchmarkConfig.model_fields["noise_threshold"].default
+
+__all__ = ["NOISE_THRESHOLD", "ceilings", "copy_bandwidth_gbps", "fit_threads", "significance", "time_callable"]
