@@ -143,9 +143,9 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
         name = f"{c.chapter}:{c.example}".removeprefix(prefix) + ("" if c.variant == "optimized" else f" ({c.variant})")
         low, high = c.speedup_ci_low, c.speedup_ci_high
         medians = [unit.text(c.baseline_median_ms), unit.text(c.optimized_median_ms)]
-        verdict = pair_verdict(c.model_dump())
-        if verdict_text(c.model_dump()) != verdict:
-            noted.append(verdict_text(c.model_dump()).removeprefix(verdict).strip(" ()"))
+        verdict, text = pair_verdict(dump := c.model_dump()), verdict_text(dump)
+        if text != verdict:
+            noted.append(text.removeprefix(verdict).strip(" ()"))
             verdict += "*"
         if other:  # what the speedup is on and the values it divides; the call times in a column of their own
             medians = [*compared_cells(c, b), "→".join(medians)]

@@ -231,6 +231,9 @@ class BenchmarkConfig(BaseModel):
 # spin-sizing span, a sample, the idle gaps), the recheck 2-4: a 4.5 s call's batch would pass the 15 s of a
 # measurement limit, and a 6 s call's warm-up (three calls at least) its 15 s.
 STAGE_CALLS = {"warmup": 6, "measurement": 3, "check": 12, "batch": 12, "recheck": 8}
+# The default noise threshold, for a verdict judged without a config (a result logged before the field, two suites'
+# speedups, a sweep's recommendation): bench.measure.stats.significance.
+NOISE_THRESHOLD: float = BenchmarkConfig.model_fields["noise_threshold"].default
 
 
 Layer = BenchmarkConfig | Mapping[str, Any] | None

@@ -27,13 +27,11 @@ clock for code outside a chapter), ``copy_bandwidth_gbps``, the peak cache (``ce
 default ``NOISE_THRESHOLD`` (``BenchmarkConfig.noise_threshold``) for speedups judged outside a suite.
 """
 
-from bench.define.config import BenchmarkConfig
+from bench.define.config import NOISE_THRESHOLD
 from bench.measure import ceilings
 from bench.measure.ceilings import copy_bandwidth_gbps
 from bench.measure.cores import fit_threads
 from bench.measure.stats import significance
 from bench.measure.timer import time_callable
-
-NOISE_THRESHOLD: float = BenchmarkConfig.model_fields["noise_threshold"].default
 
 __all__ = ["NOISE_THRESHOLD", "ceilings", "copy_bandwidth_gbps", "fit_threads", "significance", "time_callable"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench.define.config import BenchmarkConfig
+from bench.define.config import NOISE_THRESHOLD, BenchmarkConfig
 from bench.define.result import Comparison, PairStatus, VariantResult, Verification, Work
 from bench.measure.memory import MEMORY_METRICS, memory_ratio
 from bench.measure.quality import QUALITY_METRICS, quality_ratio, verify_quality
@@ -118,7 +118,7 @@ def noise_threshold(config: dict[str, Any], metric: str = "time") -> float:
     if metric in (*MEMORY_METRICS, *QUALITY_METRICS):
         return 0.0
     value = config.get("noise_threshold")
-    return float(BenchmarkConfig.model_fields["noise_threshold"].default if value is None else value)
+    return float(NOISE_THRESHOLD if value is None else value)
 
 
 def compared_values(
