@@ -128,6 +128,12 @@ class BenchmarkConfig(BaseModel):
     # also stop once its interval lies within the band. 0: the plain rule (above or below 1.0). Memory and quality
     # verdicts, readings of what the pair changes rather than of a clock, keep the plain rule (bench.measure.compare).
     noise_threshold: float = Field(0.01, ge=0, lt=1)
+    # Which children time a pair's later rounds: "fresh" (a new child per side in every round: the interval carries
+    # set-up-to-set-up variation as well), "kept" (each side's child of round 0, parked between its rounds with its
+    # set-up held: start-up, set-up and compiles paid once; bench.isolate.kept), "auto" (kept where round 0's start-up
+    # and set-up of the example's slowest variant took KEEP_SETUP_S or more, fresh otherwise). Children of one
+    # process on one device only (no ranks, no token generation); parked children's memory at most half the device's.
+    round_children: Literal["auto", "fresh", "kept"] = "auto"
     # Compile caches (Inductor's, Triton's) persist under the user's cache directory (~/.cache/perflab/) across
     # variants and runs unless TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR are set; the first call's time is still
     # recorded apart. True: each child compiles from an empty cache (time a cold compile). Suite or CLI layer only:
@@ -234,6 +240,13 @@ STAGE_CALLS = {"warmup": 6, "measurement": 3, "check": 12, "batch": 12, "recheck
 # The default noise threshold, for a verdict judged without a config (a result logged before the field, two suites'
 # speedups, a sweep's recommendation): bench.measure.stats.significance.
 NOISE_THRESHOLD: float = BenchmarkConfig.model_fields["noise_threshold"].default
+# round_children="auto" keeps a pair's children across rounds where round 0's start-up and set-up of the example's
+# slowest variant took this long (in three suites of chapters 13-20's pairs on the H200, set-up summed to 46-68 % of
+# the wall).
+KEEP_SETUP_S = 1.0
+# What a later round's child does not do, on top of the suite's and the CLI's layers (its first round did): no input
+# recheck, energy, NaN poison or profile (bench.isolate.rounds; a kept child applies it to its own config).
+TIMING_ONLY = {"check_inputs": False, "measure_energy": False, "poison_outputs": False, "enable_profiling": False}
 
 
 Layer = BenchmarkConfig | Mapping[str, Any] | None

@@ -14,6 +14,9 @@ import os
 import traceback
 from typing import Any, Literal
 
+# An example's file of its parked children's pids, one a line, beside its variants' work directories
+# (bench.isolate.kept): each child's NVML readings list them apart from other processes on the GPU.
+PARKED_FILE = "parked.pids"
 _fd: int = -1  # the channel: a descriptor from the parent or the server, or a FIFO opened for a profiler
 
 
@@ -44,6 +47,18 @@ def wait_for(go: bytes) -> None:
     """Block until the parent sends ``go`` (a hold is released); exit when the parent is gone (EOF)."""
     if os.read(_fd, 1) != go:
         os._exit(4)
+
+
+def command() -> dict[str, Any]:
+    """A parked child's next order from the parent (bench.isolate.kept), one JSON line: another round's
+    (``{"round": n, ...}``) or ``{"end": true}``; exit when the parent is gone (EOF)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(_fd, 1)
+        if not byte:
+            os._exit(4)
+        line += byte
+    return json.loads(line)
 
 
 def _push(name: str) -> None:

@@ -59,6 +59,8 @@ class Watch:
         self.gated_since: float | None = None  # the child waits at its gate (run_variant's ``gate``)
         self.ready_since: float | None = None  # set up, it waits to measure (run_variant's ``before_measure``)
         self.call_s = 0.0  # the call's time (its first call, then the measured median): stage limits scale with it
+        self.kept: dict[str, Any] | None = None  # the child parked after its round (bench.isolate.kept): what it holds
+        self.resumed = False  # a parked child's later round: no start-up, set-up or teardown of its own
 
     def limit(self) -> float:
         return self.config.stage_limit(self.stage, self.call_s)
@@ -91,6 +93,9 @@ class Watch:
             self.error = ErrorInfo(kind=msg["kind"], message=msg["message"], traceback=msg.get("traceback"))
         elif kind == "done":
             self.done = True
+        elif kind == "kept":  # its round is over, its set-up held for the next: this round's result stands
+            self.done = True
+            self.kept = msg
         elif kind == "gate":
             self.gated_since = now
         elif kind == "ready":
@@ -257,6 +262,8 @@ def _stage_records(watch: Watch, status: str, limit_s: float | None) -> list[Sta
     for name in STAGES:
         if name in skip.get(watch.mode, ("measurement", "check")):  # profile children time nothing
             continue
+        if (name == "teardown" and watch.kept is not None) or (name in ("startup", "setup") and watch.resumed):
+            continue  # a parked child's: paid once, by its first round and its last
         if name == "energy" and not watch.config.measure_energy and name not in watch.records:
             continue  # a stage of its own only when asked for
         if name in watch.records:

@@ -24,16 +24,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.define.config import BenchmarkConfig, host_clocked
+from bench.define.config import KEEP_SETUP_S, TIMING_ONLY, BenchmarkConfig, host_clocked
 from bench.define.discovery import Example
 from bench.define.result import Comparison, VariantResult, VariantSpec
+from bench.isolate.kept import Kept
 from bench.measure.compare import compare, noise_threshold
 from bench.measure.cores import cap_note, free_cores
 from bench.measure.rounds import decide, round_ratios
 from bench.measure.stats import summarize
-
-# What a timing-only round turns off, on top of the suite's and the CLI's layers (its first round checked them).
-TIMING_ONLY = {"check_inputs": False, "measure_energy": False, "poison_outputs": False, "enable_profiling": False}
 
 
 @dataclass
@@ -51,6 +49,8 @@ class Rounds:
     stops: dict[str, str] = field(default_factory=dict)  # an optimized variant's key: why its pair is settled
     waiting: set[str] = field(default_factory=set)  # this round's variants not yet finished
     threads: dict[str, Any] = field(default_factory=dict)  # this round's job extras: its threads cap
+    kept: dict[str, Kept] = field(default_factory=dict)  # each variant's child parked between rounds (round_children)
+    keeping: bool | None = None  # whether later rounds resume the parked children: decided after round 0
 
     def start(self, fresh: bool = True) -> list[VariantSpec]:
         """The next round's variants, in the round's order; the round's thread cap read first (``fresh=False``:
@@ -64,8 +64,48 @@ class Rounds:
         return specs
 
     def job(self) -> dict[str, Any]:
-        """Extras for this round's children's jobs (runner's ``job_extra``)."""
-        return {**self.threads, **({"timing_only": True} if self.number else {})}
+        """Extras for this round's children's jobs (runner's ``job_extra``): a child of round 0 is asked to
+        ``keep`` (park after its round) unless ``round_children`` is "fresh" or one round is all."""
+        keep = self.number == 0 and self.pre.round_children != "fresh" and not self.final()
+        return {**self.threads, **({"timing_only": True} if self.number else {}), **({"keep": True} if keep else {})}
+
+    def resume(self, spec: VariantSpec) -> Kept | None:
+        """The parked child that times ``spec`` in this round, or None (a fresh child does)."""
+        kept = self.kept.get(spec.key) if self.number and self.keeping else None
+        return kept if kept is not None and kept.alive else None
+
+    def order(self) -> dict[str, Any]:
+        """A parked child's order for this round (bench.isolate.kept): its number; whether the batch runs (where a
+        speedup of the example is on it, as ``layer`` says for a fresh child)."""
+        batch = any(r[0].config.get("speedup_time") == "batch" for r in self.by_key.values() if r)
+        return {"round": self.number, "batch": batch}
+
+    def release(self) -> list[Kept]:
+        """After a complete round: the parked children no round needs any more (every one once the example is done
+        or later rounds take fresh children, a settled pair's optimized side), taken out of ``kept``."""
+        if self.number == 0 and self.kept:
+            self.keeping = not self.done and self._keeps()
+        gone = [k for k, c in self.kept.items() if self.done or not self.keeping or k in self.stops or not c.alive]
+        return [self.kept.pop(k) for k in gone]
+
+    def _keeps(self) -> bool:
+        """Whether the children parked after round 0 time the later rounds: ``round_children`` ("auto": where the
+        slowest variant's start-up and set-up took KEEP_SETUP_S or more), within half the device's memory."""
+        firsts = [r[0] for r in self.by_key.values() if r]
+        how = {f.config.get("round_children", "auto") for f in firsts}
+        if "fresh" in how or len(self.kept) < len(firsts):
+            return False  # a variant whose child did not park (ranks, a generation) leaves the pair to fresh ones
+        total = next((k.total_mb for k in self.kept.values() if k.total_mb), None)
+        if total is not None and sum(k.held_mb for k in self.kept.values()) > total / 2:
+            return False
+        setup = max(sum(s.duration_s or 0.0 for s in f.stages if s.name in ("startup", "setup")) for f in firsts)
+        return how == {"kept"} or setup >= KEEP_SETUP_S
+
+    def kill_kept(self) -> None:
+        """Every parked child at once (an interrupted suite, a worker's fault)."""
+        for kept in self.kept.values():
+            kept.kill()
+        self.kept.clear()
 
     def layer(self, cli: Any) -> Any:
         """The CLI layer for this round's children: a later round's checks off."""

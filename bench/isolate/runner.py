@@ -32,6 +32,8 @@ from bench.define.config import BenchmarkConfig, Layer, explicit_fields, resolve
 from bench.define.context import FILES
 from bench.define.result import VariantResult, VariantSpec
 from bench.isolate import child as _child
+from bench.isolate.holds import Cancelled, Gate
+from bench.isolate.kept import Kept
 from bench.isolate.outcome import Watch, build_result
 from bench.isolate.process import (
     KILL_GRACE_S,
@@ -49,44 +51,11 @@ _EXIT_POLL_S = 0.2  # how often the parent checks whether a silent child has exi
 _GATE_POLL_S = 0.01  # how often a child held at its gate is checked for the gate's opening
 
 
-class Gate:
-    """Holds a variant started ahead at its gate until the previous variant on the same GPU is over.
-
-    A child started ahead (``run_variant(gate=...)``) runs its start-up and the first part of set-up
-    (benchmark object, config, CUDA context, NVML) while the previous variant's child checks its outputs,
-    tears down and exits and its outputs are compared; then it stops, before the benchmark's
-    ``setup()``, until ``open()``. Nothing of the previous variant's measurement overlaps it (the next
-    one starts only after that measurement ended), and nothing of it overlaps the next one's: the gate
-    opens after the previous child has exited. The wait counts against no stage's limit."""
-
-    def __init__(self) -> None:
-        self._open = threading.Event()
-        self.opened_at: float | None = None  # time.monotonic() of open()
-        self.arrived = threading.Event()  # the child has reached the gate (its CUDA context made)
-
-    def open(self) -> None:
-        self.opened_at = time.monotonic()
-        self._open.set()
-
-    def is_open(self) -> bool:
-        return self._open.is_set()
-
-    def wait(self, cancel: threading.Event | None) -> None:
-        """Until opened; raises Cancelled when ``cancel`` is set first."""
-        while not self._open.wait(_EXIT_POLL_S):
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("cancelled at its gate")
-
-
 def handed_files(wd: Path) -> str | None:
     """The directory of the files a variant's child wrote through ``context().file`` (``<wd>/files``), when it
     holds any."""
     d = wd / FILES
     return str(d) if d.is_dir() and any(p.is_file() for p in d.iterdir()) else None
-
-
-class Cancelled(Exception):
-    """``run_variant``'s ``cancel`` was set: its child was killed (an interrupted suite)."""
 
 
 class _ServerFailed(Exception):
@@ -110,6 +79,7 @@ def run_variant(
     before_measure: Callable[[BenchmarkConfig, str | None], None] | None = None,
     measure_gate: str = "all",
     job_extra: dict[str, Any] | None = None,
+    on_kept: Callable[[Kept], None] | None = None,
 ) -> VariantResult:
     """Run one variant in a fresh child process and return its result; never raises for the child's faults.
 
@@ -130,13 +100,15 @@ def run_variant(
     limit; then the child goes on (mode "run", without a wrapper). ``measure_gate``: "all" (every child
     stops there) or "host_bound" (only one timed on the host's clock: ``bench.define.config.host_clocked``,
     decided by the child from its effective config). ``job_extra``: more for the child's job (a later round's
-    ``timing_only``, its ``threads`` cap: bench.isolate.rounds).
+    ``timing_only``, its ``threads`` cap, its ``keep``: bench.isolate.rounds). ``on_kept``: called with the child's
+    ``Kept`` handle when, asked to ``keep``, it parked after its round instead of ending (bench.isolate.kept).
     """
     if gate is not None and (mode != "run" or wrapper):
         gate.wait(cancel)  # only timed runs are held at a gate; the others start once it is open
         gate = None
     return _Child(spec, Path(workdir), suite_layer, cli_layer, python, mode, cold_start, env, profile_tool,
-                  wrapper, gate, on_measured, cancel, before_measure, measure_gate, job_extra or {}).run()  # fmt: skip
+                  wrapper, gate, on_measured, cancel, before_measure, measure_gate, job_extra or {},
+                  on_kept).run()  # fmt: skip
 
 
 @dataclass
@@ -159,6 +131,7 @@ class _Child:
     before_measure: Callable[[BenchmarkConfig, str | None], None] | None
     measure_gate: str
     job_extra: dict[str, Any]
+    on_kept: Callable[[Kept], None] | None = None
     job: dict[str, Any] = field(default_factory=dict)
     ahead_s: float | None = None  # spawn until the gate opened, for a child held at one
     gate_late_s: float | None = None  # the gate opened before the child got there: the worker waited for it
@@ -179,17 +152,22 @@ class _Child:
             result = self.again(cold=True)
             result.launch = f"cold_start (fallback: the server failed: {exc})"
             return result
+        if self.job.get("keep"):
+            Kept.listed(self.wd, proc.pid)
         watch = Watch(self.spec, pre, self.mode)
         timed_out = self._watch(proc, read_fd, watch, t0)
         again = self._again_instead(proc, watch, timed_out)
         if again is not None:
             return again
-        result = build_result(watch, proc.returncode, timed_out, time.monotonic() - t0, self.wd / "child.log")
+        code = 0 if watch.kept is not None else proc.returncode
+        result = build_result(watch, code, timed_out, time.monotonic() - t0, self.wd / "child.log")
         result.cuda_visible_devices = environment.get("CUDA_VISIBLE_DEVICES")
         result.ahead_s = self.ahead_s
         result.gate_late_s = self.gate_late_s
         result.launch = "cold_start" if self.cold_start or self.wrapper else "server"
         result.files = handed_files(self.wd)
+        if watch.kept is not None and self.on_kept is not None:
+            self.on_kept(Kept(self, proc, read_fd, watch.config, watch.kept, watch.data.get("device")))
         return result
 
     def again(self, cold: bool) -> VariantResult:
@@ -200,7 +178,7 @@ class _Child:
         return run_variant(
             self.spec, self.wd, self.suite_layer, self.cli_layer, self.python, self.mode, cold, self.env,
             self.profile_tool, self.wrapper, cancel=self.cancel, before_measure=self.before_measure,
-            measure_gate=self.measure_gate, job_extra=self.job_extra,
+            measure_gate=self.measure_gate, job_extra=self.job_extra, on_kept=self.on_kept,
         )  # fmt: skip
 
     def _job(self, pre: BenchmarkConfig) -> dict[str, Any]:
@@ -218,6 +196,8 @@ class _Child:
             "measure_gate": self.measure_gate if stops else False,
             **self.job_extra,
         }
+        if not (self.on_kept is not None and self.mode == "run" and not self.wrapper):
+            job.pop("keep", None)  # parked children are timed ones, whose parent takes them back
         guess, exact = cuda_guess()
         if pre.device == "auto" and not exact:
             job["cuda_expected"] = guess  # the child verifies the guess its environment was built on
@@ -232,7 +212,7 @@ class _Child:
             os.mkfifo(fifo)
             # Opened read-write: no EOF before the child opens its end, so its exit is noticed by polling.
             return os.open(fifo, os.O_RDWR | os.O_NONBLOCK), -1, str(fifo)
-        if self.gate is not None or self.job["measure_gate"]:  # both ways: messages up, the holds' "go" down
+        if self.gate is not None or self.job["measure_gate"] or self.job.get("keep"):  # messages up, orders down
             parent_end, child_end = socket.socketpair()
             read_fd, write_fd = parent_end.detach(), child_end.detach()
             return read_fd, write_fd, str(write_fd)
@@ -295,12 +275,15 @@ class _Child:
                     if line.strip():
                         watch.handle(json.loads(line))
                 self._hold(watch, read_fd)
+                if watch.kept is not None:
+                    return False  # parked: its channel and process stay, for its next round (Kept)
         except BaseException:  # Ctrl-C, or a fault of the harness: the child must not run on unwatched
             interrupted = True
             raise
         finally:
-            os.close(read_fd)
-            timed_out = self._reap(proc, watch, timed_out or interrupted) or timed_out
+            if watch.kept is None or interrupted:
+                os.close(read_fd)
+                timed_out = self._reap(proc, watch, timed_out or interrupted) or timed_out
         return timed_out
 
     @staticmethod

@@ -22,8 +22,9 @@ from typing import Any
 from bench.define.config import Layer, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult
+from bench.isolate.holds import Host
 from bench.isolate.sink import OnResult, Sink
-from bench.isolate.workers import Done, Lane, Pending, Worker, _Host
+from bench.isolate.workers import Done, Lane, Pending, Worker
 
 
 def run_suite(
@@ -78,7 +79,7 @@ def run_lanes(
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="perflab-"))
     t0 = time.monotonic() if t0 is None else t0
     overlap = overlap and not cold_start and not resolve_config(suite_layer, cli_layer).enable_profiling
-    host = _Host(sink)
+    host = Host(sink)
     host.lanes = [
         Lane(
             pending,

@@ -18,12 +18,13 @@ from typing import Any
 from bench.define.config import host_clocked
 from bench.define.context import set_context, synchronize
 from bench.define.protocol import declared_work, keep_returned, output_style, outputs_of
-from bench.isolate.channel import Stage, send
+from bench.isolate.channel import PARKED_FILE, Stage, send
 from bench.isolate.recheck import changed_inputs, restored_call
 
 # Other processes using more than this share of the host's CPU time during a measurement flag it: a
 # 2-thread op read 16 ms instead of 0.03 ms on the 2-core CI machine beside a busy process.
 HOST_BUSY_SHARE = 0.25
+KEPT_NOTE = "rounds after the first timed in round 0's child, parked between them: set-up once (round_children)"
 
 
 @dataclass
@@ -40,6 +41,16 @@ class SetUp:
     setup_peak: int = 0  # CUDA max allocated after setup(), before the harness allocated anything
 
 
+def parked_pids(job: dict[str, Any]) -> list[int]:
+    """The pids of the children its example keeps parked between rounds (bench.isolate.kept): on the GPU, holding a
+    context and memory, running nothing: not "other processes" sharing the measurement."""
+    try:
+        with open(os.path.join(os.path.dirname(job["workdir"]), PARKED_FILE)) as f:
+            return [int(line) for line in f if line.strip().isdigit()]
+    except OSError:
+        return []
+
+
 def check_timers(stage: str) -> None:
     """A benchmark that replaced a clock the harness times with ends here as invalid (bench.measure.guard)."""
     from bench.measure import guard
@@ -51,12 +62,11 @@ def check_timers(stage: str) -> None:
 
 
 def run_timed(v: SetUp) -> None:
-    """The timed stages, then teardown and "done"."""
+    """The timed stages; in a kept child (``keeps``), a timing-only round at each of the parent's orders while it is
+    parked between rounds (bench.isolate.kept); then teardown and "done"."""
     import torch
 
-    from bench.isolate.ranks import any_rank
-    from bench.measure.clocks import batch_rule, warmup_count
-    from bench.measure.memory import MEMORY_METRICS, declared_metric
+    from bench.measure.memory import declared_metric
     from bench.measure.timer import clock_for
     from bench.profile.markers import per_call
 
@@ -67,6 +77,64 @@ def run_timed(v: SetUp) -> None:
         torch.cuda.reset_peak_memory_stats(device)
     # A range per call only while an NVTX tool listens (never in a timed child): see bench.profile.markers.
     fn = keep_returned(v.obj, per_call(v.obj.benchmark_fn))  # a returned output is kept as the output
+    _stages(v, clock, fn, metric)
+    if keeps(v):
+        while "round" in (order := _park(v)):
+            _stages(_resumed(v, order), clock, fn, metric)
+    with Stage("teardown"):
+        v.obj.teardown()
+        set_context(None)
+    send("done")
+
+
+def keeps(v: SetUp) -> bool:
+    """Whether this child stays for its pair's later rounds (the parent asked, ``round_children`` allows): one
+    process on one device, timed by a clock (a generation's clock keeps per-generation state)."""
+    c = v.config
+    one_process = v.gen is None and c.world_size == 1 and c.gpus <= 1
+    return bool(v.job.get("keep")) and one_process and c.round_children != "fresh"
+
+
+def _park(v: SetUp) -> dict[str, Any]:
+    """Parked between rounds with its set-up held: say so, with the device memory it holds (the parent keeps
+    parked children within half the device's), and wait for the parent's order."""
+    from bench.isolate.channel import command
+
+    held: dict[str, Any] = {}
+    if v.device.type == "cuda":
+        import torch
+
+        _, total = torch.cuda.mem_get_info(v.device)
+        held = {"reserved_mb": torch.cuda.memory_reserved(v.device) / 2**20, "total_mb": total / 2**20}
+    send("kept", **held)
+    return command()
+
+
+def _resumed(v: SetUp, order: dict[str, Any]) -> SetUp:
+    """The set-up as a later round times it: TIMING_ONLY on its config, the batch only where the order says a
+    speedup of the example is on it; held before its warm-up where round 0's was (a host-clocked one waits to
+    measure alone)."""
+    from dataclasses import replace
+
+    from bench.define.config import TIMING_ONLY
+    from bench.isolate.channel import wait_for
+
+    gate = v.job.get("measure_gate")
+    if gate and (gate != "host_bound" or host_clocked(v.config, str(v.device))):
+        send("ready")
+        wait_for(b"m")
+    config = v.config.model_copy(update={**TIMING_ONLY, "measure_batch": v.config.measure_batch and order["batch"]})
+    return replace(v, config=config, job={**v.job, "timing_only": True, "resumed": order["round"]})
+
+
+def _stages(v: SetUp, clock: Any, fn: Any, metric: str) -> None:
+    """Warm-up, measurement, check, batch, energy, recheck: as the config and the job (a later round's
+    ``timing_only``) ask."""
+    from bench.isolate.ranks import any_rank
+    from bench.measure.clocks import batch_rule, warmup_count
+    from bench.measure.memory import MEMORY_METRICS
+
+    config, device = v.config, v.device
     with Stage("warmup"):
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
         send("first_call", ms=first)  # the parent's limits of the warm-up and measurement scale with it
@@ -105,10 +173,6 @@ def run_timed(v: SetUp) -> None:
             if any_rank(bool(mutated), config.world_size):
                 inputs = restored_call(v.obj, config, clock, fn, timed_sample, mutated)
             changed_inputs(v.obj, inputs, fn, device, v.job, config.world_size)
-    with Stage("teardown"):
-        v.obj.teardown()
-        set_context(None)
-    send("done")
 
 
 def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | None, metric: str,
@@ -156,13 +220,14 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, fl
                     poisoned = True
             synchronize(device)
         uuid = gpu_uuid(device) if device.type == "cuda" else None
-        before = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
+        parked = parked_pids(v.job) if device.type == "cuda" else ()
+        before = snapshot(device.index or 0, uuid, parked) if device.type == "cuda" else {}
         own = getattr(clock, "cpu_s", guard.process_cpu_s)  # a variant's ranks: all of their processes
         host_before, own_before, t0 = guard.cpu_times(), own(), guard.BOUND.perf_counter()
         m = clock.measure(fn, config.iterations, rule_for(config))
         cold_s = guard.BOUND.perf_counter() - t0
         host_after, own_after = guard.cpu_times(), own()
-        after = snapshot(device.index or 0, uuid) if device.type == "cuda" else {}
+        after = snapshot(device.index or 0, uuid, parked) if device.type == "cuda" else {}
     check_timers("measurement")
     busy = None
     if host_before and host_after:
@@ -182,6 +247,8 @@ def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, A
             f"host busy: other processes used {100 * busy:.0f} % of the host's CPU time during the measurement"
         )
     notes = clock.notes + m.notes + [n for n in [drift_note(m.samples_ms)] if n]
+    if v.job.get("resumed"):
+        notes.append(KEPT_NOTE)
     threads = None
     if host_clocked(v.config, str(v.device)):  # its intra-op threads are part of what was timed
         import torch

@@ -24,9 +24,9 @@ first, each in a child of its own (``bench.isolate.runner``). These are the rule
    machine a 2-thread op read 16 ms instead of 0.03 ms beside it) and everything else is quiet: every other
    worker's children parked (gone, at a closed gate with their CUDA context made, or set up and waiting
    before their warm-up), no comparison running, its own worker's included; meanwhile no worker starts a
-   child, opens a gate, compares or measures (``_Host.checkpoint``). Set-up is not measured: it runs beside
-   the others. Measured need: on the H200 × 2 chapter 1's training_step baseline (pageable copies) read
-   64.0 ms on two GPUs against 20.5 ms on one until this rule; with it the medians match.
+   child, opens a gate, compares or measures (bench.isolate.holds' ``Host.checkpoint``). Set-up is not
+   measured: it runs beside the others. Measured need: on the H200 × 2 chapter 1's training_step baseline
+   (pageable copies) read 64.0 ms on two GPUs against 20.5 ms on one until this rule; with it the medians match.
 4. **Where each child stops to let the rules hold.** With several workers every child stops after its set-up
    (so that any of them can be parked while a host-clocked one measures); with one worker only a
    host-clocked child does (it waits for MLflow's start and for its worker's comparison of the previous
@@ -36,6 +36,9 @@ first, each in a child of its own (``bench.isolate.runner``). These are the rule
    A CPU variant is compared before the next variant goes on: the comparison would share the CPU with its
    measurement. So is a profiled GPU variant (``enable_profiling``): its profile children run on the GPU
    before its comparison.
+6. **Parked children.** A pair's children kept across its rounds (``round_children``: bench.isolate.kept) park
+   after each round, holding a CUDA context and memory and running nothing; "exited" in rules 1 and 5 reads
+   "exited or parked" for them. They end at a round's end, while nothing measures.
 
 A whole example runs on one worker, so a baseline and its optimized partners share a GPU: a speedup is never
 taken across two GPUs. The order of examples (``bench.isolate.suite``: longest first by the last run's times)
@@ -55,9 +58,11 @@ from typing import Any, Protocol
 from bench.define.config import Layer, host_clocked, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, VariantResult, VariantSpec
+from bench.isolate.channel import PARKED_FILE
+from bench.isolate.holds import Host
 from bench.isolate.process import KILL_GRACE_S, verify_in_server
 from bench.isolate.rounds import Rounds
-from bench.isolate.runner import Cancelled, Gate, run_variant
+from bench.isolate.runner import Gate, run_variant
 from bench.isolate.sink import OnResult, Sink
 
 Worker = Mapping[str, str]  # environment of one worker, e.g. {"CUDA_VISIBLE_DEVICES": "1"}
@@ -87,57 +92,6 @@ class Done:
                 comparisons.append(comparison)
 
 
-class _Host:
-    """Rule 3: a host-clocked measurement runs alone on the host; the other workers wait at their next step."""
-
-    def __init__(self, sink: Any = None) -> None:
-        self.cond = threading.Condition()
-        self.owner: Lane | None = None  # the worker whose measurement runs alone, or waits to
-        self.lanes: list[Lane] = []
-        self.opened = getattr(sink, "opened", None)  # a BackgroundSink's: set once MLflow's start is over
-        self.stopping = threading.Event()  # the suite was interrupted: start nothing more
-
-    def stop(self) -> None:
-        """An interrupted suite (Ctrl-C, SIGTERM on the main thread): every worker's children are killed, and no
-        worker starts another; each worker's thread ends once it has reaped them."""
-        self.stopping.set()
-        for lane in self.lanes:
-            for child in tuple(lane.children):
-                child.cancelled.set()
-
-    def checkpoint(self, lane: Lane, cancel: threading.Event | None = None) -> None:
-        """Before ``lane`` starts a child, opens a gate, compares or measures: wait while another runs alone."""
-        with self.cond:
-            while self.owner is not None and self.owner is not lane:
-                if cancel is not None and cancel.is_set():
-                    raise Cancelled("cancelled while another worker measured alone")
-                self.cond.wait(0.05)
-
-    def alone(self, lane: Lane, cancel: threading.Event) -> None:
-        """Until ``lane``'s host-clocked measurement may start: MLflow's start over, then nothing else running."""
-        while self.opened is not None and not self.opened.wait(0.05):  # the others run on meanwhile
-            if cancel.is_set():
-                raise Cancelled("cancelled while waiting to measure alone")
-        with self.cond:
-            while self.owner is not None and self.owner is not lane:
-                if cancel.is_set():
-                    raise Cancelled("cancelled while waiting to measure alone")
-                self.cond.wait(0.05)
-            self.owner = lane
-            while lane.finishing or not all(other.quiet() for other in self.lanes if other is not lane):
-                if cancel.is_set():
-                    self.owner = None
-                    self.cond.notify_all()
-                    raise Cancelled("cancelled while waiting to measure alone")
-                self.cond.wait(0.01)  # polled: children end and reach gates without telling
-
-    def release(self, lane: Lane) -> None:
-        with self.cond:
-            if self.owner is lane:
-                self.owner = None
-                self.cond.notify_all()
-
-
 class _Started:
     """One variant's ``run_variant`` on a thread of its own. ``measured`` is set once the child's timed stages
     have ended (or the run is over): the moment the next variant may start ahead (rule 2)."""
@@ -160,12 +114,17 @@ class _Started:
         self._thread.start()
 
     def _go(self, spec: VariantSpec, wd: Path, kwargs: dict[str, Any]) -> None:
+        rounds = self.item[3]
         try:
+            kept = rounds.resume(spec)
+            if kept is not None:  # its child of round 0, parked (bench.isolate.kept)
+                self._result = kept.again(rounds.order(), self.gate, self.cancelled, self._measured, self._admit)
+                return
             self._result = run_variant(
                 spec, wd, gate=self.gate, on_measured=self._measured, cancel=self.cancelled,
                 before_measure=self._admit,
                 measure_gate="all" if len(self.lane.host.lanes) > 1 else "host_bound",  # rule 4
-                **kwargs,
+                on_kept=lambda kept: rounds.kept.__setitem__(spec.key, kept), **kwargs,
             )  # fmt: skip
         except BaseException as exc:  # raised again by result(), on the worker's thread
             self._error = exc
@@ -222,7 +181,7 @@ class Lane:
     def __init__(
         self, pending: Pending, done: Done, root: Path, suite_layer: Layer,
         cli_layer: Layer, sink: Sink | None, on_result: OnResult | None, cold_start: bool, env: Worker,
-        record: Callable[[dict[str, Any]], None], t0: float, keep_workdir: bool, host: _Host,
+        record: Callable[[dict[str, Any]], None], t0: float, keep_workdir: bool, host: Host,
     ) -> None:  # fmt: skip
         self.pending, self.done, self.root, self.sink, self.on_result = pending, done, root, sink, on_result
         self.suite_layer, self.cli_layer, self.cold_start, self.env = suite_layer, cli_layer, cold_start, env
@@ -253,6 +212,9 @@ class Lane:
                 except queue.Empty:
                     return None
                 r = self._rounds = Rounds(example, resolve_config(self.suite_layer, self.cli_layer), index=index)
+                if example.variants:  # pids of an earlier run's parked children are not this one's
+                    v = example.variants[0]
+                    (self.root / v.chapter / v.example / PARKED_FILE).unlink(missing_ok=True)
             self._queue = [(r.index, r.example, s, r) for s in r.start(fresh=not self.children)]
         return self._queue.pop(0)
 
@@ -323,6 +285,8 @@ class Lane:
                     started.cancel()
             raise
         finally:
+            if self._rounds is not None:
+                self._rounds.kill_kept()  # after an example's last round none is left; after a fault, none may stay
             self.over = True
 
     def _finishing(self, step: Callable[..., Any], *args: Any) -> Any:
@@ -353,7 +317,11 @@ class Lane:
                 spec, wd, self.suite_layer, self.cli_layer, timed=result, cold_start=self.cold_start,
                 env=dict(self.env),
             ).profile  # fmt: skip
-        return rounds if rounds.add(spec, result) and rounds.done else None
+        if not rounds.add(spec, result):
+            return None
+        for kept in rounds.release():  # the round is over: nothing measures while they end
+            kept.end()
+        return rounds if rounds.done else None
 
     def _complete(self, rounds: Rounds) -> float:
         """An example's last round is over: each variant's result over its rounds and each pair's comparison kept

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Collection
 from typing import Any
 
 # nvmlClocksThrottleReason bits that mean "slower than it should be" (idle and app-clock settings aside).
@@ -93,9 +94,10 @@ def nvml_handle(index: int, uuid: str | None) -> Any:
     return found if isinstance(found, str) else found[0]
 
 
-def snapshot(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
+def snapshot(index: int = 0, uuid: str | None = None, parked: Collection[int] = ()) -> dict[str, Any]:
     """NVML readings of the GPU CUDA calls ``cuda:index`` (found by ``uuid`` when given, see ``_handle``);
-    ``{"nvml": reason}`` when they cannot be read."""
+    ``{"nvml": reason}`` when they cannot be read. ``parked``: pids of the harness's own parked children (a pair's
+    kept between rounds: a context and memory, no work), listed apart from the other processes."""
     try:
         pynvml = _nvml()
     except ImportError:
@@ -117,10 +119,11 @@ def snapshot(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
             "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
             "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
             "utilization_pct": pynvml.nvmlDeviceGetUtilizationRates(h).gpu,
-            "other_pids": sorted(
-                p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h) if p.pid != os.getpid()
-            ),
         }
+        pids = {p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)} - {os.getpid()}
+        state["other_pids"] = sorted(pids - set(parked))
+        if pids & set(parked):
+            state["parked_pids"] = sorted(pids & set(parked))
         try:
             mask = pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)
         except (AttributeError, pynvml.NVMLError):

@@ -101,6 +101,20 @@ def test_unpinned_index_is_nvmls_index(nvml: FakeNvml, monkeypatch: pytest.Monke
     assert machine.snapshot(1, None)["sm_clock_mhz"] == 1500
 
 
+def test_parked_children_are_listed_apart_from_processes_sharing_the_gpu(
+    nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pair's children parked between rounds (bench.isolate.kept) hold a context and run nothing: not "shared";
+    a process the harness did not park still is."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    nvml.gpus[0]["pids"] = [4242, 5151]
+    state = machine.snapshot(0, None, parked=[5151, 6000])
+    assert state["other_pids"] == [4242] and state["parked_pids"] == [5151]
+    assert machine.flags(state, state)[0] == "shared: other processes on the GPU before measurement (pids [4242])"
+    alone = machine.snapshot(0, None, parked=[4242, 5151])
+    assert alone["other_pids"] == [] and not any(f.startswith("shared") for f in machine.flags(alone, alone))
+
+
 def test_nvml_is_initialised_once_per_process(nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch) -> None:
     """Three snapshots per variant: one nvmlInit (each opens every GPU of the host), none shut down;
     a forked child (another pid) initialises its own."""

@@ -1,0 +1,190 @@
+"""bench/isolate/kept.py (with rounds and workers): a pair's children of round 0 parked between its rounds and timing
+the later ones (``round_children``): set up once, the sides still alternating; "auto" keeps them only where set-up is
+slow; a kept child that fails, hangs or is interrupted in a later round is recorded and leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.define.config import KEEP_SETUP_S
+from bench.define.discovery import discover, select
+from bench.isolate.channel import PARKED_FILE
+from bench.isolate.suite import run_suite
+from bench.isolate.timed import KEPT_NOTE
+
+FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu", "min_rounds": 3, "max_rounds": 3}
+pytestmark = pytest.mark.usefixtures("default_rounds")
+
+# Each set-up appends the variant's letter to SETUPS; each call's process writes its pid to PIDS; LATER: what the
+# benchmark does when its warm-up begins for the second time in one process ("exit7", "hang"; "" nothing).
+RECORDS = """
+SETUPS = {setups!r}
+PIDS = {pids!r}
+LATER = {later!r}
+_setup, _fn = Bench.setup, Bench.benchmark_fn
+
+
+def _counted_setup(self):
+    with open(SETUPS, "a") as f:
+        f.write({letter!r})
+    self.warmups, self.stage = 0, ""
+    _setup(self)
+
+
+def _call(self):
+    stage = os.environ.get("PERFLAB_STAGE", "")
+    if stage == "warmup" and self.stage != "warmup":
+        self.warmups += 1
+        with open(PIDS, "a") as f:
+            f.write(f"{{os.getpid()}}\\n")
+        if self.warmups == 2 and LATER == "exit7":
+            os._exit(7)
+        if self.warmups == 2 and LATER == "hang":
+            time.sleep(1000)
+    self.stage = stage
+    return _fn(self)
+
+
+Bench.setup = _counted_setup
+Bench.benchmark_fn = _call
+"""
+
+
+def pair(tmp_path: Path, write_benchmark: Any, setup_s: float = 0.0, later: str = "") -> Path:
+    root = tmp_path / "chapters"
+    for variant in ("baseline", "optimized"):
+        extra = RECORDS.format(setups=str(tmp_path / "setups"), pids=str(tmp_path / "pids"), letter=variant[0],
+                               later=later if variant == "optimized" else "")  # fmt: skip
+        write_benchmark(root / "ch07" / f"{variant}_a.py", SETUP_SLEEP=setup_s, extra=extra)
+    return root
+
+
+def gone(pids_file: Path) -> None:
+    """Every process that ran a call is gone (a parked child left behind would hold its memory and GPU)."""
+    for pid in {int(p) for p in pids_file.read_text().split()}:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        with open(f"/proc/{pid}/stat") as f:
+            assert f.read().split()[2] == "Z", f"process {pid} of a kept child is still running"
+
+
+def test_kept_children_set_up_once_and_still_alternate(tmp_path, write_benchmark) -> None:
+    root = pair(tmp_path, write_benchmark)
+    suite = run_suite(select(discover(root)), cli_layer={**FAST, "round_children": "kept"},
+                      workdir=tmp_path / "work", keep_workdir=True)  # fmt: skip
+    order = [(t["key"].rsplit(":", 1)[1], t["round"]) for t in suite.timeline]
+    assert order == [("baseline", 0), ("optimized", 0), ("optimized", 1), ("baseline", 1), ("baseline", 2),
+                     ("optimized", 2)]  # fmt: skip
+    assert sorted((tmp_path / "setups").read_text()) == ["b", "o"]  # one set-up a side for three rounds
+    pids = (tmp_path / "pids").read_text().split()
+    assert len(pids) == 6 and len(set(pids)) == 2  # three warm-ups in each side's one process
+    for v in suite.variants:
+        assert v.status == "ok" and v.timing is not None and v.timing.rounds == [5, 5, 5], v.error
+        assert KEPT_NOTE in v.timing.notes
+        names = [s.name for s in v.stages if s.status == "ok"]
+        assert names[:4] == ["startup", "setup", "warmup", "measurement"] and "check" in names
+    (c,) = suite.comparisons
+    assert len(c.round_speedups) == 3 and c.verification.verified
+    parked = (tmp_path / "work" / "ch07" / "a" / PARKED_FILE).read_text().split()
+    assert sorted(parked) == sorted(set(pids))  # listed for their siblings' NVML readings
+    gone(tmp_path / "pids")
+
+
+def test_auto_keeps_children_only_where_set_up_is_slow(tmp_path, write_benchmark) -> None:
+    """"auto": a set-up of KEEP_SETUP_S or more is paid once a side; a quick one again in every round (the rounds'
+    spread then holds set-up-to-set-up variation too)."""
+    quick = pair(tmp_path / "quick", write_benchmark)
+    run_suite(select(discover(quick)), cli_layer=FAST)
+    assert sorted((tmp_path / "quick" / "setups").read_text()) == ["b"] * 3 + ["o"] * 3
+    slow = pair(tmp_path / "slow", write_benchmark, setup_s=KEEP_SETUP_S + 0.1)
+    suite = run_suite(select(discover(slow)), cli_layer=FAST)
+    assert all(v.status == "ok" for v in suite.variants)
+    assert sorted((tmp_path / "slow" / "setups").read_text()) == ["b", "o"]
+    set_up = sum(s.duration_s or 0.0 for v in suite.variants for s in v.stages if s.name == "setup")
+    assert set_up < 4 * KEEP_SETUP_S  # two set-ups summed over the rounds, not six
+    gone(tmp_path / "slow" / "pids")
+
+
+def test_fresh_asked_for_is_fresh(tmp_path, write_benchmark) -> None:
+    root = pair(tmp_path, write_benchmark, setup_s=KEEP_SETUP_S + 0.1)
+    run_suite(select(discover(root)), cli_layer={**FAST, "min_rounds": 2, "max_rounds": 2, "round_children": "fresh"})
+    assert sorted((tmp_path / "setups").read_text()) == ["b", "b", "o", "o"]
+
+
+def test_a_kept_child_that_dies_in_a_later_round_is_recorded(tmp_path, write_benchmark) -> None:
+    root = pair(tmp_path, write_benchmark, later="exit7")
+    suite = run_suite(select(discover(root)), cli_layer={**FAST, "round_children": "kept"})
+    by = {v.spec.variant: v for v in suite.variants}
+    assert by["baseline"].status == "ok"
+    bad = by["optimized"]
+    assert bad.status == "failed" and bad.error is not None
+    assert bad.error.message.startswith("round 1 of 2:") and "code 7" in bad.error.message, bad.error.message
+    assert bad.failed_stage == "warmup"
+    gone(tmp_path / "pids")
+
+
+@pytest.mark.slow  # a warm-up limit run out (~3 s); the failure of a later round is in the fast tier
+def test_a_kept_child_that_hangs_in_a_later_round_times_out(tmp_path, write_benchmark) -> None:
+    root = pair(tmp_path, write_benchmark, later="hang")
+    cli = {**FAST, "round_children": "kept", "warmup_timeout_seconds": 3.0}
+    suite = run_suite(select(discover(root)), cli_layer=cli)
+    bad = next(v for v in suite.variants if v.spec.variant == "optimized")
+    assert bad.status == "timeout" and bad.failed_stage == "warmup", (bad.status, bad.error)
+    gone(tmp_path / "pids")
+
+
+class _Parked:
+    """A parked child as the rounds see it (bench.isolate.kept.Kept's fields)."""
+
+    def __init__(self, held_mb: float = 0.0, total_mb: float | None = None) -> None:
+        self.alive, self.held_mb, self.total_mb = True, held_mb, total_mb
+
+
+def _rounds(tmp_path: Path, write_benchmark: Any, setup_s: float, how: str = "auto", held_mb: float = 0.0) -> Any:
+    """Round 0 of an example of a baseline and two optimized variants, over: each child parked."""
+    from bench.define.config import BenchmarkConfig
+    from bench.define.result import StageRecord, VariantResult
+    from bench.isolate.rounds import Rounds
+
+    root = tmp_path / "chapters"
+    for name in ("baseline_a.py", "optimized_a.py", "optimized_a_two.py"):
+        write_benchmark(root / "ch07" / name)
+    (example,) = select(discover(root))
+    rounds = Rounds(example, BenchmarkConfig(device="cpu", min_rounds=2, max_rounds=4))
+    rounds.start()
+    for spec in example.variants:
+        stage = StageRecord(name="setup", status="ok", duration_s=setup_s)
+        result = VariantResult(spec=spec, status="ok", config={"round_children": how, "max_rounds": 4}, stages=[stage])
+        rounds.kept[spec.key] = _Parked(held_mb, 1000.0)
+        rounds.by_key[spec.key] = [result]
+    rounds.done = False
+    return rounds, example
+
+
+def test_the_rounds_end_the_children_no_round_needs(tmp_path, write_benchmark) -> None:
+    rounds, example = _rounds(tmp_path, write_benchmark, setup_s=KEEP_SETUP_S)
+    assert rounds.release() == [] and rounds.keeping  # slow set-up: all three kept for round 1
+    base, one, two = example.variants
+    rounds.number, rounds.stops = 1, {one.key: "decided"}
+    assert rounds.resume(two) is rounds.kept[two.key]
+    settled = rounds.kept[one.key]
+    assert rounds.release() == [settled]
+    assert set(rounds.kept) == {base.key, two.key}  # the settled pair's optimized side ended, its baseline goes on
+    rounds.done = True
+    assert len(rounds.release()) == 2 and not rounds.kept
+
+
+@pytest.mark.parametrize(("setup_s", "how", "held_mb"), [(KEEP_SETUP_S / 2, "auto", 0.0), (10.0, "fresh", 0.0),
+                                                         (10.0, "auto", 200.0)])  # fmt: skip
+def test_later_rounds_take_fresh_children_where_kept_ones_do_not_pay(tmp_path, write_benchmark, setup_s, how,
+                                                                      held_mb) -> None:  # fmt: skip
+    """A quick set-up, "fresh" asked for, or parked children holding more than half the device's memory (3 x 200 of
+    1,000 MiB): every parked child ends after round 0."""
+    rounds, _ = _rounds(tmp_path, write_benchmark, setup_s, how, held_mb)
+    assert len(rounds.release()) == 3 and not rounds.keeping and not rounds.kept
