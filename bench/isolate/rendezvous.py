@@ -32,18 +32,12 @@ from bench.errors import PerflabError
 # torch._dynamo: every torch.optim optimizer imports it when constructed (its methods are wrapped to disable
 # Dynamo), as does torch.compile: 1.0-1.6 s in each set-up of a training variant on the 2-core CPU host, paid again
 # by every round's child. Its import initialises no CUDA and starts no thread.
-# torch._inductor.compile_fx: what torch.compile's first call imports (Inductor, AOTAutograd: ~590 modules), 1.5-2.3 s
-# in the set-up of every compiled variant on the 2-core CPU host even when its graph comes from the on-disk cache,
-# and again in each round's child; the server pays it once per command (its imports 10.2 s against 7.8 s there:
-# docs/results/cpu.md, 2026-11-30). No CUDA, no thread, no process: Inductor's compile-worker pool starts in the
-# child, at its first Triton kernel.
 PRELOAD = [
     "bench.isolate.child", "bench.isolate.timed", "bench.isolate.produced", "bench.isolate.ranks",
     "bench.isolate.recheck", "bench.measure.compare", "bench.measure.collective", "bench.measure.energy",
     "bench.measure.outputs", "bench.define.config", "bench.define.context", "bench.measure.machine",
     "bench.measure.timer", "bench.measure.generation_clock",
-    "numpy", "numpy.ma", "numpy.random", "random", "resource", "nvtx", "torch", "torch._dynamo",
-    "torch._inductor.compile_fx", "triton",
+    "numpy", "numpy.ma", "numpy.random", "random", "resource", "nvtx", "torch", "torch._dynamo", "triton",
     "bench.isolate.warm",  # after triton: its per-process caches (bench/isolate/warm.py), never CUDA
     "bench.define.interpreter",  # the interpreter's scalars, mended in each child that interprets kernels
 ]  # fmt: skip

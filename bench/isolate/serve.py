@@ -88,6 +88,10 @@ class _Server:
                 self.preload_errors[name] = f"{type(exc).__name__}: {exc}"
                 print(f"preload {name}: {exc}", flush=True)
         self.files = _module_files()
+        bad = bad_fork()
+        if bad is not None:  # every child would fail at its first CUDA call: no server (callers start cold)
+            print(f"perflab server {os.getpid()}: {bad}; not serving", flush=True)
+            os._exit(1)
 
     def stop_listening(self) -> None:
         if not self.listening:
@@ -293,6 +297,23 @@ class _Server:
             with contextlib.suppress(OSError):
                 send(conn, {"exit": os.waitstatus_to_exitcode(status)})
             conn.close()
+
+
+def bad_fork() -> str | None:
+    """Why a child forked from this process could not use CUDA, or None: torch marks a fork "bad" once its parent
+    asked CUDA anything (even the device count); a preloaded module that does so would fail every GPU variant
+    ("Cannot re-initialize CUDA in forked subprocess": on the H200, importing ``torch._inductor.compile_fx`` did)."""
+    torch = sys.modules.get("torch")
+    check = getattr(getattr(torch, "_C", None), "_cuda_isInBadFork", None)
+    if check is None:  # no torch, or a build without CUDA
+        return None
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if check() else 0)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        return None
+    return "a forked child cannot use CUDA: a preloaded module initialised it in this process"
 
 
 def serve(path: str, idle: float, sys_path: list[str], key: str) -> None:

@@ -120,6 +120,31 @@ def test_server_preloads_the_warm_up_after_triton() -> None:
     assert PRELOAD.index("bench.isolate.warm") > PRELOAD.index("triton")
 
 
+@pytest.mark.parametrize("bad", [True, False])
+def test_a_server_whose_forks_cannot_use_cuda_says_so(monkeypatch: pytest.MonkeyPatch, bad: bool) -> None:
+    """torch marks a fork "bad" once the parent asked CUDA anything: such a server would fail every GPU variant."""
+    from bench.isolate import serve
+
+    fake = types.SimpleNamespace(_C=types.SimpleNamespace(_cuda_isInBadFork=lambda: bad))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    found = serve.bad_fork()
+    assert (found is not None) == bad
+    assert found is None or "cannot use CUDA" in found
+
+
+def test_the_servers_preload_leaves_its_forks_able_to_use_cuda() -> None:
+    """Every module the server preloads, imported as the server does: a fork after them is not "bad" (importing
+    torch._inductor.compile_fx asks CUDA for its devices and was: every GPU variant failed at its set-up)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("a CPU build or host: torch marks no fork bad without CUDA (the check above covers the logic)")
+    code = (
+        "import importlib\nfrom bench.isolate import rendezvous, serve\n"
+        "[importlib.import_module(m) for m in rendezvous.PRELOAD]\nprint(serve.bad_fork())"
+    )
+    assert _python(code) == "None"
+
+
 triton = pytest.importorskip("triton")
 
 
@@ -135,8 +160,6 @@ def test_warm_hashes_triton_once_and_leaves_cuda_alone() -> None:
     assert _python(code, TRITON_INTERPRET=None) == "True False True"
 
 
-def test_warm_leaves_interpreted_triton_alone() -> None:
-    """Interpreted mode: nothing of Triton's is warmed (no kernel is compiled); Inductor's torch_key is (CPU Inductor
-    keys its cache on it)."""
+def test_warm_does_nothing_for_interpreted_triton() -> None:
     code = "import bench.isolate.warm as w; print(w.WARMED)"
-    assert _python(code, TRITON_INTERPRET="1") == "['torch._inductor.codecache.torch_key']"
+    assert _python(code, TRITON_INTERPRET="1") == "[]"
