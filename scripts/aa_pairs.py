@@ -26,12 +26,15 @@ from bench.define.result import Comparison  # noqa: E402
 from bench.isolate.suite import run_suite  # noqa: E402
 
 
-def aa_tree(chapters: list[str], dest: Path) -> Path:
+def aa_tree(chapters: list[str], dest: Path, only: set[str] | None = None) -> Path:
+    """Each baseline of ``chapters`` (of the examples ``only`` names, when given) beside a copy of itself."""
     src = default_chapters_dir()
     for ch in chapters:
         cid = chapter_id(ch)
         (dest / cid).mkdir(parents=True)
         for base in sorted((src / cid).glob("baseline_*.py")):
+            if only and base.stem.removeprefix("baseline_") not in only:
+                continue
             shutil.copy(base, dest / cid / base.name)
             shutil.copy(base, dest / cid / base.name.replace("baseline_", "optimized_", 1))
     return dest
@@ -42,11 +45,12 @@ def main() -> None:
     parser.add_argument("chapters", nargs="+", help="chapter numbers, e.g. 7 1")
     parser.add_argument("--repeats", type=int, default=1, help="suites to run (pairs pooled)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--only", default="", help="examples to pair, comma-separated (default: every one)")
     args = parser.parse_args()
     rows: list[dict] = []
     print("| pair | repeat | speedup | 95 % interval | holds 1.0 | rounds |\n|---|---:|---:|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory(prefix="perflab-aa-") as tmp:
-        catalog = discover(aa_tree(args.chapters, Path(tmp) / "chapters"))
+        catalog = discover(aa_tree(args.chapters, Path(tmp) / "chapters", set(filter(None, args.only.split(",")))))
         for repeat in range(args.repeats):
             for chapter in args.chapters:  # a suite per chapter: a run cut short keeps the rows printed so far
                 suite = run_suite(select(catalog, chapter), workdir=Path(tmp) / f"work{repeat}-{chapter}")
