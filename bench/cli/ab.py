@@ -22,6 +22,7 @@ from bench.cli.common import (
     DeviceOpt,
     ExperimentOpt,
     NoTrackOpt,
+    RoundChildrenOpt,
     RoundsOpt,
     SmokeOpt,
     TimeoutOpt,
@@ -67,13 +68,14 @@ def ab(
     timing_mode: TimingModeOpt = None, noise_target: NoiseOpt = None, config: ConfigOpt = None,
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
     keep_workdir: KeepOpt = None, cold_start: ColdStartOpt = False, gpus: GpusOpt = None, jobs: JobsOpt = None,
-    rounds: RoundsOpt = None, cold_compile: ColdCompileOpt = False,
+    rounds: RoundsOpt = None, cold_compile: ColdCompileOpt = False, round_children: RoundChildrenOpt = None,
 ) -> None:  # fmt: skip
     """Time candidate files against a reference file: verified, with intervals, logged to MLflow."""
     suite_layer = load_config_file(config) if config else None
     layer = cli_layer(iterations=iterations, warmup=warmup, seed=seed, device=device, smoke=smoke,
                       timeout_multiplier=timeout_multiplier, timing_mode=timing_mode, noise_target=noise_target,
-                      min_rounds=rounds, max_rounds=rounds, cold_compile=True if cold_compile else None)  # fmt: skip
+                      min_rounds=rounds, max_rounds=rounds, cold_compile=True if cold_compile else None,
+                      round_children=round_children)  # fmt: skip
     effective = resolve_config(suite_layer, layer)
     examples = examples_of(files)
     if not no_track:

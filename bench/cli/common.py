@@ -48,10 +48,18 @@ RoundsOpt = Annotated[
     int | None,
     typer.Option(
         "--rounds", min=1, max=100,
-        help="rounds per pair, fixed (each side a fresh child per round, sides alternating); default: at least 3, "
+        help="rounds per pair, fixed (sides alternating; in which children: --round-children); default: at least 3, "
         "then until every pair's interval is within ±2 % or clearly decided, at most 8 (min_rounds, max_rounds)",
     ),
 ]  # fmt: skip
+RoundChildrenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--round-children",
+        help="which children time a pair's later rounds: auto (round 0's, parked between rounds, where set-up took "
+        "1 s or more), kept (always round 0's), fresh (a new child per side every round)",
+    ),
+]
 ColdStartOpt = Annotated[
     bool,
     typer.Option(

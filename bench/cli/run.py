@@ -27,6 +27,7 @@ from bench.cli.common import (
     NoTrackOpt,
     ProfileModeOpt,
     ProfileOpt,
+    RoundChildrenOpt,
     RoundsOpt,
     SanitizeOpt,
     SmokeOpt,
@@ -121,7 +122,7 @@ def run(
     chapters_dir: ChaptersOpt = None, keep_workdir: KeepOpt = None, gpus: GpusOpt = None, jobs: JobsOpt = None,
     overlap: OverlapOpt = True, ray: RayOpt = None, shard: ShardOpt = None, energy: EnergyOpt = False,
     sanitize: SanitizeOpt = False, suite_timeout: SuiteTimeoutOpt = None, out: OutOpt = None,
-    rounds: RoundsOpt = None, cold_compile: ColdCompileOpt = False,
+    rounds: RoundsOpt = None, cold_compile: ColdCompileOpt = False, round_children: RoundChildrenOpt = None,
 ) -> None:  # fmt: skip
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -133,6 +134,7 @@ def run(
         flush_l2=False if warm_cache else None,
         timing_mode=timing_mode, noise_target=noise_target, measure_energy=True if energy else None,
         min_rounds=rounds, max_rounds=rounds, cold_compile=True if cold_compile else None,
+        round_children=round_children,
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
     check_suite_timeout(suite_timeout)

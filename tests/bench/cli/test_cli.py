@@ -107,6 +107,13 @@ def test_invalid_flag_value_names_the_field(tree: Path) -> None:
     assert "error:" in done.stderr and "iterations=0" in done.stderr
 
 
+def test_bad_round_children_names_the_value_and_what_is_accepted(tree: Path) -> None:
+    done = perflab("run", "--round-children", "sometimes", "--no-track", "--chapters-dir", tree)
+    assert done.returncode == 2
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert "round_children='sometimes'" in line and "'auto', 'fresh' or 'kept'" in line
+
+
 def test_bad_config_file_is_an_error(tree: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "suite.yaml"
     cfg.write_text("itrations: 3\n")
