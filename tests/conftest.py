@@ -97,7 +97,14 @@ def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(scope="session", autouse=True)
 def _private_servers(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Tests' pre-warmed servers (bench.isolate.server) live in a directory of their own, and are stopped when the
-    session ends (with an idle exit of their own should the session be killed)."""
+    session ends (with an idle exit of their own should the session be killed).
+
+    A server is keyed on the import path (bench.isolate.rendezvous), so the path is settled before the first one
+    starts: CPU Inductor's C++ builder imports setuptools (torch.utils.cpp_extension), which appends the directory
+    of its vendored packages to ``sys.path``; imported by the first test that compiles, it made the process start
+    its server again at its next variant (~7 s of CPU on the 2-core host)."""
+    with contextlib.suppress(ImportError):
+        import setuptools  # noqa: F401
     with _session_env({"PERFLAB_RUNTIME_DIR": str(tmp_path_factory.mktemp("servers")), "PERFLAB_SERVER_IDLE_S": "300"}):
         yield
         from bench.isolate import server

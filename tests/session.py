@@ -19,8 +19,9 @@ the tests and perflab's modules again (the tests' asserts rewritten: ~8 s of CPU
 each ``perflab`` command or fresh child a second or so more), so the session and the processes it starts cache it
 under ``~/.cache/perflab/pycache`` (``PYTHONPYCACHEPREFIX``; one set already is kept), outside the checkout.
 
-A new SQLite MLflow store, in this process, is a copy of one migrated once per session: MLflow migrates each new
-store (seconds: 12 s with the 2-core host loaded, against 0.2 s for the copy), and the tests make dozens.
+A new SQLite MLflow store, in this process, is a copy of one migrated once per session (by the first of its processes
+to need one): MLflow migrates each new store (seconds: 12 s with the 2-core host loaded, against 0.2 s for the
+copy), and the tests make dozens.
 
 SIGTERM (``timeout``, a CI runner's or Slurm's end of a job) stops the session as Ctrl-C does: the tests then
 running are named and interrupted (a ``perflab run`` one runs logs what finished), session fixtures are torn down
@@ -198,7 +199,8 @@ def _say(text: str) -> None:
 
 class _MigratedOnce:
     """``mlflow.store.db.utils._initialize_tables`` for a SQLite file: the session's migrated template copied in
-    (SQLite's backup API); the template is made by MLflow's own on first use. Other databases: MLflow's own."""
+    (SQLite's backup API); the template is made by MLflow's own on first use, by whichever of the session's processes
+    needs it first (under a file lock: the others wait, then copy it). Other databases: MLflow's own."""
 
     def __init__(self, initialize: Any, template: Path) -> None:
         self.initialize, self.template, self.lock = initialize, template, threading.Lock()
@@ -210,20 +212,34 @@ class _MigratedOnce:
             return
         with self.lock:
             if not self.template.exists():
-                import sqlalchemy
-
-                made = sqlalchemy.create_engine(f"sqlite:///{self.template}")
-                self.initialize(made)
-                made.dispose()
+                self._make()
         with contextlib.closing(sqlite3.connect(self.template)) as src, contextlib.closing(sqlite3.connect(path)) as to:
             src.backup(to)
+
+    def _make(self) -> None:
+        import fcntl
+
+        import sqlalchemy
+
+        with open(self.template.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process of the session may be making it
+            if self.template.exists():
+                return
+            part = self.template.with_suffix(f".{os.getpid()}.part")
+            made = sqlalchemy.create_engine(f"sqlite:///{part}")
+            self.initialize(made)
+            made.dispose()
+            part.replace(self.template)  # whole or absent: a copy never reads a half-made template
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     utils = sys.modules.get("mlflow.store.db.utils")  # once a test imported MLflow's store; never imported here
     if utils is not None and not isinstance(utils._initialize_tables, _MigratedOnce):
-        template = item.config._tmp_path_factory.getbasetemp() / "mlflow-template.db"  # type: ignore[attr-defined]
+        base = item.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        if hasattr(item.config, "workerinput"):
+            base = base.parent  # a pytest-xdist worker's is in the session's: one template for all its processes
+        template = base / "mlflow-template.db"
         utils._initialize_tables = _MigratedOnce(utils._initialize_tables, template)
 
 

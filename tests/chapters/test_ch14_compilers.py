@@ -29,7 +29,10 @@ from tests.session import slow_for
 
 CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "ch14"
 
-pytestmark = pytest.mark.usefixtures("cpu_smoke")
+# One process for the file (and test_ch19_training's compiling test): Dynamo's and Inductor's first compile in a
+# process (their imports, caches; ~8 s of CPU on the 2-core host) is paid once, and the variants' later compiles of
+# the same graphs hit the process's caches, where the tests that compile spread over the processes paid it in each
+pytestmark = [pytest.mark.usefixtures("cpu_smoke"), pytest.mark.xdist_group("inductor")]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,9 @@ from bench.audit.selfcheck import markdown, run_selfcheck
 from bench.audit.truth import GPU_WORKLOADS, parse_ncu_csv
 
 REPO = Path(__file__).resolve().parents[3]
-pytestmark = pytest.mark.usefixtures("default_warmup")  # the clocks against truth with the floor a user gets
+# The clocks against truth with the floor a user gets. $PERFLAB_MIN_WARMUP_SECONDS unset keys a server of its own
+# (bench.isolate.rendezvous): the file's tests on one process start it once, not once a process (~7 s of CPU each)
+pytestmark = [pytest.mark.usefixtures("default_warmup"), pytest.mark.xdist_group("test_selfcheck")]
 
 
 def test_cpu_workload_every_cpu_mode_close_to_truth() -> None:

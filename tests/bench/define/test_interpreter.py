@@ -3,10 +3,10 @@ one-element array of one dimension) replaced by one that squeezes, per launch, a
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -45,39 +45,22 @@ def test_an_old_interpreters_index_is_mended(monkeypatch: pytest.MonkeyPatch) ->
     assert list(range(cls(np.array(2, dtype=np.int64)))) == [0, 1]  # type: ignore[call-overload]
 
 
-def test_a_causal_loop_over_a_program_id_runs_interpreted(tmp_path: Any) -> None:
-    """The chapters' pattern (ch14, ch18: ``range(0, pid * BLOCK, STEP)``) under TRITON_INTERPRET=1 in a fresh
-    process, as a harness child on a CPU runs it."""
-    script = tmp_path / "causal.py"
-    script.write_text(
-        textwrap.dedent("""
-        import torch, triton, triton.language as tl
-        from bench.define import interpreter
-        interpreter.mend()
-
-        @triton.jit
-        def count(Out, BLOCK: tl.constexpr):
-            pid = tl.program_id(0)
-            total = 0
-            for _ in range(0, pid * BLOCK, 2):
-                total += 1
-            tl.store(Out + pid, total)
-
-        out = torch.zeros(4, dtype=torch.int32)
-        count[(4,)](out, BLOCK=4)
-        print(out.tolist())
-    """)
-    )
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[-4:] == ["[0,", "2,", "4,", "6]"]
-
-
-BOUNDS = """
-import sys, torch, triton, triton.language as tl
+# The chapters' pattern (ch14, ch18: ``range(0, pid * BLOCK, STEP)``), then each case of ``shift``: kernels under
+# TRITON_INTERPRET=1 in a fresh process, as a harness child on a CPU runs them, each case's outcome as JSON (an
+# exception's traceback as the process would have printed it). One process for all: each paid torch's and Triton's
+# imports again (~5 s of CPU on the 2-core host).
+SCRIPT = """
+import json, sys, traceback, torch, triton, triton.language as tl
 from bench.define import interpreter
 interpreter.mend()
+
+@triton.jit
+def count(Out, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    total = 0
+    for _ in range(0, pid * BLOCK, 2):
+        total += 1
+    tl.store(Out + pid, total)
 
 @triton.jit
 def shift(X, Y, n, SHIFT: tl.constexpr, OVER: tl.constexpr, BLOCK: tl.constexpr):
@@ -85,33 +68,63 @@ def shift(X, Y, n, SHIFT: tl.constexpr, OVER: tl.constexpr, BLOCK: tl.constexpr)
     keep = offs < n + OVER
     tl.store(Y + offs, tl.load(X + offs + SHIFT, mask=keep & (offs + SHIFT < n + OVER)), mask=keep)
 
-x, y = torch.arange(100, dtype=torch.float32), torch.zeros(100)
-shift[(4,)](x, y, 100, SHIFT=int(sys.argv[1]), OVER=int(sys.argv[2]), BLOCK=32)
-print("sum", int(y.sum()))
+out = torch.zeros(4, dtype=torch.int32)
+count[(4,)](out, BLOCK=4)
+print(json.dumps({"case": "causal", "out": out.tolist()}), flush=True)
+for case in json.loads(sys.argv[1]):
+    x, y = torch.arange(100, dtype=torch.float32), torch.zeros(100)
+    try:
+        shift[(4,)](x, y, 100, SHIFT=case[0], OVER=case[1], BLOCK=32)
+    except Exception as exc:
+        done = {"raised": type(exc).__name__, "stderr": traceback.format_exc()}
+    else:
+        done = {"sum": int(y.sum())}
+    print(json.dumps({"case": case, **done}), flush=True)
 """
 
-
-@pytest.mark.parametrize(("shift", "over", "found"), [
+BOUNDS = [
     (0, 0, None),  # the usual masked tail: the pointers past the end are formed, never used
     (0, 3, "a 4-byte load at 0x"),  # a mask one too wide reads 3 floats past x: caught before the read
     (-2, 0, "8 bytes before X (float32[100], 400 bytes)"),  # an offset before the tensor
-])  # fmt: skip
-def test_an_interpreted_kernel_touches_only_its_launchs_tensors(tmp_path: Any, shift: int, over: int,
+]
+
+
+@pytest.fixture(scope="module")
+def interpreted_run(tmp_path_factory: pytest.TempPathFactory) -> dict[Any, dict[str, Any]]:
+    """SCRIPT run once in a fresh interpreting process: each case's outcome by case (``"causal"``, (shift, over))."""
+    script = tmp_path_factory.mktemp("interpreted") / "kernels.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    cases = [[shift, over] for shift, over, _ in BOUNDS]
+    done = subprocess.run([sys.executable, str(script), json.dumps(cases)], capture_output=True, text=True,
+                          env=env, timeout=180)  # fmt: skip
+    # every case's exception caught and printed: a non-zero status is a signal (the host's memory touched: without
+    # the check a store 12 bytes past ``y`` aborted the process at its next garbage collection) or a failure
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    found = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {c["case"] if c["case"] == "causal" else tuple(c["case"]): c for c in found}
+
+
+def test_a_causal_loop_over_a_program_id_runs_interpreted(interpreted_run: dict[Any, dict[str, Any]]) -> None:
+    """The chapters' pattern (ch14, ch18: ``range(0, pid * BLOCK, STEP)``) under TRITON_INTERPRET=1 in a fresh
+    process, as a harness child on a CPU runs it."""
+    assert interpreted_run["causal"]["out"] == [0, 2, 4, 6]
+
+
+@pytest.mark.parametrize(("shift", "over", "found"), BOUNDS)
+def test_an_interpreted_kernel_touches_only_its_launchs_tensors(interpreted_run: dict[Any, dict[str, Any]],
+                                                                 shift: int, over: int,
                                                                  found: str | None) -> None:  # fmt: skip
     """An access outside every tensor of the launch is refused, named, before it is made. Made, it reads or writes
     the host's memory wherever that is: without the check a store 12 bytes past ``y`` aborted this process at its
     next garbage collection ("double free or corruption"), a test's worker with it."""
-    script = tmp_path / "bounds.py"
-    script.write_text(BOUNDS)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-    done = subprocess.run([sys.executable, str(script), str(shift), str(over)], capture_output=True, text=True,
-                          env=env, timeout=120)  # fmt: skip
+    done = interpreted_run[(shift, over)]
     if found is None:
-        assert done.returncode == 0 and "sum 4950" in done.stdout, done.stderr[-2000:]
+        assert done.get("sum") == 4950, done
         return
-    assert done.returncode == 1, (done.returncode, done.stderr[-2000:])  # an exception, not a signal
-    assert "OutOfBounds" in done.stderr and "kernel 'shift', program (" in done.stderr, done.stderr[-2000:]
-    assert found in done.stderr, done.stderr[-2000:]
+    assert "raised" in done, done  # an exception, not a signal
+    assert "OutOfBounds" in done["stderr"] and "kernel 'shift', program (" in done["stderr"], done["stderr"][-2000:]
+    assert found in done["stderr"], done["stderr"][-2000:]
 
 
 @pytest.mark.parametrize(("address", "where"), [

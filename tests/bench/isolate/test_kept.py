@@ -17,7 +17,8 @@ from bench.isolate.suite import run_suite
 from bench.isolate.timed import KEPT_NOTE
 
 FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu", "min_rounds": 3, "max_rounds": 3}
-pytestmark = pytest.mark.usefixtures("default_rounds")
+# $PERFLAB_ROUNDS unset keys a server of its own: on test_pair_rounds.py's process, which starts it once
+pytestmark = [pytest.mark.usefixtures("default_rounds"), pytest.mark.xdist_group("default_rounds")]
 
 # Each set-up appends the variant's letter to SETUPS; each call's process writes its pid to PIDS; LATER: what the
 # benchmark does when its warm-up begins for the second time in one process ("exit7", "hang"; "" nothing).

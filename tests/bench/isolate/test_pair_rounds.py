@@ -17,7 +17,10 @@ from bench.isolate.suite import run_suite
 from bench.measure import cores
 
 FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu"}
-pytestmark = pytest.mark.usefixtures("default_rounds")  # the rounds a user gets, where a test does not fix them
+# The rounds a user gets, where a test does not fix them. $PERFLAB_ROUNDS unset keys a server of its own
+# (bench.isolate.rendezvous): this file's tests and test_kept.py's on one process start it once, not once a process
+# (~7 s of CPU each)
+pytestmark = [pytest.mark.usefixtures("default_rounds"), pytest.mark.xdist_group("default_rounds")]
 
 # The call sleeps for SLEEP_MS, times what drifts: the "host" is slower by DRIFT for every child started before.
 TIMED = """

@@ -151,8 +151,10 @@ def test_idle_server_exits_and_removes_its_socket(monkeypatch: pytest.MonkeyPatc
     assert not (server.runtime_dir() / f"{key}.sock").exists()
 
 
-def test_stop_all_stops_every_server(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stop_all_stops_every_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PERFLAB_TEST_STOP", "1")  # keyed: a server of this test's own
+    # in a directory of its own: the process's other servers, which its later tests use, are not stopped with it
+    monkeypatch.setenv("PERFLAB_RUNTIME_DIR", str(tmp_path / "servers"))
     interpret = _interpret()
     server.call(operator.neg, 1, interpret=interpret, timeout=120)
     pid = _server_pid(server.server_key(interpret))
