@@ -12,7 +12,7 @@ from typing import Any
 from bench.define.context import seed_everything, synchronize
 from bench.define.protocol import outputs_of
 from bench.isolate.channel import send
-from bench.measure.judge import consistently_slower, restore_slower
+from bench.measure.judge import restore_slower, skipped_work
 from bench.measure.outputs import whole
 
 
@@ -111,7 +111,7 @@ def more_rounds(a_ms: list[float], b_ms: list[float], rounds: int) -> bool:
     if not (fastest or median):
         return False
     if rounds in RESTORE_LOOKS:
-        return rounds < RESTORE_LOOKS[-1] and not consistently_slower(a_ms, b_ms)
+        return rounds < RESTORE_LOOKS[-1] and not skipped_work(a_ms, b_ms)
     return True
 
 

@@ -70,7 +70,9 @@ def test_example_runs_and_verifies(example, tmp_path) -> None:
              "min_rounds": 1, "max_rounds": 1}  # fmt: skip
     suite = run_suite([example], cli_layer=layer, workdir=tmp_path)
     for v in suite.variants:
-        assert v.status == "ok", f"{v.spec.key}: {v.status} at {v.failed_stage}: {v.error and v.error.message}"
+        assert v.status == "ok", f"{v.spec.key}: {v.status} at {v.failed_stage}: {v.error and v.error.message}" + (
+            f" (restore rounds, ms: A {v.recheck.restored_times_ms}, B {v.recheck.reference_times_ms})"
+            if v.recheck and v.recheck.restored_times_ms else "")  # fmt: skip
         assert v.timing is not None and len(v.timing.samples_ms) == 3
     assert suite.comparisons, f"{example.target} has no optimized variant"
     for c in suite.comparisons:

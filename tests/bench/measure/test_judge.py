@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from bench.define.result import OutputInfo, Produced, VariantResult, VariantSpec
-from bench.measure.judge import apply_checks, get_output_works
+from bench.measure.judge import apply_checks, get_output_works, skipped_work
 
 
 def _busy(rng: random.Random, ms: float) -> float:
@@ -30,6 +30,21 @@ def test_work_deferred_to_get_output_is_caught() -> None:
     assert get_output_works(alone, with_get, decide=True)
     assert get_output_works(alone[:5], with_get[:5])  # five rounds each look like work: the child goes on
     assert not get_output_works(alone[:5], with_get[:5], decide=True)  # ... as they cannot decide it
+
+
+def test_skipped_work_needs_the_faster_halves_slower_not_only_the_fastest_calls() -> None:
+    """The restore comparison: A (calls from the set-up state) slower than B (holding what the timed calls left)."""
+    b = [27.0 + 0.05 * i for i in range(16)]
+    a = [1.05 * x for x in b]  # A 5 % slower in every round (a busy host's pattern, or a colder cache) ...
+    b[3] = 24.0  # ... and one lucky round of B: the fastest calls alone read A 1.18x slower
+    assert min(a) > 1.1 * min(b) and not skipped_work(a, b)
+    # every round of A 15 % slower: skipped work
+    assert skipped_work([1.15 * x + 0.5 for x in b], b)
+    # an H100's rounds for a fake that sorts its input in place, 16 of each: caught
+    fake_a = [0.6777, 0.6036, 0.4294, 0.2164, 0.5120, 0.4680, 0.4421, 0.2236]
+    fake_b = [0.2304, 0.2233, 0.1256, 0.2202, 0.2821, 0.2921, 0.2938, 0.1509]
+    assert skipped_work(fake_a * 2, fake_b * 2)
+    assert not skipped_work(fake_a[:2], fake_b[:2])  # two rounds never decide
 
 
 def _result(produced: Produced) -> VariantResult:
