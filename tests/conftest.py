@@ -20,6 +20,7 @@ from tests.services import mlflow_server, postgres, ray_cluster, team  # noqa: F
 from tests.session import (  # noqa: F401  (hooks: the fast and full tiers, SIGTERM)
     pytest_addoption,
     pytest_cmdline_main,
+    pytest_collection_finish,
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_configure_node,
