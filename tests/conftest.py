@@ -126,6 +126,23 @@ def _one_round() -> Iterator[None]:
 
 
 @pytest.fixture
+def one_intra_op_thread() -> Iterator[None]:
+    """torch's intra-op threads at one in this process while the test runs (what the test computes here: the
+    children the harness starts keep their own). The tiers run three processes on two cores, where an op's team of
+    two threads mostly waits, spinning, for a member that is not running: tests/chapters and tests/models, which
+    compute in the test's process, took 107-108 s (194 s of CPU) with one thread against 169-172 s (313-323 s)
+    with two, on three processes. Their directories' conftests use it for every test."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture
 def default_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rounds as a user gets them (at least 3, at most 8): $PERFLAB_ROUNDS unset for the test."""
     monkeypatch.delenv("PERFLAB_ROUNDS", raising=False)
