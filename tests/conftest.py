@@ -20,6 +20,7 @@ from tests.services import mlflow_server, postgres, ray_cluster, team  # noqa: F
 from tests.session import (  # noqa: F401  (hooks: the fast and full tiers, SIGTERM)
     pytest_addoption,
     pytest_cmdline_main,
+    pytest_collection_finish,
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_configure_node,
@@ -122,6 +123,23 @@ def _one_round() -> Iterator[None]:
     the point (``default_warmup`` for a test of the floor a user gets)."""
     with _session_env({"PERFLAB_ROUNDS": "1", "PERFLAB_MIN_WARMUP_SECONDS": str(TEST_MIN_WARMUP_S)}):
         yield
+
+
+@pytest.fixture
+def one_intra_op_thread() -> Iterator[None]:
+    """torch's intra-op threads at one in this process while the test runs (what the test computes here: the
+    children the harness starts keep their own). The tiers run three processes on two cores, where an op's team of
+    two threads mostly waits, spinning, for a member that is not running: tests/chapters and tests/models, which
+    compute in the test's process, took 107-108 s (194 s of CPU) with one thread against 169-172 s (313-323 s)
+    with two, on three processes. Their directories' conftests use it for every test."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture

@@ -19,6 +19,11 @@ from bench.errors import Skip
 Compile = Callable[..., bytes]
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(one_intra_op_thread: None) -> None:
+    """The chapters' models and references computed here on one intra-op thread (tests/conftest.py)."""
+
+
 @pytest.fixture
 def cpu_smoke() -> Iterator[None]:
     """A CPU smoke-size context for code that calls ``context()`` outside the harness."""
