@@ -26,13 +26,14 @@ RECORDS = """
 SETUPS = {setups!r}
 PIDS = {pids!r}
 LATER = {later!r}
+FIRST_S = {first_s!r}
 _setup, _fn = Bench.setup, Bench.benchmark_fn
 
 
 def _counted_setup(self):
     with open(SETUPS, "a") as f:
         f.write({letter!r})
-    self.warmups, self.stage = 0, ""
+    self.warmups, self.stage, self.called = 0, "", False
     _setup(self)
 
 
@@ -47,6 +48,9 @@ def _call(self):
         if self.warmups == 2 and LATER == "hang":
             time.sleep(1000)
     self.stage = stage
+    if not self.called:  # the first call of a set-up: a compile, an autotune
+        time.sleep(FIRST_S)
+        self.called = True
     return _fn(self)
 
 
@@ -55,11 +59,11 @@ Bench.benchmark_fn = _call
 """
 
 
-def pair(tmp_path: Path, write_benchmark: Any, setup_s: float = 0.0, later: str = "") -> Path:
+def pair(tmp_path: Path, write_benchmark: Any, setup_s: float = 0.0, later: str = "", first_s: float = 0.0) -> Path:
     root = tmp_path / "chapters"
     for variant in ("baseline", "optimized"):
         extra = RECORDS.format(setups=str(tmp_path / "setups"), pids=str(tmp_path / "pids"), letter=variant[0],
-                               later=later if variant == "optimized" else "")  # fmt: skip
+                               later=later if variant == "optimized" else "", first_s=first_s)  # fmt: skip
         write_benchmark(root / "ch07" / f"{variant}_a.py", SETUP_SLEEP=setup_s, extra=extra)
     return root
 
@@ -110,6 +114,17 @@ def test_auto_keeps_children_only_where_set_up_is_slow(tmp_path, write_benchmark
     set_up = sum(s.duration_s or 0.0 for v in suite.variants for s in v.stages if s.name == "setup")
     assert set_up < 4 * KEEP_SETUP_S  # two set-ups summed over the rounds, not six
     gone(tmp_path / "slow" / "pids")
+
+
+def test_auto_keeps_children_whose_first_call_is_slow(tmp_path, write_benchmark) -> None:
+    """A quick set-up whose first call is slow (a compile, pinned memory allocated): a fresh child would pay it again
+    in every round, so "auto" keeps the children."""
+    root = pair(tmp_path, write_benchmark, first_s=KEEP_SETUP_S + 0.1)
+    suite = run_suite(select(discover(root)), cli_layer=FAST)
+    assert all(v.status == "ok" for v in suite.variants)
+    assert sorted((tmp_path / "setups").read_text()) == ["b", "o"]
+    assert all(v.timing.first_call_ms > 1e3 * KEEP_SETUP_S for v in suite.variants)  # round 0's, as reported
+    gone(tmp_path / "pids")
 
 
 def test_fresh_asked_for_is_fresh(tmp_path, write_benchmark) -> None:
