@@ -46,6 +46,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="suites to run (pairs pooled)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--only", default="", help="examples to pair, comma-separated (default: every one)")
+    parser.add_argument("--round-children", choices=("auto", "kept", "fresh"), default=None,
+                        help="which children time the later rounds (default: the config's, auto)")  # fmt: skip
     args = parser.parse_args()
     rows: list[dict] = []
     print("| pair | repeat | speedup | 95 % interval | holds 1.0 | rounds |\n|---|---:|---:|---|---|---|", flush=True)
@@ -53,7 +55,9 @@ def main() -> None:
         catalog = discover(aa_tree(args.chapters, Path(tmp) / "chapters", set(filter(None, args.only.split(",")))))
         for repeat in range(args.repeats):
             for chapter in args.chapters:  # a suite per chapter: a run cut short keeps the rows printed so far
-                suite = run_suite(select(catalog, chapter), workdir=Path(tmp) / f"work{repeat}-{chapter}")
+                layer = {"round_children": args.round_children} if args.round_children else None
+                work = Path(tmp) / f"work{repeat}-{chapter}"
+                suite = run_suite(select(catalog, chapter), cli_layer=layer, workdir=work)
                 for c in suite.comparisons:
                     rows.append(_row(c, repeat))
                     _print_row(rows[-1])

@@ -139,7 +139,8 @@ def _stages(v: SetUp, clock: Any, fn: Any, metric: str) -> None:
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
         send("first_call", ms=first)  # the parent's limits of the warm-up and measurement scale with it
         # The count yields to the steady-state rule by default; the generation clock has none: its count stands.
-        clock.warmup(fn, warmup_count(config, first) if v.gen is None else max(config.warmup - 1, 0))
+        again = "resumed" in v.job  # a kept child's later round: back to the steady state its round 0 reached
+        clock.warmup(fn, warmup_count(config, first, again) if v.gen is None else max(config.warmup - 1, 0))
         if hasattr(clock, "check_capture"):
             clock.check_capture(lambda: outputs_of(v.obj))
     m, poisoned, cold_s = _measure(v, clock, fn, first)

@@ -110,19 +110,26 @@ def batch_rule(cold_s: float) -> StopRule:
 
 
 def warm_up(
-    one: Callable[[], float], n: int, min_s: float, max_s: float, now: Callable[[], float] | None = None
+    one: Callable[[], float],
+    n: int,
+    min_s: float,
+    max_s: float,
+    now: Callable[[], float] | None = None,
+    steady: float | None = None,
 ) -> tuple[list[float], bool]:
     """Samples of ``one()`` (ms): at least ``n`` and ``min_s`` seconds of them, then until the median of the
     last ``STABLE_WINDOW`` is within ``STABLE_TOLERANCE`` of the window's before, or ``max_s`` has passed
     (then ``False``: no steady state). A count alone let a fresh process's slow first calls become the
-    sample (INTEGRITY #15). ``now``: the clock of elapsed seconds (every rank's the same: bench.measure.collective)."""
+    sample (INTEGRITY #15). ``now``: the clock of elapsed seconds (every rank's the same: bench.measure.collective).
+    ``steady``: the steady state this process reached before (``reached``; a kept child's later round): one window
+    within ``STABLE_TOLERANCE`` of it is steady again, without a second window to compare it with."""
     now = now or BOUND.perf_counter
     t0 = now()
     samples: list[float] = []
     while True:
         samples.append(one())
         elapsed = now() - t0
-        if len(samples) >= n and elapsed >= min_s and _stable(samples):
+        if len(samples) >= n and elapsed >= min_s and (_stable(samples) or _back_to(steady, samples)):
             return samples, True
         if len(samples) >= n and elapsed >= max_s:
             return samples, False
@@ -131,6 +138,19 @@ def warm_up(
 def stable_window(call_ms: float) -> int:
     """Calls in a steady-state window for calls of ``call_ms``: STABLE_WINDOW, fewer where they span STABLE_SPAN_S."""
     return max(1, min(STABLE_WINDOW, math.ceil(STABLE_SPAN_S * 1e3 / max(call_ms, 1e-6))))
+
+
+def reached(samples: list[float]) -> float:
+    """The steady state a warm-up that ended steady reached: the median of its last window (``warm_up``'s
+    ``steady`` in the process's next warm-up)."""
+    return statistics.median(samples[-stable_window(statistics.median(samples[-STABLE_WINDOW:])) :])
+
+
+def _back_to(steady: float | None, samples: list[float]) -> bool:
+    if steady is None:
+        return False
+    w = stable_window(statistics.median(samples[-STABLE_WINDOW:]))
+    return len(samples) >= w and abs(statistics.median(samples[-w:]) - steady) <= STABLE_TOLERANCE * max(steady, 1e-9)
 
 
 def _stable(samples: list[float]) -> bool:
@@ -142,12 +162,12 @@ def _stable(samples: list[float]) -> bool:
     return abs(last - before) <= STABLE_TOLERANCE * max(before, 1e-9)
 
 
-def warmup_count(config: Any, first_ms: float) -> int:
+def warmup_count(config: Any, first_ms: float, again: bool = False) -> int:
     """Warm-up calls after the first, at least: ``config.warmup`` - 1 where it was set; by default at most the two
     steady-state windows a call of ``first_ms`` needs anyway (a slow call's default count was 4 calls of seconds
-    each, in every round's child)."""
+    each, in every round's child), one where the process warms up ``again`` to a steady state it reached before."""
     n = max(config.warmup - 1, 0)
-    return n if "warmup" in config.model_fields_set else min(n, 2 * stable_window(first_ms))
+    return n if "warmup" in config.model_fields_set else min(n, (1 if again else 2) * stable_window(first_ms))
 
 
 def drift_note(samples_ms: list[float]) -> str | None:
@@ -179,6 +199,7 @@ class CpuClock:
     min_warmup_s: float = 0.3
     max_warmup_s: float = 5.0
     warmup_done: int = 0
+    steady: float | None = None  # the steady state its last warm-up reached (warm_up's ``steady``)
     stable: bool | None = None
     mode: str = "cpu"
     l2_flushed: bool = False
@@ -204,8 +225,11 @@ class CpuClock:
         return self.one(fn)
 
     def warmup(self, fn: Fn, n: int) -> None:
-        samples, self.stable = warm_up(lambda: self.one(fn), n, self.min_warmup_s, self.max_warmup_s)
+        samples, self.stable = warm_up(
+            lambda: self.one(fn), n, self.min_warmup_s, self.max_warmup_s, steady=self.steady
+        )
         self.warmup_done = len(samples)
+        self.steady = reached(samples) if self.stable else None
         if not self.stable:
             self.notes.append(unsteady(samples, self.max_warmup_s))
 

@@ -19,6 +19,7 @@ from bench.measure.clocks import (
     STABLE_WINDOW,
     Batch,
     Fn,
+    reached,
     unsteady,
     warm_up,
 )
@@ -122,6 +123,7 @@ class CudaEventClock:
         self.min_warmup_s, self.max_warmup_s = min_warmup_s, max_warmup_s
         self.warmup_done = 0
         self.stable: bool | None = None
+        self.steady: float | None = None  # the steady state its last warm-up reached (warm_up's ``steady``)
         self.differential = flush_l2  # cold samples as graph differences, when the call can be captured
         self._with_call: Fn | None = None  # replay of a graph [flush, call]
         self._flush_only: Fn | None = None  # replay of a graph [flush]
@@ -223,8 +225,11 @@ class CudaEventClock:
         # makes current (a graph captures no work launched on a stream outside the capture: only eager calls
         # show it).
         with BOUND.streams_made_current() as seen:
-            samples, self.stable = warm_up(lambda: self.eager(fn), n, self.min_warmup_s, self.max_warmup_s)
+            samples, self.stable = warm_up(
+                lambda: self.eager(fn), n, self.min_warmup_s, self.max_warmup_s, steady=self.steady
+            )
         self.warmup_done = len(samples)
+        self.steady = reached(samples) if self.stable else None
         self.eager_ms = statistics.median(samples[-STABLE_WINDOW:])
         if not self.stable:
             self.notes.append(unsteady(samples, self.max_warmup_s))

@@ -114,6 +114,30 @@ def test_a_slow_calls_warmup_window_spans_time_not_five_calls() -> None:
     assert warmup_count(default, 0.5) == default.warmup - 1
 
 
+def test_a_process_back_to_the_steady_state_it_reached_needs_one_window() -> None:
+    """A kept child's later round (bench.isolate.timed): one window within the tolerance of the steady state its
+    round 0 reached is steady again; one off it is not, and the warm-up goes on until two windows agree."""
+    from bench.define.config import resolve_config
+    from bench.measure.clocks import reached, stable_window, warmup_count
+
+    clock = [0.0]
+
+    def call(ms: float) -> float:
+        clock[0] += ms / 1e3
+        return ms
+
+    default = resolve_config()
+    samples, first = warm_up(lambda: call(150.0), warmup_count(default, 150.0), 0.0, 30.0, now=lambda: clock[0])
+    w = stable_window(150.0)
+    assert first and len(samples) == 2 * w and reached(samples) == 150.0
+    n = warmup_count(default, 150.0, again=True)
+    samples, stable = warm_up(lambda: call(153.0), n, 0.0, 30.0, now=lambda: clock[0], steady=150.0)
+    assert stable and n == w and len(samples) == w  # one window of 0.6 s, not two
+    slower = iter([200.0] * w + [180.0] * 100)  # 20 % off round 0's steady state, then settling elsewhere
+    samples, stable = warm_up(lambda: call(next(slower)), n, 0.0, 30.0, now=lambda: clock[0], steady=150.0)
+    assert stable and len(samples) > w and samples[-1] == 180.0  # two windows that agree, as a fresh warm-up
+
+
 def test_warmup_that_never_settles_says_so() -> None:
     values = iter(float(1 + (i % 2) * 5) for i in range(10**6))  # alternating 1 and 6 ms
     samples, stable = warm_up(lambda: next(values), 3, 0.0, 0.05)
