@@ -36,6 +36,7 @@ class Timing(BaseModel):
     first_call_ms: float | None = None  # first warm-up call alone (compile/JIT/autotune included)
     warmup_calls: int = 0
     warmup_stable: bool | None = None  # warm-up reached a steady state (bench.measure.clocks.warm_up)
+    warmup_steady_ms: float | None = None  # the steady state it reached, on the warm-up's clock (clocks.reached)
     l2_flushed: bool = False
     notes: list[str] = Field(default_factory=list)  # anything that weakens the number
     stop_reason: str | None = None  # fixed_iterations, noise_target, max_time, or the timer's own

@@ -63,11 +63,15 @@ class Rounds:
         self.threads = self._cap(fresh)
         return specs
 
-    def job(self) -> dict[str, Any]:
-        """Extras for this round's children's jobs (runner's ``job_extra``): a child of round 0 is asked to
-        ``keep`` (park after its round) unless ``round_children`` is "fresh" or one round is all."""
+    def job(self, spec: VariantSpec) -> dict[str, Any]:
+        """Extras for the job of ``spec``'s child in this round (runner's ``job_extra``): a child of round 0 is asked
+        to ``keep`` (park after its round) unless ``round_children`` is "fresh" or one round is all; a later round's
+        child gets the steady state ``spec``'s round 0 warmed up to (``steady_ms``: one window near it is steady)."""
         keep = self.number == 0 and self.pre.round_children != "fresh" and not self.final()
-        return {**self.threads, **({"timing_only": True} if self.number else {}), **({"keep": True} if keep else {})}
+        first = self.by_key.get(spec.key, [None])[0] if self.number else None
+        steady = first.timing.warmup_steady_ms if first is not None and first.timing is not None else None
+        return {**self.threads, **({"timing_only": True} if self.number else {}), **({"keep": True} if keep else {}),
+                **({"steady_ms": steady} if steady else {})}  # fmt: skip
 
     def resume(self, spec: VariantSpec) -> Kept | None:
         """The parked child that times ``spec`` in this round, or None (a fresh child does)."""

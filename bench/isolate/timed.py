@@ -139,7 +139,11 @@ def _stages(v: SetUp, clock: Any, fn: Any, metric: str) -> None:
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
         send("first_call", ms=first)  # the parent's limits of the warm-up and measurement scale with it
         # The count yields to the steady-state rule by default; the generation clock has none: its count stands.
-        again = "resumed" in v.job  # a kept child's later round: back to the steady state its round 0 reached
+        # A later round: back to the steady state round 0 reached (a kept child's clock holds it; a fresh child's
+        # job carries it, bench.isolate.rounds), within one window of calls.
+        if v.job.get("steady_ms") and getattr(clock, "steady", False) is None:
+            clock.steady = v.job["steady_ms"]
+        again = getattr(clock, "steady", None) is not None
         clock.warmup(fn, warmup_count(config, first, again) if v.gen is None else max(config.warmup - 1, 0))
         if hasattr(clock, "check_capture"):
             clock.check_capture(lambda: outputs_of(v.obj))
@@ -258,7 +262,8 @@ def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, A
     send(
         "timing", mode=clock.mode, requested_mode=v.config.timing_mode, fallback=clock.fallback,
         method=clock.method, samples_ms=m.samples_ms, first_call_ms=first, warmup_calls=1 + clock.warmup_done,
-        warmup_stable=clock.stable, l2_flushed=clock.l2_flushed, notes=notes, invalid=clock.invalid,
+        warmup_stable=clock.stable, warmup_steady_ms=getattr(clock, "steady", None), l2_flushed=clock.l2_flushed,
+        notes=notes, invalid=clock.invalid,
         stop_reason=m.stop_reason, noise=m.noise, noise_target=m.noise_target, target_met=m.target_met,
         machine_before=before, machine_after=after, machine_flags=machine_flags,
         rank_samples_ms=getattr(clock, "rank_samples_ms", None), threads=threads,

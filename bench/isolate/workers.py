@@ -227,7 +227,7 @@ class Lane:
         started = _Started(
             item, self.root / spec.chapter / spec.example / spec.variant, gate, self, suite_layer=self.suite_layer,
             cli_layer=item[3].layer(self.cli_layer), cold_start=self.cold_start, env=self._env(),
-            job_extra=item[3].job(),
+            job_extra=item[3].job(spec),
         )  # fmt: skip
         self.children.append(started)
         return started

@@ -27,6 +27,8 @@ SETUPS = {setups!r}
 PIDS = {pids!r}
 LATER = {later!r}
 FIRST_S = {first_s!r}
+CALL_S = {call_s!r}
+WARMS = {warms!r}
 _setup, _fn = Bench.setup, Bench.benchmark_fn
 
 
@@ -48,6 +50,10 @@ def _call(self):
         if self.warmups == 2 and LATER == "hang":
             time.sleep(1000)
     self.stage = stage
+    if stage == "warmup":
+        with open(WARMS, "a") as f:
+            f.write(f"{{os.getpid()}}\\n")
+    time.sleep(CALL_S)
     if not self.called:  # the first call of a set-up: a compile, an autotune
         time.sleep(FIRST_S)
         self.called = True
@@ -59,11 +65,15 @@ Bench.benchmark_fn = _call
 """
 
 
-def pair(tmp_path: Path, write_benchmark: Any, setup_s: float = 0.0, later: str = "", first_s: float = 0.0) -> Path:
+def pair(
+    tmp_path: Path, write_benchmark: Any, setup_s: float = 0.0, later: str = "", first_s: float = 0.0,
+    call_s: float = 0.0,
+) -> Path:
     root = tmp_path / "chapters"
     for variant in ("baseline", "optimized"):
         extra = RECORDS.format(setups=str(tmp_path / "setups"), pids=str(tmp_path / "pids"), letter=variant[0],
-                               later=later if variant == "optimized" else "", first_s=first_s)  # fmt: skip
+                               later=later if variant == "optimized" else "", first_s=first_s, call_s=call_s,
+                               warms=str(tmp_path / "warms"))  # fmt: skip
         write_benchmark(root / "ch07" / f"{variant}_a.py", SETUP_SLEEP=setup_s, extra=extra)
     return root
 
@@ -124,6 +134,28 @@ def test_auto_keeps_children_whose_first_call_is_slow(tmp_path, write_benchmark)
     assert all(v.status == "ok" for v in suite.variants)
     assert sorted((tmp_path / "setups").read_text()) == ["b", "o"]
     assert all(v.timing.first_call_ms > 1e3 * KEEP_SETUP_S for v in suite.variants)  # round 0's, as reported
+    gone(tmp_path / "pids")
+
+
+@pytest.mark.parametrize("children", ["kept", "fresh"])
+def test_a_later_round_warms_up_to_round_0s_steady_state_in_one_window(tmp_path, write_benchmark, children) -> None:
+    """Round 0 warms up to two windows that agree; a later round's child, kept or fresh, knows the steady state
+    round 0 reached and is steady after one window near it (calls of 30 ms: windows of 5)."""
+    from bench.measure.clocks import STABLE_WINDOW, stable_window
+
+    root = pair(tmp_path, write_benchmark, call_s=0.03)
+    layer = {k: v for k, v in FAST.items() if k != "warmup"}  # the default count: the steady-state rule decides
+    suite = run_suite(select(discover(root)), cli_layer={**layer, "round_children": children})
+    for v in suite.variants:
+        assert v.status == "ok" and v.timing.warmup_steady_ms > 25, (v.status, v.error)
+    w = stable_window(30.0)
+    assert w == STABLE_WINDOW
+    calls = (tmp_path / "warms").read_text().split()
+    if children == "fresh":  # a process a side a round: round 0's first call and two windows, later ones' one
+        per_process = sorted(calls.count(pid) for pid in set(calls))
+        assert per_process == [1 + w] * 4 + [1 + 2 * w] * 2, per_process
+    else:  # one process a side: two windows in round 0, one in each of the two later rounds
+        assert sorted(calls.count(pid) for pid in set(calls)) == [3 + 4 * w] * 2
     gone(tmp_path / "pids")
 
 
