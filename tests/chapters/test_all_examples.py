@@ -68,13 +68,30 @@ def test_example_runs_and_verifies(example, tmp_path) -> None:
     # One round a side: rounds are tests/bench/isolate/test_pair_rounds.py's.
     layer = {"smoke": True, "iterations": 3, "warmup": 1, "min_warmup_seconds": 0.0, "timeout_multiplier": 4.0,
              "min_rounds": 1, "max_rounds": 1}  # fmt: skip
-    suite = run_suite([example], cli_layer=layer, workdir=tmp_path)
+    suite = run_suite([example], cli_layer=layer, workdir=tmp_path / "first")
+    first = [_said(v) for v in suite.variants if _restore_slower(v)]
+    # Once more where only the restore comparison's timing objected: on the busy CI host ch16's and ch17's serving
+    # engines read 1.1-1.8x slower from the set-up state in one run of three (every output the same), never here in
+    # 21 runs idle and loaded (docs/results/cpu.md); skipped work reads slower in both runs.
+    if first:
+        suite = run_suite([example], cli_layer=layer, workdir=tmp_path / "again")
     for v in suite.variants:
-        assert v.status == "ok", f"{v.spec.key}: {v.status} at {v.failed_stage}: {v.error and v.error.message}" + (
-            f" (restore rounds, ms: A {v.recheck.restored_times_ms}, B {v.recheck.reference_times_ms})"
-            if v.recheck and v.recheck.restored_times_ms else "")  # fmt: skip
+        assert v.status == "ok", _said(v) + (f"; the run before: {first}" if first else "")
         assert v.timing is not None and len(v.timing.samples_ms) == 3
     assert suite.comparisons, f"{example.target} has no optimized variant"
     for c in suite.comparisons:
         assert c.verification.verified, f"{c.chapter}:{c.example} {c.variant}: {c.verification.detail}"
         assert c.status == "ok"
+
+
+def _restore_slower(v) -> bool:
+    """``v`` judged invalid by the restore comparison's timing (bench.measure.judge.skipped_work), nothing else."""
+    said = v.error.message if v.error else ""
+    return v.status == "invalid" and v.failed_stage == "recheck" and "set-up state takes" in said
+
+
+def _said(v) -> str:
+    """What is wrong with ``v``, with the restore comparison's rounds where it ran one."""
+    rounds = v.recheck and v.recheck.restored_times_ms
+    return f"{v.spec.key}: {v.status} at {v.failed_stage}: {v.error and v.error.message}" + (
+        f" (restore rounds, ms: A {v.recheck.restored_times_ms}, B {v.recheck.reference_times_ms})" if rounds else "")
