@@ -140,21 +140,26 @@ def stable_window(call_ms: float) -> int:
     return max(1, min(STABLE_WINDOW, math.ceil(STABLE_SPAN_S * 1e3 / max(call_ms, 1e-6))))
 
 
+def _window(samples: list[float]) -> int:
+    """The steady-state window for these warm-up samples: by the latest calls, not the first slow ones."""
+    return stable_window(statistics.median(samples[-STABLE_WINDOW:]))
+
+
 def reached(samples: list[float]) -> float:
     """The steady state a warm-up that ended steady reached: the median of its last window (``warm_up``'s
     ``steady`` in the process's next warm-up)."""
-    return statistics.median(samples[-stable_window(statistics.median(samples[-STABLE_WINDOW:])) :])
+    return statistics.median(samples[-_window(samples) :])
 
 
 def _back_to(steady: float | None, samples: list[float]) -> bool:
     if steady is None:
         return False
-    w = stable_window(statistics.median(samples[-STABLE_WINDOW:]))
+    w = _window(samples)
     return len(samples) >= w and abs(statistics.median(samples[-w:]) - steady) <= STABLE_TOLERANCE * max(steady, 1e-9)
 
 
 def _stable(samples: list[float]) -> bool:
-    w = stable_window(statistics.median(samples[-STABLE_WINDOW:]))  # by the latest calls, not the first slow ones
+    w = _window(samples)
     if len(samples) < 2 * w:
         return False
     last = statistics.median(samples[-w:])
