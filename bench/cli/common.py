@@ -56,8 +56,9 @@ RoundChildrenOpt = Annotated[
     str | None,
     typer.Option(
         "--round-children",
-        help="which children time a pair's later rounds: auto (round 0's, parked between rounds, where set-up took "
-        "1 s or more), kept (always round 0's), fresh (a new child per side every round)",
+        help="which children time a pair's later rounds: auto (round 0's, parked between rounds, where a fresh "
+        "child would pay 1 s or more again: start-up, set-up, a slow first call), kept (always round 0's), fresh "
+        "(a new child per side every round)",
     ),
 ]
 ColdStartOpt = Annotated[
