@@ -232,6 +232,44 @@ def test_event_clocks_count_device_time(cls: type) -> None:
 
 
 @gpu
+@pytest.mark.parametrize("cls", [CudaEventClock, CudaGraphClock])
+def test_a_captured_call_is_sampled_behind_a_spin_fitted_to_its_replay(cls: type) -> None:
+    """Eager warm-up calls of 512 kernels grow the spin kernel until it covers their enqueueing (milliseconds); a
+    graph's replay is one launch, so its samples wait behind a spin fitted again to the replay, not the eager one."""
+    x = torch.zeros(1, device="cuda")
+
+    def fn() -> None:
+        for _ in range(512):
+            x.add_(1.0)
+
+    eager = CudaEventClock(torch.device("cuda", 0), flush_l2=False)  # no capture: its spin stays as warm-up grew it
+    eager.warmup(fn, 5)
+    clock = cls(torch.device("cuda", 0))
+    clock.warmup(fn, 5)
+    assert eager._spin_ms >= 0.8 and clock._spin_ms <= eager._spin_ms / 4, (eager._spin_ms, clock._spin_ms)
+
+
+def test_the_spin_is_fitted_again_from_its_start_by_replays_that_stop_outrunning_it() -> None:
+    """``_fit_spin``: from the start value, doubled by each replay the host outran, until FIT_REPLAYS in a row did
+    not."""
+    from bench.measure.gpu_clocks import FIT_REPLAYS
+
+    clock = object.__new__(CudaEventClock)
+    clock._spin_start, clock._spin_ms, clock.leaks, clock.side_stream = 0.05, 50.0, 0, 0
+    replays = []
+
+    def replay() -> None:  # a replay's enqueueing takes 0.3 ms: a spin under it is outrun and doubles (as _span does)
+        replays.append(clock._spin_ms)
+        if clock._spin_ms < 0.3:
+            clock.leaks += 1
+            clock._spin_ms *= 2
+
+    clock._fit_spin(replay)
+    assert clock._spin_ms == pytest.approx(0.4) and replays == pytest.approx([0.05, 0.1, 0.2] + [0.4] * FIT_REPLAYS)
+    assert clock.leaks == 0  # the fitting replays' counts are not the measurement's
+
+
+@gpu
 def test_sample_gap_idles_after_each_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     """sample_gap=k: after every sample the host sleeps k x the span the events measured."""
     from bench.measure.guard import BOUND
