@@ -195,10 +195,13 @@ class _Parked:
         self.alive, self.held_mb, self.total_mb = True, held_mb, total_mb
 
 
-def _rounds(tmp_path: Path, write_benchmark: Any, setup_s: float, how: str = "auto", held_mb: float = 0.0) -> Any:
-    """Round 0 of an example of a baseline and two optimized variants, over: each child parked."""
+def _rounds(tmp_path: Path, write_benchmark: Any, setup_s: float, how: str = "auto", held_mb: float = 0.0,
+            clock: str | None = None, timed_s: float = 0.0) -> Any:  # fmt: skip
+    """Round 0 of an example of a baseline and two optimized variants, over: each child parked (``clock``: its
+    timing's mode, with ``timed_s`` of warm-up and measurement; None: no timing)."""
     from bench.define.config import BenchmarkConfig
     from bench.define.result import StageRecord, VariantResult
+    from bench.define.timing import Timing, TimingStats
     from bench.isolate.rounds import Rounds
 
     root = tmp_path / "chapters"
@@ -207,9 +210,14 @@ def _rounds(tmp_path: Path, write_benchmark: Any, setup_s: float, how: str = "au
     (example,) = select(discover(root))
     rounds = Rounds(example, BenchmarkConfig(device="cpu", min_rounds=2, max_rounds=4))
     rounds.start()
+    stats = TimingStats(n=3, mean_ms=0.1, median_ms=0.1, std_ms=0.0, min_ms=0.1, max_ms=0.1, iqr_ms=0.0, cv=0.0,
+                        percentiles_ms={"p50": 0.1})  # fmt: skip
+    timing = Timing(mode=clock, method="", samples_ms=[0.1] * 3, stats=stats, first_call_ms=0.1) if clock else None
     for spec in example.variants:
-        stage = StageRecord(name="setup", status="ok", duration_s=setup_s)
-        result = VariantResult(spec=spec, status="ok", config={"round_children": how, "max_rounds": 4}, stages=[stage])
+        spent = (("setup", setup_s), ("warmup", timed_s / 2), ("measurement", timed_s / 2))
+        stages = [StageRecord(name=name, status="ok", duration_s=s) for name, s in spent]
+        config = {"round_children": how, "max_rounds": 4}
+        result = VariantResult(spec=spec, status="ok", config=config, stages=stages, timing=timing)
         rounds.kept[spec.key] = _Parked(held_mb, 1000.0)
         rounds.by_key[spec.key] = [result]
     rounds.done = False
@@ -237,3 +245,18 @@ def test_later_rounds_take_fresh_children_where_kept_ones_do_not_pay(tmp_path, w
     1,000 MiB): every parked child ends after round 0."""
     rounds, _ = _rounds(tmp_path, write_benchmark, setup_s, how, held_mb)
     assert len(rounds.release()) == 3 and not rounds.keeping and not rounds.kept
+
+
+KEEP_CASES = [("cuda_event", 0.2, True), ("cuda_graph", 0.2, True), ("cuda_event", 0.6, False), ("cpu", 0.2, False)]
+
+
+@pytest.mark.parametrize(("clock", "timed_s", "keeping"), KEEP_CASES)
+def test_auto_keeps_device_clocked_children_whose_start_costs_more_than_their_timing(
+    tmp_path, write_benchmark, clock, timed_s, keeping
+) -> None:
+    """A set-up under KEEP_SETUP_S (0.4 s a child) kept on the device's clock where a fresh child would pay more
+    again than its round times (0.2 s; a small kernel of ch07 on the H200: 0.43 s against 0.28 s), fresh where its
+    round times more (0.6 s) and on the host's clock (placement on a crowded host reaches those samples)."""
+    rounds, _ = _rounds(tmp_path, write_benchmark, 0.4, clock=clock, timed_s=timed_s)
+    released = rounds.release()
+    assert rounds.keeping is keeping and len(released) == (0 if keeping else 3)
