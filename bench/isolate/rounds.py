@@ -95,7 +95,7 @@ class Rounds:
     def _keeps(self) -> bool:
         """Whether the children parked after round 0 time the later rounds: ``round_children`` ("auto": where a
         fresh child of the slowest variant would pay KEEP_SETUP_S or more again, ``repaid_s``, or, on a device's
-        clock, where fresh children would pay more again than their rounds time, ``timed_s``), within half the
+        clock, where fresh children would pay more again than their rounds measure, ``timed_s``), within half the
         device's memory."""
         firsts = [r[0] for r in self.by_key.values() if r]
         how = {f.config.get("round_children", "auto") for f in firsts}
@@ -296,9 +296,9 @@ def repaid_s(first: VariantResult) -> float:
 
 
 def timed_s(first: VariantResult) -> float:
-    """What a later round of ``first``'s variant times in its child, in seconds, by round 0's: warm-up (a later
-    round's is shorter: one window back to round 0's steady state), measurement and batch."""
-    return sum(s.duration_s or 0.0 for s in first.stages if s.name in ("warmup", "measurement", "batch"))
+    """What a later round of ``first``'s variant is for, in seconds: round 0's measurement (its warm-up, one window
+    back to round 0's steady state, is the same in a fresh child and a kept one)."""
+    return sum(s.duration_s or 0.0 for s in first.stages if s.name == "measurement")
 
 
 def device_clocked(first: VariantResult) -> bool:

@@ -198,7 +198,7 @@ class _Parked:
 def _rounds(tmp_path: Path, write_benchmark: Any, setup_s: float, how: str = "auto", held_mb: float = 0.0,
             clock: str | None = None, timed_s: float = 0.0) -> Any:  # fmt: skip
     """Round 0 of an example of a baseline and two optimized variants, over: each child parked (``clock``: its
-    timing's mode, with ``timed_s`` of warm-up and measurement; None: no timing)."""
+    timing's mode, with ``timed_s`` of measurement after 1 s of warm-up; None: no timing)."""
     from bench.define.config import BenchmarkConfig
     from bench.define.result import StageRecord, VariantResult
     from bench.define.timing import Timing, TimingStats
@@ -214,7 +214,7 @@ def _rounds(tmp_path: Path, write_benchmark: Any, setup_s: float, how: str = "au
                         percentiles_ms={"p50": 0.1})  # fmt: skip
     timing = Timing(mode=clock, method="", samples_ms=[0.1] * 3, stats=stats, first_call_ms=0.1) if clock else None
     for spec in example.variants:
-        spent = (("setup", setup_s), ("warmup", timed_s / 2), ("measurement", timed_s / 2))
+        spent = (("setup", setup_s), ("warmup", 1.0), ("measurement", timed_s))
         stages = [StageRecord(name=name, status="ok", duration_s=s) for name, s in spent]
         config = {"round_children": how, "max_rounds": 4}
         result = VariantResult(spec=spec, status="ok", config=config, stages=stages, timing=timing)
@@ -255,8 +255,9 @@ def test_auto_keeps_device_clocked_children_whose_start_costs_more_than_their_ti
     tmp_path, write_benchmark, clock, timed_s, keeping
 ) -> None:
     """A set-up under KEEP_SETUP_S (0.4 s a child) kept on the device's clock where a fresh child would pay more
-    again than its round times (0.2 s; a small kernel of ch07 on the H200: 0.43 s against 0.28 s), fresh where its
-    round times more (0.6 s) and on the host's clock (placement on a crowded host reaches those samples)."""
+    again than its round measures (0.2 s; a small kernel of ch07 on the H200: ~0.4 s against 0.13 s; warm-up, the
+    same in either child, not counted), fresh where it measures longer (0.6 s) and on the host's clock (placement
+    on a crowded host reaches those samples)."""
     rounds, _ = _rounds(tmp_path, write_benchmark, 0.4, clock=clock, timed_s=timed_s)
     released = rounds.release()
     assert rounds.keeping is keeping and len(released) == (0 if keeping else 3)
