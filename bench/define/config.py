@@ -132,9 +132,8 @@ class BenchmarkConfig(BaseModel):
     # set-up-to-set-up variation as well), "kept" (each side's child of round 0, parked between its rounds with its
     # set-up held: start-up, set-up and compiles paid once; bench.isolate.kept), "auto" (kept where a fresh child of
     # the example's slowest variant would pay KEEP_SETUP_S or more again: start-up, set-up, a first call's excess;
-    # on a device's clock also where fresh children would pay more again than their rounds measure; else fresh).
-    # Children of one process on one device only (no ranks, no token generation); parked children's memory at most
-    # half the device's.
+    # else fresh). Children of one process on one device only (no ranks, no token generation); parked children's
+    # memory at most half the device's.
     round_children: Literal["auto", "fresh", "kept"] = "auto"
     # Compile caches (Inductor's, Triton's) persist under the user's cache directory (~/.cache/perflab/) across
     # variants and runs unless TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR are set; the first call's time is still

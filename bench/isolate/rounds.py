@@ -94,8 +94,7 @@ class Rounds:
 
     def _keeps(self) -> bool:
         """Whether the children parked after round 0 time the later rounds: ``round_children`` ("auto": where a
-        fresh child of the slowest variant would pay KEEP_SETUP_S or more again, ``repaid_s``, or, on a device's
-        clock, where fresh children would pay more again than their rounds measure, ``timed_s``), within half the
+        fresh child of the slowest variant would pay KEEP_SETUP_S or more again, ``repaid_s``), within half the
         device's memory."""
         firsts = [r[0] for r in self.by_key.values() if r]
         how = {f.config.get("round_children", "auto") for f in firsts}
@@ -104,10 +103,7 @@ class Rounds:
         total = next((k.total_mb for k in self.kept.values() if k.total_mb), None)
         if total is not None and sum(k.held_mb for k in self.kept.values()) > total / 2:
             return False
-        repaid = [repaid_s(f) for f in firsts]
-        if how == {"kept"} or max(repaid) >= KEEP_SETUP_S:
-            return True
-        return all(device_clocked(f) for f in firsts) and sum(repaid) >= sum(map(timed_s, firsts))
+        return how == {"kept"} or max(map(repaid_s, firsts)) >= KEEP_SETUP_S
 
     def kill_kept(self) -> None:
         """Every parked child at once (an interrupted suite, a worker's fault)."""
@@ -293,16 +289,3 @@ def repaid_s(first: VariantResult) -> float:
     t = first.timing
     excess = (t.first_call_ms - t.stats.median_ms) / 1e3 if t is not None and t.first_call_ms else 0.0
     return stages + max(excess, 0.0)
-
-
-def timed_s(first: VariantResult) -> float:
-    """What a later round of ``first``'s variant is for, in seconds: round 0's measurement (its warm-up, one window
-    back to round 0's steady state, is the same in a fresh child and a kept one)."""
-    return sum(s.duration_s or 0.0 for s in first.stages if s.name == "measurement")
-
-
-def device_clocked(first: VariantResult) -> bool:
-    """Timed on the device's clock (CUDA events, a graph's replay, Triton's), where what differs between two
-    processes on a crowded host (placement, their share of its cores) does not reach the samples as it does on the
-    host's clock: round 0's timing says which clock ran."""
-    return first.timing is not None and first.timing.mode not in ("cpu", "pytorch")

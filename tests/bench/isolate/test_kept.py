@@ -247,17 +247,11 @@ def test_later_rounds_take_fresh_children_where_kept_ones_do_not_pay(tmp_path, w
     assert len(rounds.release()) == 3 and not rounds.keeping and not rounds.kept
 
 
-KEEP_CASES = [("cuda_event", 0.2, True), ("cuda_graph", 0.2, True), ("cuda_event", 0.6, False), ("cpu", 0.2, False)]
-
-
-@pytest.mark.parametrize(("clock", "timed_s", "keeping"), KEEP_CASES)
-def test_auto_keeps_device_clocked_children_whose_start_costs_more_than_their_timing(
-    tmp_path, write_benchmark, clock, timed_s, keeping
-) -> None:
-    """A set-up under KEEP_SETUP_S (0.4 s a child) kept on the device's clock where a fresh child would pay more
-    again than its round measures (0.2 s; a small kernel of ch07 on the H200: ~0.4 s against 0.13 s; warm-up, the
-    same in either child, not counted), fresh where it measures longer (0.6 s) and on the host's clock (placement
-    on a crowded host reaches those samples)."""
-    rounds, _ = _rounds(tmp_path, write_benchmark, 0.4, clock=clock, timed_s=timed_s)
-    released = rounds.release()
-    assert rounds.keeping is keeping and len(released) == (0 if keeping else 3)
+@pytest.mark.parametrize("clock", ["cuda_event", "cuda_graph", "cpu"])
+def test_auto_leaves_a_quick_set_up_fresh_whatever_the_clock(tmp_path, write_benchmark, clock) -> None:
+    """A set-up under KEEP_SETUP_S (0.4 s a child) takes a fresh child every round even where it costs more than the
+    round's measurement (0.2 s): kept children of chapters 7-9's small kernels on the H200 read 28 A/A pairs with 23
+    intervals holding 1.0 (fresh ones: 27), one of them 1.0164x [1.0120, 1.0209], a difference between two
+    processes that only fresh children put in the rounds' spread."""
+    rounds, _ = _rounds(tmp_path, write_benchmark, 0.4, clock=clock, timed_s=0.2)
+    assert len(rounds.release()) == 3 and not rounds.keeping
