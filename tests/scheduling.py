@@ -10,6 +10,11 @@ test waits for a second (a worker runs a test once it knows the next one, or is 
 for ever: CI's limit ends it with nothing reported (pytest-xdist issues 1323, 1327, 1378). Here the crashed test
 is not run again (its failure names it), only units with tests left go back, first in the queue, and a worker
 holds two tests or the queue is empty.
+
+Order. pytest-xdist hands out the largest groups first by their count of tests; the longest by time are not those:
+the team's services (15 tests, ~700 s on one process in CI) and the README's first hour in a fresh clone (5 tests,
+~560 s) came after groups of dozens of quick tests. ``FIRST``'s groups go to the processes first, so that no long
+group starts late and becomes the session's tail (the longest-first rule of scheduling).
 """
 
 from __future__ import annotations
@@ -18,8 +23,22 @@ from typing import Any
 
 from xdist.scheduler import LoadGroupScheduling
 
+# The groups handed out first, longest first (tests/session.py names them: ``team``, a file's stem); in CI at
+# d4dd713 on one process each: the services ~700 s, the first hour ~560 s, a torchrun-style step's set-up 123 s
+FIRST = ("team", "test_first_hour", "test_user_distributed")
+
 
 class GroupScheduling(LoadGroupScheduling):  # type: ignore[misc]
+    _ordered = False
+
+    def _assign_work_unit(self, node: Any) -> None:
+        if not self._ordered:  # the first assignment: the queue is complete
+            self._ordered = True
+            for scope in reversed(FIRST):
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
+        super()._assign_work_unit(node)
+
     def remove_node(self, node: Any) -> str | None:
         workload: dict[str, dict[str, bool]] = self.assigned_work.pop(node)
         crashed = next((test for unit in workload.values() for test, done in unit.items() if not done), None)

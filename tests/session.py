@@ -23,6 +23,10 @@ A new SQLite MLflow store, in this process, is a copy of one migrated once per s
 to need one): MLflow migrates each new store (seconds: 12 s with the 2-core host loaded, against 0.2 s for the
 copy), and the tests make dozens.
 
+Where the time went: with ``PERFLAB_TEST_TIMELINE=FILE`` the main process appends a line per test phase to FILE
+(process, phase, start and stop in Unix seconds, test id; tab-separated): which process ran what when, which test
+ended the session.
+
 SIGTERM (``timeout``, a CI runner's or Slurm's end of a job) stops the session as Ctrl-C does: the tests then
 running are named and interrupted (a ``perflab run`` one runs logs what finished), session fixtures are torn down
 (servers, PostgreSQL, Ray), and the session ends with status 143; teardown that takes more than ``GRACE_S`` is cut
@@ -58,6 +62,7 @@ WORKERS = 3
 GRACE_S = float(os.environ.get("PERFLAB_TEST_TERM_GRACE_S") or 30.0)
 _terminated = threading.Event()
 _running: set[str] = set()  # the tests started and not yet finished (``pytest_runtest_logstart``)
+_worker = False  # this process is a pytest-xdist worker (``pytest_configure``)
 _stderr = -1  # the session's stderr (a copy of the descriptor): output capture redirects descriptor 2 during tests
 
 
@@ -74,7 +79,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _stderr
+    global _stderr, _worker
+    _worker = hasattr(config, "workerinput")
     config.addinivalue_line("markers", "slow: in the full tier only (--full): services, whole smoke runs")
     if _stderr < 0:
         _stderr = os.dup(2)  # capture is suspended while plugins are configured: this is the terminal's
@@ -265,6 +271,16 @@ def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
 
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
     _running.discard(nodeid)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = os.environ.get("PERFLAB_TEST_TIMELINE")
+    if not path or _worker:
+        return  # the main process writes every process's reports
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    fields = (getattr(gateway, "id", "main"), report.when, f"{report.start:.3f}", f"{report.stop:.3f}", report.nodeid)
+    with open(path, "a") as f:
+        f.write("\t".join(fields) + "\n")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -228,3 +228,52 @@ def test_a_worker_that_crashes_fails_its_test_and_the_session_runs_on_to_its_end
     assert "crashed while running 'test_x.py::test_takes_its_process_down'" in out, out
     assert "crashed while running 'test_x.py::test_grouped[1]@held'" in out, out
     assert "2 failed, 27 passed" in out, out  # each crash once; the rest of the group run on the new worker
+
+
+ORDERED = """
+import time
+import pytest
+
+@pytest.mark.xdist_group("big1")
+@pytest.mark.parametrize("n", range(10))
+def test_big1(n):
+    time.sleep(0.05)
+
+@pytest.mark.xdist_group("big2")
+@pytest.mark.parametrize("n", range(8))
+def test_big2(n):
+    time.sleep(0.05)
+
+@pytest.mark.xdist_group("team")
+@pytest.mark.parametrize("n", range(3))
+def test_team(n):
+    time.sleep(0.05)
+
+@pytest.mark.parametrize("n", range(6))
+def test_single(n):
+    pass
+"""
+
+
+@pytest.mark.slow  # a session of its own on two processes (~8 s beside the tier's)
+def test_the_longest_groups_go_first_and_the_timeline_says_who_ran_what_when(tmp_path: Path) -> None:
+    """pytest-xdist alone hands out the groups by their count of tests (big1, big2, then team); tests/scheduling.py's
+    FIRST go first (team before big2), and ``PERFLAB_TEST_TIMELINE`` records every phase of every test."""
+    conftest = ("from tests.session import pytest_configure, pytest_runtest_logreport, "
+                "pytest_xdist_make_scheduler  # noqa: F401\n")  # fmt: skip
+    (tmp_path / "conftest.py").write_text(conftest)
+    (tmp_path / "test_x.py").write_text(ORDERED)
+    timeline = tmp_path / "timeline.tsv"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PERFLAB_TEST_TIMELINE": str(timeline)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+                           "-q", "test_x.py"], cwd=tmp_path, env=env, text=True, capture_output=True,
+                          timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split("\t") for line in timeline.read_text().splitlines()]
+    assert len(rows) == 27 * 3 and {r[1] for r in rows} == {"setup", "call", "teardown"}
+    assert {r[0] for r in rows} == {"gw0", "gw1"} and all(float(r[2]) <= float(r[3]) for r in rows)
+    start = {}
+    for _, _, t0, _, nodeid in rows:
+        group = nodeid.rsplit("@", 1)[-1] if "@" in nodeid else "single"
+        start[group] = min(start.get(group, float("inf")), float(t0))
+    assert start["team"] < start["big2"], start
