@@ -26,6 +26,7 @@ from tests.session import (  # noqa: F401  (hooks: the fast and full tiers, SIGT
     pytest_configure_node,
     pytest_report_header,
     pytest_runtest_logfinish,
+    pytest_runtest_logreport,
     pytest_runtest_logstart,
     pytest_runtest_protocol,
     pytest_runtest_setup,

@@ -277,3 +277,12 @@ def test_the_longest_groups_go_first_and_the_timeline_says_who_ran_what_when(tmp
         group = nodeid.rsplit("@", 1)[-1] if "@" in nodeid else "single"
         start[group] = min(start.get(group, float("inf")), float(t0))
     assert start["team"] < start["big2"], start
+
+
+def test_the_conftest_takes_every_hook_of_the_session() -> None:
+    """A hook defined in tests/session.py and not imported by tests/conftest.py is never called (the timeline's was
+    not, once)."""
+    from tests import conftest, session
+
+    hooks = {name for name in vars(session) if name.startswith("pytest_")}
+    assert hooks <= set(vars(conftest)), sorted(hooks - set(vars(conftest)))
