@@ -7,6 +7,7 @@
 #   PERFLAB_TARGETS (default 7; e.g. 1,7), PERFLAB_PYTEST_ARGS (default: the whole suite), PERFLAB_PEAKS (below),
 #   PERFLAB_SELFCHECK_CONFIGS (config files for selfcheck_cfg), PERFLAB_OVERHEAD_N (default 20)
 #   PERFLAB_BOOK_CHAPTERS (book; default "13 14 15 16 17 18 19 20"), PERFLAB_BOOK_ARGS (book: more run flags),
+#   PERFLAB_BOOK_SPLIT (book: "equal" shares of the time left, the default; "order": each chapter all that is left),
 #   PERFLAB_BOOK_REFERENCE (book: MLflow stores of a reference run, compared pair by pair)
 #   PERFLAB_SWEEP_ARGS (extra flags for the sweep steps, e.g. "--steps 20")
 #   PERFLAB_SWEEP_WORKLOADS (sweep_builtins; default "cnn gpt"), PERFLAB_SWEEP_TRIALS (default 16 each)
@@ -219,6 +220,8 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       chapters=(${PERFLAB_BOOK_CHAPTERS:-13 14 15 16 17 18 19 20}); : > "$OUT/book_walls.txt"
       for i in "${!chapters[@]}"; do
         ch=${chapters[$i]}; left=$((budget - SECONDS - 25)); share=$((left / (${#chapters[@]} - i)))
+        # PERFLAB_BOOK_SPLIT=order: each chapter may take all the time left (whole chapters first; the last cut short)
+        if [ "${PERFLAB_BOOK_SPLIT:-equal}" = order ]; then share=$left; fi
         if [ "$share" -lt 20 ]; then echo "book ch$ch skipped: ${left}s left"; continue; fi
         s0=$SECONDS
         timeout $((share + 20)) perflab run -t "ch$ch" --no-track --suite-timeout "$share" ${PERFLAB_BOOK_ARGS:-} \
