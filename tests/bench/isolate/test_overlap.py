@@ -119,8 +119,8 @@ def test_next_variant_starts_early_but_sets_up_only_after_the_previous_exited(tm
         assert by[(nxt, "setup")]["t"] > by[(prev, "teardown_end")]["t"]
         assert by[(nxt, "setup")]["previous_alive"] is False, (prev, nxt)
     assert [v.ahead_s is not None for v in suite.variants] == [False, True, True, True]
-    for prev, v in zip(order, suite.variants[1:], strict=False):  # it waited out the teardown, counted as ahead:
-        beside = by[(prev, "teardown_end")]["t"] - by[(v.spec.key.split(":", 1)[1], "factory")]["t"]
+    for prev, nxt, v in zip(order[:-1], order[1:], suite.variants[1:], strict=True):  # it waited out the teardown:
+        beside = by[(prev, "teardown_end")]["t"] - by[(nxt, "factory")]["t"]  # counted as ahead
         assert v.ahead_s is not None and v.ahead_s >= beside - 0.05, (v.spec.key, v.ahead_s, beside)
     # Each was at its gate long before it opened: no worker waited for a child's start.
     assert [v.gate_late_s for v in suite.variants] == [None, 0.0, 0.0, 0.0]
