@@ -6,7 +6,8 @@ tolerance chosen by dtype (or ``BenchmarkConfig.rtol``). It never passes by defa
 * no output on either side ⇒ not verified;
 * a reference that is all zeros or constant ⇒ not verified (it cannot tell right from wrong);
 * different shapes, dtypes (dtype drift, INTEGRITY #11) or devices ⇒ mismatch;
-* any NaN/Inf ⇒ mismatch.
+* any NaN ⇒ mismatch; ±Inf (a masked logit, a log of 0) must stand at the same places with the same signs on
+  both sides, and the finite entries are compared as above (every entry infinite ⇒ not verified).
 
 Generated tokens (``BenchmarkConfig.verify="greedy_tokens"``, ``get_output()`` returning ``[tokens, runner_up,
 gap, offsets]``): equal shapes and dtypes, equal offsets, and each request's tokens equal, except that a request
@@ -42,6 +43,8 @@ MAX_DIVERGED_SHARE = 0.25
 # The layout of a "greedy_tokens" output, per group of four tensors (a variant of several ranks: one per rank).
 GREEDY_LAYOUT = (("tokens", "int64"), ("runner_up", "int64"), ("gap", "float32"), ("offsets", "int64"))
 
+# What the error functions say of an output with a NaN or an Inf (compare_tensors then looks closer: _finite_part).
+NON_FINITE = "NaN or Inf in the output"
 # Norm-wise relative error allowed when baseline and optimized differ only in summation order.
 DEFAULT_RTOL: dict[str, float] = {
     "float64": 1e-10,
@@ -77,9 +80,12 @@ def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None, mode: st
             return Verification(verified=False, detail=f"{name}: empty tensor proves nothing")
         tol = rtol if rtol is not None else default_rtol(rd)
         used_rtol = max(used_rtol, tol)
-        err = _fast_error(r, o, name, tol)
-        if err is None:
-            err = _exact_error(r, o, name, tol)
+        err = _error(r, o, name, tol)
+        if isinstance(err, Verification) and err.detail == f"{name}: {NON_FINITE}" and r.is_floating_point():
+            part = _finite_part(r, o, name, tol)
+            if isinstance(part, Verification):
+                return part
+            err = _error(*part, name, tol)
         if isinstance(err, Verification):
             return err
         worst = max(worst, err)
@@ -92,6 +98,35 @@ def compare_tensors(ref: list[Any], out: list[Any], rtol: float | None, mode: st
         max_rel_error=worst,
         rtol=used_rtol,
     )
+
+
+def _error(r: Any, o: Any, name: str, tol: float) -> float | Verification:
+    err = _fast_error(r, o, name, tol)
+    return _exact_error(r, o, name, tol) if err is None else err
+
+
+def _finite_part(r: Any, o: Any, name: str, tol: float) -> tuple[Any, Any] | Verification:
+    """The finite entries of two real outputs, once their infinities agree (the same places, the same signs); or
+    why they cannot be compared: a NaN on a side, infinities that differ, no finite entry."""
+    import torch
+
+    r, o = (t.double() if t.dtype != torch.float64 else t for t in (r, o))  # no isnan for float8 tensors
+    for side, t in (("baseline", r), ("optimized", o)):
+        nan = torch.isnan(t).flatten().nonzero()
+        if nan.numel():
+            return Verification(verified=False, detail=f"{name}: NaN in the {side}'s output ({nan.numel()} of "
+                                f"{t.numel()} entries, the first at flat index {int(nan[0])})", rtol=tol,
+                                outcome="mismatch")  # fmt: skip
+    r_inf, o_inf = torch.isinf(r), torch.isinf(o)
+    apart = ((r_inf | o_inf) & (r != o)).flatten().nonzero()
+    if apart.numel():
+        return Verification(verified=False, detail=f"{name}: ±Inf at different places or signs ({apart.numel()} of "
+                            f"{r.numel()} entries, the first at flat index {int(apart[0])})", rtol=tol,
+                            outcome="mismatch")  # fmt: skip
+    finite = ~r_inf
+    if not bool(finite.any()):
+        return Verification(verified=False, detail=f"{name}: every entry is ±Inf; it cannot detect a wrong result")
+    return r[finite], o[finite]
 
 
 def _dtype(t: Any) -> str:
@@ -134,7 +169,7 @@ def _exact_error(r: Any, o: Any, name: str, tol: float) -> float | Verification:
         # On the float64 copies: torch has no isfinite for float8 tensors.
         if not bool(torch.isfinite(r64).all()) or not bool(torch.isfinite(o64).all()):
             return Verification(
-                verified=False, detail=f"{name}: NaN or Inf in the output", rtol=tol, outcome="mismatch"
+                verified=False, detail=f"{name}: {NON_FINITE}", rtol=tol, outcome="mismatch"
             )
     else:
         r64, o64 = r.to(torch.float64), o.to(torch.float64)
@@ -306,7 +341,7 @@ def _fast_error(r: Any, o: Any, name: str, tol: float) -> float | Verification |
     (r_min, r_max), (o_min, o_max) = torch.aminmax(r32), torch.aminmax(o32)
     extremes = torch.stack([r_min, r_max, o_min, o_max])
     if not bool(torch.isfinite(extremes).all()):
-        return Verification(verified=False, detail=f"{name}: NaN or Inf in the output", rtol=tol, outcome="mismatch")
+        return Verification(verified=False, detail=f"{name}: {NON_FINITE}", rtol=tol, outcome="mismatch")
     big = float(extremes.abs().max())
     if big == 0.0 or float(r_min) == float(r_max):  # all zeros, constant
         return None  # the float64 path words the verdict

@@ -133,14 +133,44 @@ def test_output_count_mismatch() -> None:
 
 
 @pytest.mark.parametrize("side", ["baseline", "optimized"])
-@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
-def test_nan_or_inf_is_mismatch(side: str, bad: float) -> None:
+@pytest.mark.parametrize(("bad", "word"), [(float("nan"), "NaN in the {side}'s output"),
+                                           (float("inf"), "±Inf at different places")])  # fmt: skip
+def test_a_nan_or_a_lone_inf_is_mismatch(side: str, bad: float, word: str) -> None:
     r = ref()
     broken = r.clone()
     broken[3] = bad
     refs, outs = ([broken], [r]) if side == "baseline" else ([r], [broken])
     v = compare_tensors(refs, outs, None)
-    assert not v.verified and v.outcome == "mismatch" and "NaN" in v.detail
+    assert not v.verified and v.outcome == "mismatch" and word.format(side=side) in v.detail
+    assert "flat index 3" in v.detail
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_masked_scores_verify_where_their_infinities_agree(dtype: torch.dtype) -> None:
+    """Causal attention scores (-inf above the diagonal), as two correct implementations return them: the
+    infinities stand at the same places, the finite entries are compared norm-wise."""
+    q, k = torch.randn(2, 16, 8, generator=torch.Generator().manual_seed(0)), torch.randn(2, 16, 8)
+    mask = torch.ones(16, 16, dtype=torch.bool).triu(1)
+    r = (q @ k.transpose(-1, -2)).masked_fill(mask, float("-inf")).to(dtype)
+    o = torch.baddbmm(torch.zeros(16, 16).masked_fill(mask, float("-inf")).expand(2, -1, -1), q,
+                      k.transpose(-1, -2)).to(dtype)  # fmt: skip
+    assert compare_tensors([r], [o], None).verified
+    wrong = o.clone()
+    wrong[0, 5, 2] *= 1.5  # a finite entry off: still found
+    assert compare_tensors([r], [wrong], None).outcome == "mismatch"
+    flipped = o.clone()
+    flipped[0, 0, 15] = float("inf")  # +Inf where the reference has -Inf
+    v = compare_tensors([r], [flipped], None)
+    assert v.outcome == "mismatch" and "±Inf at different places or signs (1 of 512" in v.detail
+    shifted = o.clone()
+    shifted[1, 4, 3] = float("-inf")  # one more masked entry than the reference
+    assert compare_tensors([r], [shifted], None).outcome == "mismatch"
+
+
+def test_an_output_of_infinities_only_proves_nothing() -> None:
+    r = torch.full((8,), float("-inf"))
+    v = compare_tensors([r], [r.clone()], None)
+    assert not v.verified and v.outcome == "inconclusive" and "every entry is ±Inf" in v.detail
 
 
 @pytest.mark.parametrize(("reference", "word"), [(torch.zeros(64), "zeros"), (torch.full((64,), 3.0), "constant")])
