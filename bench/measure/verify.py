@@ -168,9 +168,7 @@ def _exact_error(r: Any, o: Any, name: str, tol: float) -> float | Verification:
         )
         # On the float64 copies: torch has no isfinite for float8 tensors.
         if not bool(torch.isfinite(r64).all()) or not bool(torch.isfinite(o64).all()):
-            return Verification(
-                verified=False, detail=f"{name}: {NON_FINITE}", rtol=tol, outcome="mismatch"
-            )
+            return Verification(verified=False, detail=f"{name}: {NON_FINITE}", rtol=tol, outcome="mismatch")
     else:
         r64, o64 = r.to(torch.float64), o.to(torch.float64)
     ref_norm = float(torch.linalg.vector_norm(r64))
