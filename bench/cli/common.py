@@ -176,7 +176,8 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
     narrow = {i: 7 if figures[i - 1] == "on" else 9 for i in range(1, len(figures) + 1)}
     narrow |= {len(headers) - 2: 8, len(headers) - 1: 14}
     widths = fitted(headers, rows, width, narrow=narrow)
-    caption = f"* its interval excludes 1.0 but lies {noted[0].replace('within', 'within the', 1)}" if noted else None
+    band = noted[0].removeprefix("within ").removeprefix("reaching into ") if noted else ""
+    caption = f"* its interval excludes 1.0 but reaches into the {band}" if noted else None
     out = Table(title=f"{prefix.rstrip(':') or 'perflab'}: baseline vs optimized", box=box.SIMPLE_HEAD,
                 show_edge=False, pad_edge=False, title_justify="left", caption=caption,
                 caption_justify="left")  # fmt: skip

@@ -7,6 +7,7 @@ from typing import Any
 
 from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.measure.basis import Basis, basis
+from bench.measure.stats import within_noise
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, column, sig, time_text
 
 # Every verdict a pair can get (``pair_verdict``), in the order the summary lines count them; README.md
@@ -275,14 +276,17 @@ def speedup_text(pair: dict[str, Any], verdict: bool = True) -> str:
 
 def verdict_text(pair: dict[str, Any]) -> str:
     """``pair_verdict``'s, and where a pair reads "no significant difference" although its interval excludes 1.0,
-    why: ``no significant difference (within ±1 % noise threshold)`` (the pair's ``noise_threshold``, a config's
-    float or an MLflow param; bench.measure.stats.significance)."""
+    why: ``no significant difference (within ±1 % noise threshold)``, or ``(reaching into ±1 % noise threshold)``
+    where only one end lies inside the band (the pair's ``noise_threshold``, a config's float or an MLflow param;
+    bench.measure.stats.significance)."""
     shown = pair_verdict(pair)
     low, high = pair.get("speedup_ci_low"), pair.get("speedup_ci_high")
     if shown != "no significant difference" or low is None or high is None or low <= 1.0 <= high:
         return shown
     threshold = pair.get("noise_threshold")
     band = f"±{100 * float(threshold):g} % " if threshold else ""
+    if threshold and not within_noise(float(low), float(high), float(threshold)):
+        return f"{shown} (reaching into {band}noise threshold)"  # past 1.0, one end inside the band
     return f"{shown} (within {band}noise threshold)"
 
 

@@ -156,6 +156,8 @@ def test_a_pair_within_the_noise_threshold_says_so_and_counts_as_no_difference(s
     assert speedup_text(pair).endswith("[1.00, 1.00] no significant difference (within ±1 % noise threshold)")
     from_mlflow = {k: pair[k] for k in ("status", "speedup", "speedup_ci_low", "speedup_ci_high", "significance")}
     assert verdict_text(from_mlflow) == "no significant difference (within noise threshold)"  # no threshold known
+    edge = {**pair, "speedup": 1.29, "speedup_ci_low": 1.006, "speedup_ci_high": 1.64}  # past 1.0, not the band
+    assert verdict_text(edge) == "no significant difference (reaching into ±1 % noise threshold)"
     holds = {**pair, "speedup_ci_low": 0.99, "speedup_ci_high": 1.01}
     assert verdict_text(holds) == "no significant difference"  # holding 1.0: nothing to explain
 
