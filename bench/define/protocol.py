@@ -133,7 +133,8 @@ def outputs_of(obj: Any, called: bool = True) -> list[Any] | None:
     """The tensors of ``obj``'s output as a list: ``get_output()``'s, or what ``benchmark_fn()`` last returned
     when there is no ``get_output()``; None without an output. ``called`` False: asked before the first call, when
     an output the call makes (``self.y = f(x)``) need not exist yet (None). A ``TypeError`` names what is not a
-    tensor in ``get_output()``'s value; a value ``benchmark_fn()`` returned that holds no tensor is no output."""
+    tensor in ``get_output()``'s value; a value ``benchmark_fn()`` returned that holds no tensor or array is no output
+    (``returned_tensors``)."""
     import torch
 
     get = getattr(obj, "get_output", None)
@@ -141,11 +142,7 @@ def outputs_of(obj: Any, called: bool = True) -> list[Any] | None:
         if not called:  # what an earlier set-up's calls returned is not this set-up's
             _RETURNED.pop(id(obj), None)
             return None
-        out = _RETURNED.get(id(obj))
-        tensors = list(out) if isinstance(out, (tuple, list)) else [out]
-        if out is None or not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
-            return None
-        return tensors
+        return returned_tensors(_RETURNED.get(id(obj)))
     try:
         out = get()
     except AttributeError as exc:
@@ -163,6 +160,45 @@ def outputs_of(obj: Any, called: bool = True) -> list[Any] | None:
     if bad:
         raise TypeError(f"get_output() must return a tensor or a tuple of tensors, got {bad}")
     return tensors
+
+
+def returned_tensors(out: Any) -> list[Any] | None:
+    """What ``benchmark_fn()`` returned as a list of tensors, or None where it holds none (or something else): a
+    tensor, a NumPy array or scalar, or a tuple, list or dict (its values, in order) of them, ``None`` entries left
+    out; not a Python number (a training step's ``loss.item()`` would be compared at float64's tolerance). A NumPy
+    array becomes a tensor on its memory (the output checks see what the call wrote: ``torch.from_numpy``), copied
+    where it cannot be shared (read-only, negative strides)."""
+    import torch
+
+    items = list(out.values()) if isinstance(out, dict) else list(out) if isinstance(out, (tuple, list)) else [out]
+    tensors = []
+    for x in (x for x in items if x is not None):
+        if isinstance(x, torch.Tensor):
+            tensors.append(x)
+        elif type(x).__module__ == "numpy":
+            t = _from_numpy(x)
+            if t is None:
+                return None
+            tensors.append(t)
+        else:
+            return None
+    return tensors or None
+
+
+def _from_numpy(x: Any) -> Any:
+    """A NumPy array or scalar as a tensor; None for what torch cannot hold (objects, text)."""
+    import numpy as np
+    import torch
+
+    a = np.asarray(x)
+    if a.dtype.kind not in "biufc":
+        return None
+    if not a.flags.writeable or any(s < 0 for s in a.strides):
+        a = np.array(a)  # a copy torch may share
+    try:
+        return torch.from_numpy(a)
+    except (TypeError, ValueError):  # a dtype torch lacks (float128, uint64 on older torch)
+        return None
 
 
 def declared_work(work: Any) -> dict[str, Any]:

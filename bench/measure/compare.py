@@ -255,8 +255,8 @@ def _verify(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
     if missing:
         return Verification(
             verified=False,
-            detail=f"no output from {missing} (no get_output() and benchmark_fn() returned no tensor, or "
-            "get_output() returned None): not verified",
+            detail=f"no output from {missing} (no get_output() and benchmark_fn() returned no tensor or NumPy "
+            "array, or get_output() returned None): not verified",
         )
     work = _work_differs(baseline, optimized)
     if work:

@@ -113,3 +113,26 @@ def test_a_returned_output_is_the_output_of_a_benchmark_without_get_output() -> 
     fn()
     assert outputs_of(obj) is None  # what holds no tensor is no output (the pair is not verified)
     assert outputs_of(obj, called=False) is None  # a new set-up: the last call's output is not this one's
+
+
+def test_numpy_arrays_dicts_and_none_entries_are_returned_outputs() -> None:
+    """What people return besides a tensor: a NumPy array (on its memory, so that the output checks see what the call
+    wrote), a dict of outputs, a tuple with a None in it; not a Python number, text or an object array."""
+    import numpy as np
+    import torch
+
+    from bench.define.protocol import returned_tensors
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (t,) = returned_tensors(a) or []
+    t[0, 0] = 7.0
+    assert a[0, 0] == 7.0 and t.dtype == torch.float32  # one memory
+    frozen = np.ones(4)
+    frozen.flags.writeable = False
+    (copy,) = returned_tensors(frozen[::-1]) or []  # read-only and reversed: a copy
+    assert copy.tolist() == [1.0] * 4 and copy.dtype == torch.float64
+    got = returned_tensors({"out": torch.ones(2), "aux": None, "count": np.int64(3)}) or []
+    assert [x.tolist() for x in got] == [[1.0, 1.0], 3]
+    assert [x.numel() for x in returned_tensors((torch.zeros(3), None)) or []] == [3]
+    for nothing in (1.5, "text", np.array(["a"]), np.array([object()]), (torch.ones(1), 2.0), None, []):
+        assert returned_tensors(nothing) is None, nothing
