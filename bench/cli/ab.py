@@ -28,6 +28,8 @@ from bench.cli.common import (
     TimeoutOpt,
     cli_layer,
 )
+from bench.cli.deadline import check_suite_timeout
+from bench.cli.report import out_dir
 from bench.cli.run import (
     ConfigOpt,
     GpusOpt,
@@ -35,7 +37,9 @@ from bench.cli.run import (
     JobsOpt,
     KeepOpt,
     NoiseOpt,
+    OutOpt,
     SeedOpt,
+    SuiteTimeoutOpt,
     TimingModeOpt,
     TrackingUriOpt,
     WarmupOpt,
@@ -69,6 +73,7 @@ def ab(
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
     keep_workdir: KeepOpt = None, cold_start: ColdStartOpt = False, gpus: GpusOpt = None, jobs: JobsOpt = None,
     rounds: RoundsOpt = None, cold_compile: ColdCompileOpt = False, round_children: RoundChildrenOpt = None,
+    suite_timeout: SuiteTimeoutOpt = None, out: OutOpt = None,
 ) -> None:  # fmt: skip
     """Time candidate files against a reference file: verified, with intervals, logged to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -77,13 +82,16 @@ def ab(
                       min_rounds=rounds, max_rounds=rounds, cold_compile=True if cold_compile else None,
                       round_children=round_children)  # fmt: skip
     effective = resolve_config(suite_layer, layer)
+    check_suite_timeout(suite_timeout)
+    written = out_dir(out)
     examples = examples_of(files)
     if not no_track:
         check_store(tracking_uri)
     targets = ",".join(e.target for e in examples)
     execute(examples, effective, suite_layer, layer, targets, {"perflab.ab": "true"}, experiment=experiment,
             tracking_uri=tracking_uri, no_track=no_track, cold_start=cold_start, overlap=True, gpus=gpus, jobs=jobs,
-            ray=None, chapters_dir=None, keep_workdir=keep_workdir)  # fmt: skip
+            ray=None, chapters_dir=None, keep_workdir=keep_workdir, suite_timeout=suite_timeout,
+            files=written)  # fmt: skip
 
 
 def examples_of(paths: list[Path]) -> list[Example]:
@@ -102,14 +110,16 @@ def examples_of(paths: list[Path]) -> list[Example]:
     if dirs:
         raise PerflabError(f"{', '.join(dirs)}: a directory is given alone (perflab ab DIR); with files, name files")
     kinds = {p: _kind(p) for p in paths}
-    bad = [f"{p} ({k})" for p, k in kinds.items() if k not in ("benchmark", "reference", "candidate")]
-    if bad:
-        raise PerflabError(f"not a benchmark: {', '.join(bad)}; {_ACCEPTED}")
+    bad = [f"{p} ({k})" for p, k in kinds.items() if k not in _KINDS]
+    if bad:  # what is accepted, where a file is not of an accepted kind (not where it does not parse)
+        kind_only = any(not k.startswith(("syntax error", "unreadable")) for k in kinds.values() if k not in _KINDS)
+        raise PerflabError(f"not a benchmark: {', '.join(bad)}" + (f"; {_ACCEPTED}" if kind_only else ""))
     if len(paths) < 2:
         raise PerflabError(f"perflab ab {paths[0]}: name at least one candidate file after the reference")
     return [_example(paths[0], paths[1:])]
 
 
+_KINDS = ("benchmark", "reference", "candidate")
 _ACCEPTED = "accepted: a file with get_benchmark(), or a KernelBench file (Model and get_inputs(); or ModelNew)"
 
 
@@ -119,7 +129,7 @@ def _kind(path: Path) -> str:
     try:
         return file_kind(path) or "no get_benchmark(), Model or ModelNew"
     except SyntaxError as exc:
-        return f"syntax error at line {exc.lineno}"
+        return f"syntax error at line {exc.lineno}: {exc.msg}"
     except (OSError, UnicodeDecodeError) as exc:
         return f"unreadable: {exc}"
 

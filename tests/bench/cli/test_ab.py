@@ -57,7 +57,7 @@ def test_a_directory_of_problems_is_a_pair_each(tmp_path: Path) -> None:
         ({"ref.py": MODEL}, ["ref.py"], "name at least one candidate file after the reference"),
         ({"ref.py": MODEL}, ["ref.py", "nope.py"], "no such file or directory: .*nope.py"),
         ({"ref.py": MODEL, "x.txt": ""}, ["ref.py", "x.txt"], r"not a benchmark: .*x.txt \(not a .py file\)"),
-        ({"ref.py": MODEL, "b.py": "def f(:\n"}, ["ref.py", "b.py"], r"b.py \(syntax error at line 1\); accepted"),
+        ({"ref.py": MODEL, "b.py": "def f(:\n"}, ["ref.py", "b.py"], r"b.py \(syntax error at line 1: [^)]+\)$"),
         ({"ref.py": MODEL, "h.py": "X = 1\n"}, ["ref.py", "h.py"], r"h.py \(no get_benchmark\(\), Model or ModelNew\)"),
         ({"b.py": "def get_benchmark(): ...\n", "n.py": NEW}, ["b.py", "n.py"], "n.py is a KernelBench candidate"),
         ({"ref.py": MODEL, "a": None}, ["ref.py", "a"], "a directory is given alone"),
@@ -97,11 +97,15 @@ def test_chapter_20s_kernelbench_problems_catch_their_fakes(tmp_path: Path) -> N
         assert c.baseline_status == "ok", f"{key}: baseline {c.baseline_status}"
 
 
-def test_perflab_ab_times_files_in_any_output_style_and_refuses_a_fake() -> None:
+def test_perflab_ab_times_files_in_any_output_style_and_refuses_a_fake(tmp_path: Path) -> None:
     """The command on benchmark files as users write them: a new output each call (the reference), a returned one,
-    and a fake whose thread does the work; exit 1 (a pair not verified), a row per candidate."""
+    and a fake whose thread does the work; exit 1 (a pair not verified), a row per candidate; with ``--out``, the
+    files a CI system reads (a JUnit test case per pair, the fake's a failure)."""
+    import xml.etree.ElementTree as ET
+
     done = perflab("ab", STYLES / "baseline_sorted.py", STYLES / "optimized_sorted_returned.py",
-                   STYLES / "optimized_sorted_thread.py", "--no-track", timeout=400)  # fmt: skip
+                   STYLES / "optimized_sorted_thread.py", "--no-track", "--out", tmp_path / "ci",
+                   timeout=400)  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("baseline_sorted ")]
     assert len(rows) == 2, done.stdout
@@ -109,6 +113,9 @@ def test_perflab_ab_times_files_in_any_output_style_and_refuses_a_fake() -> None
     # the thread still running at the call's return, the CPU's clock, a GPU's replay
     why = ("it started still running", "get_output() took", "CUDA-graph replay of one call did not write")
     assert "failed" in rows[1] and any(w in done.stdout for w in why), done.stdout
+    cases = list(ET.parse(tmp_path / "ci" / "junit.xml").getroot().iter("testcase"))
+    assert len(cases) == 2 and [c.find("failure") is not None for c in cases] == [False, True]
+    assert (tmp_path / "ci" / "summary.json").is_file() and (tmp_path / "ci" / "summary.md").is_file()
 
 
 PLAIN = """import torch
