@@ -238,10 +238,10 @@ def energy_table(suite: SuiteResult, width: int | None = None) -> Table | None:
 
 
 def ratio(x: float) -> str:
-    """A speedup: two decimals below 10 (``0.99``, ``1.61``), three significant figures above (``49.1``)."""
-    from bench.record.units import sig
+    """A speedup as the tables show it (``bench.record.units.ratio_text``)."""
+    from bench.record.units import ratio_text
 
-    return f"{x:.2f}" if x < 10 else sig(x, 3)
+    return ratio_text(x)
 
 
 def emit(text: str, report: dict[str, Any], out: Path | None, stem: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.measure.basis import Basis, basis
 from bench.measure.stats import within_noise
-from bench.record.units import ENERGY_UNITS, RATE_UNITS, column, sig, time_text
+from bench.record.units import ENERGY_UNITS, RATE_UNITS, column, ratio_text, sig, time_text
 
 # Every verdict a pair can get (``pair_verdict``), in the order the summary lines count them; README.md
 # ("Reading the verdicts") explains each, and a test holds the two together.
@@ -264,10 +264,10 @@ def speedup_text(pair: dict[str, Any], verdict: bool = True) -> str:
     not faster; what it is on is the table's ``speedup on`` column (``Compared``)."""
     if not pair.get("speedup"):
         return "—"
-    text = f"{pair['speedup']:.2f}×"
+    text = f"{ratio_text(pair['speedup'])}×"
     low, high = pair.get("speedup_ci_low"), pair.get("speedup_ci_high")
     if low is not None and high is not None:
-        text += f" [{low:.2f}, {high:.2f}]"
+        text += f" [{ratio_text(low)}, {ratio_text(high)}]"
     shown = pair_verdict(pair)
     if verdict and shown in ("slower", "no significant difference"):
         text += f" {verdict_text(pair)}"

@@ -24,3 +24,12 @@ def test_significant_figures_keep_integer_digits_and_never_use_exponents() -> No
     assert [sig(x) for x in (279068.7, 4.2478, 0.00270, 0.0, None)] == ["279069", "4.25", "0.00270", "0", "—"]
     assert sig(float("nan")) == "—"
     assert time_text(0.0174) == "17.4 µs" and time_text(141.6) == "142 ms"
+
+
+def test_a_speedup_far_below_1_keeps_its_figures() -> None:
+    """An interpreted Triton kernel against a native call read 0.00x [0.00, 0.00]: three significant figures below
+    0.1 and from 10 on, two decimals between."""
+    from bench.record.units import ratio_text
+
+    assert [ratio_text(x) for x in (7.03e-5, 0.0512, 0.1, 0.99, 1.614, 9.994, 49.13, 312.6)] == [
+        "0.0000703", "0.0512", "0.10", "0.99", "1.61", "9.99", "49.1", "313"]  # fmt: skip
