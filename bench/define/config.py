@@ -325,7 +325,9 @@ def _describe(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "config"
-        parts.append(f"{field}={err.get('input')!r} is invalid: {err['msg']}")
+        named = f"{field}={err.get('input')!r}"
+        msg = err["msg"].removeprefix("Value error, ")  # a validator's own words (pydantic's prefix off)
+        parts.append(msg if msg.startswith(named) else f"{named} is invalid: {msg}")  # the value named once
     return "invalid benchmark config: " + "; ".join(parts)
 
 

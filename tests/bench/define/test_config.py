@@ -70,6 +70,7 @@ def test_invalid_value_names_field_and_value(field: str, value: object) -> None:
     message = str(info.value)
     assert field in message
     assert repr(value) in message or str(value) in message
+    assert message.count(f"{field}=") == 1 and "Value error" not in message  # the value named once, in our words
 
 
 def test_world_size_is_bounded_and_places_rank_r_on_cuda_r() -> None:
