@@ -167,7 +167,7 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
         ])  # fmt: skip
     figures = ["on", "baseline → optimized", f"median call {unit.name}"] if other else [
         f"baseline {unit.name}", f"optimized {unit.name}"]  # fmt: skip
-    headers = ["pair", *figures, "speedup", "95 % interval", "rounds", "verdict"]
+    headers = ["pair", *figures, "speedup", "interval", "rounds", "verdict"]
     width = width or console.width
     for least in (88, 72):  # no room for the rounds (the interval carries their spread), then for the interval
         if width < least + 18 * other:  # the verdict says what it shows
