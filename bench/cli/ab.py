@@ -120,14 +120,15 @@ def examples_of(paths: list[Path]) -> list[Example]:
 
 
 _KINDS = ("benchmark", "reference", "candidate")
-_ACCEPTED = "accepted: a file with get_benchmark(), or a KernelBench file (Model and get_inputs(); or ModelNew)"
+_ACCEPTED = ("accepted: a file with get_benchmark() or module-level setup() and benchmark_fn(), or a KernelBench file "
+             "(Model and get_inputs(); or ModelNew)")
 
 
 def _kind(path: Path) -> str:
     if path.suffix != ".py":
         return "not a .py file"
     try:
-        return file_kind(path) or "no get_benchmark(), Model or ModelNew"
+        return file_kind(path) or "no get_benchmark(), setup() and benchmark_fn(), Model or ModelNew"
     except SyntaxError as exc:
         return f"syntax error at line {exc.lineno}: {exc.msg}"
     except (OSError, UnicodeDecodeError) as exc:

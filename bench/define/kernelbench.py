@@ -24,14 +24,15 @@ Kind = Literal["benchmark", "reference", "candidate"]
 
 
 def file_kind(path: str | Path) -> Kind | None:
-    """What a Python file is, read without importing it: a benchmark (``get_benchmark()``), a KernelBench reference
+    """What a Python file is, read without importing it: a benchmark (``get_benchmark()``, or module-level ``setup()``
+    and ``benchmark_fn()``), a KernelBench reference
     (``Model`` and ``get_inputs()``, no ``ModelNew``) or candidate (``ModelNew``); None for anything else. A
     ``SyntaxError`` names the file and line."""
     p = Path(path)
     tree = ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    if "get_benchmark" in names:
+    if "get_benchmark" in names or {"setup", "benchmark_fn"} <= names:  # a module of functions is one too
         return "benchmark"
     if "ModelNew" in names:
         return "candidate"
@@ -81,7 +82,8 @@ def problem_factory(module: Any, path: str, reference: str | None) -> Callable[[
     model = getattr(module, "ModelNew", None) or getattr(module, "Model", None)
     if not isinstance(model, type):
         raise ProtocolError(
-            f"{path}: no module-level get_benchmark() function, nor a KernelBench Model/ModelNew class"
+            f"{path}: no module-level get_benchmark() function, nor setup() and benchmark_fn(), nor a KernelBench "
+            "Model/ModelNew class"
         )
     problem = import_file(reference) if reference and Path(reference).resolve() != Path(path).resolve() else module
     if not callable(getattr(problem, "get_inputs", None)):

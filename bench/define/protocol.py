@@ -99,10 +99,21 @@ def import_file(path: str | Path) -> Any:
 
 def load_benchmark(path: str | Path) -> Benchmark:
     module = import_file(path)
-    factory = getattr(module, "get_benchmark", None)
-    if not callable(factory):
-        raise ProtocolError(f"{path}: no module-level get_benchmark() function")
+    factory = benchmark_factory(module)
+    if factory is None:
+        raise ProtocolError(f"{path}: no module-level get_benchmark() function, nor setup() and benchmark_fn()")
     return check_benchmark(factory(), str(path))
+
+
+def benchmark_factory(module: Any) -> Callable[[], Any] | None:
+    """A file's ``get_benchmark``; for a file of module-level ``setup()`` and ``benchmark_fn()`` (a script's style,
+    its state in the module's globals), one returning the module itself; None otherwise."""
+    factory = getattr(module, "get_benchmark", None)
+    if callable(factory):
+        return factory  # type: ignore[no-any-return]
+    if all(callable(getattr(module, name, None)) for name in REQUIRED):
+        return lambda: module
+    return None
 
 
 # What benchmark_fn() last returned, by benchmark object (id): the output of a benchmark without get_output().

@@ -125,10 +125,13 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
 
 
 def _factory(module: Any, job: dict[str, Any]) -> Any:
-    """The benchmark file's ``get_benchmark``; for a KernelBench-format file (Model / ModelNew), the harness's own
+    """The benchmark file's ``get_benchmark`` (or its module, of module-level ``setup()`` and ``benchmark_fn()``); for
+    a KernelBench-format file (Model / ModelNew), the harness's own
     (bench.define.kernelbench); else a ProtocolError naming the file."""
-    factory = getattr(module, "get_benchmark", None)
-    if callable(factory):
+    from bench.define.protocol import benchmark_factory
+
+    factory = benchmark_factory(module)
+    if factory is not None:
         return factory
     from bench.define.kernelbench import problem_factory
 

@@ -31,10 +31,11 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 def test_file_kinds_are_read_without_importing(tmp_path: Path) -> None:
     _write(tmp_path, {"ref.py": MODEL, "new.py": NEW, "bench.py": "def get_benchmark():\n    raise SystemExit\n",
-                      "helper.py": "X = 1\n", "alias.py": "Model = object\nget_inputs = list\n"})
+                      "helper.py": "X = 1\n", "alias.py": "Model = object\nget_inputs = list\n",
+                      "script.py": SCRIPT, "half.py": "def benchmark_fn():\n    pass\n"})  # fmt: skip
     kinds = {p.name: file_kind(p) for p in tmp_path.iterdir()}
     assert kinds == {"ref.py": "reference", "new.py": "candidate", "bench.py": "benchmark", "helper.py": None,
-                     "alias.py": "reference"}  # fmt: skip
+                     "alias.py": "reference", "script.py": "benchmark", "half.py": None}  # fmt: skip
 
 
 def test_a_directory_is_its_reference_and_candidates_named_for_it(tmp_path: Path) -> None:
@@ -58,7 +59,7 @@ def test_a_directory_of_problems_is_a_pair_each(tmp_path: Path) -> None:
         ({"ref.py": MODEL}, ["ref.py", "nope.py"], "no such file or directory: .*nope.py"),
         ({"ref.py": MODEL, "x.txt": ""}, ["ref.py", "x.txt"], r"not a benchmark: .*x.txt \(not a .py file\)"),
         ({"ref.py": MODEL, "b.py": "def f(:\n"}, ["ref.py", "b.py"], r"b.py \(syntax error at line 1: [^)]+\)$"),
-        ({"ref.py": MODEL, "h.py": "X = 1\n"}, ["ref.py", "h.py"], r"h.py \(no get_benchmark\(\), Model or ModelNew\)"),
+        ({"ref.py": MODEL, "h.py": "X = 1\n"}, ["ref.py", "h.py"], r"h.py \(no get_benchmark\(\), setup\(\) and "),
         ({"b.py": "def get_benchmark(): ...\n", "n.py": NEW}, ["b.py", "n.py"], "n.py is a KernelBench candidate"),
         ({"ref.py": MODEL, "a": None}, ["ref.py", "a"], "a directory is given alone"),
         ({"ref.py": MODEL}, ["ref.py", "ref.py"], "both the reference and a candidate"),
@@ -151,20 +152,35 @@ def get_benchmark():
     return Bench()
 """
 
+SCRIPT = """import torch
+
+x = None
+
+
+def setup():
+    global x
+    x = torch.randn(1000)
+
+
+def benchmark_fn():
+    return x * 2
+"""
+
 
 def test_a_triton_kernel_that_reaches_past_its_tensor_fails_its_variant_on_the_cpu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Interpreted on the CPU: the kernel without its tail mask fails, naming the access and the tensor
     (bench.define.interpreter), where it would read and write the host's memory past ``x`` and ``y``; the masked
-    one is verified against the plain file (no ``teardown()`` in any of them)."""
+    one is verified against the plain file (no ``teardown()`` in any of them), and so is a script of module-level
+    functions (no class, no ``get_benchmark()``)."""
     _write(tmp_path, {"plain.py": PLAIN, "masked.py": TRITON.replace("MASK", "offs < n"),
-                      "unmasked.py": TRITON.replace("MASK", "offs >= 0")})  # fmt: skip
+                      "unmasked.py": TRITON.replace("MASK", "offs >= 0"), "script.py": SCRIPT})  # fmt: skip
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    done = perflab("ab", tmp_path / "plain.py", tmp_path / "masked.py", tmp_path / "unmasked.py", "--no-track",
-                   "--rounds", "1", timeout=400)  # fmt: skip
+    done = perflab("ab", tmp_path / "plain.py", tmp_path / "masked.py", tmp_path / "unmasked.py",
+                   tmp_path / "script.py", "--no-track", "--rounds", "1", timeout=400)  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 1, out  # a pair not verified
     assert "ok plain:optimized_masked" in out and "failed plain:optimized_unmasked  [warmup]" in out, out
     assert "OutOfBounds" in out and "past the end of X (float32[1000], 4000 bytes)" in out, out
-    assert "1/2 pairs verified" in out, out  # the masked kernel's output is the plain file's
+    assert "2/3 pairs verified" in out and "ok plain:optimized_script" in out, out  # masked and script: plain's
