@@ -79,6 +79,11 @@ def report_suite(
     )
     if summary["n_pairs"]:  # every pair under its verdict: the counts add up (README: reading the verdicts)
         console.print(counts_text(summary), markup=False, soft_wrap=True)
+    lone = _one_round_on_the_host(suite)
+    if lone:
+        console.print(f"note: {lone} verdict(s) of one round a side on the host's clock: their intervals assume a "
+                      "spread between processes (run_noise, 2 %) that a busy host exceeds; rounds (the default) "
+                      "measure it", markup=False, soft_wrap=True)  # fmt: skip
     if tracker is not None and not spooled:  # bench.audit.wall reads the id back from this line
         console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r}",
                       markup=False)  # fmt: skip
@@ -95,6 +100,15 @@ def report_suite(
     if spooled:
         err_console.print(spooled, markup=False, soft_wrap=True)
     return not spooled
+
+
+def _one_round_on_the_host(suite: SuiteResult) -> int:
+    """The pairs read "faster" or "slower" from one child a side on the host's clock (``--rounds 1``): A/A pairs of a
+    small op there read 0.71-1.61x on a busy 2-core host, the processes' spread beyond the interval's assumed one."""
+    host = {v.spec.key for v in suite.variants if v.timing is not None and v.timing.mode == "cpu"
+            and len(v.timing.rounds or [1]) < 2}  # fmt: skip
+    return sum(1 for c in suite.comparisons if f"{c.chapter}:{c.example}:{c.variant}" in host
+               and c.significance in ("faster", "slower") and len(c.round_speedups or []) < 2)  # fmt: skip
 
 
 def _stopped_markdown(stop: Stopped | None) -> str:

@@ -235,3 +235,21 @@ def test_a_line_names_the_metric_its_speedup_is_on() -> None:
     out = screen(80)
     out.print(common.line(VariantResult(spec=spec, status="ok", timing=timing), CH16.comparisons[0], "ch16:"))
     assert text_of(out).rstrip().endswith("2.74 s  3.10× on TTFT faster")
+
+
+def test_verdicts_of_one_round_on_the_hosts_clock_are_counted_for_a_note() -> None:
+    """``--rounds 1`` on a CPU: a verdict whose interval assumed the spread between processes is noted under the
+    table; a GPU clock's, or a pair in rounds, is not."""
+    from bench.cli.report import _one_round_on_the_host
+    from bench.define.result import Timing, VariantResult, VariantSpec
+    from bench.measure.stats import summarize
+
+    def side(example: str, mode: str, rounds: list[int] | None) -> VariantResult:
+        spec = VariantSpec(chapter="ch07", example=example, variant="optimized", path="/x.py")
+        timing = Timing(mode=mode, method="t", samples_ms=[1.0, 1.1], stats=summarize([1.0, 1.1]), rounds=rounds)
+        return VariantResult(spec=spec, status="ok", timing=timing)
+
+    s = suite(*CH07.comparisons)  # aos_soa faster, gather_locality no difference, stencil slower, tiled faster
+    s.variants = [side("aos_soa", "cpu", None), side("gather_locality", "cpu", None),
+                  side("stencil_blocking", "cpu", [3, 3, 3]), side("tiled_matmul", "cuda_event", None)]  # fmt: skip
+    assert _one_round_on_the_host(s) == 1  # aos_soa: faster, one round, the host's clock
