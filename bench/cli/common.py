@@ -100,7 +100,8 @@ def cli_layer(**flags: Any) -> dict[str, Any]:
 def line(result: VariantResult, comparison: Comparison | None, prefix: str = "") -> Text:
     """One variant's outcome as the console shows it while a suite runs, on one line: status, name (without
     ``prefix``, the chapter of a one-chapter suite), median, and for an optimized variant its speedup and
-    the pair's verdict (its interval is in the table; a mismatch or an unverified pair says why)."""
+    the pair's verdict (its interval is in the table; its rounds and why they stopped; a mismatch or an unverified
+    pair says why)."""
     from bench.record.summary import basis_of, pair_verdict
     from bench.record.units import time_text
 
@@ -118,6 +119,9 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
             b = basis_of(comparison.model_dump())
             text.append(f"  {ratio(comparison.speedup)}×" + ("" if b.is_call else f" on {b.label}"))
         text.append(f" {verdict}", {"faster": "green", "slower": "red"}.get(verdict, "yellow"))
+        rounds = len(comparison.round_speedups or [])
+        if rounds > 1:  # the table's rounds column is the first to go in 80 columns
+            text.append(f" ({rounds} rounds" + (f", {comparison.rounds_stop})" if comparison.rounds_stop else ")"))
         if verdict in ("mismatch", "unverified") and comparison.verification.detail:  # why: not only in MLflow
             text.append(f"  ({comparison.verification.detail.splitlines()[0]})")
     if result.profile is not None:

@@ -137,6 +137,9 @@ def test_slower_and_not_significant_pairs_read_so_on_their_line() -> None:
     lines = text_of(out).splitlines()
     assert lines[0].endswith("17.8 ms  0.85× slower") and len(lines[0]) <= 80
     assert lines[1].endswith("no significant difference")
+    rounds = CH07.comparisons[2].model_copy(update={"round_speedups": [0.84, 0.86, 0.85], "rounds_stop": "decided"})
+    out.print(common.line(ok, rounds, "ch07:"), soft_wrap=True)
+    assert text_of(out).splitlines()[-1].endswith("0.85× slower (3 rounds, decided)")  # the 80 columns' rounds
 
 
 def test_progress_is_rich_on_a_terminal_and_plain_lines_elsewhere() -> None:
