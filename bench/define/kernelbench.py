@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bench.define.context import context
+from bench.define.protocol import REQUIRED
 from bench.errors import ProtocolError
 
 Kind = Literal["benchmark", "reference", "candidate"]
@@ -32,7 +33,7 @@ def file_kind(path: str | Path) -> Kind | None:
     tree = ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    if "get_benchmark" in names or {"setup", "benchmark_fn"} <= names:  # a module of functions is one too
+    if "get_benchmark" in names or set(REQUIRED) <= names:  # a module of functions is one too (protocol's rule)
         return "benchmark"
     if "ModelNew" in names:
         return "candidate"
