@@ -204,6 +204,9 @@ def _tensors(value: Any, path: str, depth: int, seen: set[int]) -> Iterator[tupl
     seen.add(id(value))
     if isinstance(value, torch.Tensor):
         yield path, local(value)  # a DTensor's shard: its storage, what this rank holds
+    elif type(value).__name__ == "ndarray" and type(value).__module__ == "numpy":
+        if value.flags.writeable and value.dtype.kind in "biufc" and all(s >= 0 for s in value.strides):
+            yield path, torch.from_numpy(value)  # a NumPy input: changed, fingerprinted on its own memory
     elif isinstance(value, torch.nn.Module):
         for name, t in [*value.named_parameters(), *value.named_buffers()]:
             yield f"{path}.{name}", local(t)
@@ -219,9 +222,10 @@ def _tensors(value: Any, path: str, depth: int, seen: set[int]) -> Iterator[tupl
 
 
 def setup_tensors(obj: Any, outputs: list[Any] | None = None, declared: Any = None) -> dict[str, Any]:
-    """The tensors reachable from ``obj``'s attributes (or, when the benchmark declares ``get_inputs()``, from
-    what it returned) that share no storage with an output, keyed by the path that reaches them first
-    (``x``, ``params[0]``, ``model.fc.weight``); sparse, meta and empty tensors are left out."""
+    """The tensors (and NumPy arrays, as tensors on their memory) reachable from ``obj``'s attributes (or, when the
+    benchmark declares ``get_inputs()``, from what it returned) that share no storage with an output, keyed by the
+    path that reaches them first (``x``, ``params[0]``, ``model.fc.weight``); sparse, meta and empty tensors are left
+    out."""
     storages = {_storage(t) for t in outputs or []}
     found: dict[str, Any] = {}
     ids: set[int] = set()
