@@ -113,9 +113,10 @@ class BenchmarkConfig(BaseModel):
     # child per side, so load that comes and goes on the host hits both sides; the speedup's interval is taken
     # over the rounds' ratios and carries their spread (run_noise is then not added). At least min_rounds, then
     # more until every pair of the example is within ±speedup_precision, clearly decided or within ±noise_threshold,
-    # at most max_rounds and no round begun that would end past max_rounds_seconds of the example's rounds (a slow
-    # call's pair may then stop at two: its interval, of one degree of freedom, wide). min_rounds=max_rounds=1: one
-    # child per side, the interval from its samples plus run_noise. Read from the variants' effective configs.
+    # at most max_rounds and no round begun that would end past max_rounds_seconds of the example's rounds (below
+    # min_rounds, twice that: a pair of calls that slow may stop at two, its interval of one degree of freedom wide).
+    # min_rounds=max_rounds=1: one child per side, the interval from its samples plus run_noise. Read from the
+    # variants' effective configs.
     min_rounds: int = Field(3, ge=1, le=100)
     max_rounds: int = Field(8, ge=1, le=100)
     # Half-width of the speedup's 95 % interval that settles a pair (0.02: ±2 %).

@@ -10,12 +10,12 @@ off; the batch only where a pair's speedup is on it).
 
 After each round every pair's interval over its rounds (bench.measure.rounds) says whether it needs more: at least
 ``min_rounds``, then until it is within ±``speedup_precision``, clearly decided or within ±``noise_threshold``
-(equivalent), at most ``max_rounds``, and no round begun that would end past ``max_rounds_seconds`` of the
-example's rounds (then two may be all); each setting from the pair's optimized variant's effective config. A
-token-generating pair (TTFT, TPOT, throughput) runs in rounds alike, its ratios each round's on its metric
-(``generation_ratios``). A settled pair, or one whose side failed, takes no further part; the baseline runs while
-any pair goes on. A host-clocked round first reads the free cores and caps its children's intra-op threads to them
-(bench.measure.cores), the same cap for both sides.
+(equivalent), at most ``max_rounds``, and no round begun that would end past ``max_rounds_seconds`` of the example's
+rounds (below ``min_rounds`` the limit stretched ``TIME_LIMIT_STRETCH`` times: then two may be all); each setting
+from the pair's optimized variant's effective config. A token-generating pair (TTFT, TPOT, throughput) runs in
+rounds alike, its ratios each round's on its metric (``generation_ratios``). A settled pair, or one whose side
+failed, takes no further part; the baseline runs while any pair goes on. A host-clocked round first reads the free
+cores and caps its children's intra-op threads to them (bench.measure.cores), the same cap for both sides.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from bench.measure.cores import cap_note, free_cores
 from bench.measure.rounds import decide, round_ratios
 from bench.measure.stats import summarize
 
+TIME_LIMIT_STRETCH = 2.0  # below min_rounds, max_rounds_seconds is stretched this many times before it stops a pair
 
 @dataclass
 class Rounds:
@@ -183,9 +184,13 @@ class Rounds:
             why = decide(ratios, cfg.get("speedup_precision", 0.02), noise_threshold(cfg))
             if why is not None:
                 return why
-        if n >= 2 and spent * (1 + 1 / (self.number + 1)) > cfg.get("max_rounds_seconds", float("inf")):
-            # Another round, as long as the average so far, would run past the limit: a slow call's pair stops at
-            # two rounds if need be (B O, O B: a linear drift cancels; its interval, of 1 degree of freedom, wide).
+        projected, limit = spent * (1 + 1 / (self.number + 1)), cfg.get("max_rounds_seconds", float("inf"))
+        if n >= 2 and projected > limit and (n >= cfg.get("min_rounds", 1) or projected > TIME_LIMIT_STRETCH * limit):
+            # Another round, as long as the average so far, would run past the limit. Below min_rounds the limit
+            # stretches to TIME_LIMIT_STRETCH times itself: two rounds give an interval of 1 degree of freedom,
+            # t = 12.7 (serving pairs whose two rounds read 2.9x and 5.3x faster gave [0.03, 448], "no significant
+            # difference"); only a pair of calls so slow that a third round would pass that stops at two (B O, O B:
+            # a linear drift still cancels).
             return "time_limit"
         return None
 

@@ -100,6 +100,12 @@ def unwritten(replays: list[Fn], outputs: Callable[[], list[Any] | None], device
         replay()
         BOUND.synchronize(device)
         left = [i for i in watched if _poisoned(tensors[i])]
+        if left and "cuda" in str(device) and all(tensors[i].device.type == "cpu" for i in left):
+            return (
+                f"output(s) {', '.join(map(str, left))} are in host memory (CPU tensors) and a CUDA-graph replay of "
+                "the call left them unwritten: its work runs on the host, which CUDA events do not time; put its "
+                "tensors on the GPU (device='cuda'), or measure it on the host's clock with --device cpu"
+            )
         if left:
             return (
                 f"a CUDA-graph replay of one call did not write output(s) {', '.join(map(str, left))} (they kept "

@@ -178,7 +178,7 @@ def test_a_triton_kernel_that_reaches_past_its_tensor_fails_its_variant_on_the_c
                       "unmasked.py": TRITON.replace("MASK", "offs >= 0"), "script.py": SCRIPT})  # fmt: skip
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     done = perflab("ab", tmp_path / "plain.py", tmp_path / "masked.py", tmp_path / "unmasked.py",
-                   tmp_path / "script.py", "--no-track", "--rounds", "1", timeout=400)  # fmt: skip
+                   tmp_path / "script.py", "--no-track", "--rounds", "1", "--device", "cpu", timeout=400)  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 1, out  # a pair not verified
     assert "ok plain:optimized_masked" in out and "failed plain:optimized_unmasked  [warmup]" in out, out

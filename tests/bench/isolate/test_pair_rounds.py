@@ -4,6 +4,7 @@ cores (bench/measure/cores.py); compile caches kept (bench/isolate/process.py)."
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,15 @@ def test_a_settled_pair_leaves_the_rounds_and_a_time_limit_may_stop_at_two(tmp_p
         for s in slow.start():
             slow.add(s, _result(s, 10.0, max_rounds_seconds=1e-6))
     assert slow.done and set(slow.stops.values()) == {"time_limit"}
+    # Two rounds that took 100 s of a 120 s limit: a third would end at ~150 s, within twice the limit, and runs
+    # (two rounds' interval has 1 degree of freedom); after it the limit stops the pair.
+    late = _rounds(tmp_path / "late", write_benchmark)
+    for number, spent in enumerate((60.0, 100.0, 170.0)):
+        late.t0 = time.monotonic() - spent
+        for s in late.start():
+            late.add(s, _result(s, 10.0 * (1.0, 1.3, 0.8)[number] if s.is_baseline else 10.0, max_rounds_seconds=120))
+        assert late.done == (number == 2), (number, late.stops)
+    assert set(late.stops.values()) == {"time_limit"}
     # Rounds fixed at 3: a 2x pair ran all of them, nothing stopped early (its interval at 95 %, not EARLY_LEVEL).
     fixed = _rounds(tmp_path / "fixed", write_benchmark)
     for _ in range(3):

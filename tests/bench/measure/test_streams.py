@@ -39,6 +39,15 @@ def test_a_replay_that_leaves_an_output_unwritten_is_named(dtype: torch.dtype) -
     assert reason is not None and "did not write output(s) 1 " in reason, reason
 
 
+def test_an_output_in_host_memory_on_a_cuda_clock_says_so() -> None:
+    """A benchmark whose tensors were made on the CPU, run on a GPU host: the replay captured no work, and the reason
+    says where its output is and what to do, not "a side stream"."""
+    host = torch.zeros(8)
+    reason = streams.unwritten([lambda: None], lambda: [host], "cuda:0")
+    assert reason is not None and "output(s) 0 are in host memory (CPU tensors)" in reason, reason
+    assert "--device cpu" in reason and "side stream" not in reason, reason
+
+
 def test_an_output_poisoned_before_the_replay_is_not_watched() -> None:
     """An output that already reads as poisoned (a NaN the call computes) cannot be told from one left unwritten."""
     nan_out = torch.full((4,), float("nan"))
