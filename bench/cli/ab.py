@@ -26,6 +26,7 @@ from bench.cli.common import (
     RoundsOpt,
     SmokeOpt,
     TimeoutOpt,
+    check_device,
     cli_layer,
 )
 from bench.cli.deadline import check_suite_timeout
@@ -83,6 +84,7 @@ def ab(
                       round_children=round_children)  # fmt: skip
     effective = resolve_config(suite_layer, layer)
     check_suite_timeout(suite_timeout)
+    check_device(effective.device)
     written = out_dir(out)
     examples = examples_of(files)
     if not no_track:

@@ -34,6 +34,7 @@ from bench.cli.common import (
     TargetsOpt,
     TimeoutOpt,
     chapter_prefix,
+    check_device,
     cli_layer,
     examples_for,
     line,
@@ -138,6 +139,8 @@ def run(
     )  # fmt: skip
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
     check_suite_timeout(suite_timeout)
+    if ray is None:
+        check_device(effective.device)
     files = out_dir(out)
     if not no_track:
         check_store(tracking_uri)

@@ -184,3 +184,16 @@ def test_a_triton_kernel_that_reaches_past_its_tensor_fails_its_variant_on_the_c
     assert "ok plain:optimized_masked" in out and "failed plain:optimized_unmasked  [warmup]" in out, out
     assert "OutOfBounds" in out and "past the end of X (float32[1000], 4000 bytes)" in out, out
     assert "2/3 pairs verified" in out and "ok plain:optimized_script" in out, out  # masked and script: plain's
+
+
+def test_a_cuda_device_this_host_lacks_is_one_line_before_anything_runs(tmp_path: Path) -> None:
+    """``--device cuda`` where torch sees no GPU (or ``cuda:N`` past the last one) ends at once with one line naming
+    the value and what this host accepts, not with the same set-up failure in every variant."""
+    import torch
+
+    _write(tmp_path, {"plain.py": PLAIN, "script.py": SCRIPT})
+    device = "cuda:99" if torch.cuda.is_available() else "cuda"
+    done = perflab("ab", tmp_path / "plain.py", tmp_path / "script.py", "--no-track", "--device", device, timeout=120)
+    out = (done.stdout + done.stderr).strip()
+    assert done.returncode == 2 and len(out.splitlines()) == 1, out
+    assert f"device='{device}'" in out and "accepted" in out and "set-up" not in out, out
