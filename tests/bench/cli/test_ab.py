@@ -186,6 +186,27 @@ def test_a_triton_kernel_that_reaches_past_its_tensor_fails_its_variant_on_the_c
     assert "2/3 pairs verified" in out and "ok plain:optimized_script" in out, out  # masked and script: plain's
 
 
+@pytest.mark.parametrize(("count", "device", "said"), [
+    (0, "cuda", "torch sees no CUDA GPU on this host"), (2, "cuda:2", "this host has 2 CUDA GPU(s)"),
+    (2, "cuda:1", None), (0, "cpu", None), (0, "auto", None)])  # fmt: skip
+def test_check_device_names_a_cuda_device_the_host_lacks(
+    monkeypatch: pytest.MonkeyPatch, count: int, device: str, said: str | None
+) -> None:
+    import torch
+
+    from bench.cli.common import check_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    if said is None:
+        check_device(device)
+        return
+    with pytest.raises(PerflabError) as e:
+        check_device(device)
+    assert said in str(e.value) and f"device={device!r}" in str(e.value) and "accepted" in str(e.value)
+
+
+@pytest.mark.slow
 def test_a_cuda_device_this_host_lacks_is_one_line_before_anything_runs(tmp_path: Path) -> None:
     """``--device cuda`` where torch sees no GPU (or ``cuda:N`` past the last one) ends at once with one line naming
     the value and what this host accepts, not with the same set-up failure in every variant."""
