@@ -411,7 +411,7 @@ def results_section(suite: Suite, chapter: str, section: str = "results") -> str
     lines += [
         "",
         f"{met} of {len(rows)} pair(s) meet the target: ok, verified, speedup ≥ {SPEEDUP_TARGET} with its "
-        "95 % interval above 1, and the "
+        "interval above 1, and the "
         f"optimized variant at ≥ {PCT_TARGET['copy_gbps']:.0f} % of the measured copy bandwidth when memory-bound "
         f"or ≥ {PCT_TARGET['tflops']:.0f} % of its dtype's measured matmul peak when compute-bound (the binding "
         "ceiling of the roofline, as logged with the run), "

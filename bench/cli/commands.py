@@ -176,6 +176,7 @@ def show(
 def pairs_markdown(parent: str, runs: list[Any]) -> str:
     """One row per optimized variant, numbers read from the runs' metrics and tags (never typed); each column's
     unit chosen from its values and named in its header."""
+    from bench.record.contract import pair_baseline
     from bench.record.summary import Compared, basis_of, speedup_text, verdict_text
     from bench.record.units import RATE_UNITS, column
 
@@ -187,7 +188,6 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
         if tags.get("perflab.variant", "baseline") == "baseline":
             continue
         base = by_name.get(f"{tags['perflab.chapter']}:{tags['perflab.example']}:baseline")
-        b = base.data.metrics if base is not None else {}
         pair = {"status": tags.get("perflab.pair_status") or tags.get("perflab.status"),
                 "speedup": metrics.get("speedup"), "speedup_ci_low": metrics.get("speedup_ci_low"),
                 "speedup_ci_high": metrics.get("speedup_ci_high"), "significance": tags.get("perflab.significance"),
@@ -195,6 +195,7 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
                 "speedup_metric": tags.get("perflab.speedup_metric"),
                 "noise_threshold": run.data.params.get("noise_threshold")}  # fmt: skip
         held = basis_of(pair).metric  # the metric both sides' runs hold the compared value under
+        b = pair_baseline(metrics, base.data.metrics if base is not None else {}, held)
         pair.update(baseline_value=b.get(held), optimized_value=metrics.get(held))
         rows.append((tags, metrics, b, pair))
     t = column(x for _, m, b, _ in rows for x in (b.get("time_median_ms"), m.get("time_median_ms")))
@@ -203,8 +204,8 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
     lines = [
         f"MLflow parent run `{parent}`; device(s): {', '.join(gpus)}",
         "",
-        f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header} speedup (95 % "
-        f"interval) | verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |",
+        f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header} speedup (interval) "
+        f"| verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |",
         f"|---|---|---:|---:|{on.rule}---:|---|---|---:|---:|---:|",
     ]
     for tags, m, b, pair in rows:

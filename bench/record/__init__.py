@@ -19,6 +19,7 @@ Public (for the packages built on the harness: analysis, sweeps, kernels): the n
 """
 
 from bench.record.campaign import Campaign, campaign_line, campaign_of
+from bench.record.contract import pair_baseline
 from bench.record.manifest import host_manifest
 from bench.record.store import (
     StoredRun,
@@ -38,6 +39,7 @@ from bench.record.tracking import Tracker
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, TIME_UNITS, column, sig, time_text
 
 __all__ = [
+    "pair_baseline",
     "VERDICTS",
     "Compared",
     "ENERGY_UNITS",

@@ -144,7 +144,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         f"wall {summary['wall_s']:.1f} s",
         "",
         f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header}"
-        f" speedup (95 % interval) | verdict | optimized {rate.name} |",
+        f" speedup (interval) | verdict | optimized {rate.name} |",
         f"|---|---|---:|---:|{on.rule}---:|---|---:|",
     ]
     for p in pairs:

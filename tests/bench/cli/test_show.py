@@ -46,6 +46,8 @@ def logged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, st
                 cmp = pair(runs[f"ch07:{r.spec.example}:baseline"], r).model_copy(
                     update={"speedup_ci_low": low, "speedup_ci_high": high, "significance": significance}
                 )
+                if r.spec.example == "fast":  # the baseline over this pair's rounds, not all of the baseline's
+                    cmp = cmp.model_copy(update={"baseline_median_ms": 0.0040, "baseline_value": 0.0040})
             ids[key] = t.log_variant(r, cmp)
         t.finish("# synthetic\n", {})
     yield store, t.parent_run_id, ids
@@ -68,6 +70,25 @@ def test_show_tabulates_in_the_units_of_each_column(logged: tuple[Store, str, di
     assert rows["ch07:slow"][5] == "slower" and rows["ch07:same"][5] == "no significant difference"
     assert rows["ch07:fast"][5] == "faster"
     assert all(row[8] not in ("0", "0.0") for row in rows.values())
+
+
+def test_a_pair_shows_the_baseline_of_its_own_rounds(logged: tuple[Store, str, dict[str, str]]) -> None:
+    """The baseline's run merges all its rounds, more than a pair that settled early ran beside it: a pair's row
+    shows the baseline median its speedup was taken against (``perflab ab``'s table did, ``show`` and ``report``
+    showed the baseline run's: 158 against 94.8 µs for one pair), in ``show`` and in the report alike."""
+    from analysis.report import build_report
+    from bench.record import campaign_of, read_run
+
+    store, parent, _ = logged
+    code, text = show(store, "--run-id", parent)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines()
+            if line.startswith("| ch07:")}  # fmt: skip
+    assert float(rows["ch07:fast"][2]) == pytest.approx(4.0) and float(rows["ch07:same"][2]) != pytest.approx(4.0)
+    runs = campaign_of(read_run(parent, store.uri), store.uri).child_runs(store.uri)
+    chapters = build_report(read_run(parent, store.uri), runs)["chapters"]
+    report_rows = {r["example"]: r for rows_ in chapters.values() for r in rows_}
+    assert report_rows["fast"]["baseline_median_ms"] == pytest.approx(0.0040)
+    assert report_rows["fast"]["baseline_value"] == pytest.approx(0.0040)
 
 
 def test_show_of_the_latest_suite_needs_no_id(logged: tuple[Store, str, dict[str, str]]) -> None:
