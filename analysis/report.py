@@ -124,6 +124,9 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "optimized_pct_of_peak": _pct_of_peak(run, ceilings),
         "hardware": _hardware(run),
         "run_id": run.run_id,
+        # the two files timed (SHA-256 as found; imports not in it): two suites' same pair on the same code or not
+        "source_sha256": [baseline.tags.get("perflab.source_sha256") if baseline else None,
+                          t.get("perflab.source_sha256")],  # fmt: skip
         # with --energy: each side's energy per call, and baseline / optimized with its interval
         "baseline_energy_mj": b.get("energy_per_call_mj"),
         "optimized_energy_mj": m.get("energy_per_call_mj"),

@@ -32,6 +32,12 @@ class PairVersus:
     b: dict[str, Any]
     verdict: str  # B against A: "B faster", "B slower", "no significant difference", or why it cannot say
 
+    @property
+    def same_files(self) -> bool:
+        """Both suites timed the same two files (their SHA-256 as found; the files they import not compared)."""
+        a, b = self.a.get("source_sha256"), self.b.get("source_sha256")
+        return bool(a and b and None not in a and list(a) == list(b))
+
 
 @dataclass(frozen=True)
 class SuiteVersus:
@@ -132,7 +138,8 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
     chapters = {p.name.split(":", 1)[0] for p in cmp.pairs}
     prefix = f"{chapters.pop()}:" if len(chapters) == 1 else ""
     headers = ["pair", "A speedup", "B speedup", "B vs A"]
-    rows = [[p.name.removeprefix(prefix).removesuffix(":optimized"), _speedup(p.a), _speedup(p.b), p.verdict]
+    rows = [[p.name.removeprefix(prefix).removesuffix(":optimized"), _speedup(p.a), _speedup(p.b),
+             p.verdict + (" (same files)" if p.same_files and p.verdict in ("B faster", "B slower") else "")]
             for p in cmp.pairs]  # fmt: skip
     widths = fitted(headers, rows, width, narrow={1: 12, 2: 12, 3: 14})
     title = f"{prefix and prefix + ' '}B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}"
@@ -141,7 +148,7 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
         table.add_column(header, justify="right" if i in (1, 2) else "left", overflow="fold", width=widths[i])
     colour = {"B faster": "green", "B slower": "red"}
     for row in rows:
-        table.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1], "yellow")))
+        table.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1].removesuffix(" (same files)"), "yellow")))
     return table
 
 
@@ -151,6 +158,11 @@ def summary_lines(cmp: SuiteVersus) -> list[str]:
     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
     lines = [*cmp.campaigns, f"{len(cmp.pairs)} pair(s) in both suites (A has {cmp.pairs_a}, B {cmp.pairs_b})"
              + (f": {counts}" if counts else "")]  # fmt: skip
+    same = [p for p in cmp.pairs if p.verdict in ("B faster", "B slower") and p.same_files]
+    if same:
+        lines.append(f"{len(same)} of them timed the same files in both suites (imports not compared): a difference "
+                     "between runs of the same code is the host's, not the code's; measure a change in one suite, "
+                     "where its rounds alternate the sides")  # fmt: skip
     if cmp.counted:
         a, b = cmp.geomean_a or 0.0, cmp.geomean_b or 0.0
         lines.append(f"geomean speedup over the {cmp.counted} pair(s) verified ok in both suites: A {a:.3f}×, "

@@ -36,6 +36,21 @@ class VariantSpec(BaseModel):
     path: str  # absolute path of the benchmark file
     # A KernelBench candidate (``ModelNew``): the reference file whose get_inputs()/get_init_inputs() it runs on
     reference: str | None = None
+    # SHA-256 of the file as it was when the variant was found (None: not readable then): which code was timed, so
+    # that two suites can tell the same file from a changed one (``perflab compare``). Its imports are not in it.
+    source_sha256: str | None = None
+
+    @model_validator(mode="after")
+    def _hash_source(self) -> VariantSpec:
+        if self.source_sha256 is None:
+            import hashlib
+
+            try:
+                with open(self.path, "rb") as f:
+                    object.__setattr__(self, "source_sha256", hashlib.sha256(f.read()).hexdigest())
+            except OSError:
+                pass
+        return self
 
     @property
     def target(self) -> str:

@@ -283,6 +283,7 @@ def variant_tags(result: VariantResult) -> dict[str, str]:
     }
     optional: dict[str, Any] = {
         "perflab.failed_stage": result.failed_stage,
+        "perflab.source_sha256": spec.source_sha256,  # the file timed, as found (not its imports)
         "perflab.device": result.device or result.config.get("device"),
         "perflab.timing_mode": result.timing.mode if result.timing else result.config.get("timing_mode"),
         "perflab.gpu": gpu.get("name") if isinstance(gpu, Mapping) else None,

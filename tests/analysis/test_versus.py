@@ -110,3 +110,41 @@ def test_cli_prints_pairs_not_metrics_at_80_columns(
     assert "speedup_geomean" not in metrics.output  # 8 pairs against 3: no geomean delta, and a line says why
     assert "geomean speedups are left out: they ran different pairs" in " ".join(metrics.output.split())
 
+
+
+def test_a_difference_between_runs_of_the_same_files_says_so(tmp_path: Any) -> None:
+    """Two runs of byte-identical files minutes apart on a busy host read 13.6x against 6.31x, "B slower": the
+    verdict stands (the intervals differ), and the table and the lines under it say the files were the same, so the
+    difference is the host's; a changed file, or one whose hash is unknown, gets no such note."""
+    from analysis.versus import PairVersus, SuiteVersus, summary_lines, versus_table
+    from bench.define.result import VariantSpec
+    from bench.record.contract import variant_tags
+    from bench.record.store import StoredRun
+
+    (tmp_path / "baseline_sum.py").write_text("x = 1\n")
+    spec = VariantSpec(chapter="ch07", example="sum", variant="baseline", path=str(tmp_path / "baseline_sum.py"))
+    assert len(spec.source_sha256 or "") == 64
+    assert variant_tags(result("ch07:sum:baseline", draw(1.0, 0)).model_copy(update={"spec": spec}))[
+        "perflab.source_sha256"] == spec.source_sha256  # fmt: skip
+
+    def side(speedup: float, low: float, high: float, files: list[str | None]) -> dict[str, Any]:
+        return {**row(speedup, low, high), "source_sha256": files}
+
+    same, changed = ["b" * 64, "o" * 64], ["b" * 64, "c" * 64]
+    pairs = [PairVersus("ch07:sum:optimized", side(13.6, 7.34, 25.2, same), side(6.31, 4.22, 9.45, same), ""),
+             PairVersus("ch07:mul:optimized", side(13.6, 7.34, 25.2, same), side(6.31, 4.22, 9.45, changed), ""),
+             PairVersus("ch07:add:optimized", side(13.6, 7.34, 25.2, [None, None]),
+                        side(6.31, 4.22, 9.45, [None, None]), "")]  # fmt: skip
+    pairs = [PairVersus(p.name, p.a, p.b, difference(p.a, p.b)) for p in pairs]
+    assert [p.verdict for p in pairs] == ["B slower"] * 3 and [p.same_files for p in pairs] == [True, False, False]
+    run = StoredRun("r", "suite", "0", "FINISHED", 0, {}, {})
+    cmp = SuiteVersus(run, run, pairs, [], [], None, None, 0, 3, 3)
+    text = " ".join(summary_lines(cmp))
+    assert "1 of them timed the same files in both suites" in text and "the host's, not the code's" in text
+    from rich.console import Console
+
+    console = Console(width=120, record=True)
+    console.print(versus_table(cmp, 120))
+    table = console.export_text()
+    assert "B slower (same files)" in next(x for x in table.splitlines() if x.startswith("sum"))
+    assert "(same files)" not in next(x for x in table.splitlines() if x.startswith("mul"))
