@@ -1,12 +1,13 @@
 """The data a run produces: a variant's result (raw samples kept) and a baseline/optimized comparison.
 
-A child process builds a ``VariantResult`` and hands it to the parent as JSON; verification and
-speedups are computed in the parent (``bench.measure.compare``) from two results, never by the child.
-"""
+A child process builds a ``VariantResult`` and hands it to the parent as JSON; verification and speedups are
+computed in the parent (``bench.measure.compare``) from two results, never by the child."""
 
 from __future__ import annotations
 
+import hashlib
 import math
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -36,20 +37,13 @@ class VariantSpec(BaseModel):
     path: str  # absolute path of the benchmark file
     # A KernelBench candidate (``ModelNew``): the reference file whose get_inputs()/get_init_inputs() it runs on
     reference: str | None = None
-    # SHA-256 of the file as it was when the variant was found (None: not readable then): which code was timed, so
-    # that two suites can tell the same file from a changed one (``perflab compare``). Its imports are not in it.
+    # SHA-256 of the file when found (not its imports): two suites' same file told from a changed one (compare)
     source_sha256: str | None = None
 
     @model_validator(mode="after")
     def _hash_source(self) -> VariantSpec:
-        if self.source_sha256 is None:
-            import hashlib
-
-            try:
-                with open(self.path, "rb") as f:
-                    object.__setattr__(self, "source_sha256", hashlib.sha256(f.read()).hexdigest())
-            except OSError:
-                pass
+        if self.source_sha256 is None and Path(self.path).is_file():
+            object.__setattr__(self, "source_sha256", hashlib.sha256(Path(self.path).read_bytes()).hexdigest())
         return self
 
     @property
@@ -403,6 +397,4 @@ class SuiteResult(BaseModel):
     @property
     def all_ok(self) -> bool:
         """Every variant ok and every pair verified; a variant skipped for what the host lacks is no failure."""
-        return all(v.status in ("ok", "skipped") for v in self.variants) and all(
-            c.status in ("ok", "skipped") for c in self.comparisons
-        )
+        return all(x.status in ("ok", "skipped") for x in [*self.variants, *self.comparisons])
