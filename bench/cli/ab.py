@@ -167,7 +167,7 @@ def _example(reference: Path, candidates: list[Path], name: str | None = None) -
                 f"get_inputs()), and {reference} is not one"
             )
     name = _name(name or reference.stem)
-    variants = {f"optimized_{_name(c.stem)}": c for c in candidates}
+    variants = {_variant(c.stem): c for c in candidates}
     if len(variants) < len(candidates):
         raise PerflabError(f"candidates with one name: {', '.join(str(c) for c in candidates)}; rename one")
     if reference.resolve() in {c.resolve() for c in candidates}:
@@ -180,6 +180,13 @@ def _example(reference: Path, candidates: list[Path], name: str | None = None) -
 
     return Example(AB_CHAPTER, name, baseline=spec("baseline", reference),
                    optimized=[spec(v, p) for v, p in variants.items()])  # fmt: skip
+
+
+def _variant(stem: str) -> str:
+    """A candidate's variant name: ``optimized_<stem>``, or its stem where it is one already (``optimized_sum.py``:
+    ``optimized_sum``, not ``optimized_optimized_sum``)."""
+    name = _name(stem)
+    return name if name == "optimized" or name.startswith("optimized_") else f"optimized_{name}"
 
 
 def _name(stem: str) -> str:

@@ -39,10 +39,11 @@ def test_file_kinds_are_read_without_importing(tmp_path: Path) -> None:
 
 
 def test_a_directory_is_its_reference_and_candidates_named_for_it(tmp_path: Path) -> None:
-    root = _write(tmp_path / "relu", {"ref.py": MODEL, "b.py": NEW, "a.py": NEW, "common.py": "X = 1\n"})
+    root = _write(tmp_path / "relu", {"ref.py": MODEL, "b.py": NEW, "a.py": NEW, "optimized_c.py": NEW,
+                                      "common.py": "X = 1\n"})  # fmt: skip
     (example,) = examples_of([root])
     assert example.target == "ab:relu" and Path(example.baseline.path).name == "ref.py"  # type: ignore[union-attr]
-    assert [v.variant for v in example.optimized] == ["optimized_a", "optimized_b"]
+    assert [v.variant for v in example.optimized] == ["optimized_a", "optimized_b", "optimized_c"]
     assert {v.reference for v in example.variants} == {str(root / "ref.py")}
 
 
@@ -109,7 +110,7 @@ def test_perflab_ab_times_files_in_any_output_style_and_refuses_a_fake(tmp_path:
                    timeout=400)  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("baseline_sorted ")]
-    assert len(rows) == 2, done.stdout
+    assert len(rows) == 2 and "(optimized_sorted_returned)" in rows[0], done.stdout  # not optimized_optimized_
     assert "faster" in rows[0] or "no significant difference" in rows[0] or "slower" in rows[0], rows[0]
     # the thread still running at the call's return, the CPU's clock, a GPU's replay
     why = ("it started still running", "get_output() took", "CUDA-graph replay of one call did not write")
