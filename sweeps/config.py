@@ -9,7 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from bench.errors import ConfigError
 from sweeps.space import DEFAULTS, PARAMS, Space, usable_cores, worker_ladder
@@ -101,19 +109,15 @@ class SweepConfig(BaseModel):
 
     @field_validator("batch_sizes", "num_workers_options", "grad_accum_options", "prefetch_factor_options")
     @classmethod
-    def _sorted_unique(cls, v: list[int]) -> list[int]:
+    def _sorted_unique(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        """One bound per field, said once: worker counts may be 0, the rest count samples or batches (>= 1). The
+        value itself is added by ``load_sweep_config``'s line, so the message does not repeat it."""
         if not v:
             raise ValueError("must list at least one value")
-        if min(v) < 0:
-            raise ValueError(f"values must be >= 0, but got {v}")
+        least = 0 if info.field_name == "num_workers_options" else 1
+        if min(v) < least:
+            raise ValueError(f"values must be >= {least}")
         return sorted(set(v))
-
-    @field_validator("batch_sizes", "grad_accum_options", "prefetch_factor_options")
-    @classmethod
-    def _positive(cls, v: list[int]) -> list[int]:
-        if min(v) < 1:
-            raise ValueError(f"values must be >= 1, but got {v}")
-        return v
 
     @model_validator(mode="after")
     def _compile_warms_up(self) -> SweepConfig:
@@ -231,7 +235,21 @@ def load_sweep_config(path: str | Path | None = None, **overrides: Any) -> Sweep
     try:
         return SweepConfig(**data)
     except ValidationError as exc:  # one line per sweep: "field: what is wrong (got value)"
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']} (got {e.get('input')!r})" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid sweep config: {problems}") from None
+        raise ConfigError(f"invalid sweep config: {'; '.join(map(_problem, exc.errors()))}") from None
+
+
+def _problem(error: Any) -> str:
+    """One pydantic error as ``field: what is wrong (got value)``; an unknown key (a typo, ``batch_size:``) with
+    the accepted key nearest it and all of them, since the key's value says nothing about what was meant."""
+    import difflib
+
+    where = ".".join(map(str, error["loc"]))
+    if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
+        known = sorted(SweepConfig.model_fields)
+        close = difflib.get_close_matches(str(error["loc"][0]), known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown key {where!r}{hint} (accepted: {', '.join(known)})"
+    msg = error["msg"].removeprefix("Value error, ")  # our own validators' ValueErrors: the message is enough
+    if not where:  # a check across fields: its message names them, and its input (the whole config) is not shown
+        return msg
+    return f"{where}: {msg} (got {error.get('input')!r})"

@@ -79,3 +79,23 @@ def test_from_space_round_trip() -> None:
     with pytest.raises(ConfigError, match="cannot be a sweep's space"):
         SweepConfig.from_space({**values, "amp": [True]})
     assert Space(values).size() == cfg.grid_size()
+
+
+def test_a_typo_key_names_the_close_one_and_the_accepted_keys(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "typo.yaml").write_text("benchmark:\n  batch_size: [32, 64]\n")
+    with pytest.raises(ConfigError) as err:
+        load_sweep_config(tmp_path / "typo.yaml")
+    text = str(err.value)
+    assert "\n" not in text and "unknown key 'batch_size'; did you mean 'batch_sizes'?" in text, text
+    assert "accepted: " in text and "num_workers_options" in text and "Extra inputs" not in text, text
+
+
+@pytest.mark.parametrize("sizes", [[32, -64], [0, 32]])
+def test_a_bad_batch_size_says_its_value_once_and_one_bound(sizes: list[int]) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_sweep_config(None, batch_sizes=sizes)
+    text = str(err.value)
+    assert text == f"invalid sweep config: batch_sizes: values must be >= 1 (got {sizes})", text
+    with pytest.raises(ConfigError, match=r"num_workers_options: values must be >= 0 \(got \[-1\]\)$"):
+        load_sweep_config(None, num_workers_options=[-1])
+
