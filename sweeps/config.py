@@ -126,6 +126,24 @@ class SweepConfig(BaseModel):
                              f"but got warmup_steps={self.warmup_steps}")  # fmt: skip
         return self
 
+    @model_validator(mode="after")
+    def _accumulation_divides(self) -> SweepConfig:
+        """A grad_accum value that divides none of the batch sizes adds no configuration (``Space.canonical``):
+        asked for but never measured, it is a mistake said before anything runs, not a sweep of 0 trials."""
+        for k in self.grad_accum_options:
+            if not any(b % k == 0 for b in self.batch_sizes):
+                raise ValueError(f"grad_accum {k} divides none of the batch sizes {self.batch_sizes} (each "
+                                 f"configuration's batch splits into {k} equal micro-batches): use batch sizes that "
+                                 f"are multiples of {k}, or another --grad-accum")  # fmt: skip
+        return self
+
+    def left_out(self) -> str | None:
+        """Which batch sizes some grad_accum value does not divide (those pairs are no configuration), as a note
+        for the sweep's start, or None when every pair is one."""
+        parts = [f"grad_accum {k} with batch {', '.join(map(str, bad))}" for k in self.grad_accum_options
+                 if (bad := [b for b in self.batch_sizes if b % k])]  # fmt: skip
+        return f"left out (the batch is not a multiple of grad_accum): {'; '.join(parts)}" if parts else None
+
     @field_validator("baseline")
     @classmethod
     def _known_knobs(cls, v: dict[str, Any]) -> dict[str, Any]:

@@ -192,6 +192,8 @@ class _Sweep:
 def _prepare(config: str | Path | None, data_path: str | Path | None, strategy: str, study_name: str | None,
              overrides: dict[str, Any], echo: Callable[[str], None]) -> _Sweep:  # fmt: skip
     cfg = load_sweep_config(_config_file(config, overrides), **overrides)
+    if note := cfg.left_out():
+        echo(note)
     spec = parse_workload(cfg.workload)
     cuda = _resolve_device(cfg.device)
     smoke = cfg.size == "smoke" or (cfg.size == "auto" and not cuda)

@@ -99,3 +99,12 @@ def test_a_bad_batch_size_says_its_value_once_and_one_bound(sizes: list[int]) ->
     with pytest.raises(ConfigError, match=r"num_workers_options: values must be >= 0 \(got \[-1\]\)$"):
         load_sweep_config(None, num_workers_options=[-1])
 
+
+def test_a_grad_accum_that_divides_no_batch_size_is_refused_up_front() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_sweep_config(None, grad_accum_options="3", batch_sizes="32,64")
+    text = str(err.value)
+    assert "\n" not in text and "grad_accum 3 divides none of the batch sizes [32, 64]" in text, text
+    some = load_sweep_config(None, grad_accum_options="1,3", batch_sizes="6,32,64")  # 3 divides 6: runs, with a note
+    assert some.left_out() == "left out (the batch is not a multiple of grad_accum): grad_accum 3 with batch 32, 64"
+    assert load_sweep_config(None, grad_accum_options="1,2", batch_sizes="32,64").left_out() is None
