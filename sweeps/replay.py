@@ -46,7 +46,7 @@ class Replay:
     source: str
     space: dict[str, list[Any]]
     measured_trials: int  # configurations the grid ran (the rest were skipped behind an OOM wall)
-    statuses: dict[str, int]  # the grid's measured outcomes by status
+    statuses: dict[str, int]  # the grid's measured outcomes by status (a skipped configuration is in none)
     best: float
     best_params: dict[str, Any]
     within: float
@@ -59,6 +59,11 @@ class Replay:
     @property
     def grid_size(self) -> int:
         return Space(self.space).size()
+
+    @property
+    def skipped(self) -> int:
+        """Configurations the grid skipped behind an OOM wall: replayed as OOMs, never run, so counted as none."""
+        return self.grid_size - self.measured_trials
 
     @property
     def threshold(self) -> float:
@@ -123,8 +128,8 @@ def load_results(
 _INTS = ("batch_size", "num_workers", "grad_accum", "prefetch_factor")
 
 
-def grid_table(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, list[Any]], dict[Key, Outcome], int]:
-    """The search space, each configuration's measured outcome, and how many configurations the grid ran.
+def grid_table(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, list[Any]], dict[Key, Outcome], dict[str, int]]:
+    """The search space, each configuration's measured outcome, and the configurations the grid ran by status.
 
     A configuration the grid skipped behind an OOM wall counts as ``oom`` (memory grows with the batch,
     the rule the sweep itself applies); a repeated or interrupted row yields to the measured one.
@@ -151,7 +156,10 @@ def grid_table(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, list[Any]], di
             "--study-name and --storage to finish it"
         )
     table = {**{k: Outcome("oom", None) for k in walled - set(measured)}, **measured}
-    return space, table, len(measured)
+    statuses: dict[str, int] = {}  # what ran: the walled configurations' replayed "oom" is no measurement
+    for o in measured.values():
+        statuses[o.status] = statuses.get(o.status, 0) + 1
+    return space, table, statuses
 
 
 def _hit(outcome: Outcome, threshold: float | None) -> bool:
@@ -211,19 +219,16 @@ def replay(rows: Iterable[dict[str, Any]], seeds: Sequence[int], within: float =
         raise ConfigError(f"within must be a fraction in (0, 1), e.g. 0.05 for 5 %, but got {within=}")
     if not seeds:
         raise ConfigError("need at least one seed")
-    space, table, measured = grid_table(rows)
+    space, table, statuses = grid_table(rows)
     ok = {k: o.samples_per_s for k, o in table.items() if o.status == "ok" and o.samples_per_s is not None}
     if not ok:
         raise ConfigError("no configuration of the grid finished ok: nothing to reach")
     best_key = max(ok, key=lambda k: ok[k])
     best = float(ok[best_key])  # type: ignore[arg-type]
     threshold = (1 - within) * best
-    statuses: dict[str, int] = {}
-    for o in table.values():
-        statuses[o.status] = statuses.get(o.status, 0) + 1
     smart_paths = [replay_smart(space, table, s, stop_at=threshold) for s in seeds]
     return Replay(
-        source=source, space=space, measured_trials=measured, statuses=statuses, best=best,
+        source=source, space=space, measured_trials=sum(statuses.values()), statuses=statuses, best=best,
         best_params=dict(zip(PARAMS, best_key, strict=True)), within=within,
         qualifying=sum(v >= threshold for v in ok.values()),  # type: ignore[operator]
         seeds=list(seeds), smart=[_trials_to(p, threshold) for p in smart_paths],
@@ -259,7 +264,7 @@ def replay_markdown(r: Replay, target_frac: float = 0.15) -> str:
         f"- source: {r.source or '(rows)'}",
         f"- grid: {r.grid_size} configurations, {r.measured_trials} measured ("
         + ", ".join(f"{n} {s}" for s, n in sorted(r.statuses.items()))
-        + ")",
+        + ")" + (f", {r.skipped} skipped (a smaller batch ran out of memory)" if r.skipped else ""),
         f"- grid best: {r.best:.0f} samples/s ({_describe(r.best_params)}); within {pct}: ≥ {r.threshold:.0f} "
         f"samples/s, {r.qualifying} configuration(s) qualify",
         "",
