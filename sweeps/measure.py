@@ -127,14 +127,14 @@ class Trainer:
         wl = self.wl
         if wl.loader is None:
             return s.dataloader(wl.dataset, wl.collate_fn, wl.batched)
-        from sweeps.workload import WorkloadError, build_workload
+        from sweeps.workload import WorkloadRaised, build_workload
 
         if settings is not None:  # a factory holds its own settings: build it again with these
             wl = build_workload(self.spec, s)
         try:
             return wl.loader()  # type: ignore[misc]
         except Exception as exc:
-            raise WorkloadError(f"workload {self.spec.text!r}: its loader raised {type(exc).__name__}: {exc}") from None
+            raise WorkloadRaised(f"workload {self.spec.text!r}: its loader raised {type(exc).__name__}: {exc}") from exc
 
     def stream(self, settings: TrialSettings | None = None) -> Any:
         """The loader's micro-batches, epoch after epoch; the first checked for the ``(inputs, target)`` shape."""

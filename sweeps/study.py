@@ -146,8 +146,8 @@ class _Objective:
             raise
         if self.study._storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
             raise Reaped(f"trial {trial.number}")  # failed as stale by another worker meanwhile: its retry is queued
-        self._record(trial, outcome)
-        return self._value(outcome, others)
+        self._record(trial, params, outcome)
+        return self._value(trial.number, params, outcome, others)
 
     def _skip(self, trial: optuna.Trial, reason: str, stop: bool = False) -> float:
         trial.set_user_attr("status", "skipped")
@@ -179,7 +179,7 @@ class _Objective:
         return lambda interim: clearly_worse(interim, rows, self.cfg.prune_ratio, self.pareto)
 
     @staticmethod
-    def _record(trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    def _record(trial: optuna.Trial, params: dict[str, Any], outcome: TrialOutcome) -> None:
         trial.set_user_attr("status", outcome.status)
         numbers = {k: v for k, v in outcome.metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
         trial.set_user_attr("metrics", numbers)
@@ -189,23 +189,32 @@ class _Objective:
         if outcome.workload_error:
             from sweeps.workload import WorkloadError
 
-            raise WorkloadError(outcome.error or "the workload could not be built")
+            raise WorkloadError(f"trial {trial.number} ({_describe(params)}): "
+                                f"{outcome.error or 'the workload could not be built'}")  # fmt: skip
 
-    def _value(self, outcome: TrialOutcome, others: list[FrozenTrial]) -> Any:
+    def _value(self, number: int, params: dict[str, Any], outcome: TrialOutcome, others: list[FrozenTrial]) -> Any:
         if outcome.status in ("oom", "pruned"):
             raise optuna.TrialPruned()
         if outcome.status != "ok":
             failed = [t for t in others if t.user_attrs.get("status") == "failed"]
             ran = [t for t in others if t.user_attrs.get("status") in ("ok", "oom", "pruned")]
-            if outcome.status == "failed" and len(failed) + 1 >= _FAIL_FAST and not ran:
+            # every configuration tried failed: _FAIL_FAST of them, or all the sweep will run when it runs fewer
+            if outcome.status == "failed" and len(failed) + 1 >= min(_FAIL_FAST, self.target) and not ran:
                 first = (outcome.error or "").splitlines()[0]
                 raise ConfigError(
-                    f"the first {len(failed) + 1} trials failed and none ran; the last: {first} "
-                    "(fix the workload; each trial's error is in the study and in MLflow)"
+                    f"the first {len(failed) + 1} trials failed and none ran; the last, trial {number} "
+                    f"({_describe(params)}): {first} (fix the workload; each trial's error is in the study and "
+                    "in MLflow)"
                 )
             return (math.nan, math.nan) if self.pareto else math.nan  # Optuna records FAIL; the status says why
         sps = float(outcome.metrics["samples_per_s"])
         return (sps, float(outcome.metrics.get("peak_memory_gb") or math.nan)) if self.pareto else sps
+
+
+def _describe(params: dict[str, Any]) -> str:
+    from sweeps.recommend import describe_config
+
+    return describe_config(params)
 
 
 def _open_study(cfg: SweepConfig, storage: Any, study_name: str, strategy: str, sampler: Any,

@@ -5,9 +5,10 @@ torch/h5py once (CUDA never initialised there), calls ``setsid`` so the parent c
 group — DataLoader workers included — and reports through a JSON file. A child that exceeds the
 deadline is TERMed, then KILLed (``bench.isolate.kill_group``); one that dies without a report is
 ``failed`` with its log tail; ``torch.OutOfMemoryError`` (real or simulated) is ``oom``; a workload
-that cannot be built is ``failed`` with ``workload_error`` set (the sweep stops on it: every trial
-would fail the same way). With ``should_prune``, the parent reads the child's interim throughput once
-(``sweeps.measure``) and may kill a clearly worse trial: status ``pruned``, with the interim numbers.
+that returned the wrong thing is ``failed`` with ``workload_error`` set (the sweep stops on it: every trial
+would fail the same way), one whose ``make`` raised for these settings only ``failed``. With
+``should_prune``, the parent reads the child's interim throughput once (``sweeps.measure``) and may kill a
+clearly worse trial: status ``pruned``, with the interim numbers.
 
 What isolation costs is measured per trial (``ok`` trials' metrics, seconds): ``trial_wall_s`` from
 asking the server for a child to the child reaped and its report read; ``steps_time_s`` the
@@ -51,7 +52,7 @@ class TrialOutcome:
     metrics: dict[str, Any] = field(default_factory=dict)  # workload.measure()'s dict when ok
     error: str | None = None
     elapsed_s: float = 0.0  # launch to reaped (trial_wall_s of an ok trial)
-    workload_error: bool = False  # the workload could not be built: no configuration will run
+    workload_error: bool = False  # the workload returned the wrong thing: no configuration will run
 
 
 _extra_preload: list[str] = []
@@ -151,7 +152,7 @@ def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
     import torch
 
     from sweeps.measure import measure
-    from sweeps.workload import WorkloadError
+    from sweeps.workload import WorkloadError, WorkloadRaised
 
     try:
         if job.get("mode") == "probe":
@@ -162,6 +163,9 @@ def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
             report = {"status": "ok", "metrics": measure(TrialJob(**job)), "entered": entered}
     except torch.OutOfMemoryError as exc:
         report = {"status": "oom", "error": str(exc).splitlines()[0] if str(exc) else "out of memory"}
+    except WorkloadRaised as exc:  # the workload's own code, for these settings: this trial fails, with where
+        traceback.print_exception(exc.__cause__ or exc)
+        report = {"status": "failed", "error": str(exc)}
     except WorkloadError as exc:
         report = {"status": "failed", "error": str(exc), "workload_error": True}
     except Exception as exc:

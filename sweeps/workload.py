@@ -3,7 +3,10 @@
 ``parse_workload`` runs in the sweep's own process and checks the function can be imported, so a typo is
 one line before any trial starts. ``build_workload`` runs inside each trial's process: it calls the
 function with the trial's settings and checks what came back. Every failure is a ``WorkloadError`` whose
-single line names the workload and what is wrong; the sweep stops on it rather than failing every trial.
+single line names the workload and what is wrong. One that returned the wrong thing stops the sweep rather
+than failing every trial; one whose own code raised (``WorkloadRaised``: ``make`` or its loader factory) may
+do so only for some settings — a batch size its model cannot take — so it fails that trial, and the sweep
+stops only when every trial so far failed (``sweeps.study``).
 
 A module is imported as Python would from the directory the sweep started in (``my_pkg.train`` next to
 where ``perflab`` runs), without editing ``sys.path``: the top-level package is found there by
@@ -26,11 +29,16 @@ from typing import Any
 from bench.errors import PerflabError
 from sweeps.api import TrialSettings, Workload
 
-__all__ = ["WorkloadError", "WorkloadSpec", "build_workload", "check_batch", "load_function", "parse_workload"]
+__all__ = ["WorkloadError", "WorkloadRaised", "WorkloadSpec", "build_workload", "check_batch", "load_function",
+           "parse_workload"]  # fmt: skip
 
 
 class WorkloadError(PerflabError, ValueError):
     """A workload that cannot be imported, raises while being built, or returns the wrong thing."""
+
+
+class WorkloadRaised(WorkloadError):
+    """The workload's own code raised for one trial's settings: that trial fails, not necessarily every one."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +139,7 @@ def build_workload(spec: WorkloadSpec, settings: TrialSettings) -> Workload:
     except torch.OutOfMemoryError:
         raise  # building the model for this batch/settings ran out of memory: the trial's status is oom
     except Exception as exc:
-        raise WorkloadError(f"workload {spec.text!r} raised {type(exc).__name__}: {exc}") from None
+        raise WorkloadRaised(f"workload {spec.text!r} raised {type(exc).__name__}: {exc}") from exc
     fields = "Workload(model=..., optimizer=..., loss_fn=..., dataset=... or loader=...)"
     if not isinstance(wl, Workload):
         raise WorkloadError(f"workload {spec.text!r} returned {type(wl).__name__}, not sweeps.api.{fields}")

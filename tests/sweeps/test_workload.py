@@ -10,6 +10,7 @@ import torch
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
+from bench.errors import ConfigError
 from perflab.cli import app
 from sweeps.api import TrialSettings, Workload
 from sweeps.config import SweepConfig
@@ -91,16 +92,44 @@ def test_a_bad_workload_is_one_line(tmp_path: Path, body: str, parts: tuple[str,
     _one_line(err, "workload", *parts)
 
 
-def test_a_sweep_stops_at_a_raising_workload_with_one_line(tmp_path: Path) -> None:
+_SMALL = "benchmark:\n  test_mixed_precision: false\n  rank_rounds: 0\n  probe: false\n  verify_repeats: 0\n"
+
+
+def _small_sweep(tmp_path: Path, f: Path) -> object:
+    """A 2-configuration grid (batch 8 and 16, no workers, no AMP), nothing after the trials but the recommendation."""
+    (tmp_path / "small.yaml").write_text(_SMALL)
+    return CliRunner().invoke(app, ["sweep", "run", "--workload", f"{f}:make", "--config", str(tmp_path / "small.yaml"),
+                                    "--device", "cpu", "--no-track", "--batch-sizes", "8,16", "--num-workers", "0",
+                                    "--steps", "2", "--warmup", "1", "--remeasure-seconds", "0"])  # fmt: skip
+
+
+def test_a_sweep_stops_at_a_workload_raising_for_every_configuration_with_one_line(tmp_path: Path) -> None:
     f = _file(tmp_path, "def make(s):\n    raise ValueError(f'no data at {s.data_path}')\n", "raising.py")
-    result = CliRunner().invoke(app, ["sweep", "run", "--workload", f"{f}:make", "--device", "cpu", "--no-track",
-                                      "--batch-sizes", "8,16", "--num-workers", "0", "--steps", "2"])  # fmt: skip
-    assert isinstance(result.exception, WorkloadError), result.output
+    result = _small_sweep(tmp_path, f)
+    assert isinstance(result.exception, ConfigError), result.output
     _one_line(pytest.ExceptionInfo.from_exc_info((type(result.exception), result.exception, None)),
+              "the first 2 trials failed and none ran; the last, trial 1 (bs=",
               f"workload '{f}:make' raised ValueError: no data at None")  # fmt: skip
     assert "Traceback" not in result.output and "Trial 0 failed" not in result.output
     study = optuna.load_study(study_name="perflab-sweep-raising-grid", storage=default_storage())
-    assert [t.user_attrs["status"] for t in study.trials] == ["failed"]  # the first trial, not every configuration
+    assert [t.user_attrs["status"] for t in study.trials] == ["failed", "failed"]  # each configuration, once
+
+
+def test_a_workload_raising_for_one_configuration_fails_that_trial_only(tmp_path: Path) -> None:
+    """make() raising for some settings (a batch its model cannot take) fails those trials; the rest still count."""
+    body = ("def make(s):\n    if s.batch_size == 16:\n        raise ValueError('bug: batch 16')\n"
+            "    m = torch.nn.Linear(4, 2)\n    ds = [(torch.randn(4), i % 2) for i in range(64)]\n"
+            "    return Workload(model=m, optimizer=torch.optim.SGD(m.parameters(), 0.1),\n"
+            "                    loss_fn=torch.nn.CrossEntropyLoss(), dataset=ds)\n")  # fmt: skip
+    f = _file(tmp_path, body, "some_raise.py")
+    result = _small_sweep(tmp_path, f)
+    assert result.exit_code == 0, result.output
+    assert f"bs=16 w=0 -> failed: workload '{f}:make' raised ValueError: bug: batch 16" in result.output
+    assert "bs=8 w=0 -> ok" in result.output and "**recommended**: trial " in result.output, result.output
+    assert result.output.split("**recommended**: trial ")[1].split(" — ")[0][1:] == ": bs=8 w=0", result.output
+    study = optuna.load_study(study_name="perflab-sweep-some_raise-grid", storage=default_storage())
+    errors = {t.params["batch_size"]: t.user_attrs.get("error", "") for t in study.trials}
+    assert errors[8] == "" and "Traceback" in errors[16] and "bug: batch 16" in errors[16]  # where it raised, kept
 
 
 @pytest.mark.slow  # a whole 2x2x2 sweep into MLflow (a sweep's one-line stops: above)
