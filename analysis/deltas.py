@@ -12,12 +12,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bench.measure import NOISE_THRESHOLD
 from bench.record import StoredRun, campaign_of, read_run
 
 __all__ = ["MetricDelta", "RunComparison", "compare_runs", "compare_table", "direction", "machines"]
 
 Direction = Literal["lower", "higher"]
-SAME_PCT = 0.05  # a change below this (in %) reads "+0.0" in the table: called same, not better or worse
+# A change within the harness's noise threshold (±1 %: two processes of the same code differ by a fraction of a
+# percent; bench.define.config) is "same", not better or worse: a metric here is one reading a side, no interval.
+SAME_PCT = 100 * NOISE_THRESHOLD
 Verdict = Literal["better", "worse", "same"]
 
 
@@ -92,7 +95,9 @@ def compare_runs(run_a: str, run_b: str, tracking_uri: str | None = None, all_me
             "pass two variant runs or two suite runs"
         )
     if a.is_variant:
-        return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [], machines([(a, b)]))
+        notes = [f"A and B are different variants: A {a.name}, B {b.name} (rows are named for A)"] \
+            if a.name != b.name else []  # fmt: skip
+        return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [], machines([(a, b)]), notes=notes)
     camp_a, camp_b = campaign_of(a, tracking_uri), campaign_of(b, tracking_uri)
     kids_a = {r.name: r for r in camp_a.child_runs(tracking_uri)}
     kids_b = {r.name: r for r in camp_b.child_runs(tracking_uri)}

@@ -83,6 +83,26 @@ def test_faster_optimized_run_is_better_on_time_and_speedup(suites: dict[str, An
     assert back["time_median_ms"].delta_pct == pytest.approx(100 * (d["time_median_ms"].a / d["time_median_ms"].b - 1))
 
 
+def test_a_change_within_the_noise_threshold_is_the_same() -> None:
+    """One reading a side, no interval: ±0.3 % (two runs of identical files) is "same", not better or worse; a
+    change past the harness's ±1 % noise threshold has a side."""
+    from analysis.deltas import MetricDelta
+
+    def verdict(a: float, b: float, metric: str = "time_median_ms") -> str | None:
+        return MetricDelta("x", metric, a, b, direction(metric)).verdict
+
+    assert verdict(0.1243, 0.1240) == "same" and verdict(1.0, 1.009) == "same"
+    assert verdict(1.0, 1.02) == "worse" and verdict(1.0, 0.98) == "better"
+    assert verdict(2.0, 2.05, "speedup") == "better"
+
+
+def test_two_different_variants_are_said_to_be(suites: dict[str, Any], store: Store) -> None:
+    ids = suites["ids_a"]
+    cmp = compare_runs(ids["ch07:x:baseline"], ids["ch07:x:optimized"], store.uri)
+    assert cmp.notes == ["A and B are different variants: A ch07:x:baseline, B ch07:x:optimized (rows are named for A)"]
+    assert compare_runs(ids["ch07:x:baseline"], suites["ids_b"]["ch07:x:baseline"], store.uri).notes == []
+
+
 def test_slower_baseline_is_worse(suites: dict[str, Any], store: Store) -> None:
     key = "ch07:x:baseline"
     d = by_metric(compare_runs(suites["ids_a"][key], suites["ids_b"][key], store.uri).deltas, key)
