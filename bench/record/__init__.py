@@ -5,7 +5,8 @@ the suite summary; and reading the store back.
   ``contract``: what a variant's run carries (tags, metrics, params), from its result alone.
 * ``campaign``: a suite run in parts (``--shard I/N``) read back whole, each part once.
 * ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data, standalone
-  runs (selfcheck, peak), files attached to a run; where commands write files of their own (``results_dir``).
+  runs (selfcheck, peak), files attached to a run; where commands write files of their own (``results_dir``);
+  ``unopened``: a store MLflow cannot open or read (``file:``, a damaged ``.db``) as one line, not a traceback.
 * ``manifest``: the host part of a run's manifest (git, Python, OS, selected environment, secrets redacted);
   ``summary``: the suite's summary.json / summary.md, each pair's verdict, where the time went (``stage_split``);
   ``outdir``: ``perflab run --out DIR``'s files (each variant as its run holds it, the summary, a JUnit XML);

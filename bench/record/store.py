@@ -21,6 +21,7 @@ from unittest import mock
 
 from bench.errors import ConfigError
 from bench.record.contract import name, param_value
+from bench.record.unopened import damaged, reads, unopened
 
 # MLflow's own default experiment: where `mlflow run . -e chapter` puts its project run (the suite's parent)
 # unless told otherwise, so that both entry points land side by side.
@@ -30,13 +31,17 @@ PARENT_RUN_ID = "mlflow.parentRunId"  # the tag MLflow nests runs by (mlflow.uti
 
 def client(tracking_uri: str | None = None) -> Any:
     """An ``MlflowClient`` of the store at ``tracking_uri`` (None: MLflow decides, ``MLFLOW_TRACKING_URI`` or
-    ./mlflow.db); ``ConfigError`` for a local store whose directory does not exist (``check_tracking_uri``)."""
+    ./mlflow.db); ``ConfigError`` for a local store whose directory does not exist (``check_tracking_uri``), and
+    for a store MLflow cannot open (a ``file:`` store, a ``.db`` that is not an intact SQLite file)."""
     check_tracking_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
     # A tracking server's client prints "View run ... at: http://..." on every run it ends: not ours to show.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=tracking_uri)
+    try:
+        return MlflowClient(tracking_uri=tracking_uri)  # opens the store: a SQLite file is read here
+    except Exception as exc:
+        raise ConfigError(unopened(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"), exc)) from None
 
 
 def results_dir() -> Path:
@@ -96,6 +101,7 @@ def experiment_name(experiment: str | None) -> str:
     return experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
 
 
+@reads
 def suite_runs(parent_run_id: str | None = None, tracking_uri: str | None = None) -> tuple[str, list[Any]]:
     """The variant runs of one suite (when ``parent_run_id`` is None the latest that completed or that its
     --suite-timeout ended).
@@ -241,6 +247,7 @@ def run_exists(store: Any, run_id: str) -> bool:
     return True
 
 
+@reads
 def latest_suite_run_id(tracking_uri: str | None = None, statuses: tuple[str, ...] = ("completed",)) -> str:
     """Id of the most recently started suite that ended in one of ``statuses`` (``perflab.suite_status``:
     "completed"; "timeout" for a suite its --suite-timeout cut short, what finished kept)."""
@@ -261,6 +268,7 @@ def latest_suite_run_id(tracking_uri: str | None = None, statuses: tuple[str, ..
     return str(max(found, key=lambda r: r.info.start_time).info.run_id)
 
 
+@reads
 def read_run(run_id: str, tracking_uri: str | None = None) -> StoredRun:
     """One run by id; ``LookupError`` naming the id and the store when it does not exist."""
     from mlflow.exceptions import MlflowException
@@ -269,6 +277,8 @@ def read_run(run_id: str, tracking_uri: str | None = None) -> StoredRun:
     try:
         return _stored(store.get_run(run_id))
     except MlflowException as exc:
+        if damaged(exc):
+            raise  # the store's fault, not the id's (reads)
         raise LookupError(f"no MLflow run {run_id!r} in the store {store.tracking_uri!r}") from exc
 
 
@@ -278,6 +288,7 @@ def child_runs(parent_run_id: str, tracking_uri: str | None = None) -> list[Stor
     return [_stored(r) for r in runs]
 
 
+@reads
 def benchmark_runs(
     experiment_id: str | None, chapter: str, example: str, variant: str, tracking_uri: str | None = None
 ) -> list[StoredRun]:
@@ -292,6 +303,7 @@ def benchmark_runs(
     return [_stored(r) for r in runs]
 
 
+@reads
 def tagged_runs(
     tags: Mapping[str, str], tracking_uri: str | None = None, max_results: int = 100, also: str | None = None
 ) -> list[StoredRun]:
@@ -308,6 +320,7 @@ def tagged_runs(
     return [_stored(r) for r in runs]
 
 
+@reads
 def read_artifact_text(run_id: str, path: str, tracking_uri: str | None = None) -> str:
     """A text artifact of a run (``result.json``, ``manifest.json``); ``LookupError`` when missing."""
     from mlflow.exceptions import MlflowException

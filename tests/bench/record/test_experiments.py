@@ -90,6 +90,31 @@ def test_stores_that_can_be_opened_pass(tmp_path: Path, monkeypatch: pytest.Monk
         check_tracking_uri(uri)
 
 
+@pytest.mark.parametrize("kind", ["file-store", "random", "text", "truncated"])
+def test_a_store_mlflow_cannot_open_is_one_line_naming_it_and_what_is_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A ``file:`` store (MLflow 3 refuses it: "maintenance mode") or a ``.db`` that is no intact SQLite file: a
+    ConfigError (one line, exit status 2) naming the URI, not MLflow's or SQLAlchemy's 300-line traceback."""
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    db = tmp_path / "x.db"
+    if kind == "random":
+        db.write_bytes(bytes(range(256)) * 20)
+    elif kind == "text":
+        db.write_text("hello\n")
+    elif kind == "truncated":  # a real store cut short: SQLite's header, its pages gone
+        with Tracker(experiment="perflab", tracking_uri=f"sqlite:///{db}", run_name="whole"):
+            pass
+        db.write_bytes(db.read_bytes()[:20000])
+    uri = f"file://{tmp_path}/mlruns" if kind == "file-store" else f"sqlite:///{db}"
+    with pytest.raises(ConfigError) as err:
+        latest_suite_run_id(uri)  # what show, report, compare, regressions and readme read first
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"tracking URI {uri!r}: ") and "sqlite:///PATH.db" in text, text
+    assert ("file-system store" in text) == (kind == "file-store"), text
+    assert text.count("tracking URI") == 1, text  # said once, not wrapped in itself
+
+
 @pytest.mark.parametrize("uri", ["bogus://x", "sqlit:///mlflow.db", "htp://host:5000"])
 def test_a_scheme_no_store_takes_is_refused_naming_it_and_what_is_accepted(uri: str) -> None:
     scheme = uri.split(":")[0]
