@@ -145,6 +145,7 @@ def load_suite(run_id: str | None, tracking_uri: str | None = None) -> Suite:
         raise ValueError(
             f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
         )
+    parent.check_suite(run_id)
     runs = [r for r in campaign_of(parent, tracking_uri).child_runs(tracking_uri) if r.is_variant]
     if not runs:
         raise ValueError(f"run {run_id!r} ({parent.name!r}) has no benchmark variant runs: it is not a suite")

@@ -250,6 +250,7 @@ def check_suite(
     if run_id is None:
         run_id = latest_suite_run_id(tracking_uri)
     run = read_run(run_id, tracking_uri)
+    run.check_suite(run_id)
     runs = [run] if run.is_variant else campaign_of(run, tracking_uri).child_runs(tracking_uri)
     if not runs:
         raise LookupError(f"run {run_id!r} ({run.name!r}) is neither a variant run nor a suite with variant runs")

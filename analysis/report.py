@@ -291,6 +291,7 @@ def write_report(
         raise ValueError(
             f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
         )
+    parent.check_suite(run_id)
     campaign = campaign_of(parent, tracking_uri)
     runs = campaign.child_runs(tracking_uri)
     report = build_report(parent, runs)

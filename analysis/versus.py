@@ -100,6 +100,7 @@ def compare_suites(run_a: str, run_b: str, tracking_uri: str | None = None) -> S
         if p.is_variant:
             raise ValueError(f"run {given!r} is the variant run {p.name!r}; compare two suites (their parent runs) "
                              "or two variant runs")  # fmt: skip
+        p.check_suite(given)
     camps = [campaign_of(p, tracking_uri) for p in parents]  # a sharded suite read whole (bench.record.campaign)
     kids = [[r for r in c.child_runs(tracking_uri) if r.is_variant] for c in camps]
     rows_a, rows_b = (_rows(p, k) for p, k in zip(parents, kids, strict=True))

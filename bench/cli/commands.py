@@ -157,12 +157,13 @@ def show(
             if run.is_variant:
                 raise LookupError(f"run {run_id!r} is the variant run {run.name!r}; pass its suite's parent run "
                                   f"{run.parent_id!r}")  # fmt: skip
+            run.check_suite(run_id)
         parent, runs = suite_runs(run_id, tracking_uri)
         parent_run = read_run(parent, tracking_uri)
         campaign = campaign_of(parent_run, tracking_uri)  # a suite in parts: every part's variants
         for part in campaign.parents.values():
             runs += suite_runs(part.run_id, tracking_uri)[1] if part.run_id != parent else []
-    except LookupError as exc:
+    except (LookupError, ValueError) as exc:
         raise PerflabError(str(exc)) from None
     if not runs:
         raise PerflabError(f"run {parent!r} has no variant runs: not a perflab suite")

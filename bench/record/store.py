@@ -210,6 +210,24 @@ class StoredRun:
         """A variant run (nested, one benchmark file) rather than a suite's parent run."""
         return "perflab.variant" in self.tags
 
+    def check_suite(self, given: str) -> None:
+        """``ValueError`` for the run of another perflab command (a sweep, its trials, a profile, kernels, a peak:
+        tag ``perflab.kind``) given where a suite's parent run is wanted: it has no pairs, and show, report and
+        compare would print empty tables and exit 0. A variant run is each caller's own message."""
+        kind = self.tags.get("perflab.kind")
+        if kind is None or self.is_variant:
+            return
+        what = _KINDS.get(kind, f"{kind} run (tag perflab.kind={kind})")
+        raise ValueError(f"run {given!r} is a {what} {self.name!r}, not a perflab suite; pass a suite's parent run "
+                         "(perflab run, perflab ab; `perflab show` without --run-id takes the latest)")  # fmt: skip
+
+
+# What the runs of perflab's other commands are, for the line that refuses one where a suite is wanted.
+_KINDS = {"sweep": "sweep (perflab sweep run)", "sweep-trial": "sweep's trial", "sweep-verify": "sweep's "
+          "verification run", "profile": "profile run (perflab profile)", "kernels": "kernel comparison (perflab "
+          "kernels)", "kernels-provider": "kernel provider run (perflab kernels)", "selfcheck": "self-check run "
+          "(perflab selfcheck)", "peak": "peak measurement (perflab peak)"}  # fmt: skip
+
 
 def _stored(run: Any) -> StoredRun:
     return StoredRun(

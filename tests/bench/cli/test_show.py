@@ -4,6 +4,7 @@ that is not a suite is one line of error and exit status 2."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -163,3 +164,31 @@ def test_show_without_an_id_takes_a_suite_its_timeout_ended_and_says_so(tmp_path
     done = suite("completed")
     code, text = show(store)
     assert code == 0 and done in text and "--suite-timeout" not in text
+
+
+def test_a_sweep_given_where_a_suite_is_wanted_is_one_line_naming_it(logged: tuple[Store, str, dict[str, str]],
+                                                                      tmp_path: Path) -> None:  # fmt: skip
+    """A ``perflab sweep run`` parent (tag perflab.kind=sweep) has no pairs: show, report, compare, regressions
+    and readme refuse it in one line, not an empty table with exit status 0."""
+    from analysis.readme import load_suite
+    from analysis.regression import check_suite
+    from analysis.report import write_report
+    from analysis.versus import compare_suites
+    from bench.errors import PerflabError
+
+    store, parent, _ = logged
+    with Tracker(experiment="perflab", tracking_uri=store.uri, run_name="sweep tracked",
+                 tags={"perflab.kind": "sweep"}) as t:  # fmt: skip
+        t.log_child("trial 0: bs=32", params={"batch_size": "32"}, metrics={"samples_per_s": 1.0},
+                    tags={"perflab.kind": "sweep-trial"})  # fmt: skip
+    sweep = t.parent_run_id
+    out = CliRunner().invoke(app, ["show", "--tracking-uri", store.uri, "--run-id", sweep])
+    assert isinstance(out.exception, PerflabError), out.output
+    said = f"run {sweep!r} is a sweep (perflab sweep run) 'sweep tracked', not a perflab suite"
+    assert str(out.exception).startswith(said), out.exception
+    for call in (lambda: write_report(sweep, tmp_path / "r", store.uri, log=False),
+                 lambda: compare_suites(parent, sweep, store.uri), lambda: check_suite(sweep, tracking_uri=store.uri),
+                 lambda: load_suite(sweep, store.uri)):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(said)):
+            call()
+    assert not (tmp_path / "r").exists()  # no empty report written
