@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.errors import ConfigError
@@ -108,3 +110,21 @@ def test_a_grad_accum_that_divides_no_batch_size_is_refused_up_front() -> None:
     some = load_sweep_config(None, grad_accum_options="1,3", batch_sizes="6,32,64")  # 3 divides 6: runs, with a note
     assert some.left_out() == "left out (the batch is not a multiple of grad_accum): grad_accum 3 with batch 32, 64"
     assert load_sweep_config(None, grad_accum_options="1,2", batch_sizes="32,64").left_out() is None
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("benchmark:\n  batch_sizes: [32, 64\n", "while parsing a flow sequence at line 2, column 16: expected ',' or ']', "
+                                          "but got '<stream end>' at line 3, column 1"),
+    ("import torch\n\ndef make():\n    pass\n", "mapping values are not allowed here at line 3, column 11"),
+    (b"\xea\x01\x02SQLite", "'utf-8' codec can't decode byte 0xea"),
+])  # fmt: skip
+def test_a_config_that_is_not_yaml_is_one_line_naming_the_file_and_where(tmp_path: Path, text: str | bytes,
+                                                                         said: str) -> None:  # fmt: skip
+    """A YAML typo, a job file or a binary file given as --config: the parser's complaint with its line and column,
+    not PyYAML's traceback."""
+    p = tmp_path / "cfg.yaml"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError) as err:
+        load_sweep_config(p)
+    assert str(err.value).startswith(f"sweep config {str(p)!r} is not YAML: ") and said in str(err.value), err.value
+    assert "\n" not in str(err.value)
