@@ -104,8 +104,12 @@ def load_results(
         raise ConfigError(
             f"results table {str(p)!r} does not exist; `perflab sweep run --out DIR` writes DIR/results.csv"
         )
-    with p.open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with p.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as exc:  # a binary file (a .db, a plot) named in the table's place
+        raise ConfigError(f"{str(p)!r} is not a sweep results table (a CSV file): {exc}; `perflab sweep run --out "
+                          "DIR` writes DIR/results.csv") from None  # fmt: skip
     needed = [k for k in PARAMS if k not in DEFAULTS]  # a table from before a knob existed ran its default
     missing = [c for c in (*needed, "status", "samples_per_s") if rows and c not in rows[0]]
     if not rows or missing:

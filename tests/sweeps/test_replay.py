@@ -128,3 +128,11 @@ def test_an_incomplete_grid_is_refused_with_the_fix(tmp_path: Path) -> None:
         grid_table(rows()[:-2])
     with pytest.raises(ConfigError, match="does not exist"):
         load_results(tmp_path / "none.csv")
+
+
+def test_a_binary_file_given_as_the_table_is_one_line(tmp_path: Path) -> None:
+    """A store's .db or a plot named in the table's place: one line naming it, not a UnicodeDecodeError."""
+    p = tmp_path / "store.db"
+    p.write_bytes(b"SQLite format 3\x00\xea\xff" * 50)
+    with pytest.raises(ConfigError, match=rf"^'{p}' is not a sweep results table \(a CSV file\): 'utf-8' codec"):
+        load_results(p)
