@@ -121,3 +121,12 @@ def test_a_scheme_no_store_takes_is_refused_naming_it_and_what_is_accepted(uri: 
     with pytest.raises(ConfigError, match=rf"^tracking URI '{re.escape(uri)}': no MLflow store takes '{scheme}:'; "
                                           r"accepted: a directory, sqlite:///FILE, .*http\(s\)://SERVER"):  # fmt: skip
         client(uri)
+
+
+def test_reading_a_sqlite_store_that_does_not_exist_is_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    """``perflab show`` in a fresh directory created ./mlflow.db (and printed MLflow's "Creating initial MLflow
+    database tables") before saying no suite was in it: a read of a missing store says so and leaves no file."""
+    db = tmp_path / "mlflow.db"
+    with pytest.raises(ConfigError, match=r"no MLflow store at .*mlflow\.db.* run a suite first"):
+        latest_suite_run_id(f"sqlite:///{db}")
+    assert not db.exists()
