@@ -93,7 +93,7 @@ def conclude(
             and r.get("memory_pct") is not None and r["memory_pct"] <= cfg.max_memory_pct]  # fmt: skip
     if cfg.rank_rounds and len(fits) > 1:
         echo(f"ranking: the {min(cfg.rank_top, len(fits))} fastest re-measured, up to {cfg.rank_rounds} rounds")
-        out.ranking = rank(run, fits, cfg.rank_top, cfg.rank_rounds, echo, cfg.seed)
+        out.ranking = rank(run, fits, cfg.rank_top, cfg.rank_rounds, echo)
         rec.recommended = {k: v for k, v in out.ranking.leader.row.items() if k != "diagnosis"}
     chosen = rec.recommended
     params = {k: chosen[k] for k in PARAMS}
@@ -102,7 +102,7 @@ def conclude(
         out.bottleneck = _bottleneck(probe, params, measured, echo, out.notes)
     if cfg.verify_repeats:
         echo(f"verifying: recommended vs baseline, {cfg.verify_repeats} fresh runs each")
-        out.verification = verify(run, params, baseline, cfg.verify_repeats, echo, cfg.seed)
+        out.verification = verify(run, params, baseline, cfg.verify_repeats, echo)
     return out
 
 

@@ -4,10 +4,11 @@ A sweep measures each configuration once, briefly; two close configurations can 
 two sweeps of the same job. Here the ``top`` fastest ok trials within the memory margin are run again
 in fresh trial processes, one round after another (each round runs every contender once, in a rotated
 order so a drift of the machine does not always favour the same one). A contender's figure is the mean
-of its runs, the sweep's own trial included, with a 95 % percentile-bootstrap interval
-(``sweeps.verify.bootstrap``). After each round from the second on (three runs each), the order is *decided* when the
-leader's interval lies above the runner-up's; after ``rounds`` rounds without that, the contenders whose
-intervals overlap the leader's are reported as a tie, and the highest mean leads.
+of its runs, the sweep's own trial included, with a 95 % t interval (``sweeps.verify.mean_interval``: three
+runs give t with 2 degrees of freedom, 4.30; a percentile bootstrap over three sees only their own spread and
+would call an order on a 0.2 % gap). After each round from the second on (three runs each), the order is
+*decided* when the leader's interval lies above the runner-up's; after ``rounds`` rounds without that, the
+contenders whose intervals overlap the leader's are reported as a tie, and the highest mean leads.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from sweeps.space import PARAMS
 from sweeps.trial import TrialOutcome
-from sweeps.verify import bootstrap
+from sweeps.verify import mean_interval
 
 __all__ = ["Contender", "Ranking", "rank"]
 
@@ -35,8 +36,8 @@ class Contender:
     def params(self) -> dict[str, Any]:
         return {k: self.row[k] for k in PARAMS}
 
-    def update(self, seed: int) -> None:
-        self.mean, self.low, self.high = bootstrap(self.samples_per_s, seed=seed)
+    def update(self) -> None:
+        self.mean, self.low, self.high = mean_interval(self.samples_per_s)
 
 
 @dataclass
@@ -83,7 +84,6 @@ def rank(
     top: int,
     rounds: int,
     echo: Callable[[str], None] = lambda _: None,
-    seed: int = 0,
 ) -> Ranking:
     """Re-measure the ``top`` fastest of ``rows`` (ok, within the memory margin: the caller's choice) for
     up to ``rounds`` rounds, until their order is decided."""
@@ -92,7 +92,7 @@ def rank(
     best = sorted(rows, key=lambda r: -r["samples_per_s"])[:top]
     contenders = [Contender(r, [float(r["samples_per_s"])]) for r in best]
     for c in contenders:
-        c.update(seed)
+        c.update()
     ranking = Ranking(contenders, 0, len(contenders) < 2)
     for i in range(rounds if len(contenders) > 1 else 0):
         order = contenders[i % len(contenders) :] + contenders[: i % len(contenders)]
@@ -104,7 +104,7 @@ def rank(
             echo(f"rank round {i + 1}/{rounds}: trial {c.row.get('trial')} ({describe_config(c.row)}): "
                  + (f"{sps:.0f} samples/s" if out.status == "ok" and sps is not None else out.status))  # fmt: skip
         for c in contenders:
-            c.update(seed)
+            c.update()
         contenders.sort(key=lambda c: -c.mean)
         a, b = contenders[0], contenders[1]
         decided = i >= 1 and a.low is not None and b.high is not None and a.low > b.high  # 3 runs each at least

@@ -47,6 +47,14 @@ def test_overlapping_intervals_are_reported_as_a_tie() -> None:
     assert "Not decided after 3 round(s): tied with the leader" in r.markdown()
 
 
+def test_three_runs_a_side_0_2_percent_apart_decide_no_order() -> None:
+    """Three runs each (t with 2 degrees of freedom): 1,749 against 1,715 is a tie, not an order."""
+    run, _ = scripted({32: [1770.0, 1742.0], 64: [1731.0, 1723.0]})
+    r = rank(run, rows(1735.0, 1691.0), top=2, rounds=2)
+    assert not r.decided and r.leader.row["trial"] == 0 and r.leader.low < r.contenders[1].high
+    assert "Not decided after 2 round(s)" in r.markdown()
+
+
 def test_one_contender_or_no_rounds_runs_nothing() -> None:
     run, order = scripted({32: [1.0]})
     assert rank(run, rows(1000.0), top=3, rounds=4).decided and order == []

@@ -1,4 +1,4 @@
-"""sweeps/verify.py: alternating re-runs, bootstrap intervals, the speedup line; sweeps/plots.py: the pictures."""
+"""sweeps/verify.py: alternating re-runs, t intervals, the speedup line; sweeps/plots.py: the pictures."""
 
 from __future__ import annotations
 
@@ -9,21 +9,33 @@ import pytest
 
 from sweeps import plots
 from sweeps.trial import TrialOutcome
-from sweeps.verify import bootstrap, verification_markdown, verify
+from sweeps.verify import mean_interval, verification_markdown, verify
 
 BASE = {"batch_size": 32, "num_workers": 0, "amp": False, "pin_memory": False}
 REC = {"batch_size": 256, "num_workers": 8, "amp": True, "pin_memory": True, "channels_last": True}
 
 
-def test_bootstrap_mean_and_ratio() -> None:
-    mean, lo, hi = bootstrap([100.0, 102.0, 98.0, 101.0, 99.0])
+def test_mean_interval_of_a_side_and_of_the_ratio() -> None:
+    mean, lo, hi = mean_interval([100.0, 102.0, 98.0, 101.0, 99.0])
     assert mean == pytest.approx(100.0) and 98.0 <= lo < 100.0 < hi <= 102.0
-    ratio, lo, hi = bootstrap([100.0, 102.0, 98.0], [150.0, 153.0, 147.0])
+    ratio, lo, hi = mean_interval([100.0, 102.0, 98.0], [150.0, 153.0, 147.0])
     assert ratio == pytest.approx(1.5) and 1.4 < lo < 1.5 < hi < 1.6
-    assert bootstrap([100.0]) == (100.0, None, None)  # no interval from one repeat
-    assert bootstrap([100.0], [150.0, 151.0])[1:] == (None, None)
-    # a resample reproduces: the seed is fixed
-    assert bootstrap([1.0, 2.0, 3.0], seed=3) == bootstrap([1.0, 2.0, 3.0], seed=3)
+    assert mean_interval([100.0]) == (100.0, None, None)  # no interval from one repeat
+    assert mean_interval([100.0], [150.0, 151.0])[1:] == (None, None)
+    assert mean_interval([5.0, 5.0], [10.0, 10.0]) == (2.0, 2.0, 2.0)  # no spread on either side
+
+
+def test_two_repeats_give_t_with_one_degree_of_freedom_not_a_verdict_from_two_close_pairs() -> None:
+    """Two repeats a side: a side's interval is its mean times exp(±12.706 · CV / √2) (t at 97.5 % with one degree
+    of freedom), so a 6 % gain read from two pairs 4 % apart each is not called faster; a percentile bootstrap over
+    the two (about ±1 standard error) put it at [1.02, 1.10]: "faster"."""
+    mean, lo, hi = mean_interval([1000.0, 1040.0])
+    half = 12.7062 * (40 / 2**0.5) / 1020 / 2**0.5
+    assert (lo, hi) == (pytest.approx(1020 * np.exp(-half), rel=1e-4), pytest.approx(1020 * np.exp(half), rel=1e-4))
+    values = {32: iter([1000.0, 1040.0]), 256: iter([1100.0, 1060.0])}
+    v = verify(lambda p: TrialOutcome("ok", {"samples_per_s": next(values[p["batch_size"]])}), REC, BASE, repeats=2)
+    assert v.speedup == pytest.approx(1080 / 1020) and v.low < 1.0 < v.high
+    assert "— not significant" in verification_markdown(v)
 
 
 def test_verify_alternates_and_reports_the_interval() -> None:
@@ -42,7 +54,7 @@ def test_verify_alternates_and_reports_the_interval() -> None:
     md = verification_markdown(v)
     assert "| baseline | bs=32 w=0 | 4 of 4 |" in md and "| recommended | bs=256 w=8 amp pin channels_last |" in md
     assert "**speedup** (recommended / baseline): 1.5" in md and "faster (interval above 1.01)" in md
-    assert "percentile bootstrap over the repeats' throughputs" in md
+    assert "t interval on the log ratio with Welch's degrees of freedom" in md
 
 
 def test_a_side_without_ok_repeats_gives_no_speedup() -> None:
