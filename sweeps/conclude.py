@@ -38,19 +38,82 @@ class Conclusion:
     notes: list[str] = field(default_factory=list)  # a part that could not be measured, and why
 
     def markdown(self, overhead_line: str) -> str:
-        parts = [table_markdown(self.rec)]
+        remeasured = None if self.ranking is None else {
+            c.row.get("trial"): (c.mean, c.low, c.high, len(c.samples_per_s)) for c in self.ranking.contenders}
+        parts = [table_markdown(self.rec, remeasured)]
         parts += [p.markdown() for p in (self.ranking, self.bottleneck) if p is not None]
         if self.verification is not None:
             parts.append(verification_markdown(self.verification))
         parts += [f"_{n}_" for n in self.notes]
+        if self.rec.recommended is not None:
+            parts.append("**to apply**: " + " ".join(self.apply()[1]))
         return "\n\n".join([*parts, f"_{overhead_line}_"])
+
+    def apply(self) -> tuple[str, list[str]]:
+        """Which configuration recommendation.yaml holds, "recommended" or "baseline", and why, in lines.
+
+        A change is applied when the verification showed it faster than the user's configuration (its interval
+        above the noise band), or when no verification ran (said so). A verification that did not show it
+        faster — slower, tied, or too few ok repeats to tell — keeps the user's configuration: a change with no
+        measured gain still costs (AMP's numerics, a batch's learning rate), and the sweep's own figures are the
+        ones that picked it. Only a baseline that ran ok in no repeat leaves the pick standing: nothing ran to
+        compare it with."""
+        rec, v = self.rec.recommended, self.verification
+        assert rec is not None
+        pick, memory = describe_config(rec), f"{rec.get('memory_pct', float('nan')):.1f} % of device memory"
+        if v is None:
+            return "recommended", [f"{pick} — {self._figure()}, {memory};",
+                                   "not verified against your configuration (verify_repeats 0)"]  # fmt: skip
+        from bench.measure import NOISE_THRESHOLD, significance
+
+        base, mine = v.baseline, v.recommended
+        yours = f"your configuration ({describe_config(base.params)})"
+        runs = f"{len(mine.samples_per_s)} + {len(base.samples_per_s)} ok fresh runs"
+        if not base.samples_per_s:
+            return "recommended", [f"{pick} — {self._figure()}, {memory};",
+                                   f"not compared: {yours} ran ok in none of its repeats ({_statuses(base)})"]
+        verdict = significance(v.low, v.high, NOISE_THRESHOLD)
+        if verdict == "faster":
+            assert v.speedup is not None and v.low is not None and v.high is not None and mine.mean is not None
+            return "recommended", [f"{pick}, verified faster than {yours}: {v.speedup:.3g}x [{v.low:.3g}, "
+                                   f"{v.high:.3g}] over {runs};",
+                                   f"{mine.mean:,.0f} samples/s against {base.mean:,.0f} (the fresh runs' means), "
+                                   f"{memory}"]  # fmt: skip
+        if v.speedup is None:
+            shown = f"it ran ok in none of its repeats ({_statuses(mine)})"
+        elif v.low is None or v.high is None:
+            shown = f"{v.speedup:.3g}x over {runs}, too few for an interval; more verify_repeats may decide"
+        else:
+            shown = f"{v.speedup:.3g}x [{v.low:.3g}, {v.high:.3g}] over {runs}" + (
+                "" if verdict == "slower" else ", not significant; more verify_repeats may decide")
+        return "baseline", [f"keep {yours}, below: the sweep's pick ({pick}) was not verified faster than it:",
+                            shown]  # fmt: skip
+
+    def _figure(self) -> str:
+        """The recommendation's throughput from the most runs there are: the ranking's mean, else its one trial."""
+        rec = self.rec.recommended
+        assert rec is not None
+        if self.ranking is not None:
+            c = self.ranking.leader
+            interval = f" [{c.low:,.0f}, {c.high:,.0f}]" if c.low is not None and c.high is not None else ""
+            return f"{c.mean:,.0f} samples/s, mean of {len(c.samples_per_s)} runs{interval}"
+        return f"{rec['samples_per_s']:,.0f} samples/s (one trial)"
+
+    def snippet(self, rules: Rules) -> str:
+        """recommendation.yaml: the configuration ``apply`` picks, under its reason."""
+        if self.rec.recommended is None:
+            return snippet_yaml(self.rec, rules)
+        which, why = self.apply()
+        settings = self.verification.baseline.params if which == "baseline" and self.verification else None
+        return snippet_yaml(self.rec, rules, settings, ["perflab sweep: " + why[0], *why[1:]])
 
     def published(self, overhead_line: str, rules: Rules) -> dict[str, Any]:
         """The JSON every worker on the study reports."""
         v = self.verification
         return {
             "recommended": self.rec.recommended, "markdown": self.markdown(overhead_line),
-            "snippet": snippet_yaml(self.rec, rules),
+            "snippet": self.snippet(rules),
+            "apply": None if self.rec.recommended is None else self.apply()[0],
             "speedup": None if v is None else [v.speedup, v.low, v.high],
             "headline": None if self.bottleneck is None else self.bottleneck.headline(),
             "bottleneck": None if self.bottleneck is None else self.bottleneck.numbers(),
@@ -104,6 +167,10 @@ def conclude(
         echo(f"verifying: recommended vs baseline, {cfg.verify_repeats} fresh runs each")
         out.verification = verify(run, params, baseline, cfg.verify_repeats, echo)
     return out
+
+
+def _statuses(side: Any) -> str:
+    return ", ".join(sorted(set(side.statuses)))
 
 
 def probe_workers(chosen: int) -> tuple[int, ...]:

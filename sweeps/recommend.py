@@ -171,10 +171,13 @@ def scaled_lr(batch_size: int, rules: Rules) -> float:
     return rules.learning_rate * math.sqrt(batch_size / rules.reference_batch_size)
 
 
-def snippet_yaml(rec: Recommendation, rules: Rules) -> str:
+def snippet_yaml(rec: Recommendation, rules: Rules, settings: Mapping[str, Any] | None = None,
+                 head: list[str] | None = None) -> str:  # fmt: skip
+    """The YAML a user applies: ``settings`` (a configuration; by default the recommendation) under comment
+    lines ``head`` (by default the recommended trial's reading) and the learning rate's rule."""
     import yaml
 
-    r = rec.recommended
+    r = rec.recommended if settings is None else settings
     if r is None:
         return "# nothing to recommend\n" + "".join(f"# {n}\n" for n in rec.notes)
     knobs = ("batch_size", "num_workers", "pin_memory", "amp", *DEFAULTS)
@@ -196,15 +199,20 @@ def snippet_yaml(rec: Recommendation, rules: Rules) -> str:
             "learning_rate": float(f"{scaled_lr(int(c['batch_size']), rules):.6g}"),
         },
     }
-    head = (
-        f"# perflab sweep: {r['samples_per_s']:.0f} samples/s, "
-        f"{r.get('memory_pct', float('nan')):.1f} % of device memory; "
-        f"lr = {rules.learning_rate:g} x sqrt({r['batch_size']} / {rules.reference_batch_size})\n"
-    )
-    return head + yaml.safe_dump(doc, sort_keys=False)
+    if head is None:
+        head = [f"perflab sweep: {r['samples_per_s']:.0f} samples/s, "
+                f"{r.get('memory_pct', float('nan')):.1f} % of device memory"]  # fmt: skip
+    lr = f"lr = {rules.learning_rate:g} x sqrt({r['batch_size']} / {rules.reference_batch_size})"
+    return "".join(f"# {line}\n" for line in [*head, lr]) + yaml.safe_dump(doc, sort_keys=False)
 
 
-def table_markdown(rec: Recommendation) -> str:
+Remeasured = Mapping[Any, tuple[float, float | None, float | None, int]]  # trial -> mean, low, high, runs
+
+
+def table_markdown(rec: Recommendation, remeasured: Remeasured | None = None) -> str:
+    """The results table and the highest / most efficient / recommended lines. ``remeasured`` (the ranking's
+    figures by trial) replaces a re-run trial's single reading in those lines, and picks them by it: one short
+    trial can read many times what every re-run of it gives."""
     cols = ("trial", "configuration", "status", "samples_per_s", "step_ms", "io_wait_ms", "peak_memory_gb",
             "memory_pct", "gpu_util_pct", "diagnosis")  # fmt: skip
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -216,10 +224,16 @@ def table_markdown(rec: Recommendation) -> str:
             if c == "samples_per_s" and row.get("samples_per_s_low") is not None:  # the blocks' spread
                 cells[-1] += f" ({row['samples_per_s_low']:.0f}–{row['samples_per_s_high']:.0f})"
         lines.append("| " + " | ".join(cells) + " |")
-    for label, r in (("highest throughput", rec.highest_throughput), ("best efficiency", rec.best_efficiency),
+    highest, efficient = rec.highest_throughput, rec.best_efficiency
+    if remeasured:
+        ok = [r for r in rec.diagnoses if r["status"] == "ok" and r.get("samples_per_s") is not None]
+        highest = max(ok, key=lambda r: _figure(r, remeasured), default=None)
+        with_mem = [r for r in ok if r.get("peak_memory_gb")]
+        efficient = max(with_mem, key=lambda r: _figure(r, remeasured) / r["peak_memory_gb"], default=None)
+    for label, r in (("highest throughput", highest), ("best efficiency", efficient),
                      ("recommended", rec.recommended)):  # fmt: skip
         none = "none" + (f" — {rec.why_none}" if label == "recommended" and rec.why_none else "")
-        lines.append(f"\n**{label}**: " + (none if r is None else _describe(r)))
+        lines.append(f"\n**{label}**: " + (none if r is None else _describe(r, remeasured)))
     if rec.gpu_note:
         lines.append(f"\n_GPU: {rec.gpu_note}_")
     lines += [f"\n_{n}_" for n in rec.notes if n != rec.why_none]
@@ -241,8 +255,21 @@ def describe_config(p: Mapping[str, Any]) -> str:
     return " ".join(words)
 
 
-def _describe(r: dict[str, Any]) -> str:
-    return (
-        f"trial {r.get('trial')}: {describe_config(r)} — {r['samples_per_s']:.0f} samples/s"
-        + (f", {r['peak_memory_gb']:.2f} GB peak" if r.get("peak_memory_gb") else "")
-    )
+def _figure(r: Mapping[str, Any], remeasured: Remeasured) -> float:
+    m = remeasured.get(r.get("trial"))
+    return m[0] if m else float(r["samples_per_s"])
+
+
+def _describe(r: dict[str, Any], remeasured: Remeasured | None = None) -> str:
+    m = remeasured.get(r.get("trial")) if remeasured else None
+    if m is not None:
+        mean, low, high, runs = m
+        interval = f" [{low:,.0f}, {high:,.0f}]" if low is not None and high is not None else ""
+        figure = (f"{mean:,.0f} samples/s, mean of {runs} runs{interval} (its sweep trial alone read "
+                  f"{r['samples_per_s']:,.0f})")  # fmt: skip
+    elif remeasured:
+        figure = f"{r['samples_per_s']:,.0f} samples/s (one trial, not re-measured)"
+    else:
+        figure = f"{r['samples_per_s']:.0f} samples/s"
+    return (f"trial {r.get('trial')}: {describe_config(r)} — {figure}"
+            + (f", {r['peak_memory_gb']:.2f} GB peak" if r.get("peak_memory_gb") else ""))  # fmt: skip

@@ -117,12 +117,12 @@ def verify(
     return v
 
 
-def _interval(mean: float | None, low: float | None, high: float | None, unit: str = "", digits: int = 0) -> str:
+def _interval(mean: float | None, low: float | None, high: float | None, unit: str = "", spec: str = ",.0f") -> str:
     if mean is None:
         return "—"
     if low is None or high is None:
-        return f"{mean:,.{digits}f}{unit} (no interval: fewer than 2 ok repeats)"
-    return f"{mean:,.{digits}f}{unit} [{low:,.{digits}f}, {high:,.{digits}f}]"
+        return f"{mean:{spec}}{unit} (no interval: fewer than 2 ok repeats)"
+    return f"{mean:{spec}}{unit} [{low:{spec}}, {high:{spec}}]"
 
 
 def verification_markdown(v: Verification) -> str:
@@ -151,6 +151,7 @@ def verification_markdown(v: Verification) -> str:
                 "slower": f" — slower (interval below {1 / (1 + t):.3g})",
                 "no significant difference": f" — not significant (interval holds 1 or lies within ±{100 * t:g} %)"}
         verdict = said.get(significance(v.low, v.high, t) or "", "")
-        lines.append(f"**speedup** (recommended / baseline): {_interval(v.speedup, v.low, v.high, '×', 2)}{verdict}")
+        speedup = _interval(v.speedup, v.low, v.high, "×", ".3g")
+        lines.append(f"**speedup** (recommended / baseline): {speedup}{verdict}")
     lines += ["", f"_Method: {v.method}._"]
     return "\n".join(lines)
