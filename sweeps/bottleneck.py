@@ -37,6 +37,7 @@ class Bottleneck:
     transfer_samples_per_s: float | None = None
     input_dtype: str | None = None
     input_bytes_per_sample: float | None = None
+    data_in_memory: bool = False  # tensors in memory (``sweeps.probe``): no file to lay out, nothing to decode
 
     @classmethod
     def from_probe(cls, probe: dict[str, Any], job_samples_per_s: float, workers: int) -> Bottleneck:
@@ -46,6 +47,7 @@ class Bottleneck:
             step_samples_per_s=float(probe["step_samples_per_s"]), cores=int(probe["cores"]),
             gpu=probe.get("device") == "cuda", transfer_samples_per_s=probe.get("transfer_samples_per_s"),
             input_dtype=probe.get("input_dtype"), input_bytes_per_sample=probe.get("input_bytes_per_sample"),
+            data_in_memory=bool(probe.get("data_in_memory")),
         )  # fmt: skip
 
     @property
@@ -123,18 +125,26 @@ class Bottleneck:
         out = [self._more_workers()]
         m, t = self.step_samples_per_s, self.job_samples_per_s
         host = 1e3 / self.data[0] if self.data.get(0) else None
-        if host is not None:
-            out.append(f"decode or normalise on the GPU: the host spends {host:.2f} ms a sample in one process; "
-                       f"what moves to the GPU leaves that share, up to the step's {m:,.0f} samples/s "
-                       f"({m / t:.2f}× the job)")  # fmt: skip
-        if self.input_dtype and "float" in self.input_dtype and self.input_bytes_per_sample:
-            b = self.input_bytes_per_sample
-            x = self.transfer_samples_per_s
-            copy = f"; the copy alone runs {x:,.0f} samples/s" if x else ""
-            out.append(f"uint8 transfer: the inputs travel as {self.input_dtype}, {b:,.0f} bytes a sample; as uint8 "
-                       f"(normalised on the GPU) a quarter of that passes the workers' shared memory and the copy"
-                       f"{copy}; up to {m / t:.2f}× the job")  # fmt: skip
-        if self._stopped_scaling():
+        if self.data_in_memory:
+            out.append(f"the data are tensors in memory (a TensorDataset): no file to read, nothing to decode; the "
+                       f"data path's {self.data_samples_per_s:,.0f} samples/s are the loader's own indexing and "
+                       f"collation, item by item — whole batches sliced at once (batched items) skip that; "
+                       f"up to {m / t:.2f}× the job")  # fmt: skip
+        if self.gpu:  # on a CPU these would move work to a GPU that is not there
+            if host is not None:
+                out.append(f"decode or normalise on the GPU: the host spends {host:.2f} ms a sample in one process; "
+                           f"what moves to the GPU leaves that share, up to the step's {m:,.0f} samples/s "
+                           f"({m / t:.2f}× the job)")  # fmt: skip
+            if self.input_dtype and "float" in self.input_dtype and self.input_bytes_per_sample:
+                b = self.input_bytes_per_sample
+                x = self.transfer_samples_per_s
+                copy = f"; the copy alone runs {x:,.0f} samples/s" if x else ""
+                out.append(f"uint8 transfer: the inputs travel as {self.input_dtype}, {b:,.0f} bytes a sample; as "
+                           f"uint8 (normalised on the GPU) a quarter of that passes the workers' shared memory and "
+                           f"the copy{copy}; up to {m / t:.2f}× the job")  # fmt: skip
+        # reads are named only where workers ran and stopped adding: where any worker made it slower (the best
+        # count 0), workers' own cost — start, hand-over, cores shared with the step — is as likely as the reads
+        if self._stopped_scaling() and self.best_workers > 0 and not self.data_in_memory:
             out.append(f"a faster file layout: the data path stopped scaling with workers ({self._scaling_text()}): "
                        f"reads, not decoding, bound it — read whole batches (one read per batch, not per sample), "
                        f"larger chunks, or the data in memory; up to {m / t:.2f}× the job")  # fmt: skip

@@ -35,7 +35,16 @@ def probe(job: TrialJob) -> dict[str, Any]:
     transfer = _transfer_rate(tr, inputs, target, job.probe_seconds) if tr.cuda else None
     data = {w: _data_rate(tr, w, job.probe_seconds) for w in sorted({0, *job.probe_workers})}
     return {"data_samples_per_s": data, "step_samples_per_s": step, "transfer_samples_per_s": transfer,
-            "cores": usable_cores(), "device": "cuda" if tr.cuda else "cpu", **shape}  # fmt: skip
+            "cores": usable_cores(), "device": "cuda" if tr.cuda else "cpu", "data_in_memory": _in_memory(tr),
+            **shape}  # fmt: skip
+
+
+def _in_memory(tr: Trainer) -> bool:
+    """The data are tensors already in memory (a TensorDataset, the sweep's collation): no file is read and
+    nothing decoded, so the data path's cost is the loader's own indexing and collation."""
+    from torch.utils.data import TensorDataset
+
+    return tr.wl.loader is None and tr.wl.collate_fn is None and isinstance(tr.wl.dataset, TensorDataset)
 
 
 def _describe(inputs: Any, samples: int) -> dict[str, Any]:

@@ -75,10 +75,12 @@ def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, devi
             and all(r.get(k, DEFAULTS.get(k)) == row.get(k, DEFAULTS.get(k)) for k in fixed)
         ]  # fmt: skip
         if not same:
-            return _io_without_more_workers(row["num_workers"], rules.usable_cores)
+            return _io_without_more_workers(row["num_workers"], rules.usable_cores, device != "cpu")
         if max(r["samples_per_s"] for r in same) >= rules.workers_gain * row["samples_per_s"]:
             return "I/O-bound (more workers help)"
-        return "I/O-bound (more workers do not help: storage or decode)"
+        # what bounds it instead (reads, decoding, collation, the workers' own cost) a table row cannot tell;
+        # the bottleneck probe of the recommendation says what it can
+        return "I/O-bound (more workers do not help)"
     util = row.get("gpu_util_pct")
     if util is None:
         if device == "cpu":
@@ -91,8 +93,10 @@ def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, devi
     return f"partly host-bound (GPU busy {util:.0f} %: torch.compile or CUDA graphs may help)"
 
 
-def _io_without_more_workers(workers: int, cores: int | None) -> str:
+def _io_without_more_workers(workers: int, cores: int | None, gpu: bool = True) -> str:
     if cores is not None and workers >= cores:
+        if not gpu:
+            return f"I/O-bound (all {cores} usable cores have a worker)"
         return (f"I/O-bound (all {cores} usable cores have a worker: decode or normalise on the GPU, ship uint8, "
                 "or a faster file layout)")  # fmt: skip
     more = f"; the host has {cores} usable cores" if cores is not None else ""

@@ -119,3 +119,31 @@ def test_a_probe_under_the_jobs_own_rate_is_taken_again_once() -> None:
         assert b is not None and b.bound_named is named and len(readings) - len(left) == probes
         assert b.step_samples_per_s == readings[probes - 1]  # the last reading is the one reported
         assert said[-1] == b.headline() and ("Probing again." in " ".join(said)) is (probes == 2)
+
+
+def test_a_cpu_run_on_tensors_in_memory_gets_no_gpu_file_or_decode_advice() -> None:
+    """The user probe's CPU job: a TensorDataset of floats, 2 cores, 2 workers slower than none. No GPU to move
+    work to, no file, nothing decoded: the remedies say what the probe can tell (the loader's own work)."""
+    b = data_bound(job_samples_per_s=41_812.0, workers=0, data={0: 85_914.0, 2: 18_275.0}, step_samples_per_s=132_590.0,
+                   cores=2, gpu=False, transfer_samples_per_s=None, input_bytes_per_sample=64.0, data_in_memory=True)
+    said = b.remedies()
+    assert not [r for r in said if r.startswith(("decode or normalise on the GPU", "uint8 transfer", "a faster file"))]
+    assert any(r.startswith("the data are tensors in memory (a TensorDataset): no file to read") for r in said)
+    on_files = data_bound(job_samples_per_s=41_812.0, workers=0, data={0: 85_914.0, 2: 18_275.0}, cores=2, gpu=False)
+    assert not [r for r in on_files.remedies() if r.startswith("a faster file")]  # workers only slowed it: not reads
+    assert not [r for r in on_files.remedies() if "GPU" in r]
+
+
+def test_the_probe_tells_tensors_in_memory_from_a_dataset_of_its_own() -> None:
+    from types import SimpleNamespace
+
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from sweeps.probe import _in_memory
+
+    tensors = TensorDataset(torch.zeros(4, 2), torch.zeros(4))
+    assert _in_memory(SimpleNamespace(wl=SimpleNamespace(loader=None, collate_fn=None, dataset=tensors)))
+    assert not _in_memory(SimpleNamespace(wl=SimpleNamespace(loader=None, collate_fn=list, dataset=tensors)))
+    assert not _in_memory(SimpleNamespace(wl=SimpleNamespace(loader=None, collate_fn=None, dataset=[(1, 2)] * 4)))
+    assert not _in_memory(SimpleNamespace(wl=SimpleNamespace(loader=lambda: [], collate_fn=None, dataset=None)))

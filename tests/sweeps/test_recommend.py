@@ -69,6 +69,9 @@ def test_diagnosis_rules() -> None:
                                                                  "has 16 usable cores)")  # fmt: skip
     all_cores = [row(128, 0, 2000.0, 20.0, io=6.0), row(128, 16, 2010.0, 20.0, io=6.0)]
     assert diagnose(all_cores[1], all_cores, on_a_host).startswith("I/O-bound (all 16 usable cores have a worker")
+    # what a row cannot tell is not claimed: no "storage or decode"; on a CPU no GPU remedy
+    assert diagnose(slow_more[0], slow_more, rules) == "I/O-bound (more workers do not help)"
+    assert diagnose(all_cores[1], all_cores, on_a_host, "cpu") == "I/O-bound (all 16 usable cores have a worker)"
 
 
 def test_snippet_scales_learning_rate_by_square_root() -> None:
