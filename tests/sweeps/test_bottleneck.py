@@ -60,6 +60,17 @@ def test_a_step_bound_job_says_so_and_its_headroom() -> None:
                             "speed the step itself; the data path would keep up to 30,000 samples/s"]  # fmt: skip
 
 
+def test_without_workers_loading_and_the_step_add_up_and_neither_alone_is_the_bound() -> None:
+    """A user's job on 0 workers: data 162,637, step 93,108, the job 39,179 — "Bound: the step" beside "the step
+    waits 58 %" said two things; in one process the two parts run in turn."""
+    b = data_bound(data={0: 162_637.0, 2: 60_000.0}, step_samples_per_s=93_108.0, job_samples_per_s=39_179.0,
+                   workers=0, gpu=False)  # fmt: skip
+    head = b.headline()
+    assert "the step waits 58 %" in head and "Bound: the step" not in head, head
+    assert head.endswith("Bound: loading and the step in turn — with 0 workers the loader runs between steps, "
+                         "together at most 59,211 samples/s; workers would overlap them, up to 93,108.")  # fmt: skip
+
+
 def test_from_a_probe_report() -> None:
     probe = {"data_samples_per_s": {"0": 100.0, "2": 180.0}, "step_samples_per_s": 50.0, "cores": 2,
              "device": "cpu", "transfer_samples_per_s": None, "input_dtype": "float32",
