@@ -352,3 +352,22 @@ def test_two_workers_creating_one_sqlite_study_file_together_both_open_it(
     monkeypatch.setattr(optuna.storages, "RDBStorage", racing)
     storage = make_storage(f"sqlite:///{tmp_path / 'fresh.db'}")
     assert len(tries) == 2 and storage.get_all_studies() == []
+
+
+@pytest.mark.parametrize(("status", "error", "said"), [
+    ("pruned", "773 samples/s is under 0.5 x trial 1's 1691", ": 773 samples/s is under 0.5 x trial 1's 1691"),
+    ("failed", "ValueError: bad shape\nTraceback ...", ": ValueError: bad shape"),
+    ("ok", None, ""),
+])  # fmt: skip
+def test_a_trials_line_says_why_it_was_pruned_or_failed(status: str, error: str | None, said: str) -> None:
+    """A pruned trial's line said only "pruned": its rule (the interim rate against the leader's) was only in
+    results.csv."""
+    from types import SimpleNamespace
+
+    from sweeps.runner import _reporter
+
+    lines: list[str] = []
+    sw = SimpleNamespace(echo=lines.append, tracker=None)
+    attrs = {"status": status, "config": {"batch_size": 32, "num_workers": 0}, **({"error": error} if error else {})}
+    _reporter(sw, lambda: None)(None, SimpleNamespace(number=4, user_attrs=attrs))  # type: ignore[arg-type]
+    assert lines == [f"trial 4: bs=32 w=0 -> {status}{said}"], lines
