@@ -128,3 +128,17 @@ def test_a_config_that_is_not_yaml_is_one_line_naming_the_file_and_where(tmp_pat
         load_sweep_config(p)
     assert str(err.value).startswith(f"sweep config {str(p)!r} is not YAML: ") and said in str(err.value), err.value
     assert "\n" not in str(err.value)
+
+
+def test_a_bad_strategy_is_one_line_before_the_trial_server_starts() -> None:
+    import time
+
+    from typer.testing import CliRunner
+
+    from perflab.cli import app
+
+    start = time.monotonic()
+    out = CliRunner().invoke(app, ["sweep", "run", "--strategy", "random", "--no-track"], env={"COLUMNS": "80"})
+    assert isinstance(out.exception, ConfigError), out.output  # perflab's entry point: one line, exit status 2
+    assert str(out.exception) == "--strategy 'random': accepted: grid, smart, pareto"
+    assert "trial server" not in out.output and time.monotonic() - start < 3.0, out.output
