@@ -141,4 +141,4 @@ def test_a_bad_strategy_is_one_line_before_the_trial_server_starts() -> None:
     out = CliRunner().invoke(app, ["sweep", "run", "--strategy", "random", "--no-track"], env={"COLUMNS": "80"})
     assert isinstance(out.exception, ConfigError), out.output  # perflab's entry point: one line, exit status 2
     assert str(out.exception) == "--strategy 'random': accepted: grid, smart, pareto"
-    assert "trial server" not in out.output and time.monotonic() - start < 3.0, out.output
+    assert "trial server" not in out.output and time.monotonic() - start < 10.0, out.output
