@@ -156,13 +156,22 @@ def check_fingerprint(study: optuna.Study, fingerprint: Mapping[str, Any], resum
     diff = [k for k in sorted(set(fp) | set(old)) if fp.get(k) != old.get(k)]
     if not diff:
         return None
-    shown = "; ".join(f"{k}: {_short(old.get(k))} then, {_short(fp.get(k))} now" for k in diff)
+    shown = "; ".join(_changed(k, old.get(k), fp.get(k)) for k in diff)
     if not resume:
         raise ConfigError(
             f"study {name!r} ({trials} trials) was measured with a different {', '.join(diff)} ({shown}): "
             f"pass --study-name NEW for a new study, or --resume to add these trials to it anyway"
         )
     return f"--resume: adding to study {name!r} although its {', '.join(diff)} differ ({shown})"
+
+
+def _changed(key: str, then: Any, now: Any) -> str:
+    """``key: THEN then, NOW now``; of two mappings (the space), only the entries that differ, each by its name: the
+    whole space cut at 60 characters hid the one flag that changed."""
+    if isinstance(then, Mapping) and isinstance(now, Mapping):
+        subs = [k for k in sorted(set(then) | set(now)) if then.get(k) != now.get(k)]
+        return "; ".join(_changed(f"{key}.{k}", then.get(k), now.get(k)) for k in subs)
+    return f"{key}: {_short(then)} then, {_short(now)} now"
 
 
 def _short(v: Any) -> str:

@@ -371,3 +371,16 @@ def test_a_trials_line_says_why_it_was_pruned_or_failed(status: str, error: str 
     attrs = {"status": status, "config": {"batch_size": 32, "num_workers": 0}, **({"error": error} if error else {})}
     _reporter(sw, lambda: None)(None, SimpleNamespace(number=4, user_attrs=attrs))  # type: ignore[arg-type]
     assert lines == [f"trial 4: bs=32 w=0 -> {status}{said}"], lines
+
+
+def test_a_changed_space_names_the_entry_that_changed() -> None:
+    """The space is a mapping of a dozen lists: cut at 60 characters it hid the one flag changed (--grad-accum 3)."""
+    from sweeps.storage import check_fingerprint
+
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage(), study_name="s")
+    space = {"batch_size": [32, 128, 512], "num_workers": [0, 2], "amp": [False, True], "grad_accum": [1]}
+    check_fingerprint(study, {"space": space})
+    study.add_trial(optuna.trial.create_trial(value=1.0))
+    with pytest.raises(ConfigError) as err:
+        check_fingerprint(study, {"space": {**space, "grad_accum": [3]}})
+    assert "(space.grad_accum: [1] then, [3] now)" in str(err.value) and "batch_size" not in str(err.value)
