@@ -159,6 +159,8 @@ def summary_lines(cmp: SuiteVersus) -> list[str]:
     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
     lines = [*cmp.campaigns, f"{len(cmp.pairs)} pair(s) in both suites (A has {cmp.pairs_a}, B {cmp.pairs_b})"
              + (f": {counts}" if counts else "")]  # fmt: skip
+    if cmp.run_a.run_id == cmp.run_b.run_id:
+        lines.append(f"A and B are the same run ({cmp.run_a.run_id}): nothing is compared")
     same = [p for p in cmp.pairs if p.verdict in ("B faster", "B slower") and p.same_files]
     if same:
         lines.append(f"{len(same)} of them timed the same files in both suites (imports not compared): a difference "

@@ -140,6 +140,7 @@ def test_a_difference_between_runs_of_the_same_files_says_so(tmp_path: Any) -> N
     run = StoredRun("r", "suite", "0", "FINISHED", 0, {}, {})
     cmp = SuiteVersus(run, run, pairs, [], [], None, None, 0, 3, 3)
     text = " ".join(summary_lines(cmp))
+    assert "A and B are the same run (r): nothing is compared" in text
     assert "1 of them timed the same files in both suites" in text and "the host's, not the code's" in text
     from rich.console import Console
 
