@@ -147,6 +147,7 @@ for tile in {tiles!r}:
 
 
 @DSL
+@pytest.mark.slow  # the DSL traced per thread (10-19 s); the knobs and the checks are in the fast tier
 def test_each_thread_stores_its_own_part_of_c(tmp_path: Path) -> None:
     """The epilogue's partition of C, over the CTA's threads, is the tile once: partitioned by the warpgroup's
     first thread (the slice that partitions A and B), every thread stored thread 0's 1/128 of the tile and the

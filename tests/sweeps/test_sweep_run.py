@@ -77,6 +77,7 @@ def test_grid_2x2_completes_and_logs_nested_runs(data: str, tmp_path: Path, mlfl
             "batch_size.png"} <= names  # fmt: skip
 
 
+@pytest.mark.slow  # four trials to the memory wall (10-24 s); the OOM skip rule is in the fast tier (test_search)
 def test_memory_estimate_grows_with_the_batch_and_the_cap_prunes_oom(data: str, tmp_path: Path) -> None:
     # the footprint estimate (state + tensors saved for backward), measured in-process for two batches
     est = {b: measure(tiny_job(data, b, steps_per_test=1, warmup_steps=0))["estimated_memory_gb"] for b in (32, 64)}

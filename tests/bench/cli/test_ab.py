@@ -168,6 +168,7 @@ def benchmark_fn():
 """
 
 
+@pytest.mark.slow  # four files through `perflab ab` (10-19 s); the interpreter is in the fast tier (test_interpreter)
 def test_a_triton_kernel_that_reaches_past_its_tensor_fails_its_variant_on_the_cpu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
