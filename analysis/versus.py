@@ -38,6 +38,12 @@ class PairVersus:
         a, b = self.a.get("source_sha256"), self.b.get("source_sha256")
         return bool(a and b and None not in a and list(a) == list(b))
 
+    @property
+    def verdict_text(self) -> str:
+        """The verdict, marked ``(same files)`` where B differs from A on the same files: the host's difference."""
+        differs = self.verdict in ("B faster", "B slower")
+        return self.verdict + (" (same files)" if differs and self.same_files else "")
+
 
 @dataclass(frozen=True)
 class SuiteVersus:
@@ -139,8 +145,7 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
     chapters = {p.name.split(":", 1)[0] for p in cmp.pairs}
     prefix = f"{chapters.pop()}:" if len(chapters) == 1 else ""
     headers = ["pair", "A speedup", "B speedup", "B vs A"]
-    rows = [[p.name.removeprefix(prefix).removesuffix(":optimized"), _speedup(p.a), _speedup(p.b),
-             p.verdict + (" (same files)" if p.same_files and p.verdict in ("B faster", "B slower") else "")]
+    rows = [[p.name.removeprefix(prefix).removesuffix(":optimized"), _speedup(p.a), _speedup(p.b), p.verdict_text]
             for p in cmp.pairs]  # fmt: skip
     widths = fitted(headers, rows, width, narrow={1: 12, 2: 12, 3: 14})
     title = f"{prefix and prefix + ' '}B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}"
@@ -148,8 +153,8 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
     for i, header in enumerate(headers):
         table.add_column(header, justify="right" if i in (1, 2) else "left", overflow="fold", width=widths[i])
     colour = {"B faster": "green", "B slower": "red"}
-    for row in rows:
-        table.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1].removesuffix(" (same files)"), "yellow")))
+    for row, p in zip(rows, cmp.pairs, strict=True):
+        table.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(p.verdict, "yellow")))
     return table
 
 
@@ -161,7 +166,7 @@ def summary_lines(cmp: SuiteVersus) -> list[str]:
              + (f": {counts}" if counts else "")]  # fmt: skip
     if cmp.run_a.run_id == cmp.run_b.run_id:
         lines.append(f"A and B are the same run ({cmp.run_a.run_id}): nothing is compared")
-    same = [p for p in cmp.pairs if p.verdict in ("B faster", "B slower") and p.same_files]
+    same = [p for p in cmp.pairs if p.verdict_text != p.verdict]
     if same:
         lines.append(f"{len(same)} of them timed the same files in both suites (imports not compared): a difference "
                      "between runs of the same code is the host's, not the code's; measure a change in one suite, "

@@ -137,12 +137,10 @@ def run_cmd(
 ) -> None:
     """Measure training configurations in isolated trials, recommend one and verify it against yours."""
     from bench.cli import writable_dir
-    from bench.errors import ConfigError
     from sweeps.runner import sweep
-    from sweeps.search import STRATEGIES
+    from sweeps.search import check_strategy
 
-    if strategy not in STRATEGIES:  # before the trial server's start-up (seconds), not after it
-        raise ConfigError(f"--strategy {strategy!r}: accepted: {', '.join(STRATEGIES)}")
+    check_strategy(strategy)  # before the trial server's start-up (seconds), not after it
     if out is not None:
         writable_dir(out, "--out")
     sweep(  # "" (MLproject's unset parameters): not given

@@ -19,7 +19,7 @@ from typing import Any
 from sweeps.bottleneck import Bottleneck
 from sweeps.config import SweepConfig
 from sweeps.rank import Ranking, rank
-from sweeps.recommend import Recommendation, Rules, describe_config, snippet_yaml, table_markdown
+from sweeps.recommend import Recommendation, Rules, describe_config, remeasured_text, snippet_yaml, table_markdown
 from sweeps.space import PARAMS, usable_cores, worker_ladder
 from sweeps.trial import TrialOutcome
 from sweeps.verify import Verification, verification_markdown, verify
@@ -95,8 +95,7 @@ class Conclusion:
         assert rec is not None
         if self.ranking is not None:
             c = self.ranking.leader
-            interval = f" [{c.low:,.0f}, {c.high:,.0f}]" if c.low is not None and c.high is not None else ""
-            return f"{c.mean:,.0f} samples/s, mean of {len(c.samples_per_s)} runs{interval}"
+            return remeasured_text(c.mean, c.low, c.high, len(c.samples_per_s))
         return f"{rec['samples_per_s']:,.0f} samples/s (one trial)"
 
     def snippet(self, rules: Rules) -> str:

@@ -27,8 +27,8 @@ from typing import Any
 
 from sweeps.space import DEFAULTS, OTHER
 
-__all__ = ["Recommendation", "Rules", "describe_config", "diagnose", "gpu_note", "recommend", "snippet_yaml",
-           "table_markdown"]
+__all__ = ["Recommendation", "Rules", "describe_config", "diagnose", "gpu_note", "recommend", "remeasured_text",
+           "snippet_yaml", "table_markdown"]
 
 
 @dataclass(frozen=True)
@@ -259,6 +259,12 @@ def describe_config(p: Mapping[str, Any]) -> str:
     return " ".join(words)
 
 
+def remeasured_text(mean: float, low: float | None, high: float | None, runs: int) -> str:
+    """A throughput re-measured over ``runs`` runs: ``12,345 samples/s, mean of 4 runs [11,900, 12,800]``."""
+    interval = f" [{low:,.0f}, {high:,.0f}]" if low is not None and high is not None else ""
+    return f"{mean:,.0f} samples/s, mean of {runs} runs{interval}"
+
+
 def _figure(r: Mapping[str, Any], remeasured: Remeasured) -> float:
     m = remeasured.get(r.get("trial"))
     return m[0] if m else float(r["samples_per_s"])
@@ -267,10 +273,7 @@ def _figure(r: Mapping[str, Any], remeasured: Remeasured) -> float:
 def _describe(r: dict[str, Any], remeasured: Remeasured | None = None) -> str:
     m = remeasured.get(r.get("trial")) if remeasured else None
     if m is not None:
-        mean, low, high, runs = m
-        interval = f" [{low:,.0f}, {high:,.0f}]" if low is not None and high is not None else ""
-        figure = (f"{mean:,.0f} samples/s, mean of {runs} runs{interval} (its sweep trial alone read "
-                  f"{r['samples_per_s']:,.0f})")  # fmt: skip
+        figure = f"{remeasured_text(*m)} (its sweep trial alone read {r['samples_per_s']:,.0f})"
     elif remeasured:
         figure = f"{r['samples_per_s']:,.0f} samples/s (one trial, not re-measured)"
     else:

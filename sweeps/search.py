@@ -31,10 +31,20 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeps.space import OTHER, PARAMS, Space, key
 
-__all__ = ["MARKERS", "MEASURED", "PARAMS", "STRATEGIES", "PlanSampler", "config_of", "propose", "results_rows",
-           "sampler_for"]
+__all__ = ["MARKERS", "MEASURED", "PARAMS", "STRATEGIES", "PlanSampler", "check_strategy", "config_of", "propose",
+           "results_rows", "sampler_for"]
 
 STRATEGIES = ("grid", "smart", "pareto")
+
+
+def check_strategy(strategy: str) -> None:
+    """``ConfigError`` naming a strategy that is none of ``STRATEGIES``."""
+    if strategy not in STRATEGIES:
+        from bench.errors import ConfigError
+
+        raise ConfigError(f"--strategy {strategy!r}: accepted: {', '.join(STRATEGIES)}")
+
+
 MEASURED = ("ok", "oom", "failed", "timeout", "pruned")  # a configuration that ran
 # Reasons of trials that mark the study's state, not a configuration: never rows of its table.
 NOTHING_LEFT, FULL = "nothing left to measure", "the study has its --n-trials"

@@ -33,8 +33,8 @@ from sweeps.search import (
     MEASURED,
     NOTHING_LEFT,
     PARAMS,
-    STRATEGIES,
     blocked_by_wall,
+    check_strategy,
     config_of,
     history_of,
     sampler_for,
@@ -304,8 +304,7 @@ def run_sweep(
     """Run (or resume, or join) the study until it holds ``n_trials`` measured configurations (default:
     all of the space; smart and grid also stop when nothing is left), starting none after
     ``cfg.time_budget_s``; then wait for the other workers' trials to end (module docstring)."""
-    if strategy not in STRATEGIES:
-        raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}, but got {strategy!r}")
+    check_strategy(strategy)
     space = cfg.space(cuda)
     sampler = sampler_for(strategy, space, cfg.seed)
     study = _open_study(cfg, storage, study_name, strategy, sampler, fingerprint, resume, echo)

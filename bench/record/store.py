@@ -21,7 +21,7 @@ from unittest import mock
 
 from bench.errors import ConfigError
 from bench.record.contract import name, param_value
-from bench.record.unopened import damaged, reads, unopened
+from bench.record.unopened import damaged, reads, sqlite_path, unopened
 
 # MLflow's own default experiment: where `mlflow run . -e chapter` puts its project run (the suite's parent)
 # unless told otherwise, so that both entry points land side by side.
@@ -57,17 +57,13 @@ def check_tracking_uri(uri: str | None) -> None:
     import: a command checks before anything starts."""
     if not uri:
         return
-    scheme, _, rest = uri.partition(":")
+    scheme = uri.partition(":")[0]
     _check_scheme(uri, scheme if ":" in uri else "")
-    if scheme == "sqlite" and rest.startswith("///"):
-        path = rest[3:].split("?", 1)[0]  # sqlite:///x.db: relative; sqlite:////abs/x.db: absolute
-        if not path or path == ":memory:":
-            return
-    elif scheme == "file":
+    if scheme == "file":
         from urllib.parse import unquote, urlparse
 
-        path = unquote(urlparse(uri).path)  # the store's own directory is created; its parent must exist
-    else:
+        path: str | None = unquote(urlparse(uri).path)  # the store's own directory is created; its parent must exist
+    elif (path := sqlite_path(uri)) is None:  # a server, an in-memory SQLite store
         return
     directory = Path(path).parent
     if not directory.is_dir():

@@ -24,7 +24,8 @@ def reads(fn: Callable[..., _T]) -> Callable[..., _T]:
 
     @functools.wraps(fn)
     def read(*args: Any, **kwargs: Any) -> _T:
-        absent(inspect.signature(fn).bind(*args, **kwargs).arguments.get("tracking_uri"))
+        uri = signature.bind(*args, **kwargs).arguments.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
+        absent(uri)
         try:
             return fn(*args, **kwargs)
         except ConfigError:
@@ -32,8 +33,9 @@ def reads(fn: Callable[..., _T]) -> Callable[..., _T]:
         except Exception as exc:
             if not damaged(exc):
                 raise
-            uri = inspect.signature(fn).bind(*args, **kwargs).arguments.get("tracking_uri")
-            raise ConfigError(unopened(uri or os.environ.get("MLFLOW_TRACKING_URI"), exc)) from None
+            raise ConfigError(unopened(uri, exc)) from None
+
+    signature = inspect.signature(fn)
 
     return read
 
@@ -42,18 +44,25 @@ def absent(uri: str | None) -> None:
     """A read of a SQLite store whose file does not exist (``perflab show`` in a fresh directory, a mistyped path):
     ``ConfigError`` naming it, rather than an empty store created there (and MLflow's "Creating initial MLflow
     database tables" lines) before "no suite in the store"."""
-    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
         import mlflow
 
         uri = mlflow.get_tracking_uri()  # MLflow's default store: ./mlflow.db
-    if not uri.startswith("sqlite:///"):
-        return
-    path = uri.removeprefix("sqlite:///").split("?", 1)[0]  # sqlite:///x.db relative, sqlite:////abs/x.db absolute
-    if path and path != ":memory:" and not os.path.exists(path):
+    path = sqlite_path(uri)
+    if path and not os.path.exists(path):
         raise ConfigError(f"tracking URI {uri!r}: no MLflow store at {os.path.abspath(path)!r} (nothing was logged "
                           "there); run a suite first (perflab run, perflab ab), or name the store with --tracking-uri "
                           "or MLFLOW_TRACKING_URI")  # fmt: skip
+
+
+def sqlite_path(uri: str) -> str | None:
+    """The file of a ``sqlite:///`` store (``sqlite:///x.db`` relative, ``sqlite:////abs/x.db`` absolute); None for
+    another store or an in-memory one."""
+    scheme, _, rest = uri.partition(":")
+    if scheme != "sqlite" or not rest.startswith("///"):
+        return None
+    path = rest[3:].split("?", 1)[0]
+    return path if path and path != ":memory:" else None
 
 
 def damaged(exc: BaseException | None) -> bool:
