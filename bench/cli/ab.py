@@ -26,7 +26,6 @@ from bench.cli.common import (
     RoundsOpt,
     SmokeOpt,
     TimeoutOpt,
-    check_device,
     cli_layer,
 )
 from bench.cli.deadline import check_suite_timeout
@@ -47,6 +46,7 @@ from bench.cli.run import (
     check_store,
     execute,
 )
+from bench.cli.workers import check_device
 from bench.define.config import load_config_file, resolve_config
 from bench.define.discovery import Example
 from bench.define.kernelbench import file_kind

@@ -14,7 +14,6 @@ from rich.text import Text
 from bench.cli.output import console, fitted
 from bench.define.discovery import Catalog, Example, discover, select
 from bench.define.result import Comparison, SuiteResult, VariantResult
-from bench.errors import PerflabError
 from bench.measure.basis import Basis
 
 TargetsOpt = Annotated[
@@ -91,26 +90,6 @@ def examples_for(targets: list[str] | None, chapters_dir: Path | None) -> tuple[
     catalog = discover(chapters_dir)
     wanted = [t for t in (targets or []) if t.strip().lower() not in ("all", "")]
     return catalog, select(catalog, wanted)
-
-
-def check_device(device: str) -> None:
-    """A CUDA device (``--device``, a config file's) that this host's torch does not see: one line before anything
-    starts, not the same failure at every variant's set-up. (A suite placed by Ray runs where the GPUs are: not
-    checked here.)"""
-    if not device.startswith("cuda"):
-        return
-    import torch
-
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if not count:
-        raise PerflabError(
-            f"device={device!r}: torch sees no CUDA GPU on this host (torch {torch.__version__}, built for CUDA "
-            f"{torch.version.cuda or 'none'}); accepted here: auto, cpu"
-        )
-    index = device.partition(":")[2]
-    if index and int(index) >= count:
-        raise PerflabError(f"device={device!r}: this host has {count} CUDA GPU(s); accepted: auto, cpu, cuda, "
-                           f"cuda:0 to cuda:{count - 1}")  # fmt: skip
 
 
 def cli_layer(**flags: Any) -> dict[str, Any]:

@@ -34,7 +34,6 @@ from bench.cli.common import (
     TargetsOpt,
     TimeoutOpt,
     chapter_prefix,
-    check_device,
     cli_layer,
     examples_for,
     line,
@@ -43,7 +42,7 @@ from bench.cli.deadline import SuiteDeadline, SuiteTimeout, check_suite_timeout
 from bench.cli.output import err_console, progress
 from bench.cli.report import Finished, Stopped, out_dir, partial_suite, report_suite, stopped
 from bench.cli.shard import campaign_tags, shard_of
-from bench.cli.workers import check_workers, workers_for
+from bench.cli.workers import check_device, check_workers, workers_for
 from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult, VariantResult

@@ -20,12 +20,27 @@ def check_workers(gpus: str | None, jobs: int | None) -> list[str] | None:
     return ids
 
 
+def check_device(device: str) -> None:
+    """A CUDA device (``--device``, a config file's) that this host does not have: one line before anything starts,
+    not the same failure at every variant's set-up. Counted as the workers are (``cuda_count``: no torch import
+    here where NVML answers). A suite placed by Ray runs where the cluster's GPUs are: its caller skips this."""
+    if not device.startswith("cuda"):
+        return
+    count = cuda_count()
+    if not count:
+        raise PerflabError(f"device={device!r}: torch sees no CUDA GPU on this host; accepted here: auto, cpu")
+    index = device.partition(":")[2]
+    if index and int(index) >= count:
+        raise PerflabError(f"device={device!r}: this host has {count} CUDA GPU(s); accepted: auto, cpu, cuda, "
+                           f"cuda:0 to cuda:{count - 1}")  # fmt: skip
+
+
 def workers_for(device: str, gpus: str | None, jobs: int | None) -> list[dict[str, str]]:
     """One environment per worker: pinned to a GPU each, or plain CPU jobs."""
     ids = check_workers(gpus, jobs)
     if ids is not None:
         return [{"CUDA_VISIBLE_DEVICES": g} for g in ids]
-    if device == "cpu" or not _cuda_count():
+    if device == "cpu" or not cuda_count():
         return [{} for _ in range(jobs or 1)]
     if jobs is not None and jobs > 1:
         raise PerflabError(
@@ -35,11 +50,11 @@ def workers_for(device: str, gpus: str | None, jobs: int | None) -> list[dict[st
     if device.startswith("cuda:"):
         return [{}]  # the user picked one device
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    visible_ids = [g.strip() for g in visible.split(",")] if visible else [str(i) for i in range(_cuda_count())]
+    visible_ids = [g.strip() for g in visible.split(",")] if visible else [str(i) for i in range(cuda_count())]
     return [{"CUDA_VISIBLE_DEVICES": g} for g in visible_ids] if len(visible_ids) > 1 else [{}]
 
 
-def _cuda_count() -> int:
+def cuda_count() -> int:
     """GPUs a worker each: NVML's count (no torch import in this process: ~4 s on a GPU host), unless
     a GPU is in MIG mode or NVML is missing, where torch answers (MIG instances are not NVML devices)."""
     from bench.isolate.process import cuda_available, cuda_likely, nvml_gpu_count

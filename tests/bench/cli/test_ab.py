@@ -194,12 +194,10 @@ def test_a_triton_kernel_that_reaches_past_its_tensor_fails_its_variant_on_the_c
 def test_check_device_names_a_cuda_device_the_host_lacks(
     monkeypatch: pytest.MonkeyPatch, count: int, device: str, said: str | None
 ) -> None:
-    import torch
+    from bench.cli import workers
 
-    from bench.cli.common import check_device
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(workers, "cuda_count", lambda: count)  # the GPUs this host has, as the workers count them
+    check_device = workers.check_device
     if said is None:
         check_device(device)
         return
