@@ -85,6 +85,7 @@ class Recheck(BaseModel):
     controlled: bool = False
     restored_times_ms: list[float] = Field(default_factory=list)  # every round's call from the set-up state
     reference_times_ms: list[float] = Field(default_factory=list)  # every round's call holding what was left
+    restore_cut: bool = False  # the rounds stopped within the stage's limit, before the rule's end
     restored_same_output: bool | None = None
     perturbed: int | None = None  # set-up tensors changed in place before one more call
     output_changed: bool | None = None  # the output followed the changed inputs

@@ -216,6 +216,7 @@ def _timings(result: VariantResult, data: dict[str, Any], cfg: BenchmarkConfig) 
             controlled=bool(r.get("controlled")),
             restored_times_ms=r.get("times_ms", []),
             reference_times_ms=r.get("reference_times_ms", []),
+            restore_cut=bool(r.get("cut")),
             restored_same_output=r.get("same_output"),
             perturbed=f.get("perturbed"),
             output_changed=f.get("output_changed"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 from typing import Any
 
 from bench.define.context import seed_everything, synchronize
@@ -31,12 +32,15 @@ def _declared_inputs(obj: Any) -> Any:
     return get() if callable(get) else None
 
 
-def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutated: dict[str, Any]) -> dict[str, Any]:
+def restored_call(
+    obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutated: dict[str, Any], call_s: float = 0.0
+) -> dict[str, Any]:
     """The timed calls changed tensors set up in setup() (INTEGRITY #6). A controlled comparison of two
     fresh set-ups that differ only in those tensors: one call from the set-up state (A) against one call
     with the tensors as the timed calls left them (B), RESTORE_ROUNDS of each, interleaved and ending on A.
     A much slower than B, or A's output unlike the timed calls', means the timed calls ran on what earlier
-    calls left behind (an input sorted in place, an answer written into an input)."""
+    calls left behind (an input sorted in place, an answer written into an input). ``call_s``: the measured call's
+    time, which sizes the stage's limit (``round_budget``)."""
     from bench.isolate.ranks import any_rank, restore_merged
     from bench.measure import guard
     from bench.measure.verify import compare_tensors
@@ -47,7 +51,8 @@ def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutate
         left = None
     if any_rank(left is None, config.world_size):  # a variant's ranks make the same rounds, or hang
         left = None
-    a_ms, b_ms, inputs = _rounds(obj, config, clock, fn, left)
+    budget = round_budget(config, call_s) if config.world_size == 1 else None  # ranks stop alike only on rounds
+    a_ms, b_ms, inputs, cut = _rounds(obj, config, clock, fn, left, budget)
     same = None
     after = outputs_of(obj)
     if timed is not None and after is not None:
@@ -56,18 +61,25 @@ def restored_call(obj: Any, config: Any, clock: Any, fn: Any, timed: Any, mutate
     described = [f"{k}: {guard.describe(t)}" for k, t in mutated.items()]
     described, same = restore_merged(described, same, config.world_size)
     send("restore", mutated=described, time_ms=min(a_ms), reference_ms=reference, controlled=bool(b_ms),
-         same_output=same, times_ms=a_ms, reference_times_ms=b_ms)  # fmt: skip
+         same_output=same, times_ms=a_ms, reference_times_ms=b_ms, cut=cut)  # fmt: skip
     return inputs
 
 
+def round_budget(config: Any, call_s: float) -> float:
+    """Seconds the restore comparison's rounds may take: most of the recheck's limit, the rest for the call on
+    changed inputs and the output's sample (a round's set-ups are not in the call's time the limit scales with)."""
+    return 0.7 * config.stage_limit("recheck", call_s) - 2 * call_s
+
+
 def _rounds(
-    obj: Any, config: Any, clock: Any, fn: Any, left: dict[str, Any] | None
-) -> tuple[list[float], list[float], dict[str, Any]]:
+    obj: Any, config: Any, clock: Any, fn: Any, left: dict[str, Any] | None, budget_s: float | None = None
+) -> tuple[list[float], list[float], dict[str, Any], bool]:
     """Calls from the set-up state (A) and, with ``left``, holding what the timed calls left (B), each a fresh
     set-up, in rounds of one of each: A then B, then B then A, and so on, ending after an even number of rounds (on
     an A), so that load which grows or fades during the comparison hits both sides alike (with one order, the
     later side read consistently slower on a busy CI host: an honest variant judged invalid); the set-up tensors
-    of the last A."""
+    of the last A. ``budget_s``: no pair of rounds is begun past it that the slowest round so far says would not
+    end within it (the comparison is then cut, the last value True: judged on the rounds made, and said so)."""
     a_ms: list[float] = []
     b_ms: list[float] = []
 
@@ -81,8 +93,13 @@ def _rounds(
         (a_ms if held is None else b_ms).append(t)
         return inputs
 
-    rounds = 0
+    rounds, start, slowest, cut = 0, time.perf_counter(), 0.0, False
     while (left is not None and rounds % 2) or more_rounds(a_ms, b_ms, rounds):
+        elapsed = time.perf_counter() - start
+        if budget_s is not None and rounds >= RESTORE_ROUNDS and rounds % 2 == 0 and elapsed + 2 * slowest > budget_s:
+            cut = True
+            break
+        began = time.perf_counter()
         if left is None:
             inputs = call_from(None)
         elif rounds % 2 == 0:
@@ -91,8 +108,9 @@ def _rounds(
         else:
             call_from(left)
             inputs = call_from(None)
+        slowest = max(slowest, time.perf_counter() - began)
         rounds += 1
-    return a_ms, b_ms, inputs
+    return a_ms, b_ms, inputs, cut
 
 
 def more_rounds(a_ms: list[float], b_ms: list[float], rounds: int) -> bool:

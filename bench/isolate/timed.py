@@ -176,7 +176,9 @@ def _stages(v: SetUp, clock: Any, fn: Any, metric: str) -> None:
             inputs = v.inputs
             # set up again (on every rank, if any saw a change): the tensors to change next are the new set-up's
             if any_rank(bool(mutated), config.world_size):
-                inputs = restored_call(v.obj, config, clock, fn, timed_sample, mutated)
+                inputs = restored_call(
+                    v.obj, config, clock, fn, timed_sample, mutated, statistics.median(m.samples_ms) / 1e3
+                )
             changed_inputs(v.obj, inputs, fn, device, v.job, config.world_size)
 
 

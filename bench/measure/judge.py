@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 
-from bench.define.result import ErrorInfo, VariantResult
+from bench.define.result import ErrorInfo, Recheck, VariantResult
 from bench.measure.ceilings import ranks_ceilings
 
 
@@ -55,6 +55,9 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
         usual = r.reference_ms or (t.stats.median_ms if t is not None else None)
         if r.controlled:  # B: a fresh set-up holding what the timed calls left; A from the set-up state
             high = RESTORE_SLOWER * usual + RESTORE_FLOOR_MS if usual else None
+            undecided = _cut_undecided(r)
+            if undecided:
+                return "recheck", undecided
             if high and not skipped_work(r.restored_times_ms, r.reference_times_ms):
                 high = None  # one lucky B or a busy host, not skipped work
         else:
@@ -97,6 +100,22 @@ def _not_produced(result: VariantResult) -> str | None:
             "not timed; do it in benchmark_fn() (get_output() only returns what the call made)"
         )
     return None
+
+
+def _cut_undecided(r: Recheck) -> str | None:
+    """The restore comparison was cut by the recheck's limit while calls from the set-up state still looked slower
+    (the rule would have made more rounds, ``bench.isolate.recheck.more_rounds``) and not yet beyond chance: not
+    judged honest on too few rounds."""
+    a, b = r.restored_times_ms, r.reference_times_ms
+    if not (r.restore_cut and a and b) or skipped_work(a, b):
+        return None
+    if not (restore_slower(min(a), min(b)) or restore_slower(statistics.median(a), statistics.median(b))):
+        return None
+    return (
+        f"the timed calls changed tensors set up in setup() ({', '.join(r.mutated[:4])}), and calls from the set-up "
+        f"state looked slower ({min(a):.4g} vs {min(b):.4g} ms, the fastest of {len(a)} rounds each) when the "
+        "recheck's limit cut the comparison: undecided (a longer setup_timeout_seconds gives it more rounds)"
+    )
 
 
 def restore_slower(a_ms: float, b_ms: float) -> bool:

@@ -347,6 +347,8 @@ def recheck_summary(r: Recheck) -> str:
     if r.mutated:
         same = {True: "same output", False: "a different output", None: "output not compared"}[r.restored_same_output]
         parts.append(f"timed calls changed {', '.join(r.mutated[:4])}; a call from the set-up state: {same}")
+        if r.restore_cut:
+            parts.append(f"the restore comparison cut at {len(r.restored_times_ms)} rounds by the recheck's limit")
     if r.perturbed == 0:
         parts.append("no floating tensor to change")
     elif r.perturbed is not None:

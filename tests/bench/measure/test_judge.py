@@ -64,3 +64,58 @@ def test_an_output_changed_after_the_call_or_a_thread_left_running_is_invalid() 
                               with_get_ms=[2.0001] * 5))  # fmt: skip
     apply_checks(honest)
     assert honest.status == "ok"
+
+
+def _rechecked(a_ms: list[float], b_ms: list[float], cut: bool) -> VariantResult:
+    from bench.define.result import Recheck
+    from bench.define.timing import Timing
+    from bench.measure.stats import summarize
+
+    result = VariantResult(spec=VariantSpec(chapter="ch90", example="x", variant="baseline", path="/x.py"), status="ok")
+    result.timing = Timing(mode="cpu", method="test", samples_ms=[3000.0] * 4, stats=summarize([3000.0] * 4))
+    result.recheck = Recheck(mutated=["cache: 1 MiB"], restored_ms=min(a_ms), reference_ms=min(b_ms), controlled=True,
+                             restored_times_ms=a_ms, reference_times_ms=b_ms, restored_same_output=True,
+                             restore_cut=cut)  # fmt: skip
+    return result
+
+
+def test_a_restore_comparison_cut_while_the_set_up_state_looks_slower_is_undecided_not_ok() -> None:
+    """A 3 s serving call whose calls from the set-up state look slower: the recheck's limit cuts the rounds before
+    the rule's look; four rounds each cannot decide (Mann-Whitney), so the variant is not called honest on them."""
+    a, b = [4400.0, 4500.0, 4450.0, 4600.0], [3000.0, 3050.0, 3020.0, 3100.0]
+    cut = _rechecked(a, b, cut=True)
+    apply_checks(cut)
+    assert cut.status == "invalid" and cut.failed_stage == "recheck", cut.error
+    assert "undecided" in cut.error.message and "4400 vs 3000 ms" in cut.error.message
+    uncut = _rechecked(a, b, cut=False)  # the rule ended the rounds: judged as before (too few to call it work)
+    apply_checks(uncut)
+    assert uncut.status == "ok", uncut.error
+    even = _rechecked([3010.0, 2990.0, 3005.0, 3000.0], b, cut=True)  # cut, but A as fast as B: honest
+    apply_checks(even)
+    assert even.status == "ok", even.error
+
+
+def test_the_restore_rounds_stop_within_their_budget(monkeypatch) -> None:
+    """bench.isolate.recheck._rounds: calls from the set-up state slower in every round (the rule wants 8 rounds);
+    a budget that holds four rounds of 20 ms calls cuts them at four, an even number, and says so."""
+    import time
+
+    import torch  # noqa: F401  (the rounds' first _restore would import it inside the budget)
+
+    from bench.isolate import recheck
+
+    monkeypatch.setattr(recheck, "_set_up_again", lambda obj, config: {})
+
+    class Clock:
+        def __init__(self) -> None:
+            self.n = 0
+
+        def eager(self, fn: object) -> float:
+            time.sleep(0.02)
+            self.n += 1
+            return 2.0 if (self.n % 4) in (1, 0) else 1.0  # A B B A: the set-up state's calls twice as slow
+
+    a, b, _, cut = recheck._rounds(object(), None, Clock(), None, {}, budget_s=0.2)
+    assert cut and len(a) == len(b) == 4 and max(b) < min(a)
+    a, b, _, cut = recheck._rounds(object(), None, Clock(), None, {}, budget_s=None)
+    assert not cut and len(a) >= 8
