@@ -74,8 +74,7 @@ class ErrorInfo(BaseModel):
 
 
 class Recheck(BaseModel):
-    """What the recheck stage found (bench.measure.guard): the timed calls against the set-up state and changed
-    inputs."""
+    """What the recheck stage found (bench.measure.guard): the timed calls against the set-up state, changed inputs."""
 
     mutated: list[str] = Field(default_factory=list)  # set-up tensors the timed calls changed
     restored_ms: float | None = None  # one call from the set-up state again (when mutated)

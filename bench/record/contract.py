@@ -116,9 +116,8 @@ def variant_metrics(result: VariantResult) -> dict[str, float]:
 
 
 def energy_metrics(result: VariantResult) -> dict[str, float | None]:
-    """The board's energy per call (median of the window's segments), its power, the window's time per call,
-    and the energy per declared unit of work (pJ per FLOP, per byte) and per generated token; nothing when none was
-    measured."""
+    """The board's energy per call (median of the window's segments), its power, the window's time per call, and the
+    energy per declared unit of work (pJ per FLOP, per byte) and per generated token; nothing when none measured."""
     e = result.energy
     mj = e.median_mj if e is not None else None
     if e is None or mj is None:
@@ -347,8 +346,7 @@ def recheck_summary(r: Recheck) -> str:
     if r.mutated:
         same = {True: "same output", False: "a different output", None: "output not compared"}[r.restored_same_output]
         parts.append(f"timed calls changed {', '.join(r.mutated[:4])}; a call from the set-up state: {same}")
-        if r.restore_cut:
-            parts.append(f"the restore comparison cut at {len(r.restored_times_ms)} rounds by the recheck's limit")
+        parts += [f"the restore comparison cut at {len(r.restored_times_ms)} rounds by its limit"] * r.restore_cut
     if r.perturbed == 0:
         parts.append("no floating tensor to change")
     elif r.perturbed is not None:
