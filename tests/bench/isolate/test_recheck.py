@@ -103,3 +103,41 @@ def test_the_rounds_go_on_past_the_first_look_while_undecided() -> None:
     assert not more_rounds(a * 2, b * 2, last)  # decided (or given up) at the last look
     slower = [x * 3 for x in b]  # beyond chance already at the first look: no more rounds
     assert not more_rounds(slower, b, first)
+
+
+# Honest: the timed calls advance a counter set up in setup(); a call whose counter has not been written since its
+# set-up is slow (as a first touch of fresh pages or a cold cache line would be). The restore comparison's B copies
+# what the timed calls left into its set-up's tensors just before its call; A must get the same copy of its own values.
+FIRST_TOUCH = """
+import time
+import torch
+
+class FirstTouch:
+    def setup(self):
+        self.x = torch.randn(1 << 16)
+        self.steps = torch.zeros(4)
+        self.out = torch.empty_like(self.x)
+
+    def benchmark_fn(self):
+        if self.steps._version == 0:
+            time.sleep(0.03)
+        self.steps += 1
+        torch.mul(self.x, 2.0, out=self.out)
+
+    def get_output(self):
+        return self.out
+
+def get_benchmark():
+    return FirstTouch()
+"""
+
+
+def test_a_first_write_after_set_up_costs_both_sides_of_the_restore_comparison_alike(tmp_path: Path) -> None:
+    path = tmp_path / "ch98" / "baseline_touch.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(FIRST_TOUCH)
+    spec = VariantSpec(chapter="ch98", example="touch", variant="baseline", path=str(path))
+    r = run_variant(spec, tmp_path / "wd", cli_layer={"device": "cpu", "iterations": 5, "warmup": 1})
+    assert r.status == "ok", r.error
+    assert r.recheck is not None and r.recheck.mutated and r.recheck.controlled
+    assert max(r.recheck.restored_times_ms) < 25, r.recheck  # no A call paid the 30 ms of a fresh counter
