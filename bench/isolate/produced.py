@@ -29,7 +29,7 @@ from typing import Any
 from bench.define.protocol import outputs_of
 from bench.measure.guard import BOUND, subsample
 from bench.measure.judge import get_output_works
-from bench.measure.outputs import local, whole
+from bench.measure.outputs import local, whole, writable
 
 # Interleaved rounds (a call alone, a call then get_output()); up to MORE_ROUNDS more while it looks like work.
 # Calls slower than SLOW_CALL_MS start with SLOW_ROUNDS.
@@ -93,7 +93,8 @@ def _poison(tensors: list[Any] | None, inputs: dict[str, Any]) -> None:
     held = {int(t.untyped_storage().data_ptr()) for t in inputs.values()}
     for t in map(local, tensors or []):  # a DTensor: this rank's shard
         if (t.is_floating_point() or t.is_complex()) and int(t.untyped_storage().data_ptr()) not in held:
-            t.fill_(float("nan"))
+            with writable(t):
+                t.fill_(float("nan"))
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from bench.define.context import seed_everything, synchronize
 from bench.define.protocol import outputs_of
 from bench.isolate.channel import send
 from bench.measure.judge import restore_slower, skipped_work
-from bench.measure.outputs import whole
+from bench.measure.outputs import whole, writable
 
 
 def watch_inputs(obj: Any, config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -168,7 +168,8 @@ def _restore(inputs: dict[str, Any], left: dict[str, Any]) -> None:
         for key, value in left.items():
             t = inputs.get(key)
             if t is not None and t.shape == value.shape and t.dtype == value.dtype:
-                t.copy_(value)
+                with writable(t):
+                    t.copy_(value)
     if left:
         synchronize(next(iter(left.values())).device)
 

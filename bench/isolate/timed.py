@@ -223,7 +223,8 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, fl
             # INTEGRITY #6: outputs the timed calls do not rewrite keep the NaN and fail the check.
             for t in outputs_of(v.obj) or []:
                 if t.is_floating_point() or t.is_complex():
-                    outputs.local(t).fill_(float("nan"))  # a DTensor: this rank's shard
+                    with outputs.writable(t):
+                        outputs.local(t).fill_(float("nan"))  # a DTensor: this rank's shard
                     poisoned = True
             synchronize(device)
         uuid = gpu_uuid(device) if device.type == "cuda" else None

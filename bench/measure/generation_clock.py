@@ -25,6 +25,7 @@ from bench.measure.generation import (
     summarize,
 )
 from bench.measure.guard import has_nan
+from bench.measure.outputs import writable
 from bench.measure.stopping import Measurement, StopRule, sample_until
 
 __all__ = ["GenerationClock", "RequestSpec", "generation_clock"]
@@ -116,10 +117,11 @@ class GenerationClock:
     def _poison(self) -> None:
         """INTEGRITY #6 for tokens: every output entry must be written by this generation's steps."""
         for t in self._written():
-            if t.is_floating_point() or t.is_complex():
-                t.fill_(float("nan"))
-            elif t.dtype.is_signed:
-                t.fill_(-1)
+            with writable(t):
+                if t.is_floating_point() or t.is_complex():
+                    t.fill_(float("nan"))
+                elif t.dtype.is_signed:
+                    t.fill_(-1)
 
     def _poisoned(self) -> bool:
         for t in self._written():

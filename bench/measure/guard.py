@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
-from bench.measure.outputs import local
+from bench.measure.outputs import local, writable
 
 # A strided sample of at most this many elements goes into a tensor's fingerprint.
 _SAMPLE = 4096
@@ -328,14 +328,16 @@ def perturb(tensors: dict[str, Any]) -> int:
         for t in tensors.values():
             if not t.is_floating_point():
                 continue
-            flat = t.view(-1) if t.is_contiguous() else None
-            if flat is not None and flat.is_cuda and flat.numel() <= _HOST_WAVE and t.element_size() > 1:
-                host = flat.to("cpu", copy=True)  # copies only: none of the wave's ~10 kernels loaded on the GPU
-                _wave_(host)
-                flat.copy_(host)
-            else:
-                for part in [flat[i : i + _CHUNK] for i in range(0, flat.numel(), _CHUNK)] if flat is not None else [t]:
-                    _wave_(part)
+            with writable(t):
+                flat = t.view(-1) if t.is_contiguous() else None
+                if flat is not None and flat.is_cuda and flat.numel() <= _HOST_WAVE and t.element_size() > 1:
+                    host = flat.to("cpu", copy=True)  # copies only: none of the wave's ~10 kernels loaded on the GPU
+                    _wave_(host)
+                    flat.copy_(host)
+                else:
+                    parts = [flat[i : i + _CHUNK] for i in range(0, flat.numel(), _CHUNK)] if flat is not None else [t]
+                    for part in parts:
+                        _wave_(part)
             n += 1
     return n
 

@@ -15,6 +15,7 @@ sharding. What the harness watches or changes in place is each rank's own shard 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -31,6 +32,15 @@ def _is_dtensor(t: Any) -> bool:
 def local(t: Any) -> Any:
     """This rank's shard of a DTensor (its storage: an in-place change of it changes the DTensor); ``t`` else."""
     return t.to_local() if _is_dtensor(t) else t
+
+
+def writable(t: Any) -> contextlib.AbstractContextManager[Any]:
+    """Where the harness writes into a benchmark's tensor ``t`` in place (NaN into an output, changed inputs, a
+    restore): inside ``torch.inference_mode()`` when ``t`` is an inference tensor (made under it: a call decorated
+    ``@torch.inference_mode()`` returns them), which torch lets no in-place write touch outside it; as it is else."""
+    import torch
+
+    return torch.inference_mode() if t.is_inference() else contextlib.nullcontext()
 
 
 def whole(tensors: Sequence[Any]) -> list[Any]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from bench.measure.clocks import Fn
 from bench.measure.guard import BOUND, has_nan
+from bench.measure.outputs import writable
 
 
 def side_streams(device: Any, seen: set[tuple[int, int, int]]) -> list[Any]:
@@ -96,7 +97,8 @@ def unwritten(replays: list[Fn], outputs: Callable[[], list[Any] | None], device
     for replay in replays:
         for i in watched:
             t = tensors[i]
-            t.fill_(float("nan") if t.is_floating_point() or t.is_complex() else _sentinel(t))
+            with writable(t):
+                t.fill_(float("nan") if t.is_floating_point() or t.is_complex() else _sentinel(t))
         replay()
         BOUND.synchronize(device)
         left = [i for i in watched if _poisoned(tensors[i])]

@@ -53,3 +53,36 @@ def test_each_style_ends_as_its_in_place_twin(tmp_path: Path, write_benchmark: A
     assert base["variants"]["ch07:zeros:baseline"][0] == "invalid", base
     for style in STYLES[1:]:
         assert outcomes[style] == base, f"{style} differs from in_place: {outcomes[style]} vs {base}"
+
+
+INFERENCE = """import torch
+
+class Bench:
+    def setup(self):
+        g = torch.Generator().manual_seed(0)
+        with torch.inference_mode():  # inputs made as a serving benchmark makes them
+            self.x = torch.randn(4096, generator=g)
+
+    @torch.{mode}()
+    def benchmark_fn(self):
+        return (self.x * 2.0).sin()
+
+def get_benchmark():
+    return Bench()
+"""
+
+
+def test_a_call_under_inference_mode_is_timed_and_verified_as_written(tmp_path: Path) -> None:
+    """``@torch.inference_mode()`` on the call and inputs made under it: its outputs and inputs are inference tensors,
+    which torch lets no in-place write touch outside inference mode. The harness's own writes (NaN into the outputs
+    before the timed calls, the changed inputs of the recheck) must not fail a variant the user wrote correctly."""
+    root = tmp_path / "chapters"
+    (root / "ch07").mkdir(parents=True)
+    (root / "ch07" / "baseline_inf.py").write_text(INFERENCE.format(mode="no_grad"))
+    (root / "ch07" / "optimized_inf.py").write_text(INFERENCE.format(mode="inference_mode"))
+    suite = run_suite(select(discover(root)), cli_layer={**TIGHT, **FAST}, workdir=tmp_path / "work")
+    failed = {v.spec.key: v.error for v in suite.variants if v.status != "ok"}
+    assert not failed, failed
+    (c,) = suite.comparisons
+    assert c.verification.verified, c.verification
+
