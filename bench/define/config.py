@@ -85,6 +85,9 @@ class BenchmarkConfig(BaseModel):
     # setup: get_benchmark(), get_config(), setup(); also bounds output check and teardown.
     setup_timeout_seconds: float = Field(30.0, gt=0)
     warmup_timeout_seconds: float = Field(15.0, gt=0)
+    # the warm-up's first call until it returns (at least the warm-up's limit): a compile there (torch.compile,
+    # Triton's JIT and autotuning) takes 18 s for a two-layer MLP from a cold cache on a busy 2-core host.
+    first_call_timeout_seconds: float = Field(120.0, gt=0)
     measurement_timeout_seconds: float = Field(15.0, gt=0)
     # profiling: the profiled calls of a profile child (under ncu, every kernel is replayed per pass).
     profiling_timeout_seconds: float = Field(180.0, gt=0)
@@ -219,6 +222,7 @@ class BenchmarkConfig(BaseModel):
             "startup": self.startup_timeout_seconds,
             "setup": self.setup_timeout_seconds,
             "warmup": self.warmup_timeout_seconds,
+            "first_call": max(self.warmup_timeout_seconds, self.first_call_timeout_seconds),
             "measurement": self.measurement_timeout_seconds,
             "profiling": self.profiling_timeout_seconds,
             "check": self.setup_timeout_seconds,

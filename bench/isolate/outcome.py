@@ -62,8 +62,12 @@ class Watch:
         self.kept: dict[str, Any] | None = None  # the child parked after its round (bench.isolate.kept): what it holds
         self.resumed = False  # a parked child's later round: no start-up, set-up or teardown of its own
 
+    def in_first_call(self) -> bool:
+        """The warm-up of a child's first round waits for its first call (a compile, a JIT): its own limit."""
+        return self.stage == "warmup" and not self.resumed and "first_call" not in self.counts
+
     def limit(self) -> float:
-        return self.config.stage_limit(self.stage, self.call_s)
+        return self.config.stage_limit("first_call" if self.in_first_call() else self.stage, self.call_s)
 
     def timed_done(self) -> bool:
         """Every stage that calls benchmark_fn on the clock is over: the measurement, the batch and the
@@ -152,9 +156,11 @@ def _ending(watch: Watch, returncode: int | None, timed_out: bool, log_path: Pat
     limit_s: float | None = None
     if timed_out:
         status, watch.failed_stage, limit_s = "timeout", watch.stage, watch.limit()
+        first = " in its first call (raise first_call_timeout_seconds or --timeout-multiplier for a longer compile)" \
+            if watch.in_first_call() else ""  # fmt: skip
         watch.error = ErrorInfo(
             kind="timeout",
-            message=f"stage {watch.stage!r} exceeded its limit of {limit_s:.1f}s; process group killed",
+            message=f"stage {watch.stage!r} exceeded its limit of {limit_s:.1f}s{first}; process group killed",
             traceback=_log_tail(log_path) or None,
         )
     elif "tampered" in watch.data:

@@ -153,6 +153,26 @@ def test_the_parent_scales_a_later_stages_limit_with_the_measured_call() -> None
     assert early.limit() == pytest.approx(6 * 6.0)
 
 
+def test_a_first_call_has_its_own_limit_until_it_returns() -> None:
+    """The warm-up's first call compiles (torch.compile of a two-layer MLP: 18 s from a cold cache on a 2-core host,
+    past the warm-up's 15 s): until it returns, the warm-up is allowed first_call_timeout_seconds (at least its
+    own limit); after, its own, scaled with the first call. A parked child's later round compiles nothing."""
+    from bench.define.result import VariantSpec
+    from bench.isolate.outcome import Watch
+
+    spec = VariantSpec(chapter="ch07", example="a", variant="baseline", path="x.py")
+    watch = Watch(spec, resolve_config({"timeout_multiplier": 2.0}))
+    watch.handle({"t": "stage", "name": "warmup", "event": "start"})
+    assert watch.limit() == pytest.approx(120.0 * 2.0)
+    watch.handle({"t": "first_call", "ms": 100.0})
+    assert watch.limit() == pytest.approx(15.0 * 2.0)
+    assert resolve_config({"warmup_timeout_seconds": 200.0}).stage_limit("first_call") == pytest.approx(200.0)
+    resumed = Watch(spec, resolve_config())
+    resumed.resumed = True
+    resumed.handle({"t": "stage", "name": "warmup", "event": "start"})
+    assert resumed.limit() == pytest.approx(15.0)
+
+
 def test_stage_limit_unknown_stage() -> None:
     with pytest.raises(ConfigError, match="'compile'"):
         resolve_config().stage_limit("compile")

@@ -86,3 +86,43 @@ def test_a_call_under_inference_mode_is_timed_and_verified_as_written(tmp_path: 
     (c,) = suite.comparisons
     assert c.verification.verified, c.verification
 
+
+COMPILING = """import time, torch
+
+class Bench:
+    def setup(self):
+        self.x = torch.randn(4096, generator=torch.Generator().manual_seed(0))
+        self.compiled = False
+
+    def benchmark_fn(self):
+        if not self.compiled:  # torch.compile's first call: the compile, then the call
+            time.sleep(2.5)
+            self.compiled = True
+        return self.x * 2.0
+
+def get_benchmark():
+    return Bench()
+"""
+
+
+def test_a_first_call_that_compiles_past_the_warm_up_limit_is_not_a_hang(tmp_path: Path) -> None:
+    """Eager against torch.compile, written the usual way: the compile happens in the first call, which may take
+    longer than the warm-up's limit (18 s from a cold cache on a 2-core host, against 15 s). The first call has a
+    limit of its own (first_call_timeout_seconds); the rest of the warm-up keeps the warm-up's."""
+    root = tmp_path / "chapters"
+    (root / "ch07").mkdir(parents=True)
+    (root / "ch07" / "baseline_comp.py").write_text(COMPILING.replace("time.sleep(2.5)", "pass"))
+    (root / "ch07" / "optimized_comp.py").write_text(COMPILING)
+    layer = {**FAST, "warmup_timeout_seconds": 1.0}
+    suite = run_suite(select(discover(root)), cli_layer=layer, workdir=tmp_path / "work")
+    failed = {v.spec.key: v.error for v in suite.variants if v.status != "ok"}
+    assert not failed, failed
+    slow = next(v for v in suite.variants if v.spec.variant == "optimized")
+    assert slow.timing is not None and slow.timing.first_call_ms > 2000.0
+    hang = COMPILING.replace("time.sleep(2.5)", "time.sleep(1000)")
+    (root / "ch07" / "optimized_comp.py").write_text(hang)
+    layer = {**layer, "first_call_timeout_seconds": 2.0}
+    suite = run_suite(select(discover(root)), cli_layer=layer, workdir=tmp_path / "work2")
+    hung = next(v for v in suite.variants if v.spec.variant == "optimized")
+    assert hung.status == "timeout" and hung.failed_stage == "warmup", (hung.status, hung.error)
+    assert hung.error is not None and "first_call_timeout_seconds" in hung.error.message, hung.error
