@@ -1,6 +1,7 @@
 """The benchmark protocol users write against, and loading a benchmark file.
 
-A chapter file defines a module-level ``get_benchmark()`` returning an object with:
+A chapter file defines a module-level ``get_benchmark()`` (a callable it returns, taking no arguments, is a benchmark
+whose call is ``benchmark_fn`` and whose set-up is its construction) returning an object with:
 
 * ``setup()`` — allocate inputs (fresh random data from the seeded generators, never zeros);
 * ``benchmark_fn()`` — the work being timed; the harness synchronizes around it;
@@ -63,6 +64,8 @@ def check_benchmark(obj: object, origin: str) -> Benchmark:
             f"{origin}: get_benchmark() returned None; it must return the benchmark object (with {', '.join(REQUIRED)})"
         )
     missing = [name for name in REQUIRED if not callable(getattr(obj, name, None))]
+    if len(missing) == len(REQUIRED) and callable(obj) and not isinstance(obj, type):
+        obj, missing = _called(obj, origin), []
     if missing:
         raise ProtocolError(
             f"{origin}: get_benchmark() returned {type(obj).__name__!s} without callable "
@@ -82,6 +85,34 @@ def check_benchmark(obj: object, origin: str) -> Benchmark:
 
 def _nothing_to_release() -> None:
     """The teardown of a benchmark without one."""
+
+
+def _nothing_to_set_up() -> None:
+    """The set-up of a callable benchmark: its ``__init__`` (or the closure) made its state."""
+
+
+def _called(obj: Any, origin: str) -> Any:
+    """A callable ``get_benchmark()`` returned (an object whose ``__init__`` sets up and whose ``__call__`` is the
+    work, as ``timeit`` and most scripts write it, or a function): the benchmark whose call is a call of it, its
+    return value the output; its state is its own, so the harness still sees its tensors (its attributes)."""
+    import inspect
+
+    try:
+        inspect.signature(obj).bind()
+    except TypeError as exc:
+        raise ProtocolError(
+            f"{origin}: get_benchmark() returned {type(obj).__name__}, a callable that needs arguments ({exc}); a "
+            f"callable benchmark takes none (its state made in __init__), or define {', '.join(REQUIRED)}"
+        ) from exc
+    except ValueError:  # a builtin without a signature: let its call say
+        pass
+    call = obj.__call__
+    try:
+        obj.setup, obj.benchmark_fn = _nothing_to_set_up, call
+    except AttributeError as exc:  # __slots__, a builtin
+        raise ProtocolError(f"{origin}: {type(obj).__name__} is callable but takes no attribute: define "
+                            f"{', '.join(REQUIRED)} on it") from exc  # fmt: skip
+    return obj
 
 
 def import_file(path: str | Path) -> Any:

@@ -57,6 +57,43 @@ def test_a_benchmark_without_teardown_gets_one_that_does_nothing() -> None:
         check_benchmark(Slotted(), "x.py")
 
 
+class SetUpInInit:
+    """The way timeit, scripts and most hand-written benchmarks are written: __init__ sets up, __call__ is the work."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.x = torch.arange(4.0)
+
+    def __call__(self):  # noqa: ANN204
+        return self.x * 2
+
+
+class NeedsArguments:
+    def __call__(self, x):  # noqa: ANN001, ANN204
+        return x
+
+
+def test_a_callable_is_a_benchmark_whose_call_is_the_work() -> None:
+    """get_benchmark() returning a callable (an object with __call__, a function, a lambda) is the benchmark: no
+    set-up beyond its own construction, the call timed, its return value the output; its attributes stay its own, so
+    the harness sees its tensors (the recheck changes them). A callable that needs arguments is one line naming it."""
+    from bench.define.protocol import keep_returned, outputs_of
+    from bench.measure.guard import setup_tensors
+
+    obj = check_benchmark(SetUpInInit(), "x.py")
+    obj.setup()
+    keep_returned(obj, obj.benchmark_fn)()
+    assert outputs_of(obj)[0].tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert list(setup_tensors(obj)) == ["x"]
+    fn = check_benchmark(lambda: 7, "x.py")
+    assert fn.benchmark_fn() == 7 and fn.teardown() is None
+    with pytest.raises(ProtocolError, match=r"x\.py: .*NeedsArguments, a callable that needs arguments.*'x'"):
+        check_benchmark(NeedsArguments(), "x.py")
+    with pytest.raises(ProtocolError, match="without callable setup, benchmark_fn"):
+        check_benchmark(object(), "x.py")  # not callable: as before
+
+
 def test_optional_hook_must_be_callable() -> None:
     with pytest.raises(ProtocolError, match="get_output must be methods"):
         check_benchmark(OutputIsAValue(), "x.py")
