@@ -126,11 +126,26 @@ _ACCEPTED = ("accepted: a file with get_benchmark() or module-level setup() and 
              "(Model and get_inputs(); or ModelNew)")
 
 
+def _written_for(path: Path) -> str:
+    """What another harness's benchmark file holds, and where its parts go in perflab's (read without importing)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef) and n.name.startswith("test") and "benchmark" in [a.arg for a in n.args.args]:
+            return (f"a pytest-benchmark test, {n.name}(benchmark): its code before benchmark(...) goes in setup(), "
+                    "the call benchmark(...) times in benchmark_fn(), returning its result")  # fmt: skip
+        if isinstance(n, ast.Call) and any(k.arg == "stmt" for k in n.keywords):
+            return ("a Timer(stmt=...) (torch.utils.benchmark, timeit): its setup and globals go in setup(), its "
+                    "stmt in benchmark_fn(), returning its result")  # fmt: skip
+    return "no get_benchmark(), setup() and benchmark_fn(), Model or ModelNew"
+
+
 def _kind(path: Path) -> str:
     if path.suffix != ".py":
         return "not a .py file"
     try:
-        return file_kind(path) or "no get_benchmark(), setup() and benchmark_fn(), Model or ModelNew"
+        return file_kind(path) or _written_for(path)
     except SyntaxError as exc:
         return f"syntax error at line {exc.lineno}: {exc.msg}"
     except (OSError, UnicodeDecodeError) as exc:
