@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from bench.cli.output import console, fitted
+from bench.cli.output import broken, console, fitted
 from bench.define.discovery import Catalog, Example, discover, select
 from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.measure.basis import Basis
@@ -190,7 +190,8 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
         out.add_column(header, justify="left" if left else "right", overflow="fold", width=widths[i])
     colour = {"faster": "green", "slower": "red"}
     for row in rows:
-        out.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(row[-1].rstrip("*"), "yellow")))
+        out.add_row(Text(broken(row[0], widths[0])), *map(Text, row[1:-1]),
+                    Text(row[-1], colour.get(row[-1].rstrip("*"), "yellow")))  # fmt: skip
     return out
 
 
@@ -237,7 +238,7 @@ def energy_table(suite: SuiteResult, width: int | None = None) -> Table | None:
     for i, header in enumerate(headers):
         out.add_column(header, justify="left" if i == 0 else "right", overflow="fold", width=widths[i])
     for row in rows:
-        out.add_row(*map(Text, row))
+        out.add_row(Text(broken(row[0], widths[0])), *map(Text, row[1:]))
     return out
 
 

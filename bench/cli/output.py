@@ -111,3 +111,23 @@ def fitted(headers: list[str], rows: list[list[str]], width: int, narrow: dict[i
         short -= give
     fixed[0] = max(10, min(natural[0], width - gaps - sum(fixed[1:])))
     return list(fixed)
+
+
+def broken(name: str, width: int | None) -> str:
+    """``name`` for a column of ``width``: each word longer than that broken after a ``_``, ``:`` or ``.`` (a new
+    line, greedily), so a wrapped name reads ``speculative_`` / ``batch`` rather than ``speculative_batc`` / ``h``;
+    a word without such a place is left to the column's fold."""
+    import re
+
+    if width is None:
+        return name
+    words = []
+    for word in name.split(" "):
+        lines, line = [], ""
+        for part in re.findall(r"[^_:.]*[_:.]|[^_:.]+$", word) if len(word) > width else [word]:
+            if line and len(line) + len(part) > width:
+                lines.append(line)
+                line = ""
+            line += part
+        words.append("\n".join([*lines, line]))
+    return " ".join(words)

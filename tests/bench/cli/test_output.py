@@ -89,6 +89,24 @@ def test_no_name_or_verdict_is_cut_at_any_width(width: int) -> None:
         assert all(ch in chars for ch in name), name
 
 
+def test_a_name_too_long_for_its_column_breaks_after_an_underscore() -> None:
+    """Chapter 17 on the H200 at 80 columns: ``speculative_batch`` had 16 characters and read ``speculative_batc``
+    / ``h``; it breaks where its words join, and a name with room stays whole."""
+    wide = "no significant difference"
+    pairs = [pair("moe_routing", 17.8, 1.68, 7.25, 14.2, chapter="ch17"),
+             pair("speculative", 2230.0, 1650.0, 0.72, 3.99, chapter="ch17"),
+             pair("speculative", 2230.0, 1320.0, 1.13, 3.34, chapter="ch17", variant="optimized_k2"),
+             pair("speculative_batch_prefill", 711.0, 409.0, 1.55, 2.42, chapter="ch17")]  # fmt: skip
+    pairs[1].significance = wide
+    lines = render(suite(*pairs), 60).splitlines()
+    assert all(len(line) <= 60 for line in lines)
+    starts = [line.split(" ")[0] for line in lines]
+    assert "speculative_" in starts and ("batch_" in starts or "batch_prefill" in starts), lines
+    assert not any(s in ("h", "ll", "fill") for s in starts), lines  # no word folded mid-way
+    assert any(line.startswith("moe_routing ") for line in lines)
+    assert common.table(suite(*pairs), 200).columns[0]._cells[3].plain == "speculative_batch_prefill"
+
+
 def test_a_pair_within_the_noise_threshold_says_so_in_its_verdict() -> None:
     """An A/A pair whose interval excludes 1.0 by 0.02 %: "no significant difference*", and why below the table."""
     aa = pair("atomic_reduction", 1.0, 1.0002, 0.9997, 0.9998).model_copy(
