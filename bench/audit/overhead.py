@@ -131,7 +131,7 @@ def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None, fresh_ser
     if fresh_server:
         from bench.isolate import server
 
-        server.stop_all()
+        server.stop_all(keys=server.own_keys())
     with tempfile.TemporaryDirectory(prefix="perflab-overhead-") as tmp:
         fast = measure(n, False, Path(tmp), cli_layer)
         cold = measure(n, True, Path(tmp), cli_layer)

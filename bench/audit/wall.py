@@ -85,7 +85,7 @@ def _command(cmd: list[str], fresh: bool, timeout_s: float, log: Path | None) ->
     if fresh:
         from bench.isolate import server
 
-        server.stop_all()
+        server.stop_all(keys=server.own_keys())
     t0 = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     wall = time.monotonic() - t0

@@ -266,9 +266,15 @@ def server_status() -> None:
 
 
 @server_app.command("stop")
-def server_stop() -> None:
-    """Stop this user's servers (their running children are killed); the next run starts a fresh one."""
+def server_stop(
+    every: Annotated[bool, typer.Option("--all", help="every server of this user, other checkouts' too")] = False,
+) -> None:
+    """Stop this checkout's servers (their running children are killed); the next run starts a fresh one."""
     from bench.isolate import server
 
-    pids = server.stop_all()
+    pids = server.stop_all(keys=None if every else server.own_keys())
     console.print(f"stopped {len(pids)} server(s)" + (f": {', '.join(map(str, pids))}" if pids else ""))
+    others = [] if every else [s["pid"] for s in server.servers(timeout=0.5)]
+    if others:
+        console.print(f"left running: {len(others)} server(s) of other checkouts or environments "
+                      f"({', '.join(map(str, others))}); --all stops them too", markup=False)  # fmt: skip

@@ -333,12 +333,20 @@ def servers(timeout: float = 2.0) -> list[dict[str, Any]]:
     ]
 
 
-def stop_all(wait_s: float = 10.0) -> list[int]:
-    """Stop every server of this user: each stops listening, kills its children's groups and exits
-    (one still importing, which cannot answer yet, gets SIGTERM). Returns their pids; waits up to
-    ``wait_s`` for them to be gone."""
+def own_keys() -> set[str]:
+    """The keys of the servers a command of this interpreter, checkout and environment starts (both Triton modes)."""
+    return {server_key(True), server_key(False)}
+
+
+def stop_all(wait_s: float = 10.0, keys: set[str] | None = None) -> list[int]:
+    """Stop every server of this user, or those of ``keys`` (``own_keys()``: this checkout's, leaving another
+    checkout's and the suites it runs alone): each stops listening, kills its children's groups and exits (one
+    still importing, which cannot answer yet, gets SIGTERM). Returns their pids; waits up to ``wait_s`` for them
+    to be gone."""
     pids = []
     for pid_file, pid in _servers():
+        if keys is not None and pid_file.stem not in keys:
+            continue
         pids.append(pid)
         if _ask(pid_file, "stop", 2.0) is None:
             with contextlib.suppress(ProcessLookupError):

@@ -151,15 +151,21 @@ def test_idle_server_exits_and_removes_its_socket(monkeypatch: pytest.MonkeyPatc
     assert not (server.runtime_dir() / f"{key}.sock").exists()
 
 
-def test_stop_all_stops_every_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_stop_takes_this_checkouts_servers_and_all_every_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PERFLAB_TEST_STOP", "1")  # keyed: a server of this test's own
     # in a directory of its own: the process's other servers, which its later tests use, are not stopped with it
     monkeypatch.setenv("PERFLAB_RUNTIME_DIR", str(tmp_path / "servers"))
     interpret = _interpret()
     server.call(operator.neg, 1, interpret=interpret, timeout=120)
     pid = _server_pid(server.server_key(interpret))
-    assert pid in server.stop_all()
-    assert not rendezvous.alive(pid)
+    monkeypatch.setenv("PERFLAB_TEST_OTHER", "1")  # another checkout's or environment's server: another key
+    server.call(operator.neg, 1, interpret=interpret, timeout=120)
+    other = _server_pid(server.server_key(interpret))
+    monkeypatch.delenv("PERFLAB_TEST_OTHER")
+    assert other != pid and server.stop_all(keys=server.own_keys()) == [pid]  # `perflab server stop`: its own
+    assert not rendezvous.alive(pid) and rendezvous.alive(other)
+    assert other in server.stop_all()  # `--all`
+    assert not rendezvous.alive(other)
     assert server.servers() == []
 
 
