@@ -166,6 +166,14 @@ def keep_returned(obj: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
     return call
 
 
+def returned_type(obj: Any) -> str | None:
+    """The type of what ``benchmark_fn()`` last returned, for a benchmark without ``get_output()`` (``"float"``,
+    ``"NoneType"``), or None where it has ``get_output()`` or made no call: what a pair's "no output" names."""
+    if callable(getattr(obj, "get_output", None)) or id(obj) not in _RETURNED:
+        return None
+    return type(_RETURNED[id(obj)]).__name__
+
+
 def output_style(obj: Any) -> str:
     """Where ``obj``'s output comes from: "get_output" or "returned" (by benchmark_fn())."""
     return "get_output" if callable(getattr(obj, "get_output", None)) else "returned"

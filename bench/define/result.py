@@ -119,6 +119,7 @@ class OutputInfo(BaseModel):
     tensors: list[TensorInfo]
     timed_calls_wrote_output: bool | None = None  # None: poisoning not applicable
     style: Literal["get_output", "returned"] | None = None  # where the output came from
+    returned: str | None = None  # without tensors (no path): the type benchmark_fn() last returned ("float", "None")
     produced: Produced | None = None  # None: not looked at (several ranks, token generation, no output)
 
 
@@ -179,8 +180,7 @@ class Generation(BaseModel):
 
     Statistics dicts hold median (p50), p90, p95, p99, mean, min, max (ms), as a call time's; TTFT and TPOT are
     pooled over every measured generation's requests, step times over their steps; rates are medians over
-    generations.
-    """
+    generations."""
 
     requests: int
     tokens: int  # tokens emitted per generation (all requests)

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.define.config import host_clocked
 from bench.define.context import set_context, synchronize
-from bench.define.protocol import declared_work, keep_returned, output_style, outputs_of
+from bench.define.protocol import declared_work, keep_returned, output_style, outputs_of, returned_type
 from bench.isolate.channel import PARKED_FILE, Stage, send
 from bench.isolate.recheck import changed_inputs, restored_call
 
@@ -330,6 +330,8 @@ def _check(v: SetUp, poisoned: bool) -> tuple[Any, dict[str, Any]]:
         path = os.path.join(v.job["workdir"], "outputs")
         output["tensors"] = outputs.save(tensors, path)
         output["path"] = path
+    elif tensors is None:
+        output["returned"] = returned_type(v.obj)
     send("output", **output)
     send("validation", message=message)
     get_work = getattr(v.obj, "get_work", None)

@@ -258,11 +258,8 @@ def _verify(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         n for n, r in (("baseline", baseline), ("optimized", optimized)) if r.output is None or r.output.path is None
     )
     if missing:
-        return Verification(
-            verified=False,
-            detail=f"no output from {missing} (no get_output() and benchmark_fn() returned no tensor or NumPy "
-            "array, or get_output() returned None): not verified",
-        )
+        return Verification(verified=False, detail=f"no output from {missing} ({_no_output(baseline, optimized)}): "
+                            "not verified")  # fmt: skip
     work = _work_differs(baseline, optimized)
     if work:
         return Verification(verified=False, outcome="mismatch", detail=work)
@@ -301,6 +298,21 @@ def _verify(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
             }
         )
     return main.model_copy(update={"detail": f"{main.detail}; again on changed inputs ({again.detail})"})
+
+
+def _no_output(*sides: VariantResult) -> str:
+    """Why a side has no output, in the words of what its ``benchmark_fn()`` returned."""
+    kinds = {r.output.returned for r in sides if r.output is not None and r.output.path is None}
+    if "NoneType" in kinds:
+        return ("benchmark_fn() returned None: a call writing in place returns the tensor it writes, or get_output() "
+                "returns it")  # fmt: skip
+    number = sorted(kinds & {"float", "int", "bool", "complex"})
+    if number:
+        return (f"benchmark_fn() returned a Python {number[0]}, which is not compared (a loss.item() would be held "
+                "to float64's tolerance): return it as a tensor, or the tensor it came from")  # fmt: skip
+    if kinds - {None}:
+        return f"benchmark_fn() returned a {sorted(kinds - {None})[0]}, holding no tensor or NumPy array"
+    return "no get_output() and benchmark_fn() returned no tensor or NumPy array, or get_output() returned None"
 
 
 def _files(a: Any, b: Any) -> tuple[tuple[str, list[Any]], tuple[str, list[Any]]]:

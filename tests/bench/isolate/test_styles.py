@@ -126,3 +126,33 @@ def test_a_first_call_that_compiles_past_the_warm_up_limit_is_not_a_hang(tmp_pat
     hung = next(v for v in suite.variants if v.spec.variant == "optimized")
     assert hung.status == "timeout" and hung.failed_stage == "warmup", (hung.status, hung.error)
     assert hung.error is not None and "first_call_timeout_seconds" in hung.error.message, hung.error
+
+
+NO_TENSOR = """import torch
+
+class Bench:
+    def setup(self):
+        self.x = torch.randn(4096, generator=torch.Generator().manual_seed(0))
+
+    def benchmark_fn(self):
+        {body}
+
+def get_benchmark():
+    return Bench()
+"""
+
+
+def test_a_pair_without_a_tensor_output_says_what_the_call_returned(tmp_path: Path) -> None:
+    """A call returning a Python number or None (an in-place update) has no output to compare: the pair's reason
+    names what it returned and where the tensor goes, not only "no tensor or NumPy array"."""
+    root = tmp_path / "chapters"
+    (root / "ch07").mkdir(parents=True)
+    bodies = {"baseline_num": "return float(self.x.sum())", "optimized_num": "return float(self.x.sum())",
+              "baseline_inplace": "self.x.mul_(1.0)", "optimized_inplace": "self.x.mul_(1.0)"}  # fmt: skip
+    for name, body in bodies.items():
+        (root / "ch07" / f"{name}.py").write_text(NO_TENSOR.format(body=body))
+    suite = run_suite(select(discover(root)), cli_layer={**TIGHT, **FAST}, workdir=tmp_path / "work")
+    why = {c.example: c.verification.detail for c in suite.comparisons}
+    assert not any(c.verification.verified for c in suite.comparisons), why
+    assert "returned a Python float" in why["num"] and "as a tensor" in why["num"], why
+    assert "returned None" in why["inplace"] and "get_output()" in why["inplace"], why
