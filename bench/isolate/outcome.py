@@ -248,7 +248,8 @@ def _data(result: VariantResult, data: dict[str, Any]) -> None:
         o, p = data["output"], data.get("produced")
         result.output = OutputInfo(
             path=o["path"], tensors=o["tensors"], timed_calls_wrote_output=o["timed_calls_wrote_output"],
-            style=o.get("style"), returned=o.get("returned"), produced=Produced(**{k: v for k, v in p.items() if k != "t"}) if p else None,
+            style=o.get("style"), returned=o.get("returned"),
+            produced=Produced(**{k: v for k, v in p.items() if k != "t"}) if p else None,
         )
     if "validation" in data:
         result.validation = data["validation"]["message"]
