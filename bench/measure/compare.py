@@ -191,7 +191,7 @@ def _speedup(
     speedup = low = high = None
     b, o = _median(base_samples), _median(opt_samples)
     noise = _run_noise(optimized)
-    if b is not None and o is not None and o > 0 and same_hardware:
+    if b is not None and o is not None and o > 0 and b > 0 and same_hardware:  # a median <= 0: no work seen
         speedup = b / o
         interval = speedup_interval(base_samples, opt_samples, noise) if bootstrap else None
         if interval is not None:

@@ -55,7 +55,8 @@ def speedup_interval(
 ) -> tuple[float, float] | None:
     """95 % interval of median(baseline) / median(optimized): a percentile bootstrap over both sides' raw
     samples (resampled independently), then widened by the run-to-run term (``widen``). None with fewer than
-    2 samples on a side."""
+    2 samples on a side, or where a resampled median is at or below 0 (a clock that saw no work: a CPU-only call
+    on CUDA events reads about 0 ms, a flush subtracted from it below): no ratio of such times means anything."""
     if len(baseline_ms) < 2 or len(optimized_ms) < 2:
         return None
     import numpy as np
@@ -69,7 +70,10 @@ def speedup_interval(
         mb = np.median(b[rng.integers(0, b.size, (k, b.size))], axis=1)
         mo = np.median(o[rng.integers(0, o.size, (k, o.size))], axis=1)
         ratios.append(mb / mo)
-    lo, hi = np.percentile(np.concatenate(ratios), [2.5, 97.5])
+    pooled = np.concatenate(ratios)
+    if not np.all(np.isfinite(pooled)) or pooled.min() <= 0:
+        return None
+    lo, hi = np.percentile(pooled, [2.5, 97.5])
     return widen(float(np.median(b)) / float(np.median(o)), float(lo), float(hi), run_noise)
 
 

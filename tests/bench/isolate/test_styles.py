@@ -56,12 +56,13 @@ def test_each_style_ends_as_its_in_place_twin(tmp_path: Path, write_benchmark: A
 
 
 INFERENCE = """import torch
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # the harness's device by default
 
 class Bench:
     def setup(self):
         g = torch.Generator().manual_seed(0)
         with torch.inference_mode():  # inputs made as a serving benchmark makes them
-            self.x = torch.randn(4096, generator=g)
+            self.x = torch.randn(4096, generator=g).to(DEV)
 
     @torch.{mode}()
     def benchmark_fn(self):
@@ -88,10 +89,11 @@ def test_a_call_under_inference_mode_is_timed_and_verified_as_written(tmp_path: 
 
 
 COMPILING = """import time, torch
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # the harness's device by default
 
 class Bench:
     def setup(self):
-        self.x = torch.randn(4096, generator=torch.Generator().manual_seed(0))
+        self.x = torch.randn(4096, generator=torch.Generator().manual_seed(0)).to(DEV)
         self.compiled = False
 
     def benchmark_fn(self):
@@ -129,10 +131,11 @@ def test_a_first_call_that_compiles_past_the_warm_up_limit_is_not_a_hang(tmp_pat
 
 
 NO_TENSOR = """import torch
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # the harness's device by default
 
 class Bench:
     def setup(self):
-        self.x = torch.randn(4096, generator=torch.Generator().manual_seed(0))
+        self.x = torch.randn(4096, generator=torch.Generator().manual_seed(0)).to(DEV)
 
     def benchmark_fn(self):
         {body}
