@@ -28,7 +28,7 @@ from bench.define.config import KEEP_SETUP_S, TIMING_ONLY, BenchmarkConfig, host
 from bench.define.discovery import Example
 from bench.define.result import Comparison, VariantResult, VariantSpec
 from bench.isolate.kept import Kept
-from bench.measure.compare import compare, noise_threshold
+from bench.measure.compare import compare, noise_threshold, unjudged
 from bench.measure.cores import cap_note, free_cores
 from bench.measure.rounds import decide, round_ratios
 from bench.measure.stats import summarize
@@ -211,8 +211,11 @@ class Rounds:
             stop = self.stops.get(s.key) if len(opt) > 1 else None
             base_rounds = self.by_key[base.key][: len(opt)]
             generated = generation_ratios(base_rounds, opt) if len(opt) > 1 else None
-            out.append(compare(merge(base_rounds), merge(opt), verify=verify, rounds_stop=stop,
-                               metric_rounds=generated))  # fmt: skip
+            b, o = merge(base_rounds), merge(opt)
+            try:
+                out.append(compare(b, o, verify=verify, rounds_stop=stop, metric_rounds=generated))
+            except Exception as exc:  # noqa: BLE001 - a fault of the comparison's: the pair recorded, the suite runs on
+                out.append(unjudged(b, o, exc))
         return out
 
 

@@ -230,6 +230,17 @@ def _basis(baseline: VariantResult, optimized: VariantResult) -> tuple[str, list
     return "cold", cold[0], cold[1]
 
 
+def unjudged(baseline: VariantResult, optimized: VariantResult, exc: BaseException) -> Comparison:
+    """A pair whose comparison raised ``exc`` (a fault of perflab's, not of the variants'): recorded as failed with
+    its medians and the error, so that the suite's other pairs are compared and every result is kept."""
+    s = optimized.spec
+    return Comparison(chapter=s.chapter, example=s.example, variant=s.variant, baseline_status=baseline.status,
+                      optimized_status=optimized.status, baseline_median_ms=baseline.median_ms,
+                      optimized_median_ms=optimized.median_ms, status="failed",
+                      verification=Verification(verified=False, detail=f"the comparison failed (perflab's fault, "
+                                                f"please report it): {type(exc).__name__}: {exc}"))  # fmt: skip
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 

@@ -345,3 +345,29 @@ def test_a_generating_pair_runs_in_rounds_and_drift_is_no_verdict(tmp_path: Path
     assert many.speedup_metric == "tpot" and len(many.round_speedups) == 4, many.round_speedups
     assert many.significance == "no significant difference", (many.speedup, many.speedup_ci_low, many.round_speedups)
     assert min(many.round_speedups) < 1.0 < max(many.round_speedups)  # the order reversed: the drift both ways
+
+
+def test_a_comparison_that_raises_is_a_failed_pair_the_suite_goes_on(tmp_path, write_benchmark, monkeypatch) -> None:
+    """A fault in the comparison itself (the H200's math domain error from times at or below 0 ms stopped a whole
+    suite): that pair is recorded failed, naming the error; the variants' results and the other pairs are kept."""
+    from bench.isolate import rounds
+    from bench.measure.compare import compare
+
+    root = tmp_path / "chapters"
+    for example in ("a", "b"):
+        for variant in ("baseline", "optimized"):
+            write_benchmark(root / "ch07" / f"{variant}_{example}.py")
+
+    def faulty(baseline, optimized, **kw):
+        if optimized.spec.example == "a":
+            raise ValueError("math domain error")
+        return compare(baseline, optimized, **kw)
+
+    monkeypatch.setattr(rounds, "compare", faulty)
+    suite = run_suite(select(discover(root)), cli_layer={**FAST, "min_rounds": 1, "max_rounds": 1},
+                      workdir=tmp_path / "work")  # fmt: skip
+    assert [v.status for v in suite.variants] == ["ok"] * 4
+    pairs = {c.example: c for c in suite.comparisons}
+    assert pairs["a"].status == "failed" and "ValueError: math domain error" in pairs["a"].verification.detail
+    assert pairs["a"].baseline_median_ms is not None
+    assert pairs["b"].status == "ok" and pairs["b"].speedup is not None
