@@ -6,7 +6,8 @@
 * An error is one line (``soft_wrap``): a terminal wraps it at its edge, a log file keeps it whole, and no
   phrase is ever broken by our own wrapping.
 * A table wider than the console keeps its figures whole and wraps its names (``fitted``): rich's own
-  squeezing cuts every column at once, names into "ch07:aos…".
+  squeezing cuts every column at once, names into "ch07:aos…"; a name wraps after a colon or a space
+  (``name_lines``), not at whichever character reaches the column's edge.
 * Long work (a suite, a sweep, the kernel cases) shows rich's progress bar on a terminal, with each step's
   line printed above it; elsewhere (a pipe, a CI log) the same lines, each counted ``3/16``, and no bar.
 """
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,7 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-__all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted", "progress", "writable_dir"]
+__all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted", "name_lines", "progress",
+           "writable_dir"]
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)
@@ -111,3 +114,26 @@ def fitted(headers: list[str], rows: list[list[str]], width: int, narrow: dict[i
         short -= give
     fixed[0] = max(10, min(natural[0], width - gaps - sum(fixed[1:])))
     return list(fixed)
+
+
+def name_lines(name: str, width: int | None) -> str:
+    """``name`` (``ch07:example:variant``, ``example (variant)``) on lines of at most ``width`` characters, broken
+    after a colon or a space, and within a part still too wide after an underscore or a hyphen: rich breaks a word
+    without spaces at whichever character reaches the column's edge (``fp8_training:optimized_te`` / ``nsorwise``).
+    A piece wider than ``width`` is left for rich to fold; ``width`` None (a table that fits): unchanged."""
+    if width is None or len(name) <= width:
+        return name
+    lines = [piece for line in _packed(name, r"(?<=[: ])", width)
+             for piece in (_packed(line, r"(?<=[_-])", width) if len(line) > width else [line])]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _packed(text: str, after: str, width: int) -> list[str]:
+    """``text`` split after each match of ``after``, the pieces joined into lines of at most ``width`` where they
+    fit, each line without its trailing space."""
+    lines = [""]
+    for piece in re.split(after, text):
+        if lines[-1] and len(lines[-1].rstrip()) + len(piece.rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return [line.rstrip() for line in lines]

@@ -89,6 +89,21 @@ def test_no_name_or_verdict_is_cut_at_any_width(width: int) -> None:
         assert all(ch in chars for ch in name), name
 
 
+def test_a_long_name_wraps_after_a_colon_not_mid_word() -> None:
+    """rich breaks a name without spaces at the column's edge ("fp8_training:optimized_te" / "nsorwise", two
+    variants reading alike on their first line): a name breaks after its colons or spaces, a part still too wide
+    after an underscore, and only a piece wider than the column is left to fold."""
+    name = "ch19:fp8_training:optimized_tensorwise"
+    assert output.name_lines(name, None) == output.name_lines(name, 38) == name
+    assert output.name_lines(name, 26) == "ch19:fp8_training:\noptimized_tensorwise"
+    assert output.name_lines("transpose (optimized_tiled)", 18) == "transpose\n(optimized_tiled)"
+    assert output.name_lines("ch13:paged_attention:v2", 10) == "ch13:\npaged_\nattention:\nv2"
+    long = pair("fp8_training", 19.6, 6.6, 2.8, 3.14, chapter="ch19", variant="optimized_tensorwise")
+    lines = render(suite(long, pair("x", 1.0, 1.0, 0.9, 1.1, chapter="ch01")), 80).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("ch19:fp8_training "))
+    assert [line.strip() for line in lines[at + 1 : at + 3]] == ["(optimized_", "tensorwise)"]
+
+
 def test_a_pair_within_the_noise_threshold_says_so_in_its_verdict() -> None:
     """An A/A pair whose interval excludes 1.0 by 0.02 %: "no significant difference*", and why below the table."""
     aa = pair("atomic_reduction", 1.0, 1.0002, 0.9997, 0.9998).model_copy(
