@@ -120,6 +120,8 @@ def overhead(
     if plan is None:
         return
     store = out / "chapter_wall.db" if out is not None else None  # the runs' MLflow store, kept with --out
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     wall = time_walls(*plan, store, repeats=repeats)
     emit(chapter_wall_markdown(wall), wall, out, "chapter_wall")
 

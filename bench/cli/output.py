@@ -39,8 +39,9 @@ def error(message: str) -> None:
 
 
 def writable_dir(path: Path, option: str) -> Path:
-    """``path`` created (with its parents) and writable, before a command measures anything it would then have
-    nowhere to put; a PerflabError naming ``option`` and the path otherwise."""
+    """``path`` checked before a command measures anything it would then have nowhere to put: a directory there, or
+    one that can be made, that takes a file; a PerflabError naming ``option``, the path and why otherwise. Nothing is
+    left behind: the command makes the directory when it writes there, and a refusal leaves no directory made."""
     from bench.errors import PerflabError
 
     if path.exists() and not path.is_dir():
@@ -52,16 +53,34 @@ def writable_dir(path: Path, option: str) -> Path:
 
 
 def can_write_in(directory: Path) -> str | None:
-    """None once ``directory`` exists (created with its parents) and a file could be created in it; else why not
-    (a real probe: a permission check says yes to root in a read-only or virtual file system)."""
+    """None when ``directory`` exists, or can be made with its parents, and a file can be created in it; else why not,
+    naming the file in the way or the directory that could not be made where it is not ``directory`` itself. A real
+    probe (a permission check says yes to root in a read-only or virtual file system), undone: the directories it
+    made are removed again."""
     import tempfile
 
+    made: list[Path] = []
+    at = directory
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        for at in [*reversed(directory.parents), directory]:
+            if not at.is_dir():
+                try:
+                    at.mkdir()
+                except FileExistsError:
+                    if not at.is_dir():  # a file where a directory would go (a directory made meanwhile is fine)
+                        return f"{at} is a file"
+                    continue
+                made.append(at)
+        at = directory
         with tempfile.TemporaryFile(dir=directory, prefix=".perflab-probe-"):
             return None
     except OSError as exc:
-        return exc.strerror or type(exc).__name__
+        reason = exc.strerror or type(exc).__name__
+        return reason if at == directory else f"{at}: {reason}"
+    finally:
+        for d in reversed(made):
+            with contextlib.suppress(OSError):  # another process's files in it meanwhile: it stays
+                d.rmdir()
 
 
 @contextlib.contextmanager
