@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 __all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted", "name_lines", "progress",
-           "writable_dir"]
+           "warning", "writable_dir"]
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)
@@ -36,6 +36,11 @@ Report = Callable[..., None]
 def error(message: str) -> None:
     """``error: <message>`` on stderr, on one line."""
     err_console.print(Text.assemble(("error:", "red"), " ", message))
+
+
+def warning(message: str) -> None:
+    """``warning: <message>`` on stderr, on one line."""
+    err_console.print(Text.assemble(("warning:", "yellow"), " ", message))
 
 
 def writable_dir(path: Path, option: str) -> Path:
