@@ -75,7 +75,7 @@ def expectations_check(
     from bench.cli import writable_dir
     from bench.record import log_text_artifacts, results_dir
 
-    out = writable_dir(out, "--out") if out is not None else results_dir()
+    out = writable_dir(out, "--out") if out is not None else writable_dir(results_dir(), "--out's default")
     try:
         parent, rows = check(run_id, root, tolerance, tracking_uri)
     except (LookupError, ValueError) as exc:
@@ -210,9 +210,12 @@ def report(
     """Write report.json, report.md and report.csv for a suite and log them on its parent run."""
     from analysis.report import write_report
     from bench.cli import writable_dir
+    from bench.record import results_dir
 
     if out is not None:
         writable_dir(out, "--out")
+    else:  # perflab-results/report-<id>: where the run's id is not known yet, its parent
+        writable_dir(results_dir(), "--out's default")
     try:
         rep, where = write_report(run_id, out, tracking_uri, log=not no_log)
     except (LookupError, ValueError) as exc:

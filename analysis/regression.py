@@ -273,7 +273,7 @@ def regression_table(rows: list[RegressionRow], width: int = 80) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    from bench.cli import fitted
+    from bench.cli import fitted, name_lines
     from bench.record import column
 
     chapters = {r.key.split(":", 1)[0] for r in rows}
@@ -290,7 +290,7 @@ def regression_table(rows: list[RegressionRow], width: int = 80) -> Any:
         table.add_column(header, justify="left" if i < 2 else "right", overflow="fold", width=widths[i])
     colour = {"regressed": "red", "improved": "green", "ok": "default", "no-history": "yellow"}
     for row in cells:
-        table.add_row(Text(row[0]), Text(row[1], colour.get(row[1], "magenta")), *row[2:])
+        table.add_row(Text(name_lines(row[0], widths[0])), Text(row[1], colour.get(row[1], "magenta")), *row[2:])
     return table
 
 

@@ -129,7 +129,8 @@ def _speedup(row: dict[str, Any]) -> str:
     if not row.get("speedup"):
         return "—"
     low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
-    interval = f" [{sig(low)}, {sig(high)}]" if low is not None and high is not None else ""
+    # one word: a narrow column wraps it whole below the speedup, never "[2.13," above "4.08]"
+    interval = f" [{sig(low)}–{sig(high)}]" if low is not None and high is not None else ""
     return f"{sig(row['speedup'])}×{interval}"
 
 
@@ -140,7 +141,7 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    from bench.cli import fitted
+    from bench.cli import fitted, name_lines
 
     chapters = {p.name.split(":", 1)[0] for p in cmp.pairs}
     prefix = f"{chapters.pop()}:" if len(chapters) == 1 else ""
@@ -154,7 +155,8 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
         table.add_column(header, justify="right" if i in (1, 2) else "left", overflow="fold", width=widths[i])
     colour = {"B faster": "green", "B slower": "red"}
     for row, p in zip(rows, cmp.pairs, strict=True):
-        table.add_row(*map(Text, row[:-1]), Text(row[-1], colour.get(p.verdict, "yellow")))
+        table.add_row(Text(name_lines(row[0], widths[0])), *map(Text, row[1:-1]),
+                      Text(row[-1], colour.get(p.verdict, "yellow")))
     return table
 
 

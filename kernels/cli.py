@@ -57,7 +57,8 @@ def kernels_cmd(
     from bench.errors import PerflabError
     from bench.record import results_dir
 
-    save_path = writable_dir(save_path, "--save-path") if save_path else results_dir() / "kernels"
+    option = "--save-path" if save_path is not None else "--save-path's default"
+    save_path = writable_dir(save_path or results_dir() / "kernels", option)
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto"
                        else device)  # fmt: skip

@@ -18,7 +18,10 @@ import kernels.cli
 import sweeps.cli
 from bench.errors import PerflabError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="perflab: honest baseline vs optimized benchmarks")
+# click's plain help, not typer's rich panels: below ~100 columns those cut option names and words
+# ("--timeout-multipli…", "$MLFLOW_TRACKING_U…") and take "[ray]" in a help text for markup; click's wraps at any width
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="perflab: honest baseline vs optimized benchmarks")  # fmt: skip
 for package in (bench.cli, analysis.cli, sweeps.cli, kernels.cli):
     package.register(app)
 

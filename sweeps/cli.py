@@ -178,6 +178,7 @@ def replay_cmd(
     md = replay_markdown(replay(rows, list(range(seeds)), within, source), target_frac)
     typer.echo(md)
     if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
         (out / "replay.md").write_text(md)
 
 

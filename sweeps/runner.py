@@ -194,6 +194,10 @@ def _prepare(config: str | Path | None, data_path: str | Path | None, strategy: 
     cfg = load_sweep_config(_config_file(config, overrides), **overrides)
     if note := cfg.left_out():
         echo(note)
+    cores = usable_cores()
+    if over := sorted({w for w in [*cfg.num_workers_options, cfg.baseline.get("num_workers", 0)] if w > cores}):
+        echo(f"warning: num_workers {', '.join(map(str, over))}: more DataLoader workers than this host's {cores} "
+             "usable cores; they will share cores (measured all the same)")  # fmt: skip
     spec = parse_workload(cfg.workload)
     cuda = _resolve_device(cfg.device)
     smoke = cfg.size == "smoke" or (cfg.size == "auto" and not cuda)

@@ -9,9 +9,10 @@ size that ``grad_accum`` does not divide is no configuration at all (``canonical
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Mapping
 from typing import Any
+
+from bench.measure.cores import usable_cores  # re-exported: the cores a sweep's worker counts are weighed against
 
 __all__ = ["DEFAULTS", "PARAMS", "Space", "key", "usable_cores", "worker_ladder"]
 
@@ -22,15 +23,6 @@ OTHER = PARAMS[1:]  # everything but the batch size: an OOM wall is per combinat
 DEFAULTS: dict[str, Any] = {"grad_accum": 1, "channels_last": False, "compile": False, "prefetch_factor": 2,
                             "persistent_workers": True}  # fmt: skip
 LOADER_ONLY = ("prefetch_factor", "persistent_workers")  # meaningless without workers
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity: a container's or a job scheduler's share, not the
-    machine's count), which bound how many DataLoader workers can decode in parallel."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def worker_ladder(cores: int) -> list[int]:

@@ -124,6 +124,7 @@ class _Objective:
         self.prune = strategy != "grid" and cfg.prune_after_steps > 0
         self.skips = 0
         self.number: int | None = None  # the trial being run
+        self.broken: ConfigError | None = None  # every trial failed: raised once this trial's line is printed
 
     def __call__(self, trial: optuna.Trial) -> Any:
         self.number = trial.number
@@ -200,12 +201,16 @@ class _Objective:
             ran = [t for t in others if t.user_attrs.get("status") in ("ok", "oom", "pruned")]
             # every configuration tried failed: _FAIL_FAST of them, or all the sweep will run when it runs fewer
             if outcome.status == "failed" and len(failed) + 1 >= min(_FAIL_FAST, self.target) and not ran:
-                first = (outcome.error or "").splitlines()[0]
-                raise ConfigError(
-                    f"the first {len(failed) + 1} trials failed and none ran; the last, trial {number} "
-                    f"({_describe(params)}): {first} (fix the workload; each trial's error is in the study and "
-                    "in MLflow)"
-                )
+                first = min((t for t in failed if t.user_attrs.get("error")), key=lambda t: t.number, default=None)
+                n, config, error = (number, params, outcome.error) if first is None else (
+                    first.number, config_of(first) or {}, first.user_attrs["error"])  # fmt: skip
+                why = next(iter((error or "").splitlines()), "") or "no error message"
+                self.broken = ConfigError(
+                    f"the first {len(failed) + 1} trials failed and none ran; the first, trial {n} "
+                    f"({_describe(config)}): {why} (fix the workload; each trial's error is in the study and in "
+                    "MLflow)"
+                )  # fmt: skip
+                self.study.stop()  # run_sweep raises it after the callbacks printed this trial's line
             return (math.nan, math.nan) if self.pareto else math.nan  # Optuna records FAIL; the status says why
         sps = float(outcome.metrics["samples_per_s"])
         return (sps, float(outcome.metrics.get("peak_memory_gb") or math.nan)) if self.pareto else sps
@@ -331,6 +336,8 @@ def run_sweep(
             echo(f"trial {objective.number}: failed by another worker while measured here (its heartbeat came "
                  "late); its retry is queued")  # fmt: skip
             continue
+        if objective.broken is not None:
+            raise objective.broken
         if measured_count(study) >= target or out_of_time():
             break
         # Nothing left to start here (or a callback stopped the study). Another worker's trials may still

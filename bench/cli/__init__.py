@@ -10,7 +10,7 @@ beside the commands of the packages built on the harness (analysis, sweeps, kern
 * ``common``: the options several commands share, one line per variant, a suite's table;
 * ``output``: the consoles, one-line errors, progress for long work, output directories checked before the work
   (also for the commands of the packages built on the harness: ``console``, ``err_console``, ``error``,
-  ``fitted``, ``progress``, ``writable_dir``, ``can_write_in``).
+  ``fitted``, ``name_lines``, ``progress``, ``warning``, ``writable_dir``, ``can_write_in``).
 
 Invariants: the command process never imports torch (the server's children do the work); every module
 here is cheap to import (heavy imports happen inside the commands); bad input is one line naming the bad
@@ -24,11 +24,22 @@ from typing import Any
 from bench.cli.ab import ab
 from bench.cli.audit import overhead, selfcheck
 from bench.cli.commands import list_, profile, server_app, show, verify
-from bench.cli.output import can_write_in, console, err_console, error, fitted, progress, writable_dir
+from bench.cli.output import (
+    can_write_in,
+    console,
+    err_console,
+    error,
+    fitted,
+    name_lines,
+    progress,
+    warning,
+    writable_dir,
+)
 from bench.cli.run import run
 from bench.cli.store import import_
 
-__all__ = ["can_write_in", "console", "err_console", "error", "fitted", "progress", "register", "writable_dir"]
+__all__ = ["can_write_in", "console", "err_console", "error", "fitted", "name_lines", "progress", "register",
+           "warning", "writable_dir"]
 
 
 def register(app: Any) -> None:

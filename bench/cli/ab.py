@@ -46,7 +46,7 @@ from bench.cli.run import (
     check_store,
     execute,
 )
-from bench.cli.workers import check_device
+from bench.cli.workers import check_count, check_device, check_workers
 from bench.define.config import load_config_file, resolve_config
 from bench.define.discovery import Example
 from bench.define.kernelbench import file_kind
@@ -89,6 +89,8 @@ def ab(
     examples = examples_of(files)
     if not no_track:
         check_store(tracking_uri)
+    check_workers(gpus, jobs)  # before the server's start-up, as `perflab run` does
+    check_count("--jobs", jobs)
     targets = ",".join(e.target for e in examples)
     execute(examples, effective, suite_layer, layer, targets, {"perflab.ab": "true"}, experiment=experiment,
             tracking_uri=tracking_uri, no_track=no_track, cold_start=cold_start, overlap=True, gpus=gpus, jobs=jobs,

@@ -86,7 +86,7 @@ def overhead(
         typer.Option(help="also time `perflab run -t TARGET` on one worker vs all (--gpus, else --jobs)"),
     ] = None,
     gpus: Annotated[str | None, typer.Option(help="with --chapter-wall: GPU indices (default: every visible)")] = None,
-    jobs: Annotated[int | None, typer.Option(min=2, help="with --chapter-wall on the CPU: parallel jobs")] = None,
+    jobs: Annotated[int | None, typer.Option(help="with --chapter-wall on the CPU: parallel jobs, 2 or more")] = None,
     smoke: Annotated[bool | None, typer.Option("--smoke/--full-size", help="with --chapter-wall")] = None,
     repeats: Annotated[
         int, typer.Option(min=1, help="with --chapter-wall: (k, one) pairs of runs; the ratio is their median")
@@ -120,6 +120,8 @@ def overhead(
     if plan is None:
         return
     store = out / "chapter_wall.db" if out is not None else None  # the runs' MLflow store, kept with --out
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     wall = time_walls(*plan, store, repeats=repeats)
     emit(chapter_wall_markdown(wall), wall, out, "chapter_wall")
 
@@ -130,9 +132,11 @@ def _wall_plan(
     """``chapter_wall``'s first arguments for ``perflab run -t target`` on one worker and on several: ``--jobs`` on
     the CPU, else one worker per GPU. An unknown target or too few GPUs: the PerflabError, before anything runs."""
     from bench.cli.run import workers_for
+    from bench.cli.workers import check_count
 
     examples_for([target], chapters_dir)  # an unknown target: `perflab run`'s error, naming what exists
     if jobs is not None and gpus is None:
+        check_count("--jobs", jobs, least=2)  # one worker against several
         return target, [str(i) for i in range(jobs)], "--jobs", [*extra, "--device", "cpu"]
     # --gpus parsed (and refused beside --jobs) as `perflab run` does; without it, every visible GPU
     ids = [env["CUDA_VISIBLE_DEVICES"] for env in workers_for("cuda", gpus, jobs) if "CUDA_VISIBLE_DEVICES" in env]

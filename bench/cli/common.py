@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from bench.cli.output import broken, console, fitted
+from bench.cli.output import console, fitted, name_lines
 from bench.define.discovery import Catalog, Example, discover, select
 from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.measure.basis import Basis
@@ -189,9 +189,9 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
         left = i == 0 or i == len(headers) - 1 or header == "on"
         out.add_column(header, justify="left" if left else "right", overflow="fold", width=widths[i])
     colour = {"faster": "green", "slower": "red"}
-    for row in rows:
-        out.add_row(Text(broken(row[0], widths[0])), *map(Text, row[1:-1]),
-                    Text(row[-1], colour.get(row[-1].rstrip("*"), "yellow")))  # fmt: skip
+    for name, *cells in rows:
+        out.add_row(Text(name_lines(name, widths[0])), *map(Text, cells[:-1]),
+                    Text(cells[-1], colour.get(cells[-1].rstrip("*"), "yellow")))
     return out
 
 
@@ -237,8 +237,8 @@ def energy_table(suite: SuiteResult, width: int | None = None) -> Table | None:
                 pad_edge=False, title_justify="left")  # fmt: skip
     for i, header in enumerate(headers):
         out.add_column(header, justify="left" if i == 0 else "right", overflow="fold", width=widths[i])
-    for row in rows:
-        out.add_row(Text(broken(row[0], widths[0])), *map(Text, row[1:]))
+    for name, *cells in rows:
+        out.add_row(Text(name_lines(name, widths[0])), *map(Text, cells))
     return out
 
 

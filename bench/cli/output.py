@@ -6,7 +6,8 @@
 * An error is one line (``soft_wrap``): a terminal wraps it at its edge, a log file keeps it whole, and no
   phrase is ever broken by our own wrapping.
 * A table wider than the console keeps its figures whole and wraps its names (``fitted``): rich's own
-  squeezing cuts every column at once, names into "ch07:aos…".
+  squeezing cuts every column at once, names into "ch07:aos…"; a name wraps after a colon or a space
+  (``name_lines``), not at whichever character reaches the column's edge.
 * Long work (a suite, a sweep, the kernel cases) shows rich's progress bar on a terminal, with each step's
   line printed above it; elsewhere (a pipe, a CI log) the same lines, each counted ``3/16``, and no bar.
 """
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,7 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-__all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted", "progress", "writable_dir"]
+__all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted", "name_lines", "progress",
+           "warning", "writable_dir"]
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)
@@ -35,9 +38,15 @@ def error(message: str) -> None:
     err_console.print(Text.assemble(("error:", "red"), " ", message))
 
 
+def warning(message: str) -> None:
+    """``warning: <message>`` on stderr, on one line."""
+    err_console.print(Text.assemble(("warning:", "yellow"), " ", message))
+
+
 def writable_dir(path: Path, option: str) -> Path:
-    """``path`` created (with its parents) and writable, before a command measures anything it would then have
-    nowhere to put; a PerflabError naming ``option`` and the path otherwise."""
+    """``path`` checked before a command measures anything it would then have nowhere to put: a directory there, or
+    one that can be made, that takes a file; a PerflabError naming ``option``, the path and why otherwise. Nothing is
+    left behind: the command makes the directory when it writes there, and a refusal leaves no directory made."""
     from bench.errors import PerflabError
 
     if path.exists() and not path.is_dir():
@@ -49,16 +58,34 @@ def writable_dir(path: Path, option: str) -> Path:
 
 
 def can_write_in(directory: Path) -> str | None:
-    """None once ``directory`` exists (created with its parents) and a file could be created in it; else why not
-    (a real probe: a permission check says yes to root in a read-only or virtual file system)."""
+    """None when ``directory`` exists, or can be made with its parents, and a file can be created in it; else why not,
+    naming the file in the way or the directory that could not be made where it is not ``directory`` itself. A real
+    probe (a permission check says yes to root in a read-only or virtual file system), undone: the directories it
+    made are removed again."""
     import tempfile
 
+    made: list[Path] = []
+    at = directory
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        for at in [*reversed(directory.parents), directory]:
+            if not at.is_dir():
+                try:
+                    at.mkdir()
+                except FileExistsError:
+                    if not at.is_dir():  # a file where a directory would go (a directory made meanwhile is fine)
+                        return f"{at} is a file"
+                    continue
+                made.append(at)
+        at = directory
         with tempfile.TemporaryFile(dir=directory, prefix=".perflab-probe-"):
             return None
     except OSError as exc:
-        return exc.strerror or type(exc).__name__
+        reason = exc.strerror or type(exc).__name__
+        return reason if at == directory else f"{at}: {reason}"
+    finally:
+        for d in reversed(made):
+            with contextlib.suppress(OSError):  # another process's files in it meanwhile: it stays
+                d.rmdir()
 
 
 @contextlib.contextmanager
@@ -113,21 +140,24 @@ def fitted(headers: list[str], rows: list[list[str]], width: int, narrow: dict[i
     return list(fixed)
 
 
-def broken(name: str, width: int | None) -> str:
-    """``name`` for a column of ``width``: each word longer than that broken after a ``_``, ``:`` or ``.`` (a new
-    line, greedily), so a wrapped name reads ``speculative_`` / ``batch`` rather than ``speculative_batc`` / ``h``;
-    a word without such a place is left to the column's fold."""
-    import re
-
-    if width is None:
+def name_lines(name: str, width: int | None) -> str:
+    """``name`` (``ch07:example:variant``, ``example (variant)``) on lines of at most ``width`` characters, broken
+    after a colon or a space, and within a part still too wide after an underscore or a hyphen: rich breaks a word
+    without spaces at whichever character reaches the column's edge (``fp8_training:optimized_te`` / ``nsorwise``).
+    A piece wider than ``width`` is left for rich to fold; ``width`` None (a table that fits): unchanged."""
+    if width is None or len(name) <= width:
         return name
-    words = []
-    for word in name.split(" "):
-        lines, line = [], ""
-        for part in re.findall(r"[^_:.]*[_:.]|[^_:.]+$", word) if len(word) > width else [word]:
-            if line and len(line) + len(part) > width:
-                lines.append(line)
-                line = ""
-            line += part
-        words.append("\n".join([*lines, line]))
-    return " ".join(words)
+    lines = [piece for line in _packed(name, r"(?<=[: ])", width)
+             for piece in (_packed(line, r"(?<=[_-])", width) if len(line) > width else [line])]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _packed(text: str, after: str, width: int) -> list[str]:
+    """``text`` split after each match of ``after``, the pieces joined into lines of at most ``width`` where they
+    fit, each line without its trailing space."""
+    lines = [""]
+    for piece in re.split(after, text):
+        if lines[-1] and len(lines[-1].rstrip()) + len(piece.rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return [line.rstrip() for line in lines]

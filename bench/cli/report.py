@@ -162,7 +162,7 @@ def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool
 
 
 def out_dir(path: Path | None) -> OutDir | None:
-    """``--out DIR``: checked writable (created) before anything runs; None without it."""
+    """``--out DIR``: checked writable before anything runs (made as the files are written); None without it."""
     if path is None:
         return None
     from bench.cli.output import writable_dir

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.text import Text
 
 from bench.cli.common import (
     ChaptersOpt,
@@ -39,10 +38,10 @@ from bench.cli.common import (
     line,
 )
 from bench.cli.deadline import SuiteDeadline, SuiteTimeout, check_suite_timeout
-from bench.cli.output import err_console, progress
+from bench.cli.output import err_console, progress, warning
 from bench.cli.report import Finished, Stopped, out_dir, partial_suite, report_suite, stopped
 from bench.cli.shard import campaign_tags, shard_of
-from bench.cli.workers import check_device, check_workers, workers_for
+from bench.cli.workers import check_count, check_device, check_workers, workers_for
 from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult, VariantResult
@@ -70,7 +69,7 @@ KeepOpt = Annotated[Path | None, typer.Option(help="keep child outputs/logs in t
 GpusOpt = Annotated[
     str | None, typer.Option(help="GPU indices, e.g. 0,1: one worker per GPU (default: every visible GPU)")
 ]
-JobsOpt = Annotated[int | None, typer.Option(min=1, help="parallel workers for CPU-only runs")]
+JobsOpt = Annotated[int | None, typer.Option(help="parallel workers for CPU-only runs: 1 or more")]
 RayOpt = Annotated[
     str | None,
     typer.Option(
@@ -145,10 +144,11 @@ def run(
         check_store(tracking_uri)
     catalog, examples = examples_for(targets, chapters_dir)
     for orphan in catalog.orphans:
-        err_console.print(Text.assemble(("warning:", "yellow"), f" {orphan} has no baseline_ partner; skipped"))
+        warning(f"{orphan} has no baseline_ partner; skipped")
     if not examples:
         raise PerflabError(f"no examples found under {catalog.root}")
     check_workers(gpus, jobs)
+    check_count("--jobs", jobs)
     if ray is not None and (gpus is not None or jobs is not None or shard is not None):
         raise PerflabError("--ray places the examples on the cluster's GPUs itself: without --gpus, --jobs or --shard")
     if ray is not None:
@@ -310,10 +310,7 @@ def _on_ray(
     from bench.isolate.cluster import run_on_ray
     from bench.record.manifest import host_manifest
 
-    def warn(text: str) -> None:
-        err_console.print(Text.assemble(("warning:", "yellow"), f" {text}"), soft_wrap=True)
-
-    return run_on_ray(examples, ray, sink=sink, on_result=on_result, describe_host=host_manifest, warn=warn,
+    return run_on_ray(examples, ray, sink=sink, on_result=on_result, describe_host=host_manifest, warn=warning,
                       expected_s=expected, **options)  # fmt: skip
 
 

@@ -20,6 +20,23 @@ def check_workers(gpus: str | None, jobs: int | None) -> list[str] | None:
     return ids
 
 
+def check_count(option: str, count: int | None, least: int = 1) -> None:
+    """A worker count given by ``option``: below ``least`` refused, above this host's usable cores warned about,
+    each in one line naming the count (more workers than cores still run: they share cores)."""
+    from bench.measure.cores import usable_cores
+
+    if count is None:
+        return
+    cores = usable_cores()
+    if count < least:
+        raise PerflabError(f"{option} {count}: accepted: {least} or more parallel workers (this host has {cores} "
+                           "usable cores)")  # fmt: skip
+    if count > cores:
+        from bench.cli.output import warning
+
+        warning(f"{option} {count}: more workers than this host's {cores} usable cores; they will share cores")
+
+
 def check_device(device: str) -> None:
     """A CUDA device (``--device``, a config file's) that this host does not have: one line before anything starts,
     not the same failure at every variant's set-up. Counted as the workers are (``cuda_count``: no torch import

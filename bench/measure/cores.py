@@ -38,11 +38,20 @@ def free_cores(window_s: float = WINDOW_S, fresh: bool = True) -> tuple[int, int
     if share is None:
         return None
     total = os.cpu_count() or 1
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
+    usable = usable_cores()
     busy = share * total
     free = total - math.floor(busy + (1.0 - BUSY_CORE))
     _LAST[:] = [(max(1, min(usable, free)), usable, busy)]
     return _LAST[0]
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its affinity (a container's or a job scheduler's share), not the machine's
+    count; the bound of what parallel workers can use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def cap_note(limit: int, usable: int, busy: float) -> str:

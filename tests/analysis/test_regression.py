@@ -255,6 +255,26 @@ def test_cli_prints_a_compact_table_and_exits_1_on_a_regression(
     assert unknown.exit_code == 2 and "nope123" in unknown.output
 
 
+def test_at_80_columns_a_long_variant_name_breaks_after_a_colon() -> None:
+    """Two chapters' variants at 80 columns leave ~26 for the names: rich broke "ch19:fp8_training:optimized_tensorwise"
+    at the column's edge, "ch19:fp8_training:optimize" / "d_tensorwise", its first line alike for every variant of
+    the example; it breaks after a colon, each variant's name whole on a line."""
+    from rich.console import Console
+
+    from analysis.regression import RegressionRow, regression_table
+
+    keys = ["ch07:transpose:baseline", "ch19:fp8_training:optimized", "ch19:fp8_training:optimized_tensorwise",
+            "ch19:fp8_gemm:optimized_rowwise"]  # fmt: skip
+    rows = [RegressionRow(k, "r", "no-history", slowdown_pct=12.3, p_value=0.003, k_used=5, median_ms=1234.5,
+                          history_median_ms=1100.2) for k in keys]  # fmt: skip
+    console = Console(width=80, record=True)
+    console.print(regression_table(rows, 80))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines) and "…" not in "".join(lines)
+    names = [line.split("  ")[0].strip() for line in lines[3:]]
+    assert "ch19:fp8_training:" in names and "optimized_tensorwise" in names and "optimized_rowwise" in names, lines
+
+
 def test_a_host_clocked_run_is_compared_only_with_runs_on_the_same_cpu(store: Store) -> None:
     """On the host's clock the CPU is part of the machine (a wall-clock pair's baseline read 5.48 and 2.06 ms on
     two H100 hosts): history on another CPU model is not used, and the reason names it; a GPU-clocked run's

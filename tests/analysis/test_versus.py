@@ -98,7 +98,7 @@ def test_cli_prints_pairs_not_metrics_at_80_columns(
     assert all(len(x) <= 80 for x in lines) and "…" not in out.output
     assert "time_median_ms" not in out.output and "better" not in out.output  # no raw metric lines
     p0 = next(x for x in lines if x.startswith("p0 "))
-    assert "2.00× [1.94, 2.06]" in p0 and "3.00× [2.91, 3.09]" in p0 and p0.rstrip().endswith("B faster")
+    assert "2.00× [1.94–2.06]" in p0 and "3.00× [2.91–3.09]" in p0 and p0.rstrip().endswith("B faster")
     text = " ".join(out.output.split())  # the lines under the table wrap at 80 columns
     assert "2 pair(s) in both suites (A has 8, B 3): 1 B faster, 1 no significant difference" in text
     assert "geomean speedup over the 2 pair(s) verified ok in both suites: A 2.000×, B 2.449×" in text
@@ -110,6 +110,30 @@ def test_cli_prints_pairs_not_metrics_at_80_columns(
     assert "speedup_geomean" not in metrics.output  # 8 pairs against 3: no geomean delta, and a line says why
     assert "geomean speedups are left out: they ran different pairs" in " ".join(metrics.output.split())
 
+
+
+def test_at_80_columns_an_interval_wraps_whole_below_its_speedup() -> None:
+    """ch19's names beside two speedups with intervals and "no significant difference" need ~100 columns; at 80 the
+    speedup columns narrowed to their longest word, which broke each interval into "[2.13," above "4.08]": an
+    interval stays on one line, below its speedup, and the names keep the room it leaves."""
+    from rich.console import Console
+
+    from analysis.versus import PairVersus, SuiteVersus, versus_table
+    from bench.record.store import StoredRun
+
+    names = ["ch19:fp8_training:optimized_tensorwise", "ch19:fp8_gemm:optimized_rowwise",
+             "ch20:case_4_fused_adamw:optimized"]  # fmt: skip
+    pairs = [PairVersus(n, row(2.95, 2.13, 4.08), row(3.1, 2.39, 3.74), "") for n in names]
+    pairs = [PairVersus(p.name, p.a, p.b, difference(p.a, p.b)) for p in pairs]
+    run = StoredRun("r", "suite", "0", "FINISHED", 0, {}, {})
+    console = Console(width=80, record=True)
+    console.print(versus_table(SuiteVersus(run, run, pairs, [], [], None, None, 0, 3, 3), 80))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert sum("[2.13–4.08]" in line for line in lines) == 3 and sum("[2.39–3.74]" in line for line in lines) == 3
+    assert all(line.count("[") == line.count("]") for line in lines)  # no interval split over two lines
+    for name in (*names[:2], "ch20:case_4_fused_adamw"):
+        assert any(line.startswith(f"{name} ") for line in lines), name  # whole: the intervals gave their room
 
 
 def test_a_difference_between_runs_of_the_same_files_says_so(tmp_path: Any) -> None:

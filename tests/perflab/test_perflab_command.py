@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -40,3 +41,30 @@ def test_bench_never_imports_the_command() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def _command_paths(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    return [path, *(p for name, sub in getattr(command, "commands", {}).items()
+                     for p in _command_paths(sub, (*path, name)))]  # fmt: skip
+
+
+def test_every_help_fits_80_columns_with_every_option_whole() -> None:
+    """At 80 columns (a pipe, a CI log) typer's rich panels cut `ab --help`'s option names and words
+    ("--timeout-multipli…", "$MLFLOW_TRACKING_U…"); every command's help must wrap instead."""
+    import typer.main
+
+    root = typer.main.get_command(app)
+    paths = _command_paths(root)
+    assert ("ab",) in paths and ("sweep", "run") in paths
+    for path in paths:
+        out = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80).output
+        lines = out.splitlines()
+        assert lines and all(len(line) <= 80 for line in lines), (path, max(lines, key=len))
+        assert "…" not in out, path
+        command = root
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        for param in command.params:
+            for opt in (*param.opts, *param.secondary_opts):
+                if opt.startswith("-"):
+                    assert any(opt in line.replace(",", " ").split() for line in lines), (path, opt)

@@ -219,3 +219,22 @@ def test_an_interrupted_sweep_ends_its_parent_killed_and_says_how_to_resume(
     runs = client.search_runs([client.get_experiment_by_name("Default").experiment_id])
     parents = [r for r in runs if r.data.tags.get("perflab.kind") == "sweep"]
     assert [p.info.status for p in parents] == ["KILLED"]
+
+
+def test_more_dataloader_workers_than_cores_are_warned_about_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--num-workers (or the baseline's) above the host's usable cores ran without a word; they are still measured
+    (that more workers than cores do not help is a finding), with one line naming them and the cores."""
+    import sweeps.runner
+
+    monkeypatch.setattr(sweeps.runner, "usable_cores", lambda: 4)
+    lines: list[str] = []
+    overrides = {"workload": "sweeps.examples.mlp_tensors:make", "device": "cpu", "num_workers_options": "0,4,8,16",
+                 "baseline": "batch_size=32,num_workers=6"}  # fmt: skip
+    sw = sweeps.runner._prepare(None, None, "grid", None, overrides, lines.append)
+    assert sw.cfg.num_workers_options == [0, 4, 8, 16]
+    assert lines == ["warning: num_workers 6, 8, 16: more DataLoader workers than this host's 4 usable cores; they "
+                     "will share cores (measured all the same)"]  # fmt: skip
+    lines.clear()
+    sweeps.runner._prepare(None, None, "grid", None, {**overrides, "num_workers_options": "0,4", "baseline": None},
+                           lines.append)  # fmt: skip
+    assert lines == []

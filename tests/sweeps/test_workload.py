@@ -104,15 +104,22 @@ def _small_sweep(tmp_path: Path, f: Path) -> object:
 
 
 def test_a_sweep_stops_at_a_workload_raising_for_every_configuration_with_one_line(tmp_path: Path) -> None:
-    f = _file(tmp_path, "def make(s):\n    raise ValueError(f'no data at {s.data_path}')\n", "raising.py")
+    """Every trial failing stops the sweep with one line naming the first trial's error (the one to fix first), once
+    each trial, the last too, said on its own line why it failed."""
+    f = _file(tmp_path, "def make(s):\n    raise ValueError(f'no data for batch {s.batch_size}')\n", "raising.py")
     result = _small_sweep(tmp_path, f)
     assert isinstance(result.exception, ConfigError), result.output
-    _one_line(pytest.ExceptionInfo.from_exc_info((type(result.exception), result.exception, None)),
-              "the first 2 trials failed and none ran; the last, trial 1 (bs=",
-              f"workload '{f}:make' raised ValueError: no data at None")  # fmt: skip
-    assert "Traceback" not in result.output and "Trial 0 failed" not in result.output
     study = optuna.load_study(study_name="perflab-sweep-raising-grid", storage=default_storage())
     assert [t.user_attrs["status"] for t in study.trials] == ["failed", "failed"]  # each configuration, once
+    batches = [t.params["batch_size"] for t in study.trials]
+    _one_line(pytest.ExceptionInfo.from_exc_info((type(result.exception), result.exception, None)),
+              f"the first 2 trials failed and none ran; the first, trial 0 (bs={batches[0]} w=0): ",
+              f"workload '{f}:make' raised ValueError: no data for batch {batches[0]} (fix the workload")  # fmt: skip
+    lines = result.output.splitlines()
+    for number, batch in enumerate(batches):
+        line = f"trial {number}: bs={batch} w=0 -> failed: workload '{f}:make' raised ValueError: no data for batch"
+        assert any(x.endswith(f"{line} {batch}") for x in lines), result.output
+    assert "Traceback" not in result.output and "Trial 0 failed" not in result.output
 
 
 def test_a_workload_raising_for_one_configuration_fails_that_trial_only(tmp_path: Path) -> None:

@@ -107,6 +107,21 @@ def test_a_name_too_long_for_its_column_breaks_after_an_underscore() -> None:
     assert common.table(suite(*pairs), 200).columns[0]._cells[3].plain == "speculative_batch_prefill"
 
 
+def test_a_long_name_wraps_after_a_colon_not_mid_word() -> None:
+    """rich breaks a name without spaces at the column's edge ("fp8_training:optimized_te" / "nsorwise", two
+    variants reading alike on their first line): a name breaks after its colons or spaces, a part still too wide
+    after an underscore, and only a piece wider than the column is left to fold."""
+    name = "ch19:fp8_training:optimized_tensorwise"
+    assert output.name_lines(name, None) == output.name_lines(name, 38) == name
+    assert output.name_lines(name, 26) == "ch19:fp8_training:\noptimized_tensorwise"
+    assert output.name_lines("transpose (optimized_tiled)", 18) == "transpose\n(optimized_tiled)"
+    assert output.name_lines("ch13:paged_attention:v2", 10) == "ch13:\npaged_\nattention:\nv2"
+    long = pair("fp8_training", 19.6, 6.6, 2.8, 3.14, chapter="ch19", variant="optimized_tensorwise")
+    lines = render(suite(long, pair("x", 1.0, 1.0, 0.9, 1.1, chapter="ch01")), 80).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("ch19:fp8_training "))
+    assert [line.strip() for line in lines[at + 1 : at + 3]] == ["(optimized_", "tensorwise)"]
+
+
 def test_a_pair_within_the_noise_threshold_says_so_in_its_verdict() -> None:
     """An A/A pair whose interval excludes 1.0 by 0.02 %: "no significant difference*", and why below the table."""
     aa = pair("atomic_reduction", 1.0, 1.0002, 0.9997, 0.9998).model_copy(
@@ -183,20 +198,31 @@ def test_an_error_is_one_line_whatever_the_width(monkeypatch: pytest.MonkeyPatch
     assert text_of(out) == "error: run 'bogus' is not in the store 'sqlite:///a/very/long/path/to/mlflow.db' [really]\n"
 
 
-def test_an_output_directory_is_created_or_refused_in_one_line_naming_the_option(tmp_path: Path) -> None:
+def test_an_output_directory_is_checked_or_refused_in_one_line_naming_the_option(tmp_path: Path) -> None:
     from bench.errors import PerflabError
 
-    made = output.writable_dir(tmp_path / "a" / "b", "--out")
-    assert made.is_dir() and list(made.iterdir()) == []  # the probe file is gone
+    assert output.writable_dir(tmp_path / "a" / "b", "--out") == tmp_path / "a" / "b"
+    assert list(tmp_path.iterdir()) == []  # checked, not made: the command makes it when it writes there
     (tmp_path / "file").write_text("")
     with pytest.raises(PerflabError, match=r"^--out '.*/file': a file, not a directory; pass a writable directory$"):
         output.writable_dir(tmp_path / "file", "--out")
-    with pytest.raises(PerflabError, match=r"^--save-path '.*/file/sub': cannot write there \(Not a directory\)"):
+    with pytest.raises(PerflabError, match=r"^--save-path '.*/file/sub': cannot write there \(.*/file is a file\)"):
         output.writable_dir(tmp_path / "file" / "sub", "--save-path")
-    assert output.can_write_in(tmp_path) is None
+    assert output.can_write_in(tmp_path) is None and sorted(tmp_path.iterdir()) == [tmp_path / "file"]
 
 
-def test_commands_refuse_an_unwritable_out_before_any_work(tmp_path: Path) -> None:
+def test_a_refused_directory_leaves_none_made(tmp_path: Path) -> None:
+    """``--out new1/new2/<300 characters>``: new1 and new2 could be made, the last name is too long for the file
+    system; the refusal names the path and why, and leaves neither behind."""
+    from bench.errors import PerflabError
+
+    bad = tmp_path / "new1" / "new2" / ("x" * 300)
+    with pytest.raises(PerflabError, match=r"^--out '.*/new2/x+': cannot write there \(File name too long\)"):
+        output.writable_dir(bad, "--out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_commands_refuse_an_unwritable_out_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     from bench.errors import PerflabError
@@ -204,13 +230,22 @@ def test_commands_refuse_an_unwritable_out_before_any_work(tmp_path: Path) -> No
 
     (tmp_path / "file").write_text("")
     bad = str(tmp_path / "file" / "out")
+    pair_files = [str(p) for p in sorted(Path(common.__file__).parents[2].glob("chapters/ch07/*_transpose.py"))]
     for args in (["report", "--out", bad, "--tracking-uri", f"sqlite:///{tmp_path}/none.db"],
                  ["selfcheck", "--out", bad], ["overhead", "--out", bad], ["sweep", "replay", "--out", bad],
-                 ["kernels", "--save-path", bad]):  # fmt: skip
+                 ["kernels", "--save-path", bad], ["run", "-t", "ch7:transpose", "--no-track", "--out", bad],
+                 ["ab", *pair_files, "--no-track", "--out", bad]):  # fmt: skip
         result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})  # perflab's main() prints the error
         assert isinstance(result.exception, PerflabError), (args, result.output)
-        assert "cannot write there (Not a directory)" in str(result.exception), args
+        assert f"cannot write there ({tmp_path / 'file'} is a file)" in str(result.exception), args
         assert not (tmp_path / "none.db").exists()
+    monkeypatch.setenv("PERFLAB_RESULTS_DIR", bad)  # no --out: the default, perflab-results/, checked alike
+    result = CliRunner().invoke(app, ["report", "--tracking-uri", f"sqlite:///{tmp_path}/none.db"])
+    assert isinstance(result.exception, PerflabError) and str(result.exception).startswith("--out's default "), result
+    new = tmp_path / "new"  # a refusal of something else after --out was checked: no directory made either
+    result = CliRunner().invoke(app, ["run", "-t", "ch999", "--no-track", "--out", str(new)])
+    assert isinstance(result.exception, PerflabError) and "unknown chapter 'ch999'" in str(result.exception)
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "file"]
 
 
 def on(c: Comparison, metric: str, call: tuple[float, float], values: tuple[float, float]) -> Comparison:
