@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from bench.measure.cores import usable_cores  # re-exported: the cores a sweep's worker counts are weighed against
+from bench.measure import usable_cores  # re-exported: the cores a sweep's worker counts are weighed against
 
 __all__ = ["DEFAULTS", "PARAMS", "Space", "key", "usable_cores", "worker_ladder"]
 
