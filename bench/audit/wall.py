@@ -79,13 +79,17 @@ def _slug(label: str) -> str:
     return label.replace(", ", "-").replace(" #", "-").replace(" ", "_")
 
 
+def _stop_servers(python: str) -> None:
+    """The servers a ``perflab`` command of ``python`` uses, stopped as it keys them (its import path, not this
+    process's): ``perflab server stop`` run by it."""
+    subprocess.run([python, "-m", "perflab", "server", "stop"], capture_output=True, timeout=60)
+
+
 def _command(cmd: list[str], fresh: bool, timeout_s: float, log: Path | None) -> dict[str, Any]:
     """One ``perflab run`` command (after stopping the servers when ``fresh``): its exit, wall, suite wall,
     when its suite began, its parent run; with ``log``, its output kept there."""
     if fresh:
-        from bench.isolate import server
-
-        server.stop_all(keys=server.own_keys())
+        _stop_servers(cmd[0])
     t0 = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     wall = time.monotonic() - t0

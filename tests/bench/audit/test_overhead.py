@@ -144,7 +144,7 @@ def test_chapter_wall_ratio_is_the_median_of_repeated_pairs(monkeypatch: pytest.
 
     monkeypatch.setattr(wall.subprocess, "run", fake_run)
     monkeypatch.setattr(time_module, "monotonic", lambda: clock[0])
-    monkeypatch.setattr("bench.isolate.server.stop_all", lambda *a, **k: [])
+    monkeypatch.setattr(wall, "_stop_servers", lambda python: None)
     report = wall.chapter_wall("7", ["0", "1"], repeats=3)
     labels = [r["run"] for r in report["runs"]]
     assert labels == [
