@@ -31,7 +31,7 @@ def join_list_values(args: list[str]) -> list[str]:
             continue
         values = [first] if eq else []
         i += 1
-        while i < len(args) and not args[i].startswith("-"):
+        while i < len(args) and (not args[i].startswith("-") or args[i][1:].isdigit()):  # -1 is a value to refuse
             values.append(args[i])
             i += 1
         out += [name, ",".join(values)]

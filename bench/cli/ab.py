@@ -89,7 +89,7 @@ def ab(
     examples = examples_of(files)
     if not no_track:
         check_store(tracking_uri)
-    check_workers(gpus, jobs)  # before the server's start-up, as `perflab run` does
+    check_workers(gpus, jobs, effective.device)  # before the server's start-up, as `perflab run` does
     check_count("--jobs", jobs)
     targets = ",".join(e.target for e in examples)
     execute(examples, effective, suite_layer, layer, targets, {"perflab.ab": "true"}, experiment=experiment,

@@ -147,7 +147,7 @@ def run(
         warning(f"{orphan} has no baseline_ partner; skipped")
     if not examples:
         raise PerflabError(f"no examples found under {catalog.root}")
-    check_workers(gpus, jobs)
+    check_workers(gpus, jobs, effective.device if ray is None else None)
     check_count("--jobs", jobs)
     if ray is not None and (gpus is not None or jobs is not None or shard is not None):
         raise PerflabError("--ray places the examples on the cluster's GPUs itself: without --gpus, --jobs or --shard")

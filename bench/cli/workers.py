@@ -8,8 +8,9 @@ import os
 from bench.errors import PerflabError
 
 
-def check_workers(gpus: str | None, jobs: int | None) -> list[str] | None:
-    """The GPU indices of ``--gpus`` (None without it); errors in the flags, before anything starts."""
+def check_workers(gpus: str | None, jobs: int | None, device: str | None = None) -> list[str] | None:
+    """The GPU indices of ``--gpus`` (None without it); errors in the flags, before anything starts. With the
+    suite's ``device`` (not ``cpu``): indices this host does not have, too."""
     if gpus is None:
         return None
     ids = [g.strip() for g in gpus.split(",") if g.strip()]
@@ -17,6 +18,15 @@ def check_workers(gpus: str | None, jobs: int | None) -> list[str] | None:
         raise PerflabError(f"--gpus {gpus!r} is not a comma-separated list of GPU indices such as '0,1'")
     if jobs is not None:
         raise PerflabError("--gpus and --jobs exclude each other: --gpus runs one worker per GPU")
+    if device is not None and device != "cpu":
+        count = cuda_count()
+        if not count:
+            raise PerflabError(f"--gpus {gpus!r}: this host has no CUDA GPU; on its CPU use --jobs N (with "
+                               "--device cpu)")  # fmt: skip
+        past = [g for g in ids if int(g) >= count]
+        if past:
+            raise PerflabError(f"--gpus {gpus!r}: this host has {count} CUDA GPU(s); accepted: indices 0 to "
+                               f"{count - 1}")  # fmt: skip
     return ids
 
 

@@ -67,6 +67,8 @@ def test_list_options_take_the_forms_users_type() -> None:
     assert join_list_values(["--grad-accum=1", "2", "--workload", "x.py:make"]) == [
         "--grad-accum", "1,2", "--workload", "x.py:make"]  # fmt: skip
     assert join_list_values(["--batch-sizes", "64 128"]) == ["--batch-sizes", "64 128"]  # quoted: parsed later
+    # a negative count is a value (refused by the config, naming it), not click's "No such option: -1"
+    assert join_list_values(["--num-workers", "-1", "--steps", "3"]) == ["--num-workers", "-1", "--steps", "3"]
 
 
 def test_the_command_takes_space_separated_lists(images: str, tmp_path: Path) -> None:

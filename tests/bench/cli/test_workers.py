@@ -1,5 +1,5 @@
 """bench/cli/workers.py: the worker counts of ``--jobs``: refused below what a command needs, warned about above
-the host's usable cores, each in one line naming the count."""
+the host's usable cores, each in one line naming the count; ``--gpus`` indices the host does not have."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bench.cli import output
-from bench.cli.workers import check_count
+from bench.cli import output, workers
+from bench.cli.workers import check_count, check_workers
 from bench.errors import PerflabError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -52,3 +52,23 @@ def test_a_bad_count_is_one_line_naming_it_before_anything_runs(args: list[str])
     value = args[-1]
     assert done.returncode == 2 and done.stderr.startswith(f"error: --jobs {value}: accepted: "), done.stderr
     assert done.stderr.count("\n") == 1 and done.stdout == "", done.stderr
+
+
+def test_gpu_indices_past_the_hosts_gpus_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers, "cuda_count", lambda: 2)
+    assert check_workers("0,1", None, "cuda") == ["0", "1"]
+    with pytest.raises(PerflabError, match=r"^--gpus '0,3': this host has 2 CUDA GPU\(s\); accepted: indices 0 to 1$"):
+        check_workers("0,3", None, "auto")
+    assert check_workers("0,3", None, "cpu") == ["0", "3"]  # CPU workers named as GPUs pin nothing real
+    assert check_workers("0,3", None) == ["0", "3"]  # a cluster's GPUs (--ray) are not this host's
+    monkeypatch.setattr(workers, "cuda_count", lambda: 0)
+    with pytest.raises(PerflabError, match=r"^--gpus '0': this host has no CUDA GPU; on its CPU use --jobs N"):
+        check_workers("0", None, "cuda")
+
+
+def test_gpus_past_the_host_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    """``perflab run --gpus 0,9``: one line, exit 2, no suite (on a CPU host: no GPU at all)."""
+    done = subprocess.run([sys.executable, "-m", "perflab", "run", "-t", "ch07", "--no-track", "--gpus", "0,9"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--gpus '0,9': this host has" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

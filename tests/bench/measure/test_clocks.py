@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bench.measure.clocks import STABLE_WINDOW, CpuClock, drift_note, warm_up
-from bench.measure.gpu_clocks import CudaEventClock, CudaGraphClock
+from bench.measure.gpu_clocks import CudaEventClock, CudaGraphClock, replayed_graph
 from bench.measure.stopping import StopRule
 from bench.measure.timer import make_clock
 
@@ -358,6 +358,32 @@ def test_tiny_kernel_cold_and_batch() -> None:
     assert batch is not None and batch.calls > 100 and "CUDA-graph replay" in batch.method
     assert sorted(batch.samples_ms)[len(batch.samples_ms) // 2] < cold
     assert torch.equal(out, a + b)
+
+
+@gpu
+def test_graph_replays_time_a_batch_as_one_graph_of_every_call_does() -> None:
+    """A batch of a tiny kernel is 4,000 calls; replays of a 500-call graph back to back (an eighth of the capture)
+    read the same per call as one graph of all 4,000: each replay's start on the device stays inside the figure."""
+    import statistics
+
+    a = torch.arange(1024, device="cuda", dtype=torch.float32)
+    b, out = a.flip(0).contiguous(), torch.empty_like(a)
+    device = torch.device("cuda", 0)
+    clock = CudaEventClock(device)
+    fn = lambda: torch.add(a, b, out=out)  # noqa: E731
+    clock.warmup(fn, 10)
+    whole, n_whole, _ = replayed_graph(fn, 4000, device, captured=4000)
+    parts, n_parts, how = replayed_graph(fn, 4000, device)
+    assert n_whole == n_parts == 4000 and how.startswith("8 back-to-back CUDA-graph replays of 500 calls"), how
+    one, many = [], []
+    for _ in range(3):  # the spin grows to cover enqueueing eight replays
+        clock._span(whole, flush=False), clock._span(parts, flush=False)
+    for _ in range(15):
+        one.append(clock._span(whole, flush=False) / n_whole)
+        many.append(clock._span(parts, flush=False) / n_parts)
+    ratio = statistics.median(many) / statistics.median(one)
+    print(f"per call: one graph {1e3 * statistics.median(one):.3f} us, replays {1e3 * statistics.median(many):.3f} us")
+    assert 0.97 < ratio < 1.03, (ratio, one, many)
 
 
 # Last on purpose: a failed capture leaves torch's CUDA RNG in capture state for this process (the
