@@ -169,6 +169,7 @@ def test_eager_block_and_mlp_match_float64() -> None:
     assert rel(mlp(xm), ref) < 2e-2
 
 
+@pytest.mark.slow  # 18 s of two Inductor compiles on the 2-core host; compile_now's test covers the module fast
 def test_reduce_overhead_computes_the_stack_and_says_when_it_captured_nothing() -> None:
     """Both modes give the eager stack's output; each call's output is a copy (a replay overwrites its buffer);
     on a CPU Inductor captures no CUDA graph and the variant records the skip."""
