@@ -121,6 +121,8 @@ class OutputInfo(BaseModel):
     style: Literal["get_output", "returned"] | None = None  # where the output came from
     returned: str | None = None  # without tensors (no path): the type benchmark_fn() last returned ("float", "None")
     produced: Produced | None = None  # None: not looked at (several ranks, token generation, no output)
+    repeated: bool | None = None  # a call more on the same inputs gave it again (bench.measure.repeat); None: unknown
+    repeat_max_abs_diff: float | None = None  # the largest |difference| of the two (None: not finite, other shapes)
 
 
 class Work(BaseModel):
@@ -336,8 +338,7 @@ class Comparison(BaseModel):
     # optimized; the speedup is their geometric mean and its interval a t interval over them (98 % where they
     # stopped early, 96 % after all of them: bench.measure.rounds). rounds_stop: why no more rounds ran:
     # "precision" (within ±speedup_precision), "decided", "equivalent" (within ±noise_threshold), "max_rounds",
-    # "time_limit", or the side that failed.
-    # Empty and None for a pair of one child per side.
+    # "time_limit", or the side that failed. Empty and None for a pair of one child per side.
     round_speedups: list[float] = Field(default_factory=list)
     rounds_stop: str | None = None
     # Both sides' energy per call measured (measure_energy): baseline / optimized, > 1 when the optimized side
@@ -354,13 +355,12 @@ class SuiteResult(BaseModel):
     comparisons: list[Comparison]
     unpaired: list[str] = Field(default_factory=list)  # baselines without an optimized partner
     wall_s: float = 0.0
-    # Where the suite's wall went, one entry per child (a variant's in each round) in the order they started: key,
-    # round (bench.isolate.rounds), worker,
-    # start_s (from the suite's start; for a child started ahead, when its gate opened), run_s (its
-    # isolated run from then until its child exited), ahead_s (what its child ran before, beside the
-    # previous variant), late_s (its worker waited for it at the open gate), compare_s (the output check
-    # against the baseline), other_s (logging, removing outputs), beside (compare and other ran while the
-    # next variant already ran: bench.isolate.workers, rule 5), end_s.
+    # Where the suite's wall went, one entry per child (a variant's in each round) in the order they started: key, round
+    # (bench.isolate.rounds), worker, start_s (from the suite's start; for a child started ahead, when its gate opened),
+    # run_s (its isolated run from then until its child exited), ahead_s (what its child ran before, beside the previous
+    # variant), late_s (its worker waited for it at the open gate), compare_s (the output check against the baseline),
+    # other_s (logging, removing outputs), beside (compare and other ran while the next variant already ran:
+    # bench.isolate.workers, rule 5), end_s.
     timeline: list[dict[str, Any]] = Field(default_factory=list)
     # A suite on a Ray cluster: seconds spent joining it before the suite's wall began (connect_s) and leaving
     # it after the wall ended (shutdown_s); empty for a local suite.

@@ -245,12 +245,13 @@ def _data(result: VariantResult, data: dict[str, Any]) -> None:
         p = data["profile"]
         result.profile = Profile(dir=p["dir"], metrics=p.get("metrics", {}), top_ops=p.get("top_ops", []))
     if "output" in data:
-        o, p = data["output"], data.get("produced")
+        o, p, again = data["output"], data.get("produced"), data.get("repeat", {})
         result.output = OutputInfo(
             path=o["path"], tensors=o["tensors"], timed_calls_wrote_output=o["timed_calls_wrote_output"],
             style=o.get("style"), returned=o.get("returned"),
             produced=Produced(**{k: v for k, v in p.items() if k != "t"}) if p else None,
-        )
+            repeated=again.get("repeated"), repeat_max_abs_diff=again.get("max_abs_diff"),
+        )  # fmt: skip
     if "validation" in data:
         result.validation = data["validation"]["message"]
     if "cuda_start" in data:

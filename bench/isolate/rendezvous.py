@@ -36,7 +36,7 @@ PRELOAD = [
     "bench.isolate.child", "bench.isolate.timed", "bench.isolate.produced", "bench.isolate.ranks",
     "bench.isolate.recheck", "bench.measure.compare", "bench.measure.collective", "bench.measure.energy",
     "bench.measure.outputs", "bench.define.config", "bench.define.context", "bench.measure.machine",
-    "bench.measure.timer", "bench.measure.generation_clock",
+    "bench.measure.timer", "bench.measure.generation_clock", "bench.measure.repeat",
     "numpy", "numpy.ma", "numpy.random", "random", "resource", "nvtx", "torch", "torch._dynamo", "triton",
     "bench.isolate.warm",  # after triton: its per-process caches (bench/isolate/warm.py), never CUDA
     "bench.define.interpreter",  # the interpreter's scalars, mended in each child that interprets kernels

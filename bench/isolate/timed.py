@@ -10,6 +10,7 @@ child as ``invalid``), the variant's memory taken before the check allocates.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from bench.define.context import set_context, synchronize
 from bench.define.protocol import declared_work, keep_returned, output_style, outputs_of, returned_type
 from bench.isolate.channel import PARKED_FILE, Stage, send
 from bench.isolate.recheck import changed_inputs, restored_call
+from bench.measure.repeat import looked, repeats
 
 # Other processes using more than this share of the host's CPU time during a measurement flag it: a
 # 2-thread op read 16 ms instead of 0.03 ms on the 2-core CI machine beside a busy process.
@@ -205,7 +207,23 @@ def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | 
         budget_s = 0.5 * v.config.stage_limit("check", median_ms / 1e3)  # the rest: the settle call, the outputs
         found = check_produced(v.obj, fn, v.device, median_ms, v.inputs, budget_s, ranks=world > 1)
         send("produced", **produced_merged(found, world))
+    if timed_sample is not None and looked(v.config, statistics.median(m.samples_ms), bool(mutated), v.gen):
+        send("repeat", **_repeat(v, fn, timed_sample))
     return timed_sample, mutated
+
+
+def _repeat(v: SetUp, fn: Any, timed_sample: Any) -> dict[str, Any]:
+    """One call more on the same inputs, after the check's looks and timed by none: whether its output is the timed
+    calls' (``timed_sample``) again, as the pair's outputs are compared (bench.measure.repeat)."""
+    from bench.measure import guard, outputs
+
+    fn()
+    synchronize(v.device)
+    after = outputs_of(v.obj)
+    if after is None:
+        return {"repeated": False, "max_abs_diff": None}
+    repeated, diff = repeats(timed_sample, guard.subsample(outputs.whole(after)), v.config.rtol, v.config.verify)
+    return {"repeated": repeated, "max_abs_diff": diff if diff is not None and math.isfinite(diff) else None}
 
 
 def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, float]:

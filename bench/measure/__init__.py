@@ -12,7 +12,8 @@
   measurement cannot stand (``invalid``); ``machine``: the GPU's state (NVML) around a measurement and the
   device manifest; ``ceilings``: the device's measured ceilings (the peak cache);
 * ``outputs``: a variant's outputs on their way from the child to the comparison; ``verify``: two variants'
-  outputs compared (norm-wise relative error, never "verified" by default); ``compare``: a pair's status and
+  outputs compared (norm-wise relative error, never "verified" by default); ``repeat``: whether one variant's
+  output repeats on the same inputs (a mismatch's reason names a side whose does not); ``compare``: a pair's status and
   speedup; ``basis``: what a speedup divides (the median call, the batch time, a generation's metric), named;
   ``generation`` and ``generation_clock``: token-generating benchmarks, timed step by step (TTFT, TPOT, ITL,
   throughput).

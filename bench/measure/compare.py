@@ -296,19 +296,40 @@ def _verify(baseline: VariantResult, optimized: VariantResult, verify: Verifier 
         results = verify(pairs, rtol, BenchmarkConfig(**optimized.config).stage_limit("check"), modes[0])
     main = results[0]
     if not main.verified:
-        return main
+        return _unrepeated(main, baseline, optimized)
     if len(results) == 1:
         why = _why_not_rechecked(baseline, optimized)
         return main.model_copy(update={"detail": f"{main.detail}; {why}"})
     again = results[1]
     if not again.verified:
-        return again.model_copy(
+        return _unrepeated(again.model_copy(
             update={
                 "detail": "outputs match on the set-up inputs but not once the inputs were changed (a cached or "
                 f"precomputed result?): {again.detail}"
             }
-        )
+        ), baseline, optimized)  # fmt: skip
     return main.model_copy(update={"detail": f"{main.detail}; again on changed inputs ({again.detail})"})
+
+
+def _unrepeated(verification: Verification, baseline: VariantResult, optimized: VariantResult) -> Verification:
+    """A mismatch of outputs, with the side(s) whose output a call more on the same inputs did not repeat named
+    (bench.isolate.timed._repeat): a call that draws unseeded random numbers or depends on how often it ran differs
+    from the other side whatever it computes. Anything else unchanged."""
+    sides = [(name, r.output) for name, r in (("baseline", baseline), ("optimized", optimized))
+             if r.output is not None and r.output.repeated is False]  # fmt: skip
+    if verification.outcome != "mismatch" or not sides:
+        return verification
+    diffs = [f"{o.repeat_max_abs_diff:.3g}" for _, o in sides if o.repeat_max_abs_diff is not None]
+    diff = f" (max abs diff {' and '.join(diffs)})" if len(diffs) == len(sides) else ""
+    if len(sides) == 1:
+        what = (f"the {sides[0][0]} side's output differs between two calls on the same inputs{diff}: its call draws "
+                "new random numbers each time or depends on how often it ran (a counter, a generator); draw random "
+                "values in setup(), seeded, or make the output a function of the inputs")  # fmt: skip
+    else:
+        what = (f"both sides' outputs differ between two calls on the same inputs{diff}: their calls draw new random "
+                "numbers each time or depend on how often they ran (a counter, a generator); draw random values in "
+                "setup(), seeded, or make the outputs functions of the inputs")  # fmt: skip
+    return verification.model_copy(update={"detail": f"{verification.detail}; {what}"})
 
 
 def _no_output(*sides: VariantResult) -> str:
