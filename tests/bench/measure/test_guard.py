@@ -3,6 +3,7 @@
 Both sides of a pair change their set-up inputs with it and must then agree on their outputs; a map that a second
 thread or another vector width computes differently (a sine: up to 1.5e-4 apart on a 2-core CPU) fails pairs that
 agree. The map is checked bit for bit against numpy's float32 arithmetic, which rounds every operation exactly.
+And a process's CPU seconds, its workers' with them (the host-busy share).
 """
 
 from __future__ import annotations
@@ -84,3 +85,26 @@ def test_perturb_on_the_host_is_the_bits_the_gpu_computes(dtype: torch.dtype) ->
     assert perturb({"x": on_host}) == 1
     _wave_(on_gpu)
     assert torch.equal(on_host[4:], on_gpu[4:]) and on_host[3].isnan() and torch.equal(on_host[:3], x[:3].cuda())
+
+
+def test_a_process_cpu_time_holds_its_live_workers() -> None:
+    """A DataLoader's workers are the variant's work: their CPU seconds count as its own, so a data-loading variant
+    on an idle host does not read "host busy" (bench.isolate.timed's share of other processes)."""
+    import subprocess
+    import sys
+    import time
+
+    from bench.measure.guard import process_cpu_s
+
+    own0 = process_cpu_s()
+    worker = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                               "while time.process_time() - t < 0.6: pass\ntime.sleep(30)"])  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while process_cpu_s() - own0 < 0.5 and time.monotonic() < deadline:  # alive, its 0.6 s spent or spending
+            time.sleep(0.05)
+        spent = process_cpu_s() - own0
+        assert worker.poll() is None and spent >= 0.5, spent  # counted while the worker still runs
+    finally:
+        worker.kill()
+        worker.wait()
