@@ -121,7 +121,10 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
         text.append(f" {verdict}", {"faster": "green", "slower": "red"}.get(verdict, "yellow"))
         rounds = len(comparison.round_speedups or [])
         if rounds > 1:  # the table's rounds column is the first to go in 80 columns
-            text.append(f" ({rounds} rounds" + (f", {comparison.rounds_stop})" if comparison.rounds_stop else ")"))
+            left = comparison.rounds_left_out  # the rounds the host was busy in: not in the speedup
+            said = [f"{rounds} rounds", *([comparison.rounds_stop] if comparison.rounds_stop else [])]
+            out = f"; round{'s' * (len(left) > 1)} {', '.join(map(str, left))} left out: host busy" if left else ""
+            text.append(f" ({', '.join(said)}{out})")
         if verdict in ("mismatch", "unverified") and comparison.verification.detail:  # why: not only in MLflow
             text.append(f"  ({comparison.verification.detail.splitlines()[0]})")
     if result.profile is not None:

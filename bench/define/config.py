@@ -139,6 +139,10 @@ class BenchmarkConfig(BaseModel):
     # else fresh). Children of one process on one device only (no ranks, no token generation); parked children's
     # memory at most half the device's.
     round_children: Literal["auto", "fresh", "kept"] = "auto"
+    # A round in which either side's measurement saw other processes take the host's CPU ("host busy"): "leave_out"
+    # (not in the pair's speedup while two calm rounds remain; min_rounds then counts calm rounds:
+    # bench.isolate.rounds.undisturbed) or "keep" (every round counts: a host whose load is part of what is measured).
+    busy_rounds: Literal["leave_out", "keep"] = "leave_out"
     # Compile caches (Inductor's, Triton's) persist under the user's cache directory (~/.cache/perflab/) across
     # variants and runs unless TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR are set; the first call's time is still
     # recorded apart. True: each child compiles from an empty cache (time a cold compile). Suite or CLI layer only:

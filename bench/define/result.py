@@ -18,9 +18,9 @@ Status = Literal["ok", "failed", "timeout", "skipped", "invalid"]
 StageStatus = Literal["ok", "failed", "timeout", "not_reached"]
 PairStatus = Literal["ok", "mismatch", "unverified", "failed", "skipped"]
 
-# Order of the stages. A timed child ("run") has all but profiling (batch: back-to-back calls, when
-# measured; recheck: the set-up state restored and the inputs changed, bench.measure.guard); a profile child
-# ("profile"): startup, setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
+# Order of the stages. A timed child ("run") has all but profiling (batch: back-to-back calls, when measured; recheck:
+# the set-up state restored and the inputs changed, bench.measure.guard); a profile child ("profile"): startup,
+# setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
 STAGES: tuple[str, ...] = (
     "startup", "setup", "warmup", "measurement", "check", "batch", "energy", "recheck", "profiling", "teardown"
 )  # fmt: skip
@@ -315,8 +315,7 @@ class Comparison(BaseModel):
     optimized_value: float | None = None
     speedup: float | None = None  # baseline value / optimized value (a rate: optimized / baseline); never clamped
     speedup_time: Literal["cold", "batch"] = "cold"  # which time the speedup is on (BenchmarkConfig.speedup_time)
-    # 95 % interval of the speedup: bootstrap of the ratio of medians over both sides' raw samples, widened by
-    # the run-to-run spread (bench.measure.stats.speedup_interval)
+    # 95 % interval: a bootstrap of the ratio of medians, widened by the run-to-run spread (stats.speedup_interval)
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     # "faster" / "slower": the interval lies above 1 + noise_threshold / below 1 / (1 + noise_threshold); "no
@@ -335,12 +334,13 @@ class Comparison(BaseModel):
     # does better (bench.measure.quality.quality_ratio).
     speedup_metric: str = "time"
     # Measured in rounds (bench.isolate.rounds, bench.measure.rounds): each round's ratio of medians, baseline over
-    # optimized; the speedup is their geometric mean and its interval a t interval over them (98 % where they
-    # stopped early, 96 % after all of them: bench.measure.rounds). rounds_stop: why no more rounds ran:
-    # "precision" (within ±speedup_precision), "decided", "equivalent" (within ±noise_threshold), "max_rounds",
-    # "time_limit", or the side that failed. Empty and None for a pair of one child per side.
+    # optimized; the speedup is their geometric mean and its interval a t interval over them (98 % where they stopped
+    # early, 96 % after all of them). rounds_stop: why no more rounds ran: "precision" (within ±speedup_precision),
+    # "decided", "equivalent" (within ±noise_threshold), "max_rounds", "time_limit", or the side that failed; empty
+    # and None for one child per side. rounds_left_out: rounds (from 0) not in them, the host busy (isolate.rounds).
     round_speedups: list[float] = Field(default_factory=list)
     rounds_stop: str | None = None
+    rounds_left_out: list[int] = Field(default_factory=list)
     # Both sides' energy per call measured (measure_energy): baseline / optimized, > 1 when the optimized side
     # uses less, with its 95 % interval from both sides' per-segment samples (as the speedup's)
     baseline_energy_mj: float | None = None  # each side's median energy per call

@@ -34,6 +34,7 @@ from bench.measure.rounds import decide, round_ratios
 from bench.measure.stats import summarize
 
 TIME_LIMIT_STRETCH = 2.0  # below min_rounds, max_rounds_seconds is stretched this many times before it stops a pair
+BUSY_FLAG = "host busy:"  # a measurement's flag where other processes took the host's CPU (bench.isolate.timed)
 
 @dataclass
 class Rounds:
@@ -176,11 +177,12 @@ class Rounds:
         cfg, n = opt[0].config, len(opt)
         if n >= cfg.get("max_rounds", 1):
             return "max_rounds"  # first: all its rounds ran, nothing stopped early (its interval at FULL_LEVEL)
-        if n >= cfg.get("min_rounds", 1):
-            ratios = generation_ratios(base[:n], opt)
+        calm = undisturbed(base[:n], opt)
+        if len(calm) >= cfg.get("min_rounds", 1):
+            b, o = [base[i] for i in calm], [opt[i] for i in calm]
+            ratios = generation_ratios(b, o)
             if ratios is None:
-                sides = [[r.timing.samples_ms if r.timing else [] for r in side] for side in (base[:n], opt)]
-                ratios = round_ratios(*sides)
+                ratios = round_ratios(*[[r.timing.samples_ms if r.timing else [] for r in side] for side in (b, o)])
             why = decide(ratios, cfg.get("speedup_precision", 0.02), noise_threshold(cfg))
             if why is not None:
                 return why
@@ -210,13 +212,33 @@ class Rounds:
                 continue
             stop = self.stops.get(s.key) if len(opt) > 1 else None
             base_rounds = self.by_key[base.key][: len(opt)]
-            generated = generation_ratios(base_rounds, opt) if len(opt) > 1 else None
-            b, o = merge(base_rounds), merge(opt)
+            calm = undisturbed(base_rounds, opt)
+            generated = generation_ratios(*[[side[i] for i in calm] for side in (base_rounds, opt)])
+            b, o = merge(base_rounds, calm), merge(opt, calm)
             try:
-                out.append(compare(b, o, verify=verify, rounds_stop=stop, metric_rounds=generated))
+                c = compare(b, o, verify=verify, rounds_stop=stop, metric_rounds=generated if len(opt) > 1 else None)
+                out.append(c.model_copy(update={"rounds_left_out": sorted(set(range(len(opt))) - set(calm))}))
             except Exception as exc:  # noqa: BLE001 - a fault of the comparison's: the pair recorded, the suite runs on
                 out.append(unjudged(b, o, exc))
         return out
+
+
+def undisturbed(base: list[VariantResult], opt: list[VariantResult]) -> list[int]:
+    """The rounds a pair's speedup is taken over: those in which neither side's measurement saw other processes take
+    the host (``BUSY_FLAG``; a variant's own workers are its own time), where two or more remain; else every round (a
+    host busy throughout: its spread is in the interval). One starved round of a 146 µs call (29 ms) pulled a busy
+    host's rounds to 0.19x beside equal medians; left out, the pair runs on until ``min_rounds`` calm rounds (within
+    max_rounds and the time limit). The load is the host's, not the variant's: leaving it out picks no side. The
+    optimized side's ``busy_rounds`` "keep": every round."""
+    n = min(len(base), len(opt))
+    if not n or opt[0].config.get("busy_rounds", "leave_out") == "keep":
+        return list(range(n))
+    calm = [i for i in range(n) if not (_busy(base[i]) or _busy(opt[i]))]
+    return calm if len(calm) >= 2 else list(range(n))
+
+
+def _busy(result: VariantResult) -> bool:
+    return result.timing is not None and any(f.startswith(BUSY_FLAG) for f in result.timing.machine_flags)
 
 
 def generation_ratios(base: list[VariantResult], opt: list[VariantResult]) -> list[float] | None:
@@ -239,10 +261,10 @@ def generation_ratios(base: list[VariantResult], opt: list[VariantResult]) -> li
     return ratios
 
 
-def merge(rounds: list[VariantResult]) -> VariantResult:
+def merge(rounds: list[VariantResult], timed: list[int] | None = None) -> VariantResult:
     """One variant's result over its rounds: the first round's (checks, outputs, profile), its timing holding
-    every round's samples in order (``Timing.rounds``: each round's count); a round that failed is the variant's
-    result, its error naming the round."""
+    every round's samples in order (``Timing.rounds``: each round's count; ``timed``: those rounds' alone, a pair's
+    ``undisturbed``); a round that failed is the variant's result, its error naming the round."""
     first = rounds[0]
     failed = next((i for i, r in enumerate(rounds) if r.status != "ok"), None)
     if failed is not None:
@@ -254,10 +276,11 @@ def merge(rounds: list[VariantResult]) -> VariantResult:
     if len(rounds) == 1:
         return first
     update: dict[str, Any] = {"elapsed_s": sum(r.elapsed_s for r in rounds), "stages": _summed_stages(rounds)}
-    timings = [r.timing for r in rounds]
+    kept = [rounds[i] for i in timed] if timed is not None else rounds
+    timings = [r.timing for r in kept]
     if first.timing is not None and all(t is not None for t in timings):
         update["timing"] = _pooled(first.timing, timings, first.config)
-    batches = [r.batch for r in rounds]
+    batches = [r.batch for r in kept]
     if first.batch is not None and all(b is not None for b in batches):
         update["batch"] = _pooled(first.batch, batches, first.config)
     return first.model_copy(update=update)

@@ -230,7 +230,7 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, fl
     """The measurement stage: outputs poisoned, the GPU's state and the host's CPU time read around the
     clock's samples; then the timing message. Returns the measurement, whether outputs were poisoned, and the
     clock's seconds."""
-    from bench.measure import guard, outputs
+    from bench.measure import cores, guard, outputs
     from bench.measure.machine import gpu_uuid, snapshot
     from bench.measure.stopping import rule_for
 
@@ -248,16 +248,16 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, fl
         uuid = gpu_uuid(device) if device.type == "cuda" else None
         parked = parked_pids(v.job) if device.type == "cuda" else ()
         before = snapshot(device.index or 0, uuid, parked) if device.type == "cuda" else {}
-        own = getattr(clock, "cpu_s", guard.process_cpu_s)  # a variant's ranks: all of their processes
-        host_before, own_before, t0 = guard.cpu_times(), own(), guard.BOUND.perf_counter()
+        own = getattr(clock, "cpu_s", cores.process_cpu_s)  # a variant's ranks: all of their processes
+        host_before, own_before, t0 = cores.cpu_times(), own(), guard.BOUND.perf_counter()
         m = clock.measure(fn, config.iterations, rule_for(config))
         cold_s = guard.BOUND.perf_counter() - t0
-        host_after, own_after = guard.cpu_times(), own()
+        host_after, own_after = cores.cpu_times(), own()
         after = snapshot(device.index or 0, uuid, parked) if device.type == "cuda" else {}
     check_timers("measurement")
     busy = None
     if host_before and host_after:
-        busy = guard.host_busy_share(host_before, host_after, own_after - own_before)
+        busy = cores.host_busy_share(host_before, host_after, own_after - own_before)
     _send_timing(v, clock, m, first, before, after, busy)
     return m, poisoned, cold_s
 

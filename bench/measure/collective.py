@@ -40,8 +40,9 @@ from bench.measure.clocks import (
     unsteady,
     warm_up,
 )
+from bench.measure.cores import process_cpu_s
 from bench.measure.gpu_clocks import CudaEventClock
-from bench.measure.guard import BOUND, process_cpu_s
+from bench.measure.guard import BOUND
 from bench.measure.stopping import Measurement, StopRule, sample_until
 
 _control: Any = None  # the harness's own gloo group among the ranks

@@ -16,8 +16,6 @@ import math
 import os
 import time
 
-from bench.measure.guard import cpu_times, host_busy_share, process_cpu_s
-
 WINDOW_S = 0.1  # /proc/stat ticks at 100 Hz: 10 ticks a core, enough to tell a busy core from a blip
 BUSY_CORE = 0.5  # a core counts as busy once other processes use at least half of it
 _LAST: list[tuple[int, int, float]] = []  # the latest reading
@@ -81,3 +79,49 @@ def fit_threads() -> str | None:
         return None
     free, usable, busy = seen
     return cap_note(free, usable, busy) if cap_threads(free) else None
+
+
+def host_busy_share(before: tuple[float, float], after: tuple[float, float], own_cpu_s: float) -> float | None:
+    """Share of the host's CPU time that other processes used between two ``cpu_times()`` readings
+    (busy, total, in seconds over all cores), given this process's CPU seconds in between."""
+    busy = after[0] - before[0]
+    total = after[1] - before[1]
+    if total <= 0:
+        return None
+    return max(0.0, busy - own_cpu_s) / total
+
+
+def cpu_times() -> tuple[float, float] | None:
+    """(busy, total) CPU seconds of the whole host since boot, from /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [float(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already counted in user
+    return (total - idle) / tick, total / tick
+
+
+def process_cpu_s() -> float:
+    """CPU seconds of this process, every thread (user + system), and of its descendants: those alive (a DataLoader's
+    workers, a pool) and those it reaped. Their work is the variant's, not another process's load: counted as
+    other processes', a data-loading pair on the H200 read "host busy: 93 %" with the host otherwise idle."""
+    t = os.times()
+    total = t.user + t.system + t.children_user + t.children_system
+    try:
+        import psutil
+    except ImportError:
+        return total
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return total
+    for child in children:
+        try:
+            c = child.cpu_times()
+        except psutil.Error:  # gone meanwhile: counted once reaped
+            continue
+        total += c.user + c.system
+    return total

@@ -1,10 +1,9 @@
 """What a variant's MLflow run carries: its tags, metrics and params, computed from results alone.
 
 The contract readers rely on (docs/mlflow.md lists it): ``perflab.*`` tags, ``time_*_ms`` / ``batch_time_*`` /
-``mem_*_mb`` / derived throughput / ``stage_<name>_s`` metrics, the effective config as params. Only what was
-measured is logged: a variant that failed, timed out or was skipped gets no timing metric, and no metric is
-ever invented (no zeros, no NaNs standing in for a missing time). No mlflow here: ``bench.record.tracking``
-writes what these functions return.
+``mem_*_mb`` / derived throughput / ``stage_<name>_s`` metrics, the effective config as params. Only what was measured
+is logged: a variant that failed, timed out or was skipped gets no timing metric, and no metric is ever invented (no
+zeros, no NaNs standing in for a missing time). No mlflow here: ``bench.record.tracking`` writes what these return.
 """
 
 from __future__ import annotations
@@ -363,13 +362,14 @@ def comparison_tags(comparison: Comparison, baseline_run_id: str | None) -> dict
         "perflab.verified": "true" if v.verified else "false",
         "perflab.verification": clip(v.detail),
         "perflab.speedup_time": comparison.speedup_time,
-        # time, or a generation pair's ttft/tpot/throughput
-        "perflab.speedup_metric": comparison.speedup_metric,
+        "perflab.speedup_metric": comparison.speedup_metric,  # time, or a generation pair's ttft/tpot/throughput
     }
     if comparison.significance is not None:
         tags["perflab.significance"] = comparison.significance
     if comparison.round_speedups:
         tags["perflab.rounds"] = f"{len(comparison.round_speedups)} {comparison.rounds_stop or ''}".strip()
+    if comparison.rounds_left_out:  # rounds whose host was busy: not in the speedup (bench.isolate.rounds)
+        tags["perflab.rounds_left_out"] = ",".join(map(str, comparison.rounds_left_out))
     if baseline_run_id is not None:
         tags["perflab.baseline_run_id"] = baseline_run_id
     return tags

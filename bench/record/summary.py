@@ -17,7 +17,8 @@ VERDICTS = (
     "skipped",
 )  # fmt: skip
 
-_ROUNDS = ("round_speedups", "rounds_stop")  # a pair measured in interleaved rounds (bench.isolate.rounds)
+# a pair measured in interleaved rounds (bench.isolate.rounds)
+_ROUNDS = ("round_speedups", "rounds_stop", "rounds_left_out")
 _ENERGY = ("baseline_energy_mj", "optimized_energy_mj", "energy_ratio", "energy_ratio_ci_low", "energy_ratio_ci_high")
 # Where a suite's time went, part by part, as people name it (``stage_split``): each part's label, and the child's
 # stages (bench.define.result.STAGES) it sums. "checks" adds the parent's output comparison, "profile" the profile

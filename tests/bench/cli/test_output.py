@@ -173,6 +173,9 @@ def test_slower_and_not_significant_pairs_read_so_on_their_line() -> None:
     rounds = CH07.comparisons[2].model_copy(update={"round_speedups": [0.84, 0.86, 0.85], "rounds_stop": "decided"})
     out.print(common.line(ok, rounds, "ch07:"), soft_wrap=True)
     assert text_of(out).splitlines()[-1].endswith("0.85× slower (3 rounds, decided)")  # the 80 columns' rounds
+    busy = rounds.model_copy(update={"round_speedups": [0.84, 0.86, 0.85, 0.85], "rounds_left_out": [1]})
+    out.print(common.line(ok, busy, "ch07:"), soft_wrap=True)
+    assert text_of(out).endswith("0.85× slower (4 rounds, decided; round 1 left out: host busy)\n"), text_of(out)
 
 
 def test_progress_is_rich_on_a_terminal_and_plain_lines_elsewhere() -> None:

@@ -17,7 +17,8 @@ from bench.isolate.runner import run_variant
 from bench.isolate.suite import run_suite
 from bench.measure import cores
 
-FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu"}
+# busy_rounds "keep": these tests count rounds, which a round left out on a busy test host would change
+FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu", "busy_rounds": "keep"}
 # The rounds a user gets, where a test does not fix them. $PERFLAB_ROUNDS unset keys a server of its own
 # (bench.isolate.rendezvous): this file's tests and test_kept.py's on one process start it once, not once a process
 # (~7 s of CPU each)
@@ -225,12 +226,12 @@ def test_compile_caches_persist_unless_set_and_cold_compile_starts_empty(tmp_pat
     assert cold["TRITON_CACHE_DIR"] == str(tmp_path / "cold" / "triton")
 
 
-def _result(spec: Any, ms: float, status: str = "ok", **config: Any) -> Any:
+def _result(spec: Any, ms: float, status: str = "ok", flags: tuple[str, ...] = (), **config: Any) -> Any:
     from bench.define.result import Timing, VariantResult
     from bench.measure.stats import summarize
 
     samples = [ms * f for f in (0.99, 1.0, 1.01)]
-    timing = Timing(mode="cpu", method="t", samples_ms=samples, stats=summarize(samples))
+    timing = Timing(mode="cpu", method="t", samples_ms=samples, stats=summarize(samples), machine_flags=list(flags))
     return VariantResult(spec=spec, status=status, timing=timing if status == "ok" else None, device="cpu",
                          config={"min_rounds": 3, "max_rounds": 8, **config})  # fmt: skip
 
@@ -371,3 +372,37 @@ def test_a_comparison_that_raises_is_a_failed_pair_the_suite_goes_on(tmp_path, w
     assert pairs["a"].status == "failed" and "ValueError: math domain error" in pairs["a"].verification.detail
     assert pairs["a"].baseline_median_ms is not None
     assert pairs["b"].status == "ok" and pairs["b"].speedup is not None
+
+
+def test_a_round_whose_host_was_busy_is_left_out_and_the_pair_measures_around_it(tmp_path, write_benchmark) -> None:
+    """An A/A pair whose round 1 was starved (a side's 0.146 ms call read 29 ms beside another process, the
+    measurement flagged "host busy"): that round is left out of the speedup, the pair runs a fourth round for its
+    third calm one and settles with no verdict near 1.0; the variant's own result keeps every round. Unflagged, the
+    same round pulls the four rounds' geometric mean to ~0.27x."""
+    busy = ("host busy: other processes used 63 % of the host's CPU time during the measurement",)
+    for flagged in (True, False):
+        r = _rounds(tmp_path / str(flagged), write_benchmark)
+        base, *opts = r.example.variants
+        for number in range(4):
+            if r.done:
+                break
+            for s in r.start():
+                starved = number == 1 and s != base
+                r.add(s, _result(s, 29.0 if starved else 0.146 * (1.0, 1.0004, 0.9997, 1.0002)[number],
+                                 flags=busy if starved and flagged else ()))  # fmt: skip
+        comparisons = r.compare(None)
+        if flagged:
+            assert r.number == 3 and r.stops == {o.key: "equivalent" for o in opts}, (r.number, r.stops)
+            assert [c.rounds_left_out for c in comparisons] == [[1], [1]]
+            assert all(len(c.round_speedups) == 3 and 0.99 < c.speedup < 1.01 for c in comparisons)
+            assert [c.significance for c in comparisons] == ["no significant difference"] * 2
+            merged = {v.spec.key: v for v in r.results()}
+            assert merged[opts[0].key].timing.rounds == [3, 3, 3, 3]  # the variant's result keeps every round
+        else:
+            assert all(c.rounds_left_out == [] and c.speedup < 0.3 for c in comparisons), comparisons
+    kept = _rounds(tmp_path / "keep", write_benchmark)
+    for number in range(3):
+        for s in kept.start():
+            starved = number == 1 and s != kept.example.variants[0]
+            kept.add(s, _result(s, 29.0 if starved else 0.146, flags=busy if starved else (), busy_rounds="keep"))
+    assert all(c.rounds_left_out == [] and c.speedup < 0.3 for c in kept.compare(None))  # "keep": every round counts

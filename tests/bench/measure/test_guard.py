@@ -94,7 +94,7 @@ def test_a_process_cpu_time_holds_its_live_workers() -> None:
     import sys
     import time
 
-    from bench.measure.guard import process_cpu_s
+    from bench.measure.cores import process_cpu_s
 
     own0 = process_cpu_s()
     worker = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
