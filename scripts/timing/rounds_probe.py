@@ -59,6 +59,7 @@ DESIGNS = {
     "one": {"min_rounds": 1, "max_rounds": 1},
     "rounds3": {"min_rounds": 3, "max_rounds": 3},
     "adaptive": {},
+    "adaptive_keep": {"busy_rounds": "keep"},  # the defaults, every round counted however busy the host was
 }
 
 
@@ -108,8 +109,9 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="perflab-rounds-") as tmp:
         examples = select(discover(tree(Path(tmp) / "chapters", args.pairs)))
-        print("| design | pairs | faster | slower | no significant difference | rounds (median) | capped | wall s |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("| design | pairs | faster | slower | no significant difference | rounds (median) | capped | "
+              "rounds left out (pairs) | wall s |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for design in args.designs:
             t0 = time.monotonic()
             layer = {"device": "cpu", **DESIGNS[design]}
@@ -118,9 +120,11 @@ def main() -> None:
             verdicts = [c.significance for c in suite.comparisons]
             rounds = sorted(max(len(c.round_speedups), 1) for c in suite.comparisons)
             capped = sum(any("capped" in n for n in (v.timing.notes if v.timing else [])) for v in suite.variants)
+            left = [len(c.rounds_left_out) for c in suite.comparisons]  # host busy in them (busy_rounds)
             print(f"| {design} | {len(verdicts)} | {verdicts.count('faster')} | {verdicts.count('slower')} | "
                   f"{verdicts.count('no significant difference')} | {rounds[len(rounds) // 2] if rounds else '-'} | "
-                  f"{capped}/{len(suite.variants)} | {wall:.0f} |", flush=True)  # fmt: skip
+                  f"{capped}/{len(suite.variants)} | {sum(left)} ({sum(n > 0 for n in left)}) | {wall:.0f} |",
+                  flush=True)  # fmt: skip
             for c in suite.comparisons:
                 if c.significance != "no significant difference":
                     rounds_text = [round(r, 3) for r in c.round_speedups]
