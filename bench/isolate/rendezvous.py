@@ -31,13 +31,14 @@ from bench.errors import PerflabError
 # without numpy.ma and numpy.random (the first median, the seed) imported them in 0.13 s on the 2-core CPU host.
 # torch._dynamo: every torch.optim optimizer imports it when constructed (its methods are wrapped to disable
 # Dynamo), as does torch.compile: 1.0-1.6 s in each set-up of a training variant on the 2-core CPU host, paid again
-# by every round's child. Its import initialises no CUDA and starts no thread.
+# by every round's child. Its import initialises no CUDA and starts no thread. psutil: the host-busy check counts
+# a variant's live workers with it.
 PRELOAD = [
     "bench.isolate.child", "bench.isolate.timed", "bench.isolate.produced", "bench.isolate.ranks",
     "bench.isolate.recheck", "bench.measure.compare", "bench.measure.collective", "bench.measure.energy",
     "bench.measure.outputs", "bench.define.config", "bench.define.context", "bench.measure.machine",
     "bench.measure.timer", "bench.measure.generation_clock", "bench.measure.repeat",
-    "numpy", "numpy.ma", "numpy.random", "random", "resource", "nvtx", "torch", "torch._dynamo", "triton",
+    "numpy", "numpy.ma", "numpy.random", "random", "resource", "psutil", "nvtx", "torch", "torch._dynamo", "triton",
     "bench.isolate.warm",  # after triton: its per-process caches (bench/isolate/warm.py), never CUDA
     "bench.define.interpreter",  # the interpreter's scalars, mended in each child that interprets kernels
 ]  # fmt: skip
