@@ -296,7 +296,7 @@ class _Tally:
         return SampleRecord(now, steps, ttft, tpot, self.itl, sum(self.emitted), idle)
 
 
-def _quantiles(values: Sequence[float]) -> dict[str, float]:
+def quantiles(values: Sequence[float]) -> dict[str, float]:
     """Median (p50), p90, p95, p99 (linear interpolation, as bench.measure.stats), mean, min, max."""
     import numpy as np
 
@@ -333,10 +333,10 @@ def summarize(records: Sequence[SampleRecord], requests: Sequence[RequestSpec], 
         "speedup_metric": metric,
         "samples": len(records),
         "steps": int(np.median([len(r.steps_ms) for r in records])),
-        "ttft_ms": _quantiles(ttft),
-        "tpot_ms": _quantiles(tpot) if tpot else None,
-        "itl_ms": _quantiles(itl) if itl else None,
-        "step_ms": _quantiles([s for r in records for s in r.steps_ms]),
+        "ttft_ms": quantiles(ttft),
+        "tpot_ms": quantiles(tpot) if tpot else None,
+        "itl_ms": quantiles(itl) if itl else None,
+        "step_ms": quantiles([s for r in records for s in r.steps_ms]),
         "tokens_per_s": float(np.median([r.tokens / (r.span_ms / 1e3) for r in records])),
         "requests_per_s": float(np.median([len(requests) / (r.span_ms / 1e3) for r in records])),
         "idle_ms": float(np.median([r.idle_ms for r in records])),

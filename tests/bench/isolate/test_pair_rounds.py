@@ -337,15 +337,21 @@ def test_a_generating_pair_runs_in_rounds_and_drift_is_no_verdict(tmp_path: Path
         for variant in ("baseline", "optimized"):
             (root / "ch15" / f"{variant}_gen.py").write_text(drifting)
         layer = {**FAST, "iterations": 4, "min_rounds": rounds, "max_rounds": rounds}
-        (c,) = run_suite(select(discover(root)), cli_layer=layer, workdir=tmp_path / name / "w").comparisons
-        return c
+        return run_suite(select(discover(root)), cli_layer=layer, workdir=tmp_path / name / "w")
 
-    one = run("one", 1)
+    (one,) = run("one", 1).comparisons
     assert one.speedup_metric == "tpot" and one.significance == "slower", (one.speedup_ci_low, one.speedup_ci_high)
-    many = run("many", 4)
+    suite = run("many", 4)
+    (many,) = suite.comparisons
     assert many.speedup_metric == "tpot" and len(many.round_speedups) == 4, many.round_speedups
     assert many.significance == "no significant difference", (many.speedup, many.speedup_ci_low, many.round_speedups)
     assert min(many.round_speedups) < 1.0 < max(many.round_speedups)  # the order reversed: the drift both ways
+    # The values shown beside the speedup are every round's TPOT, pooled: round 0's alone (the baseline's child the
+    # first started, the optimized the second: twice as slow) would read 0.5 beside "no significant difference".
+    assert 0.7 < many.baseline_value / many.optimized_value < 1.4, (many.baseline_value, many.optimized_value)
+    for v in suite.variants:
+        g = v.generation
+        assert g.samples == len(g.ttft_samples_ms) == len(g.tokens_per_s_samples) == sum(v.timing.rounds), v.spec.key
 
 
 def test_a_comparison_that_raises_is_a_failed_pair_the_suite_goes_on(tmp_path, write_benchmark, monkeypatch) -> None:
