@@ -97,21 +97,22 @@ def test_a_restore_comparison_cut_while_the_set_up_state_looks_slower_is_undecid
 
 def test_the_restore_rounds_stop_within_their_budget(monkeypatch) -> None:
     """bench.isolate.recheck._rounds: calls from the set-up state slower in every round (the rule wants 8 rounds);
-    a budget that holds four rounds of 20 ms calls cuts them at four, an even number, and says so."""
-    import time
-
-    import torch  # noqa: F401  (the rounds' first _restore would import it inside the budget)
+    a budget that holds four rounds of 20 ms calls cuts them at four, an even number, and says so. The calls' 20 ms
+    on a virtual clock: slept, a busy host's late wake-ups fitted two rounds in the budget."""
+    from types import SimpleNamespace
 
     from bench.isolate import recheck
 
     monkeypatch.setattr(recheck, "_set_up_again", lambda obj, config: {})
+    virtual = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(recheck, "time", SimpleNamespace(perf_counter=lambda: virtual.now))
 
     class Clock:
         def __init__(self) -> None:
             self.n = 0
 
         def eager(self, fn: object) -> float:
-            time.sleep(0.02)
+            virtual.now += 0.02
             self.n += 1
             return 2.0 if (self.n % 4) in (1, 0) else 1.0  # A B B A: the set-up state's calls twice as slow
 
