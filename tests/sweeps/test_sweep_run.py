@@ -110,17 +110,23 @@ def test_trial_past_its_deadline_is_killed(data: str, monkeypatch: pytest.Monkey
     assert out.status == "timeout" and time.monotonic() - started[0] < 1.5 + 2.0 + 3.0  # deadline, grace, margin
 
 
-def test_a_clearly_worse_trial_is_stopped_after_its_first_steps(data: str) -> None:
+def test_a_clearly_worse_trial_is_stopped_after_its_first_steps(data: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped at its interim report, long before its 60 s deadline: timed from the child's start, not the
+    forkserver's (test_trial_past_its_deadline_is_killed)."""
+    from sweeps import trial
+
     seen: list[dict] = []
 
     def worse(interim: dict) -> str:
         seen.append(interim)
         return "clearly worse"
 
-    t0 = time.monotonic()
+    started: list[float] = []
+    wait = trial._wait
+    monkeypatch.setattr(trial, "_wait", lambda *a: started.append(time.monotonic()) or wait(*a))
     endless = tiny_job(data, 16, steps_per_test=10**6, warmup_steps=1, prune_after_steps=2)
     out = run_trial(endless, 60, should_prune=worse)
-    assert out.status == "pruned" and out.error == "clearly worse" and time.monotonic() - t0 < 20
+    assert out.status == "pruned" and out.error == "clearly worse" and time.monotonic() - started[0] < 30
     assert seen[0]["steps"] == 2 and seen[0]["samples_per_s"] > 0 and out.metrics["interim_samples_per_s"] > 0
     kept = run_trial(tiny_job(data, 16, steps_per_test=4, warmup_steps=1, prune_after_steps=2), 60,
                      should_prune=lambda interim: None)  # fmt: skip
