@@ -291,6 +291,17 @@ def verdict_text(pair: dict[str, Any]) -> str:
     return f"{shown} (within {band}noise threshold)"
 
 
+def rounds_text(rounds: str | None, left_out: str | None, speedup: float | None = None) -> str:
+    """A pair's rounds as its run printed them, from its tags (``perflab.rounds``, ``perflab.rounds_left_out``):
+    ``8 max_rounds``, ``5 decided, round 1 left out: host busy``; ``1`` for one child a side with a speedup, ``—``
+    for a pair without one (skipped, failed)."""
+    if not rounds:
+        return "1" if speedup else "—"
+    left = [x for x in (left_out or "").split(",") if x.strip()]
+    out = f", round{'s' * (len(left) > 1)} {', '.join(left)} left out: host busy" if left else ""
+    return f"{rounds}{out}"
+
+
 def pair_verdict(pair: dict[str, Any]) -> str:
     """What a pair shows, in one word or phrase: ``faster`` (verified, ok, the speedup's 95 % interval above 1 and
     its noise threshold), ``slower`` (below), ``no significant difference`` (holding 1, or within the threshold:
