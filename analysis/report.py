@@ -198,7 +198,7 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
             "name": r.name,
             "status": r.tags.get("perflab.status", "?"),
             "stage": r.tags.get("perflab.failed_stage"),
-            "error": r.tags.get("perflab.error"),
+            "error": r.tags.get("perflab.error") or r.tags.get("perflab.skip_reason"),  # a skipped one's: why
         }
         for r in variants
         if r.tags.get("perflab.status") != "ok"

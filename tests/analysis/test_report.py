@@ -207,3 +207,17 @@ def test_a_speedup_on_a_generation_metric_shows_that_metrics_values() -> None:
     header = csv_lines[0].split(",")
     s = dict(zip(header, csv_lines[1].split(","), strict=True))
     assert (s["speedup_on"], s["baseline_value"], s["optimized_value"]) == ("TPOT p99", "30.0", "10.0")
+
+
+def test_a_skipped_variant_is_reported_with_why() -> None:
+    """"Variants not ok" gave a skipped variant's row an empty error cell (``| skipped | — |  |``) where the run's line
+    said why (``needs a CUDA GPU (device is cpu), ...``: tag ``perflab.skip_reason``)."""
+    from analysis.report import build_report, report_markdown
+    from bench.record import StoredRun
+
+    why = "needs a CUDA GPU (device is cpu), the Python module 'cuda.core'"
+    skipped = {"perflab.status": "skipped", "perflab.skip_reason": why, "perflab.device": "auto"}
+    runs = [_stored("ch07:a:baseline", {}, **skipped),
+            _stored("ch07:a:optimized", {}, **skipped, **{"perflab.pair_status": "skipped"})]  # fmt: skip
+    md = report_markdown(build_report(StoredRun("p", "ch07 on cpu", "0", "FINISHED", 0, {}, {}), runs))
+    assert f"| ch07:a:baseline | skipped | — | {why} |" in md and f"| ch07:a:optimized | skipped | — | {why} |" in md
