@@ -64,6 +64,9 @@ def by_metric(deltas: list[MetricDelta], name: str) -> dict[str, MetricDelta]:
         ("energy_ratio_ci_low", "higher"),
         ("energy_power_w", None),  # more power for less time can be less energy: no better side alone
         ("energy_step_ms", None),
+        ("tokens_per_s", "higher"),  # a throughput pair's speedup is on it: compare --metrics left it out (no side)
+        ("requests_per_s", "higher"),
+        ("ttft_median_ms", "lower"),
     ],
 )
 def test_direction_of_a_metric(metric: str, expected: str | None) -> None:
