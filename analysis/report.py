@@ -171,7 +171,9 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
     overall = {
         "parent_run_id": parent.run_id,
         "parent_run_name": parent.name,
-        "devices": sorted({r.tags.get("perflab.gpu") or r.tags.get("perflab.device", "?") for r in variants}),
+        # where variants ran: a skipped one ran nowhere (its device tag the config's "auto")
+        "devices": sorted({r.tags.get("perflab.gpu") or r.tags.get("perflab.device", "?") for r in variants
+                           if r.tags.get("perflab.status") != "skipped"}),  # fmt: skip
         "chapters": len({r.tags["perflab.chapter"] for r in variants}),
         "benchmarks": len({(r.tags["perflab.chapter"], r.tags["perflab.example"]) for r in variants}),
         "variants": len(variants),

@@ -182,7 +182,8 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
     from bench.record.units import RATE_UNITS, column
 
     by_name = {r.info.run_name: r for r in runs}
-    gpus = sorted({r.data.tags.get("perflab.gpu") or r.data.tags.get("perflab.device", "?") for r in runs})
+    gpus = sorted({r.data.tags.get("perflab.gpu") or r.data.tags.get("perflab.device", "?") for r in runs
+                   if r.data.tags.get("perflab.status") != "skipped"})  # a skipped variant ran nowhere ("auto")
     rows = []
     for _, run in sorted(by_name.items()):
         tags, metrics = run.data.tags, run.data.metrics
@@ -206,7 +207,7 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
     on = Compared([pair for *_, pair in rows])
     rounds = any("perflab.rounds" in tags for tags, *_ in rows)  # as the run's table: how many, why they stopped
     lines = [
-        f"MLflow parent run `{parent}`; device(s): {', '.join(gpus)}",
+        f"MLflow parent run `{parent}`; device(s): {', '.join(gpus) or '—'}",
         "",
         f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header} speedup (interval) "
         f"| verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |{' rounds |' * rounds}",

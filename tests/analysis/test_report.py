@@ -221,3 +221,15 @@ def test_a_skipped_variant_is_reported_with_why() -> None:
             _stored("ch07:a:optimized", {}, **skipped, **{"perflab.pair_status": "skipped"})]  # fmt: skip
     md = report_markdown(build_report(StoredRun("p", "ch07 on cpu", "0", "FINISHED", 0, {}, {}), runs))
     assert f"| ch07:a:baseline | skipped | — | {why} |" in md and f"| ch07:a:optimized | skipped | — | {why} |" in md
+
+
+def test_the_devices_are_those_variants_ran_on_not_a_skipped_ones_auto() -> None:
+    """A ch07 suite on a CPU host with two pairs skipped (no GPU) read "device(s): auto, cpu" in the report and in
+    ``show``: a skipped variant's device tag is its config's "auto", where nothing ran."""
+    from analysis.report import build_report, report_markdown
+    from bench.record import StoredRun
+
+    skipped = {"perflab.status": "skipped", "perflab.skip_reason": "needs a CUDA GPU", "perflab.device": "auto"}
+    runs = [_stored("ch07:a:baseline", {}, **skipped), _stored("ch07:b:baseline", {"time_median_ms": 2.0})]
+    md = report_markdown(build_report(StoredRun("p", "ch07 on cpu", "0", "FINISHED", 0, {}, {}), runs))
+    assert "device(s): cpu\n" in md, md

@@ -258,3 +258,22 @@ def test_a_pair_with_a_round_left_out_shows_the_optimized_median_of_its_calm_rou
     cells = _shown(store, parent)
     assert (cells["baseline median ms"], cells["optimized median ms"]) == ("8.00", "4.00"), cells
     assert _reported(store, parent)["chapters"]["ch07"][0]["optimized_median_ms"] == pytest.approx(4.0)
+
+
+def test_show_names_the_devices_variants_ran_on_not_a_skipped_ones_auto(tmp_path: Path) -> None:
+    """ch07 on a CPU host, two pairs skipped (no GPU): ``show`` read "device(s): auto, cpu", a skipped variant's
+    device tag being its config's "auto"."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    store = Store(uri=uri, root=tmp_path, client=MlflowClient(tracking_uri=uri))
+    store.experiment("perflab")
+    gone = {"device": None, "skip_reason": "needs a CUDA GPU", "error": None, "failed_stage": None}
+    skipped = [result(f"ch07:s:{v}", None, gpu=None, status="skipped").model_copy(update=gone)
+               for v in ("baseline", "optimized")]  # fmt: skip
+    ran = [result(f"ch07:r:{v}", draw(1.0, n), gpu=None) for n, v in enumerate(("baseline", "optimized"))]
+    with Tracker(experiment="perflab", tracking_uri=uri, run_name="ch07 on cpu") as t:
+        for base, opt in (skipped, ran):
+            t.log_variant(base, None)
+            t.log_variant(opt, pair(base, opt))
+        t.finish("# synthetic\n", {})
+    code, text = show(store, "--run-id", t.parent_run_id)
+    assert code == 0 and f"MLflow parent run `{t.parent_run_id}`; device(s): cpu\n" in text, text
