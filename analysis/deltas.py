@@ -1,8 +1,8 @@
 """Metric deltas between two MLflow runs: two variant runs, or two suites matched variant by name.
 
 Direction comes from the metric's name: times, memory, energy per call (or per FLOP, byte, token) and anything
-in ms are lower-is-better; speedup, achieved throughput, percentages of peak and the energy ratio are
-higher-is-better. Other metrics (sample
+in ms are lower-is-better; speedup, achieved throughput, a generation's tokens/s and requests/s, percentages of peak
+and the energy ratio are higher-is-better. Other metrics (sample
 counts, stage durations of the harness) have no better side and are shown only on request.
 """
 
@@ -27,6 +27,8 @@ Verdict = Literal["better", "worse", "same"]
 def direction(metric: str) -> Direction | None:
     """Which way is better for a metric name, or None when neither is."""
     if metric.startswith(("speedup", "achieved_", "pct_", "energy_ratio")):  # speedup, speedup_geomean (a suite's)
+        return "higher"
+    if metric in ("tokens_per_s", "requests_per_s"):  # a generation's throughput: a tokens/s pair's speedup is on it
         return "higher"
     if metric == "energy_step_ms":  # the energy counter's step period: the GPU's, not the variant's
         return None

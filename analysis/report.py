@@ -36,6 +36,7 @@ from bench.record import (
     read_artifact_text,
     read_run,
     results_dir,
+    rounds_text,
     speedup_text,
     verdict_text,
     verdicts_text,
@@ -54,10 +55,14 @@ CSV_COLUMNS = (
     "baseline_value",
     "optimized_value",
     "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
     "verified",
     "status",
     "verdict",
     "counted",
+    "rounds",
+    "rounds_left_out",
     "baseline_gbps",
     "optimized_gbps",
     "optimized_pct_of_peak",
@@ -95,6 +100,7 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
     speedup = m.get("speedup")
     on = basis_of({"speedup_metric": t.get("perflab.speedup_metric"), "speedup_time": t.get("perflab.speedup_time")})
     b = pair_baseline(m, baseline.metrics if baseline else {}, on.metric)
+    o = pair_baseline(m, m, on.metric, "optimized")  # over the rounds its speedup was taken over (some left out)
     verified = t.get("perflab.verified") == "true"
     status = t.get("perflab.pair_status") or t.get("perflab.status", "?")
     return {
@@ -102,17 +108,20 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "example": t["perflab.example"],
         "variant": t["perflab.variant"],
         "baseline_median_ms": b.get("time_median_ms"),
-        "optimized_median_ms": m.get("time_median_ms"),
+        "optimized_median_ms": o.get("time_median_ms"),
         # what the speedup is on (bench.measure.basis) and the two values it divides, from each side's run
         "speedup_on": on.label,
         "speedup_metric": t.get("perflab.speedup_metric", "time"),
         "baseline_value": b.get(on.metric),
-        "optimized_value": m.get(on.metric),
+        "optimized_value": o.get(on.metric),
         "speedup": speedup,
         "speedup_ci_low": m.get("speedup_ci_low"),
         "speedup_ci_high": m.get("speedup_ci_high"),
         "speedup_time": t.get("perflab.speedup_time", "cold"),
         "significance": t.get("perflab.significance"),
+        # a pair in rounds: how many and why they stopped ("8 max_rounds"), those left out of its speedup ("1,4")
+        "rounds": t.get("perflab.rounds"),
+        "rounds_left_out": t.get("perflab.rounds_left_out"),
         "verified": verified,
         "status": status,
         "counted": bool(verified and status == "ok" and speedup and speedup > 0 and math.isfinite(speedup)),
@@ -162,7 +171,9 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
     overall = {
         "parent_run_id": parent.run_id,
         "parent_run_name": parent.name,
-        "devices": sorted({r.tags.get("perflab.gpu") or r.tags.get("perflab.device", "?") for r in variants}),
+        # where variants ran: a skipped one ran nowhere (its device tag the config's "auto")
+        "devices": sorted({r.tags.get("perflab.gpu") or r.tags.get("perflab.device", "?") for r in variants
+                           if r.tags.get("perflab.status") != "skipped"}),  # fmt: skip
         "chapters": len({r.tags["perflab.chapter"] for r in variants}),
         "benchmarks": len({(r.tags["perflab.chapter"], r.tags["perflab.example"]) for r in variants}),
         "variants": len(variants),
@@ -189,7 +200,7 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
             "name": r.name,
             "status": r.tags.get("perflab.status", "?"),
             "stage": r.tags.get("perflab.failed_stage"),
-            "error": r.tags.get("perflab.error"),
+            "error": r.tags.get("perflab.error") or r.tags.get("perflab.skip_reason"),  # a skipped one's: why
         }
         for r in variants
         if r.tags.get("perflab.status") != "ok"
@@ -220,13 +231,15 @@ def report_markdown(report: dict[str, Any]) -> str:
         t = column(x for r in rows for x in (r["baseline_median_ms"], r["optimized_median_ms"]))
         rate = column((x for r in rows for x in (r["baseline_gbps"], r["optimized_gbps"])), RATE_UNITS)
         on = Compared(rows)
+        rounds = any(r.get("rounds") for r in rows)  # as the run's table: how many, why they stopped, left out
         lines += [
             "",
             f"## {chapter}",
             "",
             f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header} speedup | "
-            f"verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized % of peak |",
-            f"|---|---|---:|---:|{on.rule}---:|---|---|---:|---:|---:|",
+            f"verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized % of peak |"
+            + " rounds |" * rounds,
+            f"|---|---|---:|---:|{on.rule}---:|---|---|---:|---:|---:|" + "---|" * rounds,
         ]
         for x in rows:
             speedup = speedup_text(x, verdict=False)
@@ -237,6 +250,7 @@ def report_markdown(report: dict[str, Any]) -> str:
                 f"{t.text(x['optimized_median_ms'])} |{on.cells(x)} {speedup} | {verdict_text(x)} | "
                 f"{'yes' if x['verified'] else 'no'} | {rate.text(x['baseline_gbps'])} | "
                 f"{rate.text(x['optimized_gbps'])} | {_f(x['optimized_pct_of_peak'], '.1f')} |"
+                + (f" {rounds_text(x.get('rounds'), x.get('rounds_left_out'), x['speedup'])} |" if rounds else "")
             )
         lines += _energy_lines(rows)
     lines += ["", "![speedups](speedup.png)", "", "![roofline](roofline.png)", "", "![latency](latency.png)"]

@@ -134,6 +134,12 @@ def _speedup(row: dict[str, Any]) -> str:
     return f"{sig(row['speedup'])}×{interval}"
 
 
+def _on(p: PairVersus) -> str:
+    """What the pair's speedups are on (``call``, ``TPOT``, ``tokens/s``), both sides' where they differ."""
+    sides = [row.get("speedup_on") or "call" for row in (p.a, p.b) if row.get("speedup")] or ["call"]
+    return sides[0] if len(set(sides)) == 1 else ", ".join(sides)
+
+
 def versus_table(cmp: SuiteVersus, width: int) -> Any:
     """A rich table: a row per pair both suites ran, each side's speedup with its interval, and B against A; names
     never cut (a long one wraps), at ``width`` columns."""
@@ -148,11 +154,17 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
     headers = ["pair", "A speedup", "B speedup", "B vs A"]
     rows = [[p.name.removeprefix(prefix).removesuffix(":optimized"), _speedup(p.a), _speedup(p.b), p.verdict_text]
             for p in cmp.pairs]  # fmt: skip
-    widths = fitted(headers, rows, width, narrow={1: 12, 2: 12, 3: 14})
+    ons = [_on(p) for p in cmp.pairs]  # what each speedup is on, where one is not the call time (as perflab run's)
+    if any(on != "call" for on in ons):
+        headers.insert(1, "on")
+        rows = [[r[0], on, *r[1:]] for r, on in zip(rows, ons, strict=True)]
+    shift = len(headers) - 4
+    widths = fitted(headers, rows, width, narrow={1 + shift: 12, 2 + shift: 12, 3 + shift: 14})
     title = f"{prefix and prefix + ' '}B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}"
     table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i, header in enumerate(headers):
-        table.add_column(header, justify="right" if i in (1, 2) else "left", overflow="fold", width=widths[i])
+        right = header in ("A speedup", "B speedup")
+        table.add_column(header, justify="right" if right else "left", overflow="fold", width=widths[i])
     colour = {"B faster": "green", "B slower": "red"}
     for row, p in zip(rows, cmp.pairs, strict=True):
         table.add_row(Text(name_lines(row[0], widths[0])), *map(Text, row[1:-1]),

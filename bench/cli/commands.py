@@ -178,11 +178,12 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
     """One row per optimized variant, numbers read from the runs' metrics and tags (never typed); each column's
     unit chosen from its values and named in its header."""
     from bench.record.contract import pair_baseline
-    from bench.record.summary import Compared, basis_of, speedup_text, verdict_text
+    from bench.record.summary import Compared, basis_of, rounds_text, speedup_text, verdict_text
     from bench.record.units import RATE_UNITS, column
 
     by_name = {r.info.run_name: r for r in runs}
-    gpus = sorted({r.data.tags.get("perflab.gpu") or r.data.tags.get("perflab.device", "?") for r in runs})
+    gpus = sorted({r.data.tags.get("perflab.gpu") or r.data.tags.get("perflab.device", "?") for r in runs
+                   if r.data.tags.get("perflab.status") != "skipped"})  # a skipped variant ran nowhere ("auto")
     rows = []
     for _, run in sorted(by_name.items()):
         tags, metrics = run.data.tags, run.data.metrics
@@ -197,17 +198,20 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
                 "noise_threshold": run.data.params.get("noise_threshold")}  # fmt: skip
         held = basis_of(pair).metric  # the metric both sides' runs hold the compared value under
         b = pair_baseline(metrics, base.data.metrics if base is not None else {}, held)
+        metrics = pair_baseline(metrics, metrics, held, "optimized")  # over the rounds its speedup was taken over
         pair.update(baseline_value=b.get(held), optimized_value=metrics.get(held))
+        pair["rounds"] = rounds_text(tags.get("perflab.rounds"), tags.get("perflab.rounds_left_out"), pair["speedup"])
         rows.append((tags, metrics, b, pair))
     t = column(x for _, m, b, _ in rows for x in (b.get("time_median_ms"), m.get("time_median_ms")))
     rate = column((x for _, m, b, _ in rows for x in (b.get("achieved_gbps"), m.get("achieved_gbps"))), RATE_UNITS)
     on = Compared([pair for *_, pair in rows])
+    rounds = any("perflab.rounds" in tags for tags, *_ in rows)  # as the run's table: how many, why they stopped
     lines = [
-        f"MLflow parent run `{parent}`; device(s): {', '.join(gpus)}",
+        f"MLflow parent run `{parent}`; device(s): {', '.join(gpus) or '—'}",
         "",
         f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header} speedup (interval) "
-        f"| verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |",
-        f"|---|---|---:|---:|{on.rule}---:|---|---|---:|---:|---:|",
+        f"| verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized CV |{' rounds |' * rounds}",
+        f"|---|---|---:|---:|{on.rule}---:|---|---|---:|---:|---:|{'---|' * rounds}",
     ]
     for tags, m, b, pair in rows:
         cv = m.get("time_cv")
@@ -216,7 +220,7 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
             f"{t.text(b.get('time_median_ms'))} | {t.text(m.get('time_median_ms'))} |{on.cells(pair)} "
             f"{speedup_text(pair, verdict=False)} | {verdict_text(pair)} | {tags.get('perflab.verified', 'false')} | "
             f"{rate.text(b.get('achieved_gbps'))} | {rate.text(m.get('achieved_gbps'))} | "
-            f"{'—' if cv is None else f'{100 * cv:.2f} %'} |"
+            f"{'—' if cv is None else f'{100 * cv:.2f} %'} |" + (f" {pair['rounds']} |" if rounds else "")
         )
     return "\n".join(lines + _energy_lines(rows))
 

@@ -35,7 +35,16 @@ from bench.record.store import (
     suite_runs,
     tagged_runs,
 )
-from bench.record.summary import VERDICTS, Compared, basis_of, pair_verdict, speedup_text, verdict_text, verdicts_text
+from bench.record.summary import (
+    VERDICTS,
+    Compared,
+    basis_of,
+    pair_verdict,
+    rounds_text,
+    speedup_text,
+    verdict_text,
+    verdicts_text,
+)
 from bench.record.tracking import Tracker
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, TIME_UNITS, column, sig, time_text
 
@@ -63,6 +72,7 @@ __all__ = [
     "pair_verdict",
     "read_run",
     "results_dir",
+    "rounds_text",
     "sig",
     "speedup_text",
     "suite_runs",

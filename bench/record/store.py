@@ -293,7 +293,8 @@ def read_run(run_id: str, tracking_uri: str | None = None) -> StoredRun:
     except MlflowException as exc:
         if damaged(exc):
             raise  # the store's fault, not the id's (reads)
-        raise LookupError(f"no MLflow run {run_id!r} in the store {store.tracking_uri!r}") from exc
+        raise LookupError(f"no MLflow run {run_id!r} in the store {store.tracking_uri!r}: a run id is the 32 hex "
+                          "digits `perflab run` printed (\"MLflow parent run …\") or the MLflow UI shows") from exc
 
 
 def child_runs(parent_run_id: str, tracking_uri: str | None = None) -> list[StoredRun]:

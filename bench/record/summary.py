@@ -136,6 +136,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     t = column(x for p in pairs for x in (p["baseline_median_ms"], p["optimized_median_ms"]))
     rate = column((p.get("optimized_achieved_gbps") for p in pairs), RATE_UNITS)
     on = Compared(pairs)
+    rounds = any(p.get("round_speedups") for p in pairs)  # as the run's table: how many, why they stopped
     lines = [
         "# perflab summary",
         "",
@@ -145,14 +146,16 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         f"wall {summary['wall_s']:.1f} s",
         "",
         f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header}"
-        f" speedup (interval) | verdict | optimized {rate.name} |",
-        f"|---|---|---:|---:|{on.rule}---:|---|---:|",
+        f" speedup (interval) | verdict | optimized {rate.name} |" + " rounds |" * rounds,
+        f"|---|---|---:|---:|{on.rule}---:|---|---:|" + "---|" * rounds,
     ]
     for p in pairs:
+        said = f"{len(p['round_speedups'])} {p.get('rounds_stop') or ''}".strip() if p.get("round_speedups") else None
+        said = rounds_text(said, ",".join(map(str, p.get("rounds_left_out") or [])), p["speedup"])
         lines.append(
             f"| {p['chapter']}:{p['example']} | {p['variant']} | {t.text(p['baseline_median_ms'])} | "
             f"{t.text(p['optimized_median_ms'])} |{on.cells(p)} {speedup_text(p, verdict=False)} | {verdict_text(p)} | "
-            f"{rate.text(p.get('optimized_achieved_gbps'))} |"
+            f"{rate.text(p.get('optimized_achieved_gbps'))} |" + f" {said} |" * rounds
         )
     lines += _energy_section(pairs)
     failures = [v for v in summary["variants"] if v["status"] != "ok"]
@@ -289,6 +292,17 @@ def verdict_text(pair: dict[str, Any]) -> str:
     if threshold and not within_noise(float(low), float(high), float(threshold)):
         return f"{shown} (reaching into {band}noise threshold)"  # past 1.0, one end inside the band
     return f"{shown} (within {band}noise threshold)"
+
+
+def rounds_text(rounds: str | None, left_out: str | None, speedup: float | None = None) -> str:
+    """A pair's rounds as its run printed them, from its tags (``perflab.rounds``, ``perflab.rounds_left_out``):
+    ``8 max_rounds``, ``5 decided, round 1 left out: host busy``; ``1`` for one child a side with a speedup, ``—``
+    for a pair without one (skipped, failed)."""
+    if not rounds:
+        return "1" if speedup else "—"
+    left = [x for x in (left_out or "").split(",") if x.strip()]
+    out = f", round{'s' * (len(left) > 1)} {', '.join(left)} left out: host busy" if left else ""
+    return f"{rounds}{out}"
 
 
 def pair_verdict(pair: dict[str, Any]) -> str:

@@ -64,6 +64,9 @@ def by_metric(deltas: list[MetricDelta], name: str) -> dict[str, MetricDelta]:
         ("energy_ratio_ci_low", "higher"),
         ("energy_power_w", None),  # more power for less time can be less energy: no better side alone
         ("energy_step_ms", None),
+        ("tokens_per_s", "higher"),  # a throughput pair's speedup is on it: compare --metrics left it out (no side)
+        ("requests_per_s", "higher"),
+        ("ttft_median_ms", "lower"),
     ],
 )
 def test_direction_of_a_metric(metric: str, expected: str | None) -> None:
@@ -144,6 +147,17 @@ def test_cli_unknown_run_exits_2(suites: dict[str, Any], store: Store) -> None:
     out = CliRunner().invoke(cli.app, ["compare", suites["a"], "deadbeef0000", "--tracking-uri", store.uri])
     assert out.exit_code == 2
     assert "no MLflow run 'deadbeef0000'" in out.output
+
+
+def test_a_shortened_run_id_is_one_line_saying_what_a_run_id_is(suites: dict[str, Any], store: Store) -> None:
+    """The 8 hex digits of ``report-<id>``'s name, or of a run pasted short: the line named the id and the store,
+    not what an id is (``perflab run`` printed it whole)."""
+    short = suites["a"][:8]
+    args = ["compare", suites["a"], short, "--tracking-uri", store.uri]
+    out = CliRunner().invoke(cli.app, args, env={"COLUMNS": "80"})
+    lines = out.output.strip().splitlines()
+    assert out.exit_code == 2 and len(lines) == 1, out.output
+    assert f"no MLflow run {short!r}" in lines[0] and "a run id is the 32 hex digits `perflab run` printed" in lines[0]
 
 
 def test_cli_variant_against_suite_exits_2(suites: dict[str, Any], store: Store) -> None:

@@ -207,3 +207,29 @@ def test_a_speedup_on_a_generation_metric_shows_that_metrics_values() -> None:
     header = csv_lines[0].split(",")
     s = dict(zip(header, csv_lines[1].split(","), strict=True))
     assert (s["speedup_on"], s["baseline_value"], s["optimized_value"]) == ("TPOT p99", "30.0", "10.0")
+
+
+def test_a_skipped_variant_is_reported_with_why() -> None:
+    """"Variants not ok" gave a skipped variant's row an empty error cell (``| skipped | — |  |``) where the run's line
+    said why (``needs a CUDA GPU (device is cpu), ...``: tag ``perflab.skip_reason``)."""
+    from analysis.report import build_report, report_markdown
+    from bench.record import StoredRun
+
+    why = "needs a CUDA GPU (device is cpu), the Python module 'cuda.core'"
+    skipped = {"perflab.status": "skipped", "perflab.skip_reason": why, "perflab.device": "auto"}
+    runs = [_stored("ch07:a:baseline", {}, **skipped),
+            _stored("ch07:a:optimized", {}, **skipped, **{"perflab.pair_status": "skipped"})]  # fmt: skip
+    md = report_markdown(build_report(StoredRun("p", "ch07 on cpu", "0", "FINISHED", 0, {}, {}), runs))
+    assert f"| ch07:a:baseline | skipped | — | {why} |" in md and f"| ch07:a:optimized | skipped | — | {why} |" in md
+
+
+def test_the_devices_are_those_variants_ran_on_not_a_skipped_ones_auto() -> None:
+    """A ch07 suite on a CPU host with two pairs skipped (no GPU) read "device(s): auto, cpu" in the report and in
+    ``show``: a skipped variant's device tag is its config's "auto", where nothing ran."""
+    from analysis.report import build_report, report_markdown
+    from bench.record import StoredRun
+
+    skipped = {"perflab.status": "skipped", "perflab.skip_reason": "needs a CUDA GPU", "perflab.device": "auto"}
+    runs = [_stored("ch07:a:baseline", {}, **skipped), _stored("ch07:b:baseline", {"time_median_ms": 2.0})]
+    md = report_markdown(build_report(StoredRun("p", "ch07 on cpu", "0", "FINISHED", 0, {}, {}), runs))
+    assert "device(s): cpu\n" in md, md

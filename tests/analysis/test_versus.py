@@ -173,3 +173,27 @@ def test_a_difference_between_runs_of_the_same_files_says_so(tmp_path: Any) -> N
     table = console.export_text()
     assert "B slower (same files)" in next(x for x in table.splitlines() if x.startswith("sum"))
     assert "(same files)" not in next(x for x in table.splitlines() if x.startswith("mul"))
+
+
+def test_a_pair_whose_speedup_is_not_on_the_call_time_is_named_so() -> None:
+    """Chapter 15's kv_cache speedup is on TPOT: ``perflab run``, ``show`` and the report name it (``on``), and
+    ``compare`` printed ``1.23× [0.906–1.67]`` against ``1.25×`` as if they were call-time speedups; its table names
+    what each pair's speedups are on where one is not the call time, at 80 columns too."""
+    from rich.console import Console
+
+    from analysis.versus import PairVersus, SuiteVersus, versus_table
+    from bench.record.store import StoredRun
+
+    pairs = [PairVersus("ch15:kv_cache:optimized", row(1.23, 0.906, 1.67, on="TPOT"), row(1.25, 0.847, 1.84, on="TPOT"),
+                        "no significant difference"),
+             PairVersus("ch15:prefill:optimized", row(2.0, 1.9, 2.1), row(2.0, 1.9, 2.1), "no significant difference"),
+             PairVersus("ch15:batching:optimized", row(2.0, 1.9, 2.1), row(3.0, 2.9, 3.1, on="TTFT"),
+                        "different metrics (call, TTFT)")]  # fmt: skip
+    run = StoredRun("r", "suite", "0", "FINISHED", 0, {}, {})
+    console = Console(width=80, record=True)
+    console.print(versus_table(SuiteVersus(run, run, pairs, [], [], None, None, 0, 3, 3), 80))
+    lines = console.export_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("pair "))
+    assert all(len(line) <= 80 for line in lines) and lines[header].split()[:2] == ["pair", "on"], lines
+    on = {line.split()[0]: line.split()[1:3] for line in lines[header + 2:] if line[:1].strip()}
+    assert on["kv_cache"][0] == "TPOT" and on["prefill"][0] == "call" and on["batching"] == ["call,", "TTFT"], lines

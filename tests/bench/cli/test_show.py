@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow import MlflowClient
@@ -192,3 +193,87 @@ def test_a_sweep_given_where_a_suite_is_wanted_is_one_line_naming_it(logged: tup
         with pytest.raises(ValueError, match=re.escape(said)):
             call()
     assert not (tmp_path / "r").exists()  # no empty report written
+
+
+
+def _rounds_suite(tmp_path: Path) -> tuple[Store, str]:
+    """A pair in 8 rounds whose round 1 was left out (host busy): its speedup, and the table ``perflab run`` printed
+    (4.00 ms, ``7 rounds, max_rounds; round 1 left out: host busy``), over the 7 calm rounds; the optimized
+    variant's own run over all of them (its median 30 ms: a starved round's calls)."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    store = Store(uri=uri, root=tmp_path, client=MlflowClient(tracking_uri=uri))
+    store.experiment("perflab")
+    base = result("ch07:r:baseline", [8.0] * 8, gpu=None)
+    opt = result("ch07:r:optimized", [4.0] * 3 + [30.0] * 5, gpu=None)
+    cmp = pair(base, opt).model_copy(update={
+        "optimized_median_ms": 4.0, "speedup": 2.0, "speedup_ci_low": 1.9, "speedup_ci_high": 2.1,
+        "significance": "faster", "round_speedups": [2.0] * 7, "rounds_stop": "max_rounds",
+        "rounds_left_out": [1]})  # fmt: skip
+    with Tracker(experiment="perflab", tracking_uri=uri, run_name="ch07 on cpu") as t:
+        t.log_variant(base, None)
+        t.log_variant(opt, cmp)
+        t.finish("# synthetic\n", {})
+    return store, t.parent_run_id
+
+
+def _shown(store: Store, parent: str) -> dict[str, str]:
+    code, text = show(store, "--run-id", parent)
+    assert code == 0, text
+    header = next(line for line in text.splitlines() if line.startswith("| example"))
+    row = next(line for line in text.splitlines() if line.startswith("| ch07:r "))
+    return dict(zip([c.strip() for c in header.split("|")[1:-1]], [c.strip() for c in row.split("|")[1:-1]],
+                    strict=True))  # fmt: skip
+
+
+def _reported(store: Store, parent: str) -> dict[str, Any]:
+    from analysis.report import build_report
+    from bench.record import campaign_of, read_run
+
+    run = read_run(parent, store.uri)
+    return build_report(run, campaign_of(run, store.uri).child_runs(store.uri))
+
+
+def test_a_pair_in_rounds_shows_its_rounds_as_the_run_printed_them(tmp_path: Path) -> None:
+    """``show`` and the report had no rounds at all: how many ran, why they stopped, which were left out (tags
+    ``perflab.rounds``, ``perflab.rounds_left_out``); the report's CSV had no interval either."""
+    import csv
+    import io
+
+    from analysis.report import report_csv, report_markdown
+
+    store, parent = _rounds_suite(tmp_path)
+    assert _shown(store, parent)["rounds"] == "7 max_rounds, round 1 left out: host busy"
+    rep = _reported(store, parent)
+    assert "| 7 max_rounds, round 1 left out: host busy |" in report_markdown(rep)
+    (line,) = csv.DictReader(io.StringIO(report_csv(rep)))
+    assert (line["speedup_ci_low"], line["speedup_ci_high"]) == ("1.9", "2.1")
+    assert (line["rounds"], line["rounds_left_out"]) == ("7 max_rounds", "1")
+
+
+def test_a_pair_with_a_round_left_out_shows_the_optimized_median_of_its_calm_rounds(tmp_path: Path) -> None:
+    """The optimized side of a pair whose round was left out: ``show`` and the report showed the variant run's median
+    over every round (30 ms beside the baseline's 8 ms and a speedup of 2.00x); they show the pair's, 4.00 ms, as
+    the run's table did."""
+    store, parent = _rounds_suite(tmp_path)
+    cells = _shown(store, parent)
+    assert (cells["baseline median ms"], cells["optimized median ms"]) == ("8.00", "4.00"), cells
+    assert _reported(store, parent)["chapters"]["ch07"][0]["optimized_median_ms"] == pytest.approx(4.0)
+
+
+def test_show_names_the_devices_variants_ran_on_not_a_skipped_ones_auto(tmp_path: Path) -> None:
+    """ch07 on a CPU host, two pairs skipped (no GPU): ``show`` read "device(s): auto, cpu", a skipped variant's
+    device tag being its config's "auto"."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    store = Store(uri=uri, root=tmp_path, client=MlflowClient(tracking_uri=uri))
+    store.experiment("perflab")
+    gone = {"device": None, "skip_reason": "needs a CUDA GPU", "error": None, "failed_stage": None}
+    skipped = [result(f"ch07:s:{v}", None, gpu=None, status="skipped").model_copy(update=gone)
+               for v in ("baseline", "optimized")]  # fmt: skip
+    ran = [result(f"ch07:r:{v}", draw(1.0, n), gpu=None) for n, v in enumerate(("baseline", "optimized"))]
+    with Tracker(experiment="perflab", tracking_uri=uri, run_name="ch07 on cpu") as t:
+        for base, opt in (skipped, ran):
+            t.log_variant(base, None)
+            t.log_variant(opt, pair(base, opt))
+        t.finish("# synthetic\n", {})
+    code, text = show(store, "--run-id", t.parent_run_id)
+    assert code == 0 and f"MLflow parent run `{t.parent_run_id}`; device(s): cpu\n" in text, text

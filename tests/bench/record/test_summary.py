@@ -265,3 +265,16 @@ def test_a_quality_verdict_names_its_score_beside_the_times(suite: SuiteResult) 
     row = next(line for line in md.splitlines() if line.startswith("| ch07:a "))
     cells = [c.strip() for c in row.split("|")[1:-1]]
     assert cells[2:7] == ["2.00", "2.02", "quality", "0.600", "0.750"] and cells[7].startswith("1.25×")
+
+
+def test_a_pair_in_rounds_has_its_rounds_in_the_summary(suite: SuiteResult) -> None:
+    """The parent run's summary.md (and ``--out``'s) had no rounds where ``perflab run``'s table and line had them:
+    how many, why they stopped, and the rounds a busy host left out of the speedup."""
+    suite.comparisons[0] = suite.comparisons[0].model_copy(update={
+        "round_speedups": [2.0] * 7, "rounds_stop": "max_rounds", "rounds_left_out": [1, 4]})  # fmt: skip
+    md = summary_markdown(summary_dict(suite))
+    header = next(line for line in md.splitlines() if line.startswith("| example"))
+    row = next(line for line in md.splitlines() if line.startswith("| ch07:a "))
+    assert header.endswith("| rounds |") and row.endswith("| 7 max_rounds, rounds 1, 4 left out: host busy |"), row
+    plain = summary_markdown(summary_dict(suite.model_copy(update={"comparisons": suite.comparisons[1:]})))
+    assert "rounds" not in plain  # no pair in rounds: the table as it was
