@@ -1,12 +1,15 @@
 """Two suites compared pair by pair: ``perflab compare SUITE_A SUITE_B``.
 
 Each pair both suites ran (``chapter:example:variant`` of the optimized variant) gets both speedups with their
-95 % intervals and whether they differ beyond noise. The test is on the log of the speedups: each interval's
-width gives its standard error (a 95 % interval spans 2 × 1.96 of them), and B differs from A when
-|ln B − ln A| exceeds 1.96 × √(se_A² + se_B²), an approximate 5 % two-sided test (the intervals are bootstrapped,
-not exactly normal; two intervals that merely overlap may still differ), and the ratio B / A's interval lies beyond
-the harness's noise threshold (``BenchmarkConfig.noise_threshold``, ±1 %: two runs of the same code differ by a
-fraction of a percent, which is no verdict, as for a pair's own speedup). The geomeans are taken over the same
+intervals and whether they differ beyond noise. The test is on the log of the speedups. Each interval's width gives
+its standard error: a pair in rounds (bench.measure.rounds) has a Student t interval over its R rounds' ratios,
+R - 1 degrees of freedom at the level its stop reports (98 % stopped early, 96 % after all its rounds), its standard
+error the half-width over that t quantile (read as normal, a 3-round pair's would be 3.5 times too large: 6.965 /
+1.96); one child a side has a bootstrapped 95 % interval, the half-width over 1.96. B differs from A when
+ln B − ln A ± t × √(se_A² + se_B²) lies beyond the harness's noise threshold (``BenchmarkConfig.noise_threshold``,
+±1 %: two runs of the same code differ by a fraction of a percent, which is no verdict, as for a pair's own
+speedup): Welch's 5 % two-sided test, t at the Welch–Satterthwaite degrees of freedom rounded down (1.96 where
+neither side is in rounds); two intervals that merely overlap may still differ. The geomeans are taken over the same
 pairs on both sides, those verified ``ok`` in both suites, and the line says how many: a geomean over 8 pairs
 against one over 1 compares nothing.
 """
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.measure import NOISE_THRESHOLD
+from bench.measure.rounds import EARLY, EARLY_LEVEL, FULL_LEVEL
+from bench.measure.stats import t_quantile
 from bench.record import StoredRun, campaign_of, read_run
 
 __all__ = ["PairVersus", "SuiteVersus", "compare_suites", "difference", "versus_table"]
@@ -61,11 +66,32 @@ class SuiteVersus:
     campaigns: list[str] = field(default_factory=list)  # a sharded suite's parts found: "A: campaign ... 4 of 4"
 
 
-def _log_se(row: dict[str, Any]) -> float | None:
+def _log_se(row: dict[str, Any]) -> tuple[float, float, float] | None:
+    """The standard error of ``row``'s log speedup, its degrees of freedom (inf: normal) and its interval's level,
+    from its interval and its rounds (``rounds``: the ``perflab.rounds`` tag, "3 decided"); None without an
+    interval."""
     low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
     if low is None or high is None or low <= 0 or high <= 0:
         return None
-    return (math.log(high) - math.log(low)) / (2 * Z_95)
+    half = (math.log(high) - math.log(low)) / 2
+    count, _, stop = str(row.get("rounds") or "").partition(" ")
+    n = int(count) if count.isdigit() else 1
+    if n < 2:
+        return half / Z_95, math.inf, 0.95
+    level = EARLY_LEVEL if stop in EARLY else FULL_LEVEL if stop else 0.95  # as bench.measure.rounds reports it
+    return half / t_quantile(n - 1, (1 + level) / 2), float(n - 1), level
+
+
+def _quantile(se: list[tuple[float, float, float]]) -> float:
+    """The two-sided quantile of Welch's test of two log speedups with these (standard error, degrees of freedom,
+    level): t at the Welch–Satterthwaite degrees of freedom, rounded down, at the higher of the two levels (rounds
+    that stopped early are a selection of small spreads, as in a pair's own interval); 1.96 where both are normal."""
+    spread = sum(e * e for e, _, _ in se)
+    parts = sum(e**4 / df for e, df, _ in se if math.isfinite(df))
+    if parts == 0.0 or spread == 0.0:
+        return Z_95
+    level = max(lv for *_, lv in se)
+    return t_quantile(max(1, math.floor(spread * spread / parts)), (1 + level) / 2)
 
 
 def difference(a: dict[str, Any], b: dict[str, Any], noise_threshold: float = NOISE_THRESHOLD) -> str:
@@ -80,7 +106,7 @@ def difference(a: dict[str, Any], b: dict[str, Any], noise_threshold: float = NO
     se = [_log_se(a), _log_se(b)]
     if se[0] is None or se[1] is None:
         return "no interval"
-    d, half = math.log(b["speedup"]) - math.log(a["speedup"]), Z_95 * math.hypot(se[0], se[1])
+    d, half = math.log(b["speedup"]) - math.log(a["speedup"]), _quantile(se) * math.hypot(se[0][0], se[1][0])
     band = math.log1p(noise_threshold)  # the interval of ln(B / A) must clear it, as a pair's own must clear 1 ± t
     return "B faster" if d - half > band else "B slower" if d + half < -band else "no significant difference"
 

@@ -55,6 +55,23 @@ def test_intervals_that_overlap_can_still_differ() -> None:
     assert difference(row(2.09, 1.90, 2.30), row(2.42, 2.22, 2.64)) == "B faster"
 
 
+def test_pairs_in_rounds_are_tested_on_their_t_intervals() -> None:
+    """Two 3-round pairs that stopped "decided": ±10 % intervals are t at 98 % with 2 degrees of freedom (6.965
+    standard errors a side), so speedups 10.5 % apart differ (Welch's t at 4 degrees of freedom, 98 %); read as
+    normal 95 % intervals (one child a side), the same intervals hold the difference. 4 % apart: no verdict."""
+    from math import exp
+
+    def pair(speedup: float, rounds: str | None) -> dict[str, Any]:
+        return {**row(speedup, speedup / 1.1, speedup * 1.1), "rounds": rounds}
+
+    assert difference(pair(1.5, "3 decided"), pair(1.5 * exp(0.1), "3 decided")) == "B faster"
+    assert difference(pair(1.5 * exp(0.1), "3 decided"), pair(1.5, "3 decided")) == "B slower"
+    assert difference(pair(1.5, None), pair(1.5 * exp(0.1), None)) == "no significant difference"
+    assert difference(pair(1.5, "3 decided"), pair(1.5 * exp(0.04), "3 decided")) == "no significant difference"
+    # 8 rounds run out (96 %, 7 degrees of freedom) against one child a side: the rounds' side still counts as t
+    assert difference(pair(1.5, "8 max_rounds"), pair(1.5 * exp(0.2), None)) == "B faster"
+
+
 @pytest.fixture(scope="module")
 def suites(store: Store) -> dict[str, Any]:
     """A: eight pairs (p0..p7, 2x each, tight intervals) of which p7 mismatches; B: p0 (3x), p1 (2x) and a new one.
