@@ -95,6 +95,7 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
     speedup = m.get("speedup")
     on = basis_of({"speedup_metric": t.get("perflab.speedup_metric"), "speedup_time": t.get("perflab.speedup_time")})
     b = pair_baseline(m, baseline.metrics if baseline else {}, on.metric)
+    m = pair_baseline(m, m, on.metric, side="optimized")  # the optimized side over this pair's rounds too
     verified = t.get("perflab.verified") == "true"
     status = t.get("perflab.pair_status") or t.get("perflab.status", "?")
     return {

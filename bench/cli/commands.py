@@ -197,6 +197,7 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
                 "noise_threshold": run.data.params.get("noise_threshold")}  # fmt: skip
         held = basis_of(pair).metric  # the metric both sides' runs hold the compared value under
         b = pair_baseline(metrics, base.data.metrics if base is not None else {}, held)
+        metrics = pair_baseline(metrics, metrics, held, side="optimized")  # this pair's rounds, as its baseline's
         pair.update(baseline_value=b.get(held), optimized_value=metrics.get(held))
         rows.append((tags, metrics, b, pair))
     t = column(x for _, m, b, _ in rows for x in (b.get("time_median_ms"), m.get("time_median_ms")))

@@ -376,25 +376,25 @@ def comparison_tags(comparison: Comparison, baseline_run_id: str | None) -> dict
 
 
 def comparison_metrics(comparison: Comparison) -> dict[str, float]:
-    """``speedup``, its interval, ``energy_ratio`` and its interval, ``max_rel_error``, the pair's baseline median and
+    """``speedup``, its interval, ``energy_ratio`` and its interval, ``max_rel_error``, each side's median and
     value: those that are finite."""
     ratios = ("speedup", "energy_ratio")
     values = {f"{r}{end}": getattr(comparison, f"{r}{end}") for r in ratios for end in ("", "_ci_low", "_ci_high")}
     values["max_rel_error"] = comparison.verification.max_rel_error
-    # The baseline as this pair saw it: its rounds alongside this variant's (the baseline's own run holds all its
-    # rounds, more where another pair of the example ran on): the median and value this pair's row shows.
-    values["pair_baseline_median_ms"] = comparison.baseline_median_ms
-    values["pair_baseline_value"] = comparison.baseline_value
+    # Both sides as this pair saw them: the rounds it ran (the baseline's own run holds all its rounds, more where
+    # another pair ran on) and took its speedup over (neither run holds only those where a busy round was left out).
+    sides = ("baseline", "optimized")
+    values |= {f"pair_{s}_{k}": getattr(comparison, f"{s}_{k}") for s in sides for k in ("median_ms", "value")}
     return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
 
 
-def pair_baseline(optimized: Mapping[str, float], baseline: Mapping[str, float], held: str) -> dict[str, float]:
-    """The baseline's metrics as an optimized variant's pair saw them: its own run's, with the median and the value on
-    the speedup's basis (``held``: the metric both runs hold it under) of the rounds alongside this variant, where
-    the variant's run logged them (``comparison_metrics``): the row then divides what its speedup divided."""
+def pair_baseline(optimized: Mapping[str, float], baseline: Mapping[str, float], held: str,
+                  side: str = "baseline") -> dict[str, float]:  # fmt: skip
+    """``baseline``'s metrics (``side`` "optimized": the optimized run's own) with the median and the value on ``held``
+    over the pair's rounds, where ``optimized``'s run logged them (``comparison_metrics``): what its speedup divided."""
     seen = dict(baseline)
-    if "pair_baseline_median_ms" in optimized:
-        seen["time_median_ms"] = optimized["pair_baseline_median_ms"]
-    if "pair_baseline_value" in optimized:
-        seen[held] = optimized["pair_baseline_value"]
+    if f"pair_{side}_median_ms" in optimized:
+        seen["time_median_ms"] = optimized[f"pair_{side}_median_ms"]
+    if f"pair_{side}_value" in optimized:
+        seen[held] = optimized[f"pair_{side}_value"]
     return seen
