@@ -54,6 +54,8 @@ CSV_COLUMNS = (
     "baseline_value",
     "optimized_value",
     "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
     "verified",
     "status",
     "verdict",
