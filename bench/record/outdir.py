@@ -16,7 +16,8 @@ Layout (a variant's files are written as it finishes, so a suite that is stopped
 JUnit: a pair whose status is ``mismatch``, ``unverified`` or ``failed`` (a side failed, timed out or was
 invalid) is a failure, ``skipped`` is skipped, and a pair the suite did not finish (interrupted, or its
 ``--suite-timeout`` reached) is an error; the others pass, their verdict (``faster``, ``slower``, ``no significant
-difference``) and speedup in the testcase's properties and output. A suite's exit status says the same.
+difference``) and speedup in the testcase's properties and output (with ``speedup_on``, ``baseline_value`` and
+``optimized_value`` where the speedup is not on the median call). A suite's exit status says the same.
 """
 
 from __future__ import annotations
