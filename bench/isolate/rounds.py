@@ -329,11 +329,14 @@ def _summed_stages(rounds: list[VariantResult]) -> list[Any]:
 
 
 def _pooled(first: Any, parts: list[Any], config: dict[str, Any]) -> Any:
-    """A Timing (or BatchTiming) of every round's samples, in order, with each round's count."""
+    """A Timing (or BatchTiming) of every round's samples, in order, with each round's count; its noise the worst
+    round's, as its target is met only where every round met it (round 0's alone was logged, ``timing_noise_pct``)."""
     samples = [x for p in parts for x in p.samples_ms]
     notes = list(dict.fromkeys(n for p in parts for n in p.notes))
+    noises = [p.noise for p in parts if p.noise is not None]
     update: dict[str, Any] = {"samples_ms": samples, "rounds": [len(p.samples_ms) for p in parts], "notes": notes,
-                              "stats": summarize(samples, config.get("percentiles") or [50.0])}  # fmt: skip
+                              "stats": summarize(samples, config.get("percentiles") or [50.0]),
+                              "noise": max(noises) if noises else None}  # fmt: skip
     if hasattr(first, "threads"):
         threads = [t for p in parts for t in (p.threads or [])]
         update["threads"] = threads or None

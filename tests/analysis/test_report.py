@@ -91,6 +91,17 @@ def test_csv_rows_mark_unverified_pairs_not_counted(written: dict[str, Any]) -> 
     )
 
 
+def test_csv_rows_hold_the_interval_their_verdict_rests_on() -> None:
+    """ch16's prefix_sharing: 1.14x "no significant difference" (its interval 0.98-1.32 holds 1); report.csv held the
+    speedup and the verdict, and the energy ratio's interval, but not the speedup's."""
+    from analysis.report import report_csv
+
+    row = dict.fromkeys(CSV_COLUMNS) | {"speedup": 1.137, "speedup_ci_low": 0.976, "speedup_ci_high": 1.324,
+                                        "verdict": "no significant difference", "speedup_on": "TTFT"}  # fmt: skip
+    (read,) = csv.DictReader(io.StringIO(report_csv({"chapters": {"ch16": [row]}})))
+    assert (read["speedup"], read["speedup_ci_low"], read["speedup_ci_high"]) == ("1.137", "0.976", "1.324")
+
+
 def test_markdown_has_chapter_tables_and_the_geomean(written: dict[str, Any], suite: dict[str, Any]) -> None:
     md = (written["out"] / "report.md").read_text()
     assert f"geomean {expected_geomean(suite['samples']):.3f}×" in md

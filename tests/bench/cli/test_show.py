@@ -50,6 +50,9 @@ def logged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, st
                 )
                 if r.spec.example == "fast":  # the baseline over this pair's rounds, not all of the baseline's
                     cmp = cmp.model_copy(update={"baseline_median_ms": 0.0040, "baseline_value": 0.0040})
+                if r.spec.example == "slow":  # a busy round left out: the optimized run holds it, the pair does not
+                    cmp = cmp.model_copy(update={"optimized_median_ms": 0.0050, "optimized_value": 0.0050,
+                                                 "rounds_left_out": [1]})  # fmt: skip
             ids[key] = t.log_variant(r, cmp)
         t.finish("# synthetic\n", {})
     yield store, t.parent_run_id, ids
@@ -91,6 +94,26 @@ def test_a_pair_shows_the_baseline_of_its_own_rounds(logged: tuple[Store, str, d
     report_rows = {r["example"]: r for rows_ in chapters.values() for r in rows_}
     assert report_rows["fast"]["baseline_median_ms"] == pytest.approx(0.0040)
     assert report_rows["fast"]["baseline_value"] == pytest.approx(0.0040)
+
+
+def test_a_pair_shows_the_optimized_side_of_its_own_rounds(logged: tuple[Store, str, dict[str, str]]) -> None:
+    """A round the host was busy in is left out of the pair's speedup, its two values and its medians, while the
+    optimized variant's run keeps every round: a row took its baseline from the pair's rounds and its optimized side
+    from the run's, two values the speedup never divided (``perflab run``'s table showed the pair's)."""
+    from analysis.report import build_report
+    from bench.record import campaign_of, read_run
+
+    store, parent, _ = logged
+    code, text = show(store, "--run-id", parent)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines()
+            if line.startswith("| ch07:")}  # fmt: skip
+    assert float(rows["ch07:slow"][3]) == pytest.approx(5.0), rows["ch07:slow"]
+    assert float(rows["ch07:same"][3]) != pytest.approx(5.0)
+    runs = campaign_of(read_run(parent, store.uri), store.uri).child_runs(store.uri)
+    chapters = build_report(read_run(parent, store.uri), runs)["chapters"]
+    report_rows = {r["example"]: r for rows_ in chapters.values() for r in rows_}
+    assert report_rows["slow"]["optimized_median_ms"] == pytest.approx(0.0050)
+    assert report_rows["slow"]["optimized_value"] == pytest.approx(0.0050)
 
 
 def test_show_of_the_latest_suite_needs_no_id(logged: tuple[Store, str, dict[str, str]]) -> None:

@@ -47,6 +47,26 @@ def test_one_testcase_per_pair_failures_skips_and_the_unfinished(suite: SuiteRes
     assert error is not None and error.get("message") == "not finished: the suite's time ran out"
 
 
+def test_a_pair_on_a_generation_metric_says_what_its_speedup_divides(suite: SuiteResult) -> None:  # noqa: F811
+    # ch16's scheduling on the CPU: the call medians read 24.1 -> 24.8 ms (slower) beside 2.78x faster on TTFT; the
+    # testcase named neither the metric nor its values, so a CI page showed a slower pair passing as "faster".
+    suite.comparisons[0] = suite.comparisons[0].model_copy(update={
+        "baseline_median_ms": 24.1, "optimized_median_ms": 24.8, "speedup": 2.78, "speedup_ci_low": 1.85,
+        "speedup_ci_high": 4.18, "significance": "faster", "speedup_metric": "ttft", "baseline_value": 12.4,
+        "optimized_value": 5.24})  # fmt: skip
+    _, cases = _cases(junit_xml(summary_dict(suite)))
+    a = cases["ch07.a:optimized"]
+    props = {p.get("name"): p.get("value") for p in a.iter("property")}
+    assert props["verdict"] == "faster" and props["speedup_on"] == "TTFT" and props["value_unit"] == "ms"
+    assert (props["baseline_value"], props["optimized_value"]) == ("12.4", "5.24")
+    out = a.find("system-out").text  # type: ignore[union-attr]
+    assert out.startswith("faster: 2.78× [1.85, 4.18] on TTFT (12.4 ms → 5.24 ms); "), out  # type: ignore[union-attr]
+    # a pair on the median call time: its medians are its values, nothing added
+    props = {p.get("name"): p.get("value") for p in cases["ch07.b:optimized"].iter("property")}
+    assert "speedup_on" not in props and "baseline_value" not in props
+    assert " on " not in cases["ch07.b:optimized"].find("system-out").text.split(";")[0]  # type: ignore[union-attr]
+
+
 def test_a_variant_is_written_as_the_store_holds_it(tmp_path: Path, suite: SuiteResult) -> None:  # noqa: F811
     profile = tmp_path / "work" / "profile"
     profile.mkdir(parents=True)
