@@ -20,9 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.measure import NOISE_THRESHOLD
-from bench.measure.rounds import EARLY, EARLY_LEVEL, FULL_LEVEL
-from bench.measure.stats import t_quantile
+from bench.measure import NOISE_THRESHOLD, interval_level, t_quantile
 from bench.record import StoredRun, campaign_of, read_run
 
 __all__ = ["PairVersus", "SuiteVersus", "compare_suites", "difference", "versus_table"]
@@ -78,7 +76,7 @@ def _log_se(row: dict[str, Any]) -> tuple[float, float, float] | None:
     n = int(count) if count.isdigit() else 1
     if n < 2:
         return half / Z_95, math.inf, 0.95
-    level = EARLY_LEVEL if stop in EARLY else FULL_LEVEL if stop else 0.95  # as bench.measure.rounds reports it
+    level = interval_level(stop or None)  # as bench.measure.rounds reports it
     return half / t_quantile(n - 1, (1 + level) / 2), float(n - 1), level
 
 

@@ -27,15 +27,17 @@ clock for code outside a chapter), ``copy_bandwidth_gbps``, the peak cache (``ce
 (intra-op threads capped at the cores other processes leave free), ``usable_cores`` (what worker counts are
 weighed against), and a verdict's rule: ``significance`` with the
 default ``NOISE_THRESHOLD`` (``BenchmarkConfig.noise_threshold``) for speedups judged outside a suite, and
-``t_quantile`` for the intervals they are judged by (a sweep's few repeats need t, not the normal's 1.96).
+``t_quantile`` for the intervals they are judged by (a sweep's few repeats need t, not the normal's 1.96), and
+``interval_level``: the level of a pair's interval over its rounds, as its stop reports it.
 """
 
 from bench.define.config import NOISE_THRESHOLD
 from bench.measure import ceilings
 from bench.measure.ceilings import copy_bandwidth_gbps
 from bench.measure.cores import fit_threads, usable_cores
+from bench.measure.rounds import interval_level
 from bench.measure.stats import significance, t_quantile
 from bench.measure.timer import time_callable
 
-__all__ = ["NOISE_THRESHOLD", "ceilings", "copy_bandwidth_gbps", "fit_threads", "significance", "t_quantile",
-           "time_callable", "usable_cores"]
+__all__ = ["NOISE_THRESHOLD", "ceilings", "copy_bandwidth_gbps", "fit_threads", "interval_level", "significance",
+           "t_quantile", "time_callable", "usable_cores"]

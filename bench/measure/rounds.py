@@ -65,9 +65,14 @@ def rounds_interval(ratios: Sequence[float], stop: Stop | None = None) -> tuple[
     logs = [math.log(r) for r in ratios]
     center = statistics.fmean(logs)
     sd = math.sqrt(math.fsum((x - center) ** 2 for x in logs) / (len(logs) - 1))  # statistics.stdev's, in floats
-    level = EARLY_LEVEL if stop in EARLY else FULL_LEVEL if stop else 0.95
-    half = t_quantile(len(logs) - 1, (1 + level) / 2) * sd / math.sqrt(len(logs))
+    half = t_quantile(len(logs) - 1, (1 + interval_level(stop)) / 2) * sd / math.sqrt(len(logs))
     return math.exp(center), math.exp(center - half), math.exp(center + half)
+
+
+def interval_level(stop: Stop | None) -> float:
+    """The level of a pair's interval over its rounds: EARLY_LEVEL where ``stop`` says they stopped early,
+    FULL_LEVEL after another stop, 95 % without one (a look while the rounds go on)."""
+    return EARLY_LEVEL if stop in EARLY else FULL_LEVEL if stop else 0.95
 
 
 def half_width(low: float, high: float) -> float:
