@@ -5,7 +5,9 @@ in any experiment of the store, with status ``ok``, on the same hardware (tag ``
 ``perflab.device`` for CPU runs; for a run timed on the host's clock also the host's CPU, ``perflab.cpu``:
 ``machine``) and the same software (``perflab.torch`` / ``perflab.triton``
 tags, or the ``torch`` / ``triton`` of the ``result.json`` manifest for runs logged before those
-tags existed).
+tags existed). A run is judged on what its pair's speedup is on: the call time, or a token-generating variant's
+metric (TTFT, TPOT, ITL, a percentile of one, tokens/s as milliseconds per token; ``_samples``), against earlier runs
+judged on the same; on the call time, a serving step's TTFT doubled would hide in the whole generation's time.
 
 The unit of evidence is a run, not a sample. Thousands of samples of one process say how precisely
 that process's median is known, not how much the median moves from one run to the next (clocks, memory
@@ -34,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 from scipy.stats import t as student_t
 
 from bench.record import StoredRun, benchmark_runs, campaign_of, latest_suite_run_id, read_artifact_text, read_run
@@ -118,6 +121,7 @@ class RegressionRow:
     history_run_ids: list[str] = field(default_factory=list)
     hardware: str = "?"
     software: str = "?"
+    on: str = "call"  # what the medians are of: the call time, or a generation's metric ("TTFT", "ms per token")
 
 
 class _ResultCache:
@@ -153,9 +157,24 @@ def _software(run: StoredRun, results: _ResultCache) -> str:
     return f"torch {torch or '?'}" + (f", triton {triton}" if triton else "")
 
 
-def _samples(run: StoredRun, results: _ResultCache) -> list[float]:
-    timing = results.get(run.run_id).get("timing") or {}
-    return [float(x) for x in timing.get("samples_ms") or []]
+def _samples(run: StoredRun, results: _ResultCache) -> tuple[list[float], str]:
+    """A run's samples (ms) of what its variant is judged on, and what that is: the call time ("call"); a
+    token-generating variant's metric, as its pair's speedup is (``Generation.speedup_metric``): every request's
+    TTFT, every token's TPOT or ITL ("TTFT"), each generation's tail for a percentile ("TTFT p99 per generation"),
+    the milliseconds per token of each generation's rate for a throughput ("ms per token")."""
+    result = results.get(run.run_id)
+    gen = result.get("generation") or {}
+    metric = gen.get("speedup_metric") or "time"
+    if metric == "throughput":
+        return [1e3 / r for r in gen.get("tokens_per_s_samples") or [] if r > 0], "ms per token"
+    name, _, q = metric.partition("_")
+    if metric != "time" and gen.get(f"{name}_samples_ms"):
+        rows = [[float(v) for v in row if v is not None] for row in gen[f"{name}_samples_ms"]]
+        if q:  # a tail: one value per generation (its requests', its tokens'), their spread between generations
+            return [float(np.percentile(r, float(q[1:]))) for r in rows if r], f"{name.upper()} {q} per generation"
+        return [v for r in rows for v in r], name.upper()
+    timing = result.get("timing") or {}
+    return [float(x) for x in timing.get("samples_ms") or []], "call"
 
 
 def _others(counter: Counter[str], label: str) -> list[str]:
@@ -183,9 +202,9 @@ def check_run(
         row.reason = f"this run's status is {t.get('perflab.status')!r}, not 'ok'"
         return row
     row.software = software = _software(run, results)
-    samples = _samples(run, results)
+    samples, row.on = _samples(run, results)
     if not samples:
-        row.reason = "this run's result.json has no timing samples"
+        row.reason = f"this run's result.json has no samples of its {row.on} time"
         return row
     row.median_ms = statistics.median(samples)
 
@@ -197,7 +216,9 @@ def check_run(
     not_ok: Counter[str] = Counter()
     other_hw: Counter[str] = Counter()
     other_sw: Counter[str] = Counter()
+    other_on: Counter[str] = Counter()  # judged on another metric (the benchmark's declared one changed)
     used: list[StoredRun] = []
+    history: list[list[float]] = []
     for r in earlier:  # newest first
         if r.tags.get("perflab.status") != "ok":
             not_ok[r.tags.get("perflab.status", "?")] += 1
@@ -205,19 +226,22 @@ def check_run(
             other_hw[machine(r)] += 1
         elif (sw := _software(r, results)) != software:
             other_sw[sw] += 1
-        elif _samples(r, results):
+        elif (seen := _samples(r, results))[1] != row.on:
+            other_on[seen[1]] += 1
+        elif seen[0]:
             used.append(r)
+            history.append(seen[0])
             if len(used) == k:
                 break
     row.k_used = len(used)
     row.history_run_ids = [r.run_id for r in used]
-    history = [_samples(r, results) for r in used]
     if used:
         row.history_median_ms = statistics.median(statistics.median(h) for h in history)
         row.slowdown_pct = 100.0 * (row.median_ms / row.history_median_ms - 1.0)
     if len(used) < MIN_RUNS:
         row.status = "no-history"
-        seen = _others(other_hw, "on") + _others(other_sw, "with") + _others(not_ok, "with status")
+        seen = (_others(other_hw, "on") + _others(other_sw, "with") + _others(other_on, "judged on")
+                + _others(not_ok, "with status"))  # fmt: skip
         found = "no previous ok run" if not used else f"only {len(used)} previous ok run"
         row.reason = (
             f"{found} of {key} on {hardware} with {software}"
@@ -228,7 +252,8 @@ def check_run(
     verdict = assess(samples, history, threshold, alpha)
     row.status, row.slowdown_pct, row.p_value = verdict.status, verdict.slowdown_pct, verdict.p_value
     row.reason = (
-        f"median {verdict.slowdown_pct:+.1f} % vs the median of {len(used)} previous runs' medians (spread between "
+        f"{'' if row.on == 'call' else row.on + ' '}median {verdict.slowdown_pct:+.1f} % vs the median of {len(used)} "
+        "previous runs' medians (spread between "
         f"runs {verdict.spread_pct:.1f} %), p={verdict.p_value:.2g} (flag: > {100 * threshold:g} % and p < {alpha:g})"
     )
     return row
@@ -283,11 +308,15 @@ def regression_table(rows: list[RegressionRow], width: int = 80) -> Any:
               "—" if r.slowdown_pct is None else f"{r.slowdown_pct:+.1f} %",
               "—" if r.p_value is None else f"{r.p_value:.1g}", str(r.k_used)] for r in rows]  # fmt: skip
     headers = ["variant", "verdict", f"now {unit.name}", f"before {unit.name}", "change", "p", "runs"]
-    widths = fitted(headers, cells, width, narrow={1: 9, 2: 6, 3: 6})
+    if any(r.on != "call" for r in rows):  # a generation's metric (TTFT, TPOT, ms per token), named as the run's
+        headers.insert(2, "on")
+        cells = [[c[0], c[1], r.on, *c[2:]] for c, r in zip(cells, rows, strict=True)]
+    shift = len(headers) - 7
+    widths = fitted(headers, cells, width, narrow={1: 9, 2 + shift: 6, 3 + shift: 6})
     title = f"{prefix.rstrip(':') or 'suite'}: each variant against its previous runs"
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i < 2 else "right", overflow="fold", width=widths[i])
+        table.add_column(header, justify="left" if i < 2 + shift else "right", overflow="fold", width=widths[i])
     colour = {"regressed": "red", "improved": "green", "ok": "default", "no-history": "yellow"}
     for row in cells:
         table.add_row(Text(name_lines(row[0], widths[0])), Text(row[1], colour.get(row[1], "magenta")), *row[2:])

@@ -298,3 +298,41 @@ def test_a_host_clocked_run_is_compared_only_with_runs_on_the_same_cpu(store: St
     moved = check_run(read_run(ids["ch03:host:baseline"], store.uri), tracking_uri=store.uri)
     assert moved.status == "no-history" and "on cpu (CPU C)" in moved.reason
     assert "2 on cpu (CPU B)" in moved.reason and "3 on cpu (CPU A)" in moved.reason, moved.reason
+
+
+def _serving(seed: Any, ttft_ms: float, rate: float, metric: str = "ttft", key: str = "ch15:serve:baseline") -> Any:
+    """A token-generating variant's result: its call (the whole generation) 10 ms however fast its first tokens;
+    six generations of eight requests each, TTFT around ``ttft_ms``, ``rate`` tokens/s."""
+    from bench.define.result import Generation
+    from bench.measure.generation import quantiles
+
+    rows = [draw(ttft_ms, next(seed), n=8) for _ in range(6)]
+    rates = draw(rate, next(seed), n=6)
+    flat = [v for r in rows for v in r]
+    generation = Generation(requests=8, tokens=64, arrival="all at once", speedup_metric=metric, samples=6,
+                            steps=10, ttft_ms=quantiles(flat), step_ms=quantiles(draw(1.0, next(seed), n=60)),
+                            tokens_per_s=rate, requests_per_s=rate / 8, ttft_samples_ms=rows,
+                            tokens_per_s_samples=rates)  # fmt: skip
+    return result(key, draw(10.0, next(seed))).model_copy(update={"generation": generation})
+
+
+def test_a_generating_variant_is_judged_on_its_pairs_metric(store: Store) -> None:
+    """A serving variant whose TTFT doubled while its whole generation took as long: on the call time "ok", on its
+    pair's metric (TTFT) "regressed"; a throughput pair's fall in tokens/s regresses its milliseconds per token; a
+    run judged on another metric is not its history, and the reason says so."""
+    seed = iter(range(30_000, 31_000))
+    for _ in range(3):
+        log_suite(store, "serving", [_serving(seed, 2.0, 1000.0),
+                                     _serving(seed, 2.0, 1000.0, "throughput", "ch15:rate:baseline")])  # fmt: skip
+    _, ids = log_suite(store, "serving", [_serving(seed, 4.0, 1000.0),
+                                          _serving(seed, 2.0, 700.0, "throughput", "ch15:rate:baseline")])  # fmt: skip
+    ttft = check_run(read_run(ids["ch15:serve:baseline"], store.uri), tracking_uri=store.uri)
+    assert ttft.on == "TTFT" and ttft.status == "regressed" and 80 < ttft.slowdown_pct < 120, ttft.reason
+    assert ttft.reason.startswith("TTFT median +") and ttft.median_ms == pytest.approx(4.0, rel=0.05)
+    rate = check_run(read_run(ids["ch15:rate:baseline"], store.uri), tracking_uri=store.uri)
+    assert rate.on == "ms per token" and rate.status == "regressed" and 35 < rate.slowdown_pct < 50, rate.reason
+    # TPOT declared, none measured (one token a request): the call time, as its pair's speedup falls back to
+    _, ids = log_suite(store, "serving", [_serving(seed, 2.0, 1000.0, "tpot")])
+    moved = check_run(read_run(ids["ch15:serve:baseline"], store.uri), tracking_uri=store.uri)
+    assert moved.on == "call" and moved.status == "no-history", moved.reason
+    assert "(earlier runs: 4 judged on TTFT)" in moved.reason, moved.reason
