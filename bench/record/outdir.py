@@ -153,8 +153,10 @@ def _case(pair: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]]) ->
             ET.SubElement(props, "property", name=name, value=str(value).lower() if isinstance(value, bool) else
                           str(value))  # fmt: skip
     speedup = speedup_text(dict(pair), verdict=False)
-    text = f"{verdict_text(dict(pair))}: {speedup}{on}; {pair.get('verification') or ''}"
     status = pair["status"]
+    text = f"{verdict_text(dict(pair))}: {speedup}{on}; {pair.get('verification') or ''}"
+    if status == "skipped":  # no verdict nor speedup to show ("skipped: —"): why
+        text = str(pair.get("verification") or "skipped")
     if status in _FAILURES:
         errors = [f"{side} {v['status']} at {v.get('failed_stage') or '?'}: {v.get('error') or ''}"
                   for side, v in sides.items() if v and v.get("status") != "ok"]  # fmt: skip

@@ -43,6 +43,7 @@ def test_one_testcase_per_pair_failures_skips_and_the_unfinished(suite: SuiteRes
     assert "optimized timeout at measurement: stage 'measurement' exceeded" in message  # the side that failed, why
     skipped = cases["ch07.s:optimized"].find("skipped")
     assert skipped is not None and skipped.get("message") == "needs two GPUs"
+    assert cases["ch07.s:optimized"].find("system-out").text == "needs two GPUs"  # not "skipped: —; needs ..."
     error = cases["ch07.late:optimized"].find("error")
     assert error is not None and error.get("message") == "not finished: the suite's time ran out"
 
