@@ -1,13 +1,16 @@
 """Proof of benefit: a suite's speedups held against reviewed expectations kept in the repo.
 
 ``expectations/<hardware slug>/<chapter>.yaml`` records, per example and optimized variant, the
-speedup (and the percent of peak, when one was measured) that a named run achieved:
+speedup (and the percent of peak, when one was measured) that a named run achieved, and what the speedup is on
+(``speedup_metric``: ``time`` for the call time, or a generation's ``ttft``, ``tpot``, ``throughput``...; a file
+without it, on whatever the run's is):
 
     hardware: NVIDIA H100 80GB HBM3
     chapter: ch07
     examples:
       transpose:
-        optimized: {speedup: 6.79, pct_of_peak: null, run_id: <variant run>, parent_run_id: <suite>}
+        optimized: {speedup: 6.79, speedup_metric: time, pct_of_peak: null, run_id: <variant run>,
+                    parent_run_id: <suite>}
 
 Expectations change only through ``perflab expectations update`` (one whole example from one
 named, verified run) and review of the diff — never automatically, never clamped (INTEGRITY #9).
@@ -20,7 +23,7 @@ named, verified run) and review of the diff — never automatically, never clamp
   roofline binds the run (not for a wall-clock time on a GPU or a per-token or rate speedup: ``roofline_exempt``,
   as the chapter READMEs judge them);
 * ``failed`` — the variant or its baseline did not run ok, or the pair is not verified;
-* ``needs-work`` — no expectation recorded for this hardware and variant.
+* ``needs-work`` — no expectation recorded for this hardware and variant, or one on another metric.
 
 Why the interval: a pair's point speedup moves between machine instances by more than 5 % at the same code
 (host-bound and wall-clock pairs by 10–40 %: a busy host's launches, its PCIe and its CPU), so a point below the
@@ -97,6 +100,7 @@ def _suite(run_id: str | None, tracking_uri: str | None) -> tuple[str, list[Stor
 def _verdict(run: StoredRun, baseline: StoredRun | None, want: dict[str, Any] | None, tolerance: float) -> Row:
     t, m = run.tags, run.metrics
     speedup, pct = m.get("speedup"), m.get("pct_of_peak")
+    on = t.get("perflab.speedup_metric", "time")  # what the speedup divides: the call time, TTFT, tokens/s ...
     expected = want.get("speedup") if want else None
     min_pct = want.get("pct_of_peak") if want else None
     status, notes = "pass", []
@@ -107,6 +111,10 @@ def _verdict(run: StoredRun, baseline: StoredRun | None, want: dict[str, Any] | 
         status, notes = "failed", [f"not verified: {t.get('perflab.verification', 'no comparison')}"]
     elif want is None:
         status, notes = "needs-work", [f"no expectation for {hardware_of(run)}; `perflab expectations update`"]
+    elif want.get("speedup_metric", on) != on:  # a speedup on TTFT is no expectation for one on TPOT
+        status = "needs-work"
+        notes = [f"the expectation's speedup is on {want['speedup_metric']}, this run's on {on}; "
+                 "`perflab expectations update`"]  # fmt: skip
     else:
         if expected is not None:
             status, said = _speedup_verdict(speedup, m.get("speedup_ci_high"), expected, tolerance)
@@ -211,6 +219,7 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
     doc["examples"][example] = {
         r.tags["perflab.variant"]: {
             "speedup": r.metrics["speedup"],  # as measured: never rounded down or clamped
+            "speedup_metric": r.tags.get("perflab.speedup_metric", "time"),  # what it divides (check compares it)
             "pct_of_peak": r.metrics.get("pct_of_peak"),  # None: no peak was cached when it ran
             "run_id": r.run_id,
             "parent_run_id": run_id,

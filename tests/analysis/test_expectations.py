@@ -119,8 +119,21 @@ def test_update_writes_exactly_one_example(suite: dict[str, Any], root: Path, st
     assert set(doc["examples"]) == set(EXPECTED["examples"])
     parent_tags = store.client.get_run(suite["parent"]).data.tags
     assert slow["commit"] == parent_tags.get("perflab.git_commit", run.data.tags.get("mlflow.source.git.commit"))
+    assert slow["speedup_metric"] == "time"  # what it divides: the call time here
     # now recorded from this very run, the same suite passes
     assert {r.example: r.status for r in check(suite["parent"], root, 0.05, store.uri)[1]}["slow"] == "pass"
+
+
+def test_an_expectation_on_another_metric_is_no_expectation(suite: dict[str, Any], tmp_path: Path,
+                                                            store: Store) -> None:  # fmt: skip
+    """An expectation whose speedup is on TTFT says nothing of a speedup on the call time: needs-work, naming both;
+    one without a metric (files written before it) is judged as before."""
+    doc = {**EXPECTED, "examples": {**EXPECTED["examples"],
+                                    "good": {"optimized": {"speedup": 2.0, "speedup_metric": "ttft"}}}}  # fmt: skip
+    rows = {r.example: r for r in check(suite["parent"], _expectations(tmp_path, "ch07", doc), 0.05, store.uri)[1]}
+    assert rows["good"].status == "needs-work", rows["good"].notes
+    assert "on ttft, this run's on time" in rows["good"].notes
+    assert rows["slow"].status == "regressed"  # no metric recorded: as before
 
 
 # --- the interval rule: regressed only when the run's 95 % interval of the speedup is below the floor ----------
