@@ -21,6 +21,7 @@ cores and caps its children's intra-op threads to them (bench.measure.cores), th
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -330,13 +331,17 @@ def _summed_stages(rounds: list[VariantResult]) -> list[Any]:
 
 def _pooled(first: Any, parts: list[Any], config: dict[str, Any]) -> Any:
     """A Timing (or BatchTiming) of every round's samples, in order, with each round's count; its noise the worst
-    round's, as its target is met only where every round met it (round 0's alone was logged, ``timing_noise_pct``)."""
+    round's, as its target is met only where every round met it (round 0's alone was logged, ``timing_noise_pct``);
+    its stop reason each round's where they differ, by count ("noise_target 2, max_time 1")."""
     samples = [x for p in parts for x in p.samples_ms]
     notes = list(dict.fromkeys(n for p in parts for n in p.notes))
     noises = [p.noise for p in parts if p.noise is not None]
+    stops = Counter(p.stop_reason for p in parts if p.stop_reason)  # "noise_target 2, max_time 1" where they differ
     update: dict[str, Any] = {"samples_ms": samples, "rounds": [len(p.samples_ms) for p in parts], "notes": notes,
                               "stats": summarize(samples, config.get("percentiles") or [50.0]),
-                              "noise": max(noises) if noises else None}  # fmt: skip
+                              "noise": max(noises) if noises else None,
+                              "stop_reason": (", ".join(f"{r} {n}" for r, n in stops.most_common()) if len(stops) > 1
+                                              else first.stop_reason)}  # fmt: skip
     if hasattr(first, "threads"):
         threads = [t for p in parts for t in (p.threads or [])]
         update["threads"] = threads or None

@@ -414,7 +414,7 @@ def test_a_round_whose_host_was_busy_is_left_out_and_the_pair_measures_around_it
     assert all(c.rounds_left_out == [] and c.speedup < 0.3 for c in kept.compare(None))  # "keep": every round counts
 
 
-def test_merged_rounds_report_the_worst_rounds_noise_as_their_target_says() -> None:
+def test_merged_rounds_report_the_worst_rounds_noise_and_each_rounds_stop() -> None:
     """A variant over its rounds: ``target_met`` only where every round met its noise target, and its noise (MLflow's
     ``timing_noise_pct``) the worst round's: round 0's alone read 1.0 % beside a target not met (2.5 % in round 1)."""
     from bench.define.result import Timing, VariantResult, VariantSpec
@@ -423,10 +423,12 @@ def test_merged_rounds_report_the_worst_rounds_noise_as_their_target_says() -> N
 
     def one(noise: float, met: bool) -> VariantResult:
         t = Timing(mode="cpu", method="t", samples_ms=[1.0, 1.1], stats=summarize([1.0, 1.1]), noise=noise,
-                   noise_target=0.02, target_met=met)  # fmt: skip
+                   noise_target=0.02, target_met=met, stop_reason="noise_target" if met else "max_time")  # fmt: skip
         spec = VariantSpec(chapter="ch07", example="a", variant="baseline", path="/x/baseline_a.py")
         return VariantResult(spec=spec, status="ok", timing=t, device="cpu")
 
     merged = merge([one(0.010, True), one(0.025, False), one(0.015, True)]).timing
     assert merged is not None and merged.target_met is False and merged.noise == pytest.approx(0.025)
     assert merged.rounds == [2, 2, 2] and merge([one(0.010, True), one(0.012, True)], [0]).timing.noise == 0.010
+    assert merged.stop_reason == "noise_target 2, max_time 1"  # each round's, not round 0's alone
+    assert merge([one(0.010, True), one(0.012, True)]).timing.stop_reason == "noise_target"
