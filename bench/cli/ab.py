@@ -137,9 +137,17 @@ def _written_for(path: Path) -> str:
         if isinstance(n, ast.FunctionDef) and n.name.startswith("test") and "benchmark" in [a.arg for a in n.args.args]:
             return (f"a pytest-benchmark test, {n.name}(benchmark): its code before benchmark(...) goes in setup(), "
                     "the call benchmark(...) times in benchmark_fn(), returning its result")  # fmt: skip
-        if isinstance(n, ast.Call) and any(k.arg == "stmt" for k in n.keywords):
+        if not isinstance(n, ast.Call):
+            continue
+        name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+        owner = getattr(n.func.value, "id", "") if isinstance(n.func, ast.Attribute) else ""
+        timeit = name == "timeit" or (owner == "timeit" and name == "repeat")  # timeit.timeit, timeit.repeat
+        if (name == "Timer" or timeit) and (n.args or any(k.arg == "stmt" for k in n.keywords)):
             return ("a Timer(stmt=...) (torch.utils.benchmark, timeit): its setup and globals go in setup(), its "
                     "stmt in benchmark_fn(), returning its result")  # fmt: skip
+        if name in ("do_bench", "do_bench_cudagraph"):
+            return (f"a Triton {name}(fn) call: what fn uses goes in setup(), fn's body in benchmark_fn(), returning "
+                    "its result")  # fmt: skip
     return "no get_benchmark(), setup() and benchmark_fn(), Model or ModelNew"
 
 
