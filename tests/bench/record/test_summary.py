@@ -71,6 +71,15 @@ def test_geomean_counts_verified_ok_pairs_only(suite: SuiteResult) -> None:
     assert s["unpaired_baselines"] == ["ch07:solo"]
 
 
+def test_markdown_geomean_reads_as_the_rows_speedups_do(suite: SuiteResult) -> None:
+    # a suite of slow pairs (ch19 on a CPU: 0.000430×, 0.00101×, ...) has a geomean far below 0.01: no "0.00×"
+    s = summary_dict(suite)
+    s["geomean_speedup_verified"] = 0.0037628904889241486
+    assert "geomean speedup of verified pairs: 0.00376×," in summary_markdown(s)
+    s["geomean_speedup_verified"] = 2.2431
+    assert "geomean speedup of verified pairs: 2.24×," in summary_markdown(s)
+
+
 def test_no_verified_pair_means_no_geomean(suite: SuiteResult) -> None:
     suite.comparisons = [c for c in suite.comparisons if c.status != "ok"]
     assert summary_dict(suite)["geomean_speedup_verified"] is None
