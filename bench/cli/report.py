@@ -134,8 +134,11 @@ def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool
     b = suite.time_breakdown()
     if b:
         beside = f" ({b['compare_beside_s']:.1f} s beside the next)" if b["compare_beside_s"] >= 0.05 else ""
+        # after each child exited, besides its compare, keeping its worker: its profile children, logging
+        other = sum(float(t.get("other_s") or 0.0) for t in suite.timeline if not t.get("beside"))
+        after = f", {other:.1f} s profiling and logging after the runs" if other >= 0.05 else ""
         out.append(f"time: {b['workers']} worker(s), {b['run_s']:.1f} s running variants, {b['compare_s']:.1f} s "
-                   f"checking outputs{beside}, {b['idle_s']:.1f} s idle")  # fmt: skip
+                   f"checking outputs{beside}{after}, {b['idle_s']:.1f} s idle")  # fmt: skip
         began = f"the suite began {before_s:.2f} s after the command started; " if before_s is not None else ""
         out.append(f"  {began}variant 1 at {b['first_start_s']:.1f} s")
         if suite.cluster_s:

@@ -4,6 +4,7 @@ no terminal, names never cut, units in the headers, data never taken for markup.
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,19 @@ def test_verdicts_of_one_round_on_the_hosts_clock_are_counted_for_a_note() -> No
     s.variants = [side("aos_soa", "cpu", None), side("gather_locality", "cpu", None),
                   side("stencil_blocking", "cpu", [3, 3, 3]), side("tiled_matmul", "cuda_event", None)]  # fmt: skip
     assert _one_round_on_the_host(s) == 1  # aos_soa: faster, one round, the host's clock
+
+
+def test_the_time_line_adds_up_to_the_wall_with_the_profiles_after_the_runs() -> None:
+    # ch13 on a CPU, one worker: 222.2 s running, 0.5 s checking, 0.2 s idle of a 307.7 s wall, the other 84.8 s
+    # its profile children (round 0's) and logging after each run, which the line left unnamed
+    from bench.cli.report import time_lines
+
+    entry = {"worker": 0, "start_s": 0.1, "end_s": 10.0, "ahead_s": 0.0, "late_s": 0.0, "beside": False}
+    timeline = [{**entry, "key": "ch13:a:baseline", "run_s": 2.0, "compare_s": 0.0, "other_s": 27.3},
+                {**entry, "key": "ch13:a:optimized", "run_s": 2.5, "compare_s": 0.1, "other_s": 22.2}]  # fmt: skip
+    s = SuiteResult(variants=[], comparisons=[], wall_s=54.2, timeline=timeline)
+    first = time_lines(s, None, cold_start=True, before_s=None)[0]
+    assert first == "time: 1 worker(s), 4.5 s running variants, 0.1 s checking outputs, 49.5 s profiling and " \
+        "logging after the runs, 0.1 s idle"  # fmt: skip
+    figures = [float(x) for x in re.findall(r"([\d.]+) s", first)]
+    assert sum(figures) == pytest.approx(s.wall_s)  # one worker: the line sums to the wall
