@@ -114,11 +114,12 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
     if result.status != "ok" and result.error:
         text.append(f"  [{result.failed_stage}] {result.error.message.splitlines()[0]}")
     if comparison is not None and result.status == "ok":  # a variant not ok said so already
-        verdict = pair_verdict(comparison.model_dump())
+        verdict, b = pair_verdict(comparison.model_dump()), basis_of(comparison.model_dump())
         if comparison.speedup is not None:  # its interval is in the table: the line stays short
-            b = basis_of(comparison.model_dump())
             text.append(f"  {ratio(comparison.speedup)}×" + ("" if b.is_call else f" on {b.label}"))
         text.append(f" {verdict}", {"faster": "green", "slower": "red"}.get(verdict, "yellow"))
+        if comparison.speedup is None and not b.is_call:  # a memory pair on a CPU: no peak to read, not a time
+            text.append(f" on {b.label}")
         rounds = len(comparison.round_speedups or [])
         if rounds > 1:  # the table's rounds column is the first to go in 80 columns
             left = comparison.rounds_left_out  # the rounds the host was busy in: not in the speedup

@@ -148,6 +148,8 @@ def _case(pair: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]]) ->
                   "optimized_value": pair.get("optimized_value"), "value_unit": b.unit or None}  # fmt: skip
         values = f" ({value_text(pair.get('baseline_value'), b)} → {value_text(pair.get('optimized_value'), b)})"
         on = f" on {b.label}" + (values if pair.get("baseline_value") is not None else "")
+    elif pair.get("verdict") == "no speedup" and not b.is_call:  # ch13's memory pairs on a CPU: no peak to read
+        shown["speedup_on"], on = b.label, f" on {b.label}"  # not a time that failed to divide beside its medians
     for name, value in shown.items():
         if value is not None:
             ET.SubElement(props, "property", name=name, value=str(value).lower() if isinstance(value, bool) else

@@ -329,3 +329,23 @@ def test_the_time_line_adds_up_to_the_wall_with_the_profiles_after_the_runs() ->
         "logging after the runs, 0.1 s idle"  # fmt: skip
     figures = [float(x) for x in re.findall(r"([\d.]+) s", first)]
     assert sum(figures) == pytest.approx(s.wall_s)  # one worker: the line sums to the wall
+
+
+def test_a_line_names_the_metric_a_pair_without_a_speedup_was_on() -> None:
+    # ch13's activation_checkpointing on a CPU: judged on peak memory, which a CPU cannot read; the line read
+    # "5.53 ms no speedup", as if its call times (3.17 -> 5.53 ms) had failed to divide
+    spec = VariantSpec(chapter="ch13", example="activation_checkpointing", variant="optimized", path="/x.py")
+    from bench.define.result import Timing
+    from bench.measure.stats import summarize
+
+    timing = Timing(mode="cpu", method="t", samples_ms=[5.53], stats=summarize([5.53]))
+    c = Comparison(chapter="ch13", example="activation_checkpointing", variant="optimized", baseline_status="ok",
+                   optimized_status="ok", baseline_median_ms=3.17, optimized_median_ms=5.53, status="ok",
+                   speedup_metric="peak_memory", verification=Verification(verified=True, detail="match"))  # fmt: skip
+    out = screen(80)
+    out.print(common.line(VariantResult(spec=spec, status="ok", timing=timing), c, "ch13:"))
+    assert text_of(out).rstrip().endswith("5.53 ms no speedup on peak memory")
+    out = screen(80)
+    out.print(common.line(VariantResult(spec=spec, status="ok", timing=timing), c.model_copy(
+        update={"speedup_metric": "time"}), "ch13:"))  # fmt: skip
+    assert text_of(out).rstrip().endswith("5.53 ms no speedup")

@@ -68,6 +68,20 @@ def test_a_pair_on_a_generation_metric_says_what_its_speedup_divides(suite: Suit
     assert " on " not in cases["ch07.b:optimized"].find("system-out").text.split(";")[0]  # type: ignore[union-attr]
 
 
+def test_a_memory_pair_without_a_ratio_says_what_it_is_on(suite: SuiteResult) -> None:  # noqa: F811
+    # ch13's activation_checkpointing on a CPU: no peak to read; its testcase showed only the call medians
+    # (3.17 -> 5.53 ms) beside "no speedup", as if the times had not divided
+    suite.comparisons[0] = suite.comparisons[0].model_copy(update={
+        "baseline_median_ms": 3.17, "optimized_median_ms": 5.53, "speedup": None, "speedup_ci_low": None,
+        "speedup_ci_high": None, "significance": None, "speedup_metric": "peak_memory"})  # fmt: skip
+    _, cases = _cases(junit_xml(summary_dict(suite)))
+    a = cases["ch07.a:optimized"]
+    props = {p.get("name"): p.get("value") for p in a.iter("property")}
+    assert props["verdict"] == "no speedup" and props["speedup_on"] == "peak memory"
+    assert "baseline_value" not in props and "speedup" not in props
+    assert a.find("system-out").text.startswith("no speedup: — on peak memory; ")  # type: ignore[union-attr]
+
+
 def test_a_variant_is_written_as_the_store_holds_it(tmp_path: Path, suite: SuiteResult) -> None:  # noqa: F811
     profile = tmp_path / "work" / "profile"
     profile.mkdir(parents=True)
