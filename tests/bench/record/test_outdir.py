@@ -68,6 +68,19 @@ def test_a_pair_on_a_generation_metric_says_what_its_speedup_divides(suite: Suit
     assert " on " not in cases["ch07.b:optimized"].find("system-out").text.split(";")[0]  # type: ignore[union-attr]
 
 
+def test_a_failed_sides_error_is_in_the_failure_message_once(suite: SuiteResult) -> None:  # noqa: F811
+    # the ab kernelbench's softmax:optimized_cached, invalid at its check: the message held the error twice, once as
+    # the side's ("optimized invalid at check: ...") and once as the comparison restated it ("optimized invalid: ...")
+    error = "output still holds the NaN poison written before measurement"
+    suite.variants[-1] = vr("e", "optimized", None, "invalid", error)
+    suite.comparisons[-1] = suite.comparisons[-1].model_copy(update={"optimized_status": "invalid", "verification":
+                                                             Verification(verified=False, detail=f"optimized invalid: "
+                                                                          f"{error}")})  # fmt: skip
+    _, cases = _cases(junit_xml(summary_dict(suite)))
+    message = cases["ch07.e:optimized"].find("failure").get("message")  # type: ignore[union-attr]
+    assert message.count(error) == 1 and message.startswith("failed: optimized invalid at "), message
+
+
 def test_a_memory_pair_without_a_ratio_says_what_it_is_on(suite: SuiteResult) -> None:  # noqa: F811
     # ch13's activation_checkpointing on a CPU: no peak to read; its testcase showed only the call medians
     # (3.17 -> 5.53 ms) beside "no speedup", as if the times had not divided
