@@ -157,7 +157,7 @@ def _packed(text: str, after: str, width: int) -> list[str]:
     fit, each line without its trailing space."""
     lines = [""]
     for piece in re.split(after, text):
-        if lines[-1] and len(lines[-1].rstrip()) + len(piece.rstrip()) > width:
+        if lines[-1] and len(lines[-1]) + len(piece.rstrip()) > width:  # the space between them counts
             lines.append("")
         lines[-1] += piece
     return [line.rstrip() for line in lines]

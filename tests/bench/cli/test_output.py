@@ -117,6 +117,9 @@ def test_a_long_name_wraps_after_a_colon_not_mid_word() -> None:
     assert output.name_lines(name, 26) == "ch19:fp8_training:\noptimized_tensorwise"
     assert output.name_lines("transpose (optimized_tiled)", 18) == "transpose\n(optimized_tiled)"
     assert output.name_lines("ch13:paged_attention:v2", 10) == "ch13:\npaged_\nattention:\nv2"
+    # the ab kernelbench at 80 columns, a name column of 24: "softmax (optimized_" / "fused)" beside its
+    # neighbours' "softmax" / "(optimized_cached)": the space between the two words counts toward the line
+    assert output.name_lines("softmax (optimized_fused)", 24) == "softmax\n(optimized_fused)"
     long = pair("fp8_training", 19.6, 6.6, 2.8, 3.14, chapter="ch19", variant="optimized_tensorwise")
     lines = render(suite(long, pair("x", 1.0, 1.0, 0.9, 1.1, chapter="ch01")), 80).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("ch19:fp8_training "))
