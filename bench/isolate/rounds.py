@@ -306,14 +306,14 @@ def _pooled_generation(first: Any, parts: list[Any]) -> Any:
     rates = [x for g in parts for x in g.tokens_per_s_samples]
     flat_tpot = [v for row in tpot for v in row if v is not None]
     flat_itl = [v for row in itl for v in row]
+    rate = float(np.median(rates)) if rates else first.tokens_per_s
     per_token = first.requests / first.tokens if first.tokens else None
     return first.model_copy(update={
         "samples": sum(g.samples for g in parts), "steps": int(np.median([g.steps for g in parts])),
         "ttft_ms": quantiles([v for row in ttft for v in row]), "tpot_ms": quantiles(flat_tpot) if flat_tpot else None,
         "itl_ms": quantiles(flat_itl) if flat_itl else None,
         "step_ms": {k: float(np.median([g.step_ms[k] for g in parts])) for k in first.step_ms},
-        "tokens_per_s": float(np.median(rates)) if rates else first.tokens_per_s,
-        "requests_per_s": float(np.median(rates)) * per_token if rates and per_token else first.requests_per_s,
+        "tokens_per_s": rate, "requests_per_s": rate * per_token if rates and per_token else first.requests_per_s,
         "idle_ms": float(np.median([g.idle_ms for g in parts])), "ttft_samples_ms": ttft, "tpot_samples_ms": tpot,
         "itl_samples_ms": itl, "tokens_per_s_samples": rates})  # fmt: skip
 

@@ -383,8 +383,8 @@ def comparison_metrics(comparison: Comparison) -> dict[str, float]:
     values["max_rel_error"] = comparison.verification.max_rel_error
     # Each side over the rounds its speedup was taken over (the baseline's own run holds all its rounds, more where
     # another pair of the example ran on; the variant's, the rounds left out too): the median and value its row shows.
-    for end, side in ((end, side) for end in ("median_ms", "value") for side in ("baseline", "optimized")):
-        values[f"pair_{side}_{end}"] = getattr(comparison, f"{side}_{end}")
+    values |= {f"pair_{s}_{k}": getattr(comparison, f"{s}_{k}") for s in ("baseline", "optimized")
+               for k in ("median_ms", "value")}  # fmt: skip
     return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
 
 

@@ -162,9 +162,8 @@ def _case(pair: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]]) ->
     if status in _FAILURES:
         errors = [f"{side} {v['status']} at {v.get('failed_stage') or '?'}: {v.get('error') or ''}"
                   for side, v in sides.items() if v and v.get("status") != "ok"]  # fmt: skip
-        why = str(pair.get("verification") or "")  # a failed side's own error restated (compare's): said already
-        restated = any(why == f"{side} {v['status']}: {v.get('error')}" for side, v in sides.items() if v)
-        detail = "; ".join([*errors, *([] if restated else [why])])
+        # a failed side's error, or else the comparison's reason (a side's failure it only restates)
+        detail = "; ".join(errors or [str(pair.get("verification") or "")])
         ET.SubElement(case, "failure", type=status, message=f"{status}: {detail}"[:1000]).text = text
     elif status == "skipped":
         ET.SubElement(case, "skipped", message=str(pair.get("verification") or "skipped")[:500])
