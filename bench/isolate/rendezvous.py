@@ -32,13 +32,18 @@ from bench.errors import PerflabError
 # torch._dynamo: every torch.optim optimizer imports it when constructed (its methods are wrapped to disable
 # Dynamo), as does torch.compile: 1.0-1.6 s in each set-up of a training variant on the 2-core CPU host, paid again
 # by every round's child. Its import initialises no CUDA and starts no thread. psutil: the host-busy check counts
-# a variant's live workers with it.
+# a variant's live workers with it. torch._inductor.compile_fx: what torch.compile's first call imports (Inductor,
+# AOTAutograd: ~590 modules), 3.0 s beyond torch._dynamo's on the H200 host (2026-12-02 probe) and 1.5-2.3 s on the
+# 2-core CPU host, in the set-up of every compiled variant even when its graph comes from the on-disk cache, and
+# again in each round's child. Its import asks whether CUDA is available (Triton's driver, Inductor's device
+# checks): imported under ``import_preload``'s NVML answer, no fork is marked unable to use CUDA.
 PRELOAD = [
     "bench.isolate.child", "bench.isolate.timed", "bench.isolate.produced", "bench.isolate.ranks",
     "bench.isolate.recheck", "bench.measure.compare", "bench.measure.collective", "bench.measure.energy",
     "bench.measure.outputs", "bench.define.config", "bench.define.context", "bench.measure.machine",
     "bench.measure.timer", "bench.measure.generation_clock", "bench.measure.repeat",
-    "numpy", "numpy.ma", "numpy.random", "random", "resource", "psutil", "nvtx", "torch", "torch._dynamo", "triton",
+    "numpy", "numpy.ma", "numpy.random", "random", "resource", "psutil", "nvtx", "torch", "torch._dynamo",
+    "torch._inductor.compile_fx", "triton",
     "bench.isolate.warm",  # after triton: its per-process caches (bench/isolate/warm.py), never CUDA
     "bench.define.interpreter",  # the interpreter's scalars, mended in each child that interprets kernels
 ]  # fmt: skip
@@ -119,6 +124,34 @@ def server_path(sys_path: Sequence[str] | None = None) -> list[str]:
 def preload_modules() -> list[str]:
     extra = [m for m in os.environ.get("PERFLAB_SERVER_PRELOAD", "").split(",") if m.strip()]
     return [*PRELOAD, *extra]  # the extra modules: for tests of the stale-code check
+
+
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def import_preload() -> dict[str, str]:
+    """Import ``preload_modules()`` as a server does; a module that fails is left to the children (as
+    multiprocessing's forkserver does), its error returned by name. While they import, ``torch.cuda.is_available()``
+    answers from NVML (``PYTORCH_NVML_BASED_CUDA_CHECK=1``) instead of the CUDA runtime: the runtime's answer marks
+    every later fork of this process unable to use CUDA ("Cannot re-initialize CUDA in forked subprocess"), and
+    Inductor's and Triton's imports ask it. A child takes its caller's environment, so the setting ends here."""
+    import importlib
+
+    errors: dict[str, str] = {}
+    before = os.environ.get(NVML_CHECK)
+    os.environ[NVML_CHECK] = "1"
+    try:
+        for name in preload_modules():
+            try:
+                importlib.import_module(name)
+            except Exception as exc:
+                errors[name] = f"{type(exc).__name__}: {exc}"
+    finally:
+        if before is None:
+            os.environ.pop(NVML_CHECK, None)
+        else:
+            os.environ[NVML_CHECK] = before
+    return errors
 
 
 def server_key(interpret: bool, env: dict[str, str] | None = None) -> str:

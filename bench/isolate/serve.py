@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.isolate.rendezvous import KILL_GRACE_S, kill_group, preload_modules, recv, send
+from bench.isolate.rendezvous import KILL_GRACE_S, import_preload, kill_group, recv, send
 
 
 def _module_files() -> dict[str, tuple[int, int]]:
@@ -81,12 +81,9 @@ class _Server:
         self.wake_r, self.wake_w = os.pipe()
 
     def preload(self) -> None:
-        for name in preload_modules():
-            try:
-                importlib.import_module(name)
-            except Exception as exc:  # as multiprocessing's forkserver: a child imports it (and fails) itself
-                self.preload_errors[name] = f"{type(exc).__name__}: {exc}"
-                print(f"preload {name}: {exc}", flush=True)
+        self.preload_errors = import_preload()
+        for name, error in self.preload_errors.items():
+            print(f"preload {name}: {error}", flush=True)
         self.files = _module_files()
         bad = bad_fork()
         if bad is not None:  # every child would fail at its first CUDA call: no server (callers start cold)

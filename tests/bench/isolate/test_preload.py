@@ -7,10 +7,12 @@ median and the seed, took 0.13 s per child on the 2-core CPU host). The server i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,10 +20,9 @@ from bench.audit.overhead import TRIVIAL
 
 _CHILD = textwrap.dedent(
     """
-    import importlib, json, os, sys, traceback
-    from bench.isolate.rendezvous import preload_modules
-    for name in preload_modules():  # once, as the server does: each job below is a child forked from here
-        importlib.import_module(name)
+    import json, os, sys, traceback
+    from bench.isolate.rendezvous import import_preload
+    assert not import_preload()  # once, as the server does: each job below is a child forked from here
     for job in json.loads(sys.argv[1]):
         read, write = os.pipe()
         pid = os.fork()
@@ -32,9 +33,13 @@ _CHILD = textwrap.dedent(
                 from bench.isolate.channel import attach
                 attach(write)
                 before = set(sys.modules)
+                hashed = []  # torch's sources hashed in the child (Inductor's torch_key(), warmed by the server)
+                codecache = sys.modules["torch._inductor.codecache"]
+                real = codecache.build_code_hash
+                codecache.build_code_hash = lambda *a: hashed.append(1) or real(*a)
                 child.run(job)
                 with open(job["workdir"] + "/new_modules.json", "w") as f:
-                    json.dump(sorted(set(sys.modules) - before), f)
+                    json.dump({"new": sorted(set(sys.modules) - before), "hashed": len(hashed)}, f)
             except BaseException:
                 traceback.print_exc()
                 os._exit(1)
@@ -59,7 +64,16 @@ WITH_OPTIMIZER = TRIVIAL.replace(
 )
 
 
-SOURCES = {"trivial": TRIVIAL, "optimizer": WITH_OPTIMIZER}
+# A set-up that compiles, as chapter 14's do: a matmul only (an extern kernel, no C++ to build: seconds, not minutes).
+WITH_COMPILE = TRIVIAL.replace(
+    "        self.out = torch.empty_like(self.x)\n",
+    "        self.out = torch.empty_like(self.x)\n"
+    "        square = self.x.view(16, 16)\n"
+    "        torch.compile(lambda a: a @ a.T, fullgraph=True, dynamic=False)(square)\n",
+)
+
+
+SOURCES = {"trivial": TRIVIAL, "optimizer": WITH_OPTIMIZER, "compile": WITH_COMPILE}
 
 
 @pytest.fixture(scope="module")
@@ -75,19 +89,38 @@ def children(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         jobs.append({"path": str(bench_file), "reference": None, "workdir": str(workdirs[name]), "suite_layer": {},
                      "cli_layer": {"iterations": 5, "warmup": 1, "device": "cpu"}, "mode": "run",
                      "profile_tool": None, "gate": False, "measure_gate": False})  # fmt: skip
+    cache = tmp_path_factory.mktemp("inductor")  # the graph compiled here, not found in the user's cache
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
     out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(jobs)], capture_output=True, text=True,
-                         timeout=180)  # fmt: skip
+                         timeout=180, env=env)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     return workdirs
 
 
-@pytest.mark.parametrize("source", sorted(SOURCES))
+def _ran(children: dict[str, Path], source: str) -> dict[str, Any]:
+    """The child's status and messages, the modules it imported and how often it hashed torch's sources."""
+    ran = json.loads((children[source] / "messages.json").read_text())
+    return {**ran, **json.loads((children[source] / "new_modules.json").read_text())}
+
+
+@pytest.mark.parametrize("source", ["trivial", "optimizer"])
 def test_a_forked_child_imports_only_its_benchmark(children: dict[str, Path], source: str) -> None:
     assert SOURCES[source].count("torch.optim.SGD") == (source == "optimizer")
-    ran = json.loads((children[source] / "messages.json").read_text())
+    ran = _ran(children, source)
     assert ran["status"] == 0, ran
     kinds = [json.loads(line).get("t") for line in ran["messages"].splitlines() if line.strip()]
     # every stage a variant's first round runs: the checks (output, the call's production), batch, recheck
     assert {"timing", "output", "produced", "batch", "done"} <= set(kinds), kinds
-    new = json.loads((children[source] / "new_modules.json").read_text())
-    assert new == ["perflab_bench_ch00_baseline_trivial"], f"imported per child, not by the server: {new}"
+    assert ran["new"] == ["perflab_bench_ch00_baseline_trivial"], f"imported per child, not by the server: {ran['new']}"
+
+
+def test_a_compiling_child_imports_no_compiler_and_hashes_no_torch(children: dict[str, Path]) -> None:
+    """Inductor's front end (3.0 s of imports on the H200 host) and its hash of torch's sources are the server's,
+    not each compiled variant's; what a compile still imports (its generated code, per-device back ends) is small."""
+    ran = _ran(children, "compile")
+    assert ran["status"] == 0, ran
+    front_end = {"torch._inductor.compile_fx", "torch._inductor.lowering", "torch._functorch.aot_autograd"}
+    compiler = front_end & set(ran["new"])
+    assert not compiler, f"imported per compiled child, not by the server: {sorted(compiler)}"
+    assert any(m.startswith("torch._inductor.runtime.compile_tasks.") for m in ran["new"]), "no graph compiled?"
+    assert ran["hashed"] == 0, "torch_key() computed in the child (bench.isolate.warm.warm_inductor did not run)"

@@ -138,11 +138,31 @@ def test_the_servers_preload_leaves_its_forks_able_to_use_cuda() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("a CPU build or host: torch marks no fork bad without CUDA (the check above covers the logic)")
-    code = (
-        "import importlib\nfrom bench.isolate import rendezvous, serve\n"
-        "[importlib.import_module(m) for m in rendezvous.PRELOAD]\nprint(serve.bad_fork())"
+    code = "from bench.isolate import rendezvous, serve\nprint(rendezvous.import_preload(), serve.bad_fork())"
+    assert _python(code) == "{} None"
+
+
+@pytest.mark.parametrize("before", [None, "0"])
+def test_the_preload_asks_nvml_whether_cuda_is_there_and_leaves_the_setting_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, before: str | None
+) -> None:
+    """While the server imports, torch answers ``is_available()`` from NVML (the CUDA runtime's answer would mark
+    every fork bad); afterwards the variable is as the caller had it, and a module that fails is named, not raised."""
+    from bench.isolate import rendezvous
+
+    (tmp_path / "perflab_probe_seen.py").write_text(
+        "import os\nSEEN = os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK')\n"
     )
-    assert _python(code) == "None"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(rendezvous, "preload_modules", lambda: ["perflab_probe_seen", "perflab_no_such_module"])
+    if before is None:
+        monkeypatch.delenv(rendezvous.NVML_CHECK, raising=False)
+    else:
+        monkeypatch.setenv(rendezvous.NVML_CHECK, before)
+    errors = rendezvous.import_preload()
+    assert sys.modules["perflab_probe_seen"].SEEN == "1"
+    assert list(errors) == ["perflab_no_such_module"] and "ModuleNotFoundError" in errors["perflab_no_such_module"]
+    assert os.environ.get(rendezvous.NVML_CHECK) == before
 
 
 triton = pytest.importorskip("triton")
@@ -160,6 +180,8 @@ def test_warm_hashes_triton_once_and_leaves_cuda_alone() -> None:
     assert _python(code, TRITON_INTERPRET=None) == "True False True"
 
 
-def test_warm_does_nothing_for_interpreted_triton() -> None:
+def test_warm_leaves_interpreted_triton_alone_and_hashes_torch_for_inductor() -> None:
+    """Interpreted kernels are never compiled: nothing of Triton's to warm; CPU Inductor still keys its cache on
+    torch's sources."""
     code = "import bench.isolate.warm as w; print(w.WARMED)"
-    assert _python(code, TRITON_INTERPRET="1") == "[]"
+    assert _python(code, TRITON_INTERPRET="1") == "['torch._inductor.codecache.torch_key']"
