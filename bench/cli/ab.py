@@ -29,7 +29,7 @@ from bench.cli.common import (
     cli_layer,
 )
 from bench.cli.deadline import check_suite_timeout
-from bench.cli.report import out_dir
+from bench.cli.report import AB_CHAPTER, out_dir
 from bench.cli.run import (
     ConfigOpt,
     GpusOpt,
@@ -53,8 +53,6 @@ from bench.define.kernelbench import file_kind
 from bench.define.result import VariantSpec
 from bench.errors import PerflabError
 
-# The chapter an ab suite's pairs are filed under (MLflow run names, tables): ``ab:<reference>``.
-AB_CHAPTER = "ab"
 _REFERENCE_NAME = re.compile(r"^(reference|ref|baseline)([_\-.].*)?$")
 
 FilesArg = Annotated[
