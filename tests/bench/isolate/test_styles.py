@@ -210,3 +210,29 @@ def test_inputs_drawn_at_import_or_in_init_are_the_seeds_as_setups_are(tmp_path:
     assert not failed, failed
     why = {c.variant: c.verification.detail for c in suite.comparisons}
     assert len(why) == 2 and all(c.verification.verified for c in suite.comparisons), why
+
+
+CACHED_FUNCTION = """import torch
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+_cache = {}
+
+def run():
+    if "y" not in _cache:  # computed once, handed out anew each call
+        _cache["y"] = torch.mm(a, b)
+    return _cache["y"].clone()
+
+def get_benchmark():
+    return run
+"""
+
+
+def test_a_function_that_caches_its_result_is_invalid(tmp_path: Path) -> None:
+    """A plain function as the benchmark, its inputs module globals: the recheck changes them as a setup()'s, so a
+    result computed once and copied out each call is refused, not 80x faster."""
+    root = tmp_path / "chapters"
+    (root / "ch07").mkdir(parents=True)
+    (root / "ch07" / "baseline_drawn.py").write_text(DRAWN["optimized_drawn_at_import"])
+    (root / "ch07" / "optimized_drawn.py").write_text(CACHED_FUNCTION)
+    suite = run_suite(select(discover(root)), cli_layer=FAST, workdir=tmp_path / "work")
+    status = {v.spec.variant: (v.status, v.failed_stage) for v in suite.variants}
+    assert status == {"baseline": ("ok", None), "optimized": ("invalid", "recheck")}, status
