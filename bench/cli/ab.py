@@ -10,6 +10,7 @@ every candidate; a directory of such directories is one pair per problem.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Annotated
@@ -29,7 +30,7 @@ from bench.cli.common import (
     cli_layer,
 )
 from bench.cli.deadline import check_suite_timeout
-from bench.cli.report import out_dir
+from bench.cli.report import AB_CHAPTER, out_dir
 from bench.cli.run import (
     ConfigOpt,
     GpusOpt,
@@ -53,8 +54,6 @@ from bench.define.kernelbench import file_kind
 from bench.define.result import VariantSpec
 from bench.errors import PerflabError
 
-# The chapter an ab suite's pairs are filed under (MLflow run names, tables): ``ab:<reference>``.
-AB_CHAPTER = "ab"
 _REFERENCE_NAME = re.compile(r"^(reference|ref|baseline)([_\-.].*)?$")
 
 FilesArg = Annotated[
@@ -130,8 +129,6 @@ _ACCEPTED = ("accepted: a file with get_benchmark() or module-level setup() and 
 
 def _written_for(path: Path) -> str:
     """What another harness's benchmark file holds, and where its parts go in perflab's (read without importing)."""
-    import ast
-
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for n in ast.walk(tree):
         if isinstance(n, ast.FunctionDef) and n.name.startswith("test") and "benchmark" in [a.arg for a in n.args.args]:
@@ -148,7 +145,26 @@ def _written_for(path: Path) -> str:
         if name in ("do_bench", "do_bench_cudagraph"):
             return (f"a Triton {name}(fn) call: what fn uses goes in setup(), fn's body in benchmark_fn(), returning "
                     "its result")  # fmt: skip
-    return "no get_benchmark(), setup() and benchmark_fn(), Model or ModelNew"
+    return _made_for_perflab(tree) or "no get_benchmark(), setup() and benchmark_fn(), Model or ModelNew"
+
+
+def _made_for_perflab(tree: ast.Module) -> str | None:
+    """What a file nearly written as a perflab benchmark lacks: a class with the call, a function, or module-level
+    ``benchmark_fn()`` without ``setup()``."""
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    if "benchmark_fn" in defs and "setup" not in defs:
+        return "module-level benchmark_fn() without setup(): add a setup(), which may do nothing"
+    for c in (n for n in defs.values() if isinstance(n, ast.ClassDef)):
+        methods = {m.name for m in c.body if isinstance(m, ast.FunctionDef)}
+        call = "benchmark_fn" if "benchmark_fn" in methods else "__call__" if "__call__" in methods else None
+        if call:
+            return f"a class {c.name} with {call}() but no get_benchmark(): add def get_benchmark(): return {c.name}()"
+    plain = [f.name for f in defs.values() if isinstance(f, ast.FunctionDef) and not f.name.startswith(("_", "test"))
+             and not (f.args.args or f.args.posonlyargs or f.args.kwonlyargs)]  # fmt: skip
+    if len(plain) == 1:
+        return (f"a function {plain[0]}() but no get_benchmark(): add def get_benchmark(): return {plain[0]} (its "
+                "call timed, its return value the output)")  # fmt: skip
+    return None
 
 
 def _kind(path: Path) -> str:

@@ -30,14 +30,34 @@ class Stopped:
     status: str
     why: str
     not_finished: list[str] = field(default_factory=list)
-    rest: list[str] = field(default_factory=list)
+    rest: str = ""  # the command that runs the examples left
 
 
-def stopped(examples: Sequence[Example], finished: Finished, status: str, why: str) -> Stopped:
+# The chapter ``perflab ab``'s pairs are filed under (bench.cli.ab): the rest of such a suite is ``perflab ab FILES``.
+AB_CHAPTER = "ab"
+
+
+def stopped(
+    examples: Sequence[Example], finished: Finished, status: str, why: str, chapters_dir: Path | None = None
+) -> Stopped:
     done = {r.spec.key for r, _ in finished}
     left = [v.key for e in examples for v in e.variants if v.key not in done]
-    rest = [e.target for e in examples if any(v.key not in done for v in e.variants)]
-    return Stopped(status, why, left, rest)
+    return Stopped(status, why, left, rest_command(examples, done, chapters_dir))
+
+
+def rest_command(examples: Sequence[Example], done: set[str], chapters_dir: Path | None = None) -> str:
+    """The command that runs the examples with a variant not in ``done`` (an example half done runs whole): ``perflab
+    run -t ...`` with the ``--chapters-dir`` they came from, or ``perflab ab`` with an ab pair's files; "" for none."""
+    import shlex
+
+    left = [e for e in examples if any(v.key not in done for v in e.variants)]
+    ab = [e for e in left if e.chapter == AB_CHAPTER]
+    commands = [shlex.join(["perflab", "ab", *(v.path for v in e.variants)]) for e in ab]
+    targets = [e.target for e in left if e.chapter != AB_CHAPTER]
+    if targets:
+        where = ["--chapters-dir", str(chapters_dir)] if chapters_dir is not None else []
+        commands.insert(0, shlex.join(["perflab", "run", "-t", ",".join(targets), *where]))
+    return "; ".join(commands)
 
 
 def partial_suite(examples: Sequence[Example], finished: Finished, wall_s: float) -> SuiteResult:
@@ -124,7 +144,7 @@ def print_stopped(stop: Stopped, n_done: int) -> None:
     err_console.print(f"{stop.why} after {n_done} of {n_done + len(stop.not_finished)} variants; not finished: "
                       f"{left}", markup=False, soft_wrap=True)  # fmt: skip
     if stop.rest:
-        err_console.print(f"the rest: perflab run -t {','.join(stop.rest)}", markup=False, soft_wrap=True)
+        err_console.print(f"the rest: {stop.rest}", markup=False, soft_wrap=True)
 
 
 def time_lines(suite: SuiteResult, sink: BackgroundSink | None, cold_start: bool, before_s: float | None) -> list[str]:

@@ -39,7 +39,7 @@ from bench.cli.common import (
 )
 from bench.cli.deadline import SuiteDeadline, SuiteTimeout, check_suite_timeout
 from bench.cli.output import err_console, progress, warning
-from bench.cli.report import Finished, Stopped, out_dir, partial_suite, report_suite, stopped
+from bench.cli.report import Finished, Stopped, out_dir, partial_suite, report_suite, rest_command, stopped
 from bench.cli.shard import campaign_tags, shard_of
 from bench.cli.workers import check_count, check_device, check_workers, workers_for
 from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
@@ -188,10 +188,11 @@ def execute(
         prestart_server(effective)
     workers = workers_for(effective.device, gpus, jobs) if ray is None else []
     sink = None if no_track else _sink(experiment, tracking_uri, targets, cold_start, tags)
-    options = {"ray": ray, "chapters_dir": chapters_dir} if ray is not None else {
+    options = {"ray": ray} if ray is not None else {
         "workdir": keep_workdir, "keep_workdir": keep_workdir is not None}  # fmt: skip
-    suite, before_s, stop = _run(examples, effective, workers, sink, files, suite_timeout, suite_layer=suite_layer,
-                                 cli_layer=layer, cold_start=cold_start, overlap=overlap, **options)  # fmt: skip
+    suite, before_s, stop = _run(examples, effective, workers, sink, files, suite_timeout, chapters_dir,
+                                 suite_layer=suite_layer, cli_layer=layer, cold_start=cold_start, overlap=overlap,
+                                 **options)  # fmt: skip
     tracker = cast("SpoolSink", sink.close()) if sink is not None else None
     server_ran = not (cold_start or ray is not None)  # --ray: no server here ran them
     if not report_suite(suite, tracker, sink, not server_ran, before_s, files, stop) or not suite.all_ok or stop:
@@ -228,7 +229,7 @@ def _sink(
 
 def _run(
     examples: list[Example], effective: BenchmarkConfig, workers: list[dict[str, str]], sink: BackgroundSink | None,
-    files: OutDir | None, suite_timeout: float | None, **options: object,
+    files: OutDir | None, suite_timeout: float | None, chapters_dir: Path | None, **options: object,
 ) -> tuple[SuiteResult, float | None, Stopped | None]:  # fmt: skip
     """``run_suite`` with a progress bar and a line per variant (and its files, with ``--out``), and how long after
     the command's start it began; the durations kept for the next run's order. A suite whose ``suite_timeout``
@@ -254,23 +255,24 @@ def _run(
         try:
             with deadline:
                 if options.get("ray") is not None:
-                    suite = _on_ray(examples, sink, on_result, expected, **options)
+                    suite = _on_ray(examples, sink, on_result, expected, chapters_dir=chapters_dir, **options)
                 else:
                     suite = run_suite(examples, sink=sink, on_result=on_result, workers=workers, expected_s=expected,
                                       **options)  # type: ignore[arg-type]  # fmt: skip
         except SuiteTimeout as exc:  # what finished is the suite; the rest is named
             return partial_suite(examples, finished, time.monotonic() - t0), before_s, stopped(
-                examples, finished, "timeout", str(exc))  # fmt: skip
+                examples, finished, "timeout", str(exc), chapters_dir)  # fmt: skip
         except BaseException as exc:
-            _end_unfinished(sink, examples, isinstance(exc, KeyboardInterrupt), files, finished)
+            _end_unfinished(sink, examples, isinstance(exc, KeyboardInterrupt), files, finished, chapters_dir)
             raise
     save_durations(durations, signature, suite)
     return suite, before_s, None
 
 
 def _end_unfinished(
-    sink: BackgroundSink | None, examples: list[Example], interrupted: bool, files: OutDir | None, finished: Finished
-) -> None:
+    sink: BackgroundSink | None, examples: list[Example], interrupted: bool, files: OutDir | None, finished: Finished,
+    chapters_dir: Path | None,
+) -> None:  # fmt: skip
     """A suite that did not end (Ctrl-C, SIGTERM or SIGHUP: ``interrupted``; else an error): the variants that
     finished are logged (and in ``files``), the parent run ended (KILLED, ``perflab.suite_status`` ``interrupted``;
     or FAILED), and one line says how many and where they are, a second the command that runs the examples left."""
@@ -297,9 +299,9 @@ def _end_unfinished(
                               failed=True, wait=False, interrupted=interrupted)  # fmt: skip
         where = kept or f"they are logged in MLflow parent run {tracker.parent_run_id}"
         err_console.print(f"{what} after {len(done)} of {total} variants; {where}", markup=False, soft_wrap=True)
-        left = [e.target for e in examples if any(v.key not in done for v in e.variants)]
-        if left:  # an example half done runs again whole: a pair is measured on one machine, in one suite
-            err_console.print(f"the rest: perflab run -t {','.join(left)}", markup=False, soft_wrap=True)
+        rest = rest_command(examples, done, chapters_dir)  # a pair is measured on one machine, in one suite
+        if rest:
+            err_console.print(f"the rest: {rest}", markup=False, soft_wrap=True)
 
 
 def _on_ray(

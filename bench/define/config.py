@@ -240,6 +240,13 @@ class BenchmarkConfig(BaseModel):
         return max(base[stage], STAGE_CALLS.get(stage, 0) * call_s) * self.timeout_multiplier
 
 
+def limit_field(stage: str) -> str:
+    """The config field a stage's limit in seconds comes from (``setup_timeout_seconds`` for the set-up, the check,
+    the recheck and the teardown), to name in a timeout's message."""
+    return {"check": "setup", "recheck": "setup", "teardown": "setup", "batch": "measurement", "energy": "measurement",
+            "first_call": "first_call"}.get(stage, stage) + "_timeout_seconds"  # fmt: skip
+
+
 # Calls each stage is allowed at least, whatever its limit in seconds, once the call's time is known (its first call's,
 # then the measured median): the warm-up makes the first call and at least two windows' worth (bench.measure.clocks),
 # the measurement at least one sample, the check 5 of a slow call (bench.isolate.produced: a settle call, two rounds

@@ -66,6 +66,8 @@ def check_benchmark(obj: object, origin: str) -> Benchmark:
     missing = [name for name in REQUIRED if not callable(getattr(obj, name, None))]
     if len(missing) == len(REQUIRED) and callable(obj) and not isinstance(obj, type):
         obj, missing = _called(obj, origin), []
+    elif missing == ["benchmark_fn"] and callable(obj) and not isinstance(obj, type):
+        obj, missing = _called(obj, origin, setup=obj.setup), []  # type: ignore[attr-defined]  # setup() and __call__
     if missing:
         raise ProtocolError(
             f"{origin}: get_benchmark() returned {type(obj).__name__!s} without callable "
@@ -91,10 +93,11 @@ def _nothing_to_set_up() -> None:
     """The set-up of a callable benchmark: its ``__init__`` (or the closure) made its state."""
 
 
-def _called(obj: Any, origin: str) -> Any:
+def _called(obj: Any, origin: str, setup: Callable[[], None] = _nothing_to_set_up) -> Any:
     """A callable ``get_benchmark()`` returned (an object whose ``__init__`` sets up and whose ``__call__`` is the
     work, as ``timeit`` and most scripts write it, or a function): the benchmark whose call is a call of it, its
-    return value the output; its state is its own, so the harness still sees its tensors (its attributes)."""
+    return value the output; its state is its own, so the harness still sees its tensors (its attributes). An object
+    with a ``setup()`` of its own and ``__call__`` keeps that ``setup()``."""
     import inspect
 
     try:
@@ -108,7 +111,7 @@ def _called(obj: Any, origin: str) -> Any:
         pass
     call = obj.__call__
     try:
-        obj.setup, obj.benchmark_fn = _nothing_to_set_up, call
+        obj.setup, obj.benchmark_fn = setup, call
     except AttributeError as exc:  # __slots__, a builtin
         raise ProtocolError(f"{origin}: {type(obj).__name__} is callable but takes no attribute: define "
                             f"{', '.join(REQUIRED)} on it") from exc  # fmt: skip

@@ -63,7 +63,18 @@ def _startup(job: dict[str, Any]) -> Any:
         from bench.isolate.torchrun import install
 
         install()
+    _seed(job)  # inputs drawn at import, as a script draws them, are the run's seed's, as setup()'s are
     return import_file(job["path"])
+
+
+def _seed(job: dict[str, Any]) -> None:
+    """Seed the generators with the run's seed (its config file's and flags'; a benchmark's own ``get_config()`` seed
+    applies from ``setup()`` on): inputs drawn at import or in ``__init__`` are then the same on both sides of a pair,
+    whatever the style each side is written in, and follow ``--seed``."""
+    from bench.define.config import resolve_config
+    from bench.define.context import seed_everything
+
+    seed_everything(resolve_config(job.get("suite_layer"), job.get("cli_layer")).seed, deterministic=False)
 
 
 def _setup(job: dict[str, Any], module: Any) -> Any:
@@ -77,7 +88,9 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
     from bench.measure.generation_clock import generation_clock
     from bench.measure.machine import device_manifest
 
-    obj = check_benchmark(_factory(module, job)(), job["path"])
+    factory = _factory(module, job)
+    _seed(job)  # an __init__ that draws the inputs draws the run's seed's
+    obj = check_benchmark(factory(), job["path"])
     get_config = getattr(obj, "get_config", None)  # optional protocol methods
     own = get_config() if callable(get_config) else None
     if own is not None and not isinstance(own, (BenchmarkConfig, dict)):

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.define.config import BenchmarkConfig
+from bench.define.config import BenchmarkConfig, limit_field
 from bench.define.result import (
     STAGES,
     BatchTiming,
@@ -157,7 +157,7 @@ def _ending(watch: Watch, returncode: int | None, timed_out: bool, log_path: Pat
     if timed_out:
         status, watch.failed_stage, limit_s = "timeout", watch.stage, watch.limit()
         first = " in its first call (raise first_call_timeout_seconds or --timeout-multiplier for a longer compile)" \
-            if watch.in_first_call() else ""  # fmt: skip
+            if watch.in_first_call() else f" (raise {limit_field(watch.stage)} or --timeout-multiplier)"  # fmt: skip
         watch.error = ErrorInfo(
             kind="timeout",
             message=f"stage {watch.stage!r} exceeded its limit of {limit_s:.1f}s{first}; process group killed",

@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 from bench.measure.outputs import local, writable
@@ -231,8 +231,7 @@ def setup_tensors(obj: Any, outputs: list[Any] | None = None, declared: Any = No
     ids: set[int] = set()
     root, prefix = (declared, "get_inputs()") if declared is not None else (obj, "")
     items = _tensors(root, prefix, 4, set()) if declared is not None else (
-        pair for name, value in (vars(obj).items() if hasattr(obj, "__dict__") else ())
-        for pair in _tensors(value, name, 3, {id(obj)})
+        pair for name, value in _state(obj) for pair in _tensors(value, name, 3, {id(obj)})
     )  # fmt: skip
     for path, t in items:
         if t.is_sparse or t.is_meta or t.numel() == 0 or _storage(t) in storages or id(t) in ids:
@@ -240,6 +239,18 @@ def setup_tensors(obj: Any, outputs: list[Any] | None = None, declared: Any = No
         ids.add(id(t))
         found[path] = t
     return found
+
+
+def _state(obj: Any) -> Iterator[tuple[str, Any]]:
+    """``obj``'s attributes; for a function (a callable ``get_benchmark()`` returned: ``return run``), also what it
+    reads: its closure's variables and the module globals it names (``a``, ``b`` of ``def run(): return a @ b``)."""
+    yield from (vars(obj).items() if hasattr(obj, "__dict__") else ())
+    if isinstance(obj, FunctionType):
+        code = obj.__code__
+        for name, cell in zip(code.co_freevars, obj.__closure__ or (), strict=False):
+            with contextlib.suppress(ValueError):  # a cell not yet filled
+                yield name, cell.cell_contents
+        yield from ((name, obj.__globals__[name]) for name in code.co_names if name in obj.__globals__)
 
 
 def _storage(t: Any) -> int:

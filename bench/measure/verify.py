@@ -143,7 +143,9 @@ def _same_layout(ref: list[Any], out: list[Any]) -> Verification | None:
         name = f"output[{i}]"
         if tuple(r.shape) != tuple(o.shape):
             return Verification(
-                verified=False, detail=f"{name}: shape {tuple(r.shape)} vs {tuple(o.shape)}", outcome="mismatch"
+                verified=False,
+                outcome="mismatch",
+                detail=f"{name}: shape, baseline {tuple(r.shape)} vs optimized {tuple(o.shape)}",
             )
         rd, od = _dtype(r), _dtype(o)
         if rd != od:

@@ -244,4 +244,4 @@ def test_a_signal_mid_suite_logs_what_finished_and_ends_the_parent_killed(
                     if r is not parent)  # fmt: skip
     assert 2 <= len(logged) == int(said[1]) < 5, logged
     rest = [f"ch07:{x}" for x in "az" if not {f"{x}:baseline", f"{x}:optimized"} <= set(logged)]
-    assert f"the rest: perflab run -t {','.join(rest)}\n" in err  # a half-done example runs again whole
+    assert f"the rest: perflab run -t {','.join(rest)} --chapters-dir {root}\n" in err  # a half-done example runs whole

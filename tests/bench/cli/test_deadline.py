@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,25 @@ def test_a_bad_value_is_one_line_naming_it(bad: float) -> None:
     with pytest.raises(PerflabError, match=r"--suite-timeout .*: expected the suite's wall time in seconds, > 0"):
         check_suite_timeout(bad)
     assert check_suite_timeout(1800.0) == 1800.0 and check_suite_timeout(None) is None
+
+
+def test_the_rest_is_a_command_that_runs_as_given() -> None:
+    """The command that runs what a stopped suite left names where the targets are: the ``--chapters-dir`` they came
+    from, or for ``perflab ab`` its files (an ab pair has no target ``perflab run`` could find)."""
+    from bench.cli.report import rest_command
+    from bench.define.discovery import Example
+    from bench.define.result import VariantSpec
+
+    def example(chapter: str, name: str, paths: list[str]) -> Example:
+        specs = [VariantSpec(chapter=chapter, example=name, variant=v, path=p)
+                 for v, p in zip(["baseline", "optimized", "optimized_b"], paths, strict=False)]  # fmt: skip
+        return Example(chapter, name, baseline=specs[0], optimized=specs[1:])
+
+    done = {"ch01:a:baseline", "ch01:a:optimized"}
+    mine = [example("ch01", "a", ["/m/ch01/baseline_a.py", "/m/ch01/optimized_a.py"]),
+            example("ch01", "b", ["/m/ch01/baseline_b.py", "/m/ch01/optimized_b.py"])]  # fmt: skip
+    assert rest_command(mine, done, Path("/m")) == "perflab run -t ch01:b --chapters-dir /m"
+    assert rest_command(mine, done) == "perflab run -t ch01:b"
+    assert rest_command(mine[:1], done, Path("/m")) == ""
+    ab = [example("ab", "ref", ["/u/ref.py", "/u/my cand.py", "/u/c2.py"])]
+    assert rest_command(ab, {"ab:ref:baseline"}) == "perflab ab /u/ref.py '/u/my cand.py' /u/c2.py"

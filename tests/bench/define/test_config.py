@@ -112,6 +112,17 @@ def test_bad_layer_type_rejected() -> None:
         resolve_config([("iterations", 3)])  # type: ignore[arg-type]
 
 
+def test_a_stage_limits_field_is_the_one_its_limit_comes_from() -> None:
+    """A timeout's message names the field to raise: the one whose value is the stage's limit."""
+    from bench.define.config import limit_field
+
+    c = BenchmarkConfig(setup_timeout_seconds=11.0, measurement_timeout_seconds=13.0, warmup_timeout_seconds=1.0,
+                        first_call_timeout_seconds=17.0, startup_timeout_seconds=19.0, profiling_timeout_seconds=23.0)
+    for stage in ("startup", "setup", "warmup", "first_call", "measurement", "profiling", "check", "batch", "recheck",
+                  "teardown"):  # fmt: skip
+        assert c.stage_limit(stage) == getattr(c, limit_field(stage)), stage
+
+
 def test_stage_limit_multiplies_by_timeout_multiplier() -> None:
     c = resolve_config({"setup_timeout_seconds": 4, "warmup_timeout_seconds": 3, "timeout_multiplier": 2.5})
     assert c.stage_limit("setup") == pytest.approx(10.0)

@@ -94,6 +94,27 @@ def test_a_callable_is_a_benchmark_whose_call_is_the_work() -> None:
         check_benchmark(object(), "x.py")  # not callable: as before
 
 
+class SetUpAndCall:
+    """A class with setup() and __call__, no benchmark_fn: its setup() sets up, its call is the work."""
+
+    def setup(self) -> None:
+        import torch
+
+        self.x = torch.arange(3.0)
+
+    def __call__(self):  # noqa: ANN204
+        return self.x + 1
+
+
+def test_an_object_with_setup_and_call_is_a_benchmark_whose_setup_is_its_own() -> None:
+    from bench.define.protocol import keep_returned, outputs_of
+
+    obj = check_benchmark(SetUpAndCall(), "x.py")
+    obj.setup()
+    keep_returned(obj, obj.benchmark_fn)()
+    assert outputs_of(obj)[0].tolist() == [1.0, 2.0, 3.0]
+
+
 def test_optional_hook_must_be_callable() -> None:
     with pytest.raises(ProtocolError, match="get_output must be methods"):
         check_benchmark(OutputIsAValue(), "x.py")

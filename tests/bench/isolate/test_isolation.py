@@ -310,6 +310,8 @@ def test_hang_is_killed_at_the_stage_limit(matrix: dict[str, Future[Any]], stage
     assert r.status == "timeout" and r.failed_stage == stage
     assert r.limit_s == pytest.approx(TIGHT_LIMIT_S)
     assert r.error is not None and r.error.kind == "timeout" and stage in r.error.message
+    field = "first_call" if "in its first call" in r.error.message else stage  # the field that sets the limit
+    assert f"raise {field}_timeout_seconds or --timeout-multiplier" in r.error.message, r.error.message
     assert r.elapsed_s < WELL_BELOW_THE_HANG_S
     records = {s.name: s for s in r.stages}
     hung = records[stage]

@@ -159,3 +159,80 @@ def test_a_pair_without_a_tensor_output_says_what_the_call_returned(tmp_path: Pa
     assert not any(c.verification.verified for c in suite.comparisons), why
     assert "returned a Python float" in why["num"] and "as a tensor" in why["num"], why
     assert "returned None" in why["inplace"] and "get_output()" in why["inplace"], why
+
+
+DRAWN = {
+    "baseline_drawn": """import torch
+
+class Bench:
+    def setup(self):
+        self.a, self.b = torch.randn(64, 64), torch.randn(64, 64)
+
+    def benchmark_fn(self):
+        return self.a @ self.b
+
+def get_benchmark():
+    return Bench()
+""",
+    "optimized_drawn_at_import": """import torch
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+
+def run():
+    return torch.mm(a, b)
+
+def get_benchmark():
+    return run
+""",
+    "optimized_drawn_in_init": """import torch
+
+class Bench:
+    def __init__(self):
+        self.a, self.b = torch.randn(64, 64), torch.randn(64, 64)
+
+    def __call__(self):
+        return torch.matmul(self.a, self.b)
+
+def get_benchmark():
+    return Bench()
+""",
+}
+
+
+def test_inputs_drawn_at_import_or_in_init_are_the_seeds_as_setups_are(tmp_path: Path) -> None:
+    """Random inputs drawn where a script draws them (at import, in ``__init__``) come from the run's seed, as those
+    drawn in ``setup()`` do: the same computation written in either style verifies against the other."""
+    root = tmp_path / "chapters"
+    (root / "ch07").mkdir(parents=True)
+    for name, text in DRAWN.items():
+        (root / "ch07" / f"{name}.py").write_text(text)
+    suite = run_suite(select(discover(root)), cli_layer={**FAST, "seed": 7}, workdir=tmp_path / "work")
+    failed = {v.spec.key: v.error for v in suite.variants if v.status != "ok"}
+    assert not failed, failed
+    why = {c.variant: c.verification.detail for c in suite.comparisons}
+    assert len(why) == 2 and all(c.verification.verified for c in suite.comparisons), why
+
+
+CACHED_FUNCTION = """import torch
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+_cache = {}
+
+def run():
+    if "y" not in _cache:  # computed once, handed out anew each call
+        _cache["y"] = torch.mm(a, b)
+    return _cache["y"].clone()
+
+def get_benchmark():
+    return run
+"""
+
+
+def test_a_function_that_caches_its_result_is_invalid(tmp_path: Path) -> None:
+    """A plain function as the benchmark, its inputs module globals: the recheck changes them as a setup()'s, so a
+    result computed once and copied out each call is refused, not 80x faster."""
+    root = tmp_path / "chapters"
+    (root / "ch07").mkdir(parents=True)
+    (root / "ch07" / "baseline_drawn.py").write_text(DRAWN["optimized_drawn_at_import"])
+    (root / "ch07" / "optimized_drawn.py").write_text(CACHED_FUNCTION)
+    suite = run_suite(select(discover(root)), cli_layer=FAST, workdir=tmp_path / "work")
+    status = {v.spec.variant: (v.status, v.failed_stage) for v in suite.variants}
+    assert status == {"baseline": ("ok", None), "optimized": ("invalid", "recheck")}, status

@@ -124,7 +124,7 @@ def test_dtype_drift_is_mismatch() -> None:
 def test_shape_mismatch() -> None:
     r = ref(1000)
     v = compare_tensors([r], [r.reshape(10, 100)], None)
-    assert v.outcome == "mismatch" and "shape" in v.detail
+    assert v.outcome == "mismatch" and v.detail == "output[0]: shape, baseline (1000,) vs optimized (10, 100)"
 
 
 def test_output_count_mismatch() -> None:

@@ -108,3 +108,17 @@ def test_a_process_cpu_time_holds_its_live_workers() -> None:
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_a_functions_inputs_are_the_globals_and_closure_it_reads() -> None:
+    """A function as the benchmark (``def get_benchmark(): return run``) holds no attributes: its inputs are the
+    module globals it names and its closure's variables, so the recheck changes them as it changes a ``setup()``'s."""
+    from bench.define.protocol import check_benchmark
+    from bench.measure.guard import setup_tensors
+
+    space: dict = {"torch": torch, "a": torch.randn(4, 4), "b": torch.randn(4, 4), "unused": torch.randn(2)}
+    exec("def run():\n    return torch.mm(a, b)\n", space)
+    scale = torch.randn(3)
+    found = setup_tensors(check_benchmark(space["run"], "x.py"))
+    assert list(found) == ["a", "b"] and found["a"] is space["a"]
+    assert list(setup_tensors(check_benchmark(lambda: scale * 2, "x.py"))) == ["scale"]
