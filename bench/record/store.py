@@ -69,6 +69,10 @@ def check_tracking_uri(uri: str | None) -> None:
     if not directory.is_dir():
         raise ConfigError(f"tracking URI {uri!r}: its directory {str(directory)!r} does not exist; create it or "
                           "choose another store (--tracking-uri or MLFLOW_TRACKING_URI)")  # fmt: skip
+    if scheme == "sqlite" and Path(path).is_dir():  # SQLAlchemy would retry opening it for 100 s, then fail
+        raise ConfigError(f"tracking URI {uri!r}: {path!r} is a directory, not a SQLite file; accepted: "
+                          "sqlite:///DIR/NAME.db (a new name makes a new store) or a server "
+                          "http(s)://HOST")  # fmt: skip
 
 
 # MLflow's own tracking stores by URI scheme (a database's may name its driver: postgresql+psycopg)
