@@ -79,12 +79,54 @@ def expectation_file(root: Path, hardware: str, chapter: str) -> Path:
     return root / peaks.slug(hardware) / f"{chapter}.yaml"
 
 
+FILE_KEYS = ("chapter", "examples", "hardware")  # what a file holds; each variant's entry, ENTRY_KEYS
+ENTRY_KEYS = ("commit", "parent_run_id", "pct_of_peak", "run_id", "speedup", "speedup_metric")
+
+
+def _unknown(path: Path, where: str, keys: Any, accepted: tuple[str, ...]) -> None:
+    """ValueError for the first key of ``keys`` not in ``accepted``, naming it, the closest accepted one, and all:
+    a typo'd ``speedp`` would otherwise leave its variant without an expectation, and its row "pass"."""
+    import difflib
+
+    for key in keys:
+        if key not in accepted:
+            close = difflib.get_close_matches(str(key), accepted, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{path}: {where}unknown key {key!r}{hint}; accepted: {', '.join(accepted)}")
+
+
 def _load(path: Path) -> dict[str, Any]:
+    """The expectations of ``path`` (``{}`` where there is no file), checked: ValueError naming the file and the
+    first bad key or value."""
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ValueError(f"{path}: not valid YAML ({at}{getattr(exc, 'problem', None) or exc}); "
+                         "fix or delete the file") from None  # fmt: skip
     if not isinstance(data, dict) or not isinstance(data.get("examples", {}), dict):
         raise ValueError(f"{path}: expected a mapping with an 'examples' mapping; fix or delete the file")
+    _unknown(path, "", data, FILE_KEYS)
+    if data.get("chapter", path.stem) != path.stem:
+        raise ValueError(f"{path}: chapter {data['chapter']!r} in the file of {path.stem}; fix or delete the file")
+    for example, variants in data.get("examples", {}).items():
+        if not isinstance(variants, dict):
+            raise ValueError(f"{path}: examples.{example}: expected a mapping of variant to its entry, "
+                             f"got {variants!r}")  # fmt: skip
+        for variant, entry in variants.items():
+            where = f"examples.{example}.{variant}"
+            if not isinstance(entry, dict):
+                raise ValueError(f"{path}: {where}: expected a mapping with keys {', '.join(ENTRY_KEYS)}, "
+                                 f"got {entry!r}")  # fmt: skip
+            _unknown(path, f"{where}: ", entry, ENTRY_KEYS)
+            for key in ("speedup", "pct_of_peak"):
+                value = entry.get(key)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                    raise ValueError(f"{path}: {where}.{key} is {value!r}; accepted: a positive number"
+                                     + (" or null" if key == "pct_of_peak" else ""))  # fmt: skip
     return data
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,32 @@ def test_an_expectation_on_another_metric_is_no_expectation(suite: dict[str, Any
     assert rows["good"].status == "needs-work", rows["good"].notes
     assert "on ttft, this run's on time" in rows["good"].notes
     assert rows["slow"].status == "regressed"  # no metric recorded: as before
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("examples:\n  good:\n    optimized: {speedp: 2.0}\n",
+     r": examples\.good\.optimized: unknown key 'speedp' \(did you mean 'speedup'\?\); accepted: commit, "
+     r"parent_run_id, pct_of_peak, run_id, speedup, speedup_metric$"),
+    ("exampels:\n  good: {optimized: {speedup: 2.0}}\n",
+     r": unknown key 'exampels' \(did you mean 'examples'\?\); accepted: chapter, examples, hardware$"),
+    ("examples:\n  good: {optimized: {speedup: fast}}\n",
+     r": examples\.good\.optimized\.speedup is 'fast'; accepted: a positive number$"),
+    ("examples:\n  good: [unclosed\n", r": not valid YAML \(line 3: .*\); fix or delete the file$"),
+    ("chapter: ch08\nexamples: {}\n", r": chapter 'ch08' in the file of ch07; fix or delete the file$"),
+])  # fmt: skip
+def test_a_bad_expectation_file_is_one_line_naming_the_key_and_what_is_accepted(
+    suite: dict[str, Any], tmp_path: Path, store: Store, text: str, said: str
+) -> None:
+    """A typo'd key left its variant without an expectation (a typo'd ``speedup``: the row passed, "expected —");
+    a bad value or bad YAML ended in a traceback. Each is one line naming the file, the key and what is accepted."""
+    root = _expectations(tmp_path, "ch07", {})
+    path = root / "nvidia-h100-80gb-hbm3" / "ch07.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=re.escape(str(path)) + said):
+        check(suite["parent"], root, 0.05, store.uri)
+    res = CliRunner().invoke(cli.app, ["expectations", "check", "--run-id", suite["parent"], "--dir", str(root),
+                                       "--out", str(tmp_path), "--no-log", "--tracking-uri", store.uri])  # fmt: skip
+    assert res.exit_code == 2 and "Traceback" not in res.output and str(path) in res.output, res.output
 
 
 # --- the interval rule: regressed only when the run's 95 % interval of the speedup is below the floor ----------
