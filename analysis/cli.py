@@ -226,8 +226,9 @@ def report(
     if o.get("campaign"):
         say(o["campaign"])
     gm = o["speedup_geomean"]
-    say(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; geomean speedup "
-        f"of the {o['pairs_counted']} verified ok pair(s) {'—' if gm is None else f'{gm:.3f}x'}")  # fmt: skip
+    mean = f"geomean speedup of the {o['pairs_counted']} verified ok pair(s) {gm:.3f}×" if gm is not None else (
+        "no verified ok pair: no geomean speedup")
+    say(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; {mean}")
     say(f"wrote {where}" + ("" if no_log else f", logged to run {o['parent_run_id']}"))
 
 
