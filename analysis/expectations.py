@@ -229,9 +229,10 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
     from a speedup the harness proved. Other examples in the file are left as they are.
     """
     chapter, sep, example = target.partition(":")
-    if not sep or not chapter or not example:
-        raise ValueError(f"--example takes chapter:example, e.g. ch07:transpose, but got {target!r}")
-    chapter = chapter if chapter.startswith("ch") and len(chapter) > 3 else f"ch{int(chapter.removeprefix('ch')):02d}"
+    number = chapter.removeprefix("ch")
+    if not sep or not number.isdigit() or not example:
+        raise ValueError(f"--example takes chapter:example, e.g. ch07:transpose (or 7:transpose), but got {target!r}")
+    chapter = f"ch{int(number):02d}"
     run_id, runs = _suite(run_id, tracking_uri)
     mine = [r for r in runs if (r.tags["perflab.chapter"], r.tags["perflab.example"]) == (chapter, example)]
     optimized = [r for r in mine if r.tags["perflab.variant"] != "baseline"]

@@ -93,6 +93,14 @@ def test_update_refuses_unverified_and_failed(suite: dict[str, Any], tmp_path: P
     assert res.exit_code == 2 and "refusing" in res.output
 
 
+@pytest.mark.parametrize("target", ["transpose", "chx:transpose", "ch7:", ":transpose", "chapter7:transpose"])
+def test_update_names_a_malformed_example_and_the_form_it_takes(tmp_path: Path, target: str) -> None:
+    """``chx:transpose`` answered "invalid literal for int() with base 10: 'x'"."""
+    with pytest.raises(ValueError, match=rf"^--example takes chapter:example, e\.g\. ch07:transpose \(or "
+                                         rf"7:transpose\), but got {re.escape(repr(target))}$"):  # fmt: skip
+        update("cafe", target, tmp_path)
+
+
 def test_update_records_the_commit_perflab_stated(suite: dict[str, Any], tmp_path: Path, store: Store) -> None:
     """A copied tree's stale .git fools MLflow's commit tag; the suite's perflab.git_commit wins."""
     before = store.client.get_run(suite["parent"]).data.tags.get("perflab.git_commit")
