@@ -67,7 +67,8 @@ def expectations_check(
     no_log: Annotated[bool, typer.Option("--no-log", help="do not attach the CSV to the parent run")] = False,
     tracking_uri: TrackingOpt = None,
 ) -> None:
-    """Write proof_of_benefit.csv (pass / regressed / failed / needs-work per variant); exit 1 on regressed/failed.
+    """Write proof_of_benefit.csv (pass / regressed / failed / skipped / needs-work per variant); exit 1 on
+    regressed/failed.
 
     A speedup is regressed when the run's 95 % interval lies below the expected speedup less the tolerance (without
     a logged interval: its point speedup); a pct_of_peak when it is below the expected one less the tolerance."""
@@ -91,7 +92,7 @@ def expectations_check(
             speedup += f" [{r.speedup_ci_low:.3f}, {r.speedup_ci_high:.3f}]"
         expected = "—" if r.expected is None else f"{r.expected:.3f}x"
         say(f"{r.status:10} {r.chapter}:{r.example}:{r.variant}  {speedup} (expected {expected})  {r.notes}")
-    counts = {s: sum(r.status == s for r in rows) for s in ("pass", "regressed", "failed", "needs-work")}
+    counts = {s: sum(r.status == s for r in rows) for s in ("pass", "regressed", "failed", "skipped", "needs-work")}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items())
     say(f"suite {parent}: {tally}; wrote {out / 'proof_of_benefit.csv'}")
     if counts["regressed"] or counts["failed"]:

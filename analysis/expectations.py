@@ -23,6 +23,8 @@ named, verified run) and review of the diff — never automatically, never clamp
   roofline binds the run (not for a wall-clock time on a GPU or a per-token or rate speedup: ``roofline_exempt``,
   as the chapter READMEs judge them);
 * ``failed`` — the variant or its baseline did not run ok, or the pair is not verified;
+* ``skipped`` — the pair was skipped for what the host lacks (a second GPU, a tool), with the reason: nothing
+  measured, nothing to hold against the expectation; as for ``perflab run``, no failure;
 * ``needs-work`` — no expectation recorded for this hardware and variant, or one on another metric.
 
 Why the interval: a pair's point speedup moves between machine instances by more than 5 % at the same code
@@ -60,7 +62,7 @@ class Row:
     chapter: str
     example: str
     variant: str
-    status: str  # pass | regressed | failed | needs-work
+    status: str  # pass | regressed | failed | skipped | needs-work
     speedup: float | None
     expected: float | None
     pct_of_peak: float | None
@@ -146,7 +148,9 @@ def _verdict(run: StoredRun, baseline: StoredRun | None, want: dict[str, Any] | 
     expected = want.get("speedup") if want else None
     min_pct = want.get("pct_of_peak") if want else None
     status, notes = "pass", []
-    if t.get("perflab.status") != "ok" or baseline is None or baseline.tags.get("perflab.status") != "ok":
+    if t.get("perflab.pair_status") == "skipped":  # a side skipped: the pair's verdict (bench.measure.compare)
+        status, notes = "skipped", [t.get("perflab.verification") or "skipped"]
+    elif t.get("perflab.status") != "ok" or baseline is None or baseline.tags.get("perflab.status") != "ok":
         base = "missing" if baseline is None else baseline.tags.get("perflab.status", "?")
         status, notes = "failed", [f"variant {t.get('perflab.status', '?')}, baseline {base}"]
     elif t.get("perflab.verified") != "true" or speedup is None:

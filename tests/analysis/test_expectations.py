@@ -171,6 +171,27 @@ def test_a_bad_expectation_file_is_one_line_naming_the_key_and_what_is_accepted(
     assert res.exit_code == 2 and "Traceback" not in res.output and str(path) in res.output, res.output
 
 
+def test_a_skipped_pair_is_skipped_with_its_reason_not_failed(store: Store, tmp_path: Path) -> None:
+    """A pair skipped for what the host lacks (a second GPU) read "failed" and made the check exit 1, though
+    ``perflab run`` counts it skipped and exits 0: it is ``skipped``, its reason in the notes, and no failure."""
+    from bench.measure.compare import compare
+
+    skipped = [result(f"ch02:peer:{side}", None).model_copy(update={
+        "status": "skipped", "error": None, "failed_stage": None, "skip_reason": "needs 2 GPUs (1 visible)"})
+               for side in ("baseline", "optimized")]  # fmt: skip
+    store.experiment("skipped")
+    with Tracker(experiment="skipped", tracking_uri=store.uri, run_name="perflab run") as t:
+        t.log_variant(skipped[0], None)
+        t.log_variant(skipped[1], compare(skipped[0], skipped[1]))
+        t.finish("# synthetic\n", {})
+    root = _expectations(tmp_path, "ch02", {"examples": {"peer": {"optimized": {"speedup": 2.0}}}})
+    (row,) = check(t.parent_run_id, root, 0.05, store.uri)[1]
+    assert (row.status, row.speedup) == ("skipped", None) and "needs 2 GPUs (1 visible)" in row.notes, row
+    res = CliRunner().invoke(cli.app, ["expectations", "check", "--run-id", t.parent_run_id, "--dir", str(root),
+                                       "--out", str(tmp_path), "--no-log", "--tracking-uri", store.uri])  # fmt: skip
+    assert res.exit_code == 0 and "0 failed, 1 skipped" in res.output, res.output
+
+
 # --- the interval rule: regressed only when the run's 95 % interval of the speedup is below the floor ----------
 
 INTERVAL_EXPECTED = {
