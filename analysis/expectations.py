@@ -202,6 +202,10 @@ def check(
     """(suite parent run id, one row per optimized variant) against ``root``'s expectations."""
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance is a fraction in [0, 1), but got {tolerance=}")
+    if not root.is_dir():  # a mistyped --dir (or another working directory) read as "no expectation" everywhere
+        what = "a file, not a directory" if root.exists() else "no such directory"
+        raise ValueError(f"--dir {str(root)!r}: {what}; pass the expectations root, a folder per hardware key "
+                         "(the repo's expectations/; `perflab expectations update` starts one)")  # fmt: skip
     run_id, runs = _suite(run_id, tracking_uri)
     by_name = {r.name: r for r in runs}
     rows = []
@@ -274,7 +278,11 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
         }
         for r in sorted(optimized, key=lambda r: r.name)
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # --dir a file, or a directory that cannot be made
+        raise ValueError(f"--dir {str(root)!r}: cannot write {str(path)!r} there ({exc.strerror}); pass a "
+                         "writable expectations root") from None  # fmt: skip
     header = "# Reviewed expectations; written by `perflab expectations update`, changed only through review.\n"
     path.write_text(header + yaml.safe_dump(doc, sort_keys=True))
     return path

@@ -101,6 +101,22 @@ def test_update_names_a_malformed_example_and_the_form_it_takes(tmp_path: Path, 
         update("cafe", target, tmp_path)
 
 
+def test_a_dir_that_is_no_expectations_root_is_refused_naming_it(suite: dict[str, Any], tmp_path: Path,
+                                                                  store: Store) -> None:  # fmt: skip
+    """A mistyped --dir (or the default ``expectations`` read from another directory) gave every row "needs-work"
+    and exit status 0; a file as --dir made ``update`` a traceback."""
+    missing, file = tmp_path / "expectatons", tmp_path / "x.yaml"
+    file.write_text("")
+    with pytest.raises(ValueError, match=rf"^--dir {re.escape(repr(str(missing)))}: no such directory; pass the "
+                                         r"expectations root, a folder per hardware key"):  # fmt: skip
+        check(suite["parent"], missing, 0.05, store.uri)
+    with pytest.raises(ValueError, match=rf"^--dir {re.escape(repr(str(file)))}: a file, not a directory"):
+        check(suite["parent"], file, 0.05, store.uri)
+    with pytest.raises(ValueError, match=rf"^--dir {re.escape(repr(str(file)))}: cannot write .* there"):
+        update(suite["parent"], "ch07:good", file, store.uri)
+    assert not missing.exists()
+
+
 def test_update_records_the_commit_perflab_stated(suite: dict[str, Any], tmp_path: Path, store: Store) -> None:
     """A copied tree's stale .git fools MLflow's commit tag; the suite's perflab.git_commit wins."""
     before = store.client.get_run(suite["parent"]).data.tags.get("perflab.git_commit")
