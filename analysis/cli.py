@@ -172,6 +172,9 @@ def compare_cmd(
 
     try:
         kinds = {read_run(r, tracking_uri).is_variant for r in (run_a, run_b)}
+        if kinds == {False} and not metrics and all_metrics:
+            raise ValueError("--all adds the metrics with no better side to the metric deltas: with two suites, "
+                             "pass --metrics too (two variant runs compare so without it)")  # fmt: skip
         if kinds == {False} and not metrics:
             versus = compare_suites(run_a, run_b, tracking_uri)
             if versus.pairs:

@@ -129,6 +129,12 @@ def test_cli_prints_pairs_not_metrics_at_80_columns(
 
 
 
+def test_all_without_metrics_on_two_suites_is_refused_not_ignored(suites: dict[str, Any], store: Store) -> None:
+    """``compare SUITE SUITE --all`` printed the pairs as if ``--all`` had not been given."""
+    out = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--all", "--tracking-uri", store.uri])
+    assert out.exit_code == 2 and "with two suites, pass --metrics too" in " ".join(out.output.split()), out.output
+
+
 def test_at_80_columns_an_interval_wraps_whole_below_its_speedup() -> None:
     """ch19's names beside two speedups with intervals and "no significant difference" need ~100 columns; at 80 the
     speedup columns narrowed to their longest word, which broke each interval into "[2.13," above "4.08]": an
