@@ -67,7 +67,8 @@ def expectations_check(
     no_log: Annotated[bool, typer.Option("--no-log", help="do not attach the CSV to the parent run")] = False,
     tracking_uri: TrackingOpt = None,
 ) -> None:
-    """Write proof_of_benefit.csv (pass / regressed / failed / needs-work per variant); exit 1 on regressed/failed.
+    """Write proof_of_benefit.csv (pass / regressed / failed / skipped / needs-work per variant); exit 1 on
+    regressed/failed.
 
     A speedup is regressed when the run's 95 % interval lies below the expected speedup less the tolerance (without
     a logged interval: its point speedup); a pct_of_peak when it is below the expected one less the tolerance."""
@@ -91,7 +92,7 @@ def expectations_check(
             speedup += f" [{r.speedup_ci_low:.3f}, {r.speedup_ci_high:.3f}]"
         expected = "—" if r.expected is None else f"{r.expected:.3f}x"
         say(f"{r.status:10} {r.chapter}:{r.example}:{r.variant}  {speedup} (expected {expected})  {r.notes}")
-    counts = {s: sum(r.status == s for r in rows) for s in ("pass", "regressed", "failed", "needs-work")}
+    counts = {s: sum(r.status == s for r in rows) for s in ("pass", "regressed", "failed", "skipped", "needs-work")}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items())
     say(f"suite {parent}: {tally}; wrote {out / 'proof_of_benefit.csv'}")
     if counts["regressed"] or counts["failed"]:
@@ -171,6 +172,9 @@ def compare_cmd(
 
     try:
         kinds = {read_run(r, tracking_uri).is_variant for r in (run_a, run_b)}
+        if kinds == {False} and not metrics and all_metrics:
+            raise ValueError("--all adds the metrics with no better side to the metric deltas: with two suites, "
+                             "pass --metrics too (two variant runs compare so without it)")  # fmt: skip
         if kinds == {False} and not metrics:
             versus = compare_suites(run_a, run_b, tracking_uri)
             if versus.pairs:
@@ -226,8 +230,9 @@ def report(
     if o.get("campaign"):
         say(o["campaign"])
     gm = o["speedup_geomean"]
-    say(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; geomean speedup "
-        f"of the {o['pairs_counted']} verified ok pair(s) {'—' if gm is None else f'{gm:.3f}x'}")  # fmt: skip
+    mean = f"geomean speedup of the {o['pairs_counted']} verified ok pair(s) {gm:.3f}×" if gm is not None else (
+        "no verified ok pair: no geomean speedup")
+    say(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; {mean}")
     say(f"wrote {where}" + ("" if no_log else f", logged to run {o['parent_run_id']}"))
 
 

@@ -127,10 +127,11 @@ def machines(pairs: list[tuple[StoredRun, StoredRun]]) -> list[str]:
 
 
 def compare_table(cmp: RunComparison) -> Any:
-    """A rich table of the deltas, grouped by run: the run's name on a line of its own (a suite's variants
-    without their chapter when they share one), then one row per metric, its name whole; ``B vs A`` says
-    whether B is better or worse. The metrics carry their units in their names (``time_median_ms``)."""
+    """The runs' names on a line, then a rich table of the deltas, grouped by run: the run's name on a line of its
+    own (a suite's variants without their chapter when they share one), then one row per metric, its name whole;
+    ``B vs A`` says whether B is better or worse. The metrics carry their units in their names (``time_median_ms``)."""
     from rich import box
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
@@ -138,7 +139,7 @@ def compare_table(cmp: RunComparison) -> Any:
     chapters = {n.split(":", 1)[0] for n in names}
     prefix = f"{chapters.pop()}:" if len(chapters) == 1 else ""
     title = f"{prefix and prefix + ' '}B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}"
-    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("run / metric", overflow="fold")
     for col in ("A", "B", "Δ %"):
         table.add_column(col, justify="right", no_wrap=True)
@@ -153,4 +154,4 @@ def compare_table(cmp: RunComparison) -> Any:
         table.add_row(
             Text(f"  {d.metric}"), f"{d.a:.4g}", f"{d.b:.4g}", "—" if pct is None else f"{pct:+.1f}", style[d.verdict]
         )
-    return table
+    return Group(Text(title), table)  # the title wraps at the console's width, not at the narrower table's

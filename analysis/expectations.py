@@ -23,6 +23,8 @@ named, verified run) and review of the diff — never automatically, never clamp
   roofline binds the run (not for a wall-clock time on a GPU or a per-token or rate speedup: ``roofline_exempt``,
   as the chapter READMEs judge them);
 * ``failed`` — the variant or its baseline did not run ok, or the pair is not verified;
+* ``skipped`` — the pair was skipped for what the host lacks (a second GPU, a tool), with the reason: nothing
+  measured, nothing to hold against the expectation; as for ``perflab run``, no failure;
 * ``needs-work`` — no expectation recorded for this hardware and variant, or one on another metric.
 
 Why the interval: a pair's point speedup moves between machine instances by more than 5 % at the same code
@@ -60,7 +62,7 @@ class Row:
     chapter: str
     example: str
     variant: str
-    status: str  # pass | regressed | failed | needs-work
+    status: str  # pass | regressed | failed | skipped | needs-work
     speedup: float | None
     expected: float | None
     pct_of_peak: float | None
@@ -79,12 +81,54 @@ def expectation_file(root: Path, hardware: str, chapter: str) -> Path:
     return root / peaks.slug(hardware) / f"{chapter}.yaml"
 
 
+FILE_KEYS = ("chapter", "examples", "hardware")  # what a file holds; each variant's entry, ENTRY_KEYS
+ENTRY_KEYS = ("commit", "parent_run_id", "pct_of_peak", "run_id", "speedup", "speedup_metric")
+
+
+def _unknown(path: Path, where: str, keys: Any, accepted: tuple[str, ...]) -> None:
+    """ValueError for the first key of ``keys`` not in ``accepted``, naming it, the closest accepted one, and all:
+    a typo'd ``speedp`` would otherwise leave its variant without an expectation, and its row "pass"."""
+    import difflib
+
+    for key in keys:
+        if key not in accepted:
+            close = difflib.get_close_matches(str(key), accepted, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{path}: {where}unknown key {key!r}{hint}; accepted: {', '.join(accepted)}")
+
+
 def _load(path: Path) -> dict[str, Any]:
+    """The expectations of ``path`` (``{}`` where there is no file), checked: ValueError naming the file and the
+    first bad key or value."""
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ValueError(f"{path}: not valid YAML ({at}{getattr(exc, 'problem', None) or exc}); "
+                         "fix or delete the file") from None  # fmt: skip
     if not isinstance(data, dict) or not isinstance(data.get("examples", {}), dict):
         raise ValueError(f"{path}: expected a mapping with an 'examples' mapping; fix or delete the file")
+    _unknown(path, "", data, FILE_KEYS)
+    if data.get("chapter", path.stem) != path.stem:
+        raise ValueError(f"{path}: chapter {data['chapter']!r} in the file of {path.stem}; fix or delete the file")
+    for example, variants in data.get("examples", {}).items():
+        if not isinstance(variants, dict):
+            raise ValueError(f"{path}: examples.{example}: expected a mapping of variant to its entry, "
+                             f"got {variants!r}")  # fmt: skip
+        for variant, entry in variants.items():
+            where = f"examples.{example}.{variant}"
+            if not isinstance(entry, dict):
+                raise ValueError(f"{path}: {where}: expected a mapping with keys {', '.join(ENTRY_KEYS)}, "
+                                 f"got {entry!r}")  # fmt: skip
+            _unknown(path, f"{where}: ", entry, ENTRY_KEYS)
+            for key in ("speedup", "pct_of_peak"):
+                value = entry.get(key)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                    raise ValueError(f"{path}: {where}.{key} is {value!r}; accepted: a positive number"
+                                     + (" or null" if key == "pct_of_peak" else ""))  # fmt: skip
     return data
 
 
@@ -104,7 +148,9 @@ def _verdict(run: StoredRun, baseline: StoredRun | None, want: dict[str, Any] | 
     expected = want.get("speedup") if want else None
     min_pct = want.get("pct_of_peak") if want else None
     status, notes = "pass", []
-    if t.get("perflab.status") != "ok" or baseline is None or baseline.tags.get("perflab.status") != "ok":
+    if t.get("perflab.pair_status") == "skipped":  # a side skipped: the pair's verdict (bench.measure.compare)
+        status, notes = "skipped", [t.get("perflab.verification") or "skipped"]
+    elif t.get("perflab.status") != "ok" or baseline is None or baseline.tags.get("perflab.status") != "ok":
         base = "missing" if baseline is None else baseline.tags.get("perflab.status", "?")
         status, notes = "failed", [f"variant {t.get('perflab.status', '?')}, baseline {base}"]
     elif t.get("perflab.verified") != "true" or speedup is None:
@@ -156,6 +202,10 @@ def check(
     """(suite parent run id, one row per optimized variant) against ``root``'s expectations."""
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance is a fraction in [0, 1), but got {tolerance=}")
+    if not root.is_dir():  # a mistyped --dir (or another working directory) read as "no expectation" everywhere
+        what = "a file, not a directory" if root.exists() else "no such directory"
+        raise ValueError(f"--dir {str(root)!r}: {what}; pass the expectations root, a folder per hardware key "
+                         "(the repo's expectations/; `perflab expectations update` starts one)")  # fmt: skip
     run_id, runs = _suite(run_id, tracking_uri)
     by_name = {r.name: r for r in runs}
     rows = []
@@ -187,9 +237,10 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
     from a speedup the harness proved. Other examples in the file are left as they are.
     """
     chapter, sep, example = target.partition(":")
-    if not sep or not chapter or not example:
-        raise ValueError(f"--example takes chapter:example, e.g. ch07:transpose, but got {target!r}")
-    chapter = chapter if chapter.startswith("ch") and len(chapter) > 3 else f"ch{int(chapter.removeprefix('ch')):02d}"
+    number = chapter.removeprefix("ch")
+    if not sep or not number.isdigit() or not example:
+        raise ValueError(f"--example takes chapter:example, e.g. ch07:transpose (or 7:transpose), but got {target!r}")
+    chapter = f"ch{int(number):02d}"
     run_id, runs = _suite(run_id, tracking_uri)
     mine = [r for r in runs if (r.tags["perflab.chapter"], r.tags["perflab.example"]) == (chapter, example)]
     optimized = [r for r in mine if r.tags["perflab.variant"] != "baseline"]
@@ -227,7 +278,11 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
         }
         for r in sorted(optimized, key=lambda r: r.name)
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # --dir a file, or a directory that cannot be made
+        raise ValueError(f"--dir {str(root)!r}: cannot write {str(path)!r} there ({exc.strerror}); pass a "
+                         "writable expectations root") from None  # fmt: skip
     header = "# Reviewed expectations; written by `perflab expectations update`, changed only through review.\n"
     path.write_text(header + yaml.safe_dump(doc, sort_keys=True))
     return path

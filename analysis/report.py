@@ -225,7 +225,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"- {verdicts_text(o.get('verdicts', {}), o['pairs'])} (faster: verified, interval above 1 and the "
         f"noise threshold; 95 %, or 96–98 % for a pair in rounds); {o['pairs_verified']} verified",
         f"- speedup over the {o['pairs_counted']} verified ok pair(s): geomean {_f(o['speedup_geomean'], '.3f')}×, "
-        f"max {_f(o['speedup_max'], '.3f')}×, min {_f(o['speedup_min'], '.3f')}×",
+        f"max {_f(o['speedup_max'], '.3f')}×, min {_f(o['speedup_min'], '.3f')}×"
+        if o["pairs_counted"] else "- no verified ok pair: no speedup geomean, max or min",
     ]
     for chapter, rows in sorted(report["chapters"].items()):
         t = column(x for r in rows for x in (r["baseline_median_ms"], r["optimized_median_ms"]))

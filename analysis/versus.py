@@ -165,9 +165,10 @@ def _on(p: PairVersus) -> str:
 
 
 def versus_table(cmp: SuiteVersus, width: int) -> Any:
-    """A rich table: a row per pair both suites ran, each side's speedup with its interval, and B against A; names
-    never cut (a long one wraps), at ``width`` columns."""
+    """The suites' names on a line, then a rich table: a row per pair both suites ran, each side's speedup with its
+    interval, and B against A; names never cut (a long one wraps), at ``width`` columns."""
     from rich import box
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
@@ -185,7 +186,7 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
     shift = len(headers) - 4
     widths = fitted(headers, rows, width, narrow={1 + shift: 12, 2 + shift: 12, 3 + shift: 14})
     title = f"{prefix and prefix + ' '}B {cmp.run_b.name or cmp.run_b.run_id} vs A {cmp.run_a.name or cmp.run_a.run_id}"
-    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i, header in enumerate(headers):
         right = header in ("A speedup", "B speedup")
         table.add_column(header, justify="right" if right else "left", overflow="fold", width=widths[i])
@@ -193,7 +194,7 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
     for row, p in zip(rows, cmp.pairs, strict=True):
         table.add_row(Text(name_lines(row[0], widths[0])), *map(Text, row[1:-1]),
                       Text(row[-1], colour.get(p.verdict, "yellow")))
-    return table
+    return Group(Text(title), table)  # the title wraps at the console's width, not at the narrower table's
 
 
 def summary_lines(cmp: SuiteVersus) -> list[str]:

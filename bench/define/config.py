@@ -354,20 +354,22 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")
-    text = p.read_text()
+    import tomllib
+
+    import yaml
+
     suffix = p.suffix.lower()
-    if suffix == ".json":
-        data = json.loads(text)
-    elif suffix in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text) or {}
-    elif suffix == ".toml":
-        import tomllib
-
-        data = tomllib.loads(text)
-    else:
+    kind = {".json": "JSON", ".yaml": "YAML", ".yml": "YAML", ".toml": "TOML"}.get(suffix)
+    if kind is None:
         raise ConfigError(f"config file {str(p)!r}: suffix {suffix!r} not accepted; use .json, .yaml, .yml, .toml")
+    try:
+        text = p.read_text()  # a file not in UTF-8: UnicodeDecodeError, a ValueError as well
+        data = json.loads(text) if kind == "JSON" else tomllib.loads(text) if kind == "TOML" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:  # json's and tomllib's errors are ValueErrors
+        mark = getattr(exc, "problem_mark", None)  # YAML's: the line and what it found there
+        said = f"line {mark.line + 1}: {getattr(exc, 'problem', exc)}" if mark else " ".join(str(exc).split())
+        raise ConfigError(f"config file {str(p)!r} is not valid {kind}: {said}") from None
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(p)!r} must hold a mapping of config fields, got {type(data).__name__}")
     explicit_fields(data)  # reject unknown fields early, naming them

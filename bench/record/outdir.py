@@ -159,6 +159,8 @@ def _case(pair: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]]) ->
     text = f"{verdict_text(dict(pair))}: {speedup}{on}; {pair.get('verification') or ''}"
     if status == "skipped":  # no verdict nor speedup to show ("skipped: —"): why
         text = str(pair.get("verification") or "skipped")
+    elif speedup == "—" and not on:  # a failed side: no speedup to show ("failed: —; ..."), the reason
+        text = f"{verdict_text(dict(pair))}: {pair.get('verification') or status}"
     if status in _FAILURES:
         errors = [f"{side} {v['status']} at {v.get('failed_stage') or '?'}: {v.get('error') or ''}"
                   for side, v in sides.items() if v and v.get("status") != "ok"]  # fmt: skip

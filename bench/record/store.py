@@ -69,6 +69,10 @@ def check_tracking_uri(uri: str | None) -> None:
     if not directory.is_dir():
         raise ConfigError(f"tracking URI {uri!r}: its directory {str(directory)!r} does not exist; create it or "
                           "choose another store (--tracking-uri or MLFLOW_TRACKING_URI)")  # fmt: skip
+    if scheme == "sqlite" and Path(path).is_dir():  # SQLAlchemy would retry opening it for 100 s, then fail
+        raise ConfigError(f"tracking URI {uri!r}: {path!r} is a directory, not a SQLite file; accepted: "
+                          "sqlite:///DIR/NAME.db (a new name makes a new store) or a server "
+                          "http(s)://HOST")  # fmt: skip
 
 
 # MLflow's own tracking stores by URI scheme (a database's may name its driver: postgresql+psycopg)
@@ -211,12 +215,20 @@ class StoredRun:
         tag ``perflab.kind``) given where a suite's parent run is wanted: it has no pairs, and show, report and
         compare would print empty tables and exit 0. A variant run is each caller's own message."""
         kind = self.tags.get("perflab.kind")
+        status = self.tags.get("perflab.suite_status")
+        alone = "perflab.shard" not in self.tags  # a part of a sharded suite is read with its other parts
+        if status and alone and self.metrics.get("n_variants") == 0:  # stopped before any variant finished
+            raise ValueError(f"suite {given!r} ({self.name!r}) ended {_ENDED.get(status, repr(status))} before any "
+                             "variant finished: it has no pairs; pass another suite's parent run")  # fmt: skip
         if kind is None or self.is_variant:
             return
         what = _KINDS.get(kind, f"{kind} run (tag perflab.kind={kind})")
         raise ValueError(f"run {given!r} is a {what} {self.name!r}, not a perflab suite; pass a suite's parent run "
                          "(perflab run, perflab ab; `perflab show` without --run-id takes the latest)")  # fmt: skip
 
+
+# How a suite ended (tag perflab.suite_status), for the line that refuses one without variants
+_ENDED = {"timeout": "at its --suite-timeout", "interrupted": "interrupted (Ctrl-C, SIGTERM)", "completed": "complete"}
 
 # What the runs of perflab's other commands are, for the line that refuses one where a suite is wanted.
 _KINDS = {"sweep": "sweep (perflab sweep run)", "sweep-trial": "sweep's trial", "sweep-verify": "sweep's "
@@ -264,19 +276,15 @@ def run_exists(store: Any, run_id: str) -> bool:
 @reads
 def latest_suite_run_id(tracking_uri: str | None = None, statuses: tuple[str, ...] = ("completed",)) -> str:
     """Id of the most recently started suite that ended in one of ``statuses`` (``perflab.suite_status``:
-    "completed"; "timeout" for a suite its --suite-timeout cut short, what finished kept)."""
+    "completed"; "timeout" for a suite its --suite-timeout cut short, what finished kept), passing over one that
+    logged no variant (stopped before any finished)."""
     store = client(tracking_uri)
     experiments = [e.experiment_id for e in store.search_experiments()]
-    found = [
-        run
-        for status in statuses
-        for run in store.search_runs(
-            experiments,
-            filter_string=f"tags.`perflab.suite_status` = '{status}'",
-            order_by=["attributes.start_time DESC"],
-            max_results=1,
-        )  # fmt: skip
-    ]
+    found = []
+    for status in statuses:
+        runs = store.search_runs(experiments, filter_string=f"tags.`perflab.suite_status` = '{status}'",
+                                 order_by=["attributes.start_time DESC"], max_results=20)  # fmt: skip
+        found += [run for run in runs if run.data.metrics.get("n_variants") != 0][:1]
     if not found:
         raise LookupError(f"no {' or '.join(statuses)} perflab suite in the store {store.tracking_uri!r}")
     return str(max(found, key=lambda r: r.info.start_time).info.run_id)

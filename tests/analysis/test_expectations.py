@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,30 @@ def test_update_refuses_unverified_and_failed(suite: dict[str, Any], tmp_path: P
     assert res.exit_code == 2 and "refusing" in res.output
 
 
+@pytest.mark.parametrize("target", ["transpose", "chx:transpose", "ch7:", ":transpose", "chapter7:transpose"])
+def test_update_names_a_malformed_example_and_the_form_it_takes(tmp_path: Path, target: str) -> None:
+    """``chx:transpose`` answered "invalid literal for int() with base 10: 'x'"."""
+    with pytest.raises(ValueError, match=rf"^--example takes chapter:example, e\.g\. ch07:transpose \(or "
+                                         rf"7:transpose\), but got {re.escape(repr(target))}$"):  # fmt: skip
+        update("cafe", target, tmp_path)
+
+
+def test_a_dir_that_is_no_expectations_root_is_refused_naming_it(suite: dict[str, Any], tmp_path: Path,
+                                                                  store: Store) -> None:  # fmt: skip
+    """A mistyped --dir (or the default ``expectations`` read from another directory) gave every row "needs-work"
+    and exit status 0; a file as --dir made ``update`` a traceback."""
+    missing, file = tmp_path / "expectatons", tmp_path / "x.yaml"
+    file.write_text("")
+    with pytest.raises(ValueError, match=rf"^--dir {re.escape(repr(str(missing)))}: no such directory; pass the "
+                                         r"expectations root, a folder per hardware key"):  # fmt: skip
+        check(suite["parent"], missing, 0.05, store.uri)
+    with pytest.raises(ValueError, match=rf"^--dir {re.escape(repr(str(file)))}: a file, not a directory"):
+        check(suite["parent"], file, 0.05, store.uri)
+    with pytest.raises(ValueError, match=rf"^--dir {re.escape(repr(str(file)))}: cannot write .* there"):
+        update(suite["parent"], "ch07:good", file, store.uri)
+    assert not missing.exists()
+
+
 def test_update_records_the_commit_perflab_stated(suite: dict[str, Any], tmp_path: Path, store: Store) -> None:
     """A copied tree's stale .git fools MLflow's commit tag; the suite's perflab.git_commit wins."""
     before = store.client.get_run(suite["parent"]).data.tags.get("perflab.git_commit")
@@ -134,6 +159,53 @@ def test_an_expectation_on_another_metric_is_no_expectation(suite: dict[str, Any
     assert rows["good"].status == "needs-work", rows["good"].notes
     assert "on ttft, this run's on time" in rows["good"].notes
     assert rows["slow"].status == "regressed"  # no metric recorded: as before
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("examples:\n  good:\n    optimized: {speedp: 2.0}\n",
+     r": examples\.good\.optimized: unknown key 'speedp' \(did you mean 'speedup'\?\); accepted: commit, "
+     r"parent_run_id, pct_of_peak, run_id, speedup, speedup_metric$"),
+    ("exampels:\n  good: {optimized: {speedup: 2.0}}\n",
+     r": unknown key 'exampels' \(did you mean 'examples'\?\); accepted: chapter, examples, hardware$"),
+    ("examples:\n  good: {optimized: {speedup: fast}}\n",
+     r": examples\.good\.optimized\.speedup is 'fast'; accepted: a positive number$"),
+    ("examples:\n  good: [unclosed\n", r": not valid YAML \(line 3: .*\); fix or delete the file$"),
+    ("chapter: ch08\nexamples: {}\n", r": chapter 'ch08' in the file of ch07; fix or delete the file$"),
+])  # fmt: skip
+def test_a_bad_expectation_file_is_one_line_naming_the_key_and_what_is_accepted(
+    suite: dict[str, Any], tmp_path: Path, store: Store, text: str, said: str
+) -> None:
+    """A typo'd key left its variant without an expectation (a typo'd ``speedup``: the row passed, "expected —");
+    a bad value or bad YAML ended in a traceback. Each is one line naming the file, the key and what is accepted."""
+    root = _expectations(tmp_path, "ch07", {})
+    path = root / "nvidia-h100-80gb-hbm3" / "ch07.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=re.escape(str(path)) + said):
+        check(suite["parent"], root, 0.05, store.uri)
+    res = CliRunner().invoke(cli.app, ["expectations", "check", "--run-id", suite["parent"], "--dir", str(root),
+                                       "--out", str(tmp_path), "--no-log", "--tracking-uri", store.uri])  # fmt: skip
+    assert res.exit_code == 2 and "Traceback" not in res.output and str(path) in res.output, res.output
+
+
+def test_a_skipped_pair_is_skipped_with_its_reason_not_failed(store: Store, tmp_path: Path) -> None:
+    """A pair skipped for what the host lacks (a second GPU) read "failed" and made the check exit 1, though
+    ``perflab run`` counts it skipped and exits 0: it is ``skipped``, its reason in the notes, and no failure."""
+    from bench.measure.compare import compare
+
+    skipped = [result(f"ch02:peer:{side}", None).model_copy(update={
+        "status": "skipped", "error": None, "failed_stage": None, "skip_reason": "needs 2 GPUs (1 visible)"})
+               for side in ("baseline", "optimized")]  # fmt: skip
+    store.experiment("skipped")
+    with Tracker(experiment="skipped", tracking_uri=store.uri, run_name="perflab run") as t:
+        t.log_variant(skipped[0], None)
+        t.log_variant(skipped[1], compare(skipped[0], skipped[1]))
+        t.finish("# synthetic\n", {})
+    root = _expectations(tmp_path, "ch02", {"examples": {"peer": {"optimized": {"speedup": 2.0}}}})
+    (row,) = check(t.parent_run_id, root, 0.05, store.uri)[1]
+    assert (row.status, row.speedup) == ("skipped", None) and "needs 2 GPUs (1 visible)" in row.notes, row
+    res = CliRunner().invoke(cli.app, ["expectations", "check", "--run-id", t.parent_run_id, "--dir", str(root),
+                                       "--out", str(tmp_path), "--no-log", "--tracking-uri", store.uri])  # fmt: skip
+    assert res.exit_code == 0 and "0 failed, 1 skipped" in res.output, res.output
 
 
 # --- the interval rule: regressed only when the run's 95 % interval of the speedup is below the floor ----------

@@ -244,3 +244,17 @@ def test_the_devices_are_those_variants_ran_on_not_a_skipped_ones_auto() -> None
     runs = [_stored("ch07:a:baseline", {}, **skipped), _stored("ch07:b:baseline", {"time_median_ms": 2.0})]
     md = report_markdown(build_report(StoredRun("p", "ch07 on cpu", "0", "FINISHED", 0, {}, {}), runs))
     assert "device(s): cpu\n" in md, md
+
+
+def test_a_suite_without_a_verified_ok_pair_says_so_rather_than_dashes(store: Store, tmp_path: Path) -> None:
+    """Every pair failed or mismatched: the Markdown read "geomean —×, max —×, min —×" and the command's line
+    "geomean speedup of the 0 verified ok pair(s) —"; both say there is none."""
+    results = [result("ch07:m:baseline", draw(2.0, 11)), result("ch07:m:optimized", draw(1.0, 12)),
+               result("ch07:f:baseline", draw(1.0, 13)), result("ch07:f:optimized", None, status="failed")]  # fmt: skip
+    parent, _ = log_suite(store, EXP, results, verified={"ch07:m:optimized": False})
+    out = CliRunner().invoke(cli.app, ["report", "--run-id", parent, "--out", str(tmp_path), "--no-log",
+                                       "--tracking-uri", store.uri])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "no verified ok pair: no geomean speedup" in out.output and "—" not in out.output, out.output
+    md = (tmp_path / "report.md").read_text()
+    assert "- no verified ok pair: no speedup geomean, max or min" in md and "—×" not in md, md

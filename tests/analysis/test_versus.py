@@ -129,6 +129,12 @@ def test_cli_prints_pairs_not_metrics_at_80_columns(
 
 
 
+def test_all_without_metrics_on_two_suites_is_refused_not_ignored(suites: dict[str, Any], store: Store) -> None:
+    """``compare SUITE SUITE --all`` printed the pairs as if ``--all`` had not been given."""
+    out = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--all", "--tracking-uri", store.uri])
+    assert out.exit_code == 2 and "with two suites, pass --metrics too" in " ".join(out.output.split()), out.output
+
+
 def test_at_80_columns_an_interval_wraps_whole_below_its_speedup() -> None:
     """ch19's names beside two speedups with intervals and "no significant difference" need ~100 columns; at 80 the
     speedup columns narrowed to their longest word, which broke each interval into "[2.13," above "4.08]": an
@@ -151,6 +157,25 @@ def test_at_80_columns_an_interval_wraps_whole_below_its_speedup() -> None:
     assert all(line.count("[") == line.count("]") for line in lines)  # no interval split over two lines
     for name in (*names[:2], "ch20:case_4_fused_adamw"):
         assert any(line.startswith(f"{name} ") for line in lines), name  # whole: the intervals gave their room
+
+
+def test_the_title_wraps_at_the_console_not_at_the_narrower_table() -> None:
+    """Two suites' names (79 characters) above a 62-column table broke at the table's edge, mid-date, though the
+    console had 80 columns: the title is a line of its own, on one line where the console holds it."""
+    from rich.console import Console
+
+    from analysis.versus import PairVersus, SuiteVersus, versus_table
+    from bench.record.store import StoredRun
+
+    pairs = [PairVersus(n, row(1.13, 0.91, 1.42), row(1.11, 0.64, 1.93), "") for n in ("ch02:a:optimized",
+                                                                                      "ch07:b:optimized")]  # fmt: skip
+    pairs = [PairVersus(p.name, p.a, p.b, difference(p.a, p.b)) for p in pairs]
+    a = StoredRun("ra", "ch02, ch07 on cpu, 2026-12-02 17:55", "0", "FINISHED", 0, {}, {})
+    b = StoredRun("rb", "ch02, ch07 on cpu, 2026-12-02 17:56", "0", "FINISHED", 0, {}, {})
+    console = Console(width=80, record=True)
+    console.print(versus_table(SuiteVersus(a, b, pairs, [], [], None, None, 0, 2, 2), 80))
+    title = "B ch02, ch07 on cpu, 2026-12-02 17:56 vs A ch02, ch07 on cpu, 2026-12-02 17:55"
+    assert console.export_text().splitlines()[0].rstrip() == title
 
 
 def test_a_difference_between_runs_of_the_same_files_says_so(tmp_path: Any) -> None:

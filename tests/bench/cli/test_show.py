@@ -190,6 +190,43 @@ def test_show_without_an_id_takes_a_suite_its_timeout_ended_and_says_so(tmp_path
     assert code == 0 and done in text and "--suite-timeout" not in text
 
 
+def test_a_suite_its_timeout_ended_before_any_variant_finished_is_passed_over_and_refused(tmp_path: Path) -> None:
+    """``--suite-timeout`` before the first variant finished leaves a parent run with no variants: ``show`` took it
+    as the latest suite and said "not a perflab suite", report, compare and expectations wrote empty tables
+    (exit 0); ``show`` takes the suite before it, and each reader refuses it by id in one line saying why."""
+    from analysis.expectations import check
+    from analysis.readme import load_suite
+    from analysis.regression import check_suite
+    from analysis.report import write_report
+    from analysis.versus import compare_suites
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    store = Store(uri=uri, root=tmp_path, client=MlflowClient(tracking_uri=uri))
+    store.experiment("perflab")
+    with Tracker(experiment="perflab", tracking_uri=uri, run_name="ch07 done") as t:
+        base, opt = result("ch07:a:baseline", draw(0.002, 1), gpu=None), result("ch07:a:optimized", draw(0.001, 2))
+        t.log_variant(base, None)
+        t.log_variant(opt, pair(base, opt))
+        t.finish("# synthetic\n", {})
+    done = t.parent_run_id
+    with Tracker(experiment="perflab", tracking_uri=uri, run_name="ch07 cut") as t:
+        t.finish("# synthetic\n", {})
+    cut = t.parent_run_id
+    store.client.set_tag(cut, "perflab.suite_status", "timeout")
+    store.client.log_metric(cut, "n_variants", 0)
+    code, text = show(store)
+    assert code == 0 and done in text and "| ch07:a |" in text, text
+    said = f"suite {cut!r} ('ch07 cut') ended at its --suite-timeout before any variant finished: it has no pairs"
+    out = CliRunner().invoke(app, ["show", "--tracking-uri", uri, "--run-id", cut])
+    assert str(out.exception).startswith(said), out.exception
+    for call in (lambda: write_report(cut, tmp_path / "r", uri, log=False), lambda: compare_suites(done, cut, uri),
+                 lambda: check_suite(cut, tracking_uri=uri), lambda: load_suite(cut, uri),
+                 lambda: check(cut, tmp_path, 0.05, uri)):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(said)):
+            call()
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_sweep_given_where_a_suite_is_wanted_is_one_line_naming_it(logged: tuple[Store, str, dict[str, str]],
                                                                       tmp_path: Path) -> None:  # fmt: skip
     """A ``perflab sweep run`` parent (tag perflab.kind=sweep) has no pairs: show, report, compare, regressions

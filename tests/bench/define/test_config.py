@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,21 @@ def test_load_config_file_unknown_field(tmp_path: Path) -> None:
     path.write_text(json.dumps({"iteratons": 3}))
     with pytest.raises(ConfigError, match="iteratons"):
         load_config_file(path)
+
+
+@pytest.mark.parametrize(("suffix", "text", "kind"), [
+    (".yaml", "iterations: [unclosed\n", "YAML"), (".toml", "iterations = \n", "TOML"),
+    (".json", '{"iterations": 3,', "JSON"), (".json", b"\xff\xfe{", "JSON"),
+])  # fmt: skip
+def test_load_config_file_malformed_is_one_line_naming_the_file(
+    tmp_path: Path, suffix: str, text: str | bytes, kind: str
+) -> None:
+    """A file its parser refuses was a parser's traceback (`perflab run --config`), naming neither file nor format."""
+    path = tmp_path / f"suite{suffix}"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError, match=rf"^config file {re.escape(repr(str(path)))} is not valid {kind}: \S") as err:
+        load_config_file(path)
+    assert "\n" not in str(err.value)
 
 
 def test_load_config_file_not_a_mapping(tmp_path: Path) -> None:

@@ -41,6 +41,8 @@ def test_one_testcase_per_pair_failures_skips_and_the_unfinished(suite: SuiteRes
         assert failure is not None and failure.get("type") == kind, name
     message = cases["ch07.e:optimized"].find("failure").get("message")  # type: ignore[union-attr]
     assert "optimized timeout at measurement: stage 'measurement' exceeded" in message  # the side that failed, why
+    out = cases["ch07.e:optimized"].find("system-out").text  # type: ignore[union-attr]
+    assert out.startswith("failed: ") and "—" not in out, out  # the reason, not "failed: —; ..."
     skipped = cases["ch07.s:optimized"].find("skipped")
     assert skipped is not None and skipped.get("message") == "needs two GPUs"
     assert cases["ch07.s:optimized"].find("system-out").text == "needs two GPUs"  # not "skipped: —; needs ..."
