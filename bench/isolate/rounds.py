@@ -12,16 +12,16 @@ After each round every pair's interval over its rounds (bench.measure.rounds) sa
 ``min_rounds``, then until it is within ±``speedup_precision``, clearly decided or within ±``noise_threshold``
 (equivalent), at most ``max_rounds``, and no round begun that would end past ``max_rounds_seconds`` of the example's
 rounds (below ``min_rounds`` the limit stretched ``TIME_LIMIT_STRETCH`` times: then two may be all); each setting
-from the pair's optimized variant's effective config. A token-generating pair (TTFT, TPOT, throughput) runs in
-rounds alike, its ratios each round's on its metric (``generation_ratios``). A settled pair, or one whose side
-failed, takes no further part; the baseline runs while any pair goes on. A host-clocked round first reads the free
-cores and caps its children's intra-op threads to them (bench.measure.cores), the same cap for both sides.
+from the pair's optimized variant's effective config. A token-generating pair (TTFT, TPOT, throughput) and a memory
+pair (its peak) run in rounds alike, their ratios each round's on their metric (``metric_ratios``). A settled pair, or
+one whose side failed, takes no further part; the baseline runs while any pair goes on. A host-clocked round first
+reads the free cores and caps its children's intra-op threads to them (bench.measure.cores), the same cap for both
+sides.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +29,10 @@ from bench.define.config import KEEP_SETUP_S, TIMING_ONLY, BenchmarkConfig, host
 from bench.define.discovery import Example
 from bench.define.result import Comparison, VariantResult, VariantSpec
 from bench.isolate.kept import Kept
+from bench.isolate.merged import merge
 from bench.measure.compare import compare, noise_threshold, unjudged
 from bench.measure.cores import cap_note, free_cores
 from bench.measure.rounds import decide, round_ratios
-from bench.measure.stats import summarize
 
 TIME_LIMIT_STRETCH = 2.0  # below min_rounds, max_rounds_seconds is stretched this many times before it stops a pair
 BUSY_FLAG = "host busy:"  # a measurement's flag where other processes took the host's CPU (bench.isolate.timed)
@@ -181,10 +181,11 @@ class Rounds:
         calm = undisturbed(base[:n], opt)
         if len(calm) >= cfg.get("min_rounds", 1):
             b, o = [base[i] for i in calm], [opt[i] for i in calm]
-            ratios = generation_ratios(b, o)
+            ratios, on = metric_ratios(b, o), metric_of(o[0])
             if ratios is None:
-                ratios = round_ratios(*[[r.timing.samples_ms if r.timing else [] for r in side] for side in (b, o)])
-            why = decide(ratios, cfg.get("speedup_precision", 0.02), noise_threshold(cfg))
+                times = [[r.timing.samples_ms if r.timing else [] for r in side] for side in (b, o)]
+                ratios, on = round_ratios(*times), "time"
+            why = decide(ratios, cfg.get("speedup_precision", 0.02), noise_threshold(cfg, on))
             if why is not None:
                 return why
         projected, limit = spent * (1 + 1 / (self.number + 1)), cfg.get("max_rounds_seconds", float("inf"))
@@ -214,7 +215,7 @@ class Rounds:
             stop = self.stops.get(s.key) if len(opt) > 1 else None
             base_rounds = self.by_key[base.key][: len(opt)]
             calm = undisturbed(base_rounds, opt)
-            generated = generation_ratios(*[[side[i] for i in calm] for side in (base_rounds, opt)])
+            generated = metric_ratios(*[[side[i] for i in calm] for side in (base_rounds, opt)])
             b, o = merge(base_rounds, calm), merge(opt, calm)
             try:
                 c = compare(b, o, verify=verify, rounds_stop=stop, metric_rounds=generated if len(opt) > 1 else None)
@@ -242,113 +243,40 @@ def _busy(result: VariantResult) -> bool:
     return result.timing is not None and any(f.startswith(BUSY_FLAG) for f in result.timing.machine_flags)
 
 
-def generation_ratios(base: list[VariantResult], opt: list[VariantResult]) -> list[float] | None:
-    """Each round's speedup on a token-generating pair's metric (TTFT, TPOT or throughput: the optimized side's
-    ``speedup_metric``), round by round; None for a pair on time (or a round without the metric on a side). The
-    generations of both sides in the same rounds, so that load which comes and goes hits both (one child a side
-    read identical code's TTFT 0.54x [0.28, 0.65] on a busy 2-core host)."""
+def metric_ratios(base: list[VariantResult], opt: list[VariantResult]) -> list[float] | None:
+    """Each round's speedup on the metric a pair names other than a time, round by round: a token-generating pair's
+    TTFT, TPOT or throughput (the optimized side's ``speedup_metric``), a memory pair's peak (each round's call peaks,
+    on a GPU); None for a pair on time (or a round without the metric's readings on a side). Both sides' readings of
+    the same rounds, so that load which comes and goes hits both (one child a side read identical code's TTFT 0.54x
+    [0.28, 0.65] on a busy 2-core host), and a pair's rounds stop on what its verdict is on."""
     from bench.measure.generation import pair_speedup
+    from bench.measure.memory import memory_ratio
 
-    if not opt or opt[0].generation is None or opt[0].generation.speedup_metric == "time":
+    on = metric_of(opt[0]) if opt else "time"
+    if on == "time":
         return None
     ratios = []
     for b, o in zip(base, opt, strict=False):
         if b.status != "ok" or o.status != "ok":
             return None
-        ratio, metric = pair_speedup(b, o, None)
+        by_memory = memory_ratio(b, o)
+        ratio, metric = (by_memory[0], on) if by_memory is not None else pair_speedup(b, o, None)
         if ratio is None or metric == "time" or ratio <= 0:
             return None
         ratios.append(ratio)
     return ratios
 
 
-def merge(rounds: list[VariantResult], timed: list[int] | None = None) -> VariantResult:
-    """One variant's result over its rounds: the first round's (checks, outputs, profile), its timing holding
-    every round's samples in order (``Timing.rounds``: each round's count; ``timed``: those rounds' alone, a pair's
-    ``undisturbed``); a round that failed is the variant's result, its error naming the round."""
-    first = rounds[0]
-    failed = next((i for i, r in enumerate(rounds) if r.status != "ok"), None)
-    if failed is not None:
-        bad = rounds[failed]
-        if failed and bad.error is not None:
-            bad = bad.model_copy(update={"error": bad.error.model_copy(
-                update={"message": f"round {failed} of {len(rounds)}: {bad.error.message}"})})  # fmt: skip
-        return bad
-    if len(rounds) == 1:
-        return first
-    update: dict[str, Any] = {"elapsed_s": sum(r.elapsed_s for r in rounds), "stages": _summed_stages(rounds)}
-    kept = [rounds[i] for i in timed] if timed is not None else rounds
-    timings = [r.timing for r in kept]
-    if first.timing is not None and all(t is not None for t in timings):
-        update["timing"] = _pooled(first.timing, timings, first.config)
-    batches = [r.batch for r in kept]
-    if first.batch is not None and all(b is not None for b in batches):
-        update["batch"] = _pooled(first.batch, batches, first.config)
-    generations = [r.generation for r in kept]
-    if first.generation is not None and all(g is not None and g.ttft_samples_ms for g in generations):
-        update["generation"] = _pooled_generation(first.generation, generations)
-    return first.model_copy(update=update)
+def metric_of(result: VariantResult) -> str:
+    """The metric an optimized variant's pair is judged on, where rounds can read it again: its memory metric, its
+    generation's, else "time"."""
+    from bench.measure.memory import MEMORY_METRICS
 
-
-def _pooled_generation(first: Any, parts: list[Any]) -> Any:
-    """A token-generating variant's generations over its rounds, pooled as one child's are (bench.measure.generation's
-    ``summarize``): TTFT, TPOT and ITL over every round's requests and tokens, the rates over every round's
-    generations (requests/s from tokens/s: each generation emits the same tokens, as the output check holds); the
-    step times, kept as statistics only, each statistic's median over the rounds. Round 0's alone put 3,064 → 3,011
-    tokens/s beside a speedup of 1.10x (its rounds' ratios 0.98, then 1.08-1.15) in chapter 15's table."""
-    import numpy as np
-
-    from bench.measure.generation import quantiles
-
-    ttft = [row for g in parts for row in g.ttft_samples_ms]
-    tpot = [row for g in parts for row in g.tpot_samples_ms]
-    itl = [row for g in parts for row in g.itl_samples_ms]
-    rates = [x for g in parts for x in g.tokens_per_s_samples]
-    flat_tpot = [v for row in tpot for v in row if v is not None]
-    flat_itl = [v for row in itl for v in row]
-    rate = float(np.median(rates)) if rates else first.tokens_per_s
-    per_token = first.requests / first.tokens if first.tokens else None
-    return first.model_copy(update={
-        "samples": sum(g.samples for g in parts), "steps": int(np.median([g.steps for g in parts])),
-        "ttft_ms": quantiles([v for row in ttft for v in row]), "tpot_ms": quantiles(flat_tpot) if flat_tpot else None,
-        "itl_ms": quantiles(flat_itl) if flat_itl else None,
-        "step_ms": {k: float(np.median([g.step_ms[k] for g in parts])) for k in first.step_ms},
-        "tokens_per_s": rate, "requests_per_s": rate * per_token if rates and per_token else first.requests_per_s,
-        "idle_ms": float(np.median([g.idle_ms for g in parts])), "ttft_samples_ms": ttft, "tpot_samples_ms": tpot,
-        "itl_samples_ms": itl, "tokens_per_s_samples": rates})  # fmt: skip
-
-
-def _summed_stages(rounds: list[VariantResult]) -> list[Any]:
-    """The first round's stage records, each stage's time summed over every round that ran it (where the time went:
-    a later round's start-up and measurement cost as much as the first's)."""
-    spent: dict[str, float] = {}
-    for r in rounds:
-        for s in r.stages:
-            if s.duration_s is not None:
-                spent[s.name] = spent.get(s.name, 0.0) + s.duration_s
-    return [s.model_copy(update={"duration_s": spent.get(s.name, s.duration_s)}) for s in rounds[0].stages]
-
-
-def _pooled(first: Any, parts: list[Any], config: dict[str, Any]) -> Any:
-    """A Timing (or BatchTiming) of every round's samples, in order, with each round's count; its noise the worst
-    round's, as its target is met only where every round met it (round 0's alone was logged, ``timing_noise_pct``);
-    its stop reason each round's where they differ, by count ("noise_target 2, max_time 1")."""
-    samples = [x for p in parts for x in p.samples_ms]
-    notes = list(dict.fromkeys(n for p in parts for n in p.notes))
-    noises = [p.noise for p in parts if p.noise is not None]
-    stops = Counter(p.stop_reason for p in parts if p.stop_reason)  # "noise_target 2, max_time 1" where they differ
-    update: dict[str, Any] = {"samples_ms": samples, "rounds": [len(p.samples_ms) for p in parts], "notes": notes,
-                              "stats": summarize(samples, config.get("percentiles") or [50.0]),
-                              "noise": max(noises) if noises else None,
-                              "stop_reason": (", ".join(f"{r} {n}" for r, n in stops.most_common()) if len(stops) > 1
-                                              else first.stop_reason)}  # fmt: skip
-    if hasattr(first, "threads"):
-        threads = [t for p in parts for t in (p.threads or [])]
-        update["threads"] = threads or None
-        flags = list(dict.fromkeys(f for p in parts for f in p.machine_flags))
-        update["machine_flags"] = flags
-        update["target_met"] = all(p.target_met for p in parts) if first.target_met is not None else None
-    return first.model_copy(update=update)
+    if result.memory is not None and result.memory.metric in MEMORY_METRICS:
+        return result.memory.metric
+    if result.generation is not None and result.generation.speedup_metric != "time":
+        return str(result.generation.speedup_metric)
+    return "time"
 
 
 def repaid_s(first: VariantResult) -> float:

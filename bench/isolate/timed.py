@@ -161,6 +161,11 @@ def _stages(v: SetUp, clock: Any, fn: Any, metric: str) -> None:
     if not v.job.get("timing_only"):  # a later round of a pair (bench.isolate.rounds): its first round checked
         with Stage("check"):
             timed_sample, mutated = _checks(v, fn, m, poisoned, memory, metric, overhead)
+    elif memory is not None and metric in MEMORY_METRICS:  # a memory pair's later round: its readings again
+        from bench.isolate.ranks import memory_merged
+
+        with Stage("check"):
+            send("memory", **memory_merged({**memory, **_memory_verdict(v, fn, metric, overhead)}, config.world_size))
     batch = None
     if config.measure_batch:
         with Stage("batch"):

@@ -45,7 +45,8 @@ def compare(  # long: the pair's fields gathered in one place
     interval, on the time the optimized variant's config names (``speedup_time``: cold or batch); ``rounds_stop``:
     why its rounds stopped (bench.isolate.rounds): an early stop's interval at 98 %, a full run's at 96 %
     (bench.measure.rounds). ``metric_rounds``: each round's speedup on a token-generating pair's metric (TTFT, TPOT,
-    throughput; bench.isolate.rounds.generation_ratios), its speedup and interval taken over them as a time's are.
+    throughput) or a memory pair's peak (bench.isolate.rounds.metric_ratios), its speedup and interval taken over them
+    as a time's are.
 
     ``verify``: what loads and compares the saved outputs, ``verify_all``'s pairs and rtol, the check stage's
     limit in seconds and ``verify_all``'s mode (the config's ``verify``, which both sides must declare alike); by
@@ -85,7 +86,7 @@ def compare(  # long: the pair's fields gathered in one place
     speedup, low, high, metric = _speedup(baseline, optimized, base_samples, opt_samples, same_hardware,
                                           bootstrap=len(time_ratios) < 2)  # fmt: skip
     ratios = time_ratios if metric == "time" else []
-    by_metric = metric not in ("time", *MEMORY_METRICS, *QUALITY_METRICS)  # a generation's TTFT, TPOT, throughput
+    by_metric = metric not in ("time", *QUALITY_METRICS)  # a generation's TTFT, TPOT, throughput; a memory peak
     if same_hardware and by_metric and metric_rounds and len(metric_rounds) >= 2:
         ratios = list(metric_rounds)
     speedup, low, high = (rounds_interval(ratios, rounds_stop) if ratios else None) or (speedup, low, high)

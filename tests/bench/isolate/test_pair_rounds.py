@@ -418,7 +418,7 @@ def test_merged_rounds_report_the_worst_rounds_noise_and_each_rounds_stop() -> N
     """A variant over its rounds: ``target_met`` only where every round met its noise target, and its noise (MLflow's
     ``timing_noise_pct``) the worst round's: round 0's alone read 1.0 % beside a target not met (2.5 % in round 1)."""
     from bench.define.result import Timing, VariantResult, VariantSpec
-    from bench.isolate.rounds import merge
+    from bench.isolate.merged import merge
     from bench.measure.stats import summarize
 
     def one(noise: float, met: bool) -> VariantResult:
@@ -432,3 +432,40 @@ def test_merged_rounds_report_the_worst_rounds_noise_and_each_rounds_stop() -> N
     assert merged.rounds == [2, 2, 2] and merge([one(0.010, True), one(0.012, True)], [0]).timing.noise == 0.010
     assert merged.stop_reason == "noise_target 2, max_time 1"  # each round's, not round 0's alone
     assert merge([one(0.010, True), one(0.012, True)]).timing.stop_reason == "noise_target"
+
+
+def test_a_memory_pairs_rounds_stop_on_its_peaks_and_pool_them(tmp_path, write_benchmark) -> None:
+    """A memory pair (its verdict on the peak: bench.measure.memory) settles on each round's ratio of peaks, not on
+    its times (which here wobble as an A/A pair's would, and alone would run on): 2x less memory in every round is
+    decided at min_rounds, the same peaks settle on the interval's width ("precision"); the merged side holds every
+    round's readings."""
+    from bench.define.timing import Memory
+
+    for opt_mb, stop in ((100.0, "decided"), (200.0, "precision")):
+        r = _rounds(tmp_path / str(opt_mb), write_benchmark)
+        base, *opts = r.example.variants
+        for number in range(3):
+            for s in r.start():
+                mb = 200.0 if s == base else opt_mb
+                res = _result(s, 10.0 * (1.0 if s == base else (1.0, 1.2, 0.85)[number]))
+                memory = Memory(device="cuda:0", peak_mb=mb, metric="peak_memory", call_peaks_mb=[mb, mb + 0.5])
+                r.add(s, res.model_copy(update={"memory": memory}))
+        assert r.done and r.stops == {o.key: stop for o in opts}, r.stops
+        for c in r.compare(None):
+            assert c.speedup_metric == "peak_memory" and c.rounds_stop == stop
+            assert c.speedup == pytest.approx(200.25 / (opt_mb + 0.25)) and len(c.round_speedups) == 3
+        merged = r.results()[0].memory
+        assert merged is not None and len(merged.call_peaks_mb) == 6
+
+
+def test_a_memory_pair_without_readings_decides_on_its_times(tmp_path, write_benchmark) -> None:
+    """On a CPU a memory pair has no call peaks (its ratio is None): its rounds settle on the times, as any pair's."""
+    from bench.define.timing import Memory
+
+    r = _rounds(tmp_path, write_benchmark)
+    base, *opts = r.example.variants
+    for _ in range(3):
+        for s in r.start():
+            res = _result(s, 10.0 if s == base else 5.0)
+            r.add(s, res.model_copy(update={"memory": Memory(device="cpu", peak_mb=300.0, metric="peak_memory")}))
+    assert r.done and r.stops == {o.key: "decided" for o in opts}
