@@ -38,25 +38,33 @@ AB_CHAPTER = "ab"
 
 
 def stopped(
-    examples: Sequence[Example], finished: Finished, status: str, why: str, chapters_dir: Path | None = None
-) -> Stopped:
+    examples: Sequence[Example], finished: Finished, status: str, why: str, chapters_dir: Path | None = None,
+    options: Sequence[str] = (),
+) -> Stopped:  # fmt: skip
     done = {r.spec.key for r, _ in finished}
     left = [v.key for e in examples for v in e.variants if v.key not in done]
-    return Stopped(status, why, left, rest_command(examples, done, chapters_dir))
+    return Stopped(status, why, left, rest_command(examples, done, chapters_dir, options))
 
 
-def rest_command(examples: Sequence[Example], done: set[str], chapters_dir: Path | None = None) -> str:
+def rest_command(
+    examples: Sequence[Example], done: set[str], chapters_dir: Path | None = None, options: Sequence[str] = ()
+) -> str:
     """The command that runs the examples with a variant not in ``done`` (an example half done runs whole): ``perflab
-    run -t ...`` with the ``--chapters-dir`` they came from, or ``perflab ab`` with an ab pair's files; "" for none."""
+    run -t ...`` with the ``--chapters-dir`` they came from, or ``perflab ab`` with an ab pair's files; "" for none.
+    ``options``: the stopped command's own that say how and where it measured (bench.cli.again), repeated so that
+    the rest is measured as the rest of its suite was; shell-quoted."""
     import shlex
 
+    options = list(options)
+    if "--chapters-dir" in options:  # named by the command already
+        chapters_dir = None
     left = [e for e in examples if any(v.key not in done for v in e.variants)]
     ab = [e for e in left if e.chapter == AB_CHAPTER]
-    commands = [shlex.join(["perflab", "ab", *(v.path for v in e.variants)]) for e in ab]
+    commands = [shlex.join(["perflab", "ab", *(v.path for v in e.variants), *options]) for e in ab]
     targets = [e.target for e in left if e.chapter != AB_CHAPTER]
     if targets:
         where = ["--chapters-dir", str(chapters_dir)] if chapters_dir is not None else []
-        commands.insert(0, shlex.join(["perflab", "run", "-t", ",".join(targets), *where]))
+        commands.insert(0, shlex.join(["perflab", "run", "-t", ",".join(targets), *where, *options]))
     return "; ".join(commands)
 
 
