@@ -108,10 +108,10 @@ def report_suite(
     if summary["n_pairs"]:  # every pair under its verdict: the counts add up (README: reading the verdicts)
         console.print(counts_text(summary), markup=False, soft_wrap=True)
     lone = _one_round_on_the_host(suite)
-    if lone:
+    if lone:  # a sentence, wrapped between its words at the console's width (a log at COLUMNS=80 too)
         console.print(f"note: {lone} verdict(s) of one round a side on the host's clock: their intervals assume a "
                       "spread between processes (run_noise, 2 %) that a busy host exceeds; rounds (the default) "
-                      "measure it", markup=False, soft_wrap=True)  # fmt: skip
+                      "measure it", markup=False)  # fmt: skip
     if tracker is not None and not spooled:  # bench.audit.wall reads the id back from this line
         console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r}",
                       markup=False)  # fmt: skip

@@ -352,3 +352,23 @@ def test_a_line_names_the_metric_a_pair_without_a_speedup_was_on() -> None:
     out.print(common.line(VariantResult(spec=spec, status="ok", timing=timing), c.model_copy(
         update={"speedup_metric": "time"}), "ch13:"))  # fmt: skip
     assert text_of(out).rstrip().endswith("5.53 ms no speedup")
+
+
+def test_the_note_on_one_round_verdicts_wraps_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a terminal, at ``COLUMNS=80``: the note under a ``--rounds 1`` suite's table (180 characters) wraps
+    between its words, as the table does, instead of running past the edge."""
+    from bench.cli import report
+    from bench.define.result import Timing
+    from bench.measure.stats import summarize
+
+    out = screen(80)
+    monkeypatch.setattr(report, "console", out)
+    spec = VariantSpec(chapter="ch07", example="aos_soa", variant="optimized", path="/x.py")
+    timing = Timing(mode="cpu", method="t", samples_ms=[1.0, 1.1], stats=summarize([1.0, 1.1]))
+    s = suite(CH07.comparisons[0])
+    s.variants = [VariantResult(spec=spec, status="ok", timing=timing)]
+    report.report_suite(s, None, None, True, None)
+    lines = text_of(out).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("note: 1 verdict(s) of one round"))
+    assert all(len(line) <= 80 for line in lines[at : at + 3]), lines[at:]
+    assert " ".join(lines[at : at + 3]).endswith("rounds (the default) measure it"), lines[at:]
