@@ -120,6 +120,11 @@ def test_a_long_name_wraps_after_a_colon_not_mid_word() -> None:
     # the ab kernelbench at 80 columns, a name column of 24: "softmax (optimized_" / "fused)" beside its
     # neighbours' "softmax" / "(optimized_cached)": the space between the two words counts toward the line
     assert output.name_lines("softmax (optimized_fused)", 24) == "softmax\n(optimized_fused)"
+    # perflab ab's pair of a candidate named like its problem, at 80 columns: "(optimized_plain_mm_fast_" / "gb)"
+    # broke at the last underscore that fit; the lines are as even as they can be, the variant's own name whole
+    name = "plain_mm (optimized_plain_mm_fast_gb)"
+    assert output.name_lines(name, 25) == output.name_lines(name, 20) == "plain_mm\n(optimized_\nplain_mm_fast_gb)"
+    assert output.name_lines(name, 10) == "plain_mm\n(optimized_\nplain_mm_\nfast_gb)"  # wider pieces: whole
     long = pair("fp8_training", 19.6, 6.6, 2.8, 3.14, chapter="ch19", variant="optimized_tensorwise")
     lines = render(suite(long, pair("x", 1.0, 1.0, 0.9, 1.1, chapter="ch01")), 80).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("ch19:fp8_training "))
