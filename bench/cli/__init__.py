@@ -4,7 +4,8 @@ beside the commands of the packages built on the harness (analysis, sweeps, kern
 
 * ``run``: a suite from the command line (flags → a config layer, workers, MLflow on a thread); ``report``: what
   it tells at the end (the table, where the time went, ``--out``'s files, a stopped suite's rest); ``deadline``:
-  ``--suite-timeout``; ``shard``: ``--shard`` and the campaign its parts share; ``workers``: one per GPU or job;
+  ``--suite-timeout``; ``again``: the options a stopped suite's rest repeats; ``shard``: ``--shard`` and the
+  campaign its parts share; ``workers``: one per GPU or job;
 * ``ab``: a reference file against candidate files (benchmarks or KernelBench problems), as a chapter pair;
 * ``commands``: list, verify, profile, show, server; ``audit``: selfcheck, overhead; ``store``: import;
 * ``common``: the options several commands share, one line per variant, a suite's table;

@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from bench.cli.again import given_options
 from bench.cli.common import (
     ColdCompileOpt,
     ColdStartOpt,
@@ -67,7 +68,8 @@ FilesArg = Annotated[
 
 
 def ab(
-    files: FilesArg, iterations: IterationsOpt = None, warmup: WarmupOpt = None, seed: SeedOpt = None,
+    ctx: typer.Context, files: FilesArg,
+    iterations: IterationsOpt = None, warmup: WarmupOpt = None, seed: SeedOpt = None,
     device: DeviceOpt = None, timeout_multiplier: TimeoutOpt = None, smoke: SmokeOpt = None,
     timing_mode: TimingModeOpt = None, noise_target: NoiseOpt = None, config: ConfigOpt = None,
     experiment: ExperimentOpt = None, tracking_uri: TrackingUriOpt = None, no_track: NoTrackOpt = False,
@@ -94,7 +96,7 @@ def ab(
     execute(examples, effective, suite_layer, layer, targets, {"perflab.ab": "true"}, experiment=experiment,
             tracking_uri=tracking_uri, no_track=no_track, cold_start=cold_start, overlap=True, gpus=gpus, jobs=jobs,
             ray=None, chapters_dir=None, keep_workdir=keep_workdir, suite_timeout=suite_timeout,
-            files=written)  # fmt: skip
+            files=written, again=given_options(ctx))  # fmt: skip
 
 
 def examples_of(paths: list[Path]) -> list[Example]:

@@ -142,14 +142,39 @@ def fitted(headers: list[str], rows: list[list[str]], width: int, narrow: dict[i
 
 def name_lines(name: str, width: int | None) -> str:
     """``name`` (``ch07:example:variant``, ``example (variant)``) on lines of at most ``width`` characters, broken
-    after a colon or a space, and within a part still too wide after an underscore or a hyphen: rich breaks a word
-    without spaces at whichever character reaches the column's edge (``fp8_training:optimized_te`` / ``nsorwise``).
+    after a colon or a space, and within a part still too wide after an underscore or a hyphen, in lines as even as
+    they can be: rich breaks a word without spaces at whichever character reaches the column's edge
+    (``fp8_training:optimized_te`` / ``nsorwise``).
     A piece wider than ``width`` is left for rich to fold; ``width`` None (a table that fits): unchanged."""
     if width is None or len(name) <= width:
         return name
     lines = [piece for line in _packed(name, r"(?<=[: ])", width)
-             for piece in (_packed(line, r"(?<=[_-])", width) if len(line) > width else [line])]  # fmt: skip
+             for piece in (_balanced(line, width) if len(line) > width else [line])]  # fmt: skip
     return "\n".join(lines)
+
+
+def _balanced(part: str, width: int) -> list[str]:
+    """``part`` (one word of a name) broken after its underscores and hyphens into the fewest lines of at most
+    ``width``, as even as those allow, an earlier break where two are alike: ``(optimized_`` / ``plain_mm_fast_gb)``,
+    not ``(optimized_plain_mm_fast_`` / ``gb)``. A piece wider than ``width`` stays whole on a line of its own."""
+    pieces = [p for p in re.split(r"(?<=[_-])", part) if p]
+    # best[i]: (lines, longest line, the start of the last line) for the first i pieces
+    best: list[tuple[int, int, int]] = [(0, 0, 0)] + [(len(pieces) + 1, 0, 0)] * len(pieces)
+    for i in range(1, len(pieces) + 1):
+        for j in range(i):
+            size = sum(map(len, pieces[j:i]))
+            if size > width and i - j > 1:
+                continue
+            lines, longest, _ = best[j]
+            candidate = (lines + 1, max(longest, size), j)
+            if candidate[:2] < best[i][:2]:
+                best[i] = candidate
+    breaks, i = [], len(pieces)
+    while i > 0:
+        breaks.append(i)
+        i = best[i][2]
+    starts = [0, *reversed(breaks)]
+    return ["".join(pieces[a:b]) for a, b in zip(starts, starts[1:], strict=False)]
 
 
 def _packed(text: str, after: str, width: int) -> list[str]:

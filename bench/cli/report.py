@@ -38,25 +38,33 @@ AB_CHAPTER = "ab"
 
 
 def stopped(
-    examples: Sequence[Example], finished: Finished, status: str, why: str, chapters_dir: Path | None = None
-) -> Stopped:
+    examples: Sequence[Example], finished: Finished, status: str, why: str, chapters_dir: Path | None = None,
+    options: Sequence[str] = (),
+) -> Stopped:  # fmt: skip
     done = {r.spec.key for r, _ in finished}
     left = [v.key for e in examples for v in e.variants if v.key not in done]
-    return Stopped(status, why, left, rest_command(examples, done, chapters_dir))
+    return Stopped(status, why, left, rest_command(examples, done, chapters_dir, options))
 
 
-def rest_command(examples: Sequence[Example], done: set[str], chapters_dir: Path | None = None) -> str:
+def rest_command(
+    examples: Sequence[Example], done: set[str], chapters_dir: Path | None = None, options: Sequence[str] = ()
+) -> str:
     """The command that runs the examples with a variant not in ``done`` (an example half done runs whole): ``perflab
-    run -t ...`` with the ``--chapters-dir`` they came from, or ``perflab ab`` with an ab pair's files; "" for none."""
+    run -t ...`` with the ``--chapters-dir`` they came from, or ``perflab ab`` with an ab pair's files; "" for none.
+    ``options``: the stopped command's own that say how and where it measured (bench.cli.again), repeated so that
+    the rest is measured as the rest of its suite was; shell-quoted."""
     import shlex
 
+    options = list(options)
+    if "--chapters-dir" in options:  # named by the command already
+        chapters_dir = None
     left = [e for e in examples if any(v.key not in done for v in e.variants)]
     ab = [e for e in left if e.chapter == AB_CHAPTER]
-    commands = [shlex.join(["perflab", "ab", *(v.path for v in e.variants)]) for e in ab]
+    commands = [shlex.join(["perflab", "ab", *(v.path for v in e.variants), *options]) for e in ab]
     targets = [e.target for e in left if e.chapter != AB_CHAPTER]
     if targets:
         where = ["--chapters-dir", str(chapters_dir)] if chapters_dir is not None else []
-        commands.insert(0, shlex.join(["perflab", "run", "-t", ",".join(targets), *where]))
+        commands.insert(0, shlex.join(["perflab", "run", "-t", ",".join(targets), *where, *options]))
     return "; ".join(commands)
 
 
@@ -100,10 +108,10 @@ def report_suite(
     if summary["n_pairs"]:  # every pair under its verdict: the counts add up (README: reading the verdicts)
         console.print(counts_text(summary), markup=False, soft_wrap=True)
     lone = _one_round_on_the_host(suite)
-    if lone:
+    if lone:  # a sentence, wrapped between its words at the console's width (a log at COLUMNS=80 too)
         console.print(f"note: {lone} verdict(s) of one round a side on the host's clock: their intervals assume a "
                       "spread between processes (run_noise, 2 %) that a busy host exceeds; rounds (the default) "
-                      "measure it", markup=False, soft_wrap=True)  # fmt: skip
+                      "measure it", markup=False)  # fmt: skip
     if tracker is not None and not spooled:  # bench.audit.wall reads the id back from this line
         console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r}",
                       markup=False)  # fmt: skip

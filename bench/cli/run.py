@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from bench.cli.again import given_options
 from bench.cli.common import (
     ChaptersOpt,
     ColdCompileOpt,
@@ -112,7 +113,8 @@ OverlapOpt = Annotated[
 
 
 def run(
-    targets: TargetsOpt = None, iterations: IterationsOpt = None, warmup: WarmupOpt = None, seed: SeedOpt = None,
+    ctx: typer.Context, targets: TargetsOpt = None,
+    iterations: IterationsOpt = None, warmup: WarmupOpt = None, seed: SeedOpt = None,
     device: DeviceOpt = None, timeout_multiplier: TimeoutOpt = None, reproducible: ReproducibleOpt = False,
     cold_start: ColdStartOpt = False, profile: ProfileOpt = None, profile_mode: ProfileModeOpt = None,
     ncu_preset: NcuPresetOpt = None, smoke: SmokeOpt = None, warm_cache: WarmCacheOpt = False,
@@ -160,7 +162,7 @@ def run(
     execute(examples, effective, suite_layer, layer, ",".join(targets or ["all"]), tags, experiment=experiment,
             tracking_uri=tracking_uri, no_track=no_track, cold_start=cold_start, overlap=overlap, gpus=gpus,
             jobs=jobs, ray=ray, chapters_dir=chapters_dir, keep_workdir=keep_workdir, suite_timeout=suite_timeout,
-            files=files)  # fmt: skip
+            files=files, again=given_options(ctx))  # fmt: skip
 
 
 def check_store(tracking_uri: str | None) -> None:
@@ -177,10 +179,12 @@ def execute(
     tags: dict[str, str], *, experiment: str | None, tracking_uri: str | None, no_track: bool, cold_start: bool,
     overlap: bool, gpus: str | None, jobs: int | None, ray: str | None, chapters_dir: Path | None,
     keep_workdir: Path | None, suite_timeout: float | None = None, files: OutDir | None = None,
+    again: list[str] | None = None,
 ) -> None:  # fmt: skip
     """Run ``examples`` as one suite (``targets``: what they were asked as; ``tags``: the parent run's own), log it,
     print the table (and write ``files``, with ``--out``); exit status 1 when a variant is not ok or a pair not
-    verified, 124 when ``suite_timeout`` ran out (``perflab run``, ``perflab ab``)."""
+    verified, 124 when ``suite_timeout`` ran out (``perflab run``, ``perflab ab``). ``again``: the command's options
+    that a stopped suite's rest repeats (bench.cli.again)."""
     if not cold_start and ray is None:
         from bench.isolate.process import prestart_server
 
@@ -190,7 +194,7 @@ def execute(
     sink = None if no_track else _sink(experiment, tracking_uri, targets, cold_start, tags)
     options = {"ray": ray} if ray is not None else {
         "workdir": keep_workdir, "keep_workdir": keep_workdir is not None}  # fmt: skip
-    suite, before_s, stop = _run(examples, effective, workers, sink, files, suite_timeout, chapters_dir,
+    suite, before_s, stop = _run(examples, effective, workers, sink, files, suite_timeout, (chapters_dir, again or []),
                                  suite_layer=suite_layer, cli_layer=layer, cold_start=cold_start, overlap=overlap,
                                  **options)  # fmt: skip
     tracker = cast("SpoolSink", sink.close()) if sink is not None else None
@@ -229,12 +233,15 @@ def _sink(
 
 def _run(
     examples: list[Example], effective: BenchmarkConfig, workers: list[dict[str, str]], sink: BackgroundSink | None,
-    files: OutDir | None, suite_timeout: float | None, chapters_dir: Path | None, **options: object,
+    files: OutDir | None, suite_timeout: float | None, rest: tuple[Path | None, list[str]], **options: object,
 ) -> tuple[SuiteResult, float | None, Stopped | None]:  # fmt: skip
     """``run_suite`` with a progress bar and a line per variant (and its files, with ``--out``), and how long after
     the command's start it began; the durations kept for the next run's order. A suite whose ``suite_timeout``
-    ran out is what finished, with what did not (``Stopped``)."""
+    ran out is what finished, with what did not (``Stopped``); ``rest``: the chapters directory and the command's
+    options, for the command that runs what a stopped suite left."""
     from bench.isolate.suite import load_durations, run_suite, save_durations
+
+    chapters_dir = rest[0]
 
     durations = durations_path()
     signature = f"device={effective.device} smoke={effective.smoke} cold_start={options['cold_start']}"
@@ -261,9 +268,9 @@ def _run(
                                       **options)  # type: ignore[arg-type]  # fmt: skip
         except SuiteTimeout as exc:  # what finished is the suite; the rest is named
             return partial_suite(examples, finished, time.monotonic() - t0), before_s, stopped(
-                examples, finished, "timeout", str(exc), chapters_dir)  # fmt: skip
+                examples, finished, "timeout", str(exc), *rest)  # fmt: skip
         except BaseException as exc:
-            _end_unfinished(sink, examples, isinstance(exc, KeyboardInterrupt), files, finished, chapters_dir)
+            _end_unfinished(sink, examples, isinstance(exc, KeyboardInterrupt), files, finished, rest)
             raise
     save_durations(durations, signature, suite)
     return suite, before_s, None
@@ -271,11 +278,12 @@ def _run(
 
 def _end_unfinished(
     sink: BackgroundSink | None, examples: list[Example], interrupted: bool, files: OutDir | None, finished: Finished,
-    chapters_dir: Path | None,
+    rest: tuple[Path | None, list[str]],
 ) -> None:  # fmt: skip
     """A suite that did not end (Ctrl-C, SIGTERM or SIGHUP: ``interrupted``; else an error): the variants that
     finished are logged (and in ``files``), the parent run ended (KILLED, ``perflab.suite_status`` ``interrupted``;
-    or FAILED), and one line says how many and where they are, a second the command that runs the examples left."""
+    or FAILED), and one line says how many and where they are (with ``--no-track``: that nothing is logged), a
+    second the command that runs the examples left (``rest``: their chapters directory, the command's options)."""
     what = "interrupted" if interrupted else "stopped by an error"
     total = sum(len(e.variants) for e in examples)
     if files is not None:
@@ -288,7 +296,9 @@ def _end_unfinished(
             files.finish(summary, summary_markdown(summary), [k for k in stop.not_finished
                                                              if not k.endswith(":baseline")], what)  # fmt: skip
     if sink is None:
-        err_console.print(f"{what}; nothing is logged (--no-track)", markup=False, soft_wrap=True)
+        err_console.print(f"{what} after {len(finished)} of {total} variants; nothing is logged (--no-track)",
+                          markup=False, soft_wrap=True)  # fmt: skip
+        _print_rest(examples, {r.spec.key for r, _ in finished}, rest)
         return
     with contextlib.suppress(Exception):  # the store may be what failed; keep the original error
         tracker = cast("SpoolSink", sink.close())
@@ -299,9 +309,13 @@ def _end_unfinished(
                               failed=True, wait=False, interrupted=interrupted)  # fmt: skip
         where = kept or f"they are logged in MLflow parent run {tracker.parent_run_id}"
         err_console.print(f"{what} after {len(done)} of {total} variants; {where}", markup=False, soft_wrap=True)
-        rest = rest_command(examples, done, chapters_dir)  # a pair is measured on one machine, in one suite
-        if rest:
-            err_console.print(f"the rest: {rest}", markup=False, soft_wrap=True)
+        _print_rest(examples, done, rest)
+
+
+def _print_rest(examples: list[Example], done: set[str], rest: tuple[Path | None, list[str]]) -> None:
+    command = rest_command(examples, done, *rest)  # a pair is measured on one machine, in one suite
+    if command:
+        err_console.print(f"the rest: {command}", markup=False, soft_wrap=True)
 
 
 def _on_ray(

@@ -83,3 +83,12 @@ def test_the_rest_is_a_command_that_runs_as_given() -> None:
     assert rest_command(mine[:1], done, Path("/m")) == ""
     ab = [example("ab", "ref", ["/u/ref.py", "/u/my cand.py", "/u/c2.py"])]
     assert rest_command(ab, {"ab:ref:baseline"}) == "perflab ab /u/ref.py '/u/my cand.py' /u/c2.py"
+    # the stopped command's options, repeated: the rest is measured as its suite was, quoted for a shell
+    again = ["--device", "cpu", "--config", "my suite.yaml", "--rounds", "3"]
+    assert rest_command(mine, done, Path("/m"), again) == (
+        "perflab run -t ch01:b --chapters-dir /m --device cpu --config 'my suite.yaml' --rounds 3")  # fmt: skip
+    assert rest_command(mine, done, None, ["--chapters-dir", "/m", "--no-track"]) == (
+        "perflab run -t ch01:b --chapters-dir /m --no-track")  # fmt: skip
+    assert rest_command(ab, {"ab:ref:baseline"}, None, ["--jobs", "2"]) == (
+        "perflab ab /u/ref.py '/u/my cand.py' /u/c2.py --jobs 2")  # fmt: skip
+

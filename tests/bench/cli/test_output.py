@@ -120,6 +120,11 @@ def test_a_long_name_wraps_after_a_colon_not_mid_word() -> None:
     # the ab kernelbench at 80 columns, a name column of 24: "softmax (optimized_" / "fused)" beside its
     # neighbours' "softmax" / "(optimized_cached)": the space between the two words counts toward the line
     assert output.name_lines("softmax (optimized_fused)", 24) == "softmax\n(optimized_fused)"
+    # perflab ab's pair of a candidate named like its problem, at 80 columns: "(optimized_plain_mm_fast_" / "gb)"
+    # broke at the last underscore that fit; the lines are as even as they can be, the variant's own name whole
+    name = "plain_mm (optimized_plain_mm_fast_gb)"
+    assert output.name_lines(name, 25) == output.name_lines(name, 20) == "plain_mm\n(optimized_\nplain_mm_fast_gb)"
+    assert output.name_lines(name, 10) == "plain_mm\n(optimized_\nplain_mm_\nfast_gb)"  # wider pieces: whole
     long = pair("fp8_training", 19.6, 6.6, 2.8, 3.14, chapter="ch19", variant="optimized_tensorwise")
     lines = render(suite(long, pair("x", 1.0, 1.0, 0.9, 1.1, chapter="ch01")), 80).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("ch19:fp8_training "))
@@ -352,3 +357,23 @@ def test_a_line_names_the_metric_a_pair_without_a_speedup_was_on() -> None:
     out.print(common.line(VariantResult(spec=spec, status="ok", timing=timing), c.model_copy(
         update={"speedup_metric": "time"}), "ch13:"))  # fmt: skip
     assert text_of(out).rstrip().endswith("5.53 ms no speedup")
+
+
+def test_the_note_on_one_round_verdicts_wraps_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a terminal, at ``COLUMNS=80``: the note under a ``--rounds 1`` suite's table (180 characters) wraps
+    between its words, as the table does, instead of running past the edge."""
+    from bench.cli import report
+    from bench.define.result import Timing
+    from bench.measure.stats import summarize
+
+    out = screen(80)
+    monkeypatch.setattr(report, "console", out)
+    spec = VariantSpec(chapter="ch07", example="aos_soa", variant="optimized", path="/x.py")
+    timing = Timing(mode="cpu", method="t", samples_ms=[1.0, 1.1], stats=summarize([1.0, 1.1]))
+    s = suite(CH07.comparisons[0])
+    s.variants = [VariantResult(spec=spec, status="ok", timing=timing)]
+    report.report_suite(s, None, None, True, None)
+    lines = text_of(out).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("note: 1 verdict(s) of one round"))
+    assert all(len(line) <= 80 for line in lines[at : at + 3]), lines[at:]
+    assert " ".join(lines[at : at + 3]).endswith("rounds (the default) measure it"), lines[at:]

@@ -39,7 +39,9 @@ def test_a_suite_timeout_keeps_what_finished_and_names_the_rest(
     assert done.returncode == 124, done.stdout + done.stderr
     assert limit - 1 < took < limit + 60, took  # z asleep in its set-up for 1000 s: stopped at the limit
     said = (f"the suite's time ran out (--suite-timeout {limit} s) after 2 of 4 variants; not finished: "
-            "ch07:z:baseline, ch07:z:optimized\nthe rest: perflab run -t ch07:z\n")  # fmt: skip
+            "ch07:z:baseline, ch07:z:optimized\nthe rest: perflab run -t ch07:z --device cpu "
+            f"--timeout-multiplier 100.0 --experiment ci --tracking-uri {uri} --chapters-dir {root} "
+            f"--out {tmp_path / 'ci-rest'}\n")  # fmt: skip
     assert said in done.stderr, done.stderr
     assert re.search(r"stages \(summed over 2 variants\): start [\d.]+ s, set-up", done.stdout), done.stdout
 
