@@ -4,7 +4,8 @@ that the examples left are measured as the others were (device, config, workers,
 Left out: what picks the examples (``-t``, ``perflab ab``'s files, ``--shard``: the rest names its examples) and
 ``--suite-timeout`` (a time box for one command, not how it measures). ``--out DIR`` becomes a directory beside it
 (``DIR-rest``, or ``DIR-rest2`` … where that exists): a suite's files there would replace the first suite's
-summary and junit.xml.
+summary and junit.xml. A URI's credentials (``--tracking-uri https://user:token@host``) are printed redacted: the
+command is written to logs.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ def _flag(option: Any, value: object) -> list[str]:
         if value:
             return [long]
         return [option.secondary_opts[0]] if option.secondary_opts else []
+    from bench.record.manifest import redact_uri
+
     values = value if isinstance(value, (list, tuple)) else [value]
-    return [arg for v in values for arg in (long, str(v))]
+    return [arg for v in values for arg in (long, redact_uri(str(v)))]  # a store's password never printed
 
 
 def rest_out(out: Path) -> Path:

@@ -43,6 +43,11 @@ _URI_CREDENTIALS_RE = re.compile(r"://[^/@\s]+@")
 REDACTED = "***redacted***"
 
 
+def redact_uri(value: str) -> str:
+    """``value`` with the credentials a URI in it embeds (``scheme://user:password@host``) replaced by ``REDACTED``."""
+    return _URI_CREDENTIALS_RE.sub(f"://{REDACTED}@", value)
+
+
 def redact_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Selected environment variables, secrets replaced by ``REDACTED``."""
     env = os.environ if environ is None else environ
@@ -54,7 +59,7 @@ def redact_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         if _SECRET_RE.search(name):
             out[name] = REDACTED
         else:
-            out[name] = _URI_CREDENTIALS_RE.sub(f"://{REDACTED}@", value)
+            out[name] = redact_uri(value)
     return out
 
 

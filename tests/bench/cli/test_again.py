@@ -60,3 +60,11 @@ def test_an_interrupted_suite_without_a_store_names_the_rest(capsys: pytest.Capt
     err = capsys.readouterr().err
     assert "interrupted after 2 of 4 variants; nothing is logged (--no-track)\n" in err, err
     assert "the rest: perflab run -t ch01:b --chapters-dir /m --device cpu --no-track\n" in err, err
+
+
+def test_the_rest_never_prints_a_stores_password() -> None:
+    """The rest's command is written to logs: a URI's credentials are redacted, the rest of the URI kept."""
+    from bench.cli.again import given_options
+
+    ctx = _context("run", ["--tracking-uri", "https://ci:s3cret@mlflow.example:5000"])
+    assert given_options(ctx) == ["--tracking-uri", "https://***redacted***@mlflow.example:5000"]
