@@ -135,7 +135,7 @@ def _one_round_on_the_host(suite: SuiteResult) -> int:
     small op there read 0.71-1.61x on a busy 2-core host, the processes' spread beyond the interval's assumed one."""
     host = {v.spec.key for v in suite.variants if v.timing is not None and v.timing.mode == "cpu"
             and len(v.timing.rounds or [1]) < 2}  # fmt: skip
-    return sum(1 for c in suite.comparisons if f"{c.chapter}:{c.example}:{c.variant}" in host
+    return sum(1 for c in suite.comparisons if f"{c.chapter}:{c.example}:{c.variant}" in host and c.status == "ok"
                and c.significance in ("faster", "slower") and len(c.round_speedups or []) < 2)  # fmt: skip
 
 

@@ -321,6 +321,8 @@ def test_verdicts_of_one_round_on_the_hosts_clock_are_counted_for_a_note() -> No
     s.variants = [side("aos_soa", "cpu", None), side("gather_locality", "cpu", None),
                   side("stencil_blocking", "cpu", [3, 3, 3]), side("tiled_matmul", "cuda_event", None)]  # fmt: skip
     assert _one_round_on_the_host(s) == 1  # aos_soa: faster, one round, the host's clock
+    s.comparisons[0] = s.comparisons[0].model_copy(update={"status": "mismatch"})  # no verdict: its outputs differ
+    assert _one_round_on_the_host(s) == 0
 
 
 def test_the_time_line_adds_up_to_the_wall_with_the_profiles_after_the_runs() -> None:
