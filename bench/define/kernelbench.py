@@ -82,12 +82,21 @@ def problem_factory(module: Any, path: str, reference: str | None) -> Callable[[
 
     model = getattr(module, "ModelNew", None) or getattr(module, "Model", None)
     if not isinstance(model, type):
-        raise ProtocolError(
-            f"{path}: no module-level get_benchmark() function, nor setup() and benchmark_fn(), nor a KernelBench "
-            "Model/ModelNew class"
-        )
+        raise ProtocolError(f"{path}: no module-level get_benchmark() function, nor setup() and benchmark_fn(), nor a "
+                            f"KernelBench Model/ModelNew class{_hint(path)}")  # fmt: skip
     problem = import_file(reference) if reference and Path(reference).resolve() != Path(path).resolve() else module
     if not callable(getattr(problem, "get_inputs", None)):
         where = reference or path
         raise ProtocolError(f"{where}: a KernelBench problem needs get_inputs() (and get_init_inputs() for the model)")
     return lambda: Problem(model, problem)
+
+
+def _hint(path: str) -> str:
+    """What the file looks like instead, where that says more than what it lacks (bench.define.hints)."""
+    from bench.define.hints import written_for
+
+    try:
+        said = written_for(Path(path))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ""
+    return "" if said.startswith("no get_benchmark()") else f": {said}"

@@ -194,3 +194,20 @@ def test_numpy_arrays_dicts_and_none_entries_are_returned_outputs() -> None:
     assert [x.numel() for x in returned_tensors((torch.zeros(3), None)) or []] == [3]
     for nothing in (1.5, "text", np.array(["a"]), np.array([object()]), (torch.ones(1), 2.0), None, []):
         assert returned_tensors(nothing) is None, nothing
+
+
+def test_a_chapter_file_nearly_a_benchmark_is_refused_saying_what_to_add(tmp_path) -> None:
+    """A chapter file (perflab run, not only perflab ab) of a plain function: its refusal says what to add; a file
+    that says nothing more is refused as before."""
+    from bench.define.kernelbench import problem_factory
+    from bench.define.protocol import import_file
+    from bench.errors import ProtocolError
+
+    plain = tmp_path / "baseline_mm.py"
+    plain.write_text("def run():\n    return 1\n")
+    with pytest.raises(ProtocolError, match=r"add def get_benchmark\(\): return run"):
+        problem_factory(import_file(str(plain)), str(plain), None)
+    bare = tmp_path / "baseline_x.py"
+    bare.write_text("X = 1\n")
+    with pytest.raises(ProtocolError, match=r"Model/ModelNew class$"):
+        problem_factory(import_file(str(bare)), str(bare), None)
