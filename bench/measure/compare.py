@@ -358,7 +358,8 @@ def _why_not_rechecked(baseline: VariantResult, optimized: VariantResult) -> str
             return f"not checked on changed inputs ({name}: check_inputs is off)"
         if r.recheck is None or r.recheck.fresh is None:
             if r.recheck is not None and r.recheck.perturbed == 0:
-                return f"not checked on changed inputs ({name} has no floating tensor set up in setup())"
+                return (f"not checked on changed inputs ({name} has no floating input tensor: none set up in setup(), "
+                        "none a benchmark function reads)")  # fmt: skip
             return f"not checked on changed inputs ({name} made no such call)"
     return "not checked on changed inputs"
 

@@ -72,8 +72,9 @@ def _invalid_reason(result: VariantResult, counts: dict[str, int]) -> tuple[str 
             )
     if r is not None and r.output_changed is False:
         return "recheck", (
-            f"the output did not change when the {r.perturbed} tensor(s) set up in setup() were changed: a cached "
-            "or precomputed result (a benchmark whose output truly ignores them declares get_inputs())"
+            f"the output did not change when its {r.perturbed} input tensor(s) (set up in setup(), or read by a "
+            "benchmark function) were changed: a cached or precomputed result (a benchmark whose output truly ignores "
+            "them declares get_inputs())"
         )
     implausible = _faster_than_hardware(result)
     if implausible:
