@@ -177,7 +177,7 @@ def show(
 def pairs_markdown(parent: str, runs: list[Any]) -> str:
     """One row per optimized variant, numbers read from the runs' metrics and tags (never typed); each column's
     unit chosen from its values and named in its header."""
-    from bench.record.contract import pair_baseline
+    from bench.record.pairs import pair_baseline
     from bench.record.summary import Compared, basis_of, rounds_text, speedup_text, verdict_text
     from bench.record.units import RATE_UNITS, column
 

@@ -20,8 +20,8 @@ Public (for the packages built on the harness: analysis, sweeps, kernels): the n
 """
 
 from bench.record.campaign import Campaign, campaign_line, campaign_of
-from bench.record.contract import pair_baseline
 from bench.record.manifest import host_manifest
+from bench.record.pairs import at_median, pair_baseline
 from bench.record.store import (
     StoredRun,
     benchmark_runs,
@@ -49,6 +49,7 @@ from bench.record.tracking import Tracker
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, TIME_UNITS, column, sig, time_text
 
 __all__ = [
+    "at_median",
     "pair_baseline",
     "VERDICTS",
     "Compared",

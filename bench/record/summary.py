@@ -8,6 +8,7 @@ from typing import Any
 from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.measure.basis import Basis, basis
 from bench.measure.stats import within_noise
+from bench.record.pairs import at_median
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, column, ratio_text, sig, time_text
 
 # Every verdict a pair can get (``pair_verdict``), in the order the summary lines count them; README.md
@@ -73,6 +74,7 @@ def summary_dict(suite: SuiteResult, logging_s: float | None = None, command_s: 
 
 def _pair(c: Comparison, opt: VariantResult) -> dict[str, Any]:
     """One pair of the summary: the comparison's figures and the optimized variant's device and rates."""
+    own = {"time_median_ms": opt.median_ms, **opt.derived_metrics()} if opt.median_ms else {}
     return {
         **c.model_dump(include={"chapter", "example", "variant", "status", "baseline_status", "optimized_status",
                                 "baseline_median_ms", "optimized_median_ms", "speedup", "speedup_ci_low",
@@ -82,7 +84,8 @@ def _pair(c: Comparison, opt: VariantResult) -> dict[str, Any]:
         "verification": c.verification.detail,
         "max_rel_error": c.verification.max_rel_error,
         "device": opt.device,
-        **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
+        # its rates at the median the row shows: the pair's, over the rounds its speedup kept (bench.record.pairs)
+        **{f"optimized_{k}": v for k, v in at_median(own, c.optimized_median_ms).items() if k != "time_median_ms"},
     }
 
 
