@@ -119,7 +119,7 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "speedup_ci_high": m.get("speedup_ci_high"),
         "speedup_time": t.get("perflab.speedup_time", "cold"),
         "significance": t.get("perflab.significance"),
-        # a pair in rounds: how many and why they stopped ("8 max_rounds"), those left out of its speedup ("1,4")
+        # a pair in rounds: how many its speedup kept and why no more ran ("8 max_rounds"), those left out ("1,4")
         "rounds": t.get("perflab.rounds"),
         "rounds_left_out": t.get("perflab.rounds_left_out"),
         "verified": verified,
@@ -233,7 +233,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         t = column(x for r in rows for x in (r["baseline_median_ms"], r["optimized_median_ms"]))
         rate = column((x for r in rows for x in (r["baseline_gbps"], r["optimized_gbps"])), RATE_UNITS)
         on = Compared(rows)
-        rounds = any(r.get("rounds") for r in rows)  # as the run's table: how many, why they stopped, left out
+        rounds = any(r.get("rounds") for r in rows)  # as the run's table: how many kept, why no more ran, left out
         lines += [
             "",
             f"## {chapter}",

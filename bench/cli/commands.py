@@ -205,7 +205,7 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
     t = column(x for _, m, b, _ in rows for x in (b.get("time_median_ms"), m.get("time_median_ms")))
     rate = column((x for _, m, b, _ in rows for x in (b.get("achieved_gbps"), m.get("achieved_gbps"))), RATE_UNITS)
     on = Compared([pair for *_, pair in rows])
-    rounds = any("perflab.rounds" in tags for tags, *_ in rows)  # as the run's table: how many, why they stopped
+    rounds = any("perflab.rounds" in tags for tags, *_ in rows)  # as the run's table: how many kept, why no more ran
     lines = [
         f"MLflow parent run `{parent}`; device(s): {', '.join(gpus) or '—'}",
         "",

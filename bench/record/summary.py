@@ -140,7 +140,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     t = column(x for p in pairs for x in (p["baseline_median_ms"], p["optimized_median_ms"]))
     rate = column((p.get("optimized_achieved_gbps") for p in pairs), RATE_UNITS)
     on = Compared(pairs)
-    rounds = any(p.get("round_speedups") for p in pairs)  # as the run's table: how many, why they stopped
+    rounds = any(p.get("round_speedups") for p in pairs)  # as the run's table: how many kept, why no more ran
     lines = [
         "# perflab summary",
         "",
@@ -299,9 +299,10 @@ def verdict_text(pair: dict[str, Any]) -> str:
 
 
 def rounds_text(rounds: str | None, left_out: str | None, speedup: float | None = None) -> str:
-    """A pair's rounds as its run printed them, from its tags (``perflab.rounds``, ``perflab.rounds_left_out``):
-    ``8 max_rounds``, ``5 decided, round 1 left out: host busy``; ``1`` for one child a side with a speedup, ``—``
-    for a pair without one (skipped, failed)."""
+    """A pair's rounds as its run printed them, from its tags (``perflab.rounds``, ``perflab.rounds_left_out``): the
+    rounds its speedup kept and why no more ran, then those left out: ``8 max_rounds``, ``5 decided, round 1 left
+    out: host busy`` (6 ran); ``1`` for one child a side with a speedup, ``—`` for a pair without one (skipped,
+    failed)."""
     if not rounds:
         return "1" if speedup else "—"
     left = [x for x in (left_out or "").split(",") if x.strip()]
