@@ -253,8 +253,8 @@ def check_run(
     row.status, row.slowdown_pct, row.p_value = verdict.status, verdict.slowdown_pct, verdict.p_value
     row.reason = (
         f"{'' if row.on == 'call' else row.on + ' '}median {verdict.slowdown_pct:+.1f} % vs the median of {len(used)} "
-        "previous runs' medians (spread between "
-        f"runs {verdict.spread_pct:.1f} %), p={verdict.p_value:.2g} (flag: > {100 * threshold:g} % and p < {alpha:g})"
+        f"previous runs' medians (spread between runs {verdict.spread_pct:.1f} %), p={p_text(verdict.p_value)} "
+        f"(flag: > {100 * threshold:g} % and p < {alpha:g})"
     )
     return row
 
@@ -291,6 +291,14 @@ def check_suite(
     return run_id, rows
 
 
+def p_text(p: float | None) -> str:
+    """A p-value in two significant digits, trailing zeros kept (``0.080``, ``0.50``, ``0.010``: one digit read
+    0.08, 0.5 and 0.01 whether 0.0096 or 0.014), ``<0.001`` below that; ``—`` for none."""
+    if p is None:
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:#.2g}"
+
+
 def regression_table(rows: list[RegressionRow], width: int = 80) -> Any:
     """A rich table, one short row per variant (what the verdict rests on in the notes, ``regression_notes``);
     the medians in one unit, named in the header; a one-chapter suite's names without their chapter."""
@@ -306,7 +314,7 @@ def regression_table(rows: list[RegressionRow], width: int = 80) -> Any:
     unit = column(x for r in rows for x in (r.median_ms, r.history_median_ms))
     cells = [[r.key.removeprefix(prefix), r.status, unit.text(r.median_ms), unit.text(r.history_median_ms),
               "—" if r.slowdown_pct is None else f"{r.slowdown_pct:+.1f} %",
-              "—" if r.p_value is None else f"{r.p_value:.1g}", str(r.k_used)] for r in rows]  # fmt: skip
+              p_text(r.p_value), str(r.k_used)] for r in rows]  # fmt: skip
     headers = ["variant", "verdict", f"now {unit.name}", f"before {unit.name}", "change", "p", "runs"]
     if any(r.on != "call" for r in rows):  # a generation's metric (TTFT, TPOT, ms per token), named as the run's
         headers.insert(2, "on")
