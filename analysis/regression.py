@@ -276,6 +276,7 @@ def check_suite(
         run_id = latest_suite_run_id(tracking_uri)
     run = read_run(run_id, tracking_uri)
     run.check_suite(run_id)
+    run_id = run.run_id  # the whole id of a prefix given
     runs = [run] if run.is_variant else campaign_of(run, tracking_uri).child_runs(tracking_uri)
     if not runs:
         raise LookupError(f"run {run_id!r} ({run.name!r}) is neither a variant run nor a suite with variant runs")

@@ -308,6 +308,7 @@ def write_report(
             f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
         )
     parent.check_suite(run_id)
+    run_id = parent.run_id  # the whole id of a prefix given
     campaign = campaign_of(parent, tracking_uri)
     runs = campaign.child_runs(tracking_uri)
     report = build_report(parent, runs)

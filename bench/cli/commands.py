@@ -158,6 +158,7 @@ def show(
                 raise LookupError(f"run {run_id!r} is the variant run {run.name!r}; pass its suite's parent run "
                                   f"{run.parent_id!r}")  # fmt: skip
             run.check_suite(run_id)
+            run_id = run.run_id  # the whole id of a prefix given
         parent, runs = suite_runs(run_id, tracking_uri)
         parent_run = read_run(parent, tracking_uri)
         campaign = campaign_of(parent_run, tracking_uri)  # a suite in parts: every part's variants

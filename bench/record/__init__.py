@@ -4,7 +4,8 @@ the suite summary; and reading the store back.
 * ``tracking``: the ``Tracker`` that logs a suite (and parents of other runs: sweep trials, kernel providers);
   ``contract``: what a variant's run carries (tags, metrics, params), from its result alone.
 * ``campaign``: a suite run in parts (``--shard I/N``) read back whole, each part once.
-* ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data, standalone
+* ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data (``stored``; a
+  run id or a unique prefix of 8 or more of its digits), standalone
   runs (selfcheck, peak), files attached to a run; where commands write files of their own (``results_dir``);
   ``unopened``: a store MLflow cannot open or read (``file:``, a damaged ``.db``) as one line, not a traceback.
 * ``manifest``: the host part of a run's manifest (git, Python, OS, selected environment, secrets redacted);

@@ -16,6 +16,7 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from bench.define.result import Comparison, VariantResult
+from bench.errors import PerflabError
 from bench.record.tracking import Tracker
 from perflab.cli import app
 from tests.analysis.synthetic import Store, draw, pair, result
@@ -138,6 +139,50 @@ def test_show_of_a_run_that_is_no_suite_is_one_line_and_fails(logged: tuple[Stor
         run_id = proc.args[proc.args.index("--run-id") + 1]  # type: ignore[union-attr]
         assert len(lines) == 1 and lines[0].startswith("error:") and run_id in lines[0], (bad, err)
         assert ("is the variant run" in lines[0]) == (bad == "variant"), (bad, err)
+
+
+def test_a_run_id_prefix_of_8_hex_digits_is_taken_wherever_a_run_id_is(
+    logged: tuple[Store, str, dict[str, str]], tmp_path: Path
+) -> None:
+    """The short id chart titles show (8 hex digits) was refused as "no MLflow run": a unique prefix of 8 or more
+    digits names its run in ``show``, ``report``, ``regressions`` and ``expectations``; 7 digits are no run id."""
+    from analysis.expectations import check
+    from analysis.report import write_report
+    from bench.record import read_run
+
+    store, parent, ids = logged
+    code, text = show(store, "--run-id", parent[:8])
+    assert code == 0 and f"MLflow parent run `{parent}`" in text, text
+    variant = ids["ch07:fast:optimized"]
+    assert read_run(variant[:12], store.uri).run_id == variant
+    assert write_report(parent[:8], tmp_path / "r", store.uri, log=False)[0]["overall"]["parent_run_id"] == parent
+    assert check(parent[:8], tmp_path, 0.05, store.uri)[0] == parent
+    res = CliRunner().invoke(app, ["regressions", "--run-id", variant[:8], "--tracking-uri", store.uri])
+    assert res.exit_code in (0, 1) and "no MLflow run" not in res.output and variant in res.output, res.output
+    refused = CliRunner().invoke(app, ["show", "--tracking-uri", store.uri, "--run-id", parent[:7]])
+    said = str(refused.exception)  # perflab's main prints it as one line, exit status 2 (the test above)
+    assert isinstance(refused.exception, PerflabError) and "no MLflow run" in said and "prefix of 8 or more" in said
+
+
+def test_an_ambiguous_run_id_prefix_is_one_line_naming_how_many_runs_it_matches(
+    logged: tuple[Store, str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs whose ids start with the digits given: neither is taken, the refusal one line with their count."""
+    import bench.record.store as stored
+    from bench.record import read_run
+
+    store, parent, _ = logged
+    real = stored.client(store.uri)
+    twin = MlflowClient(tracking_uri=store.uri)  # the store, its search answering two runs for the prefix
+    monkeypatch.setattr(twin, "search_runs", lambda *a, **kw: real.search_runs(*a, **kw) * 2)
+    monkeypatch.setattr(stored, "client", lambda uri=None: twin)
+    with pytest.raises(LookupError, match=rf"^run id prefix '{parent[:8]}' matches 2 runs in the store .*; give "
+                                          "more of its digits$"):  # fmt: skip
+        read_run(parent[:8], store.uri)
+    refused = CliRunner().invoke(app, ["show", "--tracking-uri", store.uri, "--run-id", parent[:8]])
+    said = str(refused.exception)  # perflab's main prints it as one line, exit status 2
+    assert isinstance(refused.exception, PerflabError) and "\n" not in said and "matches 2 runs" in said, said
+    assert read_run(parent, store.uri).run_id == parent  # a whole id is taken as it is
 
 
 def test_show_names_a_speedup_on_ttft_and_its_two_values(logged: tuple[Store, str, dict[str, str]]) -> None:
