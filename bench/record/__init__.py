@@ -2,7 +2,8 @@
 the suite summary; and reading the store back.
 
 * ``tracking``: the ``Tracker`` that logs a suite (and parents of other runs: sweep trials, kernel providers);
-  ``contract``: what a variant's run carries (tags, metrics, params), from its result alone.
+  ``contract``: what a variant's run carries (tags, metrics, params), from its result alone; ``pairs``: what an
+  optimized variant's run carries of its pair, and a pair's row read back (its medians and the rates at them).
 * ``campaign``: a suite run in parts (``--shard I/N``) read back whole, each part once.
 * ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data (``stored``; a
   run id or a unique prefix of 8 or more of its digits), standalone

@@ -228,6 +228,7 @@ def test_every_verdict_a_table_can_print_is_explained_in_the_readme() -> None:
     for verdict in VERDICTS:
         assert f"| `{verdict}` |" in section, verdict
 
+
 def test_the_readme_says_the_rounds_column_gives_the_rounds_kept() -> None:
     """The README said the rounds column gives "how many ran"; it gives the rounds the speedup was taken over, those
     left out named after them: 8 rounds run, round 1 left out, read "7 max_rounds, round 1 left out: host busy"."""
