@@ -106,13 +106,16 @@ def expectations_update(
     root: DirOpt = Path("expectations"),
     tracking_uri: TrackingOpt = None,
 ) -> None:
-    """Record one whole example's expectation from a verified run (review the diff, then commit it)."""
+    """Record one example's expectation from a verified run: its pairs whose verdict is faster, a line for each
+    pair left out (review the diff, then commit it)."""
     from analysis.expectations import update
 
     try:
-        path = update(run_id, example, root, tracking_uri)
+        path, skipped = update(run_id, example, root, tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    for line in skipped:
+        say(f"skipped {line}: only a faster pair is recorded")
     say(f"wrote {example} from suite {run_id} into {path}; review and commit it")
 
 

@@ -12,8 +12,8 @@ without it, on whatever the run's is):
         optimized: {speedup: 6.79, speedup_metric: time, pct_of_peak: null, run_id: <variant run>,
                     parent_run_id: <suite>}
 
-Expectations change only through ``perflab expectations update`` (one whole example from one
-named, verified run) and review of the diff — never automatically, never clamped (INTEGRITY #9).
+Expectations change only through ``perflab expectations update`` (an example's pairs whose verdict is
+``faster``, from one named, verified run) and review of the diff — never automatically, never clamped (INTEGRITY #9).
 ``check`` gives each optimized variant of a suite one status:
 
 * ``pass`` — verified, and neither rule below says regressed;
@@ -46,7 +46,7 @@ import yaml
 
 from analysis.readme import roofline_exempt
 from bench.measure import ceilings as peaks
-from bench.record import StoredRun, campaign_of, latest_suite_run_id, read_run
+from bench.record import StoredRun, campaign_of, latest_suite_run_id, pair_verdict, read_run, speedup_text
 
 __all__ = ["CSV_COLUMNS", "DEFAULT_DIR", "Row", "check", "check_csv", "expectation_file", "update"]
 
@@ -138,7 +138,7 @@ def _suite(run_id: str | None, tracking_uri: str | None) -> tuple[str, list[Stor
     if parent.is_variant:
         raise ValueError(f"run {run_id!r} is the variant run {parent.name!r}; pass its suite {parent.parent_id!r}")
     parent.check_suite(run_id)
-    return run_id, [r for r in campaign_of(run_id, tracking_uri).child_runs(tracking_uri) if r.is_variant]
+    return parent.run_id, [r for r in campaign_of(parent, tracking_uri).child_runs(tracking_uri) if r.is_variant]
 
 
 def _verdict(run: StoredRun, baseline: StoredRun | None, want: dict[str, Any] | None, tolerance: float) -> Row:
@@ -230,11 +230,16 @@ def check_csv(rows: list[Row]) -> str:
     return buf.getvalue()
 
 
-def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str | None = None) -> Path:
-    """Write one whole example's expectation (every optimized variant) from suite ``run_id``.
+def update(
+    run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str | None = None
+) -> tuple[Path, list[str]]:
+    """Write one example's expectation from suite ``run_id``: each optimized variant whose pair is ``faster``.
+    Returns (the file, a line per pair left out: its name and verdict).
 
-    Refuses when any variant of the example is not ok or not verified: an expectation must come
-    from a speedup the harness proved. Other examples in the file are left as they are.
+    Refuses when any variant of the example is not ok or not verified, and when no pair of it is ``faster``: an
+    expectation must come from a speedup the harness proved (a "no significant difference" of 1.13x [0.91, 1.42]
+    is no speedup to hold a later run to). A pair left out keeps the entry it had, if any; other examples in the
+    file are left as they are.
     """
     chapter, sep, example = target.partition(":")
     number = chapter.removeprefix("ch")
@@ -255,6 +260,12 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
     ]
     if bad:
         raise ValueError(f"refusing to record expectations from unverified or failed variants: {', '.join(bad)}")
+    skipped = [f"{r.name}: {verdict} ({speedup_text(pair, verdict=False)})"
+               for r in optimized if (verdict := pair_verdict(pair := _pair(r))) != "faster"]  # fmt: skip
+    optimized = [r for r in optimized if pair_verdict(_pair(r)) == "faster"]
+    if not optimized:
+        raise ValueError(f"nothing recorded from suite {run_id}: no pair of {chapter}:{example} is faster ("
+                         + "; ".join(skipped) + "); an expectation holds a decided speedup only")  # fmt: skip
     hardware = {hardware_of(r) for r in optimized}
     if len(hardware) != 1 or None in hardware:
         keys = sorted(map(str, hardware))
@@ -267,7 +278,7 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
     commit = parent_tags.get("perflab.git_commit")
     path = expectation_file(root, key, chapter)
     doc = _load(path) or {"hardware": key, "chapter": chapter, "examples": {}}
-    doc["examples"][example] = {
+    doc["examples"][example] = (doc["examples"].get(example) or {}) | {
         r.tags["perflab.variant"]: {
             "speedup": r.metrics["speedup"],  # as measured: never rounded down or clamped
             "speedup_metric": r.tags.get("perflab.speedup_metric", "time"),  # what it divides (check compares it)
@@ -285,4 +296,12 @@ def update(run_id: str, target: str, root: Path = DEFAULT_DIR, tracking_uri: str
                          "writable expectations root") from None  # fmt: skip
     header = "# Reviewed expectations; written by `perflab expectations update`, changed only through review.\n"
     path.write_text(header + yaml.safe_dump(doc, sort_keys=True))
-    return path
+    return path, skipped
+
+
+def _pair(run: StoredRun) -> dict[str, Any]:
+    """An optimized variant's pair as ``pair_verdict`` and ``speedup_text`` read it, from its run."""
+    m, t = run.metrics, run.tags
+    return {"status": t.get("perflab.pair_status") or t.get("perflab.status"), "speedup": m.get("speedup"),
+            "speedup_ci_low": m.get("speedup_ci_low"), "speedup_ci_high": m.get("speedup_ci_high"),
+            "significance": t.get("perflab.significance")}  # fmt: skip

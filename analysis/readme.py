@@ -39,6 +39,7 @@ from bench.measure import ceilings as peaks
 from bench.record import (
     Compared,
     StoredRun,
+    at_median,
     campaign_of,
     latest_suite_run_id,
     read_artifact_text,
@@ -167,15 +168,18 @@ def _ceilings_of(suite: Suite, run: StoredRun) -> dict[str, float] | None:
 # ------------------------------------------------------------------------------------------ deciding
 
 
-def binding(run: StoredRun, ceilings: dict[str, float] | None) -> tuple[float | None, str | None]:
-    """(% of the binding ceiling, that ceiling's name); either may be None when the run cannot say.
+def binding(
+    run: StoredRun, ceilings: dict[str, float] | None, metrics: dict[str, float] | None = None
+) -> tuple[float | None, str | None]:
+    """(% of the binding ceiling, that ceiling's name); either may be None when the run cannot say. ``metrics``:
+    the run's at the median a row shows (``bench.record.at_median``), else its own.
 
     As logged when the run names its ceiling (``stated``: the benchmark's own, ``stated_ceiling``). A percent
     logged without a name is matched against the ceilings. With no percent logged (no peak cached when it
     ran), one is computed only where the dtype cannot matter: bytes declared and no FLOPs, or an intensity
     left of every matmul ridge.
     """
-    m = run.metrics
+    m = run.metrics if metrics is None else metrics
     pct, name = m.get("pct_of_peak"), run.tags.get("perflab.peak_ceiling")
     gbps, tflops = m.get("achieved_gbps"), m.get("achieved_tflops")
     if pct is not None and name:
@@ -291,9 +295,10 @@ def _achieved(gbps: float | None, tflops: float | None, name: str | None) -> str
     return ", ".join(parts) or "—"
 
 
-def _achieved_of(run: StoredRun, row: dict[str, Any], name: str | None) -> str:
-    """The optimized run's rate in its binding ceiling's unit: a collective's bus bandwidth against the link."""
-    busbw = run.metrics.get("busbw_gbps")
+def _achieved_of(shown: dict[str, float], row: dict[str, Any], name: str | None) -> str:
+    """The optimized run's rate (``shown``: its metrics at the row's median) in its binding ceiling's unit: a
+    collective's bus bandwidth against the link."""
+    busbw = shown.get("busbw_gbps")
     if name == "p2p_gbps" and busbw is not None:
         return f"{sig(busbw)} GB/s busbw"
     return _achieved(row["optimized_gbps"], row["optimized_tflops"], name)
@@ -390,7 +395,9 @@ def results_section(suite: Suite, chapter: str, section: str = "results") -> str
     links = False  # a collective held to the measured GPU-GPU link
     for x in rows:
         run = by_id[x["run_id"]]
-        pct, name = binding(run, _ceilings_of(suite, run))
+        # its rates at the median the row shows: the pair's, over the rounds its speedup kept
+        shown = at_median(run.metrics, run.metrics.get("pair_optimized_median_ms"))
+        pct, name = binding(run, _ceilings_of(suite, run), shown)
         exempt = roofline_exempt(run)
         stated = stated_ceiling(run)
         check = target_check(x, pct, name, exempt, stated)
@@ -404,7 +411,7 @@ def results_section(suite: Suite, chapter: str, section: str = "results") -> str
         verified = "yes" if x["verified"] else f"no ({x['status']})" if x["status"] != "ok" else "no"
         lines.append(
             f"| {label} | {_us(x['baseline_median_ms'])} | {_us(x['optimized_median_ms'])} |{on.cells(x)} {speedup} | "
-            f"{verified} | {_achieved_of(run, x, name)} | {_pct(pct, name, stated)} | "
+            f"{verified} | {_achieved_of(shown, x, name)} | {_pct(pct, name, stated)} | "
             f"{check} |"
         )
     if not rows:

@@ -253,8 +253,8 @@ def check_run(
     row.status, row.slowdown_pct, row.p_value = verdict.status, verdict.slowdown_pct, verdict.p_value
     row.reason = (
         f"{'' if row.on == 'call' else row.on + ' '}median {verdict.slowdown_pct:+.1f} % vs the median of {len(used)} "
-        "previous runs' medians (spread between "
-        f"runs {verdict.spread_pct:.1f} %), p={verdict.p_value:.2g} (flag: > {100 * threshold:g} % and p < {alpha:g})"
+        f"previous runs' medians (spread between runs {verdict.spread_pct:.1f} %), p={p_text(verdict.p_value)} "
+        f"(flag: > {100 * threshold:g} % and p < {alpha:g})"
     )
     return row
 
@@ -276,6 +276,7 @@ def check_suite(
         run_id = latest_suite_run_id(tracking_uri)
     run = read_run(run_id, tracking_uri)
     run.check_suite(run_id)
+    run_id = run.run_id  # the whole id of a prefix given
     runs = [run] if run.is_variant else campaign_of(run, tracking_uri).child_runs(tracking_uri)
     if not runs:
         raise LookupError(f"run {run_id!r} ({run.name!r}) is neither a variant run nor a suite with variant runs")
@@ -289,6 +290,14 @@ def check_suite(
         if on_row is not None:
             on_row(row)
     return run_id, rows
+
+
+def p_text(p: float | None) -> str:
+    """A p-value in two significant digits, trailing zeros kept (``0.080``, ``0.50``, ``0.010``: one digit read
+    0.08, 0.5 and 0.01 whether 0.0096 or 0.014), ``<0.001`` below that; ``—`` for none."""
+    if p is None:
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:#.2g}"
 
 
 def regression_table(rows: list[RegressionRow], width: int = 80) -> Any:
@@ -306,7 +315,7 @@ def regression_table(rows: list[RegressionRow], width: int = 80) -> Any:
     unit = column(x for r in rows for x in (r.median_ms, r.history_median_ms))
     cells = [[r.key.removeprefix(prefix), r.status, unit.text(r.median_ms), unit.text(r.history_median_ms),
               "—" if r.slowdown_pct is None else f"{r.slowdown_pct:+.1f} %",
-              "—" if r.p_value is None else f"{r.p_value:.1g}", str(r.k_used)] for r in rows]  # fmt: skip
+              p_text(r.p_value), str(r.k_used)] for r in rows]  # fmt: skip
     headers = ["variant", "verdict", f"now {unit.name}", f"before {unit.name}", "change", "p", "runs"]
     if any(r.on != "call" for r in rows):  # a generation's metric (TTFT, TPOT, ms per token), named as the run's
         headers.insert(2, "on")

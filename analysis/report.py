@@ -81,10 +81,10 @@ def _geomean(xs: list[float]) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def _pct_of_peak(run: StoredRun, ceilings: dict[str, float] | None) -> float | None:
-    """As logged; else, for a bytes-only run logged before its device's peak was cached, achieved
-    GB/s ÷ the copy ceiling (a run with FLOPs needs its dtype, which only the logging side knows)."""
-    m = run.metrics
+def _pct_of_peak(m: dict[str, float], ceilings: dict[str, float] | None) -> float | None:
+    """As logged (``m``: a run's metrics, at the median its row shows); else, for a bytes-only run logged before
+    its device's peak was cached, achieved GB/s ÷ the copy ceiling (a run with FLOPs needs its dtype, which only
+    the logging side knows)."""
     if "pct_of_peak" in m or not ceilings or "achieved_tflops" in m:
         return m.get("pct_of_peak")
     pct = peaks.pct_of_peak(m.get("achieved_gbps"), None, ceilings)
@@ -119,7 +119,7 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "speedup_ci_high": m.get("speedup_ci_high"),
         "speedup_time": t.get("perflab.speedup_time", "cold"),
         "significance": t.get("perflab.significance"),
-        # a pair in rounds: how many and why they stopped ("8 max_rounds"), those left out of its speedup ("1,4")
+        # a pair in rounds: how many its speedup kept and why no more ran ("8 max_rounds"), those left out ("1,4")
         "rounds": t.get("perflab.rounds"),
         "rounds_left_out": t.get("perflab.rounds_left_out"),
         "verified": verified,
@@ -128,9 +128,10 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "verdict": pair_verdict(
             {"status": status, "speedup": speedup, "significance": t.get("perflab.significance")}
         ),  # fmt: skip
-        "baseline_gbps": baseline.metrics.get("achieved_gbps") if baseline else None,
-        "optimized_gbps": m.get("achieved_gbps"),
-        "optimized_pct_of_peak": _pct_of_peak(run, ceilings),
+        # rates at the medians shown: the pair's, over the rounds its speedup kept (bench.record.pair_baseline)
+        "baseline_gbps": b.get("achieved_gbps") if baseline else None,
+        "optimized_gbps": o.get("achieved_gbps"),
+        "optimized_pct_of_peak": _pct_of_peak(o, ceilings),
         "hardware": _hardware(run),
         "run_id": run.run_id,
         # the two files timed (SHA-256 as found; imports not in it): two suites' same pair on the same code or not
@@ -142,7 +143,7 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         **{k: m.get(k) for k in ("energy_ratio", "energy_ratio_ci_low", "energy_ratio_ci_high")},
         # for the roofline chart (JSON only)
         "baseline_tflops": b.get("achieved_tflops"),
-        "optimized_tflops": m.get("achieved_tflops"),
+        "optimized_tflops": o.get("achieved_tflops"),
         "baseline_intensity": b.get("arithmetic_intensity"),
         "optimized_intensity": m.get("arithmetic_intensity"),
         "baseline_run_id": baseline.run_id if baseline else None,
@@ -232,7 +233,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         t = column(x for r in rows for x in (r["baseline_median_ms"], r["optimized_median_ms"]))
         rate = column((x for r in rows for x in (r["baseline_gbps"], r["optimized_gbps"])), RATE_UNITS)
         on = Compared(rows)
-        rounds = any(r.get("rounds") for r in rows)  # as the run's table: how many, why they stopped, left out
+        rounds = any(r.get("rounds") for r in rows)  # as the run's table: how many kept, why no more ran, left out
         lines += [
             "",
             f"## {chapter}",
@@ -307,6 +308,7 @@ def write_report(
             f"run {run_id!r} is the variant run {parent.name!r}; pass its suite's parent run {parent.parent_id!r}"
         )
     parent.check_suite(run_id)
+    run_id = parent.run_id  # the whole id of a prefix given
     campaign = campaign_of(parent, tracking_uri)
     runs = campaign.child_runs(tracking_uri)
     report = build_report(parent, runs)

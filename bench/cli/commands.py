@@ -158,6 +158,7 @@ def show(
                 raise LookupError(f"run {run_id!r} is the variant run {run.name!r}; pass its suite's parent run "
                                   f"{run.parent_id!r}")  # fmt: skip
             run.check_suite(run_id)
+            run_id = run.run_id  # the whole id of a prefix given
         parent, runs = suite_runs(run_id, tracking_uri)
         parent_run = read_run(parent, tracking_uri)
         campaign = campaign_of(parent_run, tracking_uri)  # a suite in parts: every part's variants
@@ -177,7 +178,7 @@ def show(
 def pairs_markdown(parent: str, runs: list[Any]) -> str:
     """One row per optimized variant, numbers read from the runs' metrics and tags (never typed); each column's
     unit chosen from its values and named in its header."""
-    from bench.record.contract import pair_baseline
+    from bench.record.pairs import pair_baseline
     from bench.record.summary import Compared, basis_of, rounds_text, speedup_text, verdict_text
     from bench.record.units import RATE_UNITS, column
 
@@ -205,7 +206,7 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
     t = column(x for _, m, b, _ in rows for x in (b.get("time_median_ms"), m.get("time_median_ms")))
     rate = column((x for _, m, b, _ in rows for x in (b.get("achieved_gbps"), m.get("achieved_gbps"))), RATE_UNITS)
     on = Compared([pair for *_, pair in rows])
-    rounds = any("perflab.rounds" in tags for tags, *_ in rows)  # as the run's table: how many, why they stopped
+    rounds = any("perflab.rounds" in tags for tags, *_ in rows)  # as the run's table: how many kept, why no more ran
     lines = [
         f"MLflow parent run `{parent}`; device(s): {', '.join(gpus) or '—'}",
         "",

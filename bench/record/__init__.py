@@ -2,9 +2,11 @@
 the suite summary; and reading the store back.
 
 * ``tracking``: the ``Tracker`` that logs a suite (and parents of other runs: sweep trials, kernel providers);
-  ``contract``: what a variant's run carries (tags, metrics, params), from its result alone.
+  ``contract``: what a variant's run carries (tags, metrics, params), from its result alone; ``pairs``: what an
+  optimized variant's run carries of its pair, and a pair's row read back (its medians and the rates at them).
 * ``campaign``: a suite run in parts (``--shard I/N``) read back whole, each part once.
-* ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data, standalone
+* ``store``: the store outside a suite's logging: reading runs back as plain ``StoredRun`` data (``stored``; a
+  run id or a unique prefix of 8 or more of its digits), standalone
   runs (selfcheck, peak), files attached to a run; where commands write files of their own (``results_dir``);
   ``unopened``: a store MLflow cannot open or read (``file:``, a damaged ``.db``) as one line, not a traceback.
 * ``manifest``: the host part of a run's manifest (git, Python, OS, selected environment, secrets redacted);
@@ -20,8 +22,8 @@ Public (for the packages built on the harness: analysis, sweeps, kernels): the n
 """
 
 from bench.record.campaign import Campaign, campaign_line, campaign_of
-from bench.record.contract import pair_baseline
 from bench.record.manifest import host_manifest
+from bench.record.pairs import at_median, pair_baseline
 from bench.record.store import (
     StoredRun,
     benchmark_runs,
@@ -49,6 +51,7 @@ from bench.record.tracking import Tracker
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, TIME_UNITS, column, sig, time_text
 
 __all__ = [
+    "at_median",
     "pair_baseline",
     "VERDICTS",
     "Compared",

@@ -33,14 +33,13 @@ from typing import Any
 
 from bench.define.result import Comparison, VariantResult
 from bench.record.contract import (
-    comparison_metrics,
-    comparison_tags,
     host_tags,
     variant_files,
     variant_metrics,
     variant_params,
     variant_tags,
 )
+from bench.record.pairs import comparison_metrics, comparison_tags
 from bench.record.summary import basis_of, speedup_text, value_text, verdict_text
 
 __all__ = ["OutDir", "junit_xml"]

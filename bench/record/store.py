@@ -14,19 +14,18 @@ import os
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 from bench.errors import ConfigError
 from bench.record.contract import name, param_value
+from bench.record.stored import PARENT_RUN_ID, StoredRun, stored_run
 from bench.record.unopened import damaged, reads, sqlite_path, unopened
 
 # MLflow's own default experiment: where `mlflow run . -e chapter` puts its project run (the suite's parent)
 # unless told otherwise, so that both entry points land side by side.
 DEFAULT_EXPERIMENT = "Default"
-PARENT_RUN_ID = "mlflow.parentRunId"  # the tag MLflow nests runs by (mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_ID)
 
 
 def client(tracking_uri: str | None = None) -> Any:
@@ -189,66 +188,6 @@ def log_run(
 # ------------------------------------------------------------------------------ reading the store back
 
 
-@dataclass(frozen=True)
-class StoredRun:
-    """One run as read back from the store."""
-
-    run_id: str
-    name: str
-    experiment_id: str
-    status: str  # MLflow's run status: FINISHED, FAILED, KILLED, RUNNING
-    start_time: int  # ms since the epoch
-    tags: dict[str, str]
-    metrics: dict[str, float]
-
-    @property
-    def parent_id(self) -> str | None:
-        return self.tags.get(PARENT_RUN_ID)
-
-    @property
-    def is_variant(self) -> bool:
-        """A variant run (nested, one benchmark file) rather than a suite's parent run."""
-        return "perflab.variant" in self.tags
-
-    def check_suite(self, given: str) -> None:
-        """``ValueError`` for the run of another perflab command (a sweep, its trials, a profile, kernels, a peak:
-        tag ``perflab.kind``) given where a suite's parent run is wanted: it has no pairs, and show, report and
-        compare would print empty tables and exit 0. A variant run is each caller's own message."""
-        kind = self.tags.get("perflab.kind")
-        status = self.tags.get("perflab.suite_status")
-        alone = "perflab.shard" not in self.tags  # a part of a sharded suite is read with its other parts
-        if status and alone and self.metrics.get("n_variants") == 0:  # stopped before any variant finished
-            raise ValueError(f"suite {given!r} ({self.name!r}) ended {_ENDED.get(status, repr(status))} before any "
-                             "variant finished: it has no pairs; pass another suite's parent run")  # fmt: skip
-        if kind is None or self.is_variant:
-            return
-        what = _KINDS.get(kind, f"{kind} run (tag perflab.kind={kind})")
-        raise ValueError(f"run {given!r} is a {what} {self.name!r}, not a perflab suite; pass a suite's parent run "
-                         "(perflab run, perflab ab; `perflab show` without --run-id takes the latest)")  # fmt: skip
-
-
-# How a suite ended (tag perflab.suite_status), for the line that refuses one without variants
-_ENDED = {"timeout": "at its --suite-timeout", "interrupted": "interrupted (Ctrl-C, SIGTERM)", "completed": "complete"}
-
-# What the runs of perflab's other commands are, for the line that refuses one where a suite is wanted.
-_KINDS = {"sweep": "sweep (perflab sweep run)", "sweep-trial": "sweep's trial", "sweep-verify": "sweep's "
-          "verification run", "profile": "profile run (perflab profile)", "kernels": "kernel comparison (perflab "
-          "kernels)", "kernels-provider": "kernel provider run (perflab kernels)", "selfcheck": "self-check run "
-          "(perflab selfcheck)", "peak": "peak measurement (perflab peak)"}  # fmt: skip
-
-
-def _stored(run: Any) -> StoredRun:
-    return StoredRun(
-        run_id=run.info.run_id,
-        name=run.info.run_name or "",
-        experiment_id=run.info.experiment_id,
-        status=run.info.status,
-        start_time=int(run.info.start_time or 0),
-        tags=dict(run.data.tags),
-        metrics=dict(run.data.metrics),
-    )
-
-
 def _quoted(value: str) -> str:
     """A value for an MLflow filter string; the filter grammar has no escape for quotes."""
     if "'" in value:
@@ -292,23 +231,44 @@ def latest_suite_run_id(tracking_uri: str | None = None, statuses: tuple[str, ..
 
 @reads
 def read_run(run_id: str, tracking_uri: str | None = None) -> StoredRun:
-    """One run by id; ``LookupError`` naming the id and the store when it does not exist."""
+    """One run by id, or by a unique prefix of ``SHORT_ID`` or more of its hex digits (the short id chart titles
+    show); its ``run_id`` the whole id. ``LookupError`` naming the id and the store when no run has it, or how many
+    runs a prefix matches when it is not unique."""
     from mlflow.exceptions import MlflowException
 
     store = client(tracking_uri)
     try:
-        return _stored(store.get_run(run_id))
+        return stored_run(store.get_run(_whole_id(store, run_id)))
     except MlflowException as exc:
         if damaged(exc):
             raise  # the store's fault, not the id's (reads)
         raise LookupError(f"no MLflow run {run_id!r} in the store {store.tracking_uri!r}: a run id is the 32 hex "
-                          "digits `perflab run` printed (\"MLflow parent run …\") or the MLflow UI shows") from exc
+                          "digits `perflab run` printed (\"MLflow parent run …\") or the MLflow UI shows, or a "
+                          f"unique prefix of {SHORT_ID} or more of them") from exc
+
+
+SHORT_ID = 8  # the fewest hex digits of a run id taken as its prefix (chart titles show 8)
+
+
+def _whole_id(store: Any, run_id: str) -> str:
+    """The id of the one run whose id starts with ``run_id`` (``SHORT_ID`` to 31 hex digits); ``run_id`` itself
+    when it is no such prefix or no run has it (``get_run`` then says so); ``LookupError`` when several do."""
+    prefix = run_id.lower()
+    if not SHORT_ID <= len(prefix) < 32 or prefix.strip("0123456789abcdef"):
+        return run_id
+    found = store.search_runs([e.experiment_id for e in store.search_experiments()],
+                              filter_string=f"attributes.run_id LIKE '{prefix}%'", max_results=100)  # fmt: skip
+    if len(found) > 1:
+        many = f"{len(found)}{' or more' if len(found) == 100 else ''}"
+        raise LookupError(f"run id prefix {run_id!r} matches {many} runs in the store {store.tracking_uri!r}; "
+                          "give more of its digits")  # fmt: skip
+    return str(found[0].info.run_id) if found else run_id
 
 
 def child_runs(parent_run_id: str, tracking_uri: str | None = None) -> list[StoredRun]:
     """The nested runs of a parent run, sorted by name."""
     _, runs = suite_runs(parent_run_id, tracking_uri)
-    return [_stored(r) for r in runs]
+    return [stored_run(r) for r in runs]
 
 
 @reads
@@ -323,7 +283,7 @@ def benchmark_runs(
     experiments = [experiment_id] if experiment_id else [e.experiment_id for e in store.search_experiments()]
     # search_runs returns at most 1000 runs: far more history than a regression check uses.
     runs = store.search_runs(experiments, filter_string=where, order_by=["attributes.start_time DESC"])
-    return [_stored(r) for r in runs]
+    return [stored_run(r) for r in runs]
 
 
 @reads
@@ -340,7 +300,7 @@ def tagged_runs(
         order_by=["attributes.start_time DESC"],
         max_results=max_results,
     )
-    return [_stored(r) for r in runs]
+    return [stored_run(r) for r in runs]
 
 
 @reads

@@ -8,6 +8,7 @@ from typing import Any
 from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.measure.basis import Basis, basis
 from bench.measure.stats import within_noise
+from bench.record.pairs import at_median
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, column, ratio_text, sig, time_text
 
 # Every verdict a pair can get (``pair_verdict``), in the order the summary lines count them; README.md
@@ -73,6 +74,7 @@ def summary_dict(suite: SuiteResult, logging_s: float | None = None, command_s: 
 
 def _pair(c: Comparison, opt: VariantResult) -> dict[str, Any]:
     """One pair of the summary: the comparison's figures and the optimized variant's device and rates."""
+    own = {"time_median_ms": opt.median_ms, **opt.derived_metrics()} if opt.median_ms else {}
     return {
         **c.model_dump(include={"chapter", "example", "variant", "status", "baseline_status", "optimized_status",
                                 "baseline_median_ms", "optimized_median_ms", "speedup", "speedup_ci_low",
@@ -82,7 +84,8 @@ def _pair(c: Comparison, opt: VariantResult) -> dict[str, Any]:
         "verification": c.verification.detail,
         "max_rel_error": c.verification.max_rel_error,
         "device": opt.device,
-        **{f"optimized_{k}": v for k, v in opt.derived_metrics().items()},
+        # its rates at the median the row shows: the pair's, over the rounds its speedup kept (bench.record.pairs)
+        **{f"optimized_{k}": v for k, v in at_median(own, c.optimized_median_ms).items() if k != "time_median_ms"},
     }
 
 
@@ -137,7 +140,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     t = column(x for p in pairs for x in (p["baseline_median_ms"], p["optimized_median_ms"]))
     rate = column((p.get("optimized_achieved_gbps") for p in pairs), RATE_UNITS)
     on = Compared(pairs)
-    rounds = any(p.get("round_speedups") for p in pairs)  # as the run's table: how many, why they stopped
+    rounds = any(p.get("round_speedups") for p in pairs)  # as the run's table: how many kept, why no more ran
     lines = [
         "# perflab summary",
         "",
@@ -296,9 +299,10 @@ def verdict_text(pair: dict[str, Any]) -> str:
 
 
 def rounds_text(rounds: str | None, left_out: str | None, speedup: float | None = None) -> str:
-    """A pair's rounds as its run printed them, from its tags (``perflab.rounds``, ``perflab.rounds_left_out``):
-    ``8 max_rounds``, ``5 decided, round 1 left out: host busy``; ``1`` for one child a side with a speedup, ``—``
-    for a pair without one (skipped, failed)."""
+    """A pair's rounds as its run printed them, from its tags (``perflab.rounds``, ``perflab.rounds_left_out``): the
+    rounds its speedup kept and why no more ran, then those left out: ``8 max_rounds``, ``5 decided, round 1 left
+    out: host busy`` (6 ran); ``1`` for one child a side with a speedup, ``—`` for a pair without one (skipped,
+    failed)."""
     if not rounds:
         return "1" if speedup else "—"
     left = [x for x in (left_out or "").split(",") if x.strip()]

@@ -44,8 +44,6 @@ from bench.record.contract import (
     MAX_TAG_LEN,
     clip,
     commit_tags,
-    comparison_metrics,
-    comparison_tags,
     context_tags,
     finite,
     host_tags,
@@ -59,6 +57,7 @@ from bench.record.contract import (
     variant_tags,
 )
 from bench.record.contract import params as as_params
+from bench.record.pairs import comparison_metrics, comparison_tags
 from bench.record.store import PARENT_RUN_ID, artifact_repo, client, experiment_name, find_run, log_batch, run_exists
 
 __all__ = ["Tracker"]

@@ -150,9 +150,11 @@ def test_cli_unknown_run_exits_2(suites: dict[str, Any], store: Store) -> None:
 
 
 def test_a_shortened_run_id_is_one_line_saying_what_a_run_id_is(suites: dict[str, Any], store: Store) -> None:
-    """The 8 hex digits of ``report-<id>``'s name, or of a run pasted short: the line named the id and the store,
-    not what an id is (``perflab run`` printed it whole)."""
-    short = suites["a"][:8]
+    """The 8 hex digits of ``report-<id>``'s name name their run; fewer, pasted short: the line named the id and the
+    store, not what an id is (``perflab run`` printed it whole)."""
+    same = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["a"][:8], "--tracking-uri", store.uri])
+    assert same.exit_code == 0, same.output
+    short = suites["a"][:7]
     args = ["compare", suites["a"], short, "--tracking-uri", store.uri]
     out = CliRunner().invoke(cli.app, args, env={"COLUMNS": "80"})
     lines = out.output.strip().splitlines()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from mlflow.entities import Metric
 from typer.testing import CliRunner
 
 from analysis.expectations import check, update
@@ -41,6 +42,8 @@ def suite(store: Store) -> dict[str, Any]:
         result("ch07:new:baseline", draw(2.0, 8)), result("ch07:new:optimized", draw(1.0, 9)),
     ]  # fmt: skip
     parent, ids = log_suite(store, "expectations", results, verified={"ch07:wrong:optimized": False})
+    for key in ("ch07:good:optimized", "ch07:slow:optimized", "ch07:new:optimized"):  # decided, as rounds decide
+        store.client.set_tag(ids[key], "perflab.significance", "faster")
     return {"parent": parent, "ids": ids}
 
 
@@ -122,7 +125,7 @@ def test_update_records_the_commit_perflab_stated(suite: dict[str, Any], tmp_pat
     before = store.client.get_run(suite["parent"]).data.tags.get("perflab.git_commit")
     store.client.set_tag(suite["parent"], "perflab.git_commit", "stated0123")
     try:
-        doc = yaml.safe_load(update(suite["parent"], "ch07:good", tmp_path, store.uri).read_text())
+        doc = yaml.safe_load(update(suite["parent"], "ch07:good", tmp_path, store.uri)[0].read_text())
     finally:
         if before is None:
             store.client.delete_tag(suite["parent"], "perflab.git_commit")
@@ -132,8 +135,9 @@ def test_update_records_the_commit_perflab_stated(suite: dict[str, Any], tmp_pat
 
 
 def test_update_writes_exactly_one_example(suite: dict[str, Any], root: Path, store: Store) -> None:
-    path = update(suite["parent"], "ch7:slow", root, store.uri)
+    path, skipped = update(suite["parent"], "ch7:slow", root, store.uri)
     doc = yaml.safe_load(path.read_text())
+    assert skipped == []
     assert path == root / "nvidia-h100-80gb-hbm3" / "ch07.yaml"
     assert doc["examples"]["good"] == EXPECTED["examples"]["good"]  # others untouched
     assert doc["examples"]["hung"] == EXPECTED["examples"]["hung"]
@@ -159,6 +163,42 @@ def test_an_expectation_on_another_metric_is_no_expectation(suite: dict[str, Any
     assert rows["good"].status == "needs-work", rows["good"].notes
     assert "on ttft, this run's on time" in rows["good"].notes
     assert rows["slow"].status == "regressed"  # no metric recorded: as before
+
+
+def test_update_records_only_pairs_decided_faster_and_names_each_it_skips(store: Store, tmp_path: Path) -> None:
+    """``update`` took 1.13x [0.91, 1.42] "no significant difference" as an expectation: a pair whose verdict is not
+    ``faster`` is left out (its entry, if any, kept), a line naming it and its verdict; with none faster, nothing is
+    written and the command says why in one line."""
+    results = [result("ch07:mixed:baseline", draw(2.0, 11)), result("ch07:mixed:optimized", draw(1.0, 12)),
+               result("ch07:mixed:optimized_b", draw(1.77, 13)), result("ch07:mixed:optimized_c", draw(1.0, 14)),
+               result("ch07:flat:baseline", draw(1.13, 15)), result("ch07:flat:optimized", draw(1.0, 16))]  # fmt: skip
+    parent, ids = log_suite(store, "decided", results)
+    said = {"ch07:mixed:optimized": ("faster", 1.9, 2.1), "ch07:mixed:optimized_b": ("no significant difference",
+            0.91, 1.42), "ch07:flat:optimized": ("no significant difference", 0.91, 1.42)}  # fmt: skip
+    for key, (significance, low, high) in said.items():  # optimized_c: no interval logged ("no interval")
+        store.client.set_tag(ids[key], "perflab.significance", significance)
+        store.client.log_batch(ids[key], metrics=[Metric("speedup_ci_low", low, 0, 0),
+                                                  Metric("speedup_ci_high", high, 0, 0)])  # fmt: skip
+    kept = {"optimized_b": {"speedup": 1.5, "run_id": "r-reviewed"}}
+    root = _expectations(tmp_path, "ch07", {**EXPECTED, "examples": {"mixed": kept}})
+    path, skipped = update(parent, "ch07:mixed", root, store.uri)
+    assert [line.split(":")[2] for line in skipped] == ["optimized_b", "optimized_c"], skipped
+    assert re.fullmatch(r"ch07:mixed:optimized_b: no significant difference \(1\.1\d× \[0\.91, 1\.42\]\)", skipped[0])
+    assert "ch07:mixed:optimized_c: no interval" in skipped[1]
+    mixed = yaml.safe_load(path.read_text())["examples"]["mixed"]
+    assert set(mixed) == {"optimized", "optimized_b"} and mixed["optimized_b"] == kept["optimized_b"]
+    assert mixed["optimized"]["run_id"] == ids["ch07:mixed:optimized"]
+    args = ["expectations", "update", "--run-id", parent, "--dir", str(root), "--tracking-uri", store.uri]
+    res = CliRunner().invoke(cli.app, [*args, "--example", "ch07:mixed"], env={"COLUMNS": "200"})
+    lines = [line for line in res.output.splitlines() if line.startswith("skipped ")]
+    assert res.exit_code == 0 and len(lines) == 2 and "ch07:mixed:optimized_b: no significant difference" in lines[0]
+    before = path.read_text()
+    with pytest.raises(ValueError, match=r"nothing recorded from suite .*: no pair of ch07:flat is faster \("
+                                         r"ch07:flat:optimized: no significant difference"):  # fmt: skip
+        update(parent, "ch07:flat", root, store.uri)
+    res = CliRunner().invoke(cli.app, [*args, "--example", "ch07:flat"], env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "no pair of ch07:flat is faster" in res.output, res.output
+    assert path.read_text() == before and "flat" not in yaml.safe_load(before)["examples"]
 
 
 @pytest.mark.parametrize(("text", "said"), [

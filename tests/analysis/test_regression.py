@@ -243,7 +243,8 @@ def test_cli_prints_a_compact_table_and_exits_1_on_a_regression(
     assert len(rows) == 4 and all(len(line) <= 80 for line in table.splitlines())  # one line per variant
     slower = next(line for line in rows if line.startswith("slower"))
     assert slower.split()[:2] == ["slower:baseline", "regressed"] and "…" not in table
-    assert "now ms" in table and "before ms" in table  # the unit in the header
+    header = table.split("───")[0].splitlines()[1:]  # its words on two lines where a column is narrowed
+    assert "now ms" in " ".join(header) and {"before", "ms"} <= set(" ".join(header).split())  # the unit in it
     assert "no-history" in out.output and f"compared on {H100}, torch 2.11.0, triton 3.5.0" in out.output
     assert "ch07:brandnew:baseline: no previous ok run" in out.output
     assert "1 regressed, 1 improved" in out.output
@@ -273,6 +274,24 @@ def test_at_80_columns_a_long_variant_name_breaks_after_a_colon() -> None:
     assert all(len(line) <= 80 for line in lines) and "…" not in "".join(lines)
     names = [line.split("  ")[0].strip() for line in lines[3:]]
     assert "ch19:fp8_training:" in names and "optimized_tensorwise" in names and "optimized_rowwise" in names, lines
+
+
+def test_the_p_column_reads_in_two_significant_digits() -> None:
+    """The p column showed one significant digit (0.08, 0.5; 0.0096 and 0.014 both read 0.01, beside a 0.01 cut-off):
+    two, trailing zeros kept, and ``<0.001`` for a tiny one; the notes alike."""
+    from rich.console import Console
+
+    from analysis.regression import RegressionRow, p_text, regression_table
+
+    ps = {"a": 0.08, "b": 0.5, "c": 0.0096, "d": 0.014, "e": 0.0004}
+    rows = [RegressionRow(f"ch07:{k}:optimized", "r", "ok", slowdown_pct=1.0, p_value=p, k_used=5, median_ms=1.0,
+                          history_median_ms=1.0) for k, p in ps.items()]  # fmt: skip
+    console = Console(width=80, record=True)
+    console.print(regression_table(rows, 80))
+    shown = {line.split()[0].split(":")[0]: line.split()[-2] for line in console.export_text().splitlines()
+             if line.strip()[:2] in {f"{k}:" for k in ps}}  # fmt: skip
+    assert shown == {"a": "0.080", "b": "0.50", "c": "0.0096", "d": "0.014", "e": "<0.001"}, shown
+    assert (p_text(0.01), p_text(None), p_text(1.0)) == ("0.010", "—", "1.0")
 
 
 def test_a_host_clocked_run_is_compared_only_with_runs_on_the_same_cpu(store: Store) -> None:

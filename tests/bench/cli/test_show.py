@@ -15,6 +15,8 @@ import pytest
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
+from bench.define.result import Comparison, VariantResult
+from bench.errors import PerflabError
 from bench.record.tracking import Tracker
 from perflab.cli import app
 from tests.analysis.synthetic import Store, draw, pair, result
@@ -139,6 +141,50 @@ def test_show_of_a_run_that_is_no_suite_is_one_line_and_fails(logged: tuple[Stor
         assert ("is the variant run" in lines[0]) == (bad == "variant"), (bad, err)
 
 
+def test_a_run_id_prefix_of_8_hex_digits_is_taken_wherever_a_run_id_is(
+    logged: tuple[Store, str, dict[str, str]], tmp_path: Path
+) -> None:
+    """The short id chart titles show (8 hex digits) was refused as "no MLflow run": a unique prefix of 8 or more
+    digits names its run in ``show``, ``report``, ``regressions`` and ``expectations``; 7 digits are no run id."""
+    from analysis.expectations import check
+    from analysis.report import write_report
+    from bench.record import read_run
+
+    store, parent, ids = logged
+    code, text = show(store, "--run-id", parent[:8])
+    assert code == 0 and f"MLflow parent run `{parent}`" in text, text
+    variant = ids["ch07:fast:optimized"]
+    assert read_run(variant[:12], store.uri).run_id == variant
+    assert write_report(parent[:8], tmp_path / "r", store.uri, log=False)[0]["overall"]["parent_run_id"] == parent
+    assert check(parent[:8], tmp_path, 0.05, store.uri)[0] == parent
+    res = CliRunner().invoke(app, ["regressions", "--run-id", variant[:8], "--tracking-uri", store.uri])
+    assert res.exit_code in (0, 1) and "no MLflow run" not in res.output and variant in res.output, res.output
+    refused = CliRunner().invoke(app, ["show", "--tracking-uri", store.uri, "--run-id", parent[:7]])
+    said = str(refused.exception)  # perflab's main prints it as one line, exit status 2 (the test above)
+    assert isinstance(refused.exception, PerflabError) and "no MLflow run" in said and "prefix of 8 or more" in said
+
+
+def test_an_ambiguous_run_id_prefix_is_one_line_naming_how_many_runs_it_matches(
+    logged: tuple[Store, str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs whose ids start with the digits given: neither is taken, the refusal one line with their count."""
+    import bench.record.store as stored
+    from bench.record import read_run
+
+    store, parent, _ = logged
+    real = stored.client(store.uri)
+    twin = MlflowClient(tracking_uri=store.uri)  # the store, its search answering two runs for the prefix
+    monkeypatch.setattr(twin, "search_runs", lambda *a, **kw: real.search_runs(*a, **kw) * 2)
+    monkeypatch.setattr(stored, "client", lambda uri=None: twin)
+    with pytest.raises(LookupError, match=rf"^run id prefix '{parent[:8]}' matches 2 runs in the store .*; give "
+                                          "more of its digits$"):  # fmt: skip
+        read_run(parent[:8], store.uri)
+    refused = CliRunner().invoke(app, ["show", "--tracking-uri", store.uri, "--run-id", parent[:8]])
+    said = str(refused.exception)  # perflab's main prints it as one line, exit status 2
+    assert isinstance(refused.exception, PerflabError) and "\n" not in said and "matches 2 runs" in said, said
+    assert read_run(parent, store.uri).run_id == parent  # a whole id is taken as it is
+
+
 def test_show_names_a_speedup_on_ttft_and_its_two_values(logged: tuple[Store, str, dict[str, str]]) -> None:
     """A pair compared on TTFT: ``show`` reads both sides' ttft_median_ms and names the metric; the call medians
     keep their own columns."""
@@ -256,19 +302,25 @@ def test_a_sweep_given_where_a_suite_is_wanted_is_one_line_naming_it(logged: tup
 
 
 
-def _rounds_suite(tmp_path: Path) -> tuple[Store, str]:
+def _rounds_pair(**work: Any) -> tuple[VariantResult, VariantResult, Comparison]:
     """A pair in 8 rounds whose round 1 was left out (host busy): its speedup, and the table ``perflab run`` printed
     (4.00 ms, ``7 rounds, max_rounds; round 1 left out: host busy``), over the 7 calm rounds; the optimized
-    variant's own run over all of them (its median 30 ms: a starved round's calls)."""
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    store = Store(uri=uri, root=tmp_path, client=MlflowClient(tracking_uri=uri))
-    store.experiment("perflab")
-    base = result("ch07:r:baseline", [8.0] * 8, gpu=None)
-    opt = result("ch07:r:optimized", [4.0] * 3 + [30.0] * 5, gpu=None)
+    variant's own run over all of them (its median 30 ms: a starved round's calls). ``work``: ``result``'s."""
+    base = result("ch07:r:baseline", [8.0] * 8, gpu=None, **work)
+    opt = result("ch07:r:optimized", [4.0] * 3 + [30.0] * 5, gpu=None, **work)
     cmp = pair(base, opt).model_copy(update={
         "optimized_median_ms": 4.0, "speedup": 2.0, "speedup_ci_low": 1.9, "speedup_ci_high": 2.1,
         "significance": "faster", "round_speedups": [2.0] * 7, "rounds_stop": "max_rounds",
         "rounds_left_out": [1]})  # fmt: skip
+    return base, opt, cmp
+
+
+def _rounds_suite(tmp_path: Path, **work: Any) -> tuple[Store, str]:
+    """``_rounds_pair`` logged as a suite."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    store = Store(uri=uri, root=tmp_path, client=MlflowClient(tracking_uri=uri))
+    store.experiment("perflab")
+    base, opt, cmp = _rounds_pair(**work)
     with Tracker(experiment="perflab", tracking_uri=uri, run_name="ch07 on cpu") as t:
         t.log_variant(base, None)
         t.log_variant(opt, cmp)
@@ -318,6 +370,39 @@ def test_a_pair_with_a_round_left_out_shows_the_optimized_median_of_its_calm_rou
     cells = _shown(store, parent)
     assert (cells["baseline median ms"], cells["optimized median ms"]) == ("8.00", "4.00"), cells
     assert _reported(store, parent)["chapters"]["ch07"][0]["optimized_median_ms"] == pytest.approx(4.0)
+
+
+def test_a_pair_with_a_round_left_out_shows_its_rates_at_the_median_it_shows(tmp_path: Path) -> None:
+    """Beside the pair's median over its calm rounds, ``show``, the report, summary.md and the chapter README showed
+    the rate and % of peak of the variant run's median over every round (3.41 ms beside 7.01 MB/s, which is 3.52
+    ms's): 8 MB at the pair's 4 ms is 2 GB/s and 25 % of a stated 1 ms, not 0.27 GB/s and 3.3 % (30 ms's). The
+    variant's own run keeps the rates of all its samples."""
+    from analysis import readme
+    from analysis.report import report_markdown
+    from bench.define.result import SuiteResult
+    from bench.record import read_run
+    from bench.record.summary import summary_dict, summary_markdown
+
+    work = {"work_bytes": 8e6, "ceiling": ("the PCIe link", 1.0, 80.0)}
+    store, parent = _rounds_suite(tmp_path, **work)
+    cells = _shown(store, parent)
+    rates = [k for k in cells if k.endswith("B/s")]  # baseline, optimized: one unit
+    assert float(cells[rates[1]]) / float(cells[rates[0]]) == pytest.approx(2.0, rel=0.01), cells  # 2 GB/s : 1 GB/s
+    rep = _reported(store, parent)
+    (row,) = rep["chapters"]["ch07"]
+    assert (row["optimized_gbps"], row["optimized_pct_of_peak"]) == (pytest.approx(2.0), pytest.approx(25.0))
+    assert row["baseline_gbps"] == pytest.approx(1.0)
+    assert "| 25.0 |" in report_markdown(rep)
+    suite = readme.load_suite(parent, store.uri)
+    line = next(x for x in readme.results_section(suite, "ch07").splitlines() if x.startswith("| r "))
+    assert "| 2.00 GB/s | 25.0 % of the PCIe link |" in line, line
+    own = read_run(row["run_id"], store.uri).metrics  # the variant's run: its median over every round, and its rates
+    assert (own["achieved_gbps"], own["pct_of_peak"]) == (pytest.approx(8e6 / 30e-3 / 1e9), pytest.approx(100 / 30))
+    base, opt, cmp = _rounds_pair(**work)
+    summary = summary_dict(SuiteResult(variants=[base, opt], comparisons=[cmp], unpaired=[], wall_s=1.0))
+    assert summary["pairs"][0]["optimized_achieved_gbps"] == pytest.approx(2.0)
+    md_row = next(x for x in summary_markdown(summary).splitlines() if x.startswith("| ch07:r "))
+    assert "| 4.00 |" in md_row and "| 2.00 |" in md_row, md_row  # GB/s at the 4.00 ms it shows
 
 
 def test_show_names_the_devices_variants_ran_on_not_a_skipped_ones_auto(tmp_path: Path) -> None:

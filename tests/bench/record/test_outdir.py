@@ -8,8 +8,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from bench.define.result import Comparison, Profile, SuiteResult, VariantResult, Verification
-from bench.record.contract import comparison_metrics, variant_metrics, variant_params
+from bench.record.contract import variant_metrics, variant_params
 from bench.record.outdir import OutDir, junit_xml
+from bench.record.pairs import comparison_metrics
 from bench.record.summary import summary_dict
 from tests.bench.record.test_summary import cmp, suite, vr  # noqa: F401  (the fixture)
 

@@ -228,6 +228,20 @@ def test_every_verdict_a_table_can_print_is_explained_in_the_readme() -> None:
     for verdict in VERDICTS:
         assert f"| `{verdict}` |" in section, verdict
 
+
+def test_the_readme_says_the_rounds_column_gives_the_rounds_kept() -> None:
+    """The README said the rounds column gives "how many ran"; it gives the rounds the speedup was taken over, those
+    left out named after them: 8 rounds run, round 1 left out, read "7 max_rounds, round 1 left out: host busy"."""
+    from pathlib import Path
+
+    from bench.record.summary import rounds_text
+
+    readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+    assert "how many ran" not in readme
+    assert f"`{rounds_text('7 max_rounds', '1', 2.0)}` is 8 rounds run, 7 kept" in readme
+    assert "`8 max_rounds, round 1 left out" not in readme  # a count no pair of 8 rounds with one left out shows
+
+
 def _stages(**seconds: float) -> list[StageRecord]:
     return [StageRecord(name=name, status="ok", duration_s=s) for name, s in seconds.items()]
 
