@@ -71,6 +71,8 @@ class Catalog:
 
 def discover(root: str | Path | None = None) -> Catalog:
     root_path = Path(root).resolve() if root is not None else default_chapters_dir()
+    if root_path.exists() and not root_path.is_dir():
+        raise TargetError(f"chapters directory {str(root_path)!r} is a file, not a directory of chNN/ chapters")
     if not root_path.is_dir():
         raise TargetError(f"chapters directory {str(root_path)!r} does not exist")
     examples: dict[str, Example] = {}

@@ -112,6 +112,12 @@ def test_missing_chapters_dir(tmp_path: Path) -> None:
         discover(tmp_path / "nowhere")
 
 
+def test_chapters_dir_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("")
+    with pytest.raises(TargetError, match="is a file, not a directory"):
+        discover(tmp_path / "notes.md")
+
+
 def test_default_chapters_dir_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "ch03").mkdir()
     (tmp_path / "ch03" / "baseline_v.py").write_text("")
