@@ -53,18 +53,20 @@ def kernels_cmd(
     import torch
 
     from bench import resolve_config
-    from bench.cli import progress, writable_dir
+    from bench.cli import check_device, progress, writable_dir
     from bench.errors import PerflabError
     from bench.record import results_dir
 
+    resolve_config({"device": device})  # not auto, cpu, cuda or cuda:N: one line naming it
+    check_device(device)  # a CUDA device this host lacks: one line, before any import of the kernels
     option = "--save-path" if save_path is not None else "--save-path's default"
     save_path = writable_dir(save_path or results_dir() / "kernels", option)
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto"
                        else device)  # fmt: skip
-    if dev.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    interpreted = dev.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1"
+    if interpreted:
         os.environ["TRITON_INTERPRET"] = "1"  # read when @triton.jit decorates, i.e. at the import below
-        typer.echo("no GPU: Triton kernels run in the interpreter (TRITON_INTERPRET=1); times are not GPU times")
     for name in CASE_MODULES:
         importlib.import_module(name)
     from kernels.case import CASES, DTYPES, PROVIDERS
@@ -76,7 +78,9 @@ def kernels_cmd(
     for kind, given, known in (("case", cases, CASES), ("dtype", dtypes, DTYPES), ("provider", providers, PROVIDERS)):
         bad = [g for g in given if g not in known]
         if bad:
-            raise PerflabError(f"--{kind} {','.join(bad)} unknown; choose from {', '.join(known)} or all")
+            raise PerflabError(f"--{kind} {','.join(map(repr, bad))} unknown; choose from {', '.join(known)} or all")
+    if interpreted:
+        typer.echo("no GPU: Triton kernels run in the interpreter (TRITON_INTERPRET=1); times are not GPU times")
     if "naive" not in providers:
         providers.insert(0, "naive")  # every speedup is against it
     smoke = dev.type == "cpu" if smoke is None else smoke

@@ -135,7 +135,21 @@ def test_cli_compiled_triton_in_the_interpreter_is_skipped_on_one_line(tmp_path:
 
 def test_cli_rejects_unknown_case(interp: ModuleType) -> None:
     result = CliRunner().invoke(app, ["kernels", "--case", "nope", "--no-track"])
-    assert result.exit_code != 0
+    assert result.exit_code != 0 and "--case 'nope' unknown; choose from rms" in str(result.exception)
+    assert "no GPU" not in result.output  # bad input is the only line
+
+
+@pytest.mark.parametrize(("device", "says"), [("tpu", "device='tpu' is not one of 'auto', 'cpu', 'cuda', 'cuda:N'"),
+                                              ("cuda", "device='cuda': torch sees no CUDA GPU on this host")])
+def test_cli_rejects_a_device_in_one_line(
+    interp: ModuleType, monkeypatch: pytest.MonkeyPatch, device: str, says: str
+) -> None:
+    from bench.cli import workers
+    from bench.errors import PerflabError
+
+    monkeypatch.setattr(workers, "cuda_count", lambda: 0)
+    result = CliRunner().invoke(app, ["kernels", "--device", device, "--no-track"])
+    assert isinstance(result.exception, PerflabError) and says in str(result.exception), result.output
 
 
 def test_sweep_shapes_per_case_and_limited(interp: ModuleType) -> None:
