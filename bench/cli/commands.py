@@ -26,6 +26,7 @@ from bench.cli.common import (
     examples_for,
     line,
 )
+from bench.cli.workers import check_device
 from bench.define.config import resolve_config
 from bench.errors import PerflabError
 
@@ -77,7 +78,7 @@ def verify(
     from bench.isolate.runner import run_variant
 
     layer = cli_layer(device=device, timeout_multiplier=timeout_multiplier)
-    resolve_config(layer)
+    check_device(resolve_config(layer).device)  # a GPU this host lacks: one line, not a failure per variant
     _, examples = examples_for(targets, chapters_dir)
     failed = 0
     with tempfile.TemporaryDirectory(prefix="perflab-verify-") as tmp:
@@ -105,7 +106,7 @@ def profile(
         enable_profiling=True, profile_mode=profile_mode, ncu_preset=ncu_preset, device=device,
         timeout_multiplier=timeout_multiplier, smoke=smoke,
     )  # fmt: skip
-    resolve_config(layer)
+    check_device(resolve_config(layer).device)
     _, examples = examples_for(targets, chapters_dir)
     tracker = None if no_track else _profile_tracker(experiment, tracking_uri, ",".join(targets))
     root = keep_workdir or Path(tempfile.mkdtemp(prefix="perflab-profile-"))

@@ -136,6 +136,20 @@ def test_verify_reports_a_setup_failure(tree: Path) -> None:
     assert "ok ch07:bad:optimized" in done.stdout  # the next variant still ran
 
 
+@pytest.mark.parametrize("command", [["verify", "-t"], ["profile", "--no-track"]])
+def test_a_cuda_device_the_host_lacks_is_one_line_not_a_failure_per_variant(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    from bench.cli import workers
+    from bench.errors import PerflabError
+
+    monkeypatch.setattr(workers, "cuda_count", lambda: 0)
+    result = CliRunner().invoke(app, [*command, "ch7:x", "--chapters-dir", str(tree), "--device", "cuda"])
+    assert isinstance(result.exception, PerflabError), result.output
+    assert "device='cuda': torch sees no CUDA GPU on this host; accepted here: auto, cpu" in str(result.exception)
+    assert "ch07:x:baseline" not in result.output  # refused before any variant
+
+
 def test_run_without_tracking_end_to_end(tree: Path) -> None:
     done = perflab("run", "-t", "ch7:x", "--no-track", "--iterations", "3", "--warmup", "1", "--chapters-dir", tree)
     assert done.returncode == 0, done.stdout + done.stderr
