@@ -21,7 +21,11 @@ def selfcheck(
         list[str] | None,
         typer.Option("--workload", help="tiny_add, scale_8mib, scale_64mib, matmul_bf16, cpu_sum (default: all)"),
     ] = None,
-    mode: Annotated[list[str] | None, typer.Option("--mode", help="timing modes to check (default: all)")] = None,
+    mode: Annotated[
+        list[str] | None,
+        typer.Option("--mode", help="naive, cpu, cuda_event, cuda_graph, triton, pytorch (default: all a workload "
+                     "can use; cpu_sum: cpu, pytorch)"),
+    ] = None,
     ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="also compare with Nsight Compute when on PATH")] = True,
     out: Annotated[Path | None, typer.Option(help="write selfcheck.md and selfcheck.json here")] = None,
     no_track: NoTrackOpt = False,
