@@ -22,7 +22,7 @@ def kernels_cmd(
     ] = "all",
     dtype: Annotated[str, typer.Option(help="fp16, bf16, fp32 or all")] = "bf16",
     provider: Annotated[
-        str, typer.Option(help="comma-separated providers: naive, compiled, triton, compiled_triton (default: all)")
+        str, typer.Option(help="comma-separated providers (naive, compiled, triton, compiled_triton) or 'all'")
     ] = "all",
     plot: Annotated[bool, typer.Option("--plot", help="also write a speedup PNG per CSV")] = False,
     profile: Annotated[
@@ -100,7 +100,8 @@ def kernels_cmd(
               "timing_mode": config.timing_mode, "iterations": config.iterations, "hardware": hardware,
               "copy_gbps": f"{copy_gbps:.1f}" if copy_gbps else "none cached"}  # fmt: skip
 
-    shapes_of = {c: SMOKE_SHAPES if smoke else sweep_shapes(CASES[c], max_shapes) for c in cases}
+    smoke_shapes = SMOKE_SHAPES[-max_shapes:] if max_shapes else SMOKE_SHAPES  # the largest kept, as in a sweep
+    shapes_of = {c: smoke_shapes if smoke else sweep_shapes(CASES[c], max_shapes) for c in cases}
     total = sum(2 * len(shapes) * len(dtypes) for shapes in shapes_of.values())  # a step: a shape, one direction
     with progress("kernels: shapes", total) as step, warnings.catch_warnings():
         # compiled_triton in the interpreter: dynamo cannot trace it, says so in three multi-line warnings, and

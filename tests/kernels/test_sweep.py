@@ -116,6 +116,14 @@ def test_cli_smoke_one_case(interp: ModuleType, tmp_path: Path) -> None:
     assert "GB/s" in result.output or "MB/s" in result.output
 
 
+def test_cli_max_shapes_limits_the_smoke_shapes_too(interp: ModuleType, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["kernels", "--case", "rms", "--dtype", "fp32", "--provider", "triton", "--smoke",
+                                      "--max-shapes", "1", "--save-path", str(tmp_path), "--no-track"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    steps = [line.split()[:5] for line in result.output.splitlines() if "rms fp32 " in line and "/" in line]
+    assert steps == [["1/2", "rms", "fp32", "fwd", "1x5x64:"], ["2/2", "rms", "fp32", "bwd", "1x5x64:"]]
+
+
 @pytest.mark.slow  # a fresh process compiling through dynamo (22 s of the fast tier); the skip's words are its point
 def test_cli_compiled_triton_in_the_interpreter_is_skipped_on_one_line(tmp_path: Path) -> None:
     """dynamo cannot trace the interpreter's kernels: three multi-line UserWarnings, then the provider skipped
