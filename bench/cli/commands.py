@@ -31,7 +31,7 @@ from bench.define.config import resolve_config
 from bench.errors import PerflabError
 
 server_app = typer.Typer(
-    no_args_is_help=True, help="the pre-warmed server variants are forked from (kept between runs)"
+    no_args_is_help=True, help="The pre-warmed servers variants are forked from (kept between runs)"
 )
 
 
@@ -252,19 +252,22 @@ def _energy_lines(rows: list[tuple[Any, Any, Any, Any]]) -> list[str]:
 
 @server_app.command("status")
 def server_status() -> None:
-    """List this user's servers: pid, Triton mode, uptime, children running."""
+    """List this user's servers: pid, Triton mode, uptime, children running; "this checkout's" marks those
+    `perflab server stop` stops without --all."""
     from bench.isolate import server
 
     found = server.servers()
     if not found:
         console.print(f"no server running (socket directory {server.runtime_dir()})", markup=False)
+    own = server.own_keys()
     for s in found:
+        name = f"server {s['pid']} key {s['key']}" + (" (this checkout's)" if s["key"] in own else "")
         if s.get("starting"):
-            console.print(f"server {s['pid']} key {s['key']}: starting (importing torch)", markup=False)
+            console.print(f"{name}: starting (importing torch)", markup=False)
             continue
         errors = f", preload errors: {s['preload_errors']}" if s["preload_errors"] else ""
         console.print(
-            f"server {s['pid']} key {s['key']}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, "
+            f"{name}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, "
             f"{s['children']} child(ren), exits after {s['idle_limit_s']:.0f} s idle{errors}",
             markup=False,
         )

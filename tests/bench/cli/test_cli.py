@@ -259,3 +259,17 @@ def test_a_signal_mid_suite_logs_what_finished_and_ends_the_parent_killed(
     assert 2 <= len(logged) == int(said[1]) < 5, logged
     rest = [f"ch07:{x}" for x in "az" if not {f"{x}:baseline", f"{x}:optimized"} <= set(logged)]
     assert f"the rest: perflab run -t {','.join(rest)} --chapters-dir {root}\n" in err  # a half-done example runs whole
+
+
+def test_server_status_marks_the_servers_stop_would_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.isolate import server
+
+    up = {"triton_interpret": "1", "uptime_s": 5.0, "children": 0, "idle_limit_s": 900.0, "preload_errors": None}
+    found = [{"pid": 11, "key": "mine", **up}, {"pid": 12, "key": "theirs", **up},
+             {"pid": 13, "key": "mine2", "starting": True}]  # fmt: skip
+    monkeypatch.setattr(server, "servers", lambda: found)
+    monkeypatch.setattr(server, "own_keys", lambda: {"mine", "mine2"})
+    out = CliRunner().invoke(app, ["server", "status"], env={"COLUMNS": "200"}).output
+    assert "server 11 key mine (this checkout's): TRITON_INTERPRET='1'" in out
+    assert "server 12 key theirs: TRITON_INTERPRET='1'" in out
+    assert "server 13 key mine2 (this checkout's): starting" in out
