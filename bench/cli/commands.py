@@ -25,6 +25,7 @@ from bench.cli.common import (
     console,
     examples_for,
     line,
+    print_line,
 )
 from bench.cli.workers import check_device
 from bench.define.config import resolve_config
@@ -117,7 +118,7 @@ def profile(
             failed += result.status not in ("ok", "skipped")
             if tracker is not None:
                 tracker.log_variant(result)
-            console.print(line(result, None))
+            print_line(line(result, None))
     finally:
         if tracker is not None:
             tracker.__exit__(None, None, None)  # FINISHED, and no suite_status: not a suite

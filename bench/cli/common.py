@@ -135,6 +135,19 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
     return text
 
 
+def print_line(text: Text) -> None:
+    """``line``'s text on the console: its ``bound:`` line, wrapped at the console's width, keeps its indent on
+    every line it takes (rich would start them at column 0)."""
+    import textwrap
+
+    first, *rest = text.split("\n")
+    console.print(first)
+    for more in rest:
+        wrapped = textwrap.fill(more.plain.strip(), width=max(console.width, 40), initial_indent=" " * 10,
+                                subsequent_indent=" " * 10, break_long_words=False, break_on_hyphens=False)  # fmt: skip
+        console.print(wrapped, markup=False, soft_wrap=True, highlight=False)
+
+
 def chapter_prefix(keys: list[str]) -> str:
     """``"ch07:"`` when every key is of one chapter (its table need not repeat it), else ``""``."""
     chapters = {k.split(":", 1)[0] for k in keys}

@@ -352,3 +352,16 @@ def test_a_line_names_the_metric_a_pair_without_a_speedup_was_on() -> None:
     out.print(common.line(VariantResult(spec=spec, status="ok", timing=timing), c.model_copy(
         update={"speedup_metric": "time"}), "ch13:"))  # fmt: skip
     assert text_of(out).rstrip().endswith("5.53 ms no speedup")
+
+
+def test_a_profile_line_wraps_its_bound_line_under_its_indent(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.text import Text
+
+    out = screen(80)
+    monkeypatch.setattr(common, "console", out)
+    common.print_line(Text("     ok ch07:x:baseline\n          bound: unknown (no ncu counters (ncu not requested); "
+                           "no roofline: no timed median (profile-only run)); torch ok"))  # fmt: skip
+    lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[0] == "     ok ch07:x:baseline" and len(lines) == 3
+    assert all(ln.startswith(" " * 10) and len(ln) <= 80 and ln == ln.rstrip() for ln in lines[1:])
+    assert "profile-only run" in lines[2]  # never broken at a hyphen
