@@ -36,7 +36,8 @@ SanitizeOpt = Annotated[
 ]
 ProfileModeOpt = Annotated[
     str | None,
-    typer.Option(help="torch, ncu, nsys, all; memcheck, racecheck, sanitize (a tool not on PATH: skipped, with why)"),
+    typer.Option(help="torch (default), ncu, nsys, all; memcheck, racecheck, sanitize (a tool not on PATH, or one "
+                "for CUDA kernels on a CPU variant: skipped, with why)"),  # fmt: skip
 ]
 NcuPresetOpt = Annotated[str | None, typer.Option(help="Nsight Compute metrics: minimal, roofline or full (slow)")]
 DeviceOpt = Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N")]
