@@ -129,8 +129,10 @@ def select(catalog: Catalog, targets: Iterable[str] | str | None = None) -> list
         head, sep, tail = raw.partition(":")
         m = _TARGET_RE.match(head.lower() + sep + tail)
         if not m:
+            same = sorted(k for k, e in catalog.examples.items() if e.name == raw)  # an example without its chapter
+            hint = f" (the example{'s' * (len(same) > 1)} {', '.join(same)}?)" if same else ""
             raise TargetError(
-                f"target {raw!r} is malformed; accepted forms: 'ch7', '7', 'ch07', 'ch7:<example>'"
+                f"target {raw!r} is malformed; accepted forms: 'ch7', '7', 'ch07', 'ch7:<example>'{hint}"
             )
         chapter = chapter_id(m.group(1))
         if chapter not in catalog.chapters:
