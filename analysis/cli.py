@@ -38,7 +38,8 @@ def peak(
     experiment: Annotated[str | None, typer.Option(help="MLflow experiment (default: MLflow's Default)")] = None,
     tracking_uri: TrackingOpt = None,
 ) -> None:
-    """Measure this device's ceilings (copy/L2 bandwidth, matmul TFLOP/s per dtype), cache them per hardware."""
+    """Measure this device's ceilings (copy/L2 bandwidth, matmul TFLOP/s per dtype; with two GPUs visible, the
+    link between them), cache them per hardware."""
     from analysis.peak import peak as run_peak
     from analysis.peak import peak_markdown
     from bench.measure import ceilings

@@ -216,10 +216,15 @@ def measure_cpu(
 
 
 def _target(device: str) -> tuple[bool, str]:
-    """(is CUDA, hardware key) for ``auto`` (the first GPU when there is one, else the CPU), cpu, cuda."""
+    """(is CUDA, hardware key) for ``auto`` (the first GPU when there is one, else the CPU), cpu, cuda; any other
+    device, or cuda on a host without one, is a ``PerflabError`` naming it and what is accepted."""
     import torch
 
-    cuda = torch.cuda.is_available() if device == "auto" else device.startswith("cuda")
+    if device not in ("auto", "cpu", "cuda"):
+        raise PerflabError(f"--device {device!r} unknown; accepted: auto (the first GPU, else the CPU), cpu, cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PerflabError("--device 'cuda': torch sees no CUDA GPU on this host; accepted here: auto, cpu")
+    cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
     return cuda, torch.cuda.get_device_name(0) if cuda else peaks.cpu_key()
 
 

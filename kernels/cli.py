@@ -22,7 +22,7 @@ def kernels_cmd(
     ] = "all",
     dtype: Annotated[str, typer.Option(help="fp16, bf16, fp32 or all")] = "bf16",
     provider: Annotated[
-        str, typer.Option(help="comma-separated providers: naive, compiled, triton, compiled_triton (default: all)")
+        str, typer.Option(help="comma-separated providers (naive, compiled, triton, compiled_triton) or 'all'")
     ] = "all",
     plot: Annotated[bool, typer.Option("--plot", help="also write a speedup PNG per CSV")] = False,
     profile: Annotated[
@@ -53,18 +53,20 @@ def kernels_cmd(
     import torch
 
     from bench import resolve_config
-    from bench.cli import progress, writable_dir
+    from bench.cli import check_device, progress, writable_dir
     from bench.errors import PerflabError
     from bench.record import results_dir
 
+    resolve_config({"device": device})  # not auto, cpu, cuda or cuda:N: one line naming it
+    check_device(device)  # a CUDA device this host lacks: one line, before any import of the kernels
     option = "--save-path" if save_path is not None else "--save-path's default"
     save_path = writable_dir(save_path or results_dir() / "kernels", option)
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto"
                        else device)  # fmt: skip
-    if dev.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    interpreted = dev.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1"
+    if interpreted:
         os.environ["TRITON_INTERPRET"] = "1"  # read when @triton.jit decorates, i.e. at the import below
-        typer.echo("no GPU: Triton kernels run in the interpreter (TRITON_INTERPRET=1); times are not GPU times")
     for name in CASE_MODULES:
         importlib.import_module(name)
     from kernels.case import CASES, DTYPES, PROVIDERS
@@ -76,7 +78,9 @@ def kernels_cmd(
     for kind, given, known in (("case", cases, CASES), ("dtype", dtypes, DTYPES), ("provider", providers, PROVIDERS)):
         bad = [g for g in given if g not in known]
         if bad:
-            raise PerflabError(f"--{kind} {','.join(bad)} unknown; choose from {', '.join(known)} or all")
+            raise PerflabError(f"--{kind} {','.join(map(repr, bad))} unknown; choose from {', '.join(known)} or all")
+    if interpreted:
+        typer.echo("no GPU: Triton kernels run in the interpreter (TRITON_INTERPRET=1); times are not GPU times")
     if "naive" not in providers:
         providers.insert(0, "naive")  # every speedup is against it
     smoke = dev.type == "cpu" if smoke is None else smoke
@@ -96,7 +100,8 @@ def kernels_cmd(
               "timing_mode": config.timing_mode, "iterations": config.iterations, "hardware": hardware,
               "copy_gbps": f"{copy_gbps:.1f}" if copy_gbps else "none cached"}  # fmt: skip
 
-    shapes_of = {c: SMOKE_SHAPES if smoke else sweep_shapes(CASES[c], max_shapes) for c in cases}
+    smoke_shapes = SMOKE_SHAPES[-max_shapes:] if max_shapes else SMOKE_SHAPES  # the largest kept, as in a sweep
+    shapes_of = {c: smoke_shapes if smoke else sweep_shapes(CASES[c], max_shapes) for c in cases}
     total = sum(2 * len(shapes) * len(dtypes) for shapes in shapes_of.values())  # a step: a shape, one direction
     with progress("kernels: shapes", total) as step, warnings.catch_warnings():
         # compiled_triton in the interpreter: dynamo cannot trace it, says so in three multi-line warnings, and

@@ -161,7 +161,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {report[key]['path']} | " + " | ".join(f"{split.get(n, 0.0):.3f}" for n in names) + " |")
     suite = report.get("suite")
     if suite:
-        lines += ["", f"As one suite ({suite['path']}, what `perflab run` pays beyond the measured stages): "
+        lines += ["", f"As one suite ({suite['path'].removeprefix('suite ').strip('()')}: what `perflab run` pays "
+                      "beyond the measured stages): "
                       f"{suite['overhead_per_variant_s']:.3f} s per variant over {suite['n']}, "
                       f"wall {suite['wall_s']:.2f} s, all ok: {suite['all_ok']}."]  # fmt: skip
     running = report["fast"].get("server_was_running")

@@ -206,10 +206,16 @@ def run_selfcheck(
         if name in skipped:
             log(f"skip {name}: {skipped[name]}")
             continue
+        wanted = list(modes or (GPU_MODES if name in GPU_WORKLOADS else CPU_MODES))
+        for mode in [m for m in wanted if name not in GPU_WORKLOADS and m not in CPU_MODES]:
+            why = f"{mode} times GPU work; {name} runs on the CPU (its modes: {', '.join(CPU_MODES)})"
+            skipped[f"{name} {mode}"] = why
+            log(f"skip {name} {mode}: {why}")
+            wanted.remove(mode)
+        if not wanted:  # no clock left to check against it: no truth to measure
+            continue
         truths[name] = _truths(name, bandwidth, use_ncu, call, log)
-        for mode in modes or (GPU_MODES if name in GPU_WORKLOADS else CPU_MODES):
-            if name not in GPU_WORKLOADS and mode not in CPU_MODES:
-                continue
+        for mode in wanted:
             cells += _cells(name, mode, repeats, config_layer, truths[name], call, log)
     return {
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
@@ -232,8 +238,12 @@ def _truths(name: str, bandwidth: float | None, use_ncu: bool, call: Callable[..
     """The workload's ground truth and, on a GPU with ncu, Nsight Compute's time."""
     t, how = call(_truth_task, name, bandwidth)
     gpu = name in GPU_WORKLOADS
-    ncu_ms, ncu_how = ncu_truth_ms(name) if (use_ncu and gpu) else (None, "not requested")
-    log(f"{name}: truth {t * 1e3:.2f} us ({how}); ncu: {ncu_ms and round(ncu_ms * 1e3, 2)} ({ncu_how})")
+    if not gpu:
+        ncu_ms, ncu_how = None, "a CPU workload: ncu times GPU kernels"
+    else:
+        ncu_ms, ncu_how = ncu_truth_ms(name) if use_ncu else (None, "not requested: --no-ncu")
+    ncu = f"{ncu_ms * 1e3:.2f} us" if ncu_ms else "—"
+    log(f"{name}: truth {t * 1e3:.2f} us ({how}); ncu {ncu} ({ncu_how})")
     return {"truth_ms": t, "truth_method": how, "ncu_ms": ncu_ms, "ncu_method": ncu_how}
 
 
@@ -278,6 +288,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"- batch rows: truth per cell, {how}")
     for name, why in report["skipped"].items():
         lines.append(f"- {name}: skipped, {why}")
+    if not report["cells"]:
+        return "\n".join([*lines, "", "No cell was measured: every workload or mode asked for was skipped."]) + "\n"
     lines += [
         "",
         "| workload | mode | median µs | error vs truth | error vs ncu | CV of medians | samples | wall s | note |",

@@ -38,9 +38,10 @@ from bench.cli.output import (
 )
 from bench.cli.run import run
 from bench.cli.store import import_
+from bench.cli.workers import check_device
 
-__all__ = ["can_write_in", "console", "err_console", "error", "fitted", "name_lines", "progress", "register",
-           "warning", "writable_dir"]
+__all__ = ["can_write_in", "check_device", "console", "err_console", "error", "fitted", "name_lines", "progress",
+           "register", "warning", "writable_dir"]
 
 
 def register(app: Any) -> None:

@@ -21,7 +21,11 @@ def selfcheck(
         list[str] | None,
         typer.Option("--workload", help="tiny_add, scale_8mib, scale_64mib, matmul_bf16, cpu_sum (default: all)"),
     ] = None,
-    mode: Annotated[list[str] | None, typer.Option("--mode", help="timing modes to check (default: all)")] = None,
+    mode: Annotated[
+        list[str] | None,
+        typer.Option("--mode", help="naive, cpu, cuda_event, cuda_graph, triton, pytorch (default: all a workload "
+                     "can use; cpu_sum: cpu, pytorch)"),  # fmt: skip
+    ] = None,
     ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="also compare with Nsight Compute when on PATH")] = True,
     out: Annotated[Path | None, typer.Option(help="write selfcheck.md and selfcheck.json here")] = None,
     no_track: NoTrackOpt = False,
@@ -79,7 +83,7 @@ def _log_selfcheck(report: dict[str, Any], text: str, params: dict[str, Any], ex
 
 
 def overhead(
-    n: Annotated[int, typer.Option("--n", min=0, help="trivial variants per launch path (0: skip)")] = 10,
+    n: Annotated[int, typer.Option("--n", min=0, help="trivial variants per launch path, 2 or more (0: skip)")] = 10,
     out: Annotated[Path | None, typer.Option(help="also write overhead.md and overhead.json here")] = None,
     chapter_wall: Annotated[
         str | None,
@@ -108,6 +112,9 @@ def overhead(
 
     if n == 1:
         raise PerflabError("--n 1 is too small; use at least 2 variants per path, or 0 to skip")
+    if n == 0 and chapter_wall is None:
+        raise PerflabError("--n 0 skips the launch paths and no --chapter-wall was given: nothing to measure; use "
+                           "--n 2 or more, or --chapter-wall TARGET")  # fmt: skip
     if out is not None:
         writable_dir(out, "--out")
     extra = [*(["--smoke"] if smoke else ["--full-size"] if smoke is False else [])]

@@ -25,12 +25,14 @@ from bench.cli.common import (
     console,
     examples_for,
     line,
+    print_line,
 )
+from bench.cli.workers import check_device
 from bench.define.config import resolve_config
 from bench.errors import PerflabError
 
 server_app = typer.Typer(
-    no_args_is_help=True, help="the pre-warmed server variants are forked from (kept between runs)"
+    no_args_is_help=True, help="The pre-warmed servers variants are forked from (kept between runs)"
 )
 
 
@@ -77,7 +79,7 @@ def verify(
     from bench.isolate.runner import run_variant
 
     layer = cli_layer(device=device, timeout_multiplier=timeout_multiplier)
-    resolve_config(layer)
+    check_device(resolve_config(layer).device)  # a GPU this host lacks: one line, not a failure per variant
     _, examples = examples_for(targets, chapters_dir)
     failed = 0
     with tempfile.TemporaryDirectory(prefix="perflab-verify-") as tmp:
@@ -105,7 +107,7 @@ def profile(
         enable_profiling=True, profile_mode=profile_mode, ncu_preset=ncu_preset, device=device,
         timeout_multiplier=timeout_multiplier, smoke=smoke,
     )  # fmt: skip
-    resolve_config(layer)
+    check_device(resolve_config(layer).device)
     _, examples = examples_for(targets, chapters_dir)
     tracker = None if no_track else _profile_tracker(experiment, tracking_uri, ",".join(targets))
     root = keep_workdir or Path(tempfile.mkdtemp(prefix="perflab-profile-"))
@@ -116,7 +118,7 @@ def profile(
             failed += result.status not in ("ok", "skipped")
             if tracker is not None:
                 tracker.log_variant(result)
-            console.print(line(result, None))
+            print_line(line(result, None))
     finally:
         if tracker is not None:
             tracker.__exit__(None, None, None)  # FINISHED, and no suite_status: not a suite
@@ -252,19 +254,22 @@ def _energy_lines(rows: list[tuple[Any, Any, Any, Any]]) -> list[str]:
 
 @server_app.command("status")
 def server_status() -> None:
-    """List this user's servers: pid, Triton mode, uptime, children running."""
+    """List this user's servers: pid, Triton mode, uptime, children running; "this checkout's" marks those
+    `perflab server stop` stops without --all."""
     from bench.isolate import server
 
     found = server.servers()
     if not found:
         console.print(f"no server running (socket directory {server.runtime_dir()})", markup=False)
+    own = server.own_keys()
     for s in found:
+        name = f"server {s['pid']} key {s['key']}" + (" (this checkout's)" if s["key"] in own else "")
         if s.get("starting"):
-            console.print(f"server {s['pid']} key {s['key']}: starting (importing torch)", markup=False)
+            console.print(f"{name}: starting (importing torch)", markup=False)
             continue
         errors = f", preload errors: {s['preload_errors']}" if s["preload_errors"] else ""
         console.print(
-            f"server {s['pid']} key {s['key']}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, "
+            f"{name}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, "
             f"{s['children']} child(ren), exits after {s['idle_limit_s']:.0f} s idle{errors}",
             markup=False,
         )

@@ -36,7 +36,8 @@ SanitizeOpt = Annotated[
 ]
 ProfileModeOpt = Annotated[
     str | None,
-    typer.Option(help="torch, ncu, nsys, all; memcheck, racecheck, sanitize (a tool not on PATH: skipped, with why)"),
+    typer.Option(help="torch (default), ncu, nsys, all; memcheck, racecheck, sanitize (a tool not on PATH, or one "
+                "for CUDA kernels on a CPU variant: skipped, with why)"),  # fmt: skip
 ]
 NcuPresetOpt = Annotated[str | None, typer.Option(help="Nsight Compute metrics: minimal, roofline or full (slow)")]
 DeviceOpt = Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N")]
@@ -133,6 +134,19 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
 
         text.append(f"\n          bound: {summary_line(result.profile)}")
     return text
+
+
+def print_line(text: Text) -> None:
+    """``line``'s text on the console: its ``bound:`` line, wrapped at the console's width, keeps its indent on
+    every line it takes (rich would start them at column 0)."""
+    import textwrap
+
+    first, *rest = text.split("\n")
+    console.print(first)
+    for more in rest:
+        wrapped = textwrap.fill(more.plain.strip(), width=max(console.width, 40), initial_indent=" " * 10,
+                                subsequent_indent=" " * 10, break_long_words=False, break_on_hyphens=False)  # fmt: skip
+        console.print(wrapped, markup=False, soft_wrap=True, highlight=False)
 
 
 def chapter_prefix(keys: list[str]) -> str:

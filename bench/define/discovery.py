@@ -71,6 +71,8 @@ class Catalog:
 
 def discover(root: str | Path | None = None) -> Catalog:
     root_path = Path(root).resolve() if root is not None else default_chapters_dir()
+    if root_path.exists() and not root_path.is_dir():
+        raise TargetError(f"chapters directory {str(root_path)!r} is a file, not a directory of chNN/ chapters")
     if not root_path.is_dir():
         raise TargetError(f"chapters directory {str(root_path)!r} does not exist")
     examples: dict[str, Example] = {}
@@ -127,8 +129,10 @@ def select(catalog: Catalog, targets: Iterable[str] | str | None = None) -> list
         head, sep, tail = raw.partition(":")
         m = _TARGET_RE.match(head.lower() + sep + tail)
         if not m:
+            same = sorted(k for k, e in catalog.examples.items() if e.name == raw)  # an example without its chapter
+            hint = f" (the example{'s' * (len(same) > 1)} {', '.join(same)}?)" if same else ""
             raise TargetError(
-                f"target {raw!r} is malformed; accepted forms: 'ch7', '7', 'ch07', 'ch7:<example>'"
+                f"target {raw!r} is malformed; accepted forms: 'ch7', '7', 'ch07', 'ch7:<example>'{hint}"
             )
         chapter = chapter_id(m.group(1))
         if chapter not in catalog.chapters:

@@ -75,7 +75,11 @@ def profile_variant(
     profile.bound, profile.bound_evidence = verdict_for(timed or first, profile)
     profile.wall_s = time.monotonic() - t0
     (out / "profile.json").write_text(profile.model_dump_json(indent=2))
-    result = first or VariantResult(spec=spec, status="skipped", config=config.model_dump(), device=device)
+    if first is None:  # every tool skipped: the console's line and the run's tags say why
+        why = dict.fromkeys(s.removeprefix("skipped: ") for s in profile.tools.values() if s.startswith("skipped: "))
+        first = VariantResult(spec=spec, status="skipped", config=config.model_dump(), device=device,
+                              skip_reason="; ".join(why) or None)  # fmt: skip
+    result = first
     result.profile = profile
     return result
 

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis import peak as peak_mod
+from bench.errors import PerflabError
 from bench.measure import ceilings as peaks
 from perflab import cli
 from tests.analysis.synthetic import Store
@@ -63,6 +64,24 @@ def test_cli_reports_reuse(cache: Path) -> None:
     res = CliRunner().invoke(cli.app, ["peak", "--device", "cpu", "--no-track"])
     assert res.exit_code == 0, res.output
     assert "reused the cached ceilings" in res.output and "50.0 GFLOP/s" in res.output
+
+
+@pytest.mark.parametrize(("device", "says"), [("tpu", "'tpu' unknown; accepted: auto"),
+                                              ("cuda:1", "'cuda:1' unknown; accepted: auto")])
+def test_a_device_peak_cannot_measure_is_one_line(cache: Path, monkeypatch: pytest.MonkeyPatch, device: str,
+                                                  says: str) -> None:  # fmt: skip
+    monkeypatch.setattr(peak_mod, "measure_cpu", lambda **_: pytest.fail("measured the CPU for another device"))
+    res = CliRunner().invoke(cli.app, ["peak", "--device", device, "--no-track"])
+    assert isinstance(res.exception, PerflabError) and says in str(res.exception)  # perflab's one-line error
+
+
+def test_cuda_on_a_host_without_a_gpu_is_one_line(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    res = CliRunner().invoke(cli.app, ["peak", "--device", "cuda", "--no-track"])
+    assert isinstance(res.exception, PerflabError)
+    assert "torch sees no CUDA GPU on this host; accepted here: auto, cpu" in str(res.exception)
 
 
 @pytest.mark.parametrize("where", ["under_a_file", "a_directory"])

@@ -116,6 +116,14 @@ def test_cli_smoke_one_case(interp: ModuleType, tmp_path: Path) -> None:
     assert "GB/s" in result.output or "MB/s" in result.output
 
 
+def test_cli_max_shapes_limits_the_smoke_shapes_too(interp: ModuleType, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["kernels", "--case", "rms", "--dtype", "fp32", "--provider", "triton", "--smoke",
+                                      "--max-shapes", "1", "--save-path", str(tmp_path), "--no-track"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    steps = [line.split()[:5] for line in result.output.splitlines() if "rms fp32 " in line and "/" in line]
+    assert steps == [["1/2", "rms", "fp32", "fwd", "1x5x64:"], ["2/2", "rms", "fp32", "bwd", "1x5x64:"]]
+
+
 @pytest.mark.slow  # a fresh process compiling through dynamo (22 s of the fast tier); the skip's words are its point
 def test_cli_compiled_triton_in_the_interpreter_is_skipped_on_one_line(tmp_path: Path) -> None:
     """dynamo cannot trace the interpreter's kernels: three multi-line UserWarnings, then the provider skipped
@@ -135,7 +143,21 @@ def test_cli_compiled_triton_in_the_interpreter_is_skipped_on_one_line(tmp_path:
 
 def test_cli_rejects_unknown_case(interp: ModuleType) -> None:
     result = CliRunner().invoke(app, ["kernels", "--case", "nope", "--no-track"])
-    assert result.exit_code != 0
+    assert result.exit_code != 0 and "--case 'nope' unknown; choose from rms" in str(result.exception)
+    assert "no GPU" not in result.output  # bad input is the only line
+
+
+@pytest.mark.parametrize(("device", "says"), [("tpu", "device='tpu' is not one of 'auto', 'cpu', 'cuda', 'cuda:N'"),
+                                              ("cuda", "device='cuda': torch sees no CUDA GPU on this host")])
+def test_cli_rejects_a_device_in_one_line(
+    interp: ModuleType, monkeypatch: pytest.MonkeyPatch, device: str, says: str
+) -> None:
+    from bench.cli import workers
+    from bench.errors import PerflabError
+
+    monkeypatch.setattr(workers, "cuda_count", lambda: 0)
+    result = CliRunner().invoke(app, ["kernels", "--device", device, "--no-track"])
+    assert isinstance(result.exception, PerflabError) and says in str(result.exception), result.output
 
 
 def test_sweep_shapes_per_case_and_limited(interp: ModuleType) -> None:

@@ -192,3 +192,24 @@ def test_a_bad_chapter_wall_is_refused_before_the_overhead_is_measured(args: lis
     result = CliRunner().invoke(app, ["overhead", *args], env={"COLUMNS": "200"})  # main() prints the error
     assert isinstance(result.exception, PerflabError) and message in str(result.exception), result.output
     assert "fast (server)" not in result.output  # nothing was timed first
+
+
+def test_n_0_without_a_chapter_wall_is_refused_not_a_silent_success() -> None:
+    from typer.testing import CliRunner
+
+    from bench.errors import PerflabError
+    from perflab.cli import app
+
+    result = CliRunner().invoke(app, ["overhead", "--n", "0"])
+    assert isinstance(result.exception, PerflabError), result.output
+    assert "--n 0 skips the launch paths and no --chapter-wall was given: nothing to measure" in str(result.exception)
+
+
+def test_the_suite_line_names_its_path_once() -> None:
+    path = {"n": 2, "wall_s": 1.0, "overhead_per_variant_s": 0.1, "overhead_first_s": 0.1, "overhead_median_s": 0.1,
+            "overhead_after_first_s": 0.1, "all_ok": True, "split_s": {"startup": 0.01, "outside": 0.05}}  # fmt: skip
+    report = {"fast": {**path, "path": "fast (server)"}, "cold": {**path, "path": "cold_start (spawn)"},
+              "suite": {"path": "suite (server, started ahead)", "n": 2, "wall_s": 1.3, "overhead_per_variant_s": 0.29,
+                        "all_ok": True}, "cold_over_fast": None}  # fmt: skip
+    assert "As one suite (server, started ahead: what `perflab run` pays beyond the measured stages): 0.290 s" in (
+        markdown(report))

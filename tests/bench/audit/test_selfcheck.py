@@ -64,6 +64,24 @@ def test_gpu_workloads_skip_with_reason_without_cuda() -> None:
     assert "skipped" in markdown(report)
 
 
+def test_a_gpu_mode_on_a_cpu_workload_is_skipped_with_reason() -> None:
+    said: list[str] = []
+    report = run_selfcheck(repeats=2, workloads=["cpu_sum"], modes=["cuda_event"], log=said.append, isolate=False)
+    assert report["cells"] == [] and report["truths"] == {}  # nothing to check: no truth measured either
+    why = report["skipped"]["cpu_sum cuda_event"]
+    assert why == "cuda_event times GPU work; cpu_sum runs on the CPU (its modes: cpu, pytorch)"
+    assert said == [f"skip cpu_sum cuda_event: {why}"]
+    text = markdown(report)
+    assert f"- cpu_sum cuda_event: skipped, {why}" in text and "No cell was measured" in text and "| mode |" not in text
+
+
+def test_a_cpu_workload_says_why_it_has_no_ncu_time() -> None:
+    said: list[str] = []
+    report = run_selfcheck(repeats=2, workloads=["cpu_sum"], modes=["cpu"], log=said.append, isolate=False)
+    assert report["truths"]["cpu_sum"]["ncu_method"] == "a CPU workload: ncu times GPU kernels"
+    assert any("ncu — (a CPU workload" in line for line in said) and not any("None" in line for line in said)
+
+
 def test_unknown_workload_is_a_clear_cli_error() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "perflab", "selfcheck", "--workload", "bogus", "--no-track", "--no-ncu"],

@@ -137,6 +137,20 @@ def test_verify_reports_a_setup_failure(tree: Path) -> None:
     assert "ok ch07:bad:optimized" in done.stdout  # the next variant still ran
 
 
+@pytest.mark.parametrize("command", [["verify", "-t"], ["profile", "--no-track"]])
+def test_a_cuda_device_the_host_lacks_is_one_line_not_a_failure_per_variant(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    from bench.cli import workers
+    from bench.errors import PerflabError
+
+    monkeypatch.setattr(workers, "cuda_count", lambda: 0)
+    result = CliRunner().invoke(app, [*command, "ch7:x", "--chapters-dir", str(tree), "--device", "cuda"])
+    assert isinstance(result.exception, PerflabError), result.output
+    assert "device='cuda': torch sees no CUDA GPU on this host; accepted here: auto, cpu" in str(result.exception)
+    assert "ch07:x:baseline" not in result.output  # refused before any variant
+
+
 def test_run_without_tracking_end_to_end(tree: Path) -> None:
     done = perflab("run", "-t", "ch7:x", "--no-track", "--iterations", "3", "--warmup", "1", "--chapters-dir", tree)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -249,3 +263,17 @@ def test_a_signal_mid_suite_logs_what_finished_and_ends_the_parent_killed(
              "--jobs", jobs, "--rounds", "1"]  # measured as the suite was  # fmt: skip
     rest_line = shlex.join(["perflab", "run", "-t", ",".join(rest), *again])  # a half-done example runs whole
     assert f"the rest: {rest_line}\n" in err, err
+
+
+def test_server_status_marks_the_servers_stop_would_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.isolate import server
+
+    up = {"triton_interpret": "1", "uptime_s": 5.0, "children": 0, "idle_limit_s": 900.0, "preload_errors": None}
+    found = [{"pid": 11, "key": "mine", **up}, {"pid": 12, "key": "theirs", **up},
+             {"pid": 13, "key": "mine2", "starting": True}]  # fmt: skip
+    monkeypatch.setattr(server, "servers", lambda: found)
+    monkeypatch.setattr(server, "own_keys", lambda: {"mine", "mine2"})
+    out = CliRunner().invoke(app, ["server", "status"], env={"COLUMNS": "200"}).output
+    assert "server 11 key mine (this checkout's): TRITON_INTERPRET='1'" in out
+    assert "server 12 key theirs: TRITON_INTERPRET='1'" in out
+    assert "server 13 key mine2 (this checkout's): starting" in out

@@ -379,3 +379,16 @@ def test_the_note_on_one_round_verdicts_wraps_at_80_columns(monkeypatch: pytest.
     at = next(i for i, line in enumerate(lines) if line.startswith("note: 1 verdict(s) of one round"))
     assert all(len(line) <= 80 for line in lines[at : at + 3]), lines[at:]
     assert " ".join(lines[at : at + 3]).endswith("rounds (the default) measure it"), lines[at:]
+
+
+def test_a_profile_line_wraps_its_bound_line_under_its_indent(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.text import Text
+
+    out = screen(80)
+    monkeypatch.setattr(common, "console", out)
+    common.print_line(Text("     ok ch07:x:baseline\n          bound: unknown (no ncu counters (ncu not requested); "
+                           "no roofline: no timed median (profile-only run)); torch ok"))  # fmt: skip
+    lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[0] == "     ok ch07:x:baseline" and len(lines) == 3
+    assert all(ln.startswith(" " * 10) and len(ln) <= 80 and ln == ln.rstrip() for ln in lines[1:])
+    assert "profile-only run" in lines[2]  # never broken at a hyphen

@@ -102,6 +102,14 @@ def test_malformed_target_rejected(catalog: Catalog, bad: str) -> None:
         select(catalog, bad)
 
 
+def test_an_example_named_without_its_chapter_is_pointed_to(catalog: Catalog) -> None:
+    with pytest.raises(TargetError, match=r"'x' is malformed; accepted forms: .* \(the example ch07:x\?\)$"):
+        select(catalog, "x")
+    with pytest.raises(TargetError) as info:
+        select(catalog, "nothere")
+    assert "the example" not in str(info.value)
+
+
 def test_split_targets() -> None:
     assert split_targets("ch7, ch1:w  3") == ["ch7", "ch1:w", "3"]
     assert split_targets(None) == []
@@ -110,6 +118,12 @@ def test_split_targets() -> None:
 def test_missing_chapters_dir(tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="does not exist"):
         discover(tmp_path / "nowhere")
+
+
+def test_chapters_dir_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("")
+    with pytest.raises(TargetError, match="is a file, not a directory"):
+        discover(tmp_path / "notes.md")
 
 
 def test_default_chapters_dir_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -245,6 +245,7 @@ def test_ncu_on_path_but_cpu_variant_is_skipped_with_reason(
     spec = example[0].variants[0]
     r = profile_variant(spec, tmp_path, cli_layer={**CPU, "profile_mode": "ncu"})
     assert r.status == "skipped" and r.profile is not None
+    assert r.skip_reason == "ncu profiles CUDA kernels; the variant ran on cpu"  # the console's line says why
     assert r.profile.tools == {"ncu": "skipped: ncu profiles CUDA kernels; the variant ran on cpu"}
     assert r.profile.bound == "unknown" and "ncu skipped" in (r.profile.bound_evidence or "")
 
@@ -254,5 +255,8 @@ def test_cli_profile_command_and_bad_preset(example: Any, chapters: Any, no_nsig
     out = CliRunner().invoke(app, ["profile", "ch07:p", "--chapters-dir", str(tree), "--device", "cpu", "--no-track"])
     assert out.exit_code == 0, out.output
     assert out.output.count("bound: unknown") == 2 and "torch ok" in out.output
+    nsys = CliRunner().invoke(app, ["profile", "ch07:p", "--chapters-dir", str(tree), "--device", "cpu", "--no-track",
+                                    "--profile-mode", "nsys"])  # fmt: skip
+    assert nsys.exit_code == 0 and nsys.output.count("(nsys not on PATH)") == 2, nsys.output
     bad = CliRunner().invoke(app, ["run", "-t", "ch07:p", "--chapters-dir", str(tree), "--ncu-preset", "max"])
     assert bad.exit_code != 0 and "ncu_preset='max'" in str(bad.exception)
