@@ -18,7 +18,7 @@ from sweeps.examples import h5_dataset
 from sweeps.runner import job_for
 from sweeps.storage import default_storage
 from sweeps.trial import run_trial
-from sweeps.workload import WorkloadError, build_workload, parse_workload
+from sweeps.workload import WorkloadError, build_workload, load_function, parse_workload
 
 SETTINGS = TrialSettings(batch_size=8, num_workers=0, pin_memory=False, amp=False, device="cpu", smoke=True)
 
@@ -69,6 +69,21 @@ def test_unimportable_workloads_are_one_line(text: str, parts: tuple[str, ...]) 
     with pytest.raises(WorkloadError) as err:
         parse_workload(text)
     _one_line(err, repr(text), *parts)
+
+
+_ARGPARSE = ("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--lr', type=float, "
+             "default=0.5)\n{extra}args = parser.parse_args()\n\ndef make(s):\n    return args.lr\n")
+
+
+def test_a_script_parsing_its_arguments_at_import_reads_its_defaults(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.argv", ["perflab", "sweep", "run", "--workload", "train.py:make"])
+    f = _file(tmp_path, _ARGPARSE.format(extra=""), "train_defaults.py")
+    assert load_function(parse_workload(f"{f}:make"))(SETTINGS) == 0.5  # not the sweep's argv: exit 2
+    f = _file(tmp_path, _ARGPARSE.format(extra="parser.add_argument('--epochs', required=True)\n"), "train_req.py")
+    with pytest.raises(WorkloadError) as err:
+        parse_workload(f"{f}:make")
+    _one_line(err, "exited while being imported (SystemExit: 2)", "if __name__ == '__main__'")
 
 
 @pytest.mark.parametrize(
