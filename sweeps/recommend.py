@@ -64,8 +64,9 @@ def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, devi
     """
     if row["status"] == "oom" or (row.get("memory_pct") or 0) >= rules.memory_bound_pct:
         return "memory-bound"
-    if row["status"] != "ok":
-        return row["status"]
+    if row["status"] != "ok":  # the trial's own line's why, in its row too
+        reason = " ".join(str(row.get("reason") or "").split())
+        return f"{row['status']}: {reason[:200]}" if reason else row["status"]
     step, wait = row.get("step_ms"), row.get("io_wait_ms")
     if step and wait is not None and wait / step >= rules.io_bound_frac:
         fixed = ("batch_size", *(k for k in OTHER if k not in ("num_workers", "prefetch_factor", "persistent_workers")))
@@ -100,7 +101,7 @@ def _io_without_more_workers(workers: int, cores: int | None, gpu: bool = True) 
         return (f"I/O-bound (all {cores} usable cores have a worker: decode or normalise on the GPU, ship uint8, "
                 "or a faster file layout)")  # fmt: skip
     more = f"; the host has {cores} usable cores" if cores is not None else ""
-    return f"I/O-bound ({workers} workers, the most measured with these settings{more})"
+    return f"I/O-bound ({workers} worker{'s' * (workers != 1)}, the most measured with these settings{more})"
 
 
 def recommend(
@@ -224,7 +225,7 @@ def table_markdown(rec: Recommendation, remeasured: Remeasured | None = None) ->
         cells = []
         for c in cols:
             v = describe_config(row) if c == "configuration" else row.get(c)
-            cells.append("—" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
+            cells.append("—" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v).replace("|", "\\|"))
             if c == "samples_per_s" and row.get("samples_per_s_low") is not None:  # the blocks' spread
                 cells[-1] += f" ({row['samples_per_s_low']:.0f}–{row['samples_per_s_high']:.0f})"
         lines.append("| " + " | ".join(cells) + " |")

@@ -72,6 +72,19 @@ def test_diagnosis_rules() -> None:
     # what a row cannot tell is not claimed: no "storage or decode"; on a CPU no GPU remedy
     assert diagnose(slow_more[0], slow_more, rules) == "I/O-bound (more workers do not help)"
     assert diagnose(all_cores[1], all_cores, on_a_host, "cpu") == "I/O-bound (all 16 usable cores have a worker)"
+    one = [row(128, 0, 2000.0, 20.0, io=6.0), row(128, 1, 1900.0, 20.0, io=6.0)]
+    assert diagnose(one[1], one, rules) == "I/O-bound (1 worker, the most measured with these settings)"
+
+
+def test_a_failed_rows_diagnosis_says_why() -> None:
+    failed = {"trial": 7, "batch_size": 64, "num_workers": 0, "status": "failed",
+              "reason": "workload 'job.py:make' raised RuntimeError: out of memory | at 64"}  # fmt: skip
+    timed_out = {**failed, "trial": 8, "status": "timeout", "reason": "trial exceeded 6.0s; process group killed"}
+    rec = recommend([row(32, 0, 900.0, 10.0), failed, timed_out], "cpu", Rules())
+    assert diagnose(failed, [failed], Rules()) == f"failed: {failed['reason']}"
+    md = table_markdown(rec)
+    assert "| failed: workload 'job.py:make' raised RuntimeError: out of memory \\| at 64 |" in md  # one cell
+    assert "| timeout: trial exceeded 6.0s; process group killed |" in md
 
 
 def test_snippet_scales_learning_rate_by_square_root() -> None:
