@@ -114,7 +114,8 @@ def recommend(
     notes: list[str] = []
     diag = [{**r, "diagnosis": diagnose(r, rows, rules, device)} for r in rows]
     if not ok:
-        return Recommendation(None, None, None, ["no trial finished ok"], diag, "no trial finished ok")
+        why = _why_no_ok(rows)
+        return Recommendation(None, None, None, [why], diag, why)
     fastest = max(ok, key=lambda r: r["samples_per_s"])
     with_mem = [r for r in ok if r.get("peak_memory_gb")]
     efficient = max(with_mem, key=lambda r: r["samples_per_s"] / r["peak_memory_gb"]) if with_mem else None
@@ -127,6 +128,27 @@ def recommend(
     chosen = max(in_memory, key=lambda r: r["samples_per_s"])
     gpu = gpu_note(chosen, ok, rules, workload) if device != "cpu" else None
     return Recommendation(fastest, efficient, chosen, notes, diag, None, gpu)
+
+
+def _why_no_ok(rows: list[dict[str, Any]]) -> str:
+    """"no trial finished ok", with what the trials ended as and what to change."""
+    if not rows:
+        return "no trial finished ok: none ran (a --time-budget spent, or an empty study)"
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    ended = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    why = f"no trial finished ok ({ended})"
+    ooms = [r for r in rows if r["status"] == "oom"]
+    if ooms:
+        smallest = min(ooms, key=lambda r: r["batch_size"])
+        why += f"; batch {smallest['batch_size']} ran out of memory: try smaller --batch-sizes"
+    other = sorted((r for r in rows if r["status"] in ("failed", "timeout")), key=lambda r: r.get("trial") or 0)
+    if other:
+        first = other[0]
+        why += (f"; trial {first.get('trial')} ({describe_config(first)}) {first['status']}: "
+                + (" ".join(str(first.get("reason") or "").split())[:200] or "no reason recorded"))  # fmt: skip
+    return why
 
 
 def gpu_note(chosen: dict[str, Any], ok: list[dict[str, Any]], rules: Rules, workload: str | None) -> str | None:

@@ -181,3 +181,17 @@ def test_gpu_note_names_input_waits_and_what_the_margin_costs() -> None:
 def test_config_carries_the_host_bound_threshold() -> None:
     assert rules_of(SweepConfig()).host_bound_util_pct == 30.0
     assert rules_of(SweepConfig(host_bound_util_pct=15.0)).host_bound_util_pct == 15.0
+
+
+def test_no_ok_trial_says_what_the_trials_ended_as_and_what_to_change() -> None:
+    """Every batch out of memory gave only "no trial finished ok": nothing said to try smaller batches."""
+    oom = {"trial": 0, "batch_size": 16, "num_workers": 0, "status": "oom"}
+    skipped = {**oom, "trial": 1, "batch_size": 32, "status": "skipped", "reason": "batch 16 ran out of memory"}
+    rec = recommend([oom, skipped], "cpu", Rules())
+    assert rec.why_none == ("no trial finished ok (1 oom, 1 skipped); batch 16 ran out of memory: try smaller "
+                            "--batch-sizes")  # fmt: skip
+    failed = {**oom, "trial": 2, "status": "failed", "reason": "workload 'job.py:make' raised KeyError: 'x'"}
+    assert recommend([failed], "cpu").why_none == ("no trial finished ok (1 failed); trial 2 (bs=16 w=0) failed: "
+                                                   "workload 'job.py:make' raised KeyError: 'x'")  # fmt: skip
+    assert "**recommended**: none — no trial finished ok (1 oom, 1 skipped)" in table_markdown(rec)
+    assert recommend([], "cpu").why_none.startswith("no trial finished ok: none ran")
