@@ -154,6 +154,20 @@ def test_a_workload_raising_for_one_configuration_fails_that_trial_only(tmp_path
     assert errors[8] == "" and "Traceback" in errors[16] and "bug: batch 16" in errors[16]  # where it raised, kept
 
 
+def test_a_workload_raising_out_of_memory_for_a_batch_is_an_oom(tmp_path: Path) -> None:
+    """make() raising RuntimeError('CUDA out of memory ...') at batch 16 was 'failed' (the same error in the step was
+    'oom'): the larger batches were not skipped and the recommendation did not name the wall."""
+    body = ("def make(s):\n    if s.batch_size == 16:\n        raise RuntimeError('CUDA out of memory. Tried to "
+            "allocate 2.00 GiB')\n    m = torch.nn.Linear(4, 2)\n"
+            "    ds = [(torch.randn(4), i % 2) for i in range(64)]\n"
+            "    return Workload(model=m, optimizer=torch.optim.SGD(m.parameters(), 0.1),\n"
+            "                    loss_fn=torch.nn.CrossEntropyLoss(), dataset=ds)\n")  # fmt: skip
+    f = _file(tmp_path, body, "oom16.py")
+    result = _small_sweep(tmp_path, f)
+    assert result.exit_code == 0, result.output
+    assert "trial 0: bs=16 w=0 -> oom" in result.output or "trial 1: bs=16 w=0 -> oom" in result.output, result.output
+
+
 @pytest.mark.slow  # a whole 2x2x2 sweep into MLflow (a sweep's one-line stops: above)
 def test_own_workload_sweep_on_the_cpu_into_mlflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """CI's own-workload sweep: the example module, a 2x2x2 grid, the verification, MLflow runs and pictures."""
