@@ -1,6 +1,6 @@
 """recommendation.md as the terminal shows it: each Markdown table wider than the terminal redrawn to its width
-(a cell's words wrap within its column; a last column that leaves no room, such as the diagnosis, goes under
-the table as one line per row). recommendation.md keeps the Markdown."""
+(a cell's words wrap within its column; a last column left too little room, such as the diagnosis, goes
+under the table as one line per row). recommendation.md keeps the Markdown."""
 
 from __future__ import annotations
 
@@ -37,9 +37,12 @@ def _table(lines: list[str], width: int) -> list[str]:
     headers, rules, rows = [headers[i] for i in keep], [rules[i] for i in keep], [[r[i] for i in keep] for r in rows]
     headers = [h.replace("_", " ") for h in headers]
     below: list[str] = []
-    while (widths := _widths(headers, rows, width)) is None and len(headers) > 2:
+    while len(headers) > 2 and ((widths := _widths(headers, rows, width)) is None or widths[-1] < min(
+        24, max(len(r[-1]) for r in rows)  # a last column of a few characters a line reads as a list of words
+    )):
         below = [f"{headers[0]} {r[0]}, {headers[-1]}: {r[-1]}" for r in rows] + below
         headers, rules, rows = headers[:-1], rules[:-1], [r[:-1] for r in rows]
+    widths = _widths(headers, rows, width)
     if widths is None:
         return lines
     right = [rule.endswith(":") for rule in rules]

@@ -29,6 +29,8 @@ def test_the_results_table_fits_80_columns_with_every_cell() -> None:
     assert "(3844–12172)" in text  # the spread whole, on the row's next line
     assert "trial 3, diagnosis: failed: workload 'job.py:make' raised RuntimeError: boom | at 128" in text
     assert "gpu util" not in text  # a column of dashes only is left out
+    ok_only = fit_tables(table_markdown(recommend([_row(4, 32, 6406.1)], "cpu", Rules(usable_cores=2))), 80)
+    assert "trial 4, diagnosis: I/O-bound (1 worker, the most measured" in ok_only, ok_only  # not 9 a line
     assert "**recommended**: trial 4" in text  # the prose unchanged
 
 
