@@ -139,6 +139,7 @@ def run_cmd(
     from bench.cli import writable_dir
     from sweeps.runner import sweep
     from sweeps.search import check_strategy
+    from sweeps.terminal import for_terminal
 
     check_strategy(strategy)  # before the trial server's start-up (seconds), not after it
     if out is not None:
@@ -146,7 +147,7 @@ def run_cmd(
     sweep(  # "" (MLproject's unset parameters): not given
         config=config or None, data_path=data_path, strategy=strategy, n_trials=n_trials or None,
         storage=storage or None, study_name=study_name, out=out, experiment=experiment, track=not no_track,
-        echo=typer.echo, resume=resume, progress=True,
+        echo=lambda text: typer.echo(for_terminal(text)), resume=resume, progress=True,
         overrides={"workload": workload or preset, "batch_sizes": batch_sizes, "num_workers_options": num_workers,
                    "grad_accum_options": grad_accum, "steps_per_test": steps, "warmup_steps": warmup, "device": device,
                    "size": size, "baseline": baseline, "verify_repeats": verify_repeats,

@@ -36,6 +36,7 @@ class Conclusion:
     bottleneck: Bottleneck | None = None
     verification: Verification | None = None
     notes: list[str] = field(default_factory=list)  # a part that could not be measured, and why
+    yours: bool = False  # the recommendation is the user's own configuration (the baseline): nothing to verify
 
     def markdown(self, overhead_line: str) -> str:
         remeasured = None if self.ranking is None else {
@@ -61,6 +62,9 @@ class Conclusion:
         rec, v = self.rec.recommended, self.verification
         assert rec is not None
         pick, memory = describe_config(rec), f"{rec.get('memory_pct', float('nan')):.1f} % of device memory"
+        if self.yours:
+            return "baseline", [f"keep your configuration ({pick}): it is the sweep's pick — {self._figure()}, "
+                                f"{memory};", "no other configuration measured faster, so none was verified"]
         if v is None:
             return "recommended", [f"{pick} — {self._figure()}, {memory};",
                                    "not verified against your configuration (verify_repeats 0)"]  # fmt: skip
@@ -162,7 +166,10 @@ def conclude(
     measured = out.ranking.leader.mean if out.ranking is not None else float(chosen["samples_per_s"])
     if cfg.probe and probe is not None:
         out.bottleneck = _bottleneck(probe, params, measured, echo, out.notes)
-    if cfg.verify_repeats:
+    out.yours = params == {k: baseline.get(k) for k in PARAMS}
+    if cfg.verify_repeats and out.yours:
+        out.notes.append("Verification skipped: the recommendation is your configuration.")
+    elif cfg.verify_repeats:
         echo(f"verifying: recommended vs baseline, {cfg.verify_repeats} fresh runs each")
         out.verification = verify(run, params, baseline, cfg.verify_repeats, echo)
     return out

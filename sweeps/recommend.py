@@ -64,8 +64,9 @@ def diagnose(row: dict[str, Any], rows: list[dict[str, Any]], rules: Rules, devi
     """
     if row["status"] == "oom" or (row.get("memory_pct") or 0) >= rules.memory_bound_pct:
         return "memory-bound"
-    if row["status"] != "ok":
-        return row["status"]
+    if row["status"] != "ok":  # the trial's own line's why, in its row too
+        reason = " ".join(str(row.get("reason") or "").split())
+        return f"{row['status']}: {reason[:200]}" if reason else row["status"]
     step, wait = row.get("step_ms"), row.get("io_wait_ms")
     if step and wait is not None and wait / step >= rules.io_bound_frac:
         fixed = ("batch_size", *(k for k in OTHER if k not in ("num_workers", "prefetch_factor", "persistent_workers")))
@@ -100,7 +101,7 @@ def _io_without_more_workers(workers: int, cores: int | None, gpu: bool = True) 
         return (f"I/O-bound (all {cores} usable cores have a worker: decode or normalise on the GPU, ship uint8, "
                 "or a faster file layout)")  # fmt: skip
     more = f"; the host has {cores} usable cores" if cores is not None else ""
-    return f"I/O-bound ({workers} workers, the most measured with these settings{more})"
+    return f"I/O-bound ({workers} worker{'s' * (workers != 1)}, the most measured with these settings{more})"
 
 
 def recommend(
@@ -113,7 +114,8 @@ def recommend(
     notes: list[str] = []
     diag = [{**r, "diagnosis": diagnose(r, rows, rules, device)} for r in rows]
     if not ok:
-        return Recommendation(None, None, None, ["no trial finished ok"], diag, "no trial finished ok")
+        why = _why_no_ok(rows)
+        return Recommendation(None, None, None, [why], diag, why)
     fastest = max(ok, key=lambda r: r["samples_per_s"])
     with_mem = [r for r in ok if r.get("peak_memory_gb")]
     efficient = max(with_mem, key=lambda r: r["samples_per_s"] / r["peak_memory_gb"]) if with_mem else None
@@ -126,6 +128,27 @@ def recommend(
     chosen = max(in_memory, key=lambda r: r["samples_per_s"])
     gpu = gpu_note(chosen, ok, rules, workload) if device != "cpu" else None
     return Recommendation(fastest, efficient, chosen, notes, diag, None, gpu)
+
+
+def _why_no_ok(rows: list[dict[str, Any]]) -> str:
+    """"no trial finished ok", with what the trials ended as and what to change."""
+    if not rows:
+        return "no trial finished ok: none ran (a --time-budget spent, or an empty study)"
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    ended = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    why = f"no trial finished ok ({ended})"
+    ooms = [r for r in rows if r["status"] == "oom"]
+    if ooms:
+        smallest = min(ooms, key=lambda r: r["batch_size"])
+        why += f"; batch {smallest['batch_size']} ran out of memory: try smaller --batch-sizes"
+    other = sorted((r for r in rows if r["status"] in ("failed", "timeout")), key=lambda r: r.get("trial") or 0)
+    if other:
+        first = other[0]
+        why += (f"; trial {first.get('trial')} ({describe_config(first)}) {first['status']}: "
+                + (" ".join(str(first.get("reason") or "").split())[:200] or "no reason recorded"))  # fmt: skip
+    return why
 
 
 def gpu_note(chosen: dict[str, Any], ok: list[dict[str, Any]], rules: Rules, workload: str | None) -> str | None:
@@ -224,7 +247,7 @@ def table_markdown(rec: Recommendation, remeasured: Remeasured | None = None) ->
         cells = []
         for c in cols:
             v = describe_config(row) if c == "configuration" else row.get(c)
-            cells.append("—" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
+            cells.append("—" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v).replace("|", "\\|"))
             if c == "samples_per_s" and row.get("samples_per_s_low") is not None:  # the blocks' spread
                 cells[-1] += f" ({row['samples_per_s_low']:.0f}–{row['samples_per_s_high']:.0f})"
         lines.append("| " + " | ".join(cells) + " |")

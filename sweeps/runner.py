@@ -220,6 +220,9 @@ def _reporter(sw: _Sweep, step: Callable[[], Any]) -> Callable[[Any, Any], None]
     """The line each finished trial prints (and its MLflow run)."""
     from sweeps.recommend import describe_config
     from sweeps.search import MARKERS, MEASURED, config_of
+    from sweeps.study import measured_count
+
+    before: list[int | None] = [None]  # configurations the study held when this sweep's first trial ended
 
     def report(study: Any, trial: Any) -> None:
         a, c = trial.user_attrs, config_of(trial)
@@ -233,7 +236,11 @@ def _reporter(sw: _Sweep, step: Callable[[], Any]) -> Callable[[Any, Any], None]
                 + (f" {sps:.0f} samples/s" if sps else "") + reason)  # fmt: skip
         shown = step()
         if shown is not None:
-            shown(line, advance=int(a.get("status") in MEASURED))  # a step: a configuration measured
+            measured = int(a.get("status") in MEASURED)  # a step: a configuration measured
+            if before[0] is None:  # a resumed (or shared) study counts from what it already holds
+                before[0] = max(measured_count(study) - measured, 0)
+                measured += before[0]
+            shown(line, advance=measured)
         else:
             sw.echo(line)
         if sw.tracker is not None:

@@ -208,15 +208,24 @@ def sampler_for(strategy: str, space: Space, seed: int) -> BaseSampler:
         )
 
 
+def _same(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
+    return a is not None and all(a.get(k) == b.get(k) for k in PARAMS)
+
+
 def results_rows(study: optuna.Study) -> list[dict[str, Any]]:
     """One flat row per finished trial: configuration, status, measurements (the results table)."""
     rows = []
-    for t in study.get_trials(deepcopy=False):
+    trials = study.get_trials(deepcopy=False)
+    for t in trials:
         c = config_of(t)
         if not t.state.is_finished() or c is None:
             continue
         if t.state == TrialState.FAIL and "status" not in t.user_attrs:
             continue  # its worker died; the retry carries the configuration
+        if t.user_attrs.get("status") == "interrupted" and any(
+            u.number > t.number and u.state.is_finished() and _same(config_of(u), c) for u in trials
+        ):
+            continue  # cut short by Ctrl-C or SIGTERM; the resumed sweep measured it again
         if t.user_attrs.get("reason") in MARKERS:
             continue  # a plan that was spent, a study that was full
         rows.append(

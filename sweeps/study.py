@@ -283,6 +283,8 @@ def settle(study: optuna.Study, cfg: SweepConfig, target: int, quiet_s: float | 
     while measured_count(study) < target and time.monotonic() < deadline:
         trials = study.get_trials(deepcopy=False)
         busy = any(t.state in (TrialState.RUNNING, TrialState.WAITING) for t in trials)
+        if not busy and trials and trials[-1].user_attrs.get("reason") == NOTHING_LEFT:
+            return  # the plan, read from the whole study, is spent: another worker's next trial would find the same
         if busy or len(trials) != seen:
             seen, since = len(trials), time.monotonic()
             if busy:

@@ -165,19 +165,25 @@ def _entry(job: dict[str, Any], out_path: str, log_path: str) -> None:
         report = {"status": "oom", "error": str(exc).splitlines()[0] if str(exc) else "out of memory"}
     except WorkloadRaised as exc:  # the workload's own code, for these settings: this trial fails, with where
         traceback.print_exception(exc.__cause__ or exc)
-        report = {"status": "failed", "error": str(exc)}
+        report = {"status": "oom" if _says_oom(exc.__cause__) else "failed", "error": str(exc)}
     except WorkloadError as exc:
         report = {"status": "failed", "error": str(exc), "workload_error": True}
     except Exception as exc:
         traceback.print_exc()
-        oom = "out of memory" in str(exc).lower() or "ALLOC_FAILED" in str(exc)  # cuBLAS/cuDNN workspaces
-        report = {"status": "oom" if oom else "failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        report = {"status": "oom" if _says_oom(exc) else "failed",
+                  "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}  # fmt: skip
     tmp = out_path + ".tmp"
     Path(tmp).write_text(json.dumps(report))
     os.replace(tmp, out_path)  # the parent never reads a half-written report
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip interpreter teardown: DataLoader workers are reaped with the group
+
+
+def _says_oom(exc: BaseException | None) -> bool:
+    """An out-of-memory error by its message (a RuntimeError from cuBLAS/cuDNN workspaces, or one the job's own
+    code raised as PyTorch before 2.1 did): the trial's status is ``oom``, and larger batches are skipped."""
+    return exc is not None and ("out of memory" in str(exc).lower() or "ALLOC_FAILED" in str(exc))
 
 
 Pruner = Callable[[dict[str, Any]], str | None]  # interim numbers -> the reason to stop the trial, or None

@@ -82,6 +82,17 @@ def parse_workload(text: str, check: bool = True) -> WorkloadSpec:
 
 
 def _import_module(spec: WorkloadSpec) -> ModuleType:
+    """The workload's module, imported with ``sys.argv`` as ``python train.py`` alone would give it: a
+    module-level ``parser.parse_args()`` then reads its own defaults, not the sweep's command line."""
+    argv = sys.argv
+    sys.argv = [spec.target if spec.kind == "file" else spec.target.split(".")[-1]]
+    try:
+        return _import(spec)
+    finally:
+        sys.argv = argv
+
+
+def _import(spec: WorkloadSpec) -> ModuleType:
     if spec.kind == "file":
         digest = hashlib.sha1(spec.target.encode()).hexdigest()[:8]  # two train.py files are two modules
         name = f"perflab_workload_{Path(spec.target).stem}_{digest}"
@@ -116,6 +127,12 @@ def load_function(spec: WorkloadSpec) -> Any:
         return BUILTINS[spec.target].make
     try:
         module = _import_module(spec)
+    except SystemExit as exc:  # argparse's error exit, or sys.exit() at the module's top level
+        raise WorkloadError(
+            f"workload {spec.text!r} exited while being imported (SystemExit: {exc.code}): the sweep imports it "
+            "without command-line arguments; parse them under `if __name__ == '__main__':`, or give every "
+            "argument a default (the YAML's workload_args: reach make() as settings.args)"
+        ) from None
     except Exception as exc:
         raise WorkloadError(f"workload {spec.text!r} cannot be imported: {type(exc).__name__}: {exc}") from None
     fn = getattr(module, spec.function, None)

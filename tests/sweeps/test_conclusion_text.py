@@ -95,3 +95,22 @@ def test_highest_and_most_efficient_lines_use_the_re_measured_figures() -> None:
     assert "**highest throughput**: trial 1: bs=64 w=0 — 44,172 samples/s, mean of 3 runs [" in md
     assert "**best efficiency**: trial 1: bs=64 w=0 — 44,172 samples/s" in md
     assert "(its sweep trial alone read 44,395)" in md and "83,079 samples/s" not in md.split("**highest")[1]
+
+
+def test_a_pick_that_is_your_configuration_is_not_verified_against_itself() -> None:
+    """The leader was the baseline itself (bs=32 w=0): it was run against itself and the file said "keep your
+    configuration (bs=32 w=0): the sweep's pick (bs=32 w=0) was not verified faster than it"."""
+    from sweeps.conclude import conclude
+    from sweeps.config import SweepConfig
+
+    rows = [row(0, 32, 0, False, 46096.0), row(1, 16, 0, False, 23715.0)]
+    cfg = SweepConfig(batch_sizes=[16, 32], num_workers_options=[0], rank_rounds=0, probe=False, verify_repeats=2)
+    calls: list[dict[str, Any]] = []
+    c = conclude(cfg, recommend(rows, "cpu", Rules()), lambda p: calls.append(p), None,  # type: ignore[arg-type,func-returns-value]
+                 cfg.baseline_params(cuda=False), lambda _: None)  # fmt: skip
+    assert calls == [] and c.verification is None and c.apply()[0] == "baseline"
+    text = c.snippet(Rules())
+    assert text.startswith("# perflab sweep: keep your configuration (bs=32 w=0): it is the sweep's pick — 46,096 "
+                           "samples/s (one trial), 1.1 % of device memory;\n# no other configuration measured "
+                           "faster, so none was verified\n")  # fmt: skip
+    assert "Verification skipped: the recommendation is your configuration." in c.markdown("overhead")

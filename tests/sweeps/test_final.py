@@ -86,6 +86,26 @@ def test_settle_waits_for_a_trial_another_worker_starts_after_a_gap(tmp_path: Pa
     assert 0.9 <= time.monotonic() - t0 < 5
 
 
+def test_settle_does_not_wait_once_the_plan_is_spent(tmp_path: Path) -> None:
+    """A grid whose larger batches were skipped behind an OOM measured 1 of its 3 configurations: its one worker
+    waited the quiet time (10 s by default) before concluding, although nothing was left for any worker."""
+    import time
+
+    from sweeps.config import SweepConfig
+    from sweeps.search import NOTHING_LEFT
+    from sweeps.study import settle
+
+    s, _ = study(tmp_path)
+    _measured_trial(s, 0)
+    t = s.ask()
+    t.set_user_attr("status", "skipped")
+    t.set_user_attr("reason", NOTHING_LEFT)
+    s.tell(t, state=optuna.trial.TrialState.PRUNED)
+    t0 = time.monotonic()
+    settle(s, SweepConfig(heartbeat_interval_s=1), target=3, quiet_s=3.0)
+    assert time.monotonic() - t0 < 1.0
+
+
 def test_a_study_on_an_rdb_storage_is_shared(tmp_path: Path) -> None:
     from sweeps.study import _shared
 

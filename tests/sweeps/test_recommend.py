@@ -72,6 +72,19 @@ def test_diagnosis_rules() -> None:
     # what a row cannot tell is not claimed: no "storage or decode"; on a CPU no GPU remedy
     assert diagnose(slow_more[0], slow_more, rules) == "I/O-bound (more workers do not help)"
     assert diagnose(all_cores[1], all_cores, on_a_host, "cpu") == "I/O-bound (all 16 usable cores have a worker)"
+    one = [row(128, 0, 2000.0, 20.0, io=6.0), row(128, 1, 1900.0, 20.0, io=6.0)]
+    assert diagnose(one[1], one, rules) == "I/O-bound (1 worker, the most measured with these settings)"
+
+
+def test_a_failed_rows_diagnosis_says_why() -> None:
+    failed = {"trial": 7, "batch_size": 64, "num_workers": 0, "status": "failed",
+              "reason": "workload 'job.py:make' raised RuntimeError: out of memory | at 64"}  # fmt: skip
+    timed_out = {**failed, "trial": 8, "status": "timeout", "reason": "trial exceeded 6.0s; process group killed"}
+    rec = recommend([row(32, 0, 900.0, 10.0), failed, timed_out], "cpu", Rules())
+    assert diagnose(failed, [failed], Rules()) == f"failed: {failed['reason']}"
+    md = table_markdown(rec)
+    assert "| failed: workload 'job.py:make' raised RuntimeError: out of memory \\| at 64 |" in md  # one cell
+    assert "| timeout: trial exceeded 6.0s; process group killed |" in md
 
 
 def test_snippet_scales_learning_rate_by_square_root() -> None:
@@ -168,3 +181,17 @@ def test_gpu_note_names_input_waits_and_what_the_margin_costs() -> None:
 def test_config_carries_the_host_bound_threshold() -> None:
     assert rules_of(SweepConfig()).host_bound_util_pct == 30.0
     assert rules_of(SweepConfig(host_bound_util_pct=15.0)).host_bound_util_pct == 15.0
+
+
+def test_no_ok_trial_says_what_the_trials_ended_as_and_what_to_change() -> None:
+    """Every batch out of memory gave only "no trial finished ok": nothing said to try smaller batches."""
+    oom = {"trial": 0, "batch_size": 16, "num_workers": 0, "status": "oom"}
+    skipped = {**oom, "trial": 1, "batch_size": 32, "status": "skipped", "reason": "batch 16 ran out of memory"}
+    rec = recommend([oom, skipped], "cpu", Rules())
+    assert rec.why_none == ("no trial finished ok (1 oom, 1 skipped); batch 16 ran out of memory: try smaller "
+                            "--batch-sizes")  # fmt: skip
+    failed = {**oom, "trial": 2, "status": "failed", "reason": "workload 'job.py:make' raised KeyError: 'x'"}
+    assert recommend([failed], "cpu").why_none == ("no trial finished ok (1 failed); trial 2 (bs=16 w=0) failed: "
+                                                   "workload 'job.py:make' raised KeyError: 'x'")  # fmt: skip
+    assert "**recommended**: none — no trial finished ok (1 oom, 1 skipped)" in table_markdown(rec)
+    assert recommend([], "cpu").why_none.startswith("no trial finished ok: none ran")

@@ -119,8 +119,9 @@ def test_resume_continues_without_repeating_finished_trials(tmp_path: Path) -> N
     done_first = [first.calls[0], first.calls[1]]
     assert len(second.calls) == 2 and not any(c in done_first for c in second.calls)
     assert first.calls[2] in second.calls  # the interrupted configuration ran again
-    ok = [r for r in results_rows(study) if r["status"] == "ok"]
-    assert len(ok) == 4 and len({(r["batch_size"], r["num_workers"]) for r in ok}) == 4
+    rows = results_rows(study)  # the interrupted trial's row is gone: its configuration ran again
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    assert len({(r["batch_size"], r["num_workers"]) for r in rows}) == 4
     third = Synthetic()
     run_sweep(cfg, third, "grid", storage=storage, study_name="r")
     assert third.calls == []  # a finished study has nothing left to run

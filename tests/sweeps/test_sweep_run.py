@@ -250,3 +250,25 @@ def test_more_dataloader_workers_than_cores_are_warned_about_in_one_line(monkeyp
     sweeps.runner._prepare(None, None, "grid", None, {**overrides, "num_workers_options": "0,4", "baseline": None},
                            lines.append)  # fmt: skip
     assert lines == []
+
+
+def test_a_resumed_sweeps_count_starts_from_what_the_study_holds() -> None:
+    """A resumed sweep of 12 configurations, 3 measured before, counted its first trial '1/12' and ended at '9/12'."""
+    from types import SimpleNamespace
+
+    import sweeps.runner
+
+    def trial(number: int, status: str) -> SimpleNamespace:
+        config = {"batch_size": 16, "num_workers": 0}
+        return SimpleNamespace(number=number, user_attrs={"status": status, "config": config}, params=config,
+                               system_attrs={})  # fmt: skip
+
+    trials = [trial(0, "ok"), trial(1, "oom"), trial(2, "ok")]
+    study = SimpleNamespace(get_trials=lambda deepcopy=False, states=None: trials)
+    steps: list[int] = []
+    sw = SimpleNamespace(echo=print, tracker=None)
+    report = sweeps.runner._reporter(sw, lambda: lambda line, advance: steps.append(advance))  # type: ignore[arg-type]
+    for number, status in ((4, "ok"), (5, "skipped"), (6, "failed")):
+        trials.append(trial(number, status))
+        report(study, trials[-1])
+    assert steps == [4, 0, 1]  # 4/12 first (3 held + this one), then as before

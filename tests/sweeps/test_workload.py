@@ -18,7 +18,7 @@ from sweeps.examples import h5_dataset
 from sweeps.runner import job_for
 from sweeps.storage import default_storage
 from sweeps.trial import run_trial
-from sweeps.workload import WorkloadError, build_workload, parse_workload
+from sweeps.workload import WorkloadError, build_workload, load_function, parse_workload
 
 SETTINGS = TrialSettings(batch_size=8, num_workers=0, pin_memory=False, amp=False, device="cpu", smoke=True)
 
@@ -69,6 +69,21 @@ def test_unimportable_workloads_are_one_line(text: str, parts: tuple[str, ...]) 
     with pytest.raises(WorkloadError) as err:
         parse_workload(text)
     _one_line(err, repr(text), *parts)
+
+
+_ARGPARSE = ("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--lr', type=float, "
+             "default=0.5)\n{extra}args = parser.parse_args()\n\ndef make(s):\n    return args.lr\n")
+
+
+def test_a_script_parsing_its_arguments_at_import_reads_its_defaults(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.argv", ["perflab", "sweep", "run", "--workload", "train.py:make"])
+    f = _file(tmp_path, _ARGPARSE.format(extra=""), "train_defaults.py")
+    assert load_function(parse_workload(f"{f}:make"))(SETTINGS) == 0.5  # not the sweep's argv: exit 2
+    f = _file(tmp_path, _ARGPARSE.format(extra="parser.add_argument('--epochs', required=True)\n"), "train_req.py")
+    with pytest.raises(WorkloadError) as err:
+        parse_workload(f"{f}:make")
+    _one_line(err, "exited while being imported (SystemExit: 2)", "if __name__ == '__main__'")
 
 
 @pytest.mark.parametrize(
@@ -137,6 +152,20 @@ def test_a_workload_raising_for_one_configuration_fails_that_trial_only(tmp_path
     study = optuna.load_study(study_name="perflab-sweep-some_raise-grid", storage=default_storage())
     errors = {t.params["batch_size"]: t.user_attrs.get("error", "") for t in study.trials}
     assert errors[8] == "" and "Traceback" in errors[16] and "bug: batch 16" in errors[16]  # where it raised, kept
+
+
+def test_a_workload_raising_out_of_memory_for_a_batch_is_an_oom(tmp_path: Path) -> None:
+    """make() raising RuntimeError('CUDA out of memory ...') at batch 16 was 'failed' (the same error in the step was
+    'oom'): the larger batches were not skipped and the recommendation did not name the wall."""
+    body = ("def make(s):\n    if s.batch_size == 16:\n        raise RuntimeError('CUDA out of memory. Tried to "
+            "allocate 2.00 GiB')\n    m = torch.nn.Linear(4, 2)\n"
+            "    ds = [(torch.randn(4), i % 2) for i in range(64)]\n"
+            "    return Workload(model=m, optimizer=torch.optim.SGD(m.parameters(), 0.1),\n"
+            "                    loss_fn=torch.nn.CrossEntropyLoss(), dataset=ds)\n")  # fmt: skip
+    f = _file(tmp_path, body, "oom16.py")
+    result = _small_sweep(tmp_path, f)
+    assert result.exit_code == 0, result.output
+    assert "trial 0: bs=16 w=0 -> oom" in result.output or "trial 1: bs=16 w=0 -> oom" in result.output, result.output
 
 
 @pytest.mark.slow  # a whole 2x2x2 sweep into MLflow (a sweep's one-line stops: above)
