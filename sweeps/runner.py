@@ -379,7 +379,8 @@ def sweep(
         settle(study, sw.cfg, target)  # other workers' trials: the table is whole before anyone concludes
         rows = results_rows(study)
         sweep_wall = time.monotonic() - t0
-        echo(f"sweep: {len(rows)} trials finished in {sweep_wall:.1f} s ({strategy}, study {sw.name!r})")
+        trials = f"{len(rows)} trial{'s' * (len(rows) != 1)}"
+        echo(f"sweep: {trials} finished in {sweep_wall:.1f} s ({strategy}, study {sw.name!r})")
         _time_budget_note(sw, rows)
         overhead_line, overhead_metrics = overhead_summary(rows)
         rec, published, verification = _conclusion(sw, study, rows, run, probe, baseline, overhead_line, target)
