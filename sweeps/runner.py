@@ -230,7 +230,7 @@ def _reporter(sw: _Sweep, step: Callable[[], Any]) -> Callable[[Any, Any], None]
             return
         sps = a.get("metrics", {}).get("samples_per_s")
         reason = f" ({a['reason']})" if a.get("status") in ("skipped", "pruned") and a.get("reason") else ""
-        if a.get("status") in ("failed", "timeout", "pruned") and a.get("error"):  # a pruned trial's: its rule
+        if a.get("status") in ("failed", "timeout", "oom", "pruned") and a.get("error"):  # a pruned trial's: its rule
             reason = f": {a['error'].splitlines()[0][:300]}"  # why, in the trial's own line
         line = (f"trial {trial.number}: {describe_config(c) if c else '?'} -> {a.get('status')}"
                 + (f" {sps:.0f} samples/s" if sps else "") + reason)  # fmt: skip

@@ -166,6 +166,7 @@ def test_a_workload_raising_out_of_memory_for_a_batch_is_an_oom(tmp_path: Path) 
     result = _small_sweep(tmp_path, f)
     assert result.exit_code == 0, result.output
     assert "trial 0: bs=16 w=0 -> oom" in result.output or "trial 1: bs=16 w=0 -> oom" in result.output, result.output
+    assert "-> oom: " in result.output and "Tried to allocate 2.00 GiB" in result.output  # its line says what ran out
 
 
 @pytest.mark.slow  # a whole 2x2x2 sweep into MLflow (a sweep's one-line stops: above)
