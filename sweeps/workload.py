@@ -156,7 +156,10 @@ def build_workload(spec: WorkloadSpec, settings: TrialSettings) -> Workload:
     except torch.OutOfMemoryError:
         raise  # building the model for this batch/settings ran out of memory: the trial's status is oom
     except Exception as exc:
-        raise WorkloadRaised(f"workload {spec.text!r} raised {type(exc).__name__}: {exc}") from exc
+        hint = ""
+        if isinstance(exc, TypeError) and "TrialSettings" in str(exc) and "subscriptable" in str(exc):
+            hint = " (settings is a TrialSettings, not a dict: settings.batch_size, settings.args['name'])"
+        raise WorkloadRaised(f"workload {spec.text!r} raised {type(exc).__name__}: {exc}{hint}") from exc
     fields = "Workload(model=..., optimizer=..., loss_fn=..., dataset=... or loader=...)"
     if not isinstance(wl, Workload):
         raise WorkloadError(f"workload {spec.text!r} returned {type(wl).__name__}, not sweeps.api.{fields}")

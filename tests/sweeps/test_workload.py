@@ -98,6 +98,7 @@ def test_a_script_parsing_its_arguments_at_import_reads_its_defaults(tmp_path: P
          ("holds none of the model's parameters",)),
         ("def make(s):\n    m = torch.nn.Linear(2, 2)\n    o = torch.optim.SGD(m.parameters(), 0.1)\n"
          "    return Workload(model=m, optimizer=o, loss_fn=torch.nn.MSELoss())\n", ("exactly one of dataset=",)),
+        ("def make(s):\n    bs = s['batch_size']\n", ("not a dict: settings.batch_size",)),  # a dict-style job
     ],
 )  # fmt: skip
 def test_a_bad_workload_is_one_line(tmp_path: Path, body: str, parts: tuple[str, ...]) -> None:
