@@ -162,10 +162,8 @@ def _stages(v: SetUp, clock: Any, fn: Any, metric: str) -> None:
         with Stage("check"):
             timed_sample, mutated = _checks(v, fn, m, poisoned, memory, metric, overhead)
     elif memory is not None and metric in MEMORY_METRICS:  # a memory pair's later round: its readings again
-        from bench.isolate.ranks import memory_merged
-
         with Stage("check"):
-            send("memory", **memory_merged({**memory, **_memory_verdict(v, fn, metric, overhead)}, config.world_size))
+            _send_memory(v, fn, memory, metric, overhead)
     batch = None
     if config.measure_batch:
         with Stage("batch"):
@@ -193,12 +191,12 @@ def _checks(v: SetUp, fn: Any, m: Any, poisoned: bool, memory: dict[str, Any] | 
             overhead: int) -> tuple[Any, dict[str, Any]]:  # fmt: skip
     """The check stage: the outputs and the rest (``_check``), a memory or quality pair's readings, and that the
     output is the call's (bench.isolate.produced; not for a generation)."""
-    from bench.isolate.ranks import any_rank, memory_merged, produced_merged
+    from bench.isolate.ranks import any_rank, produced_merged
     from bench.measure.quality import QUALITY_METRICS, readings
 
     timed_sample, mutated = _check(v, poisoned)
-    if memory is not None:  # several ranks: rank 0 sends the max over every rank's own readings
-        send("memory", **memory_merged({**memory, **_memory_verdict(v, fn, metric, overhead)}, v.config.world_size))
+    if memory is not None:
+        _send_memory(v, fn, memory, metric, overhead)
     # what the timed calls produced, scored by the benchmark (bench.measure.quality): a quality verdict's readings,
     # or a lossy pair's (verify="quality")
     scored = metric if metric in QUALITY_METRICS else "quality" if v.config.verify == "quality" else None
@@ -313,6 +311,13 @@ def _energy(v: SetUp, clock: Any, fn: Any, batch_ms: float | None, call_ms: floa
         return vars(measure_energy(work, calls, how, counter, v.config.energy_seconds, batch_ms, call_ms))
     except Unavailable as exc:
         return {"unavailable": str(exc)}
+
+
+def _send_memory(v: SetUp, fn: Any, memory: dict[str, Any], metric: str, overhead: int) -> None:
+    """The variant's memory with a memory pair's readings; several ranks: rank 0 sends the max over every rank's."""
+    from bench.isolate.ranks import memory_merged
+
+    send("memory", **memory_merged({**memory, **_memory_verdict(v, fn, metric, overhead)}, v.config.world_size))
 
 
 def _memory_verdict(v: SetUp, fn: Any, metric: str, harness_bytes: int) -> dict[str, Any]:
