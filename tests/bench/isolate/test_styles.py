@@ -196,6 +196,9 @@ def get_benchmark():
     return Bench()
 """,
 }
+# On the GPU, the harness's default device, tensors in host memory are refused: the inputs are drawn there.
+ON_DEV = 'torch.randn(64, 64, device="cuda" if torch.cuda.is_available() else "cpu")'
+DRAWN = {name: text.replace("torch.randn(64, 64)", ON_DEV) for name, text in DRAWN.items()}
 
 
 def test_inputs_drawn_at_import_or_in_init_are_the_seeds_as_setups_are(tmp_path: Path) -> None:
@@ -223,7 +226,7 @@ def run():
 
 def get_benchmark():
     return run
-"""
+""".replace("torch.randn(64, 64)", ON_DEV)
 
 
 def test_a_function_that_caches_its_result_is_invalid(tmp_path: Path) -> None:
