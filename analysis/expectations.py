@@ -45,6 +45,7 @@ from typing import Any
 import yaml
 
 from analysis.readme import roofline_exempt
+from bench.errors import unparsable
 from bench.measure import ceilings as peaks
 from bench.record import StoredRun, campaign_of, latest_suite_run_id, pair_verdict, read_run, speedup_text
 
@@ -104,11 +105,9 @@ def _load(path: Path) -> dict[str, Any]:
         return {}
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ValueError(f"{path}: not valid YAML ({at}{getattr(exc, 'problem', None) or exc}); "
-                         "fix or delete the file") from None  # fmt: skip
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise unparsable("expectations file", path, "YAML", exc,
+                         "expected a mapping with an 'examples' mapping; fix or delete the file") from None  # fmt: skip
     if not isinstance(data, dict) or not isinstance(data.get("examples", {}), dict):
         raise ValueError(f"{path}: expected a mapping with an 'examples' mapping; fix or delete the file")
     _unknown(path, "", data, FILE_KEYS)

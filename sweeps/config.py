@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from bench.errors import ConfigError
+from bench.errors import ConfigError, unparsable
 from sweeps.space import DEFAULTS, PARAMS, Space, usable_cores, worker_ladder
 
 __all__ = ["DEFAULT_CONFIG", "SweepConfig", "load_sweep_config", "parse_baseline"]
@@ -227,20 +227,6 @@ def _parse_ints(text: str, flag: str) -> list[int]:
         raise ConfigError(f"{flag} {text!r} is not a list of integers such as '32,64,128' or '32 64 128'") from None
 
 
-def _yaml_problem(exc: Exception) -> str:
-    """The parser's complaint in one line, with its line and column (1-based, as an editor counts) where it has
-    them: PyYAML's own text spans four lines and names the file "<unicode string>"."""
-    problem, context = getattr(exc, "problem", None), getattr(exc, "context", None)
-    if problem is None:
-        return " ".join(str(exc).split())
-
-    def at(mark: Any) -> str:
-        return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-
-    where = f"{context}{at(getattr(exc, 'context_mark', None))}: " if context else ""
-    return f"{where}{problem}{at(getattr(exc, 'problem_mark', None))}"
-
-
 def load_sweep_config(path: str | Path | None = None, **overrides: Any) -> SweepConfig:
     """Defaults → ``benchmark:`` of the YAML file → ``overrides`` (None values ignored; list flags may be strings)."""
     data: dict[str, Any] = {}
@@ -253,8 +239,8 @@ def load_sweep_config(path: str | Path | None = None, **overrides: Any) -> Sweep
         try:
             doc = yaml.safe_load(p.read_text()) or {}
         except (yaml.YAMLError, UnicodeDecodeError) as exc:  # a typo, or a job file given as the config
-            raise ConfigError(f"sweep config {str(p)!r} is not YAML: {_yaml_problem(exc)} (see {DEFAULT_CONFIG} "
-                              "for the layout)") from None  # fmt: skip
+            raise unparsable("sweep config", p, "YAML", exc,
+                             f"expected a top-level 'benchmark:' mapping (see {DEFAULT_CONFIG})") from None  # fmt: skip
         if not isinstance(doc, dict) or not isinstance(doc.get("benchmark"), dict):
             raise ConfigError(f"sweep config {str(p)!r} needs a top-level 'benchmark:' mapping (see {DEFAULT_CONFIG})")
         data.update(doc["benchmark"])

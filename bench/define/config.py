@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bench.errors import ConfigError
+from bench.errors import ConfigError, unparsable
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -349,6 +349,9 @@ def _describe(exc: ValidationError) -> str:
     return "invalid benchmark config: " + "; ".join(parts)
 
 
+CONFIG_FILE_HOLDS = "expected a mapping of BenchmarkConfig fields, such as 'iterations: 20' (.json, .yaml, .yml, .toml)"
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a suite config layer from a .json, .yaml/.yml or .toml file (a flat mapping of fields)."""
     p = Path(path)
@@ -366,9 +369,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         text = p.read_text()  # a file not in UTF-8: UnicodeDecodeError, a ValueError as well
         data = json.loads(text) if kind == "JSON" else tomllib.loads(text) if kind == "TOML" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:  # json's and tomllib's errors are ValueErrors
-        mark = getattr(exc, "problem_mark", None)  # YAML's: the line and what it found there
-        said = f"line {mark.line + 1}: {getattr(exc, 'problem', exc)}" if mark else " ".join(str(exc).split())
-        raise ConfigError(f"config file {str(p)!r} is not valid {kind}: {said}") from None
+        raise unparsable("config file", p, kind, exc, CONFIG_FILE_HOLDS) from None
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(p)!r} must hold a mapping of config fields, got {type(data).__name__}")

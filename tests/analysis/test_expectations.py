@@ -209,7 +209,9 @@ def test_update_records_only_pairs_decided_faster_and_names_each_it_skips(store:
      r": unknown key 'exampels' \(did you mean 'examples'\?\); accepted: chapter, examples, hardware$"),
     ("examples:\n  good: {optimized: {speedup: fast}}\n",
      r": examples\.good\.optimized\.speedup is 'fast'; accepted: a positive number$"),
-    ("examples:\n  good: [unclosed\n", r": not valid YAML \(line 3: .*\); fix or delete the file$"),
+    ("examples:\n  good: [unclosed\n", r"' is not valid YAML: while parsing a flow sequence at line 2, column 9: "
+                                       r"expected ',' or '\]', but got '<stream end>' at line 3, column 1; expected "
+                                       r"a mapping with an 'examples' mapping; fix or delete the file$"),
     ("chapter: ch08\nexamples: {}\n", r": chapter 'ch08' in the file of ch07; fix or delete the file$"),
 ])  # fmt: skip
 def test_a_bad_expectation_file_is_one_line_naming_the_key_and_what_is_accepted(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import ConfigError
-from sweeps.config import SweepConfig, load_sweep_config, parse_baseline
+from sweeps.config import DEFAULT_CONFIG, SweepConfig, load_sweep_config, parse_baseline
 from sweeps.space import PARAMS, Space, key
 
 
@@ -117,6 +117,7 @@ def test_a_grad_accum_that_divides_no_batch_size_is_refused_up_front() -> None:
                                           "but got '<stream end>' at line 3, column 1"),
     ("import torch\n\ndef make():\n    pass\n", "mapping values are not allowed here at line 3, column 11"),
     (b"\xea\x01\x02SQLite", "'utf-8' codec can't decode byte 0xea"),
+    ("benchmark: \x01\n", "unacceptable character #x0001: special characters are not allowed at character 12"),
 ])  # fmt: skip
 def test_a_config_that_is_not_yaml_is_one_line_naming_the_file_and_where(tmp_path: Path, text: str | bytes,
                                                                          said: str) -> None:  # fmt: skip
@@ -126,8 +127,9 @@ def test_a_config_that_is_not_yaml_is_one_line_naming_the_file_and_where(tmp_pat
     p.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(ConfigError) as err:
         load_sweep_config(p)
-    assert str(err.value).startswith(f"sweep config {str(p)!r} is not YAML: ") and said in str(err.value), err.value
-    assert "\n" not in str(err.value)
+    assert str(err.value).startswith(f"sweep config {str(p)!r} is not valid YAML: ") and said in str(err.value)
+    assert str(err.value).endswith(f"; expected a top-level 'benchmark:' mapping (see {DEFAULT_CONFIG})")
+    assert "\n" not in str(err.value) and "<unicode string>" not in str(err.value)
 
 
 def test_a_bad_strategy_is_one_line_before_the_trial_server_starts() -> None:

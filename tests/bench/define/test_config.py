@@ -239,7 +239,11 @@ def test_load_config_file_malformed_is_one_line_naming_the_file(
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(ConfigError, match=rf"^config file {re.escape(repr(str(path)))} is not valid {kind}: \S") as err:
         load_config_file(path)
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and "<unicode string>" not in str(err.value)
+    assert str(err.value).endswith("; expected a mapping of BenchmarkConfig fields, such as 'iterations: 20' (.json, "
+                                   ".yaml, .yml, .toml)")  # fmt: skip
+    if kind != "JSON" or isinstance(text, str):  # every parser's refusal says where, as an editor counts
+        assert re.search(r"line \d+, column \d+", str(err.value)), err.value
 
 
 def test_load_config_file_not_a_mapping(tmp_path: Path) -> None:
