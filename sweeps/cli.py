@@ -144,7 +144,7 @@ def run_cmd(
     check_strategy(strategy)  # before the trial server's start-up (seconds), not after it
     if out is not None:
         writable_dir(out, "--out")
-    sweep(  # "" (MLproject's unset parameters): not given
+    result = sweep(  # "" (MLproject's unset parameters): not given
         config=config or None, data_path=data_path, strategy=strategy, n_trials=n_trials or None,
         storage=storage or None, study_name=study_name, out=out, experiment=experiment, track=not no_track,
         echo=lambda text: typer.echo(for_terminal(text)), resume=resume, progress=True,
@@ -154,6 +154,10 @@ def run_cmd(
                    "remeasure_seconds": remeasure_seconds,
                    "max_memory_gb": max_memory_gb, "trial_timeout_s": trial_timeout, "time_budget_s": time_budget},
     )  # fmt: skip
+    failed = result.conclusion.get("failed")
+    if failed:  # no answer to give (a CI pipeline's "tuning failed"); keeping your configuration is an answer: 0
+        typer.echo(for_terminal(f"sweep failed (exit status 1): {failed}"))
+        raise typer.Exit(1)
 
 
 @sweep_app.command("replay")

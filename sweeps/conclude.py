@@ -93,6 +93,18 @@ class Conclusion:
         return "baseline", [f"keep {yours}, below: the sweep's pick ({pick}) was not verified faster than it:",
                             shown]  # fmt: skip
 
+    def failure(self) -> str | None:
+        """Why the sweep has no answer, or None where it has one. None is recommended (no trial ran ok, or none within
+        the memory margin), or the pick ran ok in none of its verification repeats: nothing measured it again. A
+        pick that is the user's own configuration, or one not verified faster, is an answer: keep yours."""
+        rec, v = self.rec.recommended, self.verification
+        if rec is None:
+            return f"nothing to recommend: {self.rec.why_none or 'no configuration qualified'}"
+        if v is not None and not v.recommended.samples_per_s:
+            return (f"the sweep's pick ({describe_config(rec)}) ran ok in none of its {len(v.recommended.statuses)} "
+                    f"verification repeats ({_statuses(v.recommended)})")  # fmt: skip
+        return None
+
     def _figure(self) -> str:
         """The recommendation's throughput from the most runs there are: the ranking's mean, else its one trial."""
         rec = self.rec.recommended
@@ -117,6 +129,7 @@ class Conclusion:
             "recommended": self.rec.recommended, "markdown": self.markdown(overhead_line),
             "snippet": self.snippet(rules),
             "apply": None if self.rec.recommended is None else self.apply()[0],
+            "failed": self.failure(),  # the sweep's exit status: 1 where it says why, else 0
             "speedup": None if v is None else [v.speedup, v.low, v.high],
             "headline": None if self.bottleneck is None else self.bottleneck.headline(),
             "bottleneck": None if self.bottleneck is None else self.bottleneck.numbers(),

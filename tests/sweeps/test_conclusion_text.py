@@ -55,7 +55,7 @@ def crashy(base: list[float], mine: list[float]) -> Conclusion:
 
 def test_a_pick_the_verification_did_not_show_faster_keeps_the_users_configuration() -> None:
     c = crashy([43541.0, 30654.0], [44902.0, 18903.0])
-    assert c.apply()[0] == "baseline"
+    assert c.apply()[0] == "baseline" and c.failure() is None and c.published("", Rules())["failed"] is None
     text = c.snippet(Rules())
     head = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#"))
     assert head.startswith("# perflab sweep: keep your configuration (bs=32 w=0), below: the sweep's pick "
