@@ -114,7 +114,19 @@ def _pooled(first: Any, parts: list[Any], config: dict[str, Any]) -> Any:
     if hasattr(first, "threads"):
         threads = [t for p in parts for t in (p.threads or [])]
         update["threads"] = threads or None
+        if len(set(threads)) > 1:
+            update["notes"] = [*notes, mixed_threads_note(threads)]
         flags = list(dict.fromkeys(f for p in parts for f in p.machine_flags))
         update["machine_flags"] = flags
         update["target_met"] = all(p.target_met for p in parts) if first.target_met is not None else None
     return first.model_copy(update=update)
+
+
+def mixed_threads_note(threads: list[int]) -> str:
+    """The note of a host-clocked variant whose rounds ran at different intra-op thread counts (``Timing.threads``,
+    round by round): the free cores at each round's start differed (bench.measure.cores)."""
+    return (
+        f"rounds ran at different intra-op thread counts ({', '.join(map(str, threads))}, round by round: the cores "
+        "other processes left free at each round's start); a pair's two sides are given one cap a round, so each "
+        "round's ratio compares like with like, but this timing pools samples taken at different counts"
+    )

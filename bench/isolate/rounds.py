@@ -16,7 +16,8 @@ from the pair's optimized variant's effective config. A token-generating pair (T
 pair (its peak) run in rounds alike, their ratios each round's on their metric (``metric_ratios``). A settled pair, or
 one whose side failed, takes no further part; the baseline runs while any pair goes on. A host-clocked round first
 reads the free cores and caps its children's intra-op threads to them (bench.measure.cores), the same cap for both
-sides.
+sides; where round 0's children are kept, they hold round 0's cap, and every later round takes it too (a fresh child
+standing in for a kept one as well), so a round's two sides always share one.
 """
 
 from __future__ import annotations
@@ -51,19 +52,21 @@ class Rounds:
     by_key: dict[str, list[VariantResult]] = field(default_factory=dict)  # each variant's rounds, in order
     stops: dict[str, str] = field(default_factory=dict)  # an optimized variant's key: why its pair is settled
     waiting: set[str] = field(default_factory=set)  # this round's variants not yet finished
-    threads: dict[str, Any] = field(default_factory=dict)  # this round's job extras: its threads cap
+    threads: dict[str, Any] = field(default_factory=dict)  # this round's job extras: its threads cap, both sides
     kept: dict[str, Kept] = field(default_factory=dict)  # each variant's child parked between rounds (round_children)
     keeping: bool | None = None  # whether later rounds resume the parked children: decided after round 0
 
     def start(self, fresh: bool = True) -> list[VariantSpec]:
         """The next round's variants, in the round's order; the round's thread cap read first (``fresh=False``:
-        the latest reading of the free cores, taken while no child of the worker ran)."""
+        the latest reading of the free cores, taken while no child of the worker ran), round 0's kept where its
+        children time the later rounds."""
         self.number += 1
         specs = [s for s in self.example.variants if s.is_baseline or s.key not in self.stops]
         if self.number % 2:
             specs.reverse()
         self.waiting = {s.key for s in specs}
-        self.threads = self._cap(fresh)
+        if not (self.number and self.keeping):  # kept children hold round 0's cap: this round's is round 0's
+            self.threads = self._cap(fresh)
         return specs
 
     def job(self, spec: VariantSpec) -> dict[str, Any]:
