@@ -136,10 +136,9 @@ def run_cmd(
     no_track: Annotated[bool, typer.Option("--no-track", help="do not log to MLflow")] = False,
 ) -> None:
     """Measure training configurations in isolated trials, recommend one and verify it against yours."""
-    from bench.cli import writable_dir
+    from bench.cli import for_terminal, writable_dir
     from sweeps.runner import sweep
     from sweeps.search import check_strategy
-    from sweeps.terminal import for_terminal
 
     check_strategy(strategy)  # before the trial server's start-up (seconds), not after it
     if out is not None:

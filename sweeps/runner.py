@@ -218,6 +218,7 @@ def _track(sw: _Sweep, baseline: dict[str, Any], experiment: str | None) -> Any:
 
 def _reporter(sw: _Sweep, step: Callable[[], Any]) -> Callable[[Any, Any], None]:
     """The line each finished trial prints (and its MLflow run)."""
+    from bench.cli import console, wrapped
     from sweeps.recommend import describe_config
     from sweeps.search import MARKERS, MEASURED, config_of
     from sweeps.study import measured_count
@@ -240,7 +241,7 @@ def _reporter(sw: _Sweep, step: Callable[[], Any]) -> Callable[[Any, Any], None]
             if before[0] is None:  # a resumed (or shared) study counts from what it already holds
                 before[0] = max(measured_count(study) - measured, 0)
                 measured += before[0]
-            shown(line, advance=measured)
+            shown(wrapped(line, console.width - 8, hang=8), advance=measured)  # under its text, past "  3/16 "
         else:
             sw.echo(line)
         if sw.tracker is not None:

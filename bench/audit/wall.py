@@ -95,9 +95,10 @@ def _command(cmd: list[str], fresh: bool, timeout_s: float, log: Path | None) ->
     wall = time.monotonic() - t0
     if log is not None:  # each run's output beside the store, for the record
         log.write_text(f"$ {' '.join(cmd)}\n# exit {done.returncode}, {wall:.2f} s\n{done.stdout}{done.stderr}")
-    suite = re.search(r"pairs verified in ([0-9.]+) s", done.stdout)
-    parent = re.search(r"MLflow parent run\s+([0-9a-f]{32})", done.stdout)
-    before = re.search(r"the suite began ([0-9.]+) s after the command started", done.stdout)
+    said = " ".join(done.stdout.split())  # its lines as one: a sentence wrapped at the terminal's width reads alike
+    suite = re.search(r"pairs verified in ([0-9.]+) s", said)
+    parent = re.search(r"MLflow parent run ([0-9a-f]{32})", said)
+    before = re.search(r"the suite began ([0-9.]+) s after the command started", said)
     return {
         "exit_code": done.returncode, "wall_s": wall, "suite_wall_s": float(suite.group(1)) if suite else None,
         "before_suite_s": float(before.group(1)) if before else None,

@@ -11,7 +11,10 @@ beside the commands of the packages built on the harness (analysis, sweeps, kern
 * ``common``: the options several commands share, one line per variant, a suite's table;
 * ``output``: the consoles, one-line errors, progress for long work, output directories checked before the work
   (also for the commands of the packages built on the harness: ``console``, ``err_console``, ``error``,
-  ``fitted``, ``name_lines``, ``progress``, ``warning``, ``writable_dir``, ``can_write_in``).
+  ``fitted``, ``name_lines``, ``progress``, ``warning``, ``writable_dir``, ``can_write_in``);
+* ``fit``: text fitted to the terminal's width: a line of prose wrapped with a hanging indent (``wrapped``), a
+  Markdown report's tables redrawn and its prose wrapped (``fit_tables``, ``for_terminal``; the files keep the
+  Markdown).
 
 Invariants: the command process never imports torch (the server's children do the work); every module
 here is cheap to import (heavy imports happen inside the commands); bad input is one line naming the bad
@@ -25,6 +28,7 @@ from typing import Any
 from bench.cli.ab import ab
 from bench.cli.audit import overhead, selfcheck
 from bench.cli.commands import list_, profile, server_app, show, verify
+from bench.cli.fit import fit_tables, for_terminal, wrapped
 from bench.cli.output import (
     can_write_in,
     console,
@@ -40,8 +44,8 @@ from bench.cli.run import run
 from bench.cli.store import import_
 from bench.cli.workers import check_device
 
-__all__ = ["can_write_in", "check_device", "console", "err_console", "error", "fitted", "name_lines", "progress",
-           "register", "warning", "writable_dir"]
+__all__ = ["can_write_in", "check_device", "console", "err_console", "error", "fit_tables", "fitted", "for_terminal",
+           "name_lines", "progress", "register", "warning", "wrapped", "writable_dir"]
 
 
 def register(app: Any) -> None:

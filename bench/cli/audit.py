@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from bench.cli.common import ChaptersOpt, ExperimentOpt, NoTrackOpt, console, emit, examples_for
+from bench.cli.fit import wrapped
 from bench.cli.output import writable_dir
 from bench.define.config import load_config_file
 from bench.errors import PerflabError
@@ -49,7 +50,7 @@ def selfcheck(
             workloads=workload,
             modes=mode,
             use_ncu=ncu,
-            log=lambda text: console.print(text, markup=False),  # notes hold "[flush, call]"
+            log=lambda text: console.print(wrapped(text, console.width), markup=False, soft_wrap=True),  # "[flush]"
             config_layer=layer,
             isolate=not in_process,
         )

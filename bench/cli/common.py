@@ -268,9 +268,17 @@ def ratio(x: float) -> str:
 
 
 def emit(text: str, report: dict[str, Any], out: Path | None, stem: str) -> None:
-    """Print a Markdown table; with ``out``, also keep it and the raw report as <stem>.md / .json."""
-    console.print(text, markup=False)  # table cells are data: "[L2 flush]" is not a style
+    """Print a Markdown report fitted to the console's width (bench.cli.fit: its tables redrawn, its prose wrapped);
+    with ``out``, also keep the Markdown and the raw report as <stem>.md / .json, and where the terminal's tables
+    differ from the Markdown's, a line names the file."""
+    from bench.cli.fit import fit_tables, for_terminal, wrapped
+
+    shown = for_terminal(text, console.width)
+    console.print(shown, markup=False, soft_wrap=True, highlight=False)  # cells are data: "[L2 flush]" no style
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{stem}.md").write_text(text)
         (out / f"{stem}.json").write_text(json.dumps(report, indent=2))
+        if fit_tables(text, console.width) != text:
+            console.print(wrapped(f"the tables as Markdown: {out / f'{stem}.md'}", console.width), markup=False,
+                          soft_wrap=True)  # fmt: skip

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.cli.common import energy_table, table
+from bench.cli.fit import wrapped
 from bench.cli.output import console, err_console
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult, VariantResult
@@ -106,7 +107,7 @@ def report_suite(
         markup=False,
     )
     if summary["n_pairs"]:  # every pair under its verdict: the counts add up (README: reading the verdicts)
-        console.print(counts_text(summary), markup=False, soft_wrap=True)
+        console.print(wrapped(counts_text(summary), console.width), markup=False, soft_wrap=True)
     lone = _one_round_on_the_host(suite)
     if lone:  # a sentence, wrapped between its words at the console's width (a log at COLUMNS=80 too)
         console.print(f"note: {lone} verdict(s) of one round a side on the host's clock: their intervals assume a "
@@ -118,11 +119,11 @@ def report_suite(
         uri = tracker.tracking_uri
         browse = uri if uri.startswith(("http:", "https:")) else f"mlflow ui --backend-store-uri {uri}"
         console.print(f"  browse: {browse}", markup=False, soft_wrap=True)
-    for text in [*time_lines(suite, sink, cold_start, before_s), stage_line(summary["stages_s"], len(suite.variants))]:
-        console.print(text, markup=False, soft_wrap=True)
+    closing = [*time_lines(suite, sink, cold_start, before_s), stage_line(summary["stages_s"], len(suite.variants))]
     if out is not None:
-        console.print(f"files: {out.root} (summary.json, summary.md, junit.xml, a directory per variant)", markup=False,
-                      soft_wrap=True)  # fmt: skip
+        closing.append(f"files: {out.root} (summary.json, summary.md, junit.xml, a directory per variant)")
+    for text in closing:  # wrapped between words, a hanging indent under each (a path or a figure never cut)
+        console.print(wrapped(text, console.width), markup=False, soft_wrap=True, highlight=False)
     if stop is not None:
         print_stopped(stop, len(suite.variants))
     if spooled:

@@ -374,6 +374,32 @@ def test_a_trials_line_says_why_it_was_pruned_or_failed(status: str, error: str 
     assert lines == [f"trial 4: bs=32 w=0 -> {status}{said}"], lines
 
 
+def test_a_failed_trials_reason_wraps_under_its_line_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off a terminal at ``COLUMNS=80``, a failed trial's counted line with its reason (up to 300 characters) ran
+    past the edge; it wraps between words, under the line's text."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    import bench.cli
+    from sweeps.runner import _reporter
+
+    out = Console(width=80, file=io.StringIO(), emoji=False, color_system=None)
+    monkeypatch.setattr(bench.cli, "console", out)
+    error = ("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that "
+             "dataloader's workers are out of shared memory (/dev/shm 64.0 MiB).")  # fmt: skip
+    attrs = {"status": "failed", "config": {"batch_size": 4096, "num_workers": 8}, "error": error}
+    trial = SimpleNamespace(number=3, user_attrs=attrs, params={}, system_attrs={})
+    with bench.cli.progress("sweep", 6, out) as step:
+        _reporter(SimpleNamespace(echo=print, tracker=None), lambda: step)(  # type: ignore[arg-type]
+            SimpleNamespace(get_trials=lambda **_: []), trial)
+    lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert len(lines) > 1 and all(len(x) <= 80 for x in lines), lines
+    assert "trial 3: bs=4096 w=8" in lines[0] and all(x.startswith(" " * 8) and x[8] != " " for x in lines[1:]), lines
+    assert " ".join(" ".join(lines).split()).endswith(f"trial 3: bs=4096 w=8 -> failed: {error}"), lines
+
+
 def test_a_changed_space_names_the_entry_that_changed() -> None:
     """The space is a mapping of a dozen lists: cut at 60 characters it hid the one flag changed (--grad-accum 3)."""
     from sweeps.storage import check_fingerprint

@@ -1,11 +1,11 @@
-"""sweeps/terminal.py: the tables the sweep prints fit an 80-column terminal; recommendation.md keeps Markdown."""
+"""The tables the sweep prints fit an 80-column terminal; recommendation.md keeps Markdown."""
 
 from __future__ import annotations
 
 import re
 
+from bench.cli import fit_tables
 from sweeps.recommend import Rules, recommend, table_markdown
-from sweeps.terminal import fit_tables
 
 
 def _row(trial: int, bs: int, sps: float) -> dict:
@@ -27,7 +27,10 @@ def test_the_results_table_fits_80_columns_with_every_cell() -> None:
     assert max(len(x) for x in rows) <= 80, text
     assert any(x.split()[:4] == ["4", "bs=32", "w=1", "amp"] and "6406.1" in x for x in rows), text
     assert "(3844–12172)" in text  # the spread whole, on the row's next line
-    assert "trial 3, diagnosis: failed: workload 'job.py:make' raised RuntimeError: boom | at 128" in text
+    # a failed row's reason under the table, wrapped between words at 80 columns like every line
+    assert "trial 3, diagnosis: failed: workload 'job.py:make' raised RuntimeError: boom | at 128" in " ".join(
+        text.split())  # fmt: skip
+    assert max(len(x) for x in text.splitlines()) <= 80, text
     assert "gpu util" not in text  # a column of dashes only is left out
     ok_only = fit_tables(table_markdown(recommend([_row(4, 32, 6406.1)], "cpu", Rules(usable_cores=2))), 80)
     assert "trial 4, diagnosis: I/O-bound (1 worker, the most measured" in ok_only, ok_only  # not 9 a line

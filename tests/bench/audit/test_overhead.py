@@ -213,3 +213,16 @@ def test_the_suite_line_names_its_path_once() -> None:
                         "all_ok": True}, "cold_over_fast": None}  # fmt: skip
     assert "As one suite (server, started ahead: what `perflab run` pays beyond the measured stages): 0.290 s" in (
         markdown(report))
+
+
+def test_a_runs_figures_are_read_back_from_lines_wrapped_at_a_narrow_terminal() -> None:
+    """``perflab run``'s closing lines wrap at the terminal's width (``COLUMNS`` of the command's own environment):
+    the chapter wall reads its figures back from the sentences wherever they broke."""
+    import sys
+
+    from bench.audit.wall import _command
+
+    said = ("2/2 variants ok, 1/1 pairs verified\nin 7.3 s\nMLflow parent run\n" + "a" * 32 + " in experiment 'x'\n"
+            "  the suite began 0.73 s after the\n      command started; variant 1 at 0.2 s\n")  # fmt: skip
+    got = _command([sys.executable, "-c", f"print({said!r}, end='')"], False, 60, None)
+    assert (got["suite_wall_s"], got["before_suite_s"], got["parent_run_id"]) == (7.3, 0.73, "a" * 32)
