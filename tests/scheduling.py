@@ -14,7 +14,8 @@ holds two tests or the queue is empty.
 Order. pytest-xdist hands out the largest groups first by their count of tests; the longest by time are not those:
 the team's services (15 tests, ~700 s on one process in CI) and the README's first hour in a fresh clone (5 tests,
 ~560 s) came after groups of dozens of quick tests. ``FIRST``'s groups go to the processes first, so that no long
-group starts late and becomes the session's tail (the longest-first rule of scheduling).
+group starts late and becomes the session's tail (the longest-first rule of scheduling): the full tier's longest,
+then the fast tier's (the groups of 10 s and more on the 2-core host; the ungrouped tests fill in after them).
 """
 
 from __future__ import annotations
@@ -23,9 +24,16 @@ from typing import Any
 
 from xdist.scheduler import LoadGroupScheduling
 
-# The groups handed out first, longest first (tests/session.py names them: ``team``, a file's stem); in CI at
-# d4dd713 on one process each: the services ~700 s, the first hour ~560 s, a torchrun-style step's set-up 123 s
-FIRST = ("team", "test_first_hour", "test_user_distributed")
+# The groups handed out first, longest first (tests/session.py names them: ``team``, a file's stem, an
+# ``xdist_group`` mark's name); in CI at d4dd713 on one process each: the services ~700 s, the first hour ~560 s,
+# a torchrun-style step's set-up 123 s. The fast tier's on the 2-core host (3 processes) at 568c90b: the rounds tests
+# ~50 s, the self-check ~20 s, the Inductor compiles ~19 s, the regression suites ~18 s, the exploit catalog ~17 s,
+# chapters 18 and 19 ~16 s, ``perflab show``'s store ~14 s, the server's preload ~14 s, chapter 20's search ~12 s
+FIRST = (
+    "team", "test_first_hour", "test_user_distributed",
+    "default_rounds", "test_selfcheck", "inductor", "test_regression", "test_exploits", "test_ch18_kernels",
+    "test_ch19_lowp", "test_show", "test_preload", "test_ch20_search",
+)  # fmt: skip
 
 
 class GroupScheduling(LoadGroupScheduling):  # type: ignore[misc]

@@ -17,6 +17,7 @@ import torch
 import torch.multiprocessing as mp
 
 from chapters.ch04.common import gradient_shapes, plan_buckets
+from tests.chapters.ranks import end_rank
 
 CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "ch04"
 EXAMPLES = ("allreduce", "grad_buckets", "ddp_overlap", "tensor_parallel", "pipeline_parallel")
@@ -65,6 +66,7 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
             bench.teardown()
     torch.save(results, Path(out) / f"rank{rank}.pt")
     dist.destroy_process_group()
+    end_rank()
 
 
 @pytest.fixture(scope="module", params=[2, pytest.param(5, marks=pytest.mark.slow)], ids=["2 ranks", "5 ranks"])

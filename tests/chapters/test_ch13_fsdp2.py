@@ -19,6 +19,7 @@ import torch.multiprocessing as mp
 
 from bench.measure.memory import over_ranks
 from chapters.ch13.sharded import LR, RTOL, WEIGHT_DECAY, Stack
+from tests.chapters.ranks import end_rank
 
 CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "ch13"
 WORLD = 2
@@ -57,6 +58,7 @@ def _rank(rank: int, store: str, out: str) -> None:
         bench.teardown()
     torch.save(results, Path(out) / f"rank{rank}.pt")
     dist.destroy_process_group()
+    end_rank()
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from bench.record.store import child_runs, read_artifact_text, read_run
 from kernels.case import CASES, Shape
 from kernels.sweep import BANDWIDTH_COLUMNS, CSV_COLUMNS, Row, bandwidth_target, copy_ceiling, csv_text
 from perflab.cli import app
-from tests.kernels.cli_run import COPY_GBPS, GROUP, KernelsRun
+from tests.kernels.cli_run import COPY_GBPS, GROUP, SHAPE, KernelsRun
 
 SMALL = Shape(2, 3, 5)  # M = 6 rows, N = 5: 30 elements per activation
 
@@ -149,13 +149,13 @@ def test_cli_logs_bandwidth_and_the_target(kernels_cli: KernelsRun) -> None:
     assert not any(k.startswith("perflab.target.") for k in read_run(parents["poly"], uri).tags)
     triton = child_runs(parents["rms"], uri)[1]
     for direction in ("fwd", "bwd"):
-        gbps = triton.metrics[f"{direction}.2x3x37_gbps"]
-        nbytes = CASES["rms"].bytes_per_call(Shape(2, 3, 37), torch.float32, direction)
-        assert gbps == pytest.approx(nbytes / (triton.metrics[f"{direction}.2x3x37_us"] * 1e3))
-        assert triton.metrics[f"{direction}.2x3x37.pct_of_copy"] == pytest.approx(100 * gbps / COPY_GBPS)
+        gbps = triton.metrics[f"{direction}.{SHAPE}_gbps"]
+        nbytes = CASES["rms"].bytes_per_call(SHAPE, torch.float32, direction)
+        assert gbps == pytest.approx(nbytes / (triton.metrics[f"{direction}.{SHAPE}_us"] * 1e3))
+        assert triton.metrics[f"{direction}.{SHAPE}.pct_of_copy"] == pytest.approx(100 * gbps / COPY_GBPS)
     rows = list(csv.DictReader(io.StringIO(read_artifact_text(parents["rms"], "rms-fp32-fwd-perf.csv", uri))))
     assert float(rows[0]["triton_gbps"]) > 0 and float(rows[0]["triton_pct_of_copy"]) > 0
-    assert rows[0]["bytes_per_call"] == str(CASES["rms"].bytes_per_call(Shape(2, 3, 37), torch.float32, "fwd"))
+    assert rows[0]["bytes_per_call"] == str(CASES["rms"].bytes_per_call(SHAPE, torch.float32, "fwd"))
 
 
 def test_cli_without_a_cached_copy_bandwidth(interp: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -14,7 +14,7 @@ from bench.record.store import child_runs, log_run, read_artifact_text, read_run
 from kernels.case import CASES
 from kernels.common import retyped
 from perflab.cli import app
-from tests.kernels.cli_run import GROUP, KernelsRun
+from tests.kernels.cli_run import GROUP, SHAPE, KernelsRun
 
 SMOKE = ["--dtype", "fp32", "--provider", "triton", "--smoke"]
 
@@ -38,7 +38,7 @@ def test_parent_per_case_child_per_provider(kernels_cli: KernelsRun) -> None:
         assert [c.name for c in children] == [f"kernels:{case}:fp32:naive", f"kernels:{case}:fp32:triton"]
         triton = children[1]
         assert (triton.tags["perflab.provider"], triton.tags["perflab.status"]) == ("triton", "ok")
-        assert triton.status == "FINISHED" and triton.metrics["fwd.2x3x37_us"] > 0
+        assert triton.status == "FINISHED" and triton.metrics[f"fwd.{SHAPE}_us"] > 0
         assert triton.metrics["bwd.speedup_vs_naive_geomean"] > 0
         assert "fwd.speedup_vs_naive_geomean" not in children[0].metrics  # naive against itself: not logged
         assert read_artifact_text(run_id, f"{case}-fp32-bwd-perf.csv", uri).startswith("dim,batch_size,seq_len,")

@@ -20,7 +20,7 @@ from bench.audit.overhead import TRIVIAL
 
 _CHILD = textwrap.dedent(
     """
-    import json, os, sys, traceback
+    import importlib, json, os, sys, traceback
     from bench.isolate.rendezvous import import_preload
     assert not import_preload()  # once, as the server does: each job below is a child forked from here
     for job in json.loads(sys.argv[1]):
@@ -52,6 +52,14 @@ _CHILD = textwrap.dedent(
         _, status = os.waitpid(pid, 0)
         with open(job["workdir"] + "/messages.json", "w") as f:
             json.dump({"status": status, "messages": messages.decode()}, f)
+    # what the server's imports warmed (Triton compiled: TRITON_INTERPRET unset); read after the jobs, whose
+    # children would otherwise find these modules imported
+    import torch, bench.isolate.warm as w
+    keys = [getattr(importlib.import_module(m), "triton_key", None)
+            for m in ("triton.runtime.cache", "triton.compiler.compiler")]
+    with open(sys.argv[2], "w") as f:
+        json.dump({"triton_key_cached": [k.cache_info().currsize for k in keys if hasattr(k, "cache_info")],
+                   "cuda_initialized": torch.cuda.is_initialized(), "warmed": w.WARMED}, f)
     """
 )
 
@@ -90,11 +98,13 @@ def children(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                      "cli_layer": {"iterations": 5, "warmup": 1, "device": "cpu"}, "mode": "run",
                      "profile_tool": None, "gate": False, "measure_gate": False})  # fmt: skip
     cache = tmp_path_factory.mktemp("inductor")  # the graph compiled here, not found in the user's cache
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(jobs)], capture_output=True, text=True,
-                         timeout=180, env=env)  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # Triton compiled, as on a GPU host
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+    warmed = tmp_path_factory.mktemp("warmed") / "warmed.json"
+    out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(jobs), str(warmed)], capture_output=True,
+                         text=True, timeout=180, env=env)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
-    return workdirs
+    return {**workdirs, "warmed": warmed}
 
 
 def _ran(children: dict[str, Path], source: str) -> dict[str, Any]:
@@ -124,3 +134,13 @@ def test_a_compiling_child_imports_no_compiler_and_hashes_no_torch(children: dic
     assert not compiler, f"imported per compiled child, not by the server: {sorted(compiler)}"
     assert any(m.startswith("torch._inductor.runtime.compile_tasks.") for m in ran["new"]), "no graph compiled?"
     assert ran["hashed"] == 0, "torch_key() computed in the child (bench.isolate.warm.warm_inductor did not run)"
+
+
+def test_the_servers_imports_hash_triton_once_and_leave_cuda_alone(children: dict[str, Path]) -> None:
+    """Compiled mode: triton_key() is computed by the server's imports (bench.isolate.warm; children inherit it);
+    CUDA untouched. (The same in a fresh interpreter of its own: test_server_start.py, the full tier.)"""
+    pytest.importorskip("triton")
+    warmed = json.loads(children["warmed"].read_text())
+    assert any(n == 1 for n in warmed["triton_key_cached"]), warmed
+    assert warmed["cuda_initialized"] is False
+    assert any("triton_key" in x for x in warmed["warmed"]), warmed

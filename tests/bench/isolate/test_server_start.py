@@ -168,6 +168,7 @@ def test_the_preload_asks_nvml_whether_cuda_is_there_and_leaves_the_setting_as_i
 triton = pytest.importorskip("triton")
 
 
+@pytest.mark.slow  # a fresh interpreter (~7 s); the same facts of the server's own imports: test_preload.py
 def test_warm_hashes_triton_once_and_leaves_cuda_alone() -> None:
     """Compiled mode: triton_key() is computed in the server (children inherit it); CUDA untouched."""
     code = (
