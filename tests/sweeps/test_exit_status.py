@@ -46,12 +46,20 @@ def invoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trial: Callable[[dic
     return CliRunner().invoke(app, args, env={"COLUMNS": "80"})
 
 
+def closing(output: str) -> str:
+    """The sweep's last sentence, its lines (wrapped at 80 columns, each within them) joined."""
+    lines = output.strip().splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    start = max(i for i, line in enumerate(lines) if line.startswith("sweep failed"))
+    return " ".join(line.strip() for line in lines[start:])
+
+
 def test_a_sweep_whose_trials_all_timed_out_exits_1_saying_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Timeouts are not the failed trials that stop a sweep early as a broken workload (exit status 2): the sweep ran
     to its end with nothing measured, and exited 0 all the same."""
     res = invoke(tmp_path, monkeypatch, lambda p, n: TrialOutcome("timeout", error="past its 300 s"))
     assert res.exit_code == 1, res.output
-    last = res.output.strip().splitlines()[-1]
+    last = closing(res.output)
     assert last == ("sweep failed (exit status 1): nothing to recommend: no trial finished ok (4 timeout); trial 0 "
                     "(bs=32 w=0) timeout: past its 300 s"), last  # fmt: skip
 
@@ -67,7 +75,7 @@ def test_a_pick_that_ran_in_no_verification_repeat_exits_1(tmp_path: Path, monke
 
     res = invoke(tmp_path, monkeypatch, trial, repeats=2)
     assert res.exit_code == 1, res.output
-    assert res.output.strip().splitlines()[-1] == ("sweep failed (exit status 1): the sweep's pick (bs=16 w=0) ran ok "
+    assert closing(res.output) == ("sweep failed (exit status 1): the sweep's pick (bs=16 w=0) ran ok "
                                                    "in none of its 2 verification repeats (failed)")  # fmt: skip
 
 
