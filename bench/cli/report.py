@@ -91,10 +91,9 @@ def report_suite(
     summary = summary_dict(suite, logging_s=sink.busy_s if sink is not None else None, command_s=command_s)
     if stop is not None:
         summary.update(suite_status=stop.status, not_finished=stop.not_finished)
-    markdown = summary_markdown(summary) + _stopped_markdown(stop)
+    markdown = summary_markdown(summary) + stopped_markdown(stop)
     if out is not None:  # before the store: a CI step finds the files whatever the store does
-        optimized = [k for k in (stop.not_finished if stop else []) if not k.endswith(":baseline")]
-        out.finish(summary, markdown, optimized, stop.why if stop else "")
+        out.finish(summary, markdown, stop.not_finished if stop else [], stop.why if stop else "")
     spooled = tracker.finish(markdown, summary, failed=False, interrupted=stop is not None) if tracker else None
     if suite.comparisons:
         console.print(table(suite))
@@ -140,7 +139,8 @@ def _one_round_on_the_host(suite: SuiteResult) -> int:
                and c.significance in ("faster", "slower") and len(c.round_speedups or []) < 2)  # fmt: skip
 
 
-def _stopped_markdown(stop: Stopped | None) -> str:
+def stopped_markdown(stop: Stopped | None) -> str:
+    """``summary.md``'s closing section for a suite that ended early: why, and each variant not finished."""
     if stop is None:
         return ""
     names = "".join(f"- {k}\n" for k in stop.not_finished) or "- none\n"

@@ -40,7 +40,16 @@ from bench.cli.common import (
 )
 from bench.cli.deadline import SuiteDeadline, SuiteTimeout, check_suite_timeout
 from bench.cli.output import err_console, progress, warning
-from bench.cli.report import Finished, Stopped, out_dir, partial_suite, report_suite, rest_command, stopped
+from bench.cli.report import (
+    Finished,
+    Stopped,
+    out_dir,
+    partial_suite,
+    report_suite,
+    rest_command,
+    stopped,
+    stopped_markdown,
+)
 from bench.cli.shard import campaign_tags, shard_of
 from bench.cli.workers import check_count, check_device, check_workers, workers_for
 from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
@@ -191,6 +200,9 @@ def execute(
         # First: the server's imports (torch) overlap everything below, the MLflow start-up included.
         prestart_server(effective)
     workers = workers_for(effective.device, gpus, jobs) if ray is None else []
+    if files is not None and files.begin():  # the directory holds this suite's results only
+        err_console.print(f"--out {files.root}: the files of an earlier run there removed", markup=False,
+                          soft_wrap=True)  # fmt: skip
     sink = None if no_track else _sink(experiment, tracking_uri, targets, cold_start, tags)
     options = {"ray": ray} if ray is not None else {
         "workdir": keep_workdir, "keep_workdir": keep_workdir is not None}  # fmt: skip
@@ -270,7 +282,8 @@ def _run(
             return partial_suite(examples, finished, time.monotonic() - t0), before_s, stopped(
                 examples, finished, "timeout", str(exc), *rest)  # fmt: skip
         except BaseException as exc:
-            _end_unfinished(sink, examples, isinstance(exc, KeyboardInterrupt), files, finished, rest)
+            wall_s = time.monotonic() - t0
+            _end_unfinished(sink, examples, isinstance(exc, KeyboardInterrupt), files, finished, rest, wall_s)
             raise
     save_durations(durations, signature, suite)
     return suite, before_s, None
@@ -278,7 +291,7 @@ def _run(
 
 def _end_unfinished(
     sink: BackgroundSink | None, examples: list[Example], interrupted: bool, files: OutDir | None, finished: Finished,
-    rest: tuple[Path | None, list[str]],
+    rest: tuple[Path | None, list[str]], wall_s: float = 0.0,
 ) -> None:  # fmt: skip
     """A suite that did not end (Ctrl-C, SIGTERM or SIGHUP: ``interrupted``; else an error): the variants that
     finished are logged (and in ``files``), the parent run ended (KILLED, ``perflab.suite_status`` ``interrupted``;
@@ -290,11 +303,10 @@ def _end_unfinished(
         with contextlib.suppress(Exception):  # keep the original error
             from bench.record.summary import summary_dict, summary_markdown
 
-            stop = stopped(examples, finished, "interrupted" if interrupted else "failed", what)
-            summary = {**summary_dict(partial_suite(examples, finished, 0.0)), "suite_status": stop.status,
+            stop = stopped(examples, finished, "interrupted" if interrupted else "failed", what, *rest)
+            summary = {**summary_dict(partial_suite(examples, finished, wall_s)), "suite_status": stop.status,
                        "not_finished": stop.not_finished}  # fmt: skip
-            files.finish(summary, summary_markdown(summary), [k for k in stop.not_finished
-                                                             if not k.endswith(":baseline")], what)  # fmt: skip
+            files.finish(summary, summary_markdown(summary) + stopped_markdown(stop), stop.not_finished, what)
     if sink is None:
         err_console.print(f"{what} after {len(finished)} of {total} variants; nothing is logged (--no-track)",
                           markup=False, soft_wrap=True)  # fmt: skip

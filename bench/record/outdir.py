@@ -1,7 +1,8 @@
 """A suite's results as files, for CI pipelines (``perflab run --out DIR``): each variant as the store holds it, the
 summary, and a JUnit XML of the pairs' verdicts that CI systems display.
 
-Layout (a variant's files are written as it finishes, so a suite that is stopped keeps them; the rest at its end)::
+Layout (a variant's files are written as it finishes, so a suite that is stopped keeps them; the rest at its end;
+what an earlier run wrote in the directory is removed as the suite starts: ``OutDir.begin``)::
 
     DIR/
       summary.json, summary.md      the parent run's artifacts (bench.record.summary)
@@ -17,11 +18,14 @@ JUnit: a pair whose status is ``mismatch``, ``unverified`` or ``failed`` (a side
 invalid) is a failure, ``skipped`` is skipped, and a pair the suite did not finish (interrupted, or its
 ``--suite-timeout`` reached) is an error; the others pass, their verdict (``faster``, ``slower``, ``no significant
 difference``) and speedup in the testcase's properties and output (with ``speedup_on``, ``baseline_value`` and
-``optimized_value`` where the speedup is not on the median call). A suite's exit status says the same.
+``optimized_value`` where the speedup is not on the median call). A variant of no pair (a baseline without a partner)
+is a testcase of its own, failing when not ok. A suite's exit status says the same. Text is kept to what XML 1.0
+allows (a benchmark's error may hold a terminal's colours, a NUL: bench.record.text).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -41,10 +45,13 @@ from bench.record.contract import (
 )
 from bench.record.pairs import comparison_metrics, comparison_tags
 from bench.record.summary import basis_of, speedup_text, value_text, verdict_text
+from bench.record.text import plain_text
+from bench.record.units import time_text
 
 __all__ = ["OutDir", "junit_xml"]
 
 _FAILURES = ("mismatch", "unverified", "failed")
+_SUITE_FILES = ("summary.json", "summary.md", "junit.xml")
 
 
 def _write(path: Path, text: str) -> None:
@@ -56,7 +63,8 @@ def _write(path: Path, text: str) -> None:
 
 
 class OutDir:
-    """``--out DIR``: ``variant`` as each finishes (from any worker's thread), ``finish`` once at the suite's end.
+    """``--out DIR``: ``begin`` before the suite, ``variant`` as each finishes (from any worker's thread), ``finish``
+    once at the suite's end.
     ``describe_host``: the host manifest (bench.record.manifest.host_manifest), asked once, on first use."""
 
     def __init__(self, root: Path, describe_host: Callable[[], dict[str, Any]]) -> None:
@@ -64,6 +72,25 @@ class OutDir:
         self._describe_host = describe_host
         self._host: dict[str, Any] | None = None
         self._lock = threading.Lock()
+
+    def begin(self) -> list[Path]:
+        """Before the suite's first variant: what an earlier run wrote here removed, so that the directory holds this
+        run's results only (a ``junit.xml`` left from a run that passed never stands for one killed before its end,
+        nor a variant it ran for one this run did not). Only perflab's own files go: the three at the top, and each
+        ``<chapter>/<example>/<variant>/`` holding a ``run.json`` (with the directories that leaves empty); anything
+        else in the directory stays. Returns what was removed."""
+        removed = [p for p in (self.root / n for n in _SUITE_FILES) if p.is_file()]
+        for p in removed:
+            p.unlink()
+        for run in sorted(self.root.glob("*/*/*/run.json")):
+            variant = run.parent
+            if not variant.is_symlink() and (variant / "result.json").is_file():
+                shutil.rmtree(variant)
+                removed.append(variant)
+                for parent in (variant.parent, variant.parent.parent):
+                    with contextlib.suppress(OSError):  # not empty: something else lives there
+                        parent.rmdir()
+        return removed
 
     def _host_manifest(self) -> dict[str, Any]:
         with self._lock:
@@ -95,8 +122,9 @@ class OutDir:
 
     def finish(self, summary: Mapping[str, Any], summary_md: str, not_finished: Sequence[str] = (),
                why: str = "") -> None:  # fmt: skip
-        """``summary.json``, ``summary.md`` and ``junit.xml``; ``not_finished``: the optimized variants' keys of the
-        pairs the suite did not finish, ``why`` it did not (errors in the JUnit XML)."""
+        """The suite's files (``_SUITE_FILES``): ``summary.json``, ``summary.md`` and ``junit.xml``; ``not_finished``:
+        the keys of the variants the suite did not finish, ``why`` it did not (errors in the JUnit XML: a pair's, or a
+        variant's of no pair)."""
         _write(self.root / "summary.json", json.dumps(summary, indent=2, default=str))
         _write(self.root / "summary.md", summary_md)
         _write(self.root / "junit.xml", junit_xml(summary, not_finished, why))
@@ -108,21 +136,49 @@ def junit_xml(summary: Mapping[str, Any], not_finished: Sequence[str] = (), why:
     pairs = list(summary.get("pairs") or [])
     variants = {v["key"]: v for v in summary.get("variants") or []}
     cases = [_case(p, variants) for p in pairs]
-    for key in not_finished:
+    # A variant of no pair (a baseline without an optimized partner) is a testcase of its own: one that fails
+    # makes the suite's exit status 1, and a CI page must show why rather than all green.
+    paired = {f"{p['chapter']}:{p['example']}" for p in pairs} | {k.rsplit(":", 1)[0] for k in not_finished
+                                                                  if not k.endswith(":baseline")}  # fmt: skip
+    cases += [_lone_case(v) for key, v in variants.items() if key.rsplit(":", 1)[0] not in paired]
+    unfinished = [k for k in not_finished if not k.endswith(":baseline") or k.rsplit(":", 1)[0] not in paired]
+    for key in unfinished:  # a pair's baseline not finished: its pair's testcase says so
         chapter, example, variant = key.split(":", 2)
         case = ET.Element("testcase", classname=chapter, name=f"{example}:{variant}", time="0")
         ET.SubElement(case, "error", type="not finished", message=f"not finished: {why or 'the suite stopped'}")
         cases.append(case)
     suite = ET.Element(
         "testsuite", name="perflab", tests=str(len(cases)), time=f"{float(summary.get('wall_s') or 0.0):.3f}",
-        failures=str(sum(p["status"] in _FAILURES for p in pairs)), errors=str(len(not_finished)),
-        skipped=str(sum(p["status"] == "skipped" for p in pairs)),
+        failures=str(sum(c.find("failure") is not None for c in cases)), errors=str(len(unfinished)),
+        skipped=str(sum(c.find("skipped") is not None for c in cases)),
     )  # fmt: skip
     suite.extend(cases)
-    root = ET.Element("testsuites", name="perflab")
+    root = ET.Element("testsuites", name="perflab", tests=suite.get("tests", "0"), failures=suite.get("failures", "0"),
+                      errors=suite.get("errors", "0"), skipped=suite.get("skipped", "0"), time=suite.get("time", "0"))
     root.append(suite)
+    for element in root.iter():  # a benchmark's error may hold anything: colours, a NUL; XML 1.0 takes none
+        element.text = plain_text(element.text) if element.text else element.text
+        for name, value in element.attrib.items():
+            element.set(name, plain_text(value))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _lone_case(variant: Mapping[str, Any]) -> ET.Element:
+    """A variant of no pair: it passes when ``ok`` (its median in its output), else fails with its status, stage and
+    error."""
+    chapter, example, name = str(variant["key"]).split(":", 2)
+    case = ET.Element("testcase", classname=chapter, name=f"{example}:{name}",
+                      time=f"{float(variant.get('elapsed_s') or 0.0):.3f}")  # fmt: skip
+    status = variant.get("status")
+    if status == "ok":
+        text = f"ok: median {time_text(variant.get('median_ms'))} (no optimized partner)"
+    else:
+        text = f"{name} {status} at {variant.get('failed_stage') or '?'}: {variant.get('error') or ''}"
+        kind = "skipped" if status == "skipped" else "failure"
+        ET.SubElement(case, kind, **({} if kind == "skipped" else {"type": str(status)}), message=text[:1000])
+    ET.SubElement(case, "system-out").text = text
+    return case
 
 
 def _case(pair: Mapping[str, Any], variants: Mapping[str, Mapping[str, Any]]) -> ET.Element:

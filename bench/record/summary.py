@@ -9,6 +9,7 @@ from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.measure.basis import Basis, basis
 from bench.measure.stats import within_noise
 from bench.record.pairs import at_median
+from bench.record.text import markdown_text
 from bench.record.units import ENERGY_UNITS, RATE_UNITS, column, ratio_text, sig, time_text
 
 # Every verdict a pair can get (``pair_verdict``), in the order the summary lines count them; README.md
@@ -166,12 +167,13 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     if failures:
         lines += ["", "## Variants not ok", "", "| variant | status | stage | error |", "|---|---|---|---|"]
         for v in failures:
-            err = (v["error"] or "").replace("|", "\\|").replace("\n", " ")[:200]
+            err = markdown_text(v["error"] or "", 200)
             lines.append(f"| {v['key']} | {v['status']} | {v['failed_stage'] or '—'} | {err} |")
     notes = [p for p in pairs if not p["verified"]]
     if notes:
         lines += ["", "## Verification notes", ""]
-        lines += [f"- {p['chapter']}:{p['example']} {p['variant']}: {p['verification']}" for p in notes]
+        lines += [f"- {p['chapter']}:{p['example']} {p['variant']}: {markdown_text(str(p['verification']), 500)}"
+                  for p in notes]  # fmt: skip
     if summary["unpaired_baselines"]:
         lines += ["", "Baselines without an optimized partner: " + ", ".join(summary["unpaired_baselines"])]
     lines += _time_section(summary)

@@ -65,3 +65,25 @@ def test_a_suite_timeout_keeps_what_finished_and_names_the_rest(
     assert written["metrics"] == pytest.approx(variant.data.metrics)  # on disk as in the store
     assert written["params"] == variant.data.params
     assert {k: v for k, v in variant.data.tags.items() if k in written["tags"]} == written["tags"]
+
+
+def test_a_signalled_suites_files_name_what_did_not_finish_and_its_wall(
+    chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM or Ctrl-C mid-suite (``_end_unfinished``): ``summary.md`` closed without the variants left (its
+    "Not finished" section was the suite timeout's only) and both files read a wall of 0.0 s."""
+    from bench.cli.run import _end_unfinished
+    from bench.define.discovery import discover, select
+    from bench.record.outdir import OutDir
+
+    root = chapters({"ch07/baseline_a.py": {}, "ch07/optimized_a.py": {}, "ch07/baseline_solo.py": {}})
+    out = tmp_path / "ci"
+    _end_unfinished(None, select(discover(root)), True, OutDir(out, dict), [], (root, ["--device", "cpu"]), 12.5)
+    md = (out / "summary.md").read_text()
+    assert "wall 12.5 s" in md and "## Not finished" in md, md
+    assert "- ch07:a:optimized\n" in md and "- ch07:solo:baseline\n" in md
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and (suite.get("time"), suite.get("tests"), suite.get("errors")) == ("12.500", "2", "2")
+    names = {c.get("name") for c in suite.iter("testcase")}
+    assert names == {"a:optimized", "solo:baseline"}  # a lone baseline not finished is named too
+    assert "interrupted after 0 of 3 variants" in capsys.readouterr().err

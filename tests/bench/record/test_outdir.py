@@ -7,7 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from bench.define.result import Comparison, Profile, SuiteResult, VariantResult, Verification
+from bench.define.result import Comparison, ErrorInfo, Profile, SuiteResult, VariantResult, Verification
 from bench.record.contract import variant_metrics, variant_params
 from bench.record.outdir import OutDir, junit_xml
 from bench.record.pairs import comparison_metrics
@@ -128,3 +128,49 @@ def test_finish_writes_the_summary_and_the_junit_xml(tmp_path: Path, suite: Suit
     ts, cases = _cases((tmp_path / "junit.xml").read_text())
     assert ts.get("tests") == "6" and cases["ch07.z:optimized"].find("error") is not None
     assert not list(tmp_path.glob(".*.tmp"))  # written whole, through a temporary file each
+
+
+NASTY = 'bad | pipe\nsecond line | <xml> & "quotes" \x1b[31mred\x1b[0m \x00 nul \x07'
+
+
+def test_an_error_with_control_characters_is_a_junit_xml_a_parser_takes(suite: SuiteResult) -> None:  # noqa: F811
+    # A benchmark's exception text went into the XML as it was: a NUL or a terminal's colours made the whole file
+    # unreadable to Jenkins, GitLab and every other ElementTree-based reader.
+    suite.variants[-1] = suite.variants[-1].model_copy(update={"error": ErrorInfo(kind="exception", message=NASTY)})
+    ts, cases = _cases(junit_xml(summary_dict(suite), ["ch07:late:optimized"], "stopped \x1b[1mnow\x00"))
+    failure = cases["ch07.e:optimized"].find("failure")
+    assert failure is not None
+    message = failure.get("message") or ""
+    assert 'bad | pipe\nsecond line | <xml> & "quotes" red  nul' in message, message
+    assert cases["ch07.late:optimized"].find("error").get("message") == "not finished: stopped now"  # type: ignore[union-attr]
+
+
+def test_a_variant_of_no_pair_that_fails_is_a_failing_testcase(suite: SuiteResult) -> None:  # noqa: F811
+    # A baseline without an optimized partner that failed made `perflab run` exit 1 beside a JUnit page all green.
+    suite.variants += [vr("solo", "baseline", None, "failed", "RuntimeError: boom"), vr("fine", "baseline", 2.0)]
+    ts, cases = _cases(junit_xml(summary_dict(suite), ["ch07:late:baseline", "ch07:z:baseline", "ch07:z:optimized"]))
+    failure = cases["ch07.solo:baseline"].find("failure")
+    assert failure is not None and failure.get("type") == "failed"
+    assert failure.get("message") == "baseline failed at measurement: RuntimeError: boom"
+    assert cases["ch07.fine:baseline"].find("failure") is None
+    assert "ch07.z:baseline" not in cases  # its pair's testcase says it did not finish
+    assert cases["ch07.late:baseline"].find("error") is not None  # a lone baseline not finished
+    assert (ts.get("tests"), ts.get("failures"), ts.get("errors")) == ("9", "4", "2")
+    root = ET.fromstring(junit_xml(summary_dict(suite)))
+    assert (root.get("tests"), root.get("failures")) == ("7", "4")  # the totals on testsuites too
+
+
+def test_begin_removes_what_an_earlier_run_wrote_and_nothing_else(tmp_path: Path, suite: SuiteResult) -> None:  # noqa: F811
+    # Two runs into one --out DIR left the first's variant directories beside the second's summary, and a run
+    # killed before its end left the first's junit.xml to pass the CI job.
+    first = OutDir(tmp_path, lambda: {"gpu": None})
+    for v in suite.variants[:4]:
+        first.variant(v)
+    first.finish(summary_dict(suite), "# perflab summary\n")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "ch07" / "a" / "mine.txt").write_text("mine")
+    removed = OutDir(tmp_path, dict).begin()
+    assert len(removed) == 3 + 4
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "ch07", "ch07/a", "ch07/a/mine.txt", "notes.txt"]  # fmt: skip
+    assert OutDir(tmp_path, dict).begin() == []

@@ -301,3 +301,32 @@ def test_a_pair_in_rounds_has_its_rounds_in_the_summary(suite: SuiteResult) -> N
     assert header.endswith("| rounds |") and row.endswith("| 7 max_rounds, rounds 1, 4 left out: host busy |"), row
     plain = summary_markdown(summary_dict(suite.model_copy(update={"comparisons": suite.comparisons[1:]})))
     assert "rounds" not in plain  # no pair in rounds: the table as it was
+
+
+def _cells(row: str) -> list[str]:
+    """A GitHub-flavoured Markdown table row's cells: split at each pipe no backslash escapes (``\\`` escapes too)."""
+    cells, cell, chars = [], "", iter(row.strip().strip("|"))
+    for ch in chars:
+        if ch == "\\":
+            cell += ch + next(chars, "")
+        elif ch == "|":
+            cells, cell = [*cells, cell], ""
+        else:
+            cell += ch
+    return [*cells, cell]
+
+
+def test_an_error_of_any_text_keeps_the_markdown_table_and_list_whole(suite: SuiteResult) -> None:
+    # A GitHub step summary: a backslash before a pipe ended its cell, a newline in a verification note broke its
+    # list item, "<xml>" vanished as an HTML tag, "__init__" turned bold, and a terminal's colours came along.
+    nasty = 'C:\\dir\\| x | y\nsecond <xml> __init__ \x1b[31mred\x1b[0m\x00 ' + "z" * 400
+    suite.variants[-1] = suite.variants[-1].model_copy(update={"error": ErrorInfo(kind="exception", message=nasty)})
+    suite.comparisons[2].verification.detail = "differs |\nat <index> 3\n\n# not a heading"
+    md = summary_markdown(summary_dict(suite))
+    row = next(line for line in md.splitlines() if line.startswith("| ch07:e:optimized |"))
+    cells = _cells(row)
+    assert len(cells) == 4, cells  # variant, status, stage, error
+    assert cells[3].startswith(r" C:\\dir\\\| x \| y second \<xml\> \_\_init\_\_ red z"), cells[3]
+    assert len(cells[3]) < 300 and "\x1b" not in md and "\x00" not in md
+    notes = md.split("## Verification notes")[1].split("\n\n")[1].splitlines()
+    assert notes[0] == r"- ch07:c optimized: differs \| at \<index\> 3 # not a heading", notes
