@@ -9,13 +9,13 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 import analysis.cli
 import bench.cli
 import kernels.cli
 import sweeps.cli
+from bench.cli.output import new_console
 from bench.errors import PerflabError
 
 # click's plain help, not typer's rich panels: below ~100 columns those cut option names and words
@@ -34,6 +34,8 @@ def main() -> None:
     import os
 
     _stop_on_signals()
+    if os.environ.get("COLUMNS", "unset").strip("0 ") == "":
+        del os.environ["COLUMNS"]  # COLUMNS=0 (a container without a terminal size): rich's tracebacks print nothing
     try:
         app()
         code: int | str | None = 0
@@ -41,7 +43,7 @@ def main() -> None:
         code = 130
     except PerflabError as exc:
         # soft_wrap: one line, never cut
-        Console(stderr=True, emoji=False).print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        new_console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         code = 2
     except SystemExit as exc:  # typer's own exit (the command's code, usage errors)
         code = exc.code
@@ -69,7 +71,7 @@ def _discard_project_run(run_id: str) -> None:
     subprocess.Popen([sys.executable, "-c", code, run_id], cwd=Path(bench.__file__).resolve().parents[1],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True)  # fmt: skip
-    Console(stderr=True, emoji=False).print(
+    new_console(stderr=True).print(
         f"nothing ran: the MLflow run {run_id} that `mlflow run` opened is deleted once it ends", markup=False,
         soft_wrap=True,
     )

@@ -23,11 +23,22 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-__all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted", "name_lines", "progress",
-           "warning", "writable_dir"]
+__all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted", "name_lines", "new_console",
+           "progress", "warning", "writable_dir"]
 
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)
+
+
+def new_console(**options: bool) -> Console:
+    """A console of rich's, its width the terminal's, else ``COLUMNS``, else 80; ``COLUMNS=0`` (a container started
+    without a terminal size, ``COLUMNS=$(tput cols)`` off one) read as unset: rich would print nothing at all."""
+    made = Console(emoji=False, **options)
+    if made.width < 1:
+        made.width = 80
+    return made
+
+
+console = new_console()
+err_console = new_console(stderr=True, soft_wrap=True)
 
 # report(line, advance=1): print a step's line (None: none) and count ``advance`` steps done
 Report = Callable[..., None]

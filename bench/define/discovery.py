@@ -108,6 +108,8 @@ def discover(root: str | Path | None = None) -> Catalog:
 
 
 def _closest_first(word: str, choices: Sequence[str]) -> list[str]:
+    if not choices:  # nothing to be close to (difflib refuses n=0)
+        return []
     close = difflib.get_close_matches(word, choices, n=len(choices), cutoff=0.0)
     return close or sorted(choices)
 

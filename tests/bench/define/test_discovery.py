@@ -96,6 +96,13 @@ def test_unknown_example_lists_examples_closest_first(catalog: Catalog) -> None:
     assert [s.strip() for s in tail.split(",")] == ["y", "x"]
 
 
+def test_a_target_in_a_directory_of_no_chapters_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    # difflib refused to pick 0 close matches: ValueError, exit status 1 and a traceback for a user's typo
+    (tmp_path / "ch07").mkdir()
+    with pytest.raises(TargetError, match=r"unknown chapter 'ch9'.*: \(none\)"):
+        select(discover(tmp_path), "ch9")
+
+
 @pytest.mark.parametrize("bad", ["chapter7", "ch7:", "ch7:x:y", "ch:x", "x", "ch7:a-b"])
 def test_malformed_target_rejected(catalog: Catalog, bad: str) -> None:
     with pytest.raises(TargetError, match="malformed"):
