@@ -107,7 +107,7 @@ OutOpt = Annotated[
     typer.Option(
         "--out", metavar="DIR",
         help="also write the summary (JSON, Markdown), each variant's result as the store holds it and a JUnit XML "
-        "of the pairs' verdicts here",
+        "of the pairs' verdicts here (what an earlier run wrote there is removed first)",
     ),
 ]  # fmt: skip
 OverlapOpt = Annotated[
