@@ -87,3 +87,15 @@ def test_a_signalled_suites_files_name_what_did_not_finish_and_its_wall(
     names = {c.get("name") for c in suite.iter("testcase")}
     assert names == {"a:optimized", "solo:baseline"}  # a lone baseline not finished is named too
     assert "interrupted after 0 of 3 variants" in capsys.readouterr().err
+
+
+def test_a_completed_suites_summary_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """summary.json named how a stopped suite ended and said nothing for one that completed: a CI step's
+    ``jq .suite_status`` read null."""
+    from bench.cli.report import report_suite
+    from bench.define.result import SuiteResult
+    from bench.record.outdir import OutDir
+
+    report_suite(SuiteResult(variants=[], comparisons=[], wall_s=1.0), None, None, True, None, OutDir(tmp_path, dict))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["suite_status"], summary["not_finished"]) == ("completed", [])
