@@ -98,6 +98,14 @@ def cli_layer(**flags: Any) -> dict[str, Any]:
     return {k: v for k, v in flags.items() if v is not None}
 
 
+def first_line(message: str) -> str:
+    """A message's first line that says something, without a terminal's escape codes or control characters (a
+    benchmark's exception may carry colours: a CI log off a terminal shows them as ``^[[31m``)."""
+    from bench.record.text import plain_text
+
+    return next((t for t in plain_text(message).splitlines() if t.strip()), "")
+
+
 def line(result: VariantResult, comparison: Comparison | None, prefix: str = "") -> Text:
     """One variant's outcome as the console shows it while a suite runs, on one line: status, name (without
     ``prefix``, the chapter of a one-chapter suite), median, and for an optimized variant its speedup and
@@ -113,7 +121,7 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
     if result.median_ms is not None:
         text.append(f"  {time_text(result.median_ms)}")
     if result.status != "ok" and result.error:
-        text.append(f"  [{result.failed_stage}] {result.error.message.splitlines()[0]}")
+        text.append(f"  [{result.failed_stage}] {first_line(result.error.message)}")
     if comparison is not None and result.status == "ok":  # a variant not ok said so already
         verdict, b = pair_verdict(comparison.model_dump()), basis_of(comparison.model_dump())
         if comparison.speedup is not None:  # its interval is in the table: the line stays short
@@ -128,7 +136,7 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
             out = f"; round{'s' * (len(left) > 1)} {', '.join(map(str, left))} left out: host busy" if left else ""
             text.append(f" ({', '.join(said)}{out})")
         if verdict in ("mismatch", "unverified") and comparison.verification.detail:  # why: not only in MLflow
-            text.append(f"  ({comparison.verification.detail.splitlines()[0]})")
+            text.append(f"  ({first_line(comparison.verification.detail)})")
     if result.profile is not None:
         from bench.profile.tools import summary_line
 

@@ -39,3 +39,16 @@ def test_an_error_is_printed_at_columns_0(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and "ch99" in done.stderr, done.stderr
     assert "\x1b" not in done.stderr + done.stdout
+
+
+def test_a_failed_variants_line_carries_no_escape_codes_of_its_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # A benchmark's exception with colours in it (a library's formatted error) reached a CI log as ^[[31m...
+    from bench.cli.common import line
+    from bench.define.result import ErrorInfo, VariantResult, VariantSpec
+
+    spec = VariantSpec(chapter="ch07", example="x", variant="optimized", path="/x.py")
+    message = "\n\x1b[31mRuntimeError\x1b[0m: bad \x00| pipe\nsecond line"
+    failed = VariantResult(spec=spec, status="failed", failed_stage="warmup",
+                           error=ErrorInfo(kind="exception", message=message))  # fmt: skip
+    new_console().print(line(failed, None, "ch07:"), soft_wrap=True)
+    assert capsys.readouterr().out == " failed x:optimized  [warmup] RuntimeError: bad | pipe\n"
