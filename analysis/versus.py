@@ -95,15 +95,16 @@ def _quantile(se: list[tuple[float, float, float]]) -> float:
 def difference(a: dict[str, Any], b: dict[str, Any], noise_threshold: float = NOISE_THRESHOLD) -> str:
     """B's speedup against A's: ``B faster`` / ``B slower`` when they differ beyond their intervals (the module's
     test), ``no significant difference``; else why no comparison can be made: a side not verified ``ok``
-    (``A mismatch``, ``B failed``...), speedups on different metrics, or a side without an interval."""
-    for side, row in (("A", a), ("B", b)):
-        if not row["counted"]:
-            return f"{side} {row['verdict']}"
+    (``A mismatch``, ``B failed``..., each side that is not), speedups on different metrics, or a side without an
+    interval (``no interval on A``, ``on A, B``)."""
+    uncounted = [f"{side} {row['verdict']}" for side, row in (("A", a), ("B", b)) if not row["counted"]]
+    if uncounted:
+        return ", ".join(uncounted)
     if a.get("speedup_on") != b.get("speedup_on"):
         return f"different metrics ({a.get('speedup_on')}, {b.get('speedup_on')})"
     se = [_log_se(a), _log_se(b)]
     if se[0] is None or se[1] is None:
-        return "no interval"
+        return "no interval on " + ", ".join(side for side, e in zip("AB", se, strict=True) if e is None)
     d, half = math.log(b["speedup"]) - math.log(a["speedup"]), _quantile(se) * math.hypot(se[0][0], se[1][0])
     band = math.log1p(noise_threshold)  # the interval of ln(B / A) must clear it, as a pair's own must clear 1 ± t
     return "B faster" if d - half > band else "B slower" if d + half < -band else "no significant difference"

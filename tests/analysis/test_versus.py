@@ -31,8 +31,13 @@ def row(speedup: float, low: float | None, high: float | None, counted: bool = T
         (row(3.0, 2.85, 3.15), row(2.0, 1.9, 2.1), "B slower"),
         (row(2.0, 1.8, 2.2), row(2.1, 1.9, 2.3), "no significant difference"),  # overlapping, close
         (row(2.0, 1.5, 2.6), row(1.0, 0.7, 1.4), "B slower"),  # 2x apart: beyond two wide intervals
-        (row(2.0, None, None), row(3.0, 2.9, 3.1), "no interval"),
+        (row(2.0, None, None), row(3.0, 2.9, 3.1), "no interval on A"),
+        (row(2.0, 1.9, 2.1), row(3.0, None, None), "no interval on B"),
+        (row(2.0, None, None), row(3.0, None, None), "no interval on A, B"),
         (row(2.0, 1.9, 2.1, counted=False, verdict="mismatch"), row(3.0, 2.9, 3.1), "A mismatch"),
+        (row(2.0, 1.9, 2.1), row(3.0, 2.9, 3.1, counted=False, verdict="failed"), "B failed"),
+        (row(2.0, None, None, counted=False, verdict="failed"), row(3.0, None, None, counted=False, verdict="failed"),
+         "A failed, B failed"),  # both sides said: the one named first is not the only one that failed
         (row(2.0, 1.9, 2.1), row(3.0, 2.9, 3.1, on="TTFT"), "different metrics (call, TTFT)"),
     ],
 )
