@@ -133,7 +133,8 @@ def compare_suites(run_a: str, run_b: str, tracking_uri: str | None = None) -> S
                              "or two variant runs")  # fmt: skip
         p.check_suite(given)
     camps = [campaign_of(p, tracking_uri) for p in parents]  # a sharded suite read whole (bench.record.campaign)
-    kids = [[r for r in c.child_runs(tracking_uri) if r.is_variant] for c in camps]
+    kids = [[r for r in p.check_variants(given, c.child_runs(tracking_uri)) if r.is_variant]
+            for given, p, c in zip((run_a, run_b), parents, camps, strict=True)]
     rows_a, rows_b = (_rows(p, k) for p, k in zip(parents, kids, strict=True))
     shared = sorted(rows_a.keys() & rows_b.keys())
     pairs = [PairVersus(n, rows_a[n], rows_b[n], difference(rows_a[n], rows_b[n])) for n in shared]

@@ -1,5 +1,7 @@
-"""A suite stopped before all its variants ran (``--suite-timeout``, Ctrl-C): every reader says so and names the
-variants that did not finish, so its table, counts and geomean are not taken for the whole suite's."""
+"""What every reader of the store (show, report, compare, regressions, expectations check) says of a suite that is
+not whole or not a suite: one stopped before all its variants ran (``--suite-timeout``, Ctrl-C) is said so, the
+variants that did not finish named, so its table, counts and geomean are not taken for the whole suite's; a run
+that is no perflab suite is refused in one line."""
 
 from __future__ import annotations
 
@@ -76,3 +78,29 @@ def test_the_sentences_under_a_readers_table_fit_80_columns(
     lines = out.output.splitlines()
     assert all(len(line) <= 80 for line in lines if not line.startswith("wrote ")), out.output
     assert any(line.startswith(("suite ", "run ")) or "variants ok;" in line for line in lines), out.output
+
+
+@pytest.mark.parametrize("command", ["show", "report", "regressions", "compare", "compare-metrics", "expectations",
+                                     "readme"])  # fmt: skip
+def test_a_run_that_is_no_perflab_suite_is_refused_in_one_line(
+    command: str, suites: dict[str, str], store: Store, tmp_path: Any
+) -> None:
+    """An MLflow run of the user's own (a training run in the same store) given by id: report wrote an empty
+    report, compare "0 pair(s) in both suites" and expectations "0 pass ... 0 needs-work", each exit status 0."""
+    experiment = store.client.get_experiment_by_name("cut").experiment_id
+    mine, whole = store.client.create_run(experiment, run_name="my training").info.run_id, suites["whole"]
+    store.client.log_metric(mine, "loss", 0.5)
+    store.client.set_terminated(mine)
+    written = tmp_path / "out"
+    args = {"show": ["show", "--run-id", mine], "report": ["report", "--run-id", mine, "--no-log", "--out",
+                                                           str(written)],
+            "regressions": ["regressions", "--run-id", mine], "compare": ["compare", whole, mine],
+            "compare-metrics": ["compare", mine, whole, "--metrics"],
+            "expectations": ["expectations", "check", "--run-id", mine, "--no-log", "--out", str(written), "--dir",
+                             str(tmp_path)],
+            "readme": ["readme", "--check", "--run-id", mine]}[command]  # fmt: skip
+    out = CliRunner().invoke(cli.app, [*args, "--tracking-uri", store.uri])
+    said = out.output if isinstance(out.exception, SystemExit) else f"error: {out.exception}"  # show: PerflabError
+    assert out.exit_code != 0 and said.startswith("error: ") and len(said.strip().splitlines()) == 1, said
+    assert mine in said and ("not a" in said or "neither" in said), said
+    assert not written.exists()
