@@ -65,3 +65,16 @@ def test_a_suite_timeout_keeps_what_finished_and_names_the_rest(
     assert written["metrics"] == pytest.approx(variant.data.metrics)  # on disk as in the store
     assert written["params"] == variant.data.params
     assert {k: v for k, v in variant.data.tags.items() if k in written["tags"]} == written["tags"]
+
+
+def test_the_browse_command_pastes_as_it_is_for_a_store_under_a_path_with_a_space() -> None:
+    """``browse: mlflow ui --backend-store-uri sqlite:////tmp/sp ace/mlflow.db`` pasted into a shell gave mlflow two
+    arguments; the URI is shell-quoted (a server's address is shown as it is)."""
+    import shlex
+
+    from bench.cli.report import browse_command
+
+    said = browse_command("sqlite:////tmp/sp ace/mlflow.db")
+    assert shlex.split(said) == ["mlflow", "ui", "--backend-store-uri", "sqlite:////tmp/sp ace/mlflow.db"]
+    assert browse_command("sqlite:///mlflow.db") == "mlflow ui --backend-store-uri sqlite:///mlflow.db"
+    assert browse_command("http://perflab-store:5000") == "http://perflab-store:5000"
