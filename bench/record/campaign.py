@@ -83,16 +83,23 @@ def campaign_line(run_id: str, tracking_uri: str | None = None) -> str | None:
     return None if run.is_variant else campaign_of(run, tracking_uri).line()
 
 
-_CUT = {"timeout": "ended at its --suite-timeout", "interrupted": "was interrupted (Ctrl-C, SIGTERM)"}
+_CUT = {"timeout": "ended at its --suite-timeout", "interrupted": "was interrupted (Ctrl-C, SIGTERM)",
+        "crashed": "crashed"}
 
 
 def cut_short_line(run_id: str, tracking_uri: str | None = None) -> str | None:
-    """For a suite stopped before all its variants ran (``--suite-timeout``, Ctrl-C, a signal): one line saying so
-    and naming the variants that did not finish (its ``summary.json``'s ``not_finished``), so a reader's table,
-    counts and geomean are not taken for the whole suite's; None for a suite that completed or a variant run."""
+    """For a suite stopped before all its variants ran (``--suite-timeout``, Ctrl-C, a signal, a crash) or not
+    ended yet (being written by another process): one line saying so, naming the variants that did not finish (its
+    ``summary.json``'s ``not_finished``), so a reader's table, counts and geomean are not taken for the whole
+    suite's; None for a suite that completed or a variant run."""
     run = read_run(run_id, tracking_uri)
     how = _CUT.get(run.tags.get("perflab.suite_status", ""))
-    if run.is_variant or how is None:
+    if run.is_variant:
+        return None
+    if how is None and run.status == "RUNNING" and "perflab.suite_status" not in run.tags:
+        return (f"suite {run.run_id} has not ended (still running, or its process was killed before it could end "
+                "it): only the variants logged so far are read")  # fmt: skip
+    if how is None:
         return None
     try:
         left = json.loads(read_artifact_text(run.run_id, "summary.json", tracking_uri)).get("not_finished")

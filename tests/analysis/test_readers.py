@@ -104,3 +104,24 @@ def test_a_run_that_is_no_perflab_suite_is_refused_in_one_line(
     assert out.exit_code != 0 and said.startswith("error: ") and len(said.strip().splitlines()) == 1, said
     assert mine in said and ("not a" in said or "neither" in said), said
     assert not written.exists()
+
+
+@pytest.mark.parametrize("command", ["show", "report", "regressions"])
+def test_a_suite_still_being_written_is_said_to_be_so(
+    command: str, store: Store, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A suite another process is still logging (its parent RUNNING, no ``perflab.suite_status`` yet) read by id:
+    its first pairs were tabulated, counted and geomeaned as if they were the suite."""
+    monkeypatch.setattr(analysis.cli.console, "width", 80)
+    store.experiment(f"live-{command}")
+    t = Tracker(experiment=f"live-{command}", tracking_uri=store.uri, run_name="ch07 live")
+    t.start()
+    base, opt = result("ch07:a:baseline", draw(0.002, 1), gpu=None), result("ch07:a:optimized", draw(0.001, 2))
+    t.log_variant(base, None)
+    t.log_variant(opt, pair(base, opt))
+    args = {"show": ["show"], "report": ["report", "--no-log", "--out", str(tmp_path)],
+            "regressions": ["regressions"]}[command]  # fmt: skip
+    out = CliRunner().invoke(cli.app, [*args, "--run-id", t.parent_run_id, "--tracking-uri", store.uri])
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    said = " ".join(out.output.split())
+    assert f"suite {t.parent_run_id} has not ended" in said and "only the variants logged so far" in said, said
