@@ -207,6 +207,11 @@ def summary_lines(cmp: SuiteVersus) -> list[str]:
              + (f": {counts}" if counts else "")]  # fmt: skip
     if cmp.run_a.run_id == cmp.run_b.run_id:
         lines.append(f"A and B are the same run ({cmp.run_a.run_id}): nothing is compared")
+    commits = [(r.tags.get("perflab.git_commit") or "unknown") + (" (dirty tree)" * (r.tags.get("perflab.git_dirty")
+               == "true")) for r in (cmp.run_a, cmp.run_b)]  # fmt: skip
+    if cmp.run_a.run_id != cmp.run_b.run_id:  # what changed between the suites, where the store knows it
+        lines.append(f"both at commit {commits[0]}" if commits[0] == commits[1] else
+                     f"commits: A {commits[0]}, B {commits[1]}")  # fmt: skip
     same = [p for p in cmp.pairs if p.verdict_text != p.verdict]
     if same:
         lines.append(f"{len(same)} of them timed the same files in both suites (imports not compared): a difference "

@@ -244,3 +244,22 @@ def test_a_pair_whose_speedup_is_not_on_the_call_time_is_named_so() -> None:
     assert all(len(line) <= 80 for line in lines) and lines[header].split()[:2] == ["pair", "on"], lines
     on = {line.split()[0]: line.split()[1:3] for line in lines[header + 2:] if line[:1].strip()}
     assert on["kv_cache"][0] == "TPOT" and on["prefill"][0] == "call" and on["batching"] == ["call,", "TTFT"], lines
+
+
+def test_the_lines_under_the_table_name_each_suites_commit() -> None:
+    """Two suites at two commits compared: nothing said which commit either measured (the tag
+    ``perflab.git_commit`` of each parent run), the first thing to know of a difference between them."""
+    from analysis.versus import SuiteVersus, summary_lines
+    from bench.record.store import StoredRun
+
+    def run(run_id: str, commit: str | None, dirty: str = "false") -> StoredRun:
+        tags = {"perflab.git_dirty": dirty, **({"perflab.git_commit": commit} if commit else {})}
+        return StoredRun(run_id, "suite", "0", "FINISHED", 0, tags, {})
+
+    def said(a: StoredRun, b: StoredRun) -> list[str]:
+        return summary_lines(SuiteVersus(a, b, [], [], [], None, None, 0, 0, 0))
+
+    assert "commits: A aaaa111, B bbbb222 (dirty tree)" in said(run("a", "aaaa111"), run("b", "bbbb222", "true"))
+    assert "both at commit aaaa111" in said(run("a", "aaaa111"), run("b", "aaaa111"))
+    assert "commits: A aaaa111, B unknown" in said(run("a", "aaaa111"), run("b", None))
+    assert not any("commit" in line for line in said(run("a", "aaaa111"), run("a", "aaaa111")))  # one run
