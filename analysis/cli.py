@@ -202,6 +202,9 @@ def compare_cmd(
                     if names
                 ),
                 *cmp.notes,
+                *(["better / worse: B beyond ±1 % of A, one reading a side, no interval: a direction, not a "
+                   "verdict; a pair's verdict: compare two suites without --metrics; a variant against its "
+                   "history: perflab regressions"] if cmp.deltas else []),
             ]
             moved = cmp.machines
     except (LookupError, ValueError) as exc:

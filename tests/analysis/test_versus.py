@@ -263,3 +263,13 @@ def test_the_lines_under_the_table_name_each_suites_commit() -> None:
     assert "both at commit aaaa111" in said(run("a", "aaaa111"), run("b", "aaaa111"))
     assert "commits: A aaaa111, B unknown" in said(run("a", "aaaa111"), run("b", None))
     assert not any("commit" in line for line in said(run("a", "aaaa111"), run("a", "aaaa111")))  # one run
+
+
+def test_metric_deltas_say_their_marks_are_no_verdict(suites: dict[str, Any], store: Store) -> None:
+    """``--metrics`` marked ``time_median_ms`` -27 % "better" between two CPU suites whose variants' CV was 50-80 %:
+    one reading a side, no interval. A line under the table says the marks are a direction, not a verdict, and
+    where the tested ones are."""
+    out = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--metrics", "--tracking-uri", store.uri])
+    text = " ".join(out.output.split())
+    assert out.exit_code == 0 and "one reading a side, no interval: a direction, not a verdict" in text, out.output
+    assert "perflab regressions" in text
