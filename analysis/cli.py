@@ -28,8 +28,10 @@ def say(text: str) -> None:
 
 def tell(text: str) -> None:
     """A sentence (a count, a note, a verdict's reason): never markup, wrapped between words at the console's width
-    (80 columns in a pipe), as ``compare``'s lines are."""
-    console.print(text, markup=False)
+    (80 columns in a pipe), its later lines indented; a word wider than the line (a path) is never cut."""
+    from bench.cli import wrapped
+
+    console.print(wrapped(text, console.width), markup=False, soft_wrap=True)
 
 
 def _bad_input(exc: Exception) -> typer.Exit:
