@@ -26,6 +26,14 @@ def say(text: str) -> None:
     console.print(text, markup=False, soft_wrap=True)
 
 
+def tell(text: str) -> None:
+    """A sentence (a count, a note, a verdict's reason): never markup, wrapped between words at the console's width
+    (80 columns in a pipe), its later lines indented; a word wider than the line (a path) is never cut."""
+    from bench.cli import wrapped
+
+    console.print(wrapped(text, console.width), markup=False, soft_wrap=True)
+
+
 def _bad_input(exc: Exception) -> typer.Exit:
     error(str(exc))  # one line, never wrapped mid-sentence
     return typer.Exit(2)
@@ -82,6 +90,7 @@ def expectations_check(
         parent, rows = check(run_id, root, tolerance, tracking_uri)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    _say_campaigns([parent], tracking_uri)
     text = check_csv(rows)
     out.mkdir(parents=True, exist_ok=True)
     (out / "proof_of_benefit.csv").write_text(text)
@@ -92,10 +101,10 @@ def expectations_check(
         if r.speedup_ci_low is not None and r.speedup_ci_high is not None:
             speedup += f" [{r.speedup_ci_low:.3f}, {r.speedup_ci_high:.3f}]"
         expected = "—" if r.expected is None else f"{r.expected:.3f}x"
-        say(f"{r.status:10} {r.chapter}:{r.example}:{r.variant}  {speedup} (expected {expected})  {r.notes}")
+        tell(f"{r.status:10} {r.chapter}:{r.example}:{r.variant}  {speedup} (expected {expected})  {r.notes}")
     counts = {s: sum(r.status == s for r in rows) for s in ("pass", "regressed", "failed", "skipped", "needs-work")}
-    tally = ", ".join(f"{n} {s}" for s, n in counts.items())
-    say(f"suite {parent}: {tally}; wrote {out / 'proof_of_benefit.csv'}")
+    tell(f"suite {parent}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    say(f"wrote {out / 'proof_of_benefit.csv'}")
     if counts["regressed"] or counts["failed"]:
         raise typer.Exit(1)
 
@@ -116,7 +125,7 @@ def expectations_update(
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
     for line in skipped:
-        say(f"skipped {line}: only a faster pair is recorded")
+        tell(f"skipped {line}: only a faster pair is recorded")
     say(f"wrote {example} from suite {run_id} into {path}; review and commit it")
 
 
@@ -195,10 +204,15 @@ def compare_cmd(
                     if names
                 ),
                 *cmp.notes,
+                *(["better / worse: B beyond ±1 % of A, one reading a side, no interval: a direction, not a "
+                   "verdict; a pair's verdict: compare two suites without --metrics; a variant against its "
+                   "history: perflab regressions"] if cmp.deltas else []),
             ]
             moved = cmp.machines
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
+    if kinds == {False}:
+        _say_campaigns([read_run(r, tracking_uri).run_id for r in (run_a, run_b)], tracking_uri, "AB", parts=False)
     for text in [f"different machines, A → B: {m}; those figures include the machines' difference" for m in moved]:
         console.print(text, markup=False)  # wrapped at the console's width (80 in a pipe), between words
     for text in lines:
@@ -228,15 +242,17 @@ def report(
         rep, where = write_report(run_id, out, tracking_uri, log=not no_log)
     except (LookupError, ValueError) as exc:
         raise _bad_input(exc) from None
-    from bench.record import verdicts_text
+    from bench.record import cut_short_line, verdicts_text
 
     o = rep["overall"]
     if o.get("campaign"):
         say(o["campaign"])
+    if cut := cut_short_line(o["parent_run_id"], tracking_uri):
+        tell(cut)
     gm = o["speedup_geomean"]
     mean = f"geomean speedup of the {o['pairs_counted']} verified ok pair(s) {gm:.3f}×" if gm is not None else (
         "no verified ok pair: no geomean speedup")
-    say(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; {mean}")
+    tell(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; {mean}")
     say(f"wrote {where}" + ("" if no_log else f", logged to run {o['parent_run_id']}"))
 
 
@@ -259,21 +275,25 @@ def regressions(
     _say_campaigns([checked], tracking_uri)
     console.print(regression_table(rows, console.width))
     for note in regression_notes(rows):
-        say(note)
+        tell(note)
     verdicts = ("regressed", "improved", "ok", "no-history", "not-measured")
     counts = {s: sum(r.status == s for r in rows) for s in verdicts}
-    say(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    tell(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     if counts["regressed"]:
         raise typer.Exit(1)
 
 
-def _say_campaigns(run_ids: list[str], tracking_uri: str | None) -> None:
-    """For a suite run in parts (``--shard I/N``): the parts read, and those missing."""
-    from bench.record import campaign_line
+def _say_campaigns(run_ids: list[str], tracking_uri: str | None, sides: str = "", parts: bool = True) -> None:
+    """For a suite run in parts (``--shard I/N``): the parts read, and those missing (``parts``); for a suite
+    stopped before all its variants ran: so, and which did not. ``sides``: a label per run (compare's ``AB``)."""
+    from bench.record import campaign_line, cut_short_line
 
-    for run_id in run_ids:
-        if line := campaign_line(run_id, tracking_uri):
-            say(line)
+    for i, run_id in enumerate(run_ids):
+        label = f"{sides[i]}: " if sides else ""
+        if parts and (line := campaign_line(run_id, tracking_uri)):
+            say(label + line)
+        if line := cut_short_line(run_id, tracking_uri):
+            tell(label + line)
 
 
 def register(app: typer.Typer) -> None:

@@ -101,8 +101,8 @@ def compare_runs(run_a: str, run_b: str, tracking_uri: str | None = None, all_me
             if a.name != b.name else []  # fmt: skip
         return RunComparison(a, b, _deltas(a.name, a, b, all_metrics), [], [], machines([(a, b)]), notes=notes)
     camp_a, camp_b = campaign_of(a, tracking_uri), campaign_of(b, tracking_uri)
-    kids_a = {r.name: r for r in camp_a.child_runs(tracking_uri)}
-    kids_b = {r.name: r for r in camp_b.child_runs(tracking_uri)}
+    kids_a = {r.name: r for r in a.check_variants(run_a, camp_a.child_runs(tracking_uri))}
+    kids_b = {r.name: r for r in b.check_variants(run_b, camp_b.child_runs(tracking_uri))}
     campaigns = [f"{side}: {line}" for side, c in (("A", camp_a), ("B", camp_b)) if (line := c.line())]
     deltas = _deltas("suite", a, b, all_metrics)
     notes = []

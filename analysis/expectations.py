@@ -137,7 +137,8 @@ def _suite(run_id: str | None, tracking_uri: str | None) -> tuple[str, list[Stor
     if parent.is_variant:
         raise ValueError(f"run {run_id!r} is the variant run {parent.name!r}; pass its suite {parent.parent_id!r}")
     parent.check_suite(run_id)
-    return parent.run_id, [r for r in campaign_of(parent, tracking_uri).child_runs(tracking_uri) if r.is_variant]
+    runs = parent.check_variants(run_id, campaign_of(parent, tracking_uri).child_runs(tracking_uri))
+    return parent.run_id, [r for r in runs if r.is_variant]
 
 
 def _verdict(run: StoredRun, baseline: StoredRun | None, want: dict[str, Any] | None, tolerance: float) -> Row:

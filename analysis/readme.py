@@ -505,17 +505,39 @@ def replace_sections(text: str, bodies: dict[str, str], where: str = "README") -
     return text, replaced
 
 
-def latest_suite_with(chapter: str, tracking_uri: str | None = None) -> str | None:
+def latest_suite_with(chapter: str, tracking_uri: str | None = None, examples: set[str] | None = None) -> str | None:
     """The most recent completed suite with variants of ``chapter`` (suites of other chapters, profile
-    runs and crashed suites in between are passed over), or None."""
-    seen = set()
-    for run in tagged_runs({"perflab.chapter": chapter}, tracking_uri, max_results=1000):
+    runs and crashed suites in between are passed over), or None. ``examples``: the chapter's examples on disk; a
+    suite that ran an example of that chapter number not among them (another chapters directory's) is passed over."""
+    seen, foreign = set(), set()
+    runs = tagged_runs({"perflab.chapter": chapter}, tracking_uri, max_results=1000)
+    if examples is not None:
+        foreign = {r.parent_id for r in runs if r.tags.get("perflab.example") not in examples}
+    for run in runs:
         parent = run.parent_id
-        if parent and parent not in seen:
+        if parent and parent not in seen and parent not in foreign:
             seen.add(parent)
             if read_run(parent, tracking_uri).tags.get("perflab.suite_status") == "completed":
                 return parent
     return None
+
+
+def _examples_on_disk(chapter_dir: Path) -> set[str] | None:
+    """The examples of a chapter directory (its ``baseline_<name>.py`` files); None where it has none to judge by."""
+    names = {p.stem.removeprefix("baseline_") for p in chapter_dir.glob("baseline_*.py")}
+    return names or None
+
+
+def _foreign(suite: Suite, chapter: str, chapter_dir: Path) -> str | None:
+    """Why ``suite``'s runs of ``chapter`` are not this README's to show: examples it ran that ``chapter_dir`` does
+    not have (a suite of ``perflab run --chapters-dir mine``, whose ``mine/ch01`` is not the repo's ch01)."""
+    on_disk = _examples_on_disk(chapter_dir)
+    ran = sorted({r.tags.get("perflab.example", "?") for r in _chapter_runs(suite, chapter)})
+    alien = [e for e in ran if on_disk is not None and e not in on_disk]
+    if not alien:
+        return None
+    return (f"suite {suite.parent.run_id} ran {chapter} examples that {chapter_dir} does not have "
+            f"({', '.join(alien)}): another chapters directory's {chapter}; pass the suite of this one")
 
 
 def _marked_chapters(chapters_dir: Path) -> list[str]:
@@ -561,7 +583,7 @@ def update_readmes(
     else:
         loaded: dict[str, Suite] = {}
         for chapter in wanted or _marked_chapters(chapters_dir):
-            parent = latest_suite_with(chapter, tracking_uri)
+            parent = latest_suite_with(chapter, tracking_uri, _examples_on_disk(chapters_dir / chapter))
             if parent is not None and parent not in loaded:
                 loaded[parent] = load_suite(parent, tracking_uri)
             plan[chapter] = loaded[parent] if parent else None
@@ -575,6 +597,9 @@ def update_readmes(
         run = found.parent.run_id
         if not path.is_file():
             outcomes.append(Outcome(chapter, path, "skipped", "no README.md", run))
+            continue
+        if why := _foreign(found, chapter, path.parent):
+            outcomes.append(Outcome(chapter, path, "skipped", why, run))
             continue
         old = path.read_text()
         if start not in old:

@@ -310,7 +310,7 @@ def write_report(
     parent.check_suite(run_id)
     run_id = parent.run_id  # the whole id of a prefix given
     campaign = campaign_of(parent, tracking_uri)
-    runs = campaign.child_runs(tracking_uri)
+    runs = parent.check_variants(run_id, campaign.child_runs(tracking_uri))
     report = build_report(parent, runs)
     report["overall"]["campaign"] = campaign.line()  # a suite in parts: how many found, which missing
     files: dict[str, str | bytes] = {

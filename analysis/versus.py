@@ -95,15 +95,16 @@ def _quantile(se: list[tuple[float, float, float]]) -> float:
 def difference(a: dict[str, Any], b: dict[str, Any], noise_threshold: float = NOISE_THRESHOLD) -> str:
     """B's speedup against A's: ``B faster`` / ``B slower`` when they differ beyond their intervals (the module's
     test), ``no significant difference``; else why no comparison can be made: a side not verified ``ok``
-    (``A mismatch``, ``B failed``...), speedups on different metrics, or a side without an interval."""
-    for side, row in (("A", a), ("B", b)):
-        if not row["counted"]:
-            return f"{side} {row['verdict']}"
+    (``A mismatch``, ``B failed``..., each side that is not), speedups on different metrics, or a side without an
+    interval (``no interval on A``, ``on A, B``)."""
+    uncounted = [f"{side} {row['verdict']}" for side, row in (("A", a), ("B", b)) if not row["counted"]]
+    if uncounted:
+        return ", ".join(uncounted)
     if a.get("speedup_on") != b.get("speedup_on"):
         return f"different metrics ({a.get('speedup_on')}, {b.get('speedup_on')})"
     se = [_log_se(a), _log_se(b)]
     if se[0] is None or se[1] is None:
-        return "no interval"
+        return "no interval on " + ", ".join(side for side, e in zip("AB", se, strict=True) if e is None)
     d, half = math.log(b["speedup"]) - math.log(a["speedup"]), _quantile(se) * math.hypot(se[0][0], se[1][0])
     band = math.log1p(noise_threshold)  # the interval of ln(B / A) must clear it, as a pair's own must clear 1 ± t
     return "B faster" if d - half > band else "B slower" if d + half < -band else "no significant difference"
@@ -132,7 +133,8 @@ def compare_suites(run_a: str, run_b: str, tracking_uri: str | None = None) -> S
                              "or two variant runs")  # fmt: skip
         p.check_suite(given)
     camps = [campaign_of(p, tracking_uri) for p in parents]  # a sharded suite read whole (bench.record.campaign)
-    kids = [[r for r in c.child_runs(tracking_uri) if r.is_variant] for c in camps]
+    kids = [[r for r in p.check_variants(given, c.child_runs(tracking_uri)) if r.is_variant]
+            for given, p, c in zip((run_a, run_b), parents, camps, strict=True)]
     rows_a, rows_b = (_rows(p, k) for p, k in zip(parents, kids, strict=True))
     shared = sorted(rows_a.keys() & rows_b.keys())
     pairs = [PairVersus(n, rows_a[n], rows_b[n], difference(rows_a[n], rows_b[n])) for n in shared]
@@ -205,6 +207,11 @@ def summary_lines(cmp: SuiteVersus) -> list[str]:
              + (f": {counts}" if counts else "")]  # fmt: skip
     if cmp.run_a.run_id == cmp.run_b.run_id:
         lines.append(f"A and B are the same run ({cmp.run_a.run_id}): nothing is compared")
+    commits = [(r.tags.get("perflab.git_commit") or "unknown") + (" (dirty tree)" * (r.tags.get("perflab.git_dirty")
+               == "true")) for r in (cmp.run_a, cmp.run_b)]  # fmt: skip
+    if cmp.run_a.run_id != cmp.run_b.run_id:  # what changed between the suites, where the store knows it
+        lines.append(f"both at commit {commits[0]}" if commits[0] == commits[1] else
+                     f"commits: A {commits[0]}, B {commits[1]}")  # fmt: skip
     same = [p for p in cmp.pairs if p.verdict_text != p.verdict]
     if same:
         lines.append(f"{len(same)} of them timed the same files in both suites (imports not compared): a difference "

@@ -117,7 +117,8 @@ def test_history_commands_find_the_suite_whatever_the_entry_point(clone: Clone) 
     assert "in experiment 'Default'" in again.stdout
     regressions = clone.sh("perflab regressions")
     assert regressions.returncode == 0, regressions.stdout + regressions.stderr
-    assert "only 1 previous ok run of ch07:transpose:baseline" in regressions.stdout  # the mlflow run suite
+    said = " ".join(regressions.stdout.split())  # its notes wrap at 80 columns
+    assert "only 1 previous ok run of ch07:transpose:baseline" in said, regressions.stdout  # the mlflow run suite
     compare = clone.sh(f"perflab compare {parent.group(1)} $(perflab show | grep -o '[0-9a-f]\\{{32\\}}' | head -1)")
     assert compare.returncode == 0, compare.stdout + compare.stderr  # the pair both suites ran, both speedups
     assert re.search(r"^transpose .*×.*×", compare.stdout, re.M) and "1 pair(s) in both suites" in compare.stdout

@@ -150,7 +150,7 @@ def show(
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
     """Print a suite's pairs as a Markdown table, straight from the MLflow store."""
-    from bench.record.campaign import campaign_of
+    from bench.record.campaign import campaign_of, cut_short_line
     from bench.record.store import read_run, suite_runs
 
     try:
@@ -172,8 +172,8 @@ def show(
         raise PerflabError(f"run {parent!r} has no variant runs: not a perflab suite")
     if line := campaign.line():
         print(line)
-    if parent_run.tags.get("perflab.suite_status") == "timeout":
-        print(f"suite {parent} ended at its --suite-timeout: the pairs that finished (`perflab run` named the rest)")
+    if line := cut_short_line(parent, tracking_uri):
+        print(line)
     print(pairs_markdown(parent, runs))
 
 

@@ -115,9 +115,7 @@ def report_suite(
     if tracker is not None and not spooled:  # bench.audit.wall reads the id back from this line
         console.print(f"MLflow parent run {tracker.parent_run_id} in experiment {tracker.experiment_name!r}",
                       markup=False)  # fmt: skip
-        uri = tracker.tracking_uri
-        browse = uri if uri.startswith(("http:", "https:")) else f"mlflow ui --backend-store-uri {uri}"
-        console.print(f"  browse: {browse}", markup=False, soft_wrap=True)
+        console.print(f"  browse: {browse_command(tracker.tracking_uri)}", markup=False, soft_wrap=True)
     closing = [*time_lines(suite, sink, cold_start, before_s), stage_line(summary["stages_s"], len(suite.variants))]
     if out is not None:
         closing.append(f"files: {out.root} (summary.json, summary.md, junit.xml, a directory per variant)")
@@ -128,6 +126,14 @@ def report_suite(
     if spooled:
         err_console.print(spooled, markup=False, soft_wrap=True)
     return not spooled
+
+
+def browse_command(uri: str) -> str:
+    """Where to browse a store: a server's address, else the ``mlflow ui`` command for it, shell-quoted so that it
+    pastes as it is (a store under a directory with a space in its name)."""
+    import shlex
+
+    return uri if uri.startswith(("http:", "https:")) else f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
 
 
 def _one_round_on_the_host(suite: SuiteResult) -> int:

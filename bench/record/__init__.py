@@ -21,7 +21,7 @@ run logs what was measured and nothing else: no metric is invented, clamped or f
 Public (for the packages built on the harness: analysis, sweeps, kernels): the names in ``__all__``.
 """
 
-from bench.record.campaign import Campaign, campaign_line, campaign_of
+from bench.record.campaign import Campaign, campaign_line, campaign_of, cut_short_line
 from bench.record.manifest import host_manifest
 from bench.record.pairs import at_median, pair_baseline
 from bench.record.store import (
@@ -65,6 +65,7 @@ __all__ = [
     "benchmark_runs",
     "campaign_line",
     "campaign_of",
+    "cut_short_line",
     "child_runs",
     "host_manifest",
     "latest_suite_run_id",

@@ -5,9 +5,10 @@ first: how many parts they found, which are missing."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from bench.record.store import StoredRun, child_runs, read_run, tagged_runs
+from bench.record.store import StoredRun, child_runs, read_artifact_text, read_run, tagged_runs
 
 CAMPAIGN_TAG, SHARD_TAG = "perflab.campaign", "perflab.shard"  # as bench.cli.shard writes them
 
@@ -80,3 +81,33 @@ def campaign_line(run_id: str, tracking_uri: str | None = None) -> str | None:
     """``Campaign.line`` of a suite's parent run; None for a suite in one part or a variant run."""
     run = read_run(run_id, tracking_uri)
     return None if run.is_variant else campaign_of(run, tracking_uri).line()
+
+
+_CUT = {"timeout": "ended at its --suite-timeout", "interrupted": "was interrupted (Ctrl-C, SIGTERM)",
+        "crashed": "crashed"}
+
+
+def cut_short_line(run_id: str, tracking_uri: str | None = None) -> str | None:
+    """For a suite stopped before all its variants ran (``--suite-timeout``, Ctrl-C, a signal, a crash) or not
+    ended yet (being written by another process): one line saying so, naming the variants that did not finish (its
+    ``summary.json``'s ``not_finished``), so a reader's table, counts and geomean are not taken for the whole
+    suite's; None for a suite that completed or a variant run."""
+    run = read_run(run_id, tracking_uri)
+    how = _CUT.get(run.tags.get("perflab.suite_status", ""))
+    if run.is_variant:
+        return None
+    if how is None and run.status == "RUNNING" and "perflab.suite_status" not in run.tags:
+        return (f"suite {run.run_id} has not ended (still running, or its process was killed before it could end "
+                "it): only the variants logged so far are read")  # fmt: skip
+    if how is None:
+        return None
+    try:
+        left = json.loads(read_artifact_text(run.run_id, "summary.json", tracking_uri)).get("not_finished")
+    except (LookupError, ValueError, AttributeError):
+        left = None
+    if not isinstance(left, list):
+        return f"suite {run.run_id} {how}: only the variants that finished are read (which did not is not recorded)"
+    if not left:
+        return f"suite {run.run_id} {how}, after its last variant had finished"
+    return (f"suite {run.run_id} {how}: only the variants that finished are read; {len(left)} did not: "
+            + ", ".join(map(str, left)))

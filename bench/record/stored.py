@@ -47,6 +47,19 @@ class StoredRun:
                          "(perflab run, perflab ab; `perflab show` without --run-id takes the latest)")  # fmt: skip
 
 
+    def check_variants(self, given: str, runs: list[StoredRun]) -> list[StoredRun]:
+        """``runs`` (this suite's nested runs), or ``ValueError`` where none is a benchmark variant's: a run that is
+        not a perflab suite (an MLflow run of the user's own), or one that has not logged a variant yet, gave an
+        empty report, comparison or proof of benefit and exit status 0."""
+        if any(r.is_variant for r in runs):
+            return runs
+        if self.status == "RUNNING" and any(k.startswith("perflab.") for k in self.tags):
+            raise ValueError(f"suite {given!r} ({self.name!r}) is still running and has logged no variant yet; "
+                             "pass it again once one has finished, or pass another suite's parent run")  # fmt: skip
+        raise ValueError(f"run {given!r} ({self.name!r}) has no benchmark variant runs: it is not a perflab suite; "
+                         "pass a suite's parent run (perflab run, perflab ab)")  # fmt: skip
+
+
 # How a suite ended (tag perflab.suite_status), for the line that refuses one without variants
 _ENDED = {"timeout": "at its --suite-timeout", "interrupted": "interrupted (Ctrl-C, SIGTERM)", "completed": "complete"}
 

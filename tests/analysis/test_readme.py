@@ -233,6 +233,22 @@ def test_without_a_run_id_each_chapter_comes_from_its_latest_suite(
     assert (gone.state, gone.reason) == ("skipped", "no completed suite in the store ran this chapter")
 
 
+def test_a_suite_of_another_chapters_directory_never_fills_this_ones_readme(store: Store, tmp_path: Path) -> None:
+    """``perflab run --chapters-dir mine -t ch1`` logs ``ch01`` variants of the user's own examples: ``perflab readme``
+    took that suite as the latest of ch01 and rewrote the repo's chapter 1 README (its H100 results) with them. A
+    suite that ran examples the chapter directory lacks is passed over, by id refused for that chapter."""
+    root = chapters_tree(tmp_path, README.replace("Chapter 7", "Chapter 3"), "ch03")
+    (root / "ch03" / "baseline_real.py").write_text("")
+    ours, _ = log_suite(store, EXP, [result("ch03:real:baseline", flat(2.0)), result("ch03:real:optimized", flat(1.0))])
+    mine, _ = log_suite(store, EXP, [result("ch03:mine:baseline", flat(2.0)), result("ch03:mine:optimized", flat(1.0))])
+    (got,) = readme.update_readmes(None, root, store.uri, chapters=["3"])
+    assert (got.state, got.run_id) == ("written", ours) and "mine" not in (root / "ch03" / "README.md").read_text()
+    before = (root / "ch03" / "README.md").read_text()
+    (refused,) = readme.update_readmes(mine, root, store.uri)
+    assert refused.state == "skipped" and "examples that" in refused.reason and "(mine)" in refused.reason
+    assert (root / "ch03" / "README.md").read_text() == before
+
+
 def test_cli_writes_checks_and_refuses_bad_input(suite: dict[str, Any], store: Store, tmp_path: Path) -> None:
     root = chapters_tree(tmp_path)
     args = ["readme", "--run-id", suite["parent"], "--tracking-uri", store.uri, "--chapters-dir", str(root)]

@@ -31,8 +31,13 @@ def row(speedup: float, low: float | None, high: float | None, counted: bool = T
         (row(3.0, 2.85, 3.15), row(2.0, 1.9, 2.1), "B slower"),
         (row(2.0, 1.8, 2.2), row(2.1, 1.9, 2.3), "no significant difference"),  # overlapping, close
         (row(2.0, 1.5, 2.6), row(1.0, 0.7, 1.4), "B slower"),  # 2x apart: beyond two wide intervals
-        (row(2.0, None, None), row(3.0, 2.9, 3.1), "no interval"),
+        (row(2.0, None, None), row(3.0, 2.9, 3.1), "no interval on A"),
+        (row(2.0, 1.9, 2.1), row(3.0, None, None), "no interval on B"),
+        (row(2.0, None, None), row(3.0, None, None), "no interval on A, B"),
         (row(2.0, 1.9, 2.1, counted=False, verdict="mismatch"), row(3.0, 2.9, 3.1), "A mismatch"),
+        (row(2.0, 1.9, 2.1), row(3.0, 2.9, 3.1, counted=False, verdict="failed"), "B failed"),
+        (row(2.0, None, None, counted=False, verdict="failed"), row(3.0, None, None, counted=False, verdict="failed"),
+         "A failed, B failed"),  # both sides said: the one named first is not the only one that failed
         (row(2.0, 1.9, 2.1), row(3.0, 2.9, 3.1, on="TTFT"), "different metrics (call, TTFT)"),
     ],
 )
@@ -239,3 +244,32 @@ def test_a_pair_whose_speedup_is_not_on_the_call_time_is_named_so() -> None:
     assert all(len(line) <= 80 for line in lines) and lines[header].split()[:2] == ["pair", "on"], lines
     on = {line.split()[0]: line.split()[1:3] for line in lines[header + 2:] if line[:1].strip()}
     assert on["kv_cache"][0] == "TPOT" and on["prefill"][0] == "call" and on["batching"] == ["call,", "TTFT"], lines
+
+
+def test_the_lines_under_the_table_name_each_suites_commit() -> None:
+    """Two suites at two commits compared: nothing said which commit either measured (the tag
+    ``perflab.git_commit`` of each parent run), the first thing to know of a difference between them."""
+    from analysis.versus import SuiteVersus, summary_lines
+    from bench.record.store import StoredRun
+
+    def run(run_id: str, commit: str | None, dirty: str = "false") -> StoredRun:
+        tags = {"perflab.git_dirty": dirty, **({"perflab.git_commit": commit} if commit else {})}
+        return StoredRun(run_id, "suite", "0", "FINISHED", 0, tags, {})
+
+    def said(a: StoredRun, b: StoredRun) -> list[str]:
+        return summary_lines(SuiteVersus(a, b, [], [], [], None, None, 0, 0, 0))
+
+    assert "commits: A aaaa111, B bbbb222 (dirty tree)" in said(run("a", "aaaa111"), run("b", "bbbb222", "true"))
+    assert "both at commit aaaa111" in said(run("a", "aaaa111"), run("b", "aaaa111"))
+    assert "commits: A aaaa111, B unknown" in said(run("a", "aaaa111"), run("b", None))
+    assert not any("commit" in line for line in said(run("a", "aaaa111"), run("a", "aaaa111")))  # one run
+
+
+def test_metric_deltas_say_their_marks_are_no_verdict(suites: dict[str, Any], store: Store) -> None:
+    """``--metrics`` marked ``time_median_ms`` -27 % "better" between two CPU suites whose variants' CV was 50-80 %:
+    one reading a side, no interval. A line under the table says the marks are a direction, not a verdict, and
+    where the tested ones are."""
+    out = CliRunner().invoke(cli.app, ["compare", suites["a"], suites["b"], "--metrics", "--tracking-uri", store.uri])
+    text = " ".join(out.output.split())
+    assert out.exit_code == 0 and "one reading a side, no interval: a direction, not a verdict" in text, out.output
+    assert "perflab regressions" in text

@@ -99,3 +99,16 @@ def test_a_completed_suites_summary_says_so(tmp_path: Path, capsys: pytest.Captu
     report_suite(SuiteResult(variants=[], comparisons=[], wall_s=1.0), None, None, True, None, OutDir(tmp_path, dict))
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["suite_status"], summary["not_finished"]) == ("completed", [])
+
+
+def test_the_browse_command_pastes_as_it_is_for_a_store_under_a_path_with_a_space() -> None:
+    """``browse: mlflow ui --backend-store-uri sqlite:////tmp/sp ace/mlflow.db`` pasted into a shell gave mlflow two
+    arguments; the URI is shell-quoted (a server's address is shown as it is)."""
+    import shlex
+
+    from bench.cli.report import browse_command
+
+    said = browse_command("sqlite:////tmp/sp ace/mlflow.db")
+    assert shlex.split(said) == ["mlflow", "ui", "--backend-store-uri", "sqlite:////tmp/sp ace/mlflow.db"]
+    assert browse_command("sqlite:///mlflow.db") == "mlflow ui --backend-store-uri sqlite:///mlflow.db"
+    assert browse_command("http://perflab-store:5000") == "http://perflab-store:5000"
