@@ -27,7 +27,6 @@ __all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted"
            "progress", "warning", "writable_dir"]
 
 
-
 def new_console(**options: bool) -> Console:
     """A console of rich's, its width the terminal's, else ``COLUMNS``, else 80; ``COLUMNS=0`` (a container started
     without a terminal size, ``COLUMNS=$(tput cols)`` off one) read as unset: rich would print nothing at all."""

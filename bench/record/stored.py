@@ -46,7 +46,6 @@ class StoredRun:
         raise ValueError(f"run {given!r} is a {what} {self.name!r}, not a perflab suite; pass a suite's parent run "
                          "(perflab run, perflab ab; `perflab show` without --run-id takes the latest)")  # fmt: skip
 
-
     def check_variants(self, given: str, runs: list[StoredRun]) -> list[StoredRun]:
         """``runs`` (this suite's nested runs), or ``ValueError`` where none is a benchmark variant's: a run that is
         not a perflab suite (an MLflow run of the user's own), or one that has not logged a variant yet, gave an
