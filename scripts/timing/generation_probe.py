@@ -9,11 +9,19 @@ its own child. Both sides use the benchmark's full size on a GPU. Request sets w
 refused (the plain loop has no clock that jumps to an arrival).
 
     python3 scripts/timing/generation_probe.py chapters/ch15/optimized_kv_cache.py [--generations 5]
+
+``--variance N``: instead, why one generation's span varies. N rounds, each one generation per condition of the
+interpreter's garbage collector (in a rotating order): ``default``; ``frozen`` (``gc.collect(); gc.freeze()``
+before it: the set-up's objects out of every later collection); ``disabled`` (collected, then ``gc.disable()``
+for the generation, as ``timeit`` does). Per condition: the spans' median, coefficient of variation and range,
+the collector's own time per generation (``gc.callbacks``), full collections, and the process's CPU time over
+its wall (near 1: the host's work, not the GPU, sets the span).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import tempfile
@@ -56,25 +64,30 @@ def _steps(obj: object, device: torch.device) -> list[tuple[float, dict[int, int
         out.append((now, {i: int(c) for i, c in counts.items() if int(c) > 0}))
 
 
-def independent(path: Path, generations: int) -> tuple[float, float]:
+def _loaded(path: Path) -> tuple[object, torch.device]:
     config = BenchmarkConfig()
     ctx = make_context(config)
     set_context(ctx)
     torch.manual_seed(config.seed)
     obj = load_benchmark(path)
     obj.setup()
+    return obj, ctx.device
+
+
+def independent(path: Path, generations: int) -> tuple[float, float]:
+    obj, device = _loaded(path)
     requests = obj.get_requests()  # type: ignore[attr-defined]
     arrivals = [float(r["arrival_ms"] if isinstance(r, dict) else getattr(r, "arrival_ms", 0.0)) for r in requests]
     if any(a > 0 for a in arrivals):
         raise SystemExit(f"{path}: requests arrive after 0 ms; this probe times request sets that arrive at once")
-    _steps(obj, ctx.device)  # warm-up: allocator, kernels, graphs
+    _steps(obj, device)  # warm-up: allocator, kernels, graphs
     ttft: list[float] = []
     tpot: list[float] = []
     for _ in range(generations):
         first: dict[int, float] = {}
         last: dict[int, float] = {}
         tokens: dict[int, int] = {}
-        for t, emitted in _steps(obj, ctx.device):
+        for t, emitted in _steps(obj, device):
             for i, c in emitted.items():
                 first.setdefault(i, t)
                 last[i] = t
@@ -84,6 +97,52 @@ def independent(path: Path, generations: int) -> tuple[float, float]:
     obj.teardown()
     set_context(None)
     return statistics.median(ttft), statistics.median(tpot)
+
+
+GC_MODES = ("default", "frozen", "disabled")
+
+
+def variance(path: Path, rounds: int) -> None:
+    obj, device = _loaded(path)
+    for _ in range(2):  # warm-up: allocator, kernels, graphs
+        _steps(obj, device)
+    clock = {"t0": 0.0, "s": 0.0, "full": 0}
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            clock["t0"] = time.perf_counter()
+        else:
+            clock["s"] += time.perf_counter() - clock["t0"]
+            clock["full"] += info["generation"] == 2
+
+    gc.callbacks.append(on_gc)
+    rows: dict[str, list[tuple[float, float, int, float]]] = {m: [] for m in GC_MODES}
+    for r in range(rounds):
+        for mode in GC_MODES[r % 3 :] + GC_MODES[: r % 3]:
+            if mode != "default":
+                gc.collect()
+                gc.freeze() if mode == "frozen" else gc.disable()
+            clock.update(s=0.0, full=0)
+            c0, w0 = time.process_time(), time.perf_counter()
+            span = _steps(obj, device)[-1][0]
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            gc.enable()
+            gc.unfreeze()
+            rows[mode].append((span, clock["s"] * 1e3, clock["full"], cpu / wall))
+    gc.callbacks.remove(on_gc)
+    obj.teardown()  # type: ignore[attr-defined]
+    set_context(None)
+    print(f"{path} on {torch.cuda.get_device_name(0) if device.type == 'cuda' else 'the CPU'}, {rounds} rounds\n")
+    print("| gc | n | span median ms | CV % | min ms | max ms | gc ms / generation | full collections | CPU / wall |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for mode, got in rows.items():
+        spans = [g[0] for g in got]
+        cv = statistics.stdev(spans) / statistics.fmean(spans) * 100 if len(spans) > 1 else float("nan")
+        print(
+            f"| {mode} | {len(spans)} | {statistics.median(spans):.1f} | {cv:.1f} | {min(spans):.1f} | {max(spans):.1f}"
+            f" | {statistics.median(g[1] for g in got):.2f} | {sum(g[2] for g in got)}"
+            f" | {statistics.median(g[3] for g in got):.2f} |"
+        )
 
 
 def harness(path: Path) -> tuple[float, float]:
@@ -101,8 +160,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="a token-generating benchmark file")
     parser.add_argument("--generations", type=int, default=5)
+    parser.add_argument("--variance", type=int, default=0, metavar="N", help="N rounds of the GC conditions instead")
     args = parser.parse_args()
     args.path = args.path.resolve()
+    if args.variance:
+        variance(args.path, args.variance)
+        return
     ttft_i, tpot_i = independent(args.path, args.generations)
     ttft_h, tpot_h = harness(args.path)
     print(f"{args.path} on {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'the CPU'}\n")
