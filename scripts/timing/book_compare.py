@@ -1,9 +1,10 @@
 """Issue 42's check of a whole-book run against a reference run: per pair, the same verdict? an interval no more than
 1.5x as wide (relative width: (high - low) / speedup)? The book run is the ``--out`` directories of gpu_session.sh's
 ``book`` step (``DIR/chN/summary.json``); the reference is one or more MLflow stores (``.db`` or ``.db.xz``, e.g.
-docs/results/h200-2026-11-26/call*/), the latest run of each pair counting.
+docs/results/h200-2026-11-26/call*/), the latest run of each pair counting, or ``--out`` directories of an earlier
+run (a chapter's ``DIR/summary.json`` or a book step's ``DIR/chN/summary.json``; a later one wins a pair in both).
 
-    python3 scripts/timing/book_compare.py BOOK_DIR REFERENCE.db[.xz] [...] [--max-ratio 1.5]
+    python3 scripts/timing/book_compare.py BOOK_DIR REFERENCE.db[.xz]|REFERENCE_DIR [...] [--max-ratio 1.5]
 
 Prints a Markdown table of the pairs in both, then one line: how many verdicts agree and how many intervals are
 within the ratio. Exit status 0 when every pair in both agrees and is within it, 1 otherwise, 2 when none are in both.
@@ -40,7 +41,7 @@ class Pair(NamedTuple):
 
 def book_pairs(root: Path) -> dict[str, Pair]:
     out = {}
-    for summary in sorted(root.glob("*/summary.json")):
+    for summary in sorted([*root.glob("summary.json"), *root.glob("*/summary.json")]):
         for p in json.loads(summary.read_text()).get("pairs", []):
             if p.get("speedup") is None:
                 continue
@@ -85,8 +86,9 @@ def store_pairs(path: Path) -> dict[str, tuple[int, Pair]]:
 
 def reference_pairs(paths: list[Path]) -> dict[str, Pair]:
     latest: dict[str, tuple[int, Pair]] = {}
-    for path in paths:
-        for key, (start, pair) in store_pairs(path).items():
+    for order, path in enumerate(paths):
+        found = {k: (order, p) for k, p in book_pairs(path).items()} if path.is_dir() else store_pairs(path)
+        for key, (start, pair) in found.items():
             if key not in latest or start > latest[key][0]:
                 latest[key] = (start, pair)
     return {k: p for k, (_, p) in latest.items()}
@@ -111,12 +113,14 @@ def compare(new: dict[str, Pair], old: dict[str, Pair], max_ratio: float) -> tup
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("book", type=Path, help="the book step's directory of chN/summary.json")
-    ap.add_argument("reference", type=Path, nargs="+", help="MLflow stores (.db or .db.xz) of the reference runs")
+    ap.add_argument(
+        "reference", type=Path, nargs="+", help="MLflow stores (.db, .db.xz) or --out directories of reference runs"
+    )
     ap.add_argument("--max-ratio", type=float, default=1.5, help="an interval's width over the reference's (1.5)")
     args = ap.parse_args(argv)
     rows, n, same, narrow = compare(book_pairs(args.book), reference_pairs(args.reference), args.max_ratio)
     if not n:
-        print(f"no pair of {args.book} is in the reference stores")
+        print(f"no pair of {args.book} is in the reference runs")
         return 2
     print("| pair | reference | book run | same verdict | width ratio |")
     print("|---|---|---|---|---:|")

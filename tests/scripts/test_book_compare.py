@@ -70,4 +70,19 @@ def test_a_flipped_verdict_fails_and_nothing_in_common_says_so(tmp_path: Path, c
     assert "| NO |" in capsys.readouterr().out
     other = _book(tmp_path / "b", [{"example": "other", "speedup": 1.0, "significance": "no difference"}])
     assert book_compare.main([str(other), str(db)]) == 2
-    assert "is in the reference stores" in capsys.readouterr().out
+    assert "is in the reference runs" in capsys.readouterr().out
+
+
+def test_a_reference_out_directory_of_one_chapter_or_a_book(tmp_path: Path, capsys) -> None:
+    new = _book(tmp_path / "new", [{"example": "aos_soa", "speedup": 1.2, "speedup_ci_low": 1.1,
+                                    "speedup_ci_high": 1.3, "significance": "faster"}])  # fmt: skip
+    old = _book(tmp_path / "old", [{"example": "aos_soa", "speedup": 1.25, "speedup_ci_low": 1.15,
+                                    "speedup_ci_high": 1.35, "significance": "faster"}])  # fmt: skip
+    later = _book(tmp_path / "later", [{"example": "aos_soa", "speedup": 0.8, "speedup_ci_low": 0.7,
+                                        "speedup_ci_high": 0.9, "significance": "slower"}])  # fmt: skip
+    assert book_compare.main([str(new), str(old / "ch07")]) == 0  # a chapter's own --out directory
+    assert "| ch07:aos_soa:optimized | 1.25× [1.15, 1.35] faster | 1.20× [1.10, 1.30] faster | yes |" in (
+        capsys.readouterr().out
+    )
+    assert book_compare.main([str(new), str(old), str(later)]) == 1  # a book's; the later reference wins the pair
+    assert "0.80× [0.70, 0.90] slower | 1.20× [1.10, 1.30] faster | NO |" in capsys.readouterr().out
