@@ -199,9 +199,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
       echo "flexprobe exit $?"; cat "$OUT/flex_probe.md" ;;
     genprobe)  # issue 24: TTFT/TPOT as perflab reports them against a plain per-step CUDA-event loop
       for f in ${PERFLAB_GENPROBE_FILES:-chapters/ch15/baseline_kv_cache.py chapters/ch15/optimized_kv_cache.py}; do
-        # PERFLAB_GENPROBE_VARIANCE=N: why a generation's span varies (N rounds of GC conditions) instead
-        $T python3 scripts/timing/generation_probe.py "$f" --generations 5 \
-          ${PERFLAB_GENPROBE_VARIANCE:+--variance "$PERFLAB_GENPROBE_VARIANCE"} >> "$OUT/generation_probe.md" 2>&1
+        # PERFLAB_GENPROBE_ARGS: e.g. "--variance 5" (GC conditions) or "--drift 90" (host and GPU references) instead
+        $T python3 scripts/timing/generation_probe.py "$f" --generations 5 ${PERFLAB_GENPROBE_ARGS:-} \
+          >> "$OUT/generation_probe.md" 2>&1
         echo "genprobe $f exit $?"
       done; grep "^|" "$OUT/generation_probe.md" ;;
     exploits)  # the exploit catalog in both output styles, the styles matrix, perflab ab, the clock tests on the GPU

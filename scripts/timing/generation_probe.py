@@ -16,12 +16,19 @@ before it: the set-up's objects out of every later collection); ``disabled`` (co
 for the generation, as ``timeit`` does). Per condition: the spans' median, coefficient of variation and range,
 the collector's own time per generation (``gc.callbacks``), full collections, and the process's CPU time over
 its wall (near 1: the host's work, not the GPU, sets the span).
+
+``--drift S``: where a generation's span drifts from. Generations back to back for S seconds, each followed by two
+fixed references: a pure-Python loop on the host (its time moves with the host CPU's speed) and a 4096² fp32
+matmul on the GPU (CUDA events: moves with the GPU's clocks); beside them the host's steal time (/proc/stat: the
+hypervisor running other guests on this VM's CPUs), the SM clock (NVML) and the CPU the process ran on. A row per
+generation, then how far each moved (max / min) and its correlation with the span.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import math
 import statistics
 import sys
 import tempfile
@@ -145,6 +152,84 @@ def variance(path: Path, rounds: int) -> None:
         )
 
 
+def _cpu_times() -> tuple[int, int]:
+    """(steal, total) jiffies of the host's CPUs so far (/proc/stat; zeros where there is none)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
+
+
+def _on_cpu() -> int:
+    try:
+        return int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _python_loop_ms() -> float:
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(300_000):
+        total += i * i
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _matmul_ms(a: torch.Tensor) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(5):
+        a @ a
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 5
+
+
+def drift(path: Path, seconds: float) -> None:
+    obj, device = _loaded(path)
+    for _ in range(2):
+        _steps(obj, device)
+    a = torch.randn(4096, 4096, device=device) if device.type == "cuda" else None
+    sm_clock = lambda: float("nan")  # noqa: E731
+    if a is not None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+            sm_clock = lambda: float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))  # noqa: E731
+        except Exception:  # noqa: BLE001 - no NVML: the column reads nan
+            pass
+    rows: list[tuple[float, ...]] = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        s0 = _cpu_times()
+        span = _steps(obj, device)[-1][0]
+        s1 = _cpu_times()
+        steal = 100.0 * (s1[0] - s0[0]) / max(1, s1[1] - s0[1])
+        gpu = _matmul_ms(a) if a is not None else float("nan")
+        rows.append((time.perf_counter() - t0, span, _python_loop_ms(), gpu, steal, sm_clock(), float(_on_cpu())))
+    obj.teardown()  # type: ignore[attr-defined]
+    set_context(None)
+    print(f"{path} on {torch.cuda.get_device_name(0) if a is not None else 'the CPU'}, {len(rows)} generations\n")
+    print("| t s | span ms | host loop ms | GPU matmul ms | steal % | SM MHz | CPU |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for t, span, host, gpu, steal, clock, cpu in rows:
+        print(f"| {t:.1f} | {span:.1f} | {host:.2f} | {gpu:.3f} | {steal:.1f} | {clock:.0f} | {cpu:.0f} |")
+    spans = [r[1] for r in rows]
+    print("\n| reference | max / min | correlation with the span |")
+    print("|---|---:|---:|")
+    for i, name in ((1, "span"), (2, "host loop"), (3, "GPU matmul")):
+        col = [r[i] for r in rows]
+        if any(math.isnan(x) for x in col):
+            continue
+        spread = max(col) / min(col) if min(col) > 0 else float("nan")
+        corr = statistics.correlation(spans, col) if len(rows) > 2 and statistics.pstdev(col) > 0 else float("nan")
+        print(f"| {name} | {spread:.3f} | {corr:.2f} |")
+
+
 def harness(path: Path) -> tuple[float, float]:
     spec = VariantSpec(chapter=path.parent.name, example="probe", variant="baseline", path=str(path))
     with tempfile.TemporaryDirectory() as wd:
@@ -161,8 +246,12 @@ def main() -> None:
     parser.add_argument("path", type=Path, help="a token-generating benchmark file")
     parser.add_argument("--generations", type=int, default=5)
     parser.add_argument("--variance", type=int, default=0, metavar="N", help="N rounds of the GC conditions instead")
+    parser.add_argument("--drift", type=float, default=0.0, metavar="S", help="S seconds of generations and references")
     args = parser.parse_args()
     args.path = args.path.resolve()
+    if args.drift:
+        drift(args.path, args.drift)
+        return
     if args.variance:
         variance(args.path, args.variance)
         return
