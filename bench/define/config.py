@@ -136,8 +136,8 @@ class BenchmarkConfig(BaseModel):
     # set-up-to-set-up variation as well), "kept" (each side's child of round 0, parked between its rounds with its
     # set-up held: start-up, set-up and compiles paid once; bench.isolate.kept), "auto" (kept where a fresh child of
     # the example's slowest variant would pay KEEP_SETUP_S or more again: start-up, set-up, a first call's excess;
-    # else fresh). Children of one process on one device only (no ranks, no token generation); parked children's
-    # memory at most half the device's.
+    # else fresh). Children of one process on one device only (no ranks; a token-generating child reports each
+    # round's own generations); parked children's memory at most half the device's.
     round_children: Literal["auto", "fresh", "kept"] = "auto"
     # A round in which either side's measurement saw other processes take the host's CPU ("host busy"): "leave_out"
     # (not in the pair's speedup while two calm rounds remain; min_rounds then counts calm rounds:

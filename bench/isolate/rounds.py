@@ -105,7 +105,7 @@ class Rounds:
         firsts = [r[0] for r in self.by_key.values() if r]
         how = {f.config.get("round_children", "auto") for f in firsts}
         if "fresh" in how or len(self.kept) < len(firsts):
-            return False  # a variant whose child did not park (ranks, a generation) leaves the pair to fresh ones
+            return False  # a variant whose child did not park (ranks) leaves the pair to fresh ones
         total = next((k.total_mb for k in self.kept.values() if k.total_mb), None)
         if total is not None and sum(k.held_mb for k in self.kept.values()) > total / 2:
             return False

@@ -82,7 +82,8 @@ def run_timed(v: SetUp) -> None:
     _stages(v, clock, fn, metric)
     if keeps(v):
         while "round" in (order := _park(v)):
-            _stages(_resumed(v, order), clock, fn, metric)
+            later = _resumed(v, order)
+            _stages(later, later.gen if later.gen is not None else clock, fn, metric)
     with Stage("teardown"):
         v.obj.teardown()
         set_context(None)
@@ -91,9 +92,9 @@ def run_timed(v: SetUp) -> None:
 
 def keeps(v: SetUp) -> bool:
     """Whether this child stays for its pair's later rounds (the parent asked, ``round_children`` allows): one
-    process on one device, timed by a clock (a generation's clock keeps per-generation state)."""
+    process on one device (a token-generating one too: each later round takes a clock of its own, ``_resumed``)."""
     c = v.config
-    one_process = v.gen is None and c.world_size == 1 and c.gpus <= 1
+    one_process = c.world_size == 1 and c.gpus <= 1
     return bool(v.job.get("keep")) and one_process and c.round_children != "fresh"
 
 
@@ -115,18 +116,25 @@ def _park(v: SetUp) -> dict[str, Any]:
 def _resumed(v: SetUp, order: dict[str, Any]) -> SetUp:
     """The set-up as a later round times it: TIMING_ONLY on its config, the batch only where the order says a
     speedup of the example is on it; held before its warm-up where round 0's was (a host-clocked one waits to
-    measure alone)."""
+    measure alone). A token-generating one gets a new generation clock on the same set-up: the previous round's
+    holds that round's measured generations and the poison they left (its ``result()`` and ``wrote_output()``),
+    so this round reports its own generations only, as a fresh child of the round would; the request set and a
+    greedy_tokens output's offsets are read and checked again. Its warm-up is the generation clock's own (no
+    steady-state rule: ``warmup`` - 1 generations after the first and at least ``min_warmup_seconds``), as in a
+    fresh child of the round."""
     from dataclasses import replace
 
     from bench.define.config import TIMING_ONLY
     from bench.isolate.channel import wait_for
+    from bench.measure.generation_clock import generation_clock
 
     gate = v.job.get("measure_gate")
     if gate and (gate != "host_bound" or host_clocked(v.config, str(v.device))):
         send("ready")
         wait_for(b"m")
     config = v.config.model_copy(update={**TIMING_ONLY, "measure_batch": v.config.measure_batch and order["batch"]})
-    return replace(v, config=config, job={**v.job, "timing_only": True, "resumed": order["round"]})
+    gen = generation_clock(v.obj, config, v.device) if v.gen is not None else None
+    return replace(v, config=config, gen=gen, job={**v.job, "timing_only": True, "resumed": order["round"]})
 
 
 def _stages(v: SetUp, clock: Any, fn: Any, metric: str) -> None:

@@ -347,7 +347,7 @@ class Lane:
         opened = started.gate.opened_at if started.gate is not None else None
         begin = opened if opened is not None and result.ahead_s is not None else started.started
         self.record({
-            "key": started.item[2].key, "round": started.round, "start_s": begin - self.t0,
+            "key": started.item[2].key, "round": started.round, "launch": result.launch, "start_s": begin - self.t0,
             "run_s": ran - begin,
             "ahead_s": begin - started.started, "compare_s": compare_s, "other_s": end - ran - compare_s,
             "end_s": end - self.t0, "late_s": result.gate_late_s or 0.0,

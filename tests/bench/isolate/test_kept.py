@@ -267,3 +267,83 @@ def test_a_fresh_interpreters_start_up_is_not_the_variants_to_repay(tmp_path, wr
     rounds, _ = _rounds(tmp_path, write_benchmark, 0.1, startup_s=2.6, launch=launch)
     rounds.release()
     assert rounds.keeping is keeping
+
+
+# A token-generating engine: 2 requests of 4 tokens, one step a token each, ``step_s`` a step in its process's first
+# round and ``later_s`` in every round after (a round begins where the warm-up stage does); each set-up's letter
+# appended to SETUPS.
+ENGINE = '''
+import os
+import time
+import torch
+
+SETUPS, LETTER, STEP_S, LATER_S = {setups!r}, {letter!r}, {step_s!r}, {later_s!r}
+
+
+class Bench:
+    def setup(self):
+        with open(SETUPS, "a") as f:
+            f.write(LETTER)
+        self.out = torch.zeros(8, dtype=torch.int64)
+        self.rounds, self.stage = 0, ""
+
+    def get_requests(self):
+        return [{{"new_tokens": 4}}] * 2
+
+    def speedup_metric(self):
+        return "tpot"
+
+    def start_generation(self):
+        stage = os.environ.get("PERFLAB_STAGE", "")
+        if stage == "warmup" and self.stage != "warmup":
+            self.rounds += 1
+        self.stage, self.k = stage, 0
+
+    def generate_step(self, now_ms):
+        if self.k == 4:
+            return None
+        time.sleep(STEP_S if self.rounds <= 1 else LATER_S)
+        self.out[self.k], self.out[4 + self.k] = self.k, 10 + self.k
+        self.k += 1
+        return [1, 1]
+
+    def benchmark_fn(self):
+        self.start_generation()
+        while self.generate_step(0.0) is not None:
+            pass
+
+    def teardown(self):
+        pass
+
+    def get_output(self):
+        return self.out
+
+
+def get_benchmark():
+    return Bench()
+'''
+
+
+def test_a_kept_generating_child_reports_each_rounds_own_generations(tmp_path) -> None:
+    """A token-generating pair's later rounds timed in its kept children, each round's generations its own: the
+    optimized engine's steps take 2 ms in round 0 (2x the baseline's 4 ms) and 16 ms after (0.25x), so its rounds
+    read 2, 0.25, 0.25; generations pooled across a kept child's rounds would read more samples and a later round's
+    TPOT from round 0's generations too."""
+    root = tmp_path / "chapters"
+    (root / "ch15").mkdir(parents=True)
+    for variant, step_s, later_s in (("baseline", 0.004, 0.004), ("optimized", 0.002, 0.016)):
+        (root / "ch15" / f"{variant}_gen.py").write_text(ENGINE.format(
+            setups=str(tmp_path / "setups"), letter=variant[0], step_s=step_s, later_s=later_s))  # fmt: skip
+    cli = {**FAST, "iterations": 4, "round_children": "kept"}
+    suite = run_suite(select(discover(root)), cli_layer=cli, workdir=tmp_path / "w")
+    assert sorted((tmp_path / "setups").read_text()) == ["b", "o"]  # one set-up a side for three rounds
+    launched = {(t["key"].rsplit(":", 1)[1], t["round"]): t["launch"] for t in suite.timeline}
+    assert {r: launched[("optimized", r)] for r in range(3)} == {0: "server", 1: "kept", 2: "kept"}, launched
+    for v in suite.variants:
+        assert v.status == "ok" and v.timing is not None and v.generation is not None, v.error
+        assert v.timing.rounds == [4, 4, 4] and KEPT_NOTE in v.timing.notes
+        assert v.generation.samples == 12  # four generations a round, each counted once
+    (c,) = suite.comparisons
+    assert c.verification.verified and c.speedup_metric == "tpot"
+    first, *later = c.round_speedups
+    assert 1.5 < first < 2.5 and all(0.15 < r < 0.35 for r in later), c.round_speedups
