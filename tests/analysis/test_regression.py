@@ -256,6 +256,21 @@ def test_cli_prints_a_compact_table_and_exits_1_on_a_regression(
     assert unknown.exit_code == 2 and "nope123" in unknown.output
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [(["--threshold", "nan"], "--threshold nan"), (["--threshold", "inf"], "--threshold inf"),
+     (["--threshold", "-1"], "--threshold -1"), (["-k", "1"], "-k 1"), (["--alpha", "nan"], "--alpha nan"),
+     (["--alpha", "1"], "--alpha 1"), (["--alpha", "0"], "--alpha 0")],
+)  # fmt: skip
+def test_a_bad_option_is_one_line_naming_its_value_and_what_is_accepted(args: list[str], named: str) -> None:
+    """``--threshold nan`` read "Input should be greater than or equal to 0" under a usage block, the value unnamed
+    (``inf`` passed typer's min= and failed later, as ``threshold=inf``): one line, the option as given, the range."""
+    out = CliRunner().invoke(cli.app, ["regressions", *args, "--tracking-uri", "sqlite:///unused.db"])
+    assert out.exit_code == 2, out.output
+    assert out.output.count("\n") == 1 and out.output.startswith(f"error: {named}: accepted: "), out.output
+    assert len(out.output.rstrip("\n")) <= 80, out.output
+
+
 def test_at_80_columns_a_long_variant_name_breaks_after_a_colon() -> None:
     """Two chapters' variants at 80 columns leave ~26 for the names: rich broke "ch19:fp8_training:optimized_tensorwise"
     at the column's edge, "ch19:fp8_training:optimize" / "d_tensorwise", its first line alike for every variant of
