@@ -288,7 +288,7 @@ def regressions(
     console.print(regression_table(rows, console.width))
     for note in regression_notes(rows):
         tell(note)
-    verdicts = ("regressed", "improved", "ok", "no-history", "not-measured")
+    verdicts = ("regressed", "improved", "ok", "not-significant", "no-history", "not-measured")
     counts = {s: sum(r.status == s for r in rows) for s in verdicts}
     tell(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     if counts["regressed"]:
