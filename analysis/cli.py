@@ -6,6 +6,7 @@ Cheap to import: the heavy modules (torch, mlflow, matplotlib) are imported insi
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -260,14 +261,25 @@ def regressions(
     run_id: Annotated[
         str | None, typer.Option(help="suite parent run or variant run (default: the latest completed suite)")
     ] = None,
-    k: Annotated[int, typer.Option("-k", min=2, help="previous runs compared with (their medians' spread)")] = 5,
-    threshold: Annotated[float, typer.Option(min=0.0, help="relative median slowdown to flag (0.05 = 5%)")] = 0.05,
-    alpha: Annotated[float, typer.Option(help="significance level of the one-sided test between runs")] = 0.01,
+    k: Annotated[int, typer.Option("-k", help="previous runs compared with (their medians' spread), 2 or more")] = 5,
+    threshold: Annotated[float, typer.Option(help="relative median slowdown to flag (0.05 = 5%), 0 or more")] = 0.05,
+    alpha: Annotated[float, typer.Option(help="significance level of the one-sided test between runs, in (0, 1)")
+                     ] = 0.01,  # fmt: skip
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Each variant vs its previous runs on the same hardware and software; exits 1 on a regression."""
-    from analysis.regression import check_suite, regression_notes, regression_table
+    from analysis.regression import MIN_RUNS, check_suite, regression_notes, regression_table
 
+    # Checked here, not by typer's min=: its message named neither the value given nor, for nan, what is accepted.
+    for bad, option, accepted in (
+        (k < MIN_RUNS, f"-k {k}", f"{MIN_RUNS} or more previous runs"),
+        (not (math.isfinite(threshold) and threshold >= 0), f"--threshold {threshold:g}",
+         "a finite number >= 0 (0.05 flags 5 %)"),
+        (not 0 < alpha < 1, f"--alpha {alpha:g}", "a number strictly between 0 and 1 (e.g. 0.01)"),
+    ):  # fmt: skip
+        if bad:
+            error(f"{option}: accepted: {accepted}")
+            raise typer.Exit(2)
     try:
         checked, rows = check_suite(run_id, k=k, threshold=threshold, alpha=alpha, tracking_uri=tracking_uri)
     except (LookupError, ValueError) as exc:
@@ -276,7 +288,7 @@ def regressions(
     console.print(regression_table(rows, console.width))
     for note in regression_notes(rows):
         tell(note)
-    verdicts = ("regressed", "improved", "ok", "no-history", "not-measured")
+    verdicts = ("regressed", "improved", "ok", "not-significant", "no-history", "not-measured")
     counts = {s: sum(r.status == s for r in rows) for s in verdicts}
     tell(f"run {checked}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     if counts["regressed"]:

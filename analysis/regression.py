@@ -23,7 +23,9 @@ runs' medians:
   runs (one shows no spread).
 
 A regression needs both: the slowdown exceeds ``threshold`` (5 %: a statistically real but tiny shift
-is not worth a red flag) and ``p < alpha`` (0.01). ``improved`` is the mirror image.
+is not worth a red flag) and ``p < alpha`` (0.01). ``improved`` is the mirror image. A change beyond the
+threshold that the spread between runs does not support (two or three runs of history, or a noisy one) is
+``not-significant``, not ``ok``: it is neither flagged nor shown as nothing; ``ok`` is a change within the threshold.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ __all__ = [
     "regression_table",
 ]  # fmt: skip
 
-Verdict = Literal["regressed", "ok", "improved", "no-history", "not-measured"]
+Status = Literal["regressed", "ok", "improved", "not-significant"]
+Verdict = Literal["regressed", "ok", "improved", "not-significant", "no-history", "not-measured"]
 DEFAULT_K = 5
 MIN_RUNS = 2  # previous runs a verdict needs: one run shows no spread between runs
 DEFAULT_THRESHOLD = 0.05
@@ -55,7 +58,7 @@ DEFAULT_ALPHA = 0.01
 
 @dataclass(frozen=True)
 class Assessment:
-    status: Literal["regressed", "ok", "improved"]
+    status: Status
     slowdown_pct: float  # 100 * (median / median of the previous runs' medians - 1); negative = faster
     p_value: float  # one-sided, in the direction the median moved, from the spread between runs
     spread_pct: float  # the spread between runs the test used: 100 * s (s of the log medians)
@@ -101,9 +104,9 @@ def assess(
     if spread > 0:
         score = (math.log(now) - statistics.fmean(logs)) / (spread * math.sqrt(1 + 1 / k))
         p = float(student_t.sf(score if slowdown >= 0 else -score, df=k - 1))
-    status: Literal["regressed", "ok", "improved"] = "ok"
-    if abs(slowdown) > threshold and p < alpha:
-        status = "regressed" if slowdown > 0 else "improved"
+    status: Status = "ok"
+    if abs(slowdown) > threshold:  # beyond the threshold: flagged where the spread between runs supports it
+        status = ("regressed" if slowdown > 0 else "improved") if p < alpha else "not-significant"
     return Assessment(status=status, slowdown_pct=100.0 * slowdown, p_value=p, spread_pct=100.0 * spread)
 
 
@@ -326,15 +329,17 @@ def regression_table(rows: list[RegressionRow], width: int = 80) -> Any:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i, header in enumerate(headers):
         table.add_column(header, justify="left" if i < 2 + shift else "right", overflow="fold", width=widths[i])
-    colour = {"regressed": "red", "improved": "green", "ok": "default", "no-history": "yellow"}
+    colour = {"regressed": "red", "improved": "green", "ok": "default", "not-significant": "yellow",
+              "no-history": "yellow"}  # fmt: skip
     for row in cells:
         table.add_row(Text(name_lines(row[0], widths[0])), Text(row[1], colour.get(row[1], "magenta")), *row[2:])
     return table
 
 
 def regression_notes(rows: list[RegressionRow]) -> list[str]:
-    """Under the table: what the runs were compared on, and why a variant has no verdict."""
+    """Under the table: what the runs were compared on, why a variant has no verdict, and what a change beyond the
+    threshold but not significant rests on (its change, the runs and their spread, p)."""
     compared = sorted({f"{r.hardware}, {r.software}" for r in rows if r.status not in ("not-measured",)})
     notes = [f"compared on {c}" for c in compared]
-    notes += [f"{r.key}: {r.reason}" for r in rows if r.status in ("no-history", "not-measured")]
+    notes += [f"{r.key}: {r.reason}" for r in rows if r.status in ("not-significant", "no-history", "not-measured")]
     return notes

@@ -27,6 +27,7 @@ from bench.cli.common import (
     line,
     print_line,
 )
+from bench.cli.fit import wrapped
 from bench.cli.workers import check_device
 from bench.define.config import resolve_config
 from bench.errors import PerflabError
@@ -258,21 +259,22 @@ def server_status() -> None:
     `perflab server stop` stops without --all."""
     from bench.isolate import server
 
+    def say(text: str) -> None:  # wrapped between words, a figure beside its unit: rich broke "up" / "12345 s"
+        console.print(wrapped(text, console.width), markup=False, soft_wrap=True, highlight=False)
+
     found = server.servers()
     if not found:
-        console.print(f"no server running (socket directory {server.runtime_dir()})", markup=False)
+        say(f"no server running (socket directory {server.runtime_dir()})")
     own = server.own_keys()
     for s in found:
         name = f"server {s['pid']} key {s['key']}" + (" (this checkout's)" if s["key"] in own else "")
         if s.get("starting"):
-            console.print(f"{name}: starting (importing torch)", markup=False)
+            say(f"{name}: starting (importing torch)")
             continue
-        errors = f", preload errors: {s['preload_errors']}" if s["preload_errors"] else ""
-        console.print(
-            f"{name}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, "
-            f"{s['children']} child(ren), exits after {s['idle_limit_s']:.0f} s idle{errors}",
-            markup=False,
-        )
+        failed = "; ".join(f"{module} ({why})" for module, why in (s["preload_errors"] or {}).items())
+        errors = f", preload errors: {failed}" if failed else ""
+        say(f"{name}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, {s['children']} "
+            f"child(ren), exits after {s['idle_limit_s']:.0f} s idle{errors}")
 
 
 @server_app.command("stop")

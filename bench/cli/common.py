@@ -11,6 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from bench.cli.fit import wrapped
 from bench.cli.output import console, fitted, name_lines
 from bench.define.discovery import Catalog, Example, discover, select
 from bench.define.result import Comparison, SuiteResult, VariantResult
@@ -106,11 +107,12 @@ def first_line(message: str) -> str:
     return next((t for t in plain_text(message).splitlines() if t.strip()), "")
 
 
-def line(result: VariantResult, comparison: Comparison | None, prefix: str = "") -> Text:
+def line(result: VariantResult, comparison: Comparison | None, prefix: str = "", width: int | None = None) -> Text:
     """One variant's outcome as the console shows it while a suite runs, on one line: status, name (without
     ``prefix``, the chapter of a one-chapter suite), median, and for an optimized variant its speedup and
     the pair's verdict (its interval is in the table; its rounds and why they stopped; a mismatch or an unverified
-    pair says why)."""
+    pair says why). ``width`` (a terminal's): a line wider than it goes on under the name (``_wrapped_line``);
+    None: one line, however long, as a log keeps it."""
     from bench.record.summary import basis_of, pair_verdict
     from bench.record.units import time_text
 
@@ -141,7 +143,28 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "")
         from bench.profile.tools import summary_line
 
         text.append(f"\n          bound: {summary_line(result.profile)}")
-    return text
+    return text if width is None else _wrapped_line(text, width)
+
+
+def _wrapped_line(text: Text, width: int) -> Text:
+    """``text``'s first line, when wider than ``width``, wrapped between words (``fit.wrapped``: a figure beside its
+    unit) onto lines starting under the name (column 8), the status and name kept on the first; each piece keeps
+    its style (the status's colour, the verdict's). A terminal wrapped it at its edge, mid-word, at column 0."""
+    head = text.plain.split("\n", 1)[0]
+    if len(head) <= width:
+        return text
+    indent = len(head) - len(head.lstrip(" "))
+    out, at = Text(), 0
+    for n, piece in enumerate(wrapped(head, width, hang=max(8 - indent, 0)).split("\n")):
+        body = piece.lstrip(" ") if n else piece
+        start = head.find(body, at)
+        if start < 0:  # not a piece of the line as it was (whitespace textwrap changed): the line as it is
+            return text
+        if n:
+            out.append("\n" + piece[: len(piece) - len(body)])
+        out.append_text(text[start : start + len(body)])
+        at = start + len(body)
+    return out + text[len(head) :]
 
 
 def print_line(text: Text) -> None:

@@ -39,7 +39,7 @@ from bench.cli.common import (
     line,
 )
 from bench.cli.deadline import SuiteDeadline, SuiteTimeout, check_suite_timeout
-from bench.cli.output import err_console, progress, warning
+from bench.cli.output import console, err_console, progress, warning
 from bench.cli.report import (
     Finished,
     Stopped,
@@ -267,7 +267,9 @@ def _run(
             finished.append((result, comparison))
             if files is not None:
                 files.variant(result, comparison)
-            report(line(result, comparison, prefix))
+            # Wrapped on a terminal only: off one (a CI log, `| cat`) a variant is one line, counted, which the
+            # README describes and scripts/gpu_session.sh's awk reads (status and name, then what the tools found).
+            report(line(result, comparison, prefix, console.width if console.is_terminal else None))
 
         before_s = process_age_s()  # interpreter start, imports, discovery, server and MLflow threads started
         deadline, t0 = SuiteDeadline(suite_timeout, before_s), time.monotonic()

@@ -277,3 +277,24 @@ def test_server_status_marks_the_servers_stop_would_stop(monkeypatch: pytest.Mon
     assert "server 11 key mine (this checkout's): TRITON_INTERPRET='1'" in out
     assert "server 12 key theirs: TRITON_INTERPRET='1'" in out
     assert "server 13 key mine2 (this checkout's): starting" in out
+
+
+def test_server_status_fits_80_columns_each_figure_beside_its_unit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 80 columns rich broke a server's line where it reached the edge ("up" / "12345 s", the next line at column
+    0) and printed preload errors as a dict's repr: each line within 80, the rest under its server's line."""
+    from bench.isolate import server
+
+    up = {"triton_interpret": "1", "uptime_s": 12345.0, "children": 3, "idle_limit_s": 900.0,
+          "preload_errors": {"transformer_engine": "ModuleNotFoundError: No module named 'transformer_engine'"}}
+    monkeypatch.setattr(server, "servers", lambda: [{"pid": 123456, "key": "0123456789abcdef", **up}])
+    monkeypatch.setattr(server, "own_keys", lambda: {"0123456789abcdef"})
+    out = CliRunner().invoke(app, ["server", "status"], env={"COLUMNS": "80"}).output
+    lines = out.splitlines()
+    assert len(lines) > 1 and all(len(x) <= 80 for x in lines), out
+    assert lines[0].startswith("server 123456 key 0123456789abcdef (this checkout's): ") and all(
+        x.startswith("    ") and x[4] != " " for x in lines[1:]), out  # fmt: skip
+    said = " ".join(out.split())
+    for fact in ("TRITON_INTERPRET='1'", "up 12345 s", "3 child(ren)", "exits after 900 s idle",
+                 "preload errors: transformer_engine (ModuleNotFoundError: No module named 'transformer_engine')"):
+        assert fact in said, out
+    assert all(any(f in x for x in lines) for f in ("12345 s", "900 s")) and "{" not in out, out  # units kept; no repr

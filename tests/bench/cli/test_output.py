@@ -151,6 +151,8 @@ def test_times_take_the_unit_of_their_column() -> None:
 
 
 def test_a_line_is_one_line_and_keeps_brackets() -> None:
+    """Off a terminal (a CI log, ``| cat``: ``perflab run`` passes no width) a variant's line is one line however
+    long: the README's "a line per variant", read by scripts/gpu_session.sh's awk."""
     spec = VariantSpec(chapter="ch07", example="x", variant="optimized", path="/x.py")
     failed = VariantResult(
         spec=spec,
@@ -162,8 +164,26 @@ def test_a_line_is_one_line_and_keeps_brackets() -> None:
     with output.progress("ch07", 2, out) as report:
         report(common.line(failed, None, "ch07:"))
     text = text_of(out)
-    assert text.count("\n") == 1 and "[setup]" in text and "no [GPU] here: [L2 flush]" in text
+    assert text.count("\n") == 1 and len(text) > 80 and "[setup]" in text and "no [GPU] here: [L2 flush]" in text
     assert text.split()[:3] == ["1/2", "failed", "x:optimized"]  # counted: no terminal, no bar
+
+
+def test_on_a_terminal_a_long_line_goes_on_under_the_name() -> None:
+    """On an 80-column terminal a failed variant's long error ran past the edge, the terminal breaking it mid-word
+    at column 0: given the width, the error goes on under the name, between words, a figure beside its unit."""
+    spec = VariantSpec(chapter="ch07", example="x", variant="optimized", path="/x.py")
+    message = "no [GPU] here: [L2 flush] " + "word " * 30 + "after 12.0 s"
+    failed = VariantResult(spec=spec, status="failed", failed_stage="setup",
+                           error=ErrorInfo(kind="exception", message=message))  # fmt: skip
+    shown = common.line(failed, None, "ch07:", width=80)
+    lines = shown.plain.splitlines()
+    assert len(lines) > 1 and all(len(x) <= 80 for x in lines), lines
+    assert lines[0].startswith(" failed x:optimized  [setup] no [GPU] here: [L2 flush]"), lines
+    assert all(x.startswith(" " * 8) and x[8] != " " for x in lines[1:]) and lines[-1].endswith("after 12.0 s"), lines
+    assert " ".join(shown.plain.split()) == " ".join(common.line(failed, None, "ch07:").plain.split())  # every word
+    assert [(x.start, x.end, x.style) for x in shown.spans] == [(0, 7, "red")]  # the status keeps its colour
+    short = failed.model_copy(update={"error": ErrorInfo(kind="exception", message="no GPU")})
+    assert common.line(short, None, "ch07:", width=80).plain == " failed x:optimized  [setup] no GPU"  # it fits
 
 
 def test_slower_and_not_significant_pairs_read_so_on_their_line() -> None:
