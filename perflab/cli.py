@@ -7,6 +7,7 @@ Each package's command module is cheap to import (heavy modules load inside its 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -37,8 +38,7 @@ def main() -> None:
     if os.environ.get("COLUMNS", "unset").strip("0 ") == "":
         del os.environ["COLUMNS"]  # COLUMNS=0 (a container without a terminal size): rich's tracebacks print nothing
     try:
-        app()
-        code: int | str | None = 0
+        code: int | str | None = _invoke()
     except KeyboardInterrupt:  # Ctrl-C, or a signal made one (the command said what it kept)
         code = 130
     except PerflabError as exc:
@@ -56,6 +56,62 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code or 0)
+
+
+def _invoke() -> int:
+    """The app, with click's usage errors as one line naming the value given (click's own print a usage block and
+    "Invalid value for '--threshold': Input should be a valid number", not the value), status 2 as click's."""
+    click = _click_exceptions()
+    no_args = getattr(click, "NoArgsIsHelpError", ())  # click >= 8.2
+    try:
+        returned = app(standalone_mode=False)
+    except Exception as exc:
+        if no_args and isinstance(exc, no_args):  # `perflab` or a group alone: its help, as click prints it
+            exc.show()
+            return exc.exit_code
+        if isinstance(exc, click.UsageError):
+            line = escape(usage_line(exc, sys.argv[1:]))
+            new_console(stderr=True).print(f"[red]error:[/] {line}", soft_wrap=True)
+            return exc.exit_code
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        if isinstance(exc, typer.Abort):  # click's own Ctrl-C
+            raise KeyboardInterrupt from None
+        raise
+    return returned if isinstance(returned, int) else 0
+
+
+def _click_exceptions() -> Any:
+    """The exceptions module of the click typer runs on (its own copy since typer 0.23, click before)."""
+    return sys.modules[typer.BadParameter.__module__]
+
+
+def usage_line(exc: Any, argv: list[str]) -> str:
+    """``exc`` (a click UsageError) on one line: the command, what was wrong (for a bad option value, the value as
+    given, found in ``argv``), and where the accepted values are listed."""
+    click = _click_exceptions()
+    path = exc.ctx.command_path if exc.ctx is not None else "perflab"
+    message = exc.format_message()
+    param = getattr(exc, "param", None)
+    if isinstance(exc, click.BadParameter) and param is not None:
+        given = _given(getattr(param, "opts", []), argv)
+        if given is not None and repr(given) not in message and given not in message:
+            hint = "/".join(getattr(param, "opts", [])) or param.name
+            message = f"{hint} {given!r}: {exc.message}"
+    return f"{path}: {message.rstrip('.')} (see {path} --help)"
+
+
+def _given(opts: list[str], argv: list[str]) -> str | None:
+    """The value ``argv`` gave the option named by ``opts`` (its last use), or None."""
+    found = None
+    for i, token in enumerate(argv):
+        for opt in opts:
+            if token == opt and i + 1 < len(argv):
+                found = argv[i + 1]
+            elif opt.startswith("--") and token.startswith(opt + "="):
+                found = token[len(opt) + 1 :]
+    return found
 
 
 def _discard_project_run(run_id: str) -> None:

@@ -34,6 +34,24 @@ def test_python_m_perflab_is_the_command_and_bad_input_is_one_line() -> None:
     assert done.stderr.startswith("error: unknown chapter 'ch999'") and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_a_bad_option_value_or_name_is_one_line_naming_it() -> None:
+    """click's own usage errors (a value its type refuses, an option that does not exist) are one line naming the
+    value as given and the command, status 2; a group alone still prints its help."""
+    env = {**os.environ, "COLUMNS": "300"}
+    for argv, named in ((["regressions", "--threshold", "abc"], "--threshold 'abc'"),
+                        (["run", "--rounds=x", "-t", "ch07"], "--rounds 'x'"),
+                        (["run", "--bogus"], "No such option: --bogus")):  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "perflab", *argv], cwd=REPO, capture_output=True, text=True,
+                              timeout=120, env=env)  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: python -m perflab {argv[0]}: "), done.stderr
+        assert named in lines[0] and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, "-m", "perflab", "sweep"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 2 and "Usage:" in done.stdout + done.stderr and "Commands:" in done.stdout + done.stderr
+
+
 def test_bench_never_imports_the_command() -> None:
     """The dependency points one way: importing the harness (and its CLI) loads no package built on it."""
     code = ("import sys, bench, bench.cli; "
