@@ -43,6 +43,9 @@ class BenchmarkConfig(BaseModel):
     min_measure_seconds: float = Field(0.1, ge=0)
     # Upper bound on adaptive sampling; also capped at 80 % of the measurement stage's limit.
     max_measure_seconds: float = Field(1.0, gt=0)
+    # Samples a measurement takes before max_measure_seconds may stop it (not past 80 % of the measurement stage's
+    # limit): a call of seconds measured in rounds gets a median of a few per round, not of one.
+    min_measure_samples: int = Field(1, ge=1, le=1000)
     # Untimed calls before measurement, at least (JIT/compile, autotuning, allocator warm-up): warm-up
     # goes on until the calls are steady and min_warmup_seconds have passed.
     warmup: int = Field(5, ge=0, le=1_000_000)

@@ -44,6 +44,8 @@ class StopRule:
     min_seconds: float = 0.1  # keep sampling at least this long (clock warm-up, boost settling)
     max_seconds: float = 1.0  # give up on the target after this long
     max_samples: int = 1_000_000
+    floor: int = 1  # samples before max_seconds may stop the sampling (``min_measure_samples``)
+    limit_seconds: float = math.inf  # stops it whatever the floor (80 % of the measurement stage's limit)
     # The target is checked at checkpoints n = min_samples, then 25 % more samples each time, and
     # must hold at two consecutive checkpoints: checking after every sample would stop on the first
     # lucky draw (a 10-sample MAD can be 4x too small), a multiple-testing bias towards flattering noise.
@@ -51,12 +53,15 @@ class StopRule:
 
 def rule_for(config: BenchmarkConfig) -> StopRule:
     """``config``'s adaptive stopping rule, its time ceiling kept inside the measurement stage's limit."""
-    ceiling = min(config.max_measure_seconds, 0.8 * config.stage_limit("measurement"))
+    limit = 0.8 * config.stage_limit("measurement")
+    ceiling = min(config.max_measure_seconds, limit)
     return StopRule(
         noise_target=config.noise_target,
         min_samples=config.min_samples,
         min_seconds=min(config.min_measure_seconds, ceiling),
         max_seconds=ceiling,
+        floor=config.min_measure_samples,
+        limit_seconds=limit,
     )
 
 
@@ -94,7 +99,7 @@ def sample_until(
         reason = None
         if n >= rule.max_samples:
             reason = "max_samples"
-        elif elapsed >= rule.max_seconds:
+        elif elapsed >= rule.limit_seconds or (elapsed >= rule.max_seconds and n >= rule.floor):
             reason = "max_time"
         elif n >= checkpoint and elapsed >= rule.min_seconds:
             met = relative_noise(samples) <= rule.noise_target

@@ -67,6 +67,30 @@ def test_max_time_bounds_an_unreachable_target() -> None:
     assert 45 <= len(m.samples_ms) <= 55  # ~0.5 s of 10 ms samples
 
 
+def test_a_floor_of_samples_outlasts_the_time_ceiling_but_not_the_stage_limit() -> None:
+    """A 4 s call under a 4 s ceiling: one sample without a floor; three with ``min_measure_samples`` 3; and never
+    past 80 % of the measurement stage's limit, whatever the floor."""
+    slow = [4000.0] * 100
+    one = FakeClock(slow)
+    m = sample_until(one.one, None, StopRule(min_seconds=0.0, max_seconds=4.0), now=one.now)
+    assert m.stop_reason == "max_time" and len(m.samples_ms) == 1
+    three = FakeClock(slow)
+    m = sample_until(three.one, None, StopRule(min_seconds=0.0, max_seconds=4.0, floor=3), now=three.now)
+    assert m.stop_reason == "max_time" and len(m.samples_ms) == 3
+    cut = FakeClock(slow)
+    rule = StopRule(min_seconds=0.0, max_seconds=4.0, floor=50, limit_seconds=10.0)
+    m = sample_until(cut.one, None, rule, now=cut.now)
+    assert m.stop_reason == "max_time" and len(m.samples_ms) == 3  # 12 s > the 10 s limit
+
+
+def test_rule_for_carries_the_floor_and_the_stage_limit() -> None:
+    from bench.define.config import BenchmarkConfig
+
+    rule = rule_for(BenchmarkConfig(max_measure_seconds=4.0, min_measure_samples=3, measurement_timeout_seconds=120.0))
+    assert (rule.max_seconds, rule.floor, rule.limit_seconds) == (4.0, 3, 96.0)
+    assert rule_for(BenchmarkConfig()).floor == 1
+
+
 def test_fixed_iterations_win_over_the_rule() -> None:
     clock = FakeClock([1.0] * 100)
     m = sample_until(clock.one, 7, StopRule(min_samples=50), now=clock.now)
