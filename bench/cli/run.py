@@ -52,7 +52,7 @@ from bench.cli.report import (
 )
 from bench.cli.shard import campaign_tags, shard_of
 from bench.cli.workers import check_count, check_device, check_workers, workers_for
-from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
+from bench.define.config import BenchmarkConfig, ConfigError, load_config_file, resolve_config, set_layer
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.errors import PerflabError
@@ -110,6 +110,14 @@ OutOpt = Annotated[
         "of the pairs' verdicts here (what an earlier run wrote there is removed first)",
     ),
 ]  # fmt: skip
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", metavar="FIELD=VALUE",
+        help="a config field for every variant, over the benchmarks' own get_config() (repeatable; e.g. --set "
+        "max_measure_seconds=4); the fields: README, Configuration",
+    ),
+]  # fmt: skip
 OverlapOpt = Annotated[
     bool,
     typer.Option(
@@ -119,6 +127,15 @@ OverlapOpt = Annotated[
         "its outputs and exits; held before setup() until that child is gone (never during a measurement)",
     ),
 ]
+
+
+def set_given(items: list[str] | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """``--set``'s layer; a field also given by its own flag is refused (which one wins would be a guess)."""
+    given = set_layer(items)
+    both = sorted(set(given) & set(flags))
+    if both:
+        raise ConfigError(f"--set {both[0]} and a flag of its own (set to {flags[both[0]]!r}) both given; give one")
+    return given
 
 
 def run(
@@ -133,6 +150,7 @@ def run(
     overlap: OverlapOpt = True, ray: RayOpt = None, shard: ShardOpt = None, energy: EnergyOpt = False,
     sanitize: SanitizeOpt = False, suite_timeout: SuiteTimeoutOpt = None, out: OutOpt = None,
     rounds: RoundsOpt = None, cold_compile: ColdCompileOpt = False, round_children: RoundChildrenOpt = None,
+    settings: SetOpt = None,
 ) -> None:  # fmt: skip
     """Measure baseline and optimized variants, verify outputs, log every variant to MLflow."""
     suite_layer = load_config_file(config) if config else None
@@ -146,6 +164,7 @@ def run(
         min_rounds=rounds, max_rounds=rounds, cold_compile=True if cold_compile else None,
         round_children=round_children,
     )  # fmt: skip
+    layer = {**set_given(settings, layer), **layer}
     effective = resolve_config(suite_layer, layer)  # reject bad flags before anything starts
     check_suite_timeout(suite_timeout)
     if ray is None:

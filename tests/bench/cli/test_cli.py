@@ -115,6 +115,29 @@ def test_bad_round_children_names_the_value_and_what_is_accepted(tree: Path) -> 
     assert "round_children='sometimes'" in line and "'auto', 'fresh' or 'kept'" in line
 
 
+def test_set_overrides_a_benchmarks_own_config_and_a_bad_item_is_one_line(
+    chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path
+) -> None:
+    """``--set FIELD=VALUE`` is the command line's layer: over the benchmark's get_config() (which a --config file
+    is not), so a chapter's own settings can be tried otherwise without editing it."""
+    own = {"CONFIG": {"iterations": 5, "min_rounds": 1, "max_rounds": 1}}
+    root = chapters({"ch07/baseline_s.py": own, "ch07/optimized_s.py": own})
+    out = tmp_path / "out"
+    done = perflab("run", "--chapters-dir", root, "--no-track", "--device", "cpu", "--set", "iterations=7",
+                   "--set", "max_measure_seconds=0.5", "--out", out)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    for side in ("baseline", "optimized"):
+        result = json.loads((out / "ch07" / "s" / side / "result.json").read_text())
+        assert len(result["timing"]["samples_ms"]) == 7 and result["config"]["max_measure_seconds"] == 0.5
+    for item, said in (("iterations", "expected FIELD=VALUE"), ("iteratons=3", "(did you mean iterations?)"),
+                       ("iterations=zero", "iterations='zero' is invalid")):  # fmt: skip
+        done = perflab("run", "--chapters-dir", root, "--no-track", "--set", item)
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        assert done.returncode == 2 and len(lines) == 1 and said in lines[0], done.stderr
+    done = perflab("run", "--chapters-dir", root, "--no-track", "--set", "warmup=3", "--warmup", "4")
+    assert done.returncode == 2 and "--set warmup and a flag of its own" in done.stderr
+
+
 def test_bad_config_file_is_an_error(tree: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "suite.yaml"
     cfg.write_text("itrations: 3\n")
