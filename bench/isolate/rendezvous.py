@@ -4,10 +4,11 @@ that picks the server a caller needs, and the messages (a 4-byte length, then JS
 A server is one per *key*: the interpreter, Python's version, the harness's import path, the import path the
 caller's children get, the Triton mode (interpreted or compiled: Triton fixes it at import), the environment
 variables the preloaded modules read at import (TORCH*, TRITON*, CUDA* but the per-variant CUDA_VISIBLE_DEVICES
-and CUBLAS_WORKSPACE_CONFIG, LD_*, OMP_*, ...), and the caller's cgroups and resource limits (a command in a
-batch job never gets children outside that job's limits). Its socket lives in a directory only its user can
-enter (``$PERFLAB_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/perflab``, else ``/tmp/perflab-<uid>``; mode 0700,
-checked).
+and CUBLAS_WORKSPACE_CONFIG, LD_*, OMP_*, ...) and those the server reads when it starts (of the harness's own
+PERFLAB_*, only its idle limit and extra preloads: a child reads the others from its caller's environment), and
+the caller's cgroups and resource limits (a command in a batch job never gets children outside that job's limits).
+Its socket lives in a directory only its user can enter (``$PERFLAB_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/perflab``,
+else ``/tmp/perflab-<uid>``; mode 0700, checked).
 """
 
 from __future__ import annotations
@@ -56,13 +57,18 @@ SERVER_LOST = 254  # exit status reported when the server died before the child:
 
 # Environment variables a child sets for itself (applied before CUDA initialises): not part of the key.
 _PER_CHILD = frozenset(
-    {"CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "PERFLAB_RUNTIME_DIR", "PERFLAB_RANK_DEVICES",
+    {"CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
      "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}  # read when a compile looks them up, never at import
-)
+)  # fmt: skip
 _KEYED_PREFIXES = (
     "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS", "NUMPY", "PYTHON",
-    "PERFLAB_",
 )  # fmt: skip
+# The harness's own variables (PERFLAB_*) are read when a child runs, from its caller's environment (the child's is
+# replaced by it before its target is imported: bench.isolate.serve), never by the preloaded modules at import
+# (tests/bench/isolate/test_preload.py records the reads). Keyed are only those the server reads when it starts: its
+# idle limit and its extra preloads. Keyed, $PERFLAB_ROUNDS or $PERFLAB_MIN_WARMUP_SECONDS started a second server
+# in a process that changed them between variants (the tests' ``default_rounds``: ~7 s of CPU on the 2-core host).
+_KEYED_HARNESS = frozenset({"PERFLAB_SERVER_IDLE_S", "PERFLAB_SERVER_PRELOAD"})
 
 
 class ServerError(PerflabError):
@@ -157,7 +163,10 @@ def import_preload() -> dict[str, str]:
 def server_key(interpret: bool, env: dict[str, str] | None = None) -> str:
     """The key of the server a caller in this interpreter needs, in this Triton mode (16 hex digits)."""
     environ = os.environ if env is None else env
-    keyed = {k: v for k, v in sorted(environ.items()) if k.startswith(_KEYED_PREFIXES) and k not in _PER_CHILD}
+    keyed = {
+        k: v for k, v in sorted(environ.items())
+        if (k.startswith(_KEYED_PREFIXES) and k not in _PER_CHILD) or k in _KEYED_HARNESS
+    }  # fmt: skip
     keyed["TRITON_INTERPRET"] = "1" if interpret else ""
     doc = {
         "protocol": PROTOCOL,
