@@ -121,10 +121,23 @@ def harness_root() -> str:
 
 def server_path(sys_path: Sequence[str] | None = None) -> list[str]:
     """The server's import path: the harness's root, then the caller's path but its first entry (the
-    script's directory or the working directory, which differ between ``perflab`` and ``python -m``)."""
+    script's directory or the working directory, which differ between ``perflab`` and ``python -m``) and
+    setuptools' vendored packages where ``import setuptools`` put them (``added_by_setuptools``)."""
     path = list(sys.path if sys_path is None else sys_path)[1:]
     root = harness_root()
-    return [root, *(p for p in path if p != root)]
+    stated = set(os.environ.get("PYTHONPATH", "").split(os.pathsep)) - {""}
+    return [root, *(p for p in path if p != root and (p in stated or not added_by_setuptools(p)))]
+
+
+def added_by_setuptools(entry: str) -> bool:
+    """Whether ``entry`` is setuptools' ``_vendor`` directory, which ``import setuptools`` appends to the importing
+    process's ``sys.path`` (setuptools/__init__.py; torch.utils.cpp_extension, which CPU Inductor's C++ builder
+    uses, imports it). Left out of the server's path, and so of its key: it is not the caller's setting
+    but an import's side effect, which a fresh interpreter of the caller (``--cold-start``'s child) has not had,
+    and which a server whose preload imports setuptools makes again itself. The child still gets the caller's whole
+    path (appended last, the entry shadows nothing found before it). Kept when $PYTHONPATH names it."""
+    p = Path(entry)
+    return p.name == "_vendor" and p.parent.name == "setuptools" and (p.parent / "__init__.py").is_file()
 
 
 def preload_modules() -> list[str]:

@@ -213,6 +213,35 @@ def test_the_key_covers_the_harness_settings_its_server_reads_not_those_its_chil
     assert server.server_key(True, {**base, "PERFLAB_SERVER_PRELOAD": "json"}) != key
 
 
+def test_the_key_leaves_out_setuptools_vendored_packages_but_not_the_callers_own_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``import setuptools`` appends its ``_vendor`` directory to the importing process's path (CPU Inductor's C++
+    builder imports it): a side effect a fresh interpreter of the caller has not had, not the caller's setting. The
+    server's path, and its key, leave it out; a directory of the caller's own, or one $PYTHONPATH names, counts."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    vendor = tmp_path / "site" / "setuptools" / "_vendor"
+    vendor.mkdir(parents=True)
+    (vendor.parent / "__init__.py").write_text("")
+    other = tmp_path / "site" / "other" / "_vendor"  # a _vendor directory of another package's
+    other.mkdir(parents=True)
+    (other.parent / "__init__.py").write_text("")
+    base = [p for p in sys.path if not rendezvous.added_by_setuptools(p)]  # this process's, setuptools imported or not
+    monkeypatch.setattr(sys, "path", base)
+    key = server.server_key(True)
+    monkeypatch.setattr(sys, "path", [*base, str(vendor)])
+    assert rendezvous.added_by_setuptools(str(vendor)) and str(vendor) not in rendezvous.server_path()
+    assert server.server_key(True) == key
+    for path in ([*base, str(other)], [*base, str(tmp_path)], [base[0], str(tmp_path), *base[1:]], base[:-1]):
+        monkeypatch.setattr(sys, "path", path)
+        assert server.server_key(True) != key, path
+    monkeypatch.setenv("PYTHONPATH", str(vendor))  # named by the caller: the caller's setting, kept
+    monkeypatch.setattr(sys, "path", base)
+    stated = server.server_key(True)
+    monkeypatch.setattr(sys, "path", [*base, str(vendor)])
+    assert str(vendor) in rendezvous.server_path() and server.server_key(True) != stated
+
+
 def test_the_key_covers_cgroups_and_resource_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     """A command in another batch job (cgroup) or under another ulimit gets a server of its own."""
     base = dict(os.environ)
