@@ -101,12 +101,10 @@ def _private_servers(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Tests' pre-warmed servers (bench.isolate.server) live in a directory of their own, and are stopped when the
     session ends (with an idle exit of their own should the session be killed).
 
-    A server is keyed on the import path (bench.isolate.rendezvous), so the path is settled before the first one
-    starts: CPU Inductor's C++ builder imports setuptools (torch.utils.cpp_extension), which appends the directory
-    of its vendored packages to ``sys.path``; imported by the first test that compiles, it made the process start
-    its server again at its next variant (~7 s of CPU on the 2-core host)."""
-    with contextlib.suppress(ImportError):
-        import setuptools  # noqa: F401
+    A server is keyed on the import path (bench.isolate.rendezvous), less the directory of setuptools' vendored
+    packages, which CPU Inductor's C++ builder appends when it imports setuptools: a test that compiles no longer
+    makes its process start a second server (~7 s of CPU on the 2-core host), and the path need not be settled
+    here first."""
     with _session_env({"PERFLAB_RUNTIME_DIR": str(tmp_path_factory.mktemp("servers")), "PERFLAB_SERVER_IDLE_S": "300"}):
         yield
         from bench.isolate import server

@@ -4,10 +4,11 @@ that picks the server a caller needs, and the messages (a 4-byte length, then JS
 A server is one per *key*: the interpreter, Python's version, the harness's import path, the import path the
 caller's children get, the Triton mode (interpreted or compiled: Triton fixes it at import), the environment
 variables the preloaded modules read at import (TORCH*, TRITON*, CUDA* but the per-variant CUDA_VISIBLE_DEVICES
-and CUBLAS_WORKSPACE_CONFIG, LD_*, OMP_*, ...), and the caller's cgroups and resource limits (a command in a
-batch job never gets children outside that job's limits). Its socket lives in a directory only its user can
-enter (``$PERFLAB_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/perflab``, else ``/tmp/perflab-<uid>``; mode 0700,
-checked).
+and CUBLAS_WORKSPACE_CONFIG, LD_*, OMP_*, ...) and those the server reads when it starts (of the harness's own
+PERFLAB_*, only its idle limit and extra preloads: a child reads the others from its caller's environment), and
+the caller's cgroups and resource limits (a command in a batch job never gets children outside that job's limits).
+Its socket lives in a directory only its user can enter (``$PERFLAB_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/perflab``,
+else ``/tmp/perflab-<uid>``; mode 0700, checked).
 """
 
 from __future__ import annotations
@@ -56,13 +57,18 @@ SERVER_LOST = 254  # exit status reported when the server died before the child:
 
 # Environment variables a child sets for itself (applied before CUDA initialises): not part of the key.
 _PER_CHILD = frozenset(
-    {"CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "PERFLAB_RUNTIME_DIR", "PERFLAB_RANK_DEVICES",
+    {"CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
      "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}  # read when a compile looks them up, never at import
-)
+)  # fmt: skip
 _KEYED_PREFIXES = (
     "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS", "NUMPY", "PYTHON",
-    "PERFLAB_",
 )  # fmt: skip
+# The harness's own variables (PERFLAB_*) are read when a child runs, from its caller's environment (the child's is
+# replaced by it before its target is imported: bench.isolate.serve), never by the preloaded modules at import
+# (tests/bench/isolate/test_preload.py records the reads). Keyed are only those the server reads when it starts: its
+# idle limit and its extra preloads. Keyed, $PERFLAB_ROUNDS or $PERFLAB_MIN_WARMUP_SECONDS started a second server
+# in a process that changed them between variants (the tests' ``default_rounds``: ~7 s of CPU on the 2-core host).
+_KEYED_HARNESS = frozenset({"PERFLAB_SERVER_IDLE_S", "PERFLAB_SERVER_PRELOAD"})
 
 
 class ServerError(PerflabError):
@@ -115,10 +121,23 @@ def harness_root() -> str:
 
 def server_path(sys_path: Sequence[str] | None = None) -> list[str]:
     """The server's import path: the harness's root, then the caller's path but its first entry (the
-    script's directory or the working directory, which differ between ``perflab`` and ``python -m``)."""
+    script's directory or the working directory, which differ between ``perflab`` and ``python -m``) and
+    setuptools' vendored packages where ``import setuptools`` put them (``added_by_setuptools``)."""
     path = list(sys.path if sys_path is None else sys_path)[1:]
     root = harness_root()
-    return [root, *(p for p in path if p != root)]
+    stated = set(os.environ.get("PYTHONPATH", "").split(os.pathsep)) - {""}
+    return [root, *(p for p in path if p != root and (p in stated or not added_by_setuptools(p)))]
+
+
+def added_by_setuptools(entry: str) -> bool:
+    """Whether ``entry`` is setuptools' ``_vendor`` directory, which ``import setuptools`` appends to the importing
+    process's ``sys.path`` (setuptools/__init__.py; torch.utils.cpp_extension, which CPU Inductor's C++ builder
+    uses, imports it). Left out of the server's path, and so of its key: it is not the caller's setting
+    but an import's side effect, which a fresh interpreter of the caller (``--cold-start``'s child) has not had,
+    and which a server whose preload imports setuptools makes again itself. The child still gets the caller's whole
+    path (appended last, the entry shadows nothing found before it). Kept when $PYTHONPATH names it."""
+    p = Path(entry)
+    return p.name == "_vendor" and p.parent.name == "setuptools" and (p.parent / "__init__.py").is_file()
 
 
 def preload_modules() -> list[str]:
@@ -157,7 +176,10 @@ def import_preload() -> dict[str, str]:
 def server_key(interpret: bool, env: dict[str, str] | None = None) -> str:
     """The key of the server a caller in this interpreter needs, in this Triton mode (16 hex digits)."""
     environ = os.environ if env is None else env
-    keyed = {k: v for k, v in sorted(environ.items()) if k.startswith(_KEYED_PREFIXES) and k not in _PER_CHILD}
+    keyed = {
+        k: v for k, v in sorted(environ.items())
+        if (k.startswith(_KEYED_PREFIXES) and k not in _PER_CHILD) or k in _KEYED_HARNESS
+    }  # fmt: skip
     keyed["TRITON_INTERPRET"] = "1" if interpret else ""
     doc = {
         "protocol": PROTOCOL,

@@ -14,8 +14,9 @@ from bench.audit.selfcheck import markdown, run_selfcheck
 from bench.audit.truth import GPU_WORKLOADS, parse_ncu_csv
 
 REPO = Path(__file__).resolve().parents[3]
-# The clocks against truth with the floor a user gets. $PERFLAB_MIN_WARMUP_SECONDS unset keys a server of its own
-# (bench.isolate.rendezvous): the file's tests on one process start it once, not once a process (~7 s of CPU each)
+# The clocks against truth with the floor a user gets ($PERFLAB_MIN_WARMUP_SECONDS unset: each child reads it from
+# its caller's environment, the process's server serves it: bench.isolate.rendezvous). The file's tests on one
+# process: a group handed out first (tests/scheduling.py)
 pytestmark = [pytest.mark.usefixtures("default_warmup"), pytest.mark.xdist_group("test_selfcheck")]
 
 

@@ -18,7 +18,8 @@ from bench.isolate.timed import KEPT_NOTE
 
 FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu", "min_rounds": 3, "max_rounds": 3,
         "busy_rounds": "keep"}  # these tests count rounds: none left out on a busy test host
-# $PERFLAB_ROUNDS unset keys a server of its own: on test_pair_rounds.py's process, which starts it once
+# $PERFLAB_ROUNDS unset (read by each child from its caller's environment: the process's server serves it); on
+# test_pair_rounds.py's process, a group handed out first (tests/scheduling.py)
 pytestmark = [pytest.mark.usefixtures("default_rounds"), pytest.mark.xdist_group("default_rounds")]
 
 # Each set-up appends the variant's letter to SETUPS; each call's process writes its pid to PIDS; LATER: what the

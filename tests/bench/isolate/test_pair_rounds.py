@@ -19,9 +19,9 @@ from bench.measure import cores
 
 # busy_rounds "keep": these tests count rounds, which a round left out on a busy test host would change
 FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu", "busy_rounds": "keep"}
-# The rounds a user gets, where a test does not fix them. $PERFLAB_ROUNDS unset keys a server of its own
-# (bench.isolate.rendezvous): this file's tests and test_kept.py's on one process start it once, not once a process
-# (~7 s of CPU each)
+# The rounds a user gets, where a test does not fix them ($PERFLAB_ROUNDS unset: each child reads it from its caller's
+# environment, the process's server serves it: bench.isolate.rendezvous). This file's tests and test_kept.py's on one
+# process: a group handed out first (tests/scheduling.py)
 pytestmark = [pytest.mark.usefixtures("default_rounds"), pytest.mark.xdist_group("default_rounds")]
 
 # The call sleeps for SLEEP_MS, times what drifts: the "host" is slower by DRIFT for every child started before.

@@ -17,12 +17,21 @@ from typing import Any
 import pytest
 
 from bench.audit.overhead import TRIVIAL
+from bench.isolate import rendezvous
 
 _CHILD = textwrap.dedent(
     """
     import importlib, json, os, sys, traceback
     from bench.isolate.rendezvous import import_preload
+    looked_up = set()  # the environment variables looked up by name while the server's modules import
+    lookup = os._Environ.__getitem__  # what environ[k], .get, `in` and os.getenv go through (environb's too: bytes)
+    def by_name(env, k):  # not a walk over every variable (tqdm's and networkx's imports pick theirs by prefix)
+        if sys._getframe(1).f_code.co_name != "__iter__":
+            looked_up.add(os.fsdecode(k))
+        return lookup(env, k)
+    os._Environ.__getitem__ = by_name
     assert not import_preload()  # once, as the server does: each job below is a child forked from here
+    os._Environ.__getitem__ = lookup
     for job in json.loads(sys.argv[1]):
         read, write = os.pipe()
         pid = os.fork()
@@ -59,7 +68,8 @@ _CHILD = textwrap.dedent(
             for m in ("triton.runtime.cache", "triton.compiler.compiler")]
     with open(sys.argv[2], "w") as f:
         json.dump({"triton_key_cached": [k.cache_info().currsize for k in keys if hasattr(k, "cache_info")],
-                   "cuda_initialized": torch.cuda.is_initialized(), "warmed": w.WARMED}, f)
+                   "cuda_initialized": torch.cuda.is_initialized(), "warmed": w.WARMED,
+                   "harness_settings_read": sorted(k for k in looked_up if k.startswith("PERFLAB_"))}, f)
     """
 )
 
@@ -144,3 +154,11 @@ def test_the_servers_imports_hash_triton_once_and_leave_cuda_alone(children: dic
     assert any(n == 1 for n in warmed["triton_key_cached"]), warmed
     assert warmed["cuda_initialized"] is False
     assert any("triton_key" in x for x in warmed["warmed"]), warmed
+
+
+def test_the_servers_imports_read_only_the_harness_settings_in_its_key(children: dict[str, Path]) -> None:
+    """The server's key leaves out the harness's PERFLAB_* settings but those the server reads when it starts
+    (bench.isolate.rendezvous): a child reads them from its caller's environment, never its server's. One read by a
+    preloaded module at import would be fixed for every child of a server that several callers share."""
+    warmed = json.loads(children["warmed"].read_text())
+    assert set(warmed["harness_settings_read"]) <= rendezvous._KEYED_HARNESS, warmed["harness_settings_read"]

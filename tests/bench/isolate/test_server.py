@@ -3,7 +3,7 @@
 Reused while its code is unchanged, replaced when a file it imported changes, private to its user,
 gone when idle; a caller that goes away takes its child with it. Tests run against the session's own
 server directory (tests/conftest.py); each test that needs a server of its own changes the key (an
-environment variable the key covers) so as not to disturb the others.
+environment variable the key covers, read by nothing: TORCH_PERFLAB_TEST_*) so as not to disturb the others.
 """
 
 from __future__ import annotations
@@ -152,17 +152,16 @@ def test_idle_server_exits_and_removes_its_socket(monkeypatch: pytest.MonkeyPatc
 
 
 def test_stop_takes_this_checkouts_servers_and_all_every_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("PERFLAB_TEST_STOP", "1")  # keyed: a server of this test's own
     # in a directory of its own: the process's other servers, which its later tests use, are not stopped with it
     monkeypatch.setenv("PERFLAB_RUNTIME_DIR", str(tmp_path / "servers"))
     interpret = _interpret()
     server.call(operator.neg, 1, interpret=interpret, timeout=120)
     pid = _server_pid(server.server_key(interpret))
-    monkeypatch.setenv("PERFLAB_TEST_OTHER", "1")  # another checkout's or environment's server: another key
+    monkeypatch.setenv("TORCH_PERFLAB_TEST_OTHER", "1")  # another checkout's or environment's server: another key
     # started, not waited for: one still importing (it cannot answer a stop yet) is stopped by a signal
     server.connect(interpret).close()
     other = next(pid for pid_file, pid in server._servers() if pid_file.stem == server.server_key(interpret))
-    monkeypatch.delenv("PERFLAB_TEST_OTHER")
+    monkeypatch.delenv("TORCH_PERFLAB_TEST_OTHER")
     assert other != pid and server.stop_all(keys=server.own_keys()) == [pid]  # `perflab server stop`: its own
     assert not rendezvous.alive(pid) and rendezvous.alive(other)
     assert other in server.stop_all()  # `--all`
@@ -196,6 +195,51 @@ def test_the_key_covers_mode_and_import_time_settings_but_not_per_variant_ones()
     assert server.server_key(True, {**base, "TORCH_SOME_FLAG": "1"}) != key
     assert server.server_key(True, {**base, "CUDA_VISIBLE_DEVICES": "1"}) == key  # each child sets its own
     assert server.server_key(True, {**base, "TERM": "dumb"}) == key
+
+
+def test_the_key_covers_the_harness_settings_its_server_reads_not_those_its_children_read() -> None:
+    """Of PERFLAB_*, the server reads its idle limit and extra preloads when it starts; a child reads the others
+    (rounds, warm-up floor, caches, results) from its caller's environment, which it takes: one server serves them all
+    (the tests' ``default_rounds`` and ``default_warmup`` unset two of them for a test: no second server)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PERFLAB_")}
+    key = server.server_key(True, base)
+    read_by_a_child = [
+        ("PERFLAB_ROUNDS", "1"), ("PERFLAB_MIN_WARMUP_SECONDS", "0.05"), ("PERFLAB_RUNTIME_DIR", "/x"),
+        ("PERFLAB_RESULTS_DIR", "/r"), ("PERFLAB_DURATIONS", "/d.json"), ("PERFLAB_RANK_DEVICES", "0"),
+    ]  # fmt: skip
+    for name, value in read_by_a_child:
+        assert server.server_key(True, {**base, name: value}) == key, name
+    assert server.server_key(True, {**base, "PERFLAB_SERVER_IDLE_S": "60"}) != key
+    assert server.server_key(True, {**base, "PERFLAB_SERVER_PRELOAD": "json"}) != key
+
+
+def test_the_key_leaves_out_setuptools_vendored_packages_but_not_the_callers_own_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``import setuptools`` appends its ``_vendor`` directory to the importing process's path (CPU Inductor's C++
+    builder imports it): a side effect a fresh interpreter of the caller has not had, not the caller's setting. The
+    server's path, and its key, leave it out; a directory of the caller's own, or one $PYTHONPATH names, counts."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    vendor = tmp_path / "site" / "setuptools" / "_vendor"
+    vendor.mkdir(parents=True)
+    (vendor.parent / "__init__.py").write_text("")
+    other = tmp_path / "site" / "other" / "_vendor"  # a _vendor directory of another package's
+    other.mkdir(parents=True)
+    (other.parent / "__init__.py").write_text("")
+    base = [p for p in sys.path if not rendezvous.added_by_setuptools(p)]  # this process's, setuptools imported or not
+    monkeypatch.setattr(sys, "path", base)
+    key = server.server_key(True)
+    monkeypatch.setattr(sys, "path", [*base, str(vendor)])
+    assert rendezvous.added_by_setuptools(str(vendor)) and str(vendor) not in rendezvous.server_path()
+    assert server.server_key(True) == key
+    for path in ([*base, str(other)], [*base, str(tmp_path)], [base[0], str(tmp_path), *base[1:]], base[:-1]):
+        monkeypatch.setattr(sys, "path", path)
+        assert server.server_key(True) != key, path
+    monkeypatch.setenv("PYTHONPATH", str(vendor))  # named by the caller: the caller's setting, kept
+    monkeypatch.setattr(sys, "path", base)
+    stated = server.server_key(True)
+    monkeypatch.setattr(sys, "path", [*base, str(vendor)])
+    assert str(vendor) in rendezvous.server_path() and server.server_key(True) != stated
 
 
 def test_the_key_covers_cgroups_and_resource_limits(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,7 +304,7 @@ def test_a_killed_server_is_replaced_and_its_childs_result_still_arrives(monkeyp
     import signal
     import threading
 
-    monkeypatch.setenv("PERFLAB_TEST_KILLED", "1")  # keyed: a server of this test's own
+    monkeypatch.setenv("TORCH_PERFLAB_TEST_KILLED", "1")  # keyed: a server of this test's own
     interpret = _interpret()
     key = server.server_key(interpret)
     server.call(operator.neg, 1, interpret=interpret, timeout=120)
@@ -290,7 +334,7 @@ def test_cli_server_status_and_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     from perflab.cli import app
 
     monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setenv("PERFLAB_TEST_CLI", "1")  # keyed: a server of this test's own
+    monkeypatch.setenv("TORCH_PERFLAB_TEST_CLI", "1")  # keyed: a server of this test's own
     interpret = _interpret()
     server.call(operator.neg, 1, interpret=interpret, timeout=120)
     pid = _server_pid(server.server_key(interpret))
