@@ -37,6 +37,7 @@ from bench.cli.common import (
     cli_layer,
     examples_for,
     line,
+    set_layer,
 )
 from bench.cli.deadline import SuiteDeadline, SuiteTimeout, check_suite_timeout
 from bench.cli.output import console, err_console, progress, warning
@@ -52,7 +53,7 @@ from bench.cli.report import (
 )
 from bench.cli.shard import campaign_tags, shard_of
 from bench.cli.workers import check_count, check_device, check_workers, workers_for
-from bench.define.config import BenchmarkConfig, ConfigError, load_config_file, resolve_config, set_layer
+from bench.define.config import BenchmarkConfig, ConfigError, load_config_file, resolve_config
 from bench.define.discovery import Example
 from bench.define.result import Comparison, SuiteResult, VariantResult
 from bench.errors import PerflabError

@@ -355,32 +355,6 @@ def _describe(exc: ValidationError) -> str:
 CONFIG_FILE_HOLDS = "expected a mapping of BenchmarkConfig fields, such as 'iterations: 20' (.json, .yaml, .yml, .toml)"
 
 
-def set_layer(items: list[str] | None) -> dict[str, Any]:
-    """``--set FIELD=VALUE`` (repeatable) as a config layer: VALUE read as a YAML scalar (``4``, ``true``, ``null``,
-    ``cpu``), checked with the other layers by ``resolve_config``. Raises ConfigError naming a bad item."""
-    import difflib
-
-    import yaml
-
-    out: dict[str, Any] = {}
-    for item in items or []:
-        field, sep, raw = item.partition("=")
-        field = field.strip()
-        if not sep or not field:
-            raise ConfigError(f"--set {item!r}: expected FIELD=VALUE, e.g. --set max_measure_seconds=4")
-        if field not in BenchmarkConfig.model_fields:
-            near = difflib.get_close_matches(field, BenchmarkConfig.model_fields, n=1)
-            hint = f" (did you mean {near[0]}?)" if near else ""
-            raise ConfigError(f"--set {item!r}: no config field {field!r}{hint}; the fields: README, Configuration")
-        if field in out:
-            raise ConfigError(f"--set {field} given twice: {out[field]!r} and {raw!r}")
-        try:
-            out[field] = yaml.safe_load(raw) if raw.strip() else raw
-        except yaml.YAMLError:
-            out[field] = raw  # the field's own check names it
-    return out
-
-
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a suite config layer from a .json, .yaml/.yml or .toml file (a flat mapping of fields)."""
     p = Path(path)
