@@ -25,6 +25,7 @@ from bench.cli.common import (
     console,
     examples_for,
     line,
+    line_width,
     print_line,
 )
 from bench.cli.fit import wrapped
@@ -88,7 +89,7 @@ def verify(
             for spec in e.variants:
                 result = run_variant(spec, Path(tmp) / spec.key.replace(":", "_"), cli_layer=layer, mode="verify")
                 failed += result.status != "ok"
-                console.print(line(result, None))
+                console.print(line(result, None, width=line_width()), soft_wrap=True)  # as `perflab run`'s
     if failed:
         raise typer.Exit(1)
 
@@ -253,28 +254,31 @@ def _energy_lines(rows: list[tuple[Any, Any, Any, Any]]) -> list[str]:
     return lines
 
 
+def _say(text: str) -> None:
+    """A server command's line, wrapped between words at the console's width, the lines after the first indented
+    (``fit.wrapped``): rich broke it where it reached the edge ("up" / "12345 s", a pid), going on at column 0."""
+    console.print(wrapped(text, console.width), markup=False, soft_wrap=True, highlight=False)
+
+
 @server_app.command("status")
 def server_status() -> None:
     """List this user's servers: pid, Triton mode, uptime, children running; "this checkout's" marks those
     `perflab server stop` stops without --all."""
     from bench.isolate import server
 
-    def say(text: str) -> None:  # wrapped between words, a figure beside its unit: rich broke "up" / "12345 s"
-        console.print(wrapped(text, console.width), markup=False, soft_wrap=True, highlight=False)
-
     found = server.servers()
     if not found:
-        say(f"no server running (socket directory {server.runtime_dir()})")
+        _say(f"no server running (socket directory {server.runtime_dir()})")
     own = server.own_keys()
     for s in found:
         name = f"server {s['pid']} key {s['key']}" + (" (this checkout's)" if s["key"] in own else "")
         if s.get("starting"):
-            say(f"{name}: starting (importing torch)")
+            _say(f"{name}: starting (importing torch)")
             continue
         failed = "; ".join(f"{module} ({why})" for module, why in (s["preload_errors"] or {}).items())
         errors = f", preload errors: {failed}" if failed else ""
-        say(f"{name}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, {s['children']} "
-            f"child(ren), exits after {s['idle_limit_s']:.0f} s idle{errors}")
+        _say(f"{name}: TRITON_INTERPRET={s['triton_interpret']!r}, up {s['uptime_s']:.0f} s, {s['children']} "
+             f"child(ren), exits after {s['idle_limit_s']:.0f} s idle{errors}")  # fmt: skip
 
 
 @server_app.command("stop")
@@ -285,8 +289,8 @@ def server_stop(
     from bench.isolate import server
 
     pids = server.stop_all(keys=None if every else server.own_keys())
-    console.print(f"stopped {len(pids)} server(s)" + (f": {', '.join(map(str, pids))}" if pids else ""))
+    _say(f"stopped {len(pids)} server(s)" + (f": {', '.join(map(str, pids))}" if pids else ""))
     others = [] if every else [s["pid"] for s in server.servers(timeout=0.5)]
     if others:
-        console.print(f"left running: {len(others)} server(s) of other checkouts or environments "
-                      f"({', '.join(map(str, others))}); --all stops them too", markup=False)  # fmt: skip
+        _say(f"left running: {len(others)} server(s) of other checkouts or environments "
+             f"({', '.join(map(str, others))}); --all stops them too")  # fmt: skip

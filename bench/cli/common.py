@@ -174,6 +174,12 @@ def line(result: VariantResult, comparison: Comparison | None, prefix: str = "",
     return text if width is None else _wrapped_line(text, width)
 
 
+def line_width() -> int | None:
+    """The width ``line`` wraps a variant's line at: the console's on a terminal; None off one (a CI log, ``| cat``),
+    where a variant is one line, which the README describes and scripts/gpu_session.sh's awk reads."""
+    return console.width if console.is_terminal else None
+
+
 def _wrapped_line(text: Text, width: int) -> Text:
     """``text``'s first line, when wider than ``width``, wrapped between words (``fit.wrapped``: a figure beside its
     unit) onto lines starting under the name (column 8), the status and name kept on the first; each piece keeps

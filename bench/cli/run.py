@@ -37,10 +37,11 @@ from bench.cli.common import (
     cli_layer,
     examples_for,
     line,
+    line_width,
     set_layer,
 )
 from bench.cli.deadline import SuiteDeadline, SuiteTimeout, check_suite_timeout
-from bench.cli.output import console, err_console, progress, warning
+from bench.cli.output import err_console, progress, warning
 from bench.cli.report import (
     Finished,
     Stopped,
@@ -289,7 +290,7 @@ def _run(
                 files.variant(result, comparison)
             # Wrapped on a terminal only: off one (a CI log, `| cat`) a variant is one line, counted, which the
             # README describes and scripts/gpu_session.sh's awk reads (status and name, then what the tools found).
-            report(line(result, comparison, prefix, console.width if console.is_terminal else None))
+            report(line(result, comparison, prefix, line_width()))
 
         before_s = process_age_s()  # interpreter start, imports, discovery, server and MLflow threads started
         deadline, t0 = SuiteDeadline(suite_timeout, before_s), time.monotonic()

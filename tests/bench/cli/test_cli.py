@@ -160,6 +160,27 @@ def test_verify_reports_a_setup_failure(tree: Path) -> None:
     assert "ok ch07:bad:optimized" in done.stdout  # the next variant still ran
 
 
+def test_verify_wraps_a_long_line_on_a_terminal_only(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich broke verify's long lines at the console's edge, at column 0, mid-phrase ("12.0" / "s"), off a terminal
+    too: as `perflab run`'s, on a terminal (``TTY_COMPATIBLE=1``) a line goes on under the name, between words,
+    within 80 columns; off one (a log, awk) each variant is one line, however long."""
+    from bench.define.result import ErrorInfo, VariantResult
+    from bench.isolate import runner
+
+    said = "ModuleNotFoundError: No module named 'transformer_engine' while importing the kernels after 12.0 s"
+    monkeypatch.setattr(runner, "run_variant", lambda spec, *_, **__: VariantResult(
+        spec=spec, status="failed", failed_stage="setup", error=ErrorInfo(kind="exception", message=said)))  # fmt: skip
+    args = ["verify", "-t", "ch7:x", "--chapters-dir", str(tree)]
+    tty = CliRunner().invoke(app, args, env={"COLUMNS": "80", "TTY_COMPATIBLE": "1"}).output.splitlines()
+    assert len(tty) > 3 and all(len(x) <= 80 for x in tty), tty
+    assert [x.split()[:2] for x in tty if not x.startswith(" " * 8)] == [
+        ["failed", f"ch07:x:{v}"] for v in ("baseline", "optimized", "optimized_fast")], tty  # fmt: skip
+    assert all(x.startswith(" " * 8) and x[8] != " " for x in tty if not x.startswith(" failed")), tty
+    assert sum("after 12.0 s" in x for x in tty) == 3, tty  # a figure beside its unit
+    off = CliRunner().invoke(app, args, env={"COLUMNS": "80", "TTY_COMPATIBLE": "0"}).output.splitlines()
+    assert len(off) == 3 and all(x.startswith(" failed ch07:x:") and x.endswith(said) for x in off), off
+
+
 @pytest.mark.parametrize("command", [["verify", "-t"], ["profile", "--no-track"]])
 def test_a_cuda_device_the_host_lacks_is_one_line_not_a_failure_per_variant(
     tree: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
@@ -321,3 +342,21 @@ def test_server_status_fits_80_columns_each_figure_beside_its_unit(monkeypatch: 
                  "preload errors: transformer_engine (ModuleNotFoundError: No module named 'transformer_engine')"):
         assert fact in said, out
     assert all(any(f in x for x in lines) for f in ("12345 s", "900 s")) and "{" not in out, out  # units kept; no repr
+
+
+def test_server_stop_left_running_fits_80_columns_under_its_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 80 columns rich broke the "left running" line at the edge, going on at column 0: each line within 80, the
+    rest indented under it, every pid whole."""
+    from bench.isolate import server
+
+    others = [123456, 234567, 345678, 456789]
+    monkeypatch.setattr(server, "stop_all", lambda keys=None: [4242])
+    monkeypatch.setattr(server, "servers", lambda timeout=None: [{"pid": p} for p in others])
+    monkeypatch.setattr(server, "own_keys", lambda: {"mine"})
+    out = CliRunner().invoke(app, ["server", "stop"], env={"COLUMNS": "80"}).output
+    lines = out.splitlines()
+    assert lines[0] == "stopped 1 server(s): 4242" and lines[1].startswith("left running: 4 server(s)"), out
+    assert len(lines) > 2 and all(len(x) <= 80 for x in lines), out
+    assert all(x.startswith("    ") and x[4] != " " for x in lines[2:]), out
+    said = " ".join(" ".join(lines[1:]).split())
+    assert f"({', '.join(map(str, others))}); --all stops them too" in said, out
