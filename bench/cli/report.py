@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.cli.common import energy_table, table
 from bench.cli.fit import wrapped
@@ -69,13 +69,18 @@ def rest_command(
     return "; ".join(commands)
 
 
-def partial_suite(examples: Sequence[Example], finished: Finished, wall_s: float) -> SuiteResult:
-    """The suite of the variants that finished, in example order (variants in file order)."""
+def partial_suite(
+    examples: Sequence[Example], finished: Finished, wall_s: float, timeline: Sequence[dict[str, Any]] = ()
+) -> SuiteResult:
+    """The suite of the variants that finished, in example order (variants in file order), with ``timeline``: the
+    time-line entries recorded before it stopped (each child that ran, a round of an unfinished example's
+    included), by start as a whole suite's."""
     order = {spec.key: n for n, spec in enumerate(v for e in examples for v in e.variants)}
     results = sorted((r for r, _ in finished), key=lambda r: order.get(r.spec.key, len(order)))
     pairs = [c for _, c in sorted(finished, key=lambda f: order.get(f[0].spec.key, len(order))) if c is not None]
     unpaired = [e.target for e in examples if not e.optimized]
-    return SuiteResult(variants=results, comparisons=pairs, unpaired=unpaired, wall_s=wall_s)
+    return SuiteResult(variants=results, comparisons=pairs, unpaired=unpaired, wall_s=wall_s,
+                       timeline=sorted(timeline, key=lambda t: t["start_s"]))  # fmt: skip
 
 
 def report_suite(

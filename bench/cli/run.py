@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -282,6 +282,7 @@ def _run(
     prefix = chapter_prefix([e.target for e in examples])
     total = sum(len(e.variants) for e in examples)
     finished: Finished = []
+    timeline: list[dict[str, Any]] = []  # each variant's time-line entry, kept should the suite be stopped
     with progress(f"{prefix.rstrip(':') or 'suite'}: variants", total) as report:
 
         def on_result(result: VariantResult, comparison: Comparison | None) -> None:
@@ -297,16 +298,18 @@ def _run(
         try:
             with deadline:
                 if options.get("ray") is not None:
-                    suite = _on_ray(examples, sink, on_result, expected, chapters_dir=chapters_dir, **options)
+                    suite = _on_ray(examples, sink, on_result, expected, chapters_dir=chapters_dir,
+                                    on_timeline=timeline.append, **options)  # fmt: skip
                 else:
                     suite = run_suite(examples, sink=sink, on_result=on_result, workers=workers, expected_s=expected,
-                                      **options)  # type: ignore[arg-type]  # fmt: skip
-        except SuiteTimeout as exc:  # what finished is the suite; the rest is named
-            return partial_suite(examples, finished, time.monotonic() - t0), before_s, stopped(
+                                      on_timeline=timeline.append, **options)  # type: ignore[arg-type]  # fmt: skip
+        except SuiteTimeout as exc:  # what finished is the suite, with its time line; the rest is named
+            return partial_suite(examples, finished, time.monotonic() - t0, timeline), before_s, stopped(
                 examples, finished, "timeout", str(exc), *rest)  # fmt: skip
         except BaseException as exc:
             wall_s = time.monotonic() - t0
-            _end_unfinished(sink, examples, isinstance(exc, KeyboardInterrupt), files, finished, rest, wall_s)
+            _end_unfinished(sink, examples, isinstance(exc, KeyboardInterrupt), files, finished, rest, wall_s,
+                            timeline)  # fmt: skip
             raise
     save_durations(durations, signature, suite)
     return suite, before_s, None
@@ -314,12 +317,13 @@ def _run(
 
 def _end_unfinished(
     sink: BackgroundSink | None, examples: list[Example], interrupted: bool, files: OutDir | None, finished: Finished,
-    rest: tuple[Path | None, list[str]], wall_s: float = 0.0,
+    rest: tuple[Path | None, list[str]], wall_s: float = 0.0, timeline: Sequence[dict[str, Any]] = (),
 ) -> None:  # fmt: skip
     """A suite that did not end (Ctrl-C, SIGTERM or SIGHUP: ``interrupted``; else an error): the variants that
     finished are logged (and in ``files``), the parent run ended (KILLED, ``perflab.suite_status`` ``interrupted``;
     or FAILED), and one line says how many and where they are (with ``--no-track``: that nothing is logged), a
-    second the command that runs the examples left (``rest``: their chapters directory, the command's options)."""
+    second the command that runs the examples left (``rest``: their chapters directory, the command's options).
+    ``timeline``: the time-line entries of what ran, for the files' summary."""
     what = "interrupted" if interrupted else "stopped by an error"
     total = sum(len(e.variants) for e in examples)
     if files is not None:
@@ -327,7 +331,7 @@ def _end_unfinished(
             from bench.record.summary import summary_dict, summary_markdown
 
             stop = stopped(examples, finished, "interrupted" if interrupted else "failed", what, *rest)
-            summary = {**summary_dict(partial_suite(examples, finished, wall_s)), "suite_status": stop.status,
+            summary = {**summary_dict(partial_suite(examples, finished, wall_s, timeline)), "suite_status": stop.status,
                        "not_finished": stop.not_finished}  # fmt: skip
             files.finish(summary, summary_markdown(summary) + stopped_markdown(stop), stop.not_finished, what)
     if sink is None:

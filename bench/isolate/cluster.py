@@ -228,11 +228,13 @@ def run_on_ray(
     sink: Sink | None = None, on_result: OnResult | None = None, cold_start: bool = False, overlap: bool = True,
     chapters_dir: str | Path | None = None, describe_host: Callable[[], dict[str, Any]] | None = None,
     warn: Callable[[str], None] | None = None, max_attempts: int = 2, expected_s: Mapping[str, float] | None = None,
+    on_timeline: Callable[[dict[str, Any]], None] | None = None,
 ) -> SuiteResult:  # fmt: skip
     """Run ``examples`` on the Ray cluster at ``address`` ("auto": ``$RAY_ADDRESS`` or the cluster ``ray start``
     made on this host) and return the suite as ``run_suite`` would. ``describe_host``: a node's host manifest
     (``bench.record.manifest.host_manifest``), called on the node; ``warn``: one line per node whose commit
-    differs from this host's. ``expected_s``: the last run's seconds per variant: the longest examples go first."""
+    differs from this host's. ``expected_s``: the last run's seconds per variant: the longest examples go first.
+    ``on_timeline``: each time-line entry as the driver gets it (a node's, when its node ends), as ``run_suite``'s."""
     ray = import_ray()
     joined = time.monotonic() - _JOINED_S.pop(address, 0.0)
     if not ray.is_initialized():  # check_ray joined it already
@@ -256,7 +258,7 @@ def run_on_ray(
             .remote().run.remote(dispatcher, job): node
             for node, gpus in gpu_nodes.items()
         }  # fmt: skip
-        driver = _Driver(examples, sink, on_result, warn, describe_host)
+        driver = _Driver(examples, sink, on_result, warn, describe_host, on_timeline)
         with tempfile.TemporaryDirectory(prefix="perflab-ray-") as tmp:
             driver.profiles = Path(tmp)
             driver.wait(ray, dispatcher, runs, wall0)
@@ -339,8 +341,10 @@ class _Driver:
     def __init__(
         self, examples: Sequence[Example], sink: Sink | None, on_result: OnResult | None,
         warn: Callable[[str], None] | None, describe_host: Callable[[], dict[str, Any]] | None,
+        on_timeline: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:  # fmt: skip
         self.examples, self.sink, self.on_result, self.warn = examples, sink, on_result, warn
+        self.on_timeline = on_timeline
         self.done = Done()
         self.timeline: list[dict[str, Any]] = []
         self.profiles = Path(tempfile.gettempdir())
@@ -357,8 +361,9 @@ class _Driver:
                 node = runs.pop(ref)
                 try:
                     started, entries = ray.get(ref)
-                    self.timeline += [{**e, "start_s": e["start_s"] + started - wall0,
-                                       "end_s": e["end_s"] + started - wall0} for e in entries]  # fmt: skip
+                    shift = started - wall0  # the node's clock to the driver's
+                    for e in entries:
+                        self._timed({**e, "start_s": e["start_s"] + shift, "end_s": e["end_s"] + shift})
                 except ray.exceptions.RayError as exc:  # the node, its agent or the harness on it failed
                     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [type(exc).__name__]
                     why = lines[0] if len(lines) == 1 else f"{lines[0]} … {lines[-1]}"  # a task's error: its last
@@ -369,6 +374,11 @@ class _Driver:
                         self.warn(f"{reason}; the examples it held put back in the queue for another node: {names}")
             if not runs:
                 ray.get(dispatcher.give_up.remote("no Ray node was left to run it"))
+
+    def _timed(self, entry: dict[str, Any]) -> None:
+        self.timeline.append(entry)
+        if self.on_timeline is not None:
+            self.on_timeline(entry)
 
     def _take(self, finished: list[Payload], failed: list[tuple[int, str]]) -> None:
         for payload in finished:

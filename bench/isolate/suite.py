@@ -39,6 +39,7 @@ def run_suite(
     workers: Sequence[Worker] | None = None,
     expected_s: Mapping[str, float] | None = None,
     overlap: bool = True,
+    on_timeline: Callable[[dict[str, Any]], None] | None = None,
 ) -> SuiteResult:
     """Run every variant of ``examples``, baseline first; compare each optimized with its baseline.
 
@@ -51,6 +52,8 @@ def run_suite(
     a variant measures, only which worker is idle at the end.
     ``overlap``: start each variant's child ahead, held before its ``setup()`` (bench.isolate.workers, rules
     1 and 2); off with ``cold_start`` (cold numbers) and with profiling (profile children run beside nothing).
+    ``on_timeline``: each variant's time-line entry (one per round) as it is recorded, so that a caller whose suite
+    is stopped (``KeyboardInterrupt``: no result is returned) keeps the time line of what ran.
     """
     t0 = time.monotonic()
     pool = list(workers or [{}])
@@ -62,7 +65,13 @@ def run_suite(
         pending.put(item)
     done = Done()
     timeline: list[dict[str, Any]] = []
-    run_lanes(pending, done, timeline.append, pool, suite_layer, cli_layer, sink=sink, on_result=on_result,
+
+    def record(entry: dict[str, Any]) -> None:
+        timeline.append(entry)
+        if on_timeline is not None:
+            on_timeline(entry)
+
+    run_lanes(pending, done, record, pool, suite_layer, cli_layer, sink=sink, on_result=on_result,
               workdir=workdir, keep_workdir=keep_workdir, cold_start=cold_start, overlap=overlap, t0=t0)  # fmt: skip
     return _suite_result(examples, done, timeline, time.monotonic() - t0)
 

@@ -52,6 +52,7 @@ def test_a_suite_timeout_keeps_what_finished_and_names_the_rest(
     assert "time ran out" in (cases["z:optimized"].find("error").get("message") or "")  # type: ignore[union-attr]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["suite_status"] == "timeout" and summary["not_finished"] == ["ch07:z:baseline", "ch07:z:optimized"]
+    assert [t["key"] for t in summary["timeline"]] == ["ch07:a:baseline", "ch07:a:optimized"]
 
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("ci").experiment_id])
@@ -67,18 +68,80 @@ def test_a_suite_timeout_keeps_what_finished_and_names_the_rest(
     assert {k: v for k, v in variant.data.tags.items() if k in written["tags"]} == written["tags"]
 
 
+# z's baseline says when it is in its set-up (a's pair over: one worker runs the examples in order), then sleeps there
+_MARKS_SETUP = """
+_setup = Bench.setup
+
+
+def _marked_setup(self):
+    open({mark!r}, "w").close()
+    _setup(self)
+
+
+Bench.setup = _marked_setup
+"""
+
+
+def test_a_cut_suites_summary_keeps_the_time_line_of_what_ran(
+    chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path
+) -> None:
+    """The suite stopped at its time wrote ``"timeline": []``: where its time went (the workers' times, the output
+    checks of the stage split) read nothing for the variants that finished. The deadline is cut at a known point:
+    its own alarm (SIGALRM) sent once a's pair is over and z's baseline sleeps in its set-up, not a race with the
+    host's speed."""
+    import signal
+
+    mark = tmp_path / "z-in-setup"
+    root = chapters({"ch07/baseline_a.py": {}, "ch07/optimized_a.py": {},
+                     "ch07/baseline_z.py": {"SETUP_SLEEP": 1000.0, "extra": _MARKS_SETUP.format(mark=str(mark))},
+                     "ch07/optimized_z.py": {}})  # fmt: skip
+    out = tmp_path / "ci"
+    env = os.environ | {"COLUMNS": "300", "NO_COLOR": "1"}
+    with subprocess.Popen([sys.executable, "-m", "perflab", "run", "--chapters-dir", str(root), "--no-track",
+                           "--device", "cpu", "--suite-timeout", "600", "--out", str(out),
+                           "--timeout-multiplier", "100"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as proc:  # fmt: skip
+        try:
+            t0 = time.monotonic()
+            while not mark.exists() and proc.poll() is None and time.monotonic() - t0 < 240:
+                time.sleep(0.1)
+            assert mark.exists(), proc.stdout.read() if proc.poll() is not None and proc.stdout else "z never began"
+            proc.send_signal(signal.SIGALRM)  # the suite's time is up
+            said, _ = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+    assert proc.returncode == 124, said
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["suite_status"] == "timeout" and summary["not_finished"] == ["ch07:z:baseline", "ch07:z:optimized"]
+    timeline = summary["timeline"]
+    assert [t["key"] for t in timeline] == ["ch07:a:baseline", "ch07:a:optimized"], timeline
+    assert [t["start_s"] for t in timeline] == sorted(t["start_s"] for t in timeline)
+    assert all(t["run_s"] > 0 and t["end_s"] > t["start_s"] and t["worker"] == 0 for t in timeline), timeline
+    assert summary["time_breakdown"]["workers"] == 1 and summary["time_breakdown"]["run_s"] > 0
+    compared = sum(t["compare_s"] for t in timeline)  # a's outputs compared: part of the stage split's "checks"
+    assert compared > 0 and summary["stages_s"]["checks"] >= compared
+    assert summary["stages_s_by_chapter"]["ch07"]["checks"] == pytest.approx(summary["stages_s"]["checks"])
+    assert re.search(r"time: 1 worker\(s\), [\d.]+ s running variants", said), said
+
+
 def test_a_signalled_suites_files_name_what_did_not_finish_and_its_wall(
     chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """SIGTERM or Ctrl-C mid-suite (``_end_unfinished``): ``summary.md`` closed without the variants left (its
-    "Not finished" section was the suite timeout's only) and both files read a wall of 0.0 s."""
+    "Not finished" section was the suite timeout's only) and both files read a wall of 0.0 s; summary.json keeps the
+    time line of what ran."""
     from bench.cli.run import _end_unfinished
     from bench.define.discovery import discover, select
     from bench.record.outdir import OutDir
 
     root = chapters({"ch07/baseline_a.py": {}, "ch07/optimized_a.py": {}, "ch07/baseline_solo.py": {}})
     out = tmp_path / "ci"
-    _end_unfinished(None, select(discover(root)), True, OutDir(out, dict), [], (root, ["--device", "cpu"]), 12.5)
+    # a round of a, its example unfinished
+    ran = {"key": "ch07:a:baseline", "round": 0, "start_s": 0.5, "end_s": 9.0, "run_s": 8.0, "compare_s": 0.0,
+           "other_s": 0.5, "ahead_s": 0.0, "late_s": 0.0, "beside": False, "worker": 0}  # fmt: skip
+    _end_unfinished(None, select(discover(root)), True, OutDir(out, dict), [], (root, ["--device", "cpu"]), 12.5,
+                    [ran])  # fmt: skip
+    assert json.loads((out / "summary.json").read_text())["timeline"] == [ran]
     md = (out / "summary.md").read_text()
     assert "wall 12.5 s" in md and "## Not finished" in md, md
     assert "- ch07:a:optimized\n" in md and "- ch07:solo:baseline\n" in md
