@@ -38,6 +38,7 @@ from bench.measure.rounds import decide, round_ratios
 TIME_LIMIT_STRETCH = 2.0  # below min_rounds, max_rounds_seconds is stretched this many times before it stops a pair
 BUSY_FLAG = "host busy:"  # a measurement's flag where other processes took the host's CPU (bench.isolate.timed)
 
+
 @dataclass
 class Rounds:
     """One example's rounds: ``start()`` the next, ``add()`` each child's result, ``results()`` at the end."""
@@ -55,6 +56,7 @@ class Rounds:
     threads: dict[str, Any] = field(default_factory=dict)  # this round's job extras: its threads cap, both sides
     kept: dict[str, Kept] = field(default_factory=dict)  # each variant's child parked between rounds (round_children)
     keeping: bool | None = None  # whether later rounds resume the parked children: decided after round 0
+    keep_note: str | None = None  # where they take fresh children instead, why (``fresh_note``): decided with it
 
     def start(self, fresh: bool = True) -> list[VariantSpec]:
         """The next round's variants, in the round's order; the round's thread cap read first (``fresh=False``:
@@ -93,23 +95,40 @@ class Rounds:
     def release(self) -> list[Kept]:
         """After a complete round: the parked children no round needs any more (every one once the example is done
         or later rounds take fresh children, a settled pair's optimized side), taken out of ``kept``."""
-        if self.number == 0 and self.kept:
-            self.keeping = not self.done and self._keeps()
+        if self.number == 0 and not self.done:
+            self.keeping = self._keeps()  # none parked ("fresh", ranks): False, and why
         gone = [k for k, c in self.kept.items() if self.done or not self.keeping or k in self.stops or not c.alive]
         return [self.kept.pop(k) for k in gone]
 
     def _keeps(self) -> bool:
         """Whether the children parked after round 0 time the later rounds: ``round_children`` ("auto": where a
         fresh child of the slowest variant would pay KEEP_SETUP_S or more again, ``repaid_s``), within half the
-        device's memory."""
+        device's memory. Where not, ``keep_note`` says why."""
         firsts = [r[0] for r in self.by_key.values() if r]
         how = {f.config.get("round_children", "auto") for f in firsts}
-        if "fresh" in how or len(self.kept) < len(firsts):
-            return False  # a variant whose child did not park (ranks) leaves the pair to fresh ones
-        total = next((k.total_mb for k in self.kept.values() if k.total_mb), None)
-        if total is not None and sum(k.held_mb for k in self.kept.values()) > total / 2:
+        setting = "fresh" if "fresh" in how else "kept" if how == {"kept"} else "auto"
+        if "fresh" in how:
+            self.keep_note = fresh_note(setting)
             return False
-        return how == {"kept"} or max(map(repaid_s, firsts)) >= KEEP_SETUP_S
+        if len(self.kept) < len(firsts):  # a variant whose child did not park (ranks) leaves the pair to fresh ones
+            unparked = [r[0].spec.variant for k, r in self.by_key.items() if r and k not in self.kept]
+            self.keep_note = fresh_note(setting, f"a child did not park ({', '.join(unparked)})")
+            return False
+        total = next((k.total_mb for k in self.kept.values() if k.total_mb), None)
+        held = sum(k.held_mb for k in self.kept.values())
+        if total is not None and held > total / 2:
+            self.keep_note = fresh_note(setting, f"parked children would hold {held:,.0f} of {total:,.0f} MiB, over "
+                                        "half the device's")  # fmt: skip
+            return False
+        slowest = max(firsts, key=repaid_s)
+        repaid = repaid_s(slowest)
+        if how == {"kept"} or repaid >= KEEP_SETUP_S:
+            return True
+        paid = "set-up" if (slowest.launch or "").startswith("cold_start") else "start-up, set-up"  # as ``repaid_s``
+        self.keep_note = fresh_note(setting, f"round 0's {paid} and first-call excess came to {repaid:.2f} s (slowest "
+                                    f"variant, {slowest.spec.variant}), under the {KEEP_SETUP_S:g} s a kept child "
+                                    "would save")  # fmt: skip
+        return False
 
     def kill_kept(self) -> None:
         """Every parked child at once (an interrupted suite, a worker's fault)."""
@@ -202,8 +221,19 @@ class Rounds:
         return None
 
     def results(self) -> list[VariantResult]:
-        """Each variant's result over its rounds (``merge``), in file order."""
-        return [merge(self.by_key[s.key]) for s in self.example.variants if s.key in self.by_key]
+        """Each variant's result over its rounds (``merge``), in file order; one of several rounds whose later ones
+        took fresh children with ``keep_note`` in its timing's notes (a kept child's note is its own: KEPT_NOTE)."""
+        out = []
+        for s in self.example.variants:
+            rounds = self.by_key.get(s.key)
+            if not rounds:
+                continue
+            result = merge(rounds)
+            t, note = result.timing, self.keep_note
+            if note and len(rounds) > 1 and t is not None and note not in t.notes:
+                result = result.model_copy(update={"timing": t.model_copy(update={"notes": [*t.notes, note]})})
+            out.append(result)
+        return out
 
     def compare(self, verify: Any) -> list[Comparison]:
         """Each optimized variant against the baseline of the same rounds."""
@@ -280,6 +310,12 @@ def metric_of(result: VariantResult) -> str:
     if result.generation is not None and result.generation.speedup_metric != "time":
         return str(result.generation.speedup_metric)
     return "time"
+
+
+def fresh_note(setting: str, why: str = "") -> str:
+    """A variant's note where its later rounds each ran in a fresh child: ``round_children``'s setting and, under
+    "auto" or "kept", why round 0's children were not kept (``Rounds._keeps``)."""
+    return f"rounds after the first each in a fresh child (round_children {setting})" + (f": {why}" if why else "")
 
 
 def repaid_s(first: VariantResult) -> float:

@@ -117,14 +117,19 @@ def test_auto_keeps_children_only_where_set_up_is_slow(tmp_path, write_benchmark
     """"auto": a set-up of KEEP_SETUP_S or more is paid once a side; a quick one again in every round (the rounds'
     spread then holds set-up-to-set-up variation too)."""
     quick = pair(tmp_path / "quick", write_benchmark)
-    run_suite(select(discover(quick)), cli_layer=FAST)
+    suite = run_suite(select(discover(quick)), cli_layer=FAST)
     assert sorted((tmp_path / "quick" / "setups").read_text()) == ["b"] * 3 + ["o"] * 3
+    why = "rounds after the first each in a fresh child (round_children auto): round 0's start-up, set-up and "
+    for v in suite.variants:  # why, in the merged result (its stages are summed over the rounds)
+        assert [n for n in v.timing.notes if n.startswith(why)] and KEPT_NOTE not in v.timing.notes, v.timing.notes
     slow = pair(tmp_path / "slow", write_benchmark, setup_s=KEEP_SETUP_S + 0.1)
     suite = run_suite(select(discover(slow)), cli_layer=FAST)
     assert all(v.status == "ok" for v in suite.variants)
     assert sorted((tmp_path / "slow" / "setups").read_text()) == ["b", "o"]
     set_up = sum(s.duration_s or 0.0 for v in suite.variants for s in v.stages if s.name == "setup")
     assert set_up < 4 * KEEP_SETUP_S  # two set-ups summed over the rounds, not six
+    assert all(KEPT_NOTE in v.timing.notes and not any("fresh child" in n for n in v.timing.notes)
+               for v in suite.variants)  # fmt: skip
     gone(tmp_path / "slow" / "pids")
 
 
@@ -164,8 +169,11 @@ def test_a_later_round_warms_up_to_round_0s_steady_state_in_one_window(tmp_path,
 
 def test_fresh_asked_for_is_fresh(tmp_path, write_benchmark) -> None:
     root = pair(tmp_path, write_benchmark, setup_s=KEEP_SETUP_S + 0.1)
-    run_suite(select(discover(root)), cli_layer={**FAST, "min_rounds": 2, "max_rounds": 2, "round_children": "fresh"})
+    cli = {**FAST, "min_rounds": 2, "max_rounds": 2, "round_children": "fresh"}
+    suite = run_suite(select(discover(root)), cli_layer=cli)
     assert sorted((tmp_path / "setups").read_text()) == ["b", "b", "o", "o"]
+    for v in suite.variants:
+        assert "rounds after the first each in a fresh child (round_children fresh)" in v.timing.notes, v.timing.notes
 
 
 def test_a_kept_child_that_dies_in_a_later_round_is_recorded(tmp_path, write_benchmark) -> None:
@@ -268,6 +276,47 @@ def test_a_fresh_interpreters_start_up_is_not_the_variants_to_repay(tmp_path, wr
     rounds, _ = _rounds(tmp_path, write_benchmark, 0.1, startup_s=2.6, launch=launch)
     rounds.release()
     assert rounds.keeping is keeping
+
+
+def _round_1(rounds: Any) -> list[Any]:
+    """After ``release()``: round 1 over (each variant's round 0 result again), the example done; its merged
+    results."""
+    for results in rounds.by_key.values():
+        results.append(results[0])
+    rounds.number, rounds.done = 1, True
+    return rounds.results()
+
+
+@pytest.mark.parametrize(("setup_s", "how", "held_mb", "parked", "why"), [
+    (KEEP_SETUP_S / 2, "auto", 0.0, 3, "(round_children auto): round 0's start-up, set-up and first-call excess came "
+     "to 0.50 s (slowest variant, baseline), under the 1 s a kept child would save"),
+    (10.0, "fresh", 0.0, 0, "(round_children fresh)"),  # none asked to park
+    (10.0, "auto", 200.0, 3, "(round_children auto): parked children would hold 600 of 1,000 MiB, over half the "
+     "device's"),
+    (10.0, "kept", 0.0, 2, "(round_children kept): a child did not park (optimized_two)"),
+], ids=["quick", "fresh", "memory", "unparked"])  # fmt: skip
+def test_later_rounds_in_fresh_children_say_why(tmp_path, write_benchmark, setup_s, how, held_mb, parked,
+                                                why) -> None:  # fmt: skip
+    """Where round 0's children are not kept, each variant's merged result says why, with round 0's figures (its
+    stages are summed over the rounds: round 0's can't be read back from it)."""
+    rounds, _ = _rounds(tmp_path, write_benchmark, setup_s, how, held_mb, clock="cpu")
+    for key in list(rounds.kept)[parked:]:
+        del rounds.kept[key]
+    rounds.release()
+    assert not rounds.keeping
+    for v in _round_1(rounds):
+        assert v.timing.notes == [f"rounds after the first each in a fresh child {why}"]
+
+
+def test_kept_children_and_a_single_round_leave_no_fresh_note(tmp_path, write_benchmark) -> None:
+    rounds, _ = _rounds(tmp_path, write_benchmark, KEEP_SETUP_S, clock="cpu")
+    rounds.release()
+    assert rounds.keeping and rounds.keep_note is None
+    assert all(v.timing.notes == [] for v in _round_1(rounds))
+    once, _ = _rounds(tmp_path / "once", write_benchmark, 0.1, clock="cpu")
+    once.done = True  # one round is all: no later round to take a child
+    once.release()
+    assert once.keep_note is None and all(v.timing.notes == [] for v in once.results())
 
 
 # A token-generating engine: 2 requests of 4 tokens, one step a token each, ``step_s`` a step in its process's first
