@@ -53,6 +53,9 @@ class Timing(BaseModel):
     rounds: list[int] | None = None
     # Intra-op threads of a host-clocked measurement (torch.get_num_threads()), per round when in rounds
     threads: list[int] | None = None
+    # The host CPU's speed reference (bench.measure.hostspeed), ms, read right before and right after the
+    # measurement: [before, after], one per round when in rounds (a round without readings: [])
+    host_ref_ms: list[list[float]] = Field(default_factory=list)
 
 
 class BatchTiming(BaseModel):

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from bench.define.result import VariantResult
+from bench.measure.hostspeed import slow_rounds_note
 from bench.measure.stats import summarize
 
 
@@ -29,7 +30,7 @@ def merge(rounds: list[VariantResult], timed: list[int] | None = None) -> Varian
     kept = [rounds[i] for i in timed] if timed is not None else rounds
     timings = [r.timing for r in kept]
     if first.timing is not None and all(t is not None for t in timings):
-        update["timing"] = _pooled(first.timing, timings, first.config)
+        update["timing"] = _pooled(first.timing, timings, first.config, timed)
     batches = [r.batch for r in kept]
     if first.batch is not None and all(b is not None for b in batches):
         update["batch"] = _pooled(first.batch, batches, first.config)
@@ -98,10 +99,12 @@ def _summed_stages(rounds: list[VariantResult]) -> list[Any]:
     return [s.model_copy(update={"duration_s": spent.get(s.name, s.duration_s)}) for s in rounds[0].stages]
 
 
-def _pooled(first: Any, parts: list[Any], config: dict[str, Any]) -> Any:
+def _pooled(first: Any, parts: list[Any], config: dict[str, Any], numbers: list[int] | None = None) -> Any:
     """A Timing (or BatchTiming) of every round's samples, in order, with each round's count; its noise the worst
     round's, as its target is met only where every round met it (round 0's alone was logged, ``timing_noise_pct``);
-    its stop reason each round's where they differ, by count ("noise_target 2, max_time 1")."""
+    its stop reason each round's where they differ, by count ("noise_target 2, max_time 1"). A Timing also keeps each
+    round's host CPU reference (``host_ref_ms``; ``numbers``: the rounds' numbers) and names a round whose reference
+    ran slow (bench.measure.hostspeed)."""
     samples = [x for p in parts for x in p.samples_ms]
     notes = list(dict.fromkeys(n for p in parts for n in p.notes))
     noises = [p.noise for p in parts if p.noise is not None]
@@ -116,6 +119,9 @@ def _pooled(first: Any, parts: list[Any], config: dict[str, Any]) -> Any:
         update["threads"] = threads or None
         if len(set(threads)) > 1:
             update["notes"] = [*notes, mixed_threads_note(threads)]
+        update["host_ref_ms"] = refs = [p.host_ref_ms[0] if p.host_ref_ms else [] for p in parts]
+        if slow := slow_rounds_note(refs, numbers):
+            update["notes"] = [*update["notes"], slow]
         flags = list(dict.fromkeys(f for p in parts for f in p.machine_flags))
         update["machine_flags"] = flags
         update["target_met"] = all(p.target_met for p in parts) if first.target_met is not None else None

@@ -238,10 +238,10 @@ def _repeat(v: SetUp, fn: Any, timed_sample: Any) -> dict[str, Any]:
 
 
 def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, float]:
-    """The measurement stage: outputs poisoned, the GPU's state and the host's CPU time read around the
+    """The measurement stage: outputs poisoned, the GPU's state, the host's CPU time and speed read around the
     clock's samples; then the timing message. Returns the measurement, whether outputs were poisoned, and the
     clock's seconds."""
-    from bench.measure import cores, guard, outputs
+    from bench.measure import cores, guard, hostspeed, outputs
     from bench.measure.machine import gpu_uuid, snapshot
     from bench.measure.stopping import rule_for
 
@@ -260,21 +260,22 @@ def _measure(v: SetUp, clock: Any, fn: Any, first: float) -> tuple[Any, bool, fl
         parked = parked_pids(v.job) if device.type == "cuda" else ()
         before = snapshot(device.index or 0, uuid, parked) if device.type == "cuda" else {}
         own = getattr(clock, "cpu_s", cores.process_cpu_s)  # a variant's ranks: all of their processes
-        host_before, own_before, t0 = cores.cpu_times(), own(), guard.BOUND.perf_counter()
+        ref0, host_before, own_before = hostspeed.reference_ms(), cores.cpu_times(), own()  # the host's CPU speed
+        t0 = guard.BOUND.perf_counter()
         m = clock.measure(fn, config.iterations, rule_for(config))
         cold_s = guard.BOUND.perf_counter() - t0
-        host_after, own_after = cores.cpu_times(), own()
+        host_after, own_after, ref1 = cores.cpu_times(), own(), hostspeed.reference_ms()
         after = snapshot(device.index or 0, uuid, parked) if device.type == "cuda" else {}
     check_timers("measurement")
     busy = None
     if host_before and host_after:
         busy = cores.host_busy_share(host_before, host_after, own_after - own_before)
-    _send_timing(v, clock, m, first, before, after, busy)
+    _send_timing(v, clock, m, first, before, after, busy, [ref0, ref1])
     return m, poisoned, cold_s
 
 
 def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, Any], after: dict[str, Any],
-                 busy: float | None) -> None:  # fmt: skip
+                 busy: float | None, ref: list[float]) -> None:  # fmt: skip
     from bench.measure.clocks import drift_note
     from bench.measure.machine import flags
 
@@ -298,7 +299,7 @@ def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, A
         notes=notes, invalid=clock.invalid,
         stop_reason=m.stop_reason, noise=m.noise, noise_target=m.noise_target, target_met=m.target_met,
         machine_before=before, machine_after=after, machine_flags=machine_flags,
-        rank_samples_ms=getattr(clock, "rank_samples_ms", None), threads=threads,
+        rank_samples_ms=getattr(clock, "rank_samples_ms", None), threads=threads, host_ref_ms=[ref],
     )  # fmt: skip
 
 

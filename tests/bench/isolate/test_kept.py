@@ -104,6 +104,8 @@ def test_kept_children_set_up_once_and_still_alternate(tmp_path, write_benchmark
     for v in suite.variants:
         assert v.status == "ok" and v.timing is not None and v.timing.rounds == [5, 5, 5], v.error
         assert KEPT_NOTE in v.timing.notes
+        assert [len(r) for r in v.timing.host_ref_ms] == [2, 2, 2]  # a kept child's later rounds read it too
+        assert all(x > 0 for r in v.timing.host_ref_ms for x in r)
         names = [s.name for s in v.stages if s.status == "ok"]
         assert names[:4] == ["startup", "setup", "warmup", "measurement"] and "check" in names
     (c,) = suite.comparisons

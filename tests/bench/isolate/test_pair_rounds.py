@@ -71,6 +71,9 @@ def test_sides_alternate_each_round_a_fresh_child_and_only_the_first_round_check
     for v in suite.variants:
         assert v.status == "ok" and v.timing is not None and v.timing.rounds == [5, 5, 5]
         assert len(v.timing.samples_ms) == 15 and v.timing.stats.n == 15
+        # the host CPU's speed reference read before and after each round's measurement (bench.measure.hostspeed)
+        assert [len(r) for r in v.timing.host_ref_ms] == [2, 2, 2]
+        assert all(x > 0 for r in v.timing.host_ref_ms for x in r)
         assert (tmp_path / f"{v.spec.variant}.checks").read_text() == "x"  # validate_result(): round 0 only
         assert [s.name for s in v.stages if s.status == "ok"][:5] == ["startup", "setup", "warmup", "measurement",
                                                                      "check"]  # fmt: skip
@@ -474,3 +477,34 @@ def test_a_memory_pair_without_readings_decides_on_its_times(tmp_path, write_ben
             res = _result(s, 10.0 if s == base else 5.0)
             r.add(s, res.model_copy(update={"memory": Memory(device="cpu", peak_mb=300.0, metric="peak_memory")}))
     assert r.done and r.stops == {o.key: "decided" for o in opts}
+
+
+def test_merged_rounds_keep_each_rounds_host_reference_and_name_a_slow_round() -> None:
+    """A variant's rounds, each with its host CPU reference [before, after] (bench.measure.hostspeed): round 2's read
+    1.6x the fastest round's, so the merged timing says so in a note; its samples, rounds and verdicts stay as they
+    are. Within 1.3x: no note."""
+    from bench.define.result import Timing, VariantResult, VariantSpec
+    from bench.isolate.merged import merge
+    from bench.measure.stats import summarize
+
+    def one(ref: list[float]) -> VariantResult:
+        t = Timing(mode="cpu", method="t", samples_ms=[1.0, 1.1], stats=summarize([1.0, 1.1]), host_ref_ms=[ref])
+        spec = VariantSpec(chapter="ch07", example="a", variant="baseline", path="/x/baseline_a.py")
+        return VariantResult(spec=spec, status="ok", timing=t, device="cpu")
+
+    slow = merge([one([0.80, 0.81]), one([0.82, 0.80]), one([0.80, 1.30]), one([0.84, 0.83])]).timing
+    assert slow is not None and slow.host_ref_ms == [[0.80, 0.81], [0.82, 0.80], [0.80, 1.30], [0.84, 0.83]]
+    (note,) = [n for n in slow.notes if n.startswith("host CPU slow")]
+    assert note.startswith("host CPU slow in round 2: a fixed CPU reference ran 1.60× its fastest of these rounds")
+    assert slow.rounds == [2, 2, 2, 2] and len(slow.samples_ms) == 8  # a note only: every round's samples kept
+    calm = merge([one([0.80, 0.81]), one([0.82, 1.04]), one([0.84, 0.83])]).timing
+    assert calm is not None and not any(n.startswith("host CPU slow") for n in calm.notes)
+    # the rounds a pair's timing is pooled over (``timed``): each named by its own number
+    picked = merge([one([0.80, 0.81]), one([5.0, 5.0]), one([0.80, 1.30])], [0, 2]).timing
+    assert picked is not None and any(n.startswith("host CPU slow in round 2:") for n in picked.notes)
+    # result.json: the field round-trips; a result written before it existed still loads, with none
+    again = VariantResult.model_validate_json(merge([one([0.8, 0.9]), one([0.8, 1.3])]).model_dump_json())
+    assert again.timing is not None and again.timing.host_ref_ms == [[0.8, 0.9], [0.8, 1.3]]
+    old = one([1.0, 1.0]).model_dump(mode="json")
+    del old["timing"]["host_ref_ms"]
+    assert VariantResult.model_validate(old).timing.host_ref_ms == []
