@@ -1,6 +1,8 @@
 """A table of chapters run one ``perflab run --out DIR/chN`` each (gpu_session.sh's ``book`` step): per chapter its
 command wall, variants, per-variant elapsed (median, max and the slowest), the pairs' rounds and why they stopped,
-and where the time went (the summary's ``stages_s``). Small enough for a device call's output.
+how many later rounds ran in a kept child (the time line's ``launch``), how many variants' timing named a round on a
+slow host CPU (each variant's result.json, bench.measure.hostspeed), and where the time went (the summary's
+``stages_s``). Small enough for a device call's output.
 
     python3 scripts/timing/book_table.py DIR [WALLS]   # WALLS: a file of "chN SECONDS EXIT" lines
 """
@@ -27,7 +29,24 @@ def walls(path: Path | None) -> dict[str, tuple[float, str]]:
     return out
 
 
-def row(name: str, summary: dict, wall: tuple[float, str] | None) -> str:
+def kept_rounds(summary: dict) -> str:
+    """Later rounds (1 on) whose child was round 0's, kept: "kept 8/24"; "—" where no pair ran a second round."""
+    later = [t for t in summary.get("timeline") or [] if (t.get("round") or 0) > 0]
+    return f"kept {sum(t.get('launch') == 'kept' for t in later)}/{len(later)}" if later else "—"
+
+
+def slow_host(chapter_dir: Path) -> str:
+    """Variants whose rounds' timing names a round on a slow host CPU, of those measured in rounds: "2/8"."""
+    slow = rounds = 0
+    for path in chapter_dir.glob("*/*/*/result.json"):
+        timing = json.loads(path.read_text()).get("timing") or {}
+        if len(timing.get("rounds") or []) > 1:
+            rounds += 1
+            slow += any(str(n).startswith("host CPU slow") for n in timing.get("notes") or [])
+    return f"{slow}/{rounds}" if rounds else "—"
+
+
+def row(name: str, summary: dict, wall: tuple[float, str] | None, chapter_dir: Path | None = None) -> str:
     variants = summary.get("variants", [])
     elapsed = [v["elapsed_s"] for v in variants if v.get("elapsed_s") is not None]
     slowest = max(variants, key=lambda v: v.get("elapsed_s") or 0.0, default=None)
@@ -47,6 +66,8 @@ def row(name: str, summary: dict, wall: tuple[float, str] | None) -> str:
         f"{slowest['key'].split(':', 1)[1]} {slowest['elapsed_s']:.0f}" if slowest else "—",
         f"{statistics.mean(rounds):.1f}" if rounds else "—",
         ", ".join(f"{k} {n}" for k, n in stops.most_common()),
+        kept_rounds(summary),
+        slow_host(chapter_dir) if chapter_dir is not None else "—",
         split,
     ]
     return "| " + " | ".join(cells) + " |"
@@ -56,13 +77,13 @@ def main() -> None:
     root = Path(sys.argv[1])
     wall = walls(Path(sys.argv[2]) if len(sys.argv) > 2 else None)
     print("| chapter | wall s | ok/variants | elapsed s per variant (median / max) | slowest s | rounds per pair | "
-          "rounds stop | stages s (summed over variants) |")  # fmt: skip
-    print("|---|---:|---:|---:|---|---:|---|---|")
+          "rounds stop | later rounds | host slow | stages s (summed over variants) |")  # fmt: skip
+    print("|---|---:|---:|---:|---|---:|---|---|---:|---|")
     names = sorted({p.name for p in root.iterdir() if p.is_dir()} | set(wall), key=lambda n: int(n[2:]))
     for name in names:
         path = root / name / "summary.json"
         summary = json.loads(path.read_text()) if path.is_file() else {}
-        print(row(name, summary, wall.get(name)))
+        print(row(name, summary, wall.get(name), root / name))
     total = sum(w for w, _ in wall.values())
     print(f"\nwhole: {total:.0f} s over {len(wall)} chapters")
 
