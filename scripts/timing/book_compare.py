@@ -5,9 +5,14 @@ docs/results/h200-2026-11-26/call*/), the latest run of each pair counting, or `
 run (a chapter's ``DIR/summary.json`` or a book step's ``DIR/chN/summary.json``; a later one wins a pair in both).
 
     python3 scripts/timing/book_compare.py BOOK_DIR REFERENCE.db[.xz]|REFERENCE_DIR [...] [--max-ratio 1.5]
+        [--median-width]
 
 Prints a Markdown table of the pairs in both, then one line: how many verdicts agree and how many intervals are
-within the ratio. Exit status 0 when every pair in both agrees and is within it, 1 otherwise, 2 when none are in both.
+within the ratio. ``--median-width``: the width a pair's interval is held to is the median over every reference run
+of it (each store's runs of it, each directory's), not the latest run's alone: at the same settings, one run's
+interval can be 1.7x as wide as another's (three rounds under a host whose CPU speed swings), so one reference run
+is one draw of that spread; the verdict is still the latest reference run's. Exit status 0 when every pair in both
+agrees and is within it, 1 otherwise, 2 when none are in both.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import json
 import lzma
 import sqlite3
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -65,8 +71,9 @@ order by r.start_time
 """
 
 
-def store_pairs(path: Path) -> dict[str, tuple[int, Pair]]:
-    """(start time, pair) of each pair's latest run in an MLflow SQLite store (``.xz`` unpacked to a temp file)."""
+def store_runs(path: Path) -> dict[str, list[tuple[int, Pair]]]:
+    """(start time, pair) of each run of each pair in an MLflow SQLite store (``.xz`` unpacked to a temp file), by
+    start."""
     with tempfile.TemporaryDirectory() as tmp:
         db = path
         if path.suffix == ".xz":
@@ -77,31 +84,48 @@ def store_pairs(path: Path) -> dict[str, tuple[int, Pair]]:
             rows = con.execute(_QUERY).fetchall()
         finally:
             con.close()
-    out: dict[str, tuple[int, Pair]] = {}
+    out: dict[str, list[tuple[int, Pair]]] = {}
     for start, chapter, example, variant, verdict, speedup, low, high in rows:
         if speedup is not None:
-            out[f"{chapter}:{example}:{variant}"] = (start, Pair(speedup, low, high, verdict))
+            out.setdefault(f"{chapter}:{example}:{variant}", []).append((start, Pair(speedup, low, high, verdict)))
     return out
 
 
-def reference_pairs(paths: list[Path]) -> dict[str, Pair]:
-    latest: dict[str, tuple[int, Pair]] = {}
+def store_pairs(path: Path) -> dict[str, tuple[int, Pair]]:
+    """(start time, pair) of each pair's latest run in an MLflow SQLite store."""
+    return {k: runs[-1] for k, runs in store_runs(path).items()}
+
+
+def reference_runs(paths: list[Path]) -> dict[str, list[Pair]]:
+    """Every reference run of each pair, the latest last (a store's by start time; directories in the order given,
+    a later one later)."""
+    runs: dict[str, list[tuple[int, int, Pair]]] = {}
     for order, path in enumerate(paths):
-        found = {k: (order, p) for k, p in book_pairs(path).items()} if path.is_dir() else store_pairs(path)
-        for key, (start, pair) in found.items():
-            if key not in latest or start > latest[key][0]:
-                latest[key] = (start, pair)
-    return {k: p for k, (_, p) in latest.items()}
+        if path.is_dir():
+            found = {k: [(order, p)] for k, p in book_pairs(path).items()}
+        else:
+            found = store_runs(path)
+        for key, items in found.items():
+            runs.setdefault(key, []).extend((start, order, pair) for start, pair in items)
+    return {k: [p for _, _, p in sorted(items, key=lambda t: (t[0], t[1]))] for k, items in runs.items()}
 
 
-def compare(new: dict[str, Pair], old: dict[str, Pair], max_ratio: float) -> tuple[list[str], int, int, int]:
-    """The table's rows, and (pairs in both, verdicts the same, intervals within max_ratio of the reference's)."""
+def reference_pairs(paths: list[Path]) -> dict[str, Pair]:
+    """Each pair's latest reference run."""
+    return {k: runs[-1] for k, runs in reference_runs(paths).items()}
+
+
+def compare(new: dict[str, Pair], old: dict[str, Pair], max_ratio: float,
+            widths: dict[str, float] | None = None) -> tuple[list[str], int, int, int]:  # fmt: skip
+    """The table's rows, and (pairs in both, verdicts the same, intervals within max_ratio of the reference's width:
+    its latest run's, or ``widths``' where given)."""
     rows, same, narrow = [], 0, 0
     both = sorted(set(new) & set(old))
     for key in both:
         a, b = old[key], new[key]
         agrees = a.verdict == b.verdict
-        ratio = b.width / a.width if a.width and b.width is not None else None
+        width = widths.get(key) if widths is not None else a.width
+        ratio = b.width / width if width and b.width is not None else None
         within = ratio is not None and ratio <= max_ratio
         same += agrees
         narrow += within
@@ -117,16 +141,24 @@ def main(argv: list[str] | None = None) -> int:
         "reference", type=Path, nargs="+", help="MLflow stores (.db, .db.xz) or --out directories of reference runs"
     )
     ap.add_argument("--max-ratio", type=float, default=1.5, help="an interval's width over the reference's (1.5)")
+    ap.add_argument("--median-width", action="store_true",
+                    help="hold each interval to the median width of every reference run of its pair")  # fmt: skip
     args = ap.parse_args(argv)
-    rows, n, same, narrow = compare(book_pairs(args.book), reference_pairs(args.reference), args.max_ratio)
+    runs = reference_runs(args.reference)
+    widths = None
+    if args.median_width:
+        widths = {k: statistics.median(ws) for k, ps in runs.items() if (ws := [p.width for p in ps if p.width])}
+    latest = {k: ps[-1] for k, ps in runs.items()}
+    rows, n, same, narrow = compare(book_pairs(args.book), latest, args.max_ratio, widths)
     if not n:
         print(f"no pair of {args.book} is in the reference runs")
         return 2
     print("| pair | reference | book run | same verdict | width ratio |")
     print("|---|---|---|---|---:|")
     print("\n".join(rows))
+    held = "the median width of the reference runs" if args.median_width else "the reference's width"
     print(f"\n{n} pairs in both: {same} the same verdict, {narrow} with an interval within {args.max_ratio:g}× "
-          f"the reference's width")  # fmt: skip
+          f"{held}")  # fmt: skip
     return 0 if same == n and narrow == n else 1
 
 

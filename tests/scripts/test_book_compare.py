@@ -86,3 +86,28 @@ def test_a_reference_out_directory_of_one_chapter_or_a_book(tmp_path: Path, caps
     )
     assert book_compare.main([str(new), str(old), str(later)]) == 1  # a book's; the later reference wins the pair
     assert "0.80× [0.70, 0.90] slower | 1.20× [1.10, 1.30] faster | NO |" in capsys.readouterr().out
+
+
+def test_median_width_holds_an_interval_to_every_reference_runs_width(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "ref.db"
+    _store(db, [(1, "aos_soa", "optimized", "faster", 1.0, 0.9, 1.1),  # width 0.2
+                (2, "aos_soa", "optimized", "faster", 1.0, 0.95, 1.05)])  # fmt: skip  # the latest: 0.1
+    wide = _book(tmp_path / "wide", [{"example": "aos_soa", "speedup": 1.0, "speedup_ci_low": 0.92,
+                                      "speedup_ci_high": 1.08, "significance": "faster"}])  # fmt: skip
+    later = _book(tmp_path / "later", [{"example": "aos_soa", "speedup": 1.0, "speedup_ci_low": 0.85,
+                                        "speedup_ci_high": 1.15, "significance": "slower"}])  # fmt: skip  # 0.3
+    assert book_compare.main([str(wide), str(db)]) == 1  # 0.16 against the latest's 0.1: 1.6x
+    assert "| yes | 1.60 |" in capsys.readouterr().out
+    assert book_compare.main([str(wide), str(db), "--median-width"]) == 0  # against the median of 0.2 and 0.1
+    out = capsys.readouterr().out
+    assert "| yes | 1.07 |" in out and "within 1.5× the median width of the reference runs" in out
+    older = _book(tmp_path / "older", [{"example": "aos_soa", "speedup": 1.0, "speedup_ci_low": 0.9,
+                                        "speedup_ci_high": 1.1, "significance": "faster"}])  # fmt: skip  # 0.2
+    newer = _book(tmp_path / "newer", [{"example": "aos_soa", "speedup": 1.0, "speedup_ci_low": 0.95,
+                                        "speedup_ci_high": 1.05, "significance": "faster"}])  # fmt: skip  # 0.1
+    # Directories: the one given last is the latest (its verdict counts); the widths' median is 0.2.
+    assert book_compare.main([str(wide), str(older), str(later), str(newer), "--median-width"]) == 0
+    out = capsys.readouterr().out
+    assert "| 1.00× [0.95, 1.05] faster | 1.00× [0.92, 1.08] faster | yes | 0.80 |" in out
+    assert book_compare.main([str(wide), str(newer), str(later), "--median-width"]) == 1  # the latest: slower
+    assert "| 1.00× [0.85, 1.15] slower | 1.00× [0.92, 1.08] faster | NO | 0.80 |" in capsys.readouterr().out
