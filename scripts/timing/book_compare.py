@@ -91,11 +91,6 @@ def store_runs(path: Path) -> dict[str, list[tuple[int, Pair]]]:
     return out
 
 
-def store_pairs(path: Path) -> dict[str, tuple[int, Pair]]:
-    """(start time, pair) of each pair's latest run in an MLflow SQLite store."""
-    return {k: runs[-1] for k, runs in store_runs(path).items()}
-
-
 def reference_runs(paths: list[Path]) -> dict[str, list[Pair]]:
     """Every reference run of each pair, the latest last (a store's by start time; directories in the order given,
     a later one later)."""
@@ -109,10 +104,6 @@ def reference_runs(paths: list[Path]) -> dict[str, list[Pair]]:
             runs.setdefault(key, []).extend((start, order, pair) for start, pair in items)
     return {k: [p for _, _, p in sorted(items, key=lambda t: (t[0], t[1]))] for k, items in runs.items()}
 
-
-def reference_pairs(paths: list[Path]) -> dict[str, Pair]:
-    """Each pair's latest reference run."""
-    return {k: runs[-1] for k, runs in reference_runs(paths).items()}
 
 
 def compare(new: dict[str, Pair], old: dict[str, Pair], max_ratio: float,
