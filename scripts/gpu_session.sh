@@ -355,8 +355,27 @@ perflab server stop > /dev/null 2>&1  # the pre-warmed servers outlive commands:
 # CSV, report, MLflow artifacts), beside mlflow.db and machine.txt.
 repo=$(pwd)
 # PERFLAB_BUNDLE_EXCLUDE: a tar pattern left out of the bundle (e.g. "trace.json": torch traces are large)
-tar czf /tmp/perflab-bundle.tgz ${PERFLAB_BUNDLE_EXCLUDE:+--exclude="$PERFLAB_BUNDLE_EXCLUDE"} -C "$OUT" . -C "$repo" mlruns 2> /dev/null
+bundle() {
+  tar czf /tmp/perflab-bundle.tgz ${PERFLAB_BUNDLE_EXCLUDE:+--exclude="$PERFLAB_BUNDLE_EXCLUDE"} "$@" -C "$OUT" . \
+    -C "$repo" mlruns 2> /dev/null
+}
+bundle
+# A file comes back only up to 16 MiB (8 files, 64 MiB in all): a larger bundle comes in 15 MiB parts
+# (bundle.tgz.0, .1, ...: `cat bundle.tgz.* | tar xz`), and one over four parts leaves out its files over 4 MiB, named.
+size=$(stat -c %s /tmp/perflab-bundle.tgz)
+[ "$size" -gt $((15 * 1048576)) ] && { echo "largest files:"; find "$OUT" -type f -printf '  %s %P\n' | sort -n | tail -5; }
+if [ "$size" -gt $((60 * 1048576)) ]; then
+  (cd "$OUT" && find . -type f -size +4M) > /tmp/perflab-big.txt
+  echo "bundle of $((size / 1048576)) MiB: left out, files over 4 MiB:"; sed 's/^/  /' /tmp/perflab-big.txt
+  bundle --exclude-from=/tmp/perflab-big.txt
+  size=$(stat -c %s /tmp/perflab-bundle.tgz)
+fi
 find "$OUT" -mindepth 1 ! -name machine.txt -delete
-mv /tmp/perflab-bundle.tgz "$OUT/bundle.tgz"
+if [ "$size" -gt $((15 * 1048576)) ]; then
+  split -b 15M -d -a 1 /tmp/perflab-bundle.tgz "$OUT/bundle.tgz." && rm /tmp/perflab-bundle.tgz
+  echo "bundle of $((size / 1048576)) MiB in parts: cat bundle.tgz.* | tar xz"
+else
+  mv /tmp/perflab-bundle.tgz "$OUT/bundle.tgz"
+fi
 cp mlflow.db "$OUT/" 2> /dev/null
 echo done
