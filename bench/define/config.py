@@ -3,8 +3,9 @@
 Layers, later wins: defaults → suite config (``--config`` file or API) → the benchmark's own
 ``get_config()`` → CLI flags. Only fields a layer *explicitly sets* override earlier layers, so a
 benchmark's ``get_config()`` that sets ``iterations`` does not reset the user's ``--warmup``.
-``$PERFLAB_ROUNDS`` (N) sets ``min_rounds`` and ``max_rounds`` to N where no layer sets either: every pair measured
-in N rounds (a quick smoke check, a test suite that is not about rounds). ``$PERFLAB_MIN_WARMUP_SECONDS`` sets
+``$PERFLAB_ROUNDS`` (N) sets ``min_rounds`` and ``max_rounds`` to N where neither the suite config nor a flag sets
+either: every pair measured in N rounds (a quick smoke check, a test suite that is not about rounds), a benchmark's
+own rounds in ``get_config()`` giving way to it (``benchmark_layer``). ``$PERFLAB_MIN_WARMUP_SECONDS`` sets
 ``min_warmup_seconds`` where no layer sets it (a test suite whose many small variants need no 0.3 s warm-up each).
 """
 
@@ -302,6 +303,16 @@ def explicit_fields(layer: Layer) -> dict[str, Any]:
 
 
 ROUNDS_FIELDS = frozenset({"min_rounds", "max_rounds"})  # $PERFLAB_ROUNDS sets both, where a layer sets neither
+
+
+def benchmark_layer(own: Layer) -> dict[str, Any]:
+    """A benchmark's own ``get_config()`` layer as ``resolve_config`` takes it: its rounds (``min_rounds``,
+    ``max_rounds``) left out where ``$PERFLAB_ROUNDS`` is set, so "every pair in N rounds" holds for a benchmark
+    that picks its own (the serving chapters' five); the suite config and the flags still win over the variable."""
+    fields = explicit_fields(own)
+    if os.environ.get("PERFLAB_ROUNDS", "").strip():
+        fields = {k: v for k, v in fields.items() if k not in ROUNDS_FIELDS}
+    return fields
 
 
 def resolve_config(*layers: Layer) -> BenchmarkConfig:

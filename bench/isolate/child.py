@@ -80,7 +80,7 @@ def _seed(job: dict[str, Any]) -> None:
 def _setup(job: dict[str, Any], module: Any) -> Any:
     """The benchmark object and its effective config; CUDA's start; the gate (started ahead); the seed and
     ``setup()``; the set-up tensors watched; the measure hold (a worker may park the child here)."""
-    from bench.define.config import BenchmarkConfig, host_clocked, resolve_config
+    from bench.define.config import BenchmarkConfig, benchmark_layer, host_clocked, resolve_config
     from bench.define.context import FILES, make_context, seed_everything, set_context, synchronize
     from bench.define.protocol import check_benchmark
     from bench.isolate.recheck import watch_inputs
@@ -95,7 +95,7 @@ def _setup(job: dict[str, Any], module: Any) -> Any:
     own = get_config() if callable(get_config) else None
     if own is not None and not isinstance(own, (BenchmarkConfig, dict)):
         raise TypeError(f"get_config() must return a BenchmarkConfig or None, got {type(own).__name__}")
-    config = resolve_config(job["suite_layer"], own, job["cli_layer"])
+    config = resolve_config(job["suite_layer"], benchmark_layer(own), job["cli_layer"])
     send("config", config=config.model_dump())
     if (config.world_size > 1 or _several_gpus(config)) and "rank" not in job:  # it coordinates the variant's ranks
         from bench.isolate.ranks import coordinate

@@ -97,11 +97,17 @@ def workload(
 
 
 def serving_config() -> BenchmarkConfig:
-    """One sample is a whole generation (tenths of a second to a second at full size): a longer measurement
-    and stage limits to match; two warm-up generations (allocator, cuBLAS heuristics, graph capture)."""
+    """One sample is a whole generation (tenths of a second to seconds at full size): stage limits to match; two
+    warm-up generations (allocator, cuBLAS heuristics, graph capture). The host's swings from round to round, not
+    a round's own samples, set a serving pair's spread, so its measurement goes into more, shorter rounds: five of
+    4 s a side, at least 3 generations each. On the H200, chapter 16 so kept all four verdicts with intervals
+    0.44-0.70 as wide as three 10 s rounds' (whose widths varied up to 7x from run to run) in 15 % less time
+    (docs/results/h200.md, 2026-12-03 evening): t(4) = 2.78 against t(2) = 4.30."""
     return BenchmarkConfig(
         warmup=2,
-        max_measure_seconds=10.0,
+        max_measure_seconds=4.0,
+        min_measure_samples=3,
+        min_rounds=5,
         measurement_timeout_seconds=120.0,
         warmup_timeout_seconds=60.0,
         setup_timeout_seconds=60.0,

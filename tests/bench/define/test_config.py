@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.define.config import BenchmarkConfig, load_config_file, resolve_config
+from bench.define.config import BenchmarkConfig, benchmark_layer, load_config_file, resolve_config
 from bench.errors import ConfigError, PerflabError
 
 
@@ -263,6 +263,20 @@ def test_perflab_rounds_fixes_the_rounds_where_no_layer_sets_them(monkeypatch: p
         monkeypatch.setenv("PERFLAB_ROUNDS", bad)
         with pytest.raises(ConfigError, match=f"PERFLAB_ROUNDS='{bad}' is invalid: a whole number"):
             resolve_config()
+
+
+def test_perflab_rounds_overrides_a_benchmarks_own_rounds_not_the_suites(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chapters.ch15.common import serving_config
+
+    own = serving_config()  # the serving chapters pick five rounds of their own
+    monkeypatch.delenv("PERFLAB_ROUNDS", raising=False)
+    assert resolve_config(None, benchmark_layer(own)).min_rounds == 5
+    assert resolve_config(None, benchmark_layer(own)).max_measure_seconds == 4.0
+    monkeypatch.setenv("PERFLAB_ROUNDS", "1")  # a smoke check: every pair in one round, these too
+    resolved = resolve_config(None, benchmark_layer(own))
+    assert (resolved.min_rounds, resolved.max_rounds, resolved.max_measure_seconds) == (1, 1, 4.0)
+    assert resolve_config({"min_rounds": 4}, benchmark_layer(own)).min_rounds == 4  # the suite's config still wins
+    assert resolve_config(None, benchmark_layer(own), {"max_rounds": 6}).max_rounds == 6  # and a flag
 
 
 def test_perflab_min_warmup_seconds_sets_the_floor_where_no_layer_does(monkeypatch: pytest.MonkeyPatch) -> None:
