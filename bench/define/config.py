@@ -139,9 +139,10 @@ class BenchmarkConfig(BaseModel):
     # Which children time a pair's later rounds: "fresh" (a new child per side in every round: the interval carries
     # set-up-to-set-up variation as well), "kept" (each side's child of round 0, parked between its rounds with its
     # set-up held: start-up, set-up and compiles paid once; bench.isolate.kept), "auto" (kept where a fresh child of
-    # the example's slowest variant would pay KEEP_SETUP_S or more again: start-up, set-up, a first call's excess;
-    # else fresh). Children of one process on one device only (no ranks; a token-generating child reports each
-    # round's own generations); parked children's memory at most half the device's.
+    # the example's slowest variant would pay KEEP_SETUP_S or more again: start-up, set-up, a first call's excess, a
+    # token-generating variant's warm-up generations after its first call; else fresh). Children of one process on
+    # one device only (no ranks); a kept token-generating child reports each round's own generations and warms up
+    # with the round's first call alone. Parked children's memory at most half the device's.
     round_children: Literal["auto", "fresh", "kept"] = "auto"
     # A round in which either side's measurement saw other processes take the host's CPU ("host busy"): "leave_out"
     # (not in the pair's speedup while two calm rounds remain; min_rounds then counts calm rounds:
@@ -264,9 +265,9 @@ STAGE_CALLS = {"warmup": 6, "measurement": 3, "check": 12, "batch": 12, "recheck
 # speedups, a sweep's recommendation): bench.measure.stats.significance.
 NOISE_THRESHOLD: float = BenchmarkConfig.model_fields["noise_threshold"].default
 # round_children="auto" keeps a pair's children across rounds where round 0's start-up, set-up and first call beyond
-# a steady one of the example's slowest variant took this long (in three suites of chapters 13-20's pairs on the
-# H200, set-up summed to 46-68 % of the wall; a fresh child of ch13 activation_offload's optimized side paid a 10 s
-# first call of a 0.5 s one).
+# a steady one (and a token-generating variant's warm-up generations after it) of the example's slowest variant took
+# this long (in three suites of chapters 13-20's pairs on the H200, set-up summed to 46-68 % of the wall; a fresh
+# child of ch13 activation_offload's optimized side paid a 10 s first call of a 0.5 s one).
 KEEP_SETUP_S = 1.0
 # What a later round's child does not do, on top of the suite's and the CLI's layers (its first round did): no input
 # recheck, energy, NaN poison or profile (bench.isolate.rounds; a kept child applies it to its own config).

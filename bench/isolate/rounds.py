@@ -124,8 +124,7 @@ class Rounds:
         repaid = repaid_s(slowest)
         if how == {"kept"} or repaid >= KEEP_SETUP_S:
             return True
-        paid = "set-up" if (slowest.launch or "").startswith("cold_start") else "start-up, set-up"  # as ``repaid_s``
-        self.keep_note = fresh_note(setting, f"round 0's {paid} and first-call excess came to {repaid:.2f} s (slowest "
+        self.keep_note = fresh_note(setting, f"round 0's {repaid_parts(slowest)} came to {repaid:.2f} s (slowest "
                                     f"variant, {slowest.spec.variant}), under the {KEEP_SETUP_S:g} s a kept child "
                                     "would save")  # fmt: skip
         return False
@@ -319,9 +318,12 @@ def fresh_note(setting: str, why: str = "") -> str:
 
 
 def repaid_s(first: VariantResult) -> float:
-    """What a fresh child of ``first``'s variant pays again before its steady state, in seconds: round 0's start-up
-    and set-up, and its first call beyond a steady one (a compile, an autotune, pinned memory allocated: a
-    10 s first call of a 0.5 s one on the H200, in a fresh child every round). A fresh interpreter's start-up
+    """What a fresh child of ``first``'s variant pays again before its steady state and a kept one does not, in
+    seconds: round 0's start-up and set-up, and its first call beyond a steady one (a compile, an autotune, pinned
+    memory allocated: a 10 s first call of a 0.5 s one on the H200, in a fresh child every round); for a
+    token-generating variant its warm-up generations after the first call too, ``warmup`` - 1 of round 0's median
+    generation (a kept child's later round warms up with its first call alone: bench.isolate.timed._resumed; on the
+    H200, chapter 16's serving pairs spent half as long warming up as measuring). A fresh interpreter's start-up
     (``--cold-start``: Python and torch imported, ~2.6 s) is the launch's price, not the variant's: left out, or
     every cold pair would keep its two processes, and their offset (1.3 against 2.5 ms for one softmax on the 2-core
     host) would read as a verdict (an A/A pair 0.63x [0.47, 0.85])."""
@@ -330,4 +332,22 @@ def repaid_s(first: VariantResult) -> float:
     stages = sum(s.duration_s or 0.0 for s in first.stages if s.name in names)
     t = first.timing
     excess = (t.first_call_ms - t.stats.median_ms) / 1e3 if t is not None and t.first_call_ms else 0.0
-    return stages + max(excess, 0.0)
+    warm = _warmup_generations(first) * t.stats.median_ms / 1e3 if t is not None else 0.0
+    return stages + max(excess, 0.0) + warm
+
+
+def repaid_parts(first: VariantResult) -> str:
+    """What ``repaid_s`` counts for ``first``, in words (a note's)."""
+    paid = ["set-up"] if (first.launch or "").startswith("cold_start") else ["start-up", "set-up"]
+    paid.append("first-call excess")
+    if _warmup_generations(first):
+        paid.append("warm-up generations")
+    return f"{', '.join(paid[:-1])} and {paid[-1]}"
+
+
+def _warmup_generations(first: VariantResult) -> int:
+    """The generations a fresh child of a token-generating variant warms up with after its first call and a kept one
+    does not (``warmup`` - 1); 0 for a variant that generates no tokens."""
+    if first.generation is None:
+        return 0
+    return max(int(first.config.get("warmup", BenchmarkConfig.model_fields["warmup"].default)) - 1, 0)

@@ -119,9 +119,11 @@ def _resumed(v: SetUp, order: dict[str, Any]) -> SetUp:
     measure alone). A token-generating one gets a new generation clock on the same set-up: the previous round's
     holds that round's measured generations and the poison they left (its ``result()`` and ``wrote_output()``),
     so this round reports its own generations only, as a fresh child of the round would; the request set and a
-    greedy_tokens output's offsets are read and checked again. Its warm-up is the generation clock's own (no
-    steady-state rule: ``warmup`` - 1 generations after the first and at least ``min_warmup_seconds``), as in a
-    fresh child of the round."""
+    greedy_tokens output's offsets are read and checked again. Its warm-up is its first call alone (a fresh child's:
+    ``warmup`` - 1 generations more; ``min_warmup_seconds`` still applies, from that call's start): round 0 of this
+    process paid every one-time cost (allocator, cuBLAS heuristics, graph capture), parking changes only the GPU's
+    idle time, and the round's first call, a whole generation, untimed and recorded as ``first_call_ms``, brings
+    the clocks back (``GenerationClock.again``)."""
     from dataclasses import replace
 
     from bench.define.config import TIMING_ONLY
@@ -133,7 +135,7 @@ def _resumed(v: SetUp, order: dict[str, Any]) -> SetUp:
         send("ready")
         wait_for(b"m")
     config = v.config.model_copy(update={**TIMING_ONLY, "measure_batch": v.config.measure_batch and order["batch"]})
-    gen = generation_clock(v.obj, config, v.device) if v.gen is not None else None
+    gen = generation_clock(v.obj, config, v.device, again=True) if v.gen is not None else None
     return replace(v, config=config, gen=gen, job={**v.job, "timing_only": True, "resumed": order["round"]})
 
 
@@ -148,13 +150,13 @@ def _stages(v: SetUp, clock: Any, fn: Any, metric: str) -> None:
     with Stage("warmup"):
         first = clock.first_call(fn)  # compile/JIT/autotune included, recorded apart (INTEGRITY #8)
         send("first_call", ms=first)  # the parent's limits of the warm-up and measurement scale with it
-        # The count yields to the steady-state rule by default; the generation clock has none: its count stands.
-        # A later round: back to the steady state round 0 reached (a kept child's clock holds it; a fresh child's
-        # job carries it, bench.isolate.rounds), within one window of calls.
+        # The count yields to the steady-state rule by default; the generation clock has none: its count stands (none
+        # after the first call in a kept child's later round). A later round: back to the steady state round 0 reached
+        # (a kept child's clock holds it; a fresh child's job carries it, bench.isolate.rounds), within one window.
         if v.job.get("steady_ms") and getattr(clock, "steady", False) is None:
             clock.steady = v.job["steady_ms"]
         again = getattr(clock, "steady", None) is not None
-        clock.warmup(fn, warmup_count(config, first, again) if v.gen is None else max(config.warmup - 1, 0))
+        clock.warmup(fn, warmup_count(config, first, again) if v.gen is None else clock.warmup_count(config))
         if hasattr(clock, "check_capture"):
             clock.check_capture(lambda: outputs_of(v.obj))
     m, poisoned, cold_s = _measure(v, clock, fn, first)
@@ -284,9 +286,7 @@ def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, A
         machine_flags.append(
             f"host busy: other processes used {100 * busy:.0f} % of the host's CPU time during the measurement"
         )
-    notes = clock.notes + m.notes + [n for n in [drift_note(m.samples_ms)] if n]
-    if v.job.get("resumed"):
-        notes.append(KEPT_NOTE)
+    notes = clock.notes + m.notes + [n for n in [drift_note(m.samples_ms), v.job.get("resumed") and KEPT_NOTE] if n]
     threads = None
     if host_clocked(v.config, str(v.device)):  # its intra-op threads are part of what was timed
         import torch

@@ -51,6 +51,10 @@ class GenerationClock:
     # BenchmarkConfig.verify: with "greedy_tokens" the output is [tokens, runner_up, gap, offsets], the offsets
     # checked against the request set here and never poisoned (they describe the layout; no step writes them).
     verify: str = "exact"
+    # A later round of a process whose round 0 warmed up (a kept child: bench.isolate.timed._resumed): its warm-up is
+    # the first call alone, ``min_warmup_s`` counted from that call's start (``warmup_count``, ``warmup``).
+    again: bool = False
+    first_t0: float | None = None  # when the first call began (perf_counter)
 
     def __post_init__(self) -> None:
         self.requests = read_requests(self.obj)
@@ -141,15 +145,24 @@ class GenerationClock:
     def first_call(self, fn: Callable[[], Any]) -> float:
         """The first generation's wall time (compilation, graph capture and allocator warm-up included)."""
         self._sync()
-        t0 = time.perf_counter()
+        t0 = self.first_t0 = time.perf_counter()
         self._generate()
         self._sync()
         return (time.perf_counter() - t0) * 1e3
 
+    def warmup_count(self, config: Any) -> int:
+        """Generations after the first call, at least: ``config.warmup`` - 1; none where the clock times a later round
+        of a process that warmed up before (``again``). Round 0 of that process paid every one-time cost (allocator,
+        cuBLAS heuristics, graph capture); what parking changes is the GPU's idle time, and the round's first call,
+        a whole generation, untimed and recorded as ``first_call_ms``, brings the clocks back."""
+        return 0 if self.again else max(config.warmup - 1, 0)
+
     def warmup(self, fn: Callable[[], Any], n: int) -> None:
         """``n`` generations, and more until ``min_warmup_s`` has passed (a fresh process's host is slow
-        at first, and every step's host work is in the sample)."""
-        t_end = time.perf_counter() + self.min_warmup_s
+        at first, and every step's host work is in the sample): from the warm-up's start, or from the first
+        call's where the process warmed up before (``again``: that call is the round's warm-up)."""
+        t0 = self.first_t0 if self.again and self.first_t0 is not None else time.perf_counter()
+        t_end = t0 + self.min_warmup_s
         done = 0
         while done < n or time.perf_counter() < t_end:
             self._generate()
@@ -184,8 +197,9 @@ class GenerationClock:
         return self.unwritten == 0
 
 
-def generation_clock(obj: Any, config: Any, device: Any) -> GenerationClock | None:
-    """The clock for ``obj`` when it generates tokens (else None: the harness's usual clock).
+def generation_clock(obj: Any, config: Any, device: Any, again: bool = False) -> GenerationClock | None:
+    """The clock for ``obj`` when it generates tokens (else None: the harness's usual clock); ``again``: it times
+    a later round of a process that warmed up before (``GenerationClock.again``).
 
     ``timing_mode`` "auto" or "cuda_event" on a GPU: CUDA events per step; "cpu": perf_counter per step;
     any other mode times single calls and does not apply, so events are used and the fallback says why.
@@ -197,7 +211,7 @@ def generation_clock(obj: Any, config: Any, device: Any) -> GenerationClock | No
     floor = getattr(config, "min_warmup_seconds", None)
     clock = GenerationClock(
         obj, device, events=cuda and mode != "cpu", min_warmup_s=0.3 if floor is None else floor,
-        verify=getattr(config, "verify", "exact"),
+        verify=getattr(config, "verify", "exact"), again=again,
     )  # fmt: skip
     if mode not in ("auto", "cpu", "cuda_event"):
         clock.fallback = f"timing_mode {mode!r} times single calls; a generation is timed step by step ({clock.mode})"

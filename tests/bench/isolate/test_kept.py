@@ -323,13 +323,13 @@ def test_kept_children_and_a_single_round_leave_no_fresh_note(tmp_path, write_be
 
 # A token-generating engine: 2 requests of 4 tokens, one step a token each, ``step_s`` a step in its process's first
 # round and ``later_s`` in every round after (a round begins where the warm-up stage does); each set-up's letter
-# appended to SETUPS.
+# appended to SETUPS; each generation of the warm-up stage (the first call's too) as "<pid> <round>" to GENS.
 ENGINE = '''
 import os
 import time
 import torch
 
-SETUPS, LETTER, STEP_S, LATER_S = {setups!r}, {letter!r}, {step_s!r}, {later_s!r}
+SETUPS, LETTER, STEP_S, LATER_S, GENS = {setups!r}, {letter!r}, {step_s!r}, {later_s!r}, {gens!r}
 
 
 class Bench:
@@ -349,6 +349,9 @@ class Bench:
         stage = os.environ.get("PERFLAB_STAGE", "")
         if stage == "warmup" and self.stage != "warmup":
             self.rounds += 1
+        if stage == "warmup":
+            with open(GENS, "a") as f:
+                f.write(f"{{os.getpid()}} {{self.rounds}}\\n")
         self.stage, self.k = stage, 0
 
     def generate_step(self, now_ms):
@@ -385,7 +388,8 @@ def test_a_kept_generating_child_reports_each_rounds_own_generations(tmp_path) -
     (root / "ch15").mkdir(parents=True)
     for variant, step_s, later_s in (("baseline", 0.004, 0.004), ("optimized", 0.002, 0.016)):
         (root / "ch15" / f"{variant}_gen.py").write_text(ENGINE.format(
-            setups=str(tmp_path / "setups"), letter=variant[0], step_s=step_s, later_s=later_s))  # fmt: skip
+            setups=str(tmp_path / "setups"), letter=variant[0], step_s=step_s, later_s=later_s,
+            gens=str(tmp_path / "gens")))  # fmt: skip
     cli = {**FAST, "iterations": 4, "round_children": "kept"}
     suite = run_suite(select(discover(root)), cli_layer=cli, workdir=tmp_path / "w")
     assert sorted((tmp_path / "setups").read_text()) == ["b", "o"]  # one set-up a side for three rounds
@@ -399,3 +403,69 @@ def test_a_kept_generating_child_reports_each_rounds_own_generations(tmp_path) -
     assert c.verification.verified and c.speedup_metric == "tpot"
     first, *later = c.round_speedups
     assert 1.5 < first < 2.5 and all(0.15 < r < 0.35 for r in later), c.round_speedups
+
+
+@pytest.mark.parametrize(("children", "calls"), [("kept", [3, 1, 1]), ("fresh", [3, 3, 3])])
+def test_a_kept_generating_childs_later_rounds_warm_up_with_the_first_call_alone(tmp_path, monkeypatch, children,
+                                                                                   calls) -> None:  # fmt: skip
+    """``warmup`` 3: round 0 warms up with its first call and two generations; a kept child's later round with its
+    first call alone (round 0 of its process paid the one-time costs), a fresh child's with all three again. Each
+    round's ``warmup_calls`` (read as the rounds get each child's result: the merged result's is round 0's) and the
+    generations the engine saw in each round's warm-up stage agree."""
+    from bench.isolate.rounds import Rounds
+
+    root = tmp_path / "chapters"
+    (root / "ch15").mkdir(parents=True)
+    for variant in ("baseline", "optimized"):
+        (root / "ch15" / f"{variant}_gen.py").write_text(ENGINE.format(
+            setups=str(tmp_path / "setups"), letter=variant[0], step_s=0.001, later_s=0.001,
+            gens=str(tmp_path / "gens")))  # fmt: skip
+    seen: dict[str, list[int]] = {}
+    add = Rounds.add
+
+    def recorded(self: Any, spec: Any, result: Any) -> bool:
+        seen.setdefault(spec.variant, []).append(result.timing.warmup_calls if result.timing else -1)
+        return add(self, spec, result)
+
+    monkeypatch.setattr(Rounds, "add", recorded)
+    cli = {**FAST, "warmup": 3, "iterations": 4, "round_children": children}
+    suite = run_suite(select(discover(root)), cli_layer=cli, workdir=tmp_path / "w")
+    for v in suite.variants:
+        assert v.status == "ok" and v.timing is not None and v.timing.rounds == [4, 4, 4], v.error
+        assert v.timing.warmup_calls == 3 and v.timing.first_call_ms > 0
+    assert seen == {"baseline": calls, "optimized": calls}, seen
+    lines = (tmp_path / "gens").read_text().splitlines()
+    per_round = sorted(lines.count(line) for line in set(lines))  # warm-up generations of each process's each round
+    assert per_round == sorted(calls * 2), per_round
+
+
+def _generated(tmp_path: Path, warmup: int, generating: bool, median_ms: float = 500.0) -> Any:
+    """Round 0's result of a variant: 0.3 s of start-up and set-up, a first call 100 ms over its ``median_ms``; with
+    ``generating``, the generations it measured."""
+    from bench.define.result import Generation, StageRecord, VariantResult, VariantSpec
+    from bench.define.timing import Timing, TimingStats
+
+    spec = VariantSpec(chapter="ch16", example="serve", variant="baseline", path=str(tmp_path / "baseline_serve.py"))
+    stats = TimingStats(n=3, mean_ms=median_ms, median_ms=median_ms, std_ms=0.0, min_ms=median_ms, max_ms=median_ms,
+                        iqr_ms=0.0, cv=0.0, percentiles_ms={"p50": median_ms})  # fmt: skip
+    timing = Timing(mode="cuda_event", method="", samples_ms=[median_ms] * 3, stats=stats,
+                    first_call_ms=median_ms + 100.0)  # fmt: skip
+    gen = Generation(requests=2, tokens=8, arrival="all at once", samples=3, steps=4, ttft_ms={"median": 1.0},
+                     step_ms={"median": 1.0}, tokens_per_s=1.0, requests_per_s=1.0) if generating else None  # fmt: skip
+    stages = [StageRecord(name=n, status="ok", duration_s=0.15) for n in ("startup", "setup")]
+    return VariantResult(spec=spec, status="ok", config={"warmup": warmup}, stages=stages, timing=timing,
+                         launch="server", generation=gen)  # fmt: skip
+
+
+@pytest.mark.parametrize(("warmup", "generating", "repaid"), [(2, True, 0.9), (4, True, 1.9), (1, True, 0.4),
+                                                              (4, False, 0.4)])  # fmt: skip
+def test_repaid_counts_a_generating_variants_warm_up_generations(tmp_path, warmup, generating, repaid) -> None:
+    """What a kept child saves a token-generating variant: start-up and set-up (0.3 s), the first call's excess
+    (0.1 s) and ``warmup`` - 1 generations of round 0's median (0.5 s); a variant that generates no tokens warms up
+    to round 0's steady state kept or fresh: no warm-up counted. The fresh note names what it summed."""
+    from bench.isolate.rounds import repaid_parts, repaid_s
+
+    first = _generated(tmp_path, warmup, generating)
+    assert repaid_s(first) == pytest.approx(repaid)
+    counted = "start-up, set-up, first-call excess and warm-up generations"
+    assert repaid_parts(first) == (counted if generating and warmup > 1 else "start-up, set-up and first-call excess")

@@ -146,6 +146,26 @@ def test_cpu_clock_measures_the_step_times() -> None:
     assert clock.wrote_output() is True
 
 
+@pytest.mark.parametrize(("again", "floor_s", "unit_ms", "generations"), [
+    (False, 0.0, 1.0, 2), (True, 0.0, 1.0, 0), (True, 0.01, 1.0, 0), (False, 0.01, 1.0, 2), (True, 0.3, 10.0, 1),
+])  # fmt: skip
+def test_a_later_round_of_the_same_process_warms_up_with_its_first_call_alone(again, floor_s, unit_ms,
+                                                                              generations) -> None:  # fmt: skip
+    """``warmup`` 3: two generations after the first call in a fresh process; none in a later round of a process that
+    warmed up before (``again``: a kept child), ``min_warmup_s`` counted from the first call's start there: a
+    generation of 18 ms of steps passes a 10 ms floor by itself; two of 180 ms (the first call and one more) pass a
+    0.3 s floor, which counted from the warm-up's start would take two generations after the first call."""
+    from types import SimpleNamespace
+
+    clock = generation_clock(Engine(unit_ms=unit_ms, sleep=True), SimpleNamespace(min_warmup_seconds=floor_s),
+                             torch.device("cpu"), again=again)  # fmt: skip
+    assert clock is not None and clock.again is again
+    first_ms = clock.first_call(lambda: None)
+    clock.warmup(lambda: None, clock.warmup_count(SimpleNamespace(warmup=3)))
+    assert first_ms >= 18 * unit_ms
+    assert clock.warmup_done == (0 if first_ms >= 1e3 * floor_s and again else generations)  # a slow host's first call
+
+
 def test_unfinished_request_is_a_protocol_error() -> None:
     e = Engine()
     steps = iter([{0: 3, 1: 2}, None])
