@@ -205,9 +205,15 @@ def compare_cmd(
                     if names
                 ),
                 *cmp.notes,
-                *(["better / worse: B beyond ±1 % of A, one reading a side, no interval: a direction, not a "
-                   "verdict; a pair's verdict: compare two suites without --metrics; a variant against its "
-                   "history: perflab regressions"] if cmp.deltas else []),
+                *(
+                    [
+                        "better / worse: B beyond ±1 % of A, one reading a side, no interval: a direction, not a "
+                        "verdict; a pair's verdict: compare two suites without --metrics; a variant against its "
+                        "history: perflab regressions"
+                    ]
+                    if cmp.deltas
+                    else []
+                ),
             ]
             moved = cmp.machines
     except (LookupError, ValueError) as exc:
@@ -251,8 +257,11 @@ def report(
     if cut := cut_short_line(o["parent_run_id"], tracking_uri):
         tell(cut)
     gm = o["speedup_geomean"]
-    mean = f"geomean speedup of the {o['pairs_counted']} verified ok pair(s) {gm:.3f}×" if gm is not None else (
-        "no verified ok pair: no geomean speedup")
+    mean = (
+        f"geomean speedup of the {o['pairs_counted']} verified ok pair(s) {gm:.3f}×"
+        if gm is not None
+        else ("no verified ok pair: no geomean speedup")
+    )
     tell(f"{o['succeeded']}/{o['variants']} variants ok; {verdicts_text(o['verdicts'], o['pairs'])}; {mean}")
     say(f"wrote {where}" + ("" if no_log else f", logged to run {o['parent_run_id']}"))
 
@@ -263,8 +272,9 @@ def regressions(
     ] = None,
     k: Annotated[int, typer.Option("-k", help="previous runs compared with (their medians' spread), 2 or more")] = 5,
     threshold: Annotated[float, typer.Option(help="relative median slowdown to flag (0.05 = 5%), 0 or more")] = 0.05,
-    alpha: Annotated[float, typer.Option(help="significance level of the one-sided test between runs, in (0, 1)")
-                     ] = 0.01,  # fmt: skip
+    alpha: Annotated[
+        float, typer.Option(help="significance level of the one-sided test between runs, in (0, 1)")
+    ] = 0.01,  # fmt: skip
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Each variant vs its previous runs on the same hardware and software; exits 1 on a regression."""

@@ -536,8 +536,10 @@ def _foreign(suite: Suite, chapter: str, chapter_dir: Path) -> str | None:
     alien = [e for e in ran if on_disk is not None and e not in on_disk]
     if not alien:
         return None
-    return (f"suite {suite.parent.run_id} ran {chapter} examples that {chapter_dir} does not have "
-            f"({', '.join(alien)}): another chapters directory's {chapter}; pass the suite of this one")
+    return (
+        f"suite {suite.parent.run_id} ran {chapter} examples that {chapter_dir} does not have "
+        f"({', '.join(alien)}): another chapters directory's {chapter}; pass the suite of this one"
+    )
 
 
 def _marked_chapters(chapters_dir: Path) -> list[str]:

@@ -135,8 +135,10 @@ def _pair_row(run: StoredRun, baseline: StoredRun | None, ceilings: dict[str, fl
         "hardware": _hardware(run),
         "run_id": run.run_id,
         # the two files timed (SHA-256 as found; imports not in it): two suites' same pair on the same code or not
-        "source_sha256": [baseline.tags.get("perflab.source_sha256") if baseline else None,
-                          t.get("perflab.source_sha256")],  # fmt: skip
+        "source_sha256": [
+            baseline.tags.get("perflab.source_sha256") if baseline else None,
+            t.get("perflab.source_sha256"),
+        ],  # fmt: skip
         # with --energy: each side's energy per call, and baseline / optimized with its interval
         "baseline_energy_mj": b.get("energy_per_call_mj"),
         "optimized_energy_mj": m.get("energy_per_call_mj"),
@@ -173,8 +175,13 @@ def build_report(parent: StoredRun, runs: list[StoredRun]) -> dict[str, Any]:
         "parent_run_id": parent.run_id,
         "parent_run_name": parent.name,
         # where variants ran: a skipped one ran nowhere (its device tag the config's "auto")
-        "devices": sorted({r.tags.get("perflab.gpu") or r.tags.get("perflab.device", "?") for r in variants
-                           if r.tags.get("perflab.status") != "skipped"}),  # fmt: skip
+        "devices": sorted(
+            {
+                r.tags.get("perflab.gpu") or r.tags.get("perflab.device", "?")
+                for r in variants
+                if r.tags.get("perflab.status") != "skipped"
+            }
+        ),  # fmt: skip
         "chapters": len({r.tags["perflab.chapter"] for r in variants}),
         "benchmarks": len({(r.tags["perflab.chapter"], r.tags["perflab.example"]) for r in variants}),
         "variants": len(variants),
@@ -227,7 +234,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"noise threshold; 95 %, or 96–98 % for a pair in rounds); {o['pairs_verified']} verified",
         f"- speedup over the {o['pairs_counted']} verified ok pair(s): geomean {_f(o['speedup_geomean'], '.3f')}×, "
         f"max {_f(o['speedup_max'], '.3f')}×, min {_f(o['speedup_min'], '.3f')}×"
-        if o["pairs_counted"] else "- no verified ok pair: no speedup geomean, max or min",
+        if o["pairs_counted"]
+        else "- no verified ok pair: no speedup geomean, max or min",
     ]
     for chapter, rows in sorted(report["chapters"].items()):
         t = column(x for r in rows for x in (r["baseline_median_ms"], r["optimized_median_ms"]))
@@ -240,7 +248,8 @@ def report_markdown(report: dict[str, Any]) -> str:
             "",
             f"| example | variant | baseline median {t.name} | optimized median {t.name} |{on.header} speedup | "
             f"verdict | verified | baseline {rate.name} | optimized {rate.name} | optimized % of peak |"
-            + " rounds |" * rounds,
+            + " rounds |"
+            * rounds,
             f"|---|---|---:|---:|{on.rule}---:|---|---|---:|---:|---:|" + "---|" * rounds,
         ]
         for x in rows:

@@ -133,8 +133,10 @@ def compare_suites(run_a: str, run_b: str, tracking_uri: str | None = None) -> S
                              "or two variant runs")  # fmt: skip
         p.check_suite(given)
     camps = [campaign_of(p, tracking_uri) for p in parents]  # a sharded suite read whole (bench.record.campaign)
-    kids = [[r for r in p.check_variants(given, c.child_runs(tracking_uri)) if r.is_variant]
-            for given, p, c in zip((run_a, run_b), parents, camps, strict=True)]
+    kids = [
+        [r for r in p.check_variants(given, c.child_runs(tracking_uri)) if r.is_variant]
+        for given, p, c in zip((run_a, run_b), parents, camps, strict=True)
+    ]
     rows_a, rows_b = (_rows(p, k) for p, k in zip(parents, kids, strict=True))
     shared = sorted(rows_a.keys() & rows_b.keys())
     pairs = [PairVersus(n, rows_a[n], rows_b[n], difference(rows_a[n], rows_b[n])) for n in shared]
@@ -194,8 +196,9 @@ def versus_table(cmp: SuiteVersus, width: int) -> Any:
         table.add_column(header, justify="right" if right else "left", overflow="fold", width=widths[i])
     colour = {"B faster": "green", "B slower": "red"}
     for row, p in zip(rows, cmp.pairs, strict=True):
-        table.add_row(Text(name_lines(row[0], widths[0])), *map(Text, row[1:-1]),
-                      Text(row[-1], colour.get(p.verdict, "yellow")))
+        table.add_row(
+            Text(name_lines(row[0], widths[0])), *map(Text, row[1:-1]), Text(row[-1], colour.get(p.verdict, "yellow"))
+        )
     return Group(Text(title), table)  # the title wraps at the console's width, not at the narrower table's
 
 

@@ -24,8 +24,18 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["CASES", "DIRECTIONS", "DTYPES", "PROVIDERS", "Case", "Shape", "build", "is_fwd", "mark_rows_dynamic",
-           "register_case"]
+__all__ = [
+    "CASES",
+    "DIRECTIONS",
+    "DTYPES",
+    "PROVIDERS",
+    "Case",
+    "Shape",
+    "build",
+    "is_fwd",
+    "mark_rows_dynamic",
+    "register_case",
+]
 
 PROVIDERS = ("naive", "compiled", "triton", "compiled_triton")
 DIRECTIONS = ("fwd", "bwd")
@@ -113,8 +123,10 @@ CASES: dict[str, Case] = {}
 def register_case(case: Case) -> Case:
     old = CASES.get(case.name)
     # A module imported again (tests re-import kernels under TRITON_INTERPRET=1) replaces its own cases.
-    if old is not None and (type(old).__module__, type(old).__qualname__) != (type(case).__module__,
-                                                                              type(case).__qualname__):
+    if old is not None and (type(old).__module__, type(old).__qualname__) != (
+        type(case).__module__,
+        type(case).__qualname__,
+    ):
         raise ValueError(f"case name {case.name!r} is registered twice; pick another name")
     CASES[case.name] = case
     return case

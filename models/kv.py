@@ -62,8 +62,10 @@ class PagedCache:
 
     def __init__(self, cfg: GPTConfig, n_blocks: int, block_size: int, device: torch.device | str) -> None:
         if n_blocks < 2 or block_size < 1:
-            raise ValueError(f"PagedCache: need n_blocks >= 2 (block 0 is the null block) and block_size >= 1, "
-                             f"got n_blocks={n_blocks}, block_size={block_size}")
+            raise ValueError(
+                f"PagedCache: need n_blocks >= 2 (block 0 is the null block) and block_size >= 1, "
+                f"got n_blocks={n_blocks}, block_size={block_size}"
+            )
         shape = (cfg.n_layer, n_blocks, block_size, cfg.n_head, cfg.head_dim)
         self.k = torch.zeros(shape, dtype=cfg.torch_dtype, device=device)
         self.v = torch.zeros(shape, dtype=cfg.torch_dtype, device=device)

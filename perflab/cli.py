@@ -128,7 +128,8 @@ def _discard_project_run(run_id: str) -> None:
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True)  # fmt: skip
     new_console(stderr=True).print(
-        f"nothing ran: the MLflow run {run_id} that `mlflow run` opened is deleted once it ends", markup=False,
+        f"nothing ran: the MLflow run {run_id} that `mlflow run` opened is deleted once it ends",
+        markup=False,
         soft_wrap=True,
     )
 

@@ -44,6 +44,7 @@ class ListOptionsCommand(TyperCommand):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, join_list_values(args))
 
+
 sweep_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Optuna sweeps over training configurations")
 
 

@@ -39,8 +39,11 @@ class Conclusion:
     yours: bool = False  # the recommendation is the user's own configuration (the baseline): nothing to verify
 
     def markdown(self, overhead_line: str) -> str:
-        remeasured = None if self.ranking is None else {
-            c.row.get("trial"): (c.mean, c.low, c.high, len(c.samples_per_s)) for c in self.ranking.contenders}
+        remeasured = (
+            None
+            if self.ranking is None
+            else {c.row.get("trial"): (c.mean, c.low, c.high, len(c.samples_per_s)) for c in self.ranking.contenders}
+        )
         parts = [table_markdown(self.rec, remeasured)]
         parts += [p.markdown() for p in (self.ranking, self.bottleneck) if p is not None]
         if self.verification is not None:
@@ -63,8 +66,10 @@ class Conclusion:
         assert rec is not None
         pick, memory = describe_config(rec), f"{rec.get('memory_pct', float('nan')):.1f} % of device memory"
         if self.yours:
-            return "baseline", [f"keep your configuration ({pick}): it is the sweep's pick — {self._figure()}, "
-                                f"{memory};", "no other configuration measured faster, so none was verified"]
+            return "baseline", [
+                f"keep your configuration ({pick}): it is the sweep's pick — {self._figure()}, {memory};",
+                "no other configuration measured faster, so none was verified",
+            ]
         if v is None:
             return "recommended", [f"{pick} — {self._figure()}, {memory};",
                                    "not verified against your configuration (verify_repeats 0)"]  # fmt: skip
@@ -74,8 +79,10 @@ class Conclusion:
         yours = f"your configuration ({describe_config(base.params)})"
         runs = f"{len(mine.samples_per_s)} + {len(base.samples_per_s)} ok fresh runs"
         if not base.samples_per_s:
-            return "recommended", [f"{pick} — {self._figure()}, {memory};",
-                                   f"not compared: {yours} ran ok in none of its repeats ({_statuses(base)})"]
+            return "recommended", [
+                f"{pick} — {self._figure()}, {memory};",
+                f"not compared: {yours} ran ok in none of its repeats ({_statuses(base)})",
+            ]
         verdict = significance(v.low, v.high, NOISE_THRESHOLD)
         if verdict == "faster":
             assert v.speedup is not None and v.low is not None and v.high is not None and mine.mean is not None
@@ -89,7 +96,8 @@ class Conclusion:
             shown = f"{v.speedup:.3g}x over {runs}, too few for an interval; more verify_repeats may decide"
         else:
             shown = f"{v.speedup:.3g}x [{v.low:.3g}, {v.high:.3g}] over {runs}" + (
-                "" if verdict == "slower" else ", not significant; more verify_repeats may decide")
+                "" if verdict == "slower" else ", not significant; more verify_repeats may decide"
+            )
         return "baseline", [f"keep {yours}, below: the sweep's pick ({pick}) was not verified faster than it:",
                             shown]  # fmt: skip
 

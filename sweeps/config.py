@@ -187,9 +187,13 @@ class SweepConfig(BaseModel):
     @classmethod
     def from_space(cls, values: dict[str, list[Any]], seed: int = 0) -> SweepConfig:
         """The config whose space (on a GPU) is ``values`` (a replay rebuilds a measured grid's)."""
-        fields: dict[str, Any] = {"batch_sizes": values["batch_size"], "num_workers_options": values["num_workers"],
-                                  "grad_accum_options": values.get("grad_accum", [1]),
-                                  "prefetch_factor_options": values.get("prefetch_factor", [2]), "seed": seed}
+        fields: dict[str, Any] = {
+            "batch_sizes": values["batch_size"],
+            "num_workers_options": values["num_workers"],
+            "grad_accum_options": values.get("grad_accum", [1]),
+            "prefetch_factor_options": values.get("prefetch_factor", [2]),
+            "seed": seed,
+        }
         for name, flag, alone in (("amp", "test_mixed_precision", False), ("pin_memory", "test_pin_memory", False),
                                   ("channels_last", "test_channels_last", False), ("compile", "test_compile", False),
                                   ("persistent_workers", "test_persistent_workers", True)):  # fmt: skip

@@ -279,8 +279,10 @@ class _Steps:
     def _longer(self) -> bool:
         """Past ``job.steps``: whether ``job.min_seconds`` asks for more measured steps."""
         job = self.job
-        return job.min_seconds > 0 and self.measured < 100 * job.steps and (
-            time.perf_counter() - self.t_start < job.min_seconds
+        return (
+            job.min_seconds > 0
+            and self.measured < 100 * job.steps
+            and (time.perf_counter() - self.t_start < job.min_seconds)
         )
 
     def warmup_steps(self) -> int:

@@ -27,8 +27,17 @@ from typing import Any
 
 from sweeps.space import DEFAULTS, OTHER
 
-__all__ = ["Recommendation", "Rules", "describe_config", "diagnose", "gpu_note", "recommend", "remeasured_text",
-           "snippet_yaml", "table_markdown"]
+__all__ = [
+    "Recommendation",
+    "Rules",
+    "describe_config",
+    "diagnose",
+    "gpu_note",
+    "recommend",
+    "remeasured_text",
+    "snippet_yaml",
+    "table_markdown",
+]
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ def recommend(
 
 
 def _why_no_ok(rows: list[dict[str, Any]]) -> str:
-    """"no trial finished ok", with what the trials ended as and what to change."""
+    """ "no trial finished ok", with what the trials ended as and what to change."""
     if not rows:
         return "no trial finished ok: none ran (a --time-budget spent, or an empty study)"
     counts: dict[str, int] = {}

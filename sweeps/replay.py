@@ -268,7 +268,8 @@ def replay_markdown(r: Replay, target_frac: float = 0.15) -> str:
         f"- source: {r.source or '(rows)'}",
         f"- grid: {r.grid_size} configurations, {r.measured_trials} measured ("
         + ", ".join(f"{n} {s}" for s, n in sorted(r.statuses.items()))
-        + ")" + (f", {r.skipped} skipped (a smaller batch ran out of memory)" if r.skipped else ""),
+        + ")"
+        + (f", {r.skipped} skipped (a smaller batch ran out of memory)" if r.skipped else ""),
         f"- grid best: {r.best:.0f} samples/s ({_describe(r.best_params)}); within {pct}: ≥ {r.threshold:.0f} "
         f"samples/s, {r.qualifying} configuration(s) qualify",
         "",

@@ -31,8 +31,18 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweeps.space import OTHER, PARAMS, Space, key
 
-__all__ = ["MARKERS", "MEASURED", "PARAMS", "STRATEGIES", "PlanSampler", "check_strategy", "config_of", "propose",
-           "results_rows", "sampler_for"]
+__all__ = [
+    "MARKERS",
+    "MEASURED",
+    "PARAMS",
+    "STRATEGIES",
+    "PlanSampler",
+    "check_strategy",
+    "config_of",
+    "propose",
+    "results_rows",
+    "sampler_for",
+]
 
 STRATEGIES = ("grid", "smart", "pareto")
 

@@ -229,7 +229,6 @@ class ForkedProcess:
         return self._p.exitcode
 
 
-
 def run_trial(
     job: TrialJob, timeout_s: float, workdir: str | Path | None = None, should_prune: Pruner | None = None
 ) -> TrialOutcome:

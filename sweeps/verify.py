@@ -147,9 +147,11 @@ def verification_markdown(v: Verification) -> str:
         from bench.measure import NOISE_THRESHOLD as t  # as a pair's verdict: ±1 % is no gain
         from bench.measure import significance
 
-        said = {"faster": f" — the recommendation is faster (interval above {1 + t:.3g})",
-                "slower": f" — slower (interval below {1 / (1 + t):.3g})",
-                "no significant difference": f" — not significant (interval holds 1 or lies within ±{100 * t:g} %)"}
+        said = {
+            "faster": f" — the recommendation is faster (interval above {1 + t:.3g})",
+            "slower": f" — slower (interval below {1 / (1 + t):.3g})",
+            "no significant difference": f" — not significant (interval holds 1 or lies within ±{100 * t:g} %)",
+        }
         verdict = said.get(significance(v.low, v.high, t) or "", "")
         speedup = _interval(v.speedup, v.low, v.high, "×", ".3g")
         lines.append(f"**speedup** (recommended / baseline): {speedup}{verdict}")

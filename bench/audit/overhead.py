@@ -118,8 +118,13 @@ def measure_suite(n: int, root: Path, cli_layer: dict[str, Any] | None = None) -
     suite = run_suite(select(discover(root / "suite")), cli_layer=layer)
     wall = time.monotonic() - t0
     inside = sum(s.duration_s or 0.0 for v in suite.variants for s in v.stages if s.name in _MEASURED)
-    return {"path": "suite (server, started ahead)", "n": n, "wall_s": wall,
-            "overhead_per_variant_s": (wall - inside) / n, "all_ok": all(v.status == "ok" for v in suite.variants)}
+    return {
+        "path": "suite (server, started ahead)",
+        "n": n,
+        "wall_s": wall,
+        "overhead_per_variant_s": (wall - inside) / n,
+        "all_ok": all(v.status == "ok" for v in suite.variants),
+    }
 
 
 def run_overhead(n: int = 10, cli_layer: dict[str, Any] | None = None, fresh_server: bool = False) -> dict[str, Any]:

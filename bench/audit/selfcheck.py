@@ -226,10 +226,7 @@ def run_selfcheck(
         "copy_bandwidth_gbps": bandwidth,
         "truths": truths,
         "skipped": skipped,
-        "cells": [
-            {**asdict(c), "median_ms": c.median_ms, "error_pct": c.error_pct, "cv_pct": c.cv_pct}
-            for c in cells
-        ],
+        "cells": [{**asdict(c), "median_ms": c.median_ms, "error_pct": c.error_pct, "cv_pct": c.cv_pct} for c in cells],
     }
 
 

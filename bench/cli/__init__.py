@@ -44,8 +44,22 @@ from bench.cli.run import run
 from bench.cli.store import import_
 from bench.cli.workers import check_device
 
-__all__ = ["can_write_in", "check_device", "console", "err_console", "error", "fit_tables", "fitted", "for_terminal",
-           "name_lines", "progress", "register", "warning", "wrapped", "writable_dir"]
+__all__ = [
+    "can_write_in",
+    "check_device",
+    "console",
+    "err_console",
+    "error",
+    "fit_tables",
+    "fitted",
+    "for_terminal",
+    "name_lines",
+    "progress",
+    "register",
+    "warning",
+    "wrapped",
+    "writable_dir",
+]
 
 
 def register(app: Any) -> None:

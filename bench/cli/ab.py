@@ -125,8 +125,10 @@ def examples_of(paths: list[Path]) -> list[Example]:
 
 
 _KINDS = ("benchmark", "reference", "candidate")
-_ACCEPTED = ("accepted: a file with get_benchmark() or module-level setup() and benchmark_fn(), or a KernelBench file "
-             "(Model and get_inputs(); or ModelNew)")
+_ACCEPTED = (
+    "accepted: a file with get_benchmark() or module-level setup() and benchmark_fn(), or a KernelBench file "
+    "(Model and get_inputs(); or ModelNew)"
+)
 
 
 def _kind(path: Path) -> str:

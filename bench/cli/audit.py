@@ -24,8 +24,11 @@ def selfcheck(
     ] = None,
     mode: Annotated[
         list[str] | None,
-        typer.Option("--mode", help="naive, cpu, cuda_event, cuda_graph, triton, pytorch (default: all a workload "
-                     "can use; cpu_sum: cpu, pytorch)"),  # fmt: skip
+        typer.Option(
+            "--mode",
+            help="naive, cpu, cuda_event, cuda_graph, triton, pytorch (default: all a workload "
+            "can use; cpu_sum: cpu, pytorch)",
+        ),  # fmt: skip
     ] = None,
     ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="also compare with Nsight Compute when on PATH")] = True,
     out: Annotated[Path | None, typer.Option(help="write selfcheck.md and selfcheck.json here")] = None,

@@ -187,8 +187,13 @@ def pairs_markdown(parent: str, runs: list[Any]) -> str:
     from bench.record.units import RATE_UNITS, column
 
     by_name = {r.info.run_name: r for r in runs}
-    gpus = sorted({r.data.tags.get("perflab.gpu") or r.data.tags.get("perflab.device", "?") for r in runs
-                   if r.data.tags.get("perflab.status") != "skipped"})  # a skipped variant ran nowhere ("auto")
+    gpus = sorted(
+        {
+            r.data.tags.get("perflab.gpu") or r.data.tags.get("perflab.device", "?")
+            for r in runs
+            if r.data.tags.get("perflab.status") != "skipped"
+        }
+    )  # a skipped variant ran nowhere ("auto")
     rows = []
     for _, run in sorted(by_name.items()):
         tags, metrics = run.data.tags, run.data.metrics

@@ -37,8 +37,10 @@ SanitizeOpt = Annotated[
 ]
 ProfileModeOpt = Annotated[
     str | None,
-    typer.Option(help="torch (default), ncu, nsys, all; memcheck, racecheck, sanitize (a tool not on PATH, or one "
-                "for CUDA kernels on a CPU variant: skipped, with why)"),  # fmt: skip
+    typer.Option(
+        help="torch (default), ncu, nsys, all; memcheck, racecheck, sanitize (a tool not on PATH, or one "
+        "for CUDA kernels on a CPU variant: skipped, with why)"
+    ),  # fmt: skip
 ]
 NcuPresetOpt = Annotated[str | None, typer.Option(help="Nsight Compute metrics: minimal, roofline or full (slow)")]
 DeviceOpt = Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N")]
@@ -273,8 +275,11 @@ def table(suite: SuiteResult, width: int | None = None) -> Table:
         out.add_column(header, justify="left" if left else "right", overflow="fold", width=widths[i])
     colour = {"faster": "green", "slower": "red"}
     for name, *cells in rows:
-        out.add_row(Text(name_lines(name, widths[0])), *map(Text, cells[:-1]),
-                    Text(cells[-1], colour.get(cells[-1].rstrip("*"), "yellow")))
+        out.add_row(
+            Text(name_lines(name, widths[0])),
+            *map(Text, cells[:-1]),
+            Text(cells[-1], colour.get(cells[-1].rstrip("*"), "yellow")),
+        )
     return out
 
 

@@ -90,9 +90,14 @@ def _table(lines: list[str], width: int) -> list[str]:
         if widths is not None:
             return _draw([headers[0], *(r[0] for r in rows)], sideways, [False, *[True] * len(rows)], widths)
     below: list[str] = []
-    while len(headers) > 2 and ((widths := _widths(headers, rows, width)) is None or widths[-1] < min(
-        24, max(len(r[-1]) for r in rows)  # a last column of a few characters a line reads as a list of words
-    )):
+    while len(headers) > 2 and (
+        (widths := _widths(headers, rows, width)) is None
+        or widths[-1]
+        < min(
+            24,
+            max(len(r[-1]) for r in rows),  # a last column of a few characters a line reads as a list of words
+        )
+    ):
         below = [wrapped(f"{headers[0]} {r[0]}, {headers[-1]}: {r[-1]}", width) for r in rows if r[-1]] + below
         headers, right, rows = headers[:-1], right[:-1], [r[:-1] for r in rows]
     widths = _widths(headers, rows, width)

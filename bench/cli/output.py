@@ -23,8 +23,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-__all__ = ["Report", "can_write_in", "console", "err_console", "error", "fitted", "name_lines", "new_console",
-           "progress", "warning", "writable_dir"]
+__all__ = [
+    "Report",
+    "can_write_in",
+    "console",
+    "err_console",
+    "error",
+    "fitted",
+    "name_lines",
+    "new_console",
+    "progress",
+    "warning",
+    "writable_dir",
+]
 
 
 def new_console(**options: bool) -> Console:

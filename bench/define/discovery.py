@@ -133,9 +133,7 @@ def select(catalog: Catalog, targets: Iterable[str] | str | None = None) -> list
         if not m:
             same = sorted(k for k, e in catalog.examples.items() if e.name == raw)  # an example without its chapter
             hint = f" (the example{'s' * (len(same) > 1)} {', '.join(same)}?)" if same else ""
-            raise TargetError(
-                f"target {raw!r} is malformed; accepted forms: 'ch7', '7', 'ch07', 'ch7:<example>'{hint}"
-            )
+            raise TargetError(f"target {raw!r} is malformed; accepted forms: 'ch7', '7', 'ch07', 'ch7:<example>'{hint}")
         chapter = chapter_id(m.group(1))
         if chapter not in catalog.chapters:
             raise TargetError(

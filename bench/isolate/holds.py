@@ -43,6 +43,7 @@ class Gate:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("cancelled at its gate")
 
+
 class Host:
     """Rule 3: a host-clocked measurement runs alone on the host; the other workers wait at their next step."""
 

@@ -84,7 +84,7 @@ class Kept:
         data = (json.dumps(order) + "\n").encode()
         with contextlib.suppress(OSError):  # a child that died meanwhile: its EOF ends the watch
             while data:
-                data = data[os.write(self.read_fd, data):]
+                data = data[os.write(self.read_fd, data) :]
 
     def end(self) -> None:
         """Its teardown (the order "end"), within the teardown stage's limit; its group killed after."""

@@ -242,7 +242,12 @@ def call(
     try:
         try:
             child = spawn(
-                "bench.isolate.server:_call_entry", [payload], write_fd, dict(os.environ), os.getcwd(), log_path,
+                "bench.isolate.server:_call_entry",
+                [payload],
+                write_fd,
+                dict(os.environ),
+                os.getcwd(),
+                log_path,
                 interpret,
             )
         finally:

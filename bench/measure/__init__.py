@@ -39,5 +39,14 @@ from bench.measure.rounds import interval_level
 from bench.measure.stats import significance, t_quantile
 from bench.measure.timer import time_callable
 
-__all__ = ["NOISE_THRESHOLD", "ceilings", "copy_bandwidth_gbps", "fit_threads", "interval_level", "significance",
-           "t_quantile", "time_callable", "usable_cores"]
+__all__ = [
+    "NOISE_THRESHOLD",
+    "ceilings",
+    "copy_bandwidth_gbps",
+    "fit_threads",
+    "interval_level",
+    "significance",
+    "t_quantile",
+    "time_callable",
+    "usable_cores",
+]

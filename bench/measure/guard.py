@@ -119,7 +119,8 @@ class _Bound:
         if read is not None:
             self.nvml_energy = read
             self._names["pynvml.nvmlDeviceGetTotalEnergyConsumption"] = (
-                lambda: getattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", None), read
+                lambda: getattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", None),
+                read,
             )
 
     def bind_module(self, module: ModuleType) -> None:

@@ -170,6 +170,7 @@ def get_output_works(alone_ms: list[float], with_get_ms: list[float], decide: bo
     by it: beyond GET_OUTPUT_SHARE of the call and GET_OUTPUT_FLOOR_MS, fastest against fastest; ``decide``: and so
     on the medians of the faster half of each, that half slower beyond chance. The faster halves: a busy host adds
     scheduler slices to some rounds of both kinds, and a slice can be longer than the work looked for."""
+
     def beyond(a: float, b: float) -> bool:
         return b - a > max(GET_OUTPUT_SHARE * a, GET_OUTPUT_FLOOR_MS)
 

@@ -51,6 +51,7 @@ class StopRule:
     # lucky draw (a 10-sample MAD can be 4x too small), a multiple-testing bias towards flattering noise.
     growth: float = 1.25
 
+
 def rule_for(config: BenchmarkConfig) -> StopRule:
     """``config``'s adaptive stopping rule, its time ceiling kept inside the measurement stage's limit."""
     limit = 0.8 * config.stage_limit("measurement")

@@ -29,6 +29,7 @@ def _module() -> Any:
         return None
     return nvtx
 
+
 TIMED_RANGE = "perflab_timed"
 CALL_RANGE = "perflab_call"
 

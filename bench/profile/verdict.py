@@ -138,4 +138,3 @@ def verdict_for(result: VariantResult | None, profile: Profile) -> tuple[str, st
                 ceilings.get("copy_gbps"), ceilings.get(f"{dtype}_tflops"), dtype,
             )  # fmt: skip
     return verdict(median_us, device_clock, profile.metrics, roofline, tuple(missing))
-

@@ -83,8 +83,11 @@ def campaign_line(run_id: str, tracking_uri: str | None = None) -> str | None:
     return None if run.is_variant else campaign_of(run, tracking_uri).line()
 
 
-_CUT = {"timeout": "ended at its --suite-timeout", "interrupted": "was interrupted (Ctrl-C, SIGTERM)",
-        "crashed": "crashed"}
+_CUT = {
+    "timeout": "ended at its --suite-timeout",
+    "interrupted": "was interrupted (Ctrl-C, SIGTERM)",
+    "crashed": "crashed",
+}
 
 
 def cut_short_line(run_id: str, tracking_uri: str | None = None) -> str | None:
@@ -109,5 +112,6 @@ def cut_short_line(run_id: str, tracking_uri: str | None = None) -> str | None:
         return f"suite {run.run_id} {how}: only the variants that finished are read (which did not is not recorded)"
     if not left:
         return f"suite {run.run_id} {how}, after its last variant had finished"
-    return (f"suite {run.run_id} {how}: only the variants that finished are read; {len(left)} did not: "
-            + ", ".join(map(str, left)))
+    return f"suite {run.run_id} {how}: only the variants that finished are read; {len(left)} did not: " + ", ".join(
+        map(str, left)
+    )

@@ -153,8 +153,15 @@ def junit_xml(summary: Mapping[str, Any], not_finished: Sequence[str] = (), why:
         skipped=str(sum(c.find("skipped") is not None for c in cases)),
     )  # fmt: skip
     suite.extend(cases)
-    root = ET.Element("testsuites", name="perflab", tests=suite.get("tests", "0"), failures=suite.get("failures", "0"),
-                      errors=suite.get("errors", "0"), skipped=suite.get("skipped", "0"), time=suite.get("time", "0"))
+    root = ET.Element(
+        "testsuites",
+        name="perflab",
+        tests=suite.get("tests", "0"),
+        failures=suite.get("failures", "0"),
+        errors=suite.get("errors", "0"),
+        skipped=suite.get("skipped", "0"),
+        time=suite.get("time", "0"),
+    )
     root.append(suite)
     for element in root.iter():  # a benchmark's error may hold anything: colours, a NUL; XML 1.0 takes none
         element.text = plain_text(element.text) if element.text else element.text

@@ -242,9 +242,11 @@ def read_run(run_id: str, tracking_uri: str | None = None) -> StoredRun:
     except MlflowException as exc:
         if damaged(exc):
             raise  # the store's fault, not the id's (reads)
-        raise LookupError(f"no MLflow run {run_id!r} in the store {store.tracking_uri!r}: a run id is the 32 hex "
-                          "digits `perflab run` printed (\"MLflow parent run …\") or the MLflow UI shows, or a "
-                          f"unique prefix of {SHORT_ID} or more of them") from exc
+        raise LookupError(
+            f"no MLflow run {run_id!r} in the store {store.tracking_uri!r}: a run id is the 32 hex "
+            'digits `perflab run` printed ("MLflow parent run …") or the MLflow UI shows, or a '
+            f"unique prefix of {SHORT_ID} or more of them"
+        ) from exc
 
 
 SHORT_ID = 8  # the fewest hex digits of a run id taken as its prefix (chart titles show 8)

@@ -77,10 +77,29 @@ def _pair(c: Comparison, opt: VariantResult) -> dict[str, Any]:
     """One pair of the summary: the comparison's figures and the optimized variant's device and rates."""
     own = {"time_median_ms": opt.median_ms, **opt.derived_metrics()} if opt.median_ms else {}
     return {
-        **c.model_dump(include={"chapter", "example", "variant", "status", "baseline_status", "optimized_status",
-                                "baseline_median_ms", "optimized_median_ms", "speedup", "speedup_ci_low",
-                                "speedup_ci_high", "speedup_time", "speedup_metric", "baseline_value",
-                                "optimized_value", "significance", "noise_threshold", *_ENERGY, *_ROUNDS}),  # fmt: skip
+        **c.model_dump(
+            include={
+                "chapter",
+                "example",
+                "variant",
+                "status",
+                "baseline_status",
+                "optimized_status",
+                "baseline_median_ms",
+                "optimized_median_ms",
+                "speedup",
+                "speedup_ci_low",
+                "speedup_ci_high",
+                "speedup_time",
+                "speedup_metric",
+                "baseline_value",
+                "optimized_value",
+                "significance",
+                "noise_threshold",
+                *_ENERGY,
+                *_ROUNDS,
+            }
+        ),  # fmt: skip
         "verified": c.verification.verified,
         "verification": c.verification.detail,
         "max_rel_error": c.verification.max_rel_error,

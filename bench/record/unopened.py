@@ -86,5 +86,7 @@ def unopened(uri: str | None, exc: Exception) -> str:
                 "accepted: sqlite:///PATH.db or a server http(s)://HOST (`mlflow migrate-filestore` moves a file "
                 "store into SQLite; MLFLOW_ALLOW_FILE_STORE=true opens it as it is)")  # fmt: skip
     gist = next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
-    return (f"tracking URI {store}: the store cannot be opened ({type(exc).__name__}: {gist}); accepted: an MLflow "
-            "SQLite file sqlite:///PATH.db (a new path makes a new store) or a server http(s)://HOST")
+    return (
+        f"tracking URI {store}: the store cannot be opened ({type(exc).__name__}: {gist}); accepted: an MLflow "
+        "SQLite file sqlite:///PATH.db (a new path makes a new store) or a server http(s)://HOST"
+    )

@@ -24,11 +24,15 @@ class Config:
         if self.mmas_in_flight not in (0, 1):
             raise ValueError(f"mmas_in_flight={self.mmas_in_flight}: 0 or 1 is accepted")
         if self.stages < 1 + self.mmas_in_flight:
-            raise ValueError(f"stages={self.stages}: at least {1 + self.mmas_in_flight} with "
-                             f"mmas_in_flight={self.mmas_in_flight} (a stage is released only once its wgmma ends)")
+            raise ValueError(
+                f"stages={self.stages}: at least {1 + self.mmas_in_flight} with "
+                f"mmas_in_flight={self.mmas_in_flight} (a stage is released only once its wgmma ends)"
+            )
         if self.stages * self.stage_bytes + 1024 > SMEM_BYTES:
-            raise ValueError(f"stages={self.stages}: {self.stages} x {self.stage_bytes} B of shared memory "
-                             f"is over sm_90's {SMEM_BYTES} B")
+            raise ValueError(
+                f"stages={self.stages}: {self.stages} x {self.stage_bytes} B of shared memory "
+                f"is over sm_90's {SMEM_BYTES} B"
+            )
 
     @property
     def stage_bytes(self) -> int:

@@ -87,8 +87,10 @@ class CuteGemm(Example):
         a, bt = self.args
         nans, err = error(self.out, a.float() @ bt.float().t())
         if nans or err > CHECK_TOLERANCE:
-            return (f"C against an fp32 torch.matmul: {nans} NaN, max abs err {err:.2e} (tolerance "
-                    f"{CHECK_TOLERANCE:.0e} on an O(1) C)")
+            return (
+                f"C against an fp32 torch.matmul: {nans} NaN, max abs err {err:.2e} (tolerance "
+                f"{CHECK_TOLERANCE:.0e} on an O(1) C)"
+            )
         return None
 
     def teardown(self) -> None:
@@ -125,8 +127,10 @@ def check_one(cute_kernel: Any, cfg: Config, a: torch.Tensor, bt: torch.Tensor, 
     import time
 
     m, n = ref.shape
-    label = f"{m}x{n}x{a.shape[1]} tile {cfg.tile_mn[0]}x{cfg.tile_mn[1]} stages {cfg.stages} in_flight " \
-            f"{cfg.mmas_in_flight}"
+    label = (
+        f"{m}x{n}x{a.shape[1]} tile {cfg.tile_mn[0]}x{cfg.tile_mn[1]} stages {cfg.stages} in_flight "
+        f"{cfg.mmas_in_flight}"
+    )
     print(f"{label}: ", end="", flush=True)  # a hang shows which kernel
     out = torch.full((m, n), float("nan"), dtype=torch.float16, device=a.device)
     try:
@@ -151,8 +155,11 @@ def check_one(cute_kernel: Any, cfg: Config, a: torch.Tensor, bt: torch.Tensor, 
         rows, cols = int(nan.any(1).sum()), int(nan.any(0).sum())
         where = f" (first at row {row} col {col}; in {rows}/{m} rows, {cols}/{n} cols)"
     ok = nans == 0 and err <= CHECK_TOLERANCE
-    print(f"NaN {nans}/{m * n}{where}, max abs err {err:.2e} (tol {CHECK_TOLERANCE:.0e}), "
-          f"compile {compile_s:.1f} s: {'PASS' if ok else 'FAIL'}", flush=True)
+    print(
+        f"NaN {nans}/{m * n}{where}, max abs err {err:.2e} (tol {CHECK_TOLERANCE:.0e}), "
+        f"compile {compile_s:.1f} s: {'PASS' if ok else 'FAIL'}",
+        flush=True,
+    )
     return ok
 
 
@@ -182,12 +189,21 @@ def check(sizes: tuple[tuple[int, int, int], ...] = CHECK_SIZES) -> bool:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python3 -m chapters.ch10.cute_gemm",
-                                     description="Chapter 10's CuTe DSL GEMM kernels")
-    parser.add_argument("--check", action="store_true", help="launch each variant's kernel once on NaN-filled "
-                        "output and compare with an fp32 torch.matmul: one line a kernel and size")
-    parser.add_argument("--size", action="append", metavar="MxNxK", help="instead of the smoke and mid sizes "
-                        f"{', '.join('x'.join(map(str, s)) for s in CHECK_SIZES)} (repeatable)")
+    parser = argparse.ArgumentParser(
+        prog="python3 -m chapters.ch10.cute_gemm", description="Chapter 10's CuTe DSL GEMM kernels"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="launch each variant's kernel once on NaN-filled "
+        "output and compare with an fp32 torch.matmul: one line a kernel and size",
+    )
+    parser.add_argument(
+        "--size",
+        action="append",
+        metavar="MxNxK",
+        help=f"instead of the smoke and mid sizes {', '.join('x'.join(map(str, s)) for s in CHECK_SIZES)} (repeatable)",
+    )
     args = parser.parse_args(argv)
     if not args.check:
         parser.print_help()

@@ -37,16 +37,21 @@ class HopperGemm:
     @cute.jit
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream):
         ab_type = a.element_type
-        tiled_mma = self.make_tiled_mma(ab_type, utils.LayoutEnum.from_tensor(a).sm90_mma_major_mode(),
-                                        utils.LayoutEnum.from_tensor(b).sm90_mma_major_mode())
+        tiled_mma = self.make_tiled_mma(
+            ab_type,
+            utils.LayoutEnum.from_tensor(a).sm90_mma_major_mode(),
+            utils.LayoutEnum.from_tensor(b).sm90_mma_major_mode(),
+        )
         stages = self.config.stages
         sa_layout = sm90.make_smem_layout_a(utils.LayoutEnum.from_tensor(a), self.tile, ab_type, stages)
         sb_layout = sm90.make_smem_layout_b(utils.LayoutEnum.from_tensor(b), self.tile, ab_type, stages)
         g2s = cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
         tma_a, ta = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            g2s, a, cute.slice_(sa_layout, (None, None, 0)), (self.tile[0], self.tile[2]))
+            g2s, a, cute.slice_(sa_layout, (None, None, 0)), (self.tile[0], self.tile[2])
+        )
         tma_b, tb = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            g2s, b, cute.slice_(sb_layout, (None, None, 0)), (self.tile[1], self.tile[2]))
+            g2s, b, cute.slice_(sb_layout, (None, None, 0)), (self.tile[1], self.tile[2])
+        )
 
         @cute.struct
         class Storage:
@@ -57,17 +62,27 @@ class HopperGemm:
         self.storage = Storage
         grid = (cute.size(c, mode=[0]) // self.tile[0], cute.size(c, mode=[1]) // self.tile[1], 1)
         self.kernel(tma_a, ta, tma_b, tb, c, tiled_mma, sa_layout, sb_layout).launch(
-            grid=grid, block=(self.threads, 1, 1), stream=stream)
+            grid=grid, block=(self.threads, 1, 1), stream=stream
+        )
 
     def make_tiled_mma(self, ab_type, a_major, b_major) -> cute.TiledMma:
         """wgmma 64 x N x 16 atoms, one per warpgroup down M (the tile's extra M rows are repeats)."""
-        return sm90.make_trivial_tiled_mma(ab_type, ab_type, a_major, b_major, cutlass.Float32,
-                                           (self.warpgroups, 1, 1), tiler_mn=(64, self.tile[1]))
+        return sm90.make_trivial_tiled_mma(
+            ab_type, ab_type, a_major, b_major, cutlass.Float32, (self.warpgroups, 1, 1), tiler_mn=(64, self.tile[1])
+        )
 
     @cute.kernel
-    def kernel(self, tma_a: cute.CopyAtom, ma: cute.Tensor, tma_b: cute.CopyAtom, mb: cute.Tensor,
-               mc: cute.Tensor, tiled_mma: cute.TiledMma, sa_layout: cute.ComposedLayout,
-               sb_layout: cute.ComposedLayout):
+    def kernel(
+        self,
+        tma_a: cute.CopyAtom,
+        ma: cute.Tensor,
+        tma_b: cute.CopyAtom,
+        mb: cute.Tensor,
+        mc: cute.Tensor,
+        tiled_mma: cute.TiledMma,
+        sa_layout: cute.ComposedLayout,
+        sb_layout: cute.ComposedLayout,
+    ):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, bidy, bidz = cute.arch.block_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -79,10 +94,12 @@ class HopperGemm:
         storage = smem.allocate(self.storage)
         stages = self.config.stages
         ring = pipeline.PipelineTmaAsync.create(
-            barrier_storage=storage.barriers.data_ptr(), num_stages=stages,
+            barrier_storage=storage.barriers.data_ptr(),
+            num_stages=stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads // 32),
-            tx_count=self.config.stage_bytes, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+            tx_count=self.config.stage_bytes,
+            cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
         sa = storage.sa.get_tensor(sa_layout.outer, swizzle=sa_layout.inner)
         sb = storage.sb.get_tensor(sb_layout.outer, swizzle=sb_layout.inner)
@@ -92,10 +109,12 @@ class HopperGemm:
         gb = cute.local_tile(mb, self.tile, coord, proj=(None, 1, 1))  # (bN, bK, k tiles)
         gc = cute.local_tile(mc, self.tile, coord, proj=(1, 1, None))  # (bM, bN)
         one = cute.make_layout(1)
-        tas, tag = cute.nvgpu.cpasync.tma_partition(tma_a, 0, one, cute.group_modes(sa, 0, 2),
-                                                     cute.group_modes(ga, 0, 2))
-        tbs, tbg = cute.nvgpu.cpasync.tma_partition(tma_b, 0, one, cute.group_modes(sb, 0, 2),
-                                                     cute.group_modes(gb, 0, 2))
+        tas, tag = cute.nvgpu.cpasync.tma_partition(
+            tma_a, 0, one, cute.group_modes(sa, 0, 2), cute.group_modes(ga, 0, 2)
+        )
+        tbs, tbg = cute.nvgpu.cpasync.tma_partition(
+            tma_b, 0, one, cute.group_modes(sb, 0, 2), cute.group_modes(gb, 0, 2)
+        )
 
         group = cute.arch.make_warp_uniform(tidx // THREADS_PER_WARPGROUP)
         thr_mma = tiled_mma.get_slice(cute.make_layout(self.warpgroups, stride=THREADS_PER_WARPGROUP)(group))
@@ -173,8 +192,10 @@ def compile_gemm(config: Config, a: torch.Tensor, bt: torch.Tensor, out: torch.T
     from cuda.bindings import driver
 
     if any(s % t for s, t in zip((a.shape[0], bt.shape[0], a.shape[1]), (*config.tile_mn, TILE_K), strict=True)):
-        raise ValueError(f"M, N, K = {a.shape[0]}, {bt.shape[0]}, {a.shape[1]}: multiples of the tile "
-                         f"{config.tile_mn} and of {TILE_K} are accepted (the epilogue stores whole tiles)")
+        raise ValueError(
+            f"M, N, K = {a.shape[0]}, {bt.shape[0]}, {a.shape[1]}: multiples of the tile "
+            f"{config.tile_mn} and of {TILE_K} are accepted (the epilogue stores whole tiles)"
+        )
     tensors = (as_mkl(a), as_mkl(bt), as_mkl(out))
     stream = driver.CUstream(torch.cuda.current_stream().cuda_stream if a.is_cuda else 0)
     return cute.compile(HopperGemm(config), *tensors, stream), tensors

@@ -99,8 +99,15 @@ def prefix_engine(w: Workload, share: bool) -> ContinuousEngine:
     bs = _size(*BLOCK)
     blocks = sum(-(-(r.prompt_tokens + r.new_tokens) // bs) for r in w.requests) + 1
     return ContinuousEngine(
-        w.model, w.requests, w.out, cache="paged", max_running=len(w.requests), n_blocks=blocks, block_size=bs,
-        prefix_cache=share, prefill_budget=_size(8192, 40),
+        w.model,
+        w.requests,
+        w.out,
+        cache="paged",
+        max_running=len(w.requests),
+        n_blocks=blocks,
+        block_size=bs,
+        prefix_cache=share,
+        prefill_budget=_size(8192, 40),
     )
 
 

@@ -105,7 +105,6 @@ def reference_runs(paths: list[Path]) -> dict[str, list[Pair]]:
     return {k: [p for _, _, p in sorted(items, key=lambda t: (t[0], t[1]))] for k, items in runs.items()}
 
 
-
 def compare(new: dict[str, Pair], old: dict[str, Pair], max_ratio: float,
             widths: dict[str, float] | None = None) -> tuple[list[str], int, int, int]:  # fmt: skip
     """The table's rows, and (pairs in both, verdicts the same, intervals within max_ratio of the reference's width:

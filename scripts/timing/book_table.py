@@ -61,7 +61,8 @@ def row(name: str, summary: dict, wall: tuple[float, str] | None, chapter_dir: P
         name,
         f"{wall[0]:.0f} (exit {wall[1]})" if wall else "—",
         f"{summary.get('n_variants_ok', 0)}/{summary.get('n_variants', 0)}"
-        + (f", {skipped} skipped" if skipped else "") + (f", +{left} not run" if left else ""),
+        + (f", {skipped} skipped" if skipped else "")
+        + (f", +{left} not run" if left else ""),
         f"{statistics.median(elapsed):.1f} / {max(elapsed):.1f}" if elapsed else "—",
         f"{slowest['key'].split(':', 1)[1]} {slowest['elapsed_s']:.0f}" if slowest else "—",
         f"{statistics.mean(rounds):.1f}" if rounds else "—",

@@ -167,14 +167,18 @@ def main() -> None:
                 "p90_us": round(pct(pooled, 0.90), 3),
                 "p99_us": round(pct(pooled, 0.99), 3),
                 "max_us": round(max(pooled), 3),
-                "over_1.05x_quiet_median_pct": round(100.0 * sum(s > 1.05 * quiet_median for s in pooled) / len(pooled), 3),  # noqa: E501
+                "over_1.05x_quiet_median_pct": round(
+                    100.0 * sum(s > 1.05 * quiet_median for s in pooled) / len(pooled), 3
+                ),  # noqa: E501
                 "block_medians_us": [round(statistics.median(blk), 3) for blk in data[name][mode]],
                 "children": children[name][mode],
             }
         report["kernels"][name] = rows
     print(json.dumps(report, indent=1))
     print()
-    print("| kernel | mode | samples | median µs | p90 | p99 | max | >1.05x quiet median % | block medians | children |")  # noqa: E501
+    print(
+        "| kernel | mode | samples | median µs | p90 | p99 | max | >1.05x quiet median % | block medians | children |"
+    )  # noqa: E501
     print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
     for name, rows in report["kernels"].items():
         for mode, r in rows.items():

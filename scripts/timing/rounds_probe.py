@@ -34,7 +34,7 @@ OPS = {  # the op, and the output it writes
     "matmul160": ("torch.matmul(self.a, self.b, out=self.out)", "self.out"),
     "add1m": ("torch.add(self.x, self.y, out=self.sum)", "self.sum"),
 }
-BENCH = '''import torch
+BENCH = """import torch
 
 
 class Bench:
@@ -54,7 +54,7 @@ class Bench:
 
 def get_benchmark():
     return Bench()
-'''
+"""
 DESIGNS = {
     "one": {"min_rounds": 1, "max_rounds": 1},
     "rounds3": {"min_rounds": 3, "max_rounds": 3},
@@ -109,8 +109,10 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="perflab-rounds-") as tmp:
         examples = select(discover(tree(Path(tmp) / "chapters", args.pairs)))
-        print("| design | pairs | faster | slower | no significant difference | rounds (median) | capped | "
-              "rounds left out (pairs) | wall s |")
+        print(
+            "| design | pairs | faster | slower | no significant difference | rounds (median) | capped | "
+            "rounds left out (pairs) | wall s |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for design in args.designs:
             t0 = time.monotonic()

@@ -39,6 +39,7 @@ def operands(m: int, n: int, k: int, dtype: torch.dtype) -> tuple[torch.Tensor, 
 
 def compare(title: str, launches: list[tuple[str, Callable]], args: tuple, flops: float, flush: torch.Tensor) -> None:
     """A row per launch on ``args``; then the first launch's time over the second's."""
+
     def tflops(us: float) -> str:
         return f"{flops / us / 1e6:.0f}"
 

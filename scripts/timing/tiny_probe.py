@@ -51,8 +51,10 @@ def main() -> None:
         "sync + read flush + 10 x 64 MiB scale": lambda: (torch.sum(read_buf, dim=0, out=sink),
                                                           [torch.mul(big, 2.0, out=big_out) for _ in range(10)]),
     }  # fmt: skip
-    for label, query in (("harness pattern: flush, 0.4 ms spin, start, replay, end", False),
-                         ("same + start.query() after the replay (the leak check)", True)):
+    for label, query in (
+        ("harness pattern: flush, 0.4 ms spin, start, replay, end", False),
+        ("same + start.query() after the replay (the leak check)", True),
+    ):
         per = []
         for _ in range(30):
             torch.cuda.synchronize()

@@ -65,8 +65,9 @@ def result(
         manifest["gpu"] = {"name": gpu}
     timing = None
     if samples is not None:
-        timing = Timing(mode="cuda_event" if gpu else "cpu", method="synthetic", samples_ms=list(samples),
-                        stats=summarize(samples))
+        timing = Timing(
+            mode="cuda_event" if gpu else "cpu", method="synthetic", samples_ms=list(samples), stats=summarize(samples)
+        )
     failed = status != "ok"
     return VariantResult(
         spec=VariantSpec(chapter=chapter, example=example, variant=variant, path=f"/x/{variant}_{example}.py"),

@@ -184,5 +184,6 @@ def test_runs_on_different_machines_are_named(store: Store) -> None:
     out = CliRunner().invoke(cli.app, ["compare", a, b, "--tracking-uri", store.uri])
     assert out.exit_code == 0, out.output
     assert "different machines, A → B: cpu (CPU A) → cpu (CPU B) (1 run); those figures include" in " ".join(
-        out.output.split())
+        out.output.split()
+    )
     assert compare_runs(a, a, store.uri).machines == []

@@ -302,7 +302,8 @@ def interval_suite(store: Store) -> str:
             if not r.spec.is_baseline:
                 low, high = intervals[r.spec.key] or (None, None)
                 cmp = pair(baselines[r.spec.target], r).model_copy(
-                    update={"speedup_ci_low": low, "speedup_ci_high": high})
+                    update={"speedup_ci_low": low, "speedup_ci_high": high}
+                )
             t.log_variant(r, cmp)
         t.finish("# synthetic\n", {})
     return t.parent_run_id

@@ -66,8 +66,9 @@ def test_cli_reports_reuse(cache: Path) -> None:
     assert "reused the cached ceilings" in res.output and "50.0 GFLOP/s" in res.output
 
 
-@pytest.mark.parametrize(("device", "says"), [("tpu", "'tpu' unknown; accepted: auto"),
-                                              ("cuda:1", "'cuda:1' unknown; accepted: auto")])
+@pytest.mark.parametrize(
+    ("device", "says"), [("tpu", "'tpu' unknown; accepted: auto"), ("cuda:1", "'cuda:1' unknown; accepted: auto")]
+)
 def test_a_device_peak_cannot_measure_is_one_line(cache: Path, monkeypatch: pytest.MonkeyPatch, device: str,
                                                   says: str) -> None:  # fmt: skip
     monkeypatch.setattr(peak_mod, "measure_cpu", lambda **_: pytest.fail("measured the CPU for another device"))

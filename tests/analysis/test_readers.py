@@ -71,8 +71,11 @@ def test_the_sentences_under_a_readers_table_fit_80_columns(
     words, as ``compare``'s do; a path written stays whole on its own line."""
     monkeypatch.setattr(analysis.cli.console, "width", 80)
     whole = suites["whole"]
-    args = {"report": ["report", "--no-log", "--out", str(tmp_path)], "regressions": ["regressions"],
-            "expectations": ["expectations", "check", "--no-log", "--out", str(tmp_path), "--dir", str(tmp_path)]}
+    args = {
+        "report": ["report", "--no-log", "--out", str(tmp_path)],
+        "regressions": ["regressions"],
+        "expectations": ["expectations", "check", "--no-log", "--out", str(tmp_path), "--dir", str(tmp_path)],
+    }
     out = CliRunner().invoke(cli.app, [*args[command], "--run-id", whole, "--tracking-uri", store.uri])
     assert out.exception is None or isinstance(out.exception, SystemExit), out.output
     lines = out.output.splitlines()

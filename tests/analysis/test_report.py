@@ -187,8 +187,9 @@ def test_energy_per_call_is_reported_where_both_sides_measured_it() -> None:
     assert "| a | optimized | 618 | 80.0 | 7.70× [7.50, 7.90] |" in md
     assert "| b | optimized |" in md.split("per call |")[0] and "| b | optimized |" not in md.split("per call |")[1]
     csv_lines = report_csv(rep).splitlines()
-    assert csv_lines[0].endswith(",baseline_energy_mj,optimized_energy_mj,energy_ratio,energy_ratio_ci_low,"
-                                 "energy_ratio_ci_high")
+    assert csv_lines[0].endswith(
+        ",baseline_energy_mj,optimized_energy_mj,energy_ratio,energy_ratio_ci_low,energy_ratio_ci_high"
+    )
     assert csv_lines[1].endswith(",618.0,80.0,7.7,7.5,7.9") and csv_lines[2].endswith(",,,,,")
 
 
@@ -221,7 +222,7 @@ def test_a_speedup_on_a_generation_metric_shows_that_metrics_values() -> None:
 
 
 def test_a_skipped_variant_is_reported_with_why() -> None:
-    """"Variants not ok" gave a skipped variant's row an empty error cell (``| skipped | — |  |``) where the run's line
+    """ "Variants not ok" gave a skipped variant's row an empty error cell (``| skipped | — |  |``) where the run's line
     said why (``needs a CUDA GPU (device is cpu), ...``: tag ``perflab.skip_reason``)."""
     from analysis.report import build_report, report_markdown
     from bench.record import StoredRun

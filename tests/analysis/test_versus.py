@@ -36,8 +36,11 @@ def row(speedup: float, low: float | None, high: float | None, counted: bool = T
         (row(2.0, None, None), row(3.0, None, None), "no interval on A, B"),
         (row(2.0, 1.9, 2.1, counted=False, verdict="mismatch"), row(3.0, 2.9, 3.1), "A mismatch"),
         (row(2.0, 1.9, 2.1), row(3.0, 2.9, 3.1, counted=False, verdict="failed"), "B failed"),
-        (row(2.0, None, None, counted=False, verdict="failed"), row(3.0, None, None, counted=False, verdict="failed"),
-         "A failed, B failed"),  # both sides said: the one named first is not the only one that failed
+        (
+            row(2.0, None, None, counted=False, verdict="failed"),
+            row(3.0, None, None, counted=False, verdict="failed"),
+            "A failed, B failed",
+        ),  # both sides said: the one named first is not the only one that failed
         (row(2.0, 1.9, 2.1), row(3.0, 2.9, 3.1, on="TTFT"), "different metrics (call, TTFT)"),
     ],
 )
@@ -103,8 +106,10 @@ def suites(store: Store) -> dict[str, Any]:
 
 def test_suites_compare_pair_by_pair_and_geomeans_over_shared_pairs(suites: dict[str, Any], store: Store) -> None:
     v = compare_suites(suites["a"], suites["b"], store.uri)
-    assert [(p.name, p.verdict) for p in v.pairs] == [("ch07:p0:optimized", "B faster"),
-                                                      ("ch07:p1:optimized", "no significant difference")]
+    assert [(p.name, p.verdict) for p in v.pairs] == [
+        ("ch07:p0:optimized", "B faster"),
+        ("ch07:p1:optimized", "no significant difference"),
+    ]
     assert (v.pairs_a, v.pairs_b, v.counted) == (8, 3, 2)
     assert v.geomean_a == pytest.approx(2.0) and v.geomean_b == pytest.approx(math.sqrt(6.0))  # not 5x's pull
     assert v.only_a == [f"ch07:p{i}:optimized" for i in range(2, 8)] and v.only_b == ["ch07:new:optimized"]
@@ -131,7 +136,6 @@ def test_cli_prints_pairs_not_metrics_at_80_columns(
     assert metrics.exit_code == 0 and "time_median_ms" in metrics.output
     assert "speedup_geomean" not in metrics.output  # 8 pairs against 3: no geomean delta, and a line says why
     assert "geomean speedups are left out: they ran different pairs" in " ".join(metrics.output.split())
-
 
 
 def test_all_without_metrics_on_two_suites_is_refused_not_ignored(suites: dict[str, Any], store: Store) -> None:
@@ -242,7 +246,7 @@ def test_a_pair_whose_speedup_is_not_on_the_call_time_is_named_so() -> None:
     lines = console.export_text().splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("pair "))
     assert all(len(line) <= 80 for line in lines) and lines[header].split()[:2] == ["pair", "on"], lines
-    on = {line.split()[0]: line.split()[1:3] for line in lines[header + 2:] if line[:1].strip()}
+    on = {line.split()[0]: line.split()[1:3] for line in lines[header + 2 :] if line[:1].strip()}
     assert on["kv_cache"][0] == "TPOT" and on["prefill"][0] == "call" and on["batching"] == ["call,", "TTFT"], lines
 
 

@@ -94,4 +94,5 @@ def _said(v) -> str:
     """What is wrong with ``v``, with the restore comparison's rounds where it ran one."""
     rounds = v.recheck and v.recheck.restored_times_ms
     return f"{v.spec.key}: {v.status} at {v.failed_stage}: {v.error and v.error.message}" + (
-        f" (restore rounds, ms: A {v.recheck.restored_times_ms}, B {v.recheck.reference_times_ms})" if rounds else "")
+        f" (restore rounds, ms: A {v.recheck.restored_times_ms}, B {v.recheck.reference_times_ms})" if rounds else ""
+    )

@@ -31,8 +31,14 @@ def serve(w: Workload, engine: ContinuousEngine) -> dict[str, Any]:
     steps = drive(engine, w.requests)
     first = [next(i for i, res in enumerate(steps) if res.get(rid)) for rid in range(len(w.requests))]
     ttft = sorted(first)  # in steps; every request of these pairs arrives at once
-    return {"tokens": w.out.tokens.clone(), "steps": len(steps), "passes": passes, "ttft": ttft[len(ttft) // 2],
-            "peak": engine.peak_running, "prefilled": engine.prefilled}
+    return {
+        "tokens": w.out.tokens.clone(),
+        "steps": len(steps),
+        "passes": passes,
+        "ttft": ttft[len(ttft) // 2],
+        "peak": engine.peak_running,
+        "prefilled": engine.prefilled,
+    }
 
 
 def pair(make: Any, baseline: Any, optimized: Any) -> tuple[dict[str, Any], dict[str, Any]]:

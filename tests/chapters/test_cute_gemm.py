@@ -105,8 +105,10 @@ def test_every_variant_compiles_for_sm90a(cfg: Config, tmp_path: Path) -> None:
     assert re.search(rf"\.reqntid {threads}, 1, 1", ptx), f"{cfg}: the kernel is not {threads} threads a CTA"
 
 
-DSL = pytest.mark.skipif(importlib.util.find_spec("cutlass") is None,
-                         reason="NVIDIA's CUTLASS Python DSL is in the test extra (pip install -e '.[test]')")
+DSL = pytest.mark.skipif(
+    importlib.util.find_spec("cutlass") is None,
+    reason="NVIDIA's CUTLASS Python DSL is in the test extra (pip install -e '.[test]')",
+)
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 COVER = """

@@ -24,6 +24,7 @@ COMPILED = os.environ.get("TRITON_INTERPRET") != "1"
 CASES: list[Case] = [R.RMSNormCase(), R.AddRMSNormCase(), P.PolyNormCase(), P.MulPolyNormCase(),
                      P.GroupedMulPolyNormCase()]  # fmt: skip
 
+
 def _kernel(kernel: triton.JITFunction, pointers: dict[str, str], **constexprs: object) -> object:
     flags = "".join(f"-{k}={int(v)}" for k, v in constexprs.items() if isinstance(v, bool))
     return pytest.param(kernel, pointers, constexprs, id=f"{kernel.__module__.split('.')[-1]}.{kernel.__name__}{flags}")

@@ -148,8 +148,13 @@ def test_cli_rejects_unknown_case(interp: ModuleType) -> None:
     assert "no GPU" not in result.output  # bad input is the only line
 
 
-@pytest.mark.parametrize(("device", "says"), [("tpu", "device='tpu' is not one of 'auto', 'cpu', 'cuda', 'cuda:N'"),
-                                              ("cuda", "device='cuda': torch sees no CUDA GPU on this host")])
+@pytest.mark.parametrize(
+    ("device", "says"),
+    [
+        ("tpu", "device='tpu' is not one of 'auto', 'cpu', 'cuda', 'cuda:N'"),
+        ("cuda", "device='cuda': torch sees no CUDA GPU on this host"),
+    ],
+)
 def test_cli_rejects_a_device_in_one_line(
     interp: ModuleType, monkeypatch: pytest.MonkeyPatch, device: str, says: str
 ) -> None:

@@ -144,8 +144,9 @@ def test_bad_options_are_named(model: GPT) -> None:
 
 def test_shortest_job_first_admits_by_tokens_to_generate(model: GPT) -> None:
     reqs = requests()  # new tokens 6, 2, 9, 4, 1, 7, 3
-    engine = ContinuousEngine(model, reqs, Output(reqs, "cpu"), cache="contiguous", max_running=3, max_seq=24,
-                              policy="sjf")
+    engine = ContinuousEngine(
+        model, reqs, Output(reqs, "cpu"), cache="contiguous", max_running=3, max_seq=24, policy="sjf"
+    )
     _, steps = drive(engine, reqs)
     assert sorted(steps[0]) == [1, 4, 6]  # 2, 1 and 3 tokens: the three shortest first
 

@@ -83,7 +83,7 @@ def test_a_malformed_chapter_leaves_no_failed_run(tmp_path: Path, monkeypatch: p
 
     shim = tmp_path / "bin" / "perflab"  # the project's command, run from this checkout (not the installed one)
     shim.parent.mkdir()
-    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m perflab \"$@\"\n")
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m perflab "$@"\n')
     shim.chmod(0o755)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")

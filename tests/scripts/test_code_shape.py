@@ -81,7 +81,8 @@ def test_each_rule_is_caught(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_a_comment_that_says_why_lets_a_long_function_or_module_be(tmp_path: Path) -> None:
     files = {
         **BASE,
-        "bench/measure/b.py": '"""b."""\n\n# long: one table, read top to bottom\n' + "X = 1\n" * 400
+        "bench/measure/b.py": '"""b."""\n\n# long: one table, read top to bottom\n'
+        + "X = 1\n" * 400
         + _function(61, "  # long: the stages in order, as the child runs them"),
     }
     assert _script().main([], root=_tree(tmp_path, files)) == 0

@@ -106,7 +106,8 @@ def test_fewer_workers_are_named_when_the_configurations_count_crowds_the_host()
                          step_samples_per_s=16_702.0, job_samples_per_s=6_520.0)  # fmt: skip
     assert crowded.remedies()[0] == (
         "fewer workers: 8 delivered 9,971 samples/s where the configuration's 16 delivered 6,898 (1.45×): beside "
-        "the training process they oversubscribe the 16 usable cores; try num_workers=8 (up to 1.53× the job)")
+        "the training process they oversubscribe the 16 usable cores; try num_workers=8 (up to 1.53× the job)"
+    )
     close = data_bound(data={0: 1_769.0, 8: 7_200.0, 16: 6_898.0}, workers=16, cores=16)  # within 10 %: noise
     assert close.remedies()[0].startswith("more workers: none to add")
 
@@ -135,8 +136,17 @@ def test_a_probe_under_the_jobs_own_rate_is_taken_again_once() -> None:
 def test_a_cpu_run_on_tensors_in_memory_gets_no_gpu_file_or_decode_advice() -> None:
     """The user probe's CPU job: a TensorDataset of floats, 2 cores, 2 workers slower than none. No GPU to move
     work to, no file, nothing decoded: the remedies say what the probe can tell (the loader's own work)."""
-    b = data_bound(job_samples_per_s=41_812.0, workers=0, data={0: 85_914.0, 2: 18_275.0}, step_samples_per_s=132_590.0,
-                   cores=2, gpu=False, transfer_samples_per_s=None, input_bytes_per_sample=64.0, data_in_memory=True)
+    b = data_bound(
+        job_samples_per_s=41_812.0,
+        workers=0,
+        data={0: 85_914.0, 2: 18_275.0},
+        step_samples_per_s=132_590.0,
+        cores=2,
+        gpu=False,
+        transfer_samples_per_s=None,
+        input_bytes_per_sample=64.0,
+        data_in_memory=True,
+    )
     said = b.remedies()
     assert not [r for r in said if r.startswith(("decode or normalise on the GPU", "uint8 transfer", "a faster file"))]
     assert any(r.startswith("the data are tensors in memory (a TensorDataset): no file to read") for r in said)

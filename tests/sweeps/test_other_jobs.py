@@ -121,7 +121,8 @@ def test_items_that_are_not_input_target_pairs_stop_with_one_line(tmp_path: Path
 
 def test_a_loader_of_the_users_own_must_follow_the_trials_batch(tmp_path: Path) -> None:
     body = MAKE.replace("{ITEM}", "x, i % 3").replace(
-        "dataset=Items())", "loader=lambda: torch.utils.data.DataLoader(Items(), batch_size=5, shuffle=True))")
+        "dataset=Items())", "loader=lambda: torch.utils.data.DataLoader(Items(), batch_size=5, shuffle=True))"
+    )
     with pytest.raises(WorkloadError) as err:
         measure(_job(tmp_path, body))
     assert "has no dimension of 8, the trial's micro-batch size" in str(err.value)

@@ -156,9 +156,10 @@ def test_h100_shaped_table_is_host_bound_and_still_recommends() -> None:
         "the GPU was busy 2 % of the recommended configuration's steps: the model is too small for this device "
         "(host/launch-bound) — try --workload large, transformer, cnn or gpt"
     )
-    assert "try --workload medium, large, transformer, cnn or gpt" in recommend(
-        table, "H100", Rules(), workload="small"
-    ).gpu_note
+    assert (
+        "try --workload medium, large, transformer, cnn or gpt"
+        in recommend(table, "H100", Rules(), workload="small").gpu_note
+    )
     assert "try --workload cnn or gpt" in recommend(table, "H100", Rules(), workload="my_pkg.train:make").gpu_note
     assert "already the largest built-in" in recommend(table, "H100", Rules(), workload="gpt").gpu_note
 

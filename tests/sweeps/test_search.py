@@ -393,7 +393,8 @@ def test_a_failed_trials_reason_wraps_under_its_line_at_80_columns(monkeypatch: 
     trial = SimpleNamespace(number=3, user_attrs=attrs, params={}, system_attrs={})
     with bench.cli.progress("sweep", 6, out) as step:
         _reporter(SimpleNamespace(echo=print, tracker=None), lambda: step)(  # type: ignore[arg-type]
-            SimpleNamespace(get_trials=lambda **_: []), trial)
+            SimpleNamespace(get_trials=lambda **_: []), trial
+        )
     lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert len(lines) > 1 and all(len(x) <= 80 for x in lines), lines
     assert "trial 3: bs=4096 w=8" in lines[0] and all(x.startswith(" " * 8) and x[8] != " " for x in lines[1:]), lines

@@ -84,9 +84,15 @@ def test_pareto_front_keeps_only_the_undominated() -> None:
 
 
 def test_pictures_are_pngs_even_when_empty() -> None:
-    pngs = [plots.history_png(ROWS, "t"), plots.importance_png({"batch_size": 0.8, "num_workers": 0.2}, "t"),
-            plots.pareto_png(ROWS, "t", recommended=3), plots.batch_png(ROWS, "t"),
-            plots.history_png([], "t"), plots.importance_png(None, "t", "too few trials"), plots.batch_png([], "t")]
+    pngs = [
+        plots.history_png(ROWS, "t"),
+        plots.importance_png({"batch_size": 0.8, "num_workers": 0.2}, "t"),
+        plots.pareto_png(ROWS, "t", recommended=3),
+        plots.batch_png(ROWS, "t"),
+        plots.history_png([], "t"),
+        plots.importance_png(None, "t", "too few trials"),
+        plots.batch_png([], "t"),
+    ]
     assert all(p.startswith(b"\x89PNG") and len(p) > 2000 for p in pngs)
 
 

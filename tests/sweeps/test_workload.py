@@ -71,12 +71,15 @@ def test_unimportable_workloads_are_one_line(text: str, parts: tuple[str, ...]) 
     _one_line(err, repr(text), *parts)
 
 
-_ARGPARSE = ("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--lr', type=float, "
-             "default=0.5)\n{extra}args = parser.parse_args()\n\ndef make(s):\n    return args.lr\n")
+_ARGPARSE = (
+    "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--lr', type=float, "
+    "default=0.5)\n{extra}args = parser.parse_args()\n\ndef make(s):\n    return args.lr\n"
+)
 
 
-def test_a_script_parsing_its_arguments_at_import_reads_its_defaults(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_script_parsing_its_arguments_at_import_reads_its_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("sys.argv", ["perflab", "sweep", "run", "--workload", "train.py:make"])
     f = _file(tmp_path, _ARGPARSE.format(extra=""), "train_defaults.py")
     assert load_function(parse_workload(f"{f}:make"))(SETTINGS) == 0.5  # not the sweep's argv: exit 2

@@ -212,7 +212,8 @@ def test_the_suite_line_names_its_path_once() -> None:
               "suite": {"path": "suite (server, started ahead)", "n": 2, "wall_s": 1.3, "overhead_per_variant_s": 0.29,
                         "all_ok": True}, "cold_over_fast": None}  # fmt: skip
     assert "As one suite (server, started ahead: what `perflab run` pays beyond the measured stages): 0.290 s" in (
-        markdown(report))
+        markdown(report)
+    )
 
 
 def test_a_runs_figures_are_read_back_from_lines_wrapped_at_a_narrow_terminal() -> None:

@@ -91,12 +91,12 @@ def test_unknown_workload_is_a_clear_cli_error() -> None:
     assert done.returncode == 2 and "bogus" in done.stderr and "tiny_add" in done.stderr
 
 
-NCU_CSV = '''==PROF== Connected to process 1234 (/usr/bin/python3)
+NCU_CSV = """==PROF== Connected to process 1234 (/usr/bin/python3)
 ==PROF== Profiling "vectorized_elementwise_kernel" - 0: 0%....50%....100% - 1 pass
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
 "0","1234","python3","127.0.0.1","void at::native::vectorized_elementwise_kernel<4>(int, T1, T2)","1","7","(128, 1, 1)","(131072, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","44.13"
 "1","1234","python3","127.0.0.1","void at::native::vectorized_elementwise_kernel<4>(int, T1, T2)","1","7","(128, 1, 1)","(131072, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","44,512"
-'''
+"""
 
 
 def test_parse_ncu_csv_units_and_thousands_separators() -> None:

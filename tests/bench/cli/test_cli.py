@@ -328,8 +328,13 @@ def test_server_status_fits_80_columns_each_figure_beside_its_unit(monkeypatch: 
     0) and printed preload errors as a dict's repr: each line within 80, the rest under its server's line."""
     from bench.isolate import server
 
-    up = {"triton_interpret": "1", "uptime_s": 12345.0, "children": 3, "idle_limit_s": 900.0,
-          "preload_errors": {"transformer_engine": "ModuleNotFoundError: No module named 'transformer_engine'"}}
+    up = {
+        "triton_interpret": "1",
+        "uptime_s": 12345.0,
+        "children": 3,
+        "idle_limit_s": 900.0,
+        "preload_errors": {"transformer_engine": "ModuleNotFoundError: No module named 'transformer_engine'"},
+    }
     monkeypatch.setattr(server, "servers", lambda: [{"pid": 123456, "key": "0123456789abcdef", **up}])
     monkeypatch.setattr(server, "own_keys", lambda: {"0123456789abcdef"})
     out = CliRunner().invoke(app, ["server", "status"], env={"COLUMNS": "80"}).output
@@ -338,8 +343,13 @@ def test_server_status_fits_80_columns_each_figure_beside_its_unit(monkeypatch: 
     assert lines[0].startswith("server 123456 key 0123456789abcdef (this checkout's): ") and all(
         x.startswith("    ") and x[4] != " " for x in lines[1:]), out  # fmt: skip
     said = " ".join(out.split())
-    for fact in ("TRITON_INTERPRET='1'", "up 12345 s", "3 child(ren)", "exits after 900 s idle",
-                 "preload errors: transformer_engine (ModuleNotFoundError: No module named 'transformer_engine')"):
+    for fact in (
+        "TRITON_INTERPRET='1'",
+        "up 12345 s",
+        "3 child(ren)",
+        "exits after 900 s idle",
+        "preload errors: transformer_engine (ModuleNotFoundError: No module named 'transformer_engine')",
+    ):
         assert fact in said, out
     assert all(any(f in x for x in lines) for f in ("12345 s", "900 s")) and "{" not in out, out  # units kept; no repr
 

@@ -91,4 +91,3 @@ def test_the_rest_is_a_command_that_runs_as_given() -> None:
         "perflab run -t ch01:b --chapters-dir /m --no-track")  # fmt: skip
     assert rest_command(ab, {"ab:ref:baseline"}, None, ["--jobs", "2"]) == (
         "perflab ab /u/ref.py '/u/my cand.py' /u/c2.py --jobs 2")  # fmt: skip
-

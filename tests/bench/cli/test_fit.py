@@ -62,8 +62,17 @@ def test_a_suites_closing_lines_fit_80_columns(monkeypatch: pytest.MonkeyPatch) 
     entry = {"worker": 0, "start_s": 0.1, "end_s": 10.0, "ahead_s": 0.3, "late_s": 0.1, "beside": False}
     timeline = [{**entry, "key": "ch07:t:baseline", "run_s": 2.0, "compare_s": 0.0, "other_s": 27.3},
                 {**entry, "key": "ch07:t:optimized", "run_s": 2.5, "compare_s": 0.1, "other_s": 22.2}]  # fmt: skip
-    stages = [StageRecord(name=n, status="ok", duration_s=d) for n, d in
-              [("startup", 0.9), ("setup", 0.1), ("warmup", 1.0), ("measurement", 1.1), ("check", 0.5), ("batch", 0.3)]]
+    stages = [
+        StageRecord(name=n, status="ok", duration_s=d)
+        for n, d in [
+            ("startup", 0.9),
+            ("setup", 0.1),
+            ("warmup", 1.0),
+            ("measurement", 1.1),
+            ("check", 0.5),
+            ("batch", 0.3),
+        ]
+    ]
     variants = [VariantResult(spec=VariantSpec(chapter="ch07", example="transpose", variant=v, path="/x.py"),
                               status="ok", stages=stages) for v in ("baseline", "optimized")]  # fmt: skip
     suite = SuiteResult(variants=variants, comparisons=[], wall_s=54.2, timeline=timeline)
@@ -98,6 +107,7 @@ def test_at_200_columns_the_closing_lines_stay_whole(monkeypatch: pytest.MonkeyP
 
 def selfcheck_report() -> dict[str, Any]:
     """A GPU host's selfcheck: three modes of two workloads, notes on some cells."""
+
     def cell(workload: str, mode: str, ms: float, note: str | None) -> dict[str, Any]:
         return {"workload": workload, "mode": mode, "median_ms": ms, "medians_ms": [ms] * 7, "samples": [2500],
                 "wall_s": [1.25], "truth_ms": ms * 1.01, "ncu_ms": ms * 0.98, "note": note, "calls_per_sample": 1,

@@ -140,7 +140,8 @@ def test_a_pair_within_the_noise_threshold_says_so_in_its_verdict() -> None:
     chars = iter("".join(text.split("atomic_reduction", 1)[1].split()))  # its row, folded: each character in order
     assert all(ch in chars for ch in "nosignificantdifference*")
     assert text.rstrip().splitlines()[-1].strip() == (
-        "* its interval excludes 1.0 but reaches into the ±1 % noise threshold")  # the why, once, below the table
+        "* its interval excludes 1.0 but reaches into the ±1 % noise threshold"
+    )  # the why, once, below the table
     assert "*" not in render(CH07, 80)  # no pair within the threshold: no mark, no note
 
 

@@ -301,7 +301,6 @@ def test_a_sweep_given_where_a_suite_is_wanted_is_one_line_naming_it(logged: tup
     assert not (tmp_path / "r").exists()  # no empty report written
 
 
-
 def _rounds_pair(**work: Any) -> tuple[VariantResult, VariantResult, Comparison]:
     """A pair in 8 rounds whose round 1 was left out (host busy): its speedup, and the table ``perflab run`` printed
     (4.00 ms, ``7 rounds, max_rounds; round 1 left out: host busy``), over the 7 calm rounds; the optimized

@@ -35,7 +35,8 @@ def test_a_count_below_the_least_is_refused_and_one_above_the_cores_warned(monke
     assert said.file.getvalue() == ""  # type: ignore[attr-defined]
     check_count("--jobs", 9)
     assert said.file.getvalue() == (  # type: ignore[attr-defined]
-        "warning: --jobs 9: more workers than this host's 4 usable cores; they will share cores\n")
+        "warning: --jobs 9: more workers than this host's 4 usable cores; they will share cores\n"
+    )
 
 
 @pytest.mark.parametrize("args", [

@@ -117,8 +117,14 @@ def test_a_stage_limits_field_is_the_one_its_limit_comes_from() -> None:
     """A timeout's message names the field to raise: the one whose value is the stage's limit."""
     from bench.define.config import limit_field
 
-    c = BenchmarkConfig(setup_timeout_seconds=11.0, measurement_timeout_seconds=13.0, warmup_timeout_seconds=1.0,
-                        first_call_timeout_seconds=17.0, startup_timeout_seconds=19.0, profiling_timeout_seconds=23.0)
+    c = BenchmarkConfig(
+        setup_timeout_seconds=11.0,
+        measurement_timeout_seconds=13.0,
+        warmup_timeout_seconds=1.0,
+        first_call_timeout_seconds=17.0,
+        startup_timeout_seconds=19.0,
+        profiling_timeout_seconds=23.0,
+    )
     for stage in ("startup", "setup", "warmup", "first_call", "measurement", "profiling", "check", "batch", "recheck",
                   "teardown"):  # fmt: skip
         assert c.stage_limit(stage) == getattr(c, limit_field(stage)), stage

@@ -157,6 +157,7 @@ def test_a_device_side_launch_needs_the_device_runtime() -> None:
 
 def test_without_the_device_runtime_library_the_link_names_the_package(monkeypatch) -> None:
     pytest.importorskip("cuda.bindings.nvjitlink")
+
     def missing() -> str:
         raise ImportError("libcudadevrt.a was not found: install nvidia-cuda-runtime")
 

@@ -144,7 +144,11 @@ def test_an_access_outside_is_placed_against_the_nearest_tensor(address: int, wh
     try:
         with pytest.raises(interpreter.OutOfBounds, match=rf"program \(1, 0, 0\): a 4-byte load .*: {where}$"):
             interpreter._check("load", SimpleNamespace(grid_idx=(1, 0, 0)), ptrs, None)
-        interpreter._check("load", SimpleNamespace(grid_idx=(1, 0, 0)), SimpleNamespace(
-            data=ptrs.data, get_element_ty=ptrs.get_element_ty), SimpleNamespace(data=np.array([True, False])))
+        interpreter._check(
+            "load",
+            SimpleNamespace(grid_idx=(1, 0, 0)),
+            SimpleNamespace(data=ptrs.data, get_element_ty=ptrs.get_element_ty),
+            SimpleNamespace(data=np.array([True, False])),
+        )
     finally:
         state.memory = None

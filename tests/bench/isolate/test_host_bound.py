@@ -18,7 +18,7 @@ import pytest
 from bench.define.discovery import discover, select
 from bench.isolate.suite import run_suite
 
-BENCH = '''
+BENCH = """
 import json, os, time
 EVENTS = {events!r}
 NAME = {name!r}
@@ -55,7 +55,7 @@ class B:
 
 def get_benchmark():
     return B()
-'''
+"""
 
 FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu", "min_measure_seconds": 0.0,
         "min_rounds": 1, "max_rounds": 1}  # fmt: skip
@@ -67,9 +67,11 @@ def _write(root: Path, name: str, events: Path, host_bound: bool) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(
             BENCH.format(
-                events=str(events), name=f"{name}:{variant}",
+                events=str(events),
+                name=f"{name}:{variant}",
                 config={"timing_mode": "cpu", "iterations": 8} if host_bound else None,
-                call_s=0.05 if host_bound else 0.001, teardown_s=0.0 if host_bound else 0.3,
+                call_s=0.05 if host_bound else 0.001,
+                teardown_s=0.0 if host_bound else 0.3,
             )  # fmt: skip
         )
 

@@ -16,8 +16,15 @@ from bench.isolate.channel import PARKED_FILE
 from bench.isolate.suite import run_suite
 from bench.isolate.timed import KEPT_NOTE
 
-FAST = {"warmup": 1, "iterations": 5, "min_warmup_seconds": 0.0, "device": "cpu", "min_rounds": 3, "max_rounds": 3,
-        "busy_rounds": "keep"}  # these tests count rounds: none left out on a busy test host
+FAST = {
+    "warmup": 1,
+    "iterations": 5,
+    "min_warmup_seconds": 0.0,
+    "device": "cpu",
+    "min_rounds": 3,
+    "max_rounds": 3,
+    "busy_rounds": "keep",
+}  # these tests count rounds: none left out on a busy test host
 # $PERFLAB_ROUNDS unset (read by each child from its caller's environment: the process's server serves it); on
 # test_pair_rounds.py's process, a group handed out first (tests/scheduling.py)
 pytestmark = [pytest.mark.usefixtures("default_rounds"), pytest.mark.xdist_group("default_rounds")]
@@ -68,7 +75,11 @@ Bench.benchmark_fn = _call
 
 
 def pair(
-    tmp_path: Path, write_benchmark: Any, setup_s: float = 0.0, later: str = "", first_s: float = 0.0,
+    tmp_path: Path,
+    write_benchmark: Any,
+    setup_s: float = 0.0,
+    later: str = "",
+    first_s: float = 0.0,
     call_s: float = 0.0,
 ) -> Path:
     root = tmp_path / "chapters"
@@ -116,7 +127,7 @@ def test_kept_children_set_up_once_and_still_alternate(tmp_path, write_benchmark
 
 
 def test_auto_keeps_children_only_where_set_up_is_slow(tmp_path, write_benchmark) -> None:
-    """"auto": a set-up of KEEP_SETUP_S or more is paid once a side; a quick one again in every round (the rounds'
+    """ "auto": a set-up of KEEP_SETUP_S or more is paid once a side; a quick one again in every round (the rounds'
     spread then holds set-up-to-set-up variation too)."""
     quick = pair(tmp_path / "quick", write_benchmark)
     suite = run_suite(select(discover(quick)), cli_layer=FAST)
@@ -324,7 +335,7 @@ def test_kept_children_and_a_single_round_leave_no_fresh_note(tmp_path, write_be
 # A token-generating engine: 2 requests of 4 tokens, one step a token each, ``step_s`` a step in its process's first
 # round and ``later_s`` in every round after (a round begins where the warm-up stage does); each set-up's letter
 # appended to SETUPS; each generation of the warm-up stage (the first call's too) as "<pid> <round>" to GENS.
-ENGINE = '''
+ENGINE = """
 import os
 import time
 import torch
@@ -376,7 +387,7 @@ class Bench:
 
 def get_benchmark():
     return Bench()
-'''
+"""
 
 
 def test_a_kept_generating_child_reports_each_rounds_own_generations(tmp_path) -> None:

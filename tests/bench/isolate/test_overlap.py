@@ -25,7 +25,7 @@ FAST = {"warmup": 1, "iterations": 3, "min_warmup_seconds": 0.0, "device": "cpu"
 
 # A benchmark that appends events (what, when, its pid) to EVENTS; in setup() it also records whether
 # the previous variant's child (the last pid seen in EVENTS other than its own) still exists.
-BENCH = '''
+BENCH = """
 import json, os, time
 EVENTS = {events!r}
 TEARDOWN_S = {teardown_s!r}
@@ -74,7 +74,7 @@ def get_benchmark():
     time.sleep(FACTORY_S)
     _log("factory")
     return B()
-'''
+"""
 
 
 def write(

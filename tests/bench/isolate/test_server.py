@@ -129,7 +129,12 @@ def test_a_caller_that_goes_away_takes_its_child_with_it() -> None:
     read_fd, write_fd = os.pipe()
     try:
         child = server.spawn(
-            "bench.isolate.server:_call_entry", [payload], write_fd, dict(os.environ), os.getcwd(), os.devnull,
+            "bench.isolate.server:_call_entry",
+            [payload],
+            write_fd,
+            dict(os.environ),
+            os.getcwd(),
+            os.devnull,
             _interpret(),
         )
     finally:

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-KERNEL = '''
+KERNEL = """
 import torch
 import triton
 import triton.language as tl
@@ -49,9 +49,9 @@ class RowSum:
 
 def get_benchmark():
     return RowSum()
-'''
+"""
 
-SCRIPT = '''
+SCRIPT = """
 import json, sys
 from bench.define.result import VariantSpec
 from bench.isolate.runner import run_variant
@@ -66,7 +66,7 @@ from bench.isolate import server
 live = {s["key"]: s["triton_interpret"] for s in server.servers()}  # this interpreter's servers, by mode
 modes = sorted(live[k] for k in (server.server_key(False), server.server_key(True)) if k in live)
 print(json.dumps({"status": r.status, "launch": r.launch, "error": r.error and r.error.message, "modes": modes}))
-'''
+"""
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -98,7 +98,7 @@ def test_each_triton_mode_has_its_own_server(tmp_path: Path) -> None:
     assert r["modes"] == ["", "1"]
 
 
-PRESTART = '''
+PRESTART = """
 import json, sys
 from bench.isolate import server
 from bench.define.config import resolve_config
@@ -114,7 +114,7 @@ spec = VariantSpec(chapter="ch98", example="rowsum", variant="baseline", path=pa
 r = run_variant(spec, wd, cli_layer=layer)
 print(json.dumps({"interpret": interpret, "server": before, "same": before == [s["pid"] for s in server.servers()],
                   "status": r.status, "launch": r.launch, "error": r.error and r.error.message}))
-'''
+"""
 
 
 def test_prestarted_server_is_the_one_variants_use(tmp_path: Path) -> None:

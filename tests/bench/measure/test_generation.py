@@ -274,13 +274,28 @@ def _result(variant: str, gen: dict[str, Any] | None, median: float = 10.0) -> V
     from bench.define.timing import TimingStats
 
     stats = TimingStats(
-        n=3, mean_ms=median, median_ms=median, std_ms=0, min_ms=median, max_ms=median, iqr_ms=0, cv=0,
+        n=3,
+        mean_ms=median,
+        median_ms=median,
+        std_ms=0,
+        min_ms=median,
+        max_ms=median,
+        iqr_ms=0,
+        cv=0,
         percentiles_ms={},
     )
     base = {
-        "requests": 4, "tokens": 40, "arrival": "", "samples": 3, "steps": 10, "step_ms": {"median": 1.0},
-        "speedup_metric": "time", "tokens_per_s": 100.0, "requests_per_s": 10.0,
-        "ttft_ms": {"median": 8.0, "p90": 9.0, "p99": 9.9}, "tpot_ms": {"median": 2.0, "p90": 3.0, "p99": 3.9},
+        "requests": 4,
+        "tokens": 40,
+        "arrival": "",
+        "samples": 3,
+        "steps": 10,
+        "step_ms": {"median": 1.0},
+        "speedup_metric": "time",
+        "tokens_per_s": 100.0,
+        "requests_per_s": 10.0,
+        "ttft_ms": {"median": 8.0, "p90": 9.0, "p99": 9.9},
+        "tpot_ms": {"median": 2.0, "p90": 3.0, "p99": 3.9},
         "itl_ms": {"median": 2.0, "p90": 6.0, "p99": 9.9},
     }
     return VariantResult(
@@ -331,8 +346,16 @@ def test_tracking_logs_the_generation_metrics() -> None:
 
     metrics = variant_metrics(_result("optimized", {"speedup_metric": "tpot"}))
     assert {k: metrics[k] for k in metrics if k.startswith(("ttft", "tpot", "itl", "tokens", "requests"))} == {
-        "ttft_median_ms": 8.0, "ttft_p90_ms": 9.0, "ttft_p99_ms": 9.9, "tpot_median_ms": 2.0, "tpot_p90_ms": 3.0,
-        "tpot_p99_ms": 3.9, "tokens_per_s": 100.0, "requests_per_s": 10.0, "itl_median_ms": 2.0, "itl_p90_ms": 6.0,
+        "ttft_median_ms": 8.0,
+        "ttft_p90_ms": 9.0,
+        "ttft_p99_ms": 9.9,
+        "tpot_median_ms": 2.0,
+        "tpot_p90_ms": 3.0,
+        "tpot_p99_ms": 3.9,
+        "tokens_per_s": 100.0,
+        "requests_per_s": 10.0,
+        "itl_median_ms": 2.0,
+        "itl_p90_ms": 6.0,
         "itl_p99_ms": 9.9,
     }
     assert "time_median_ms" in metrics

@@ -55,8 +55,10 @@ def _result(produced: Produced) -> VariantResult:
 
 
 def test_an_output_changed_after_the_call_or_a_thread_left_running_is_invalid() -> None:
-    for produced, phrase in ((Produced(settled=False), "the output changed after benchmark_fn() returned"),
-                             (Produced(settled=True, threads_left=2), "with 2 thread(s) it started still running")):
+    for produced, phrase in (
+        (Produced(settled=False), "the output changed after benchmark_fn() returned"),
+        (Produced(settled=True, threads_left=2), "with 2 thread(s) it started still running"),
+    ):
         result = _result(produced)
         apply_checks(result)
         assert result.status == "invalid" and phrase in (result.error.message if result.error else ""), result.error

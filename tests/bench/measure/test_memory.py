@@ -10,7 +10,7 @@ import torch
 from bench.define.result import VariantSpec
 from bench.isolate.runner import run_variant
 
-ALLOC = '''
+ALLOC = """
 import torch
 from bench.define.context import context
 
@@ -30,7 +30,7 @@ class Alloc:
 
 def get_benchmark():
     return Alloc()
-'''
+"""
 
 
 def _run(tmp_path: Path, device: str) -> object:

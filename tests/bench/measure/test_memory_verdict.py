@@ -78,7 +78,7 @@ def test_declared_metric_rejects_unknown_names() -> None:
     assert declared_metric(object()) == "time"
 
 
-BENCH = '''
+BENCH = """
 import torch
 from bench import context
 
@@ -102,7 +102,7 @@ class Peak:
 
 def get_benchmark():
     return Peak()
-'''
+"""
 
 
 def run(tmp_path: Path, device: str, metric: str = "peak_memory"):
@@ -187,7 +187,7 @@ def test_a_pair_of_ranks_is_compared_on_its_fullest_rank(tmp_path: Path) -> None
     assert tags["perflab.mem_peak_rank"] == "1" and tags["perflab.mem_call_peak_rank"] == "1"
 
 
-RANKS_BENCH = '''
+RANKS_BENCH = """
 import torch
 from bench import BenchmarkConfig, context
 import torch.distributed as dist
@@ -218,7 +218,7 @@ class Uneven:
 
 def get_benchmark():
     return Uneven()
-'''
+"""
 
 
 def test_ranks_report_the_most_any_rank_held(tmp_path: Path) -> None:

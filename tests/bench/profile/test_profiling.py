@@ -209,7 +209,16 @@ def test_profile_runs_in_its_own_child_and_is_logged(example: Any, tmp_path: Pat
     base = suite.variants[0]
     assert base.status == "ok" and base.timing is not None and base.timing.stats.n == 5
     # the timed child ran no profiling stage: its samples carry no profiler
-    assert [s.name for s in base.stages] == ["startup", "setup", "warmup", "measurement", "check", "batch", "recheck", "teardown"]
+    assert [s.name for s in base.stages] == [
+        "startup",
+        "setup",
+        "warmup",
+        "measurement",
+        "check",
+        "batch",
+        "recheck",
+        "teardown",
+    ]
     vdir = wd / "ch07" / "p" / "baseline"
     assert json.loads((vdir / "job.json").read_text())["mode"] == "run"
     job = json.loads((vdir / "profile-torch" / "job.json").read_text())

@@ -25,9 +25,15 @@ def _cases(xml: str) -> tuple[ET.Element, dict[str, ET.Element]]:
 def test_one_testcase_per_pair_failures_skips_and_the_unfinished(suite: SuiteResult) -> None:  # noqa: F811
     suite.variants += [vr("s", "baseline", None, "skipped"), vr("s", "optimized", None, "skipped")]
     suite.comparisons.append(
-        Comparison(chapter="ch07", example="s", variant="optimized", baseline_status="skipped",
-                   optimized_status="skipped", status="skipped",
-                   verification=Verification(verified=False, detail="needs two GPUs"))  # fmt: skip
+        Comparison(
+            chapter="ch07",
+            example="s",
+            variant="optimized",
+            baseline_status="skipped",
+            optimized_status="skipped",
+            status="skipped",
+            verification=Verification(verified=False, detail="needs two GPUs"),
+        )  # fmt: skip
     )
     suite.variants[1].elapsed_s = 2.5  # a's optimized
     ts, cases = _cases(junit_xml(summary_dict(suite), ["ch07:late:optimized"], "the suite's time ran out"))

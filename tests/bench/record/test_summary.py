@@ -319,7 +319,7 @@ def _cells(row: str) -> list[str]:
 def test_an_error_of_any_text_keeps_the_markdown_table_and_list_whole(suite: SuiteResult) -> None:
     # A GitHub step summary: a backslash before a pipe ended its cell, a newline in a verification note broke its
     # list item, "<xml>" vanished as an HTML tag, "__init__" turned bold, and a terminal's colours came along.
-    nasty = 'C:\\dir\\| x | y\nsecond <xml> __init__ \x1b[31mred\x1b[0m\x00 ' + "z" * 400
+    nasty = "C:\\dir\\| x | y\nsecond <xml> __init__ \x1b[31mred\x1b[0m\x00 " + "z" * 400
     suite.variants[-1] = suite.variants[-1].model_copy(update={"error": ErrorInfo(kind="exception", message=nasty)})
     suite.comparisons[2].verification.detail = "differs |\nat <index> 3\n\n# not a heading"
     md = summary_markdown(summary_dict(suite))
