@@ -2,7 +2,8 @@
 command wall, variants, per-variant elapsed (median, max and the slowest), the pairs' rounds and why they stopped,
 how many later rounds ran in a kept child (the time line's ``launch``), how many variants' timing named a round on a
 slow host CPU (each variant's result.json, bench.measure.hostspeed), and where the time went (the summary's
-``stages_s``). Small enough for a device call's output.
+``stages_s``, and with one worker "other": the children's run time outside those stages, the harness's own).
+Small enough for a device call's output.
 
     python3 scripts/timing/book_table.py DIR [WALLS]   # WALLS: a file of "chN SECONDS EXIT" lines
 """
@@ -15,7 +16,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-PARTS = ("start", "setup", "warmup", "measurement", "checks", "batch", "logging")
+PARTS = ("start", "setup", "warmup", "measurement", "checks", "batch", "energy", "profile", "teardown", "logging")
 
 
 def walls(path: Path | None) -> dict[str, tuple[float, str]]:
@@ -46,6 +47,17 @@ def slow_host(chapter_dir: Path) -> str:
     return f"{slow}/{rounds}" if rounds else "—"
 
 
+def other_s(summary: dict) -> str:
+    """The split's " other N": with one worker, the seconds its children ran outside the summed stages
+    (start-up to exit: the harness's own work between them, a process's end); "" with several workers (their
+    stages overlap) or none."""
+    times = summary.get("time_breakdown") or {}
+    if times.get("workers") != 1 or times.get("run_s") is None:
+        return ""
+    inside = sum(v for k, v in (summary.get("stages_s") or {}).items() if k != "logging")
+    return f" other {times['run_s'] - inside:.0f}"
+
+
 def row(name: str, summary: dict, wall: tuple[float, str] | None, chapter_dir: Path | None = None) -> str:
     variants = summary.get("variants", [])
     elapsed = [v["elapsed_s"] for v in variants if v.get("elapsed_s") is not None]
@@ -56,6 +68,7 @@ def row(name: str, summary: dict, wall: tuple[float, str] | None, chapter_dir: P
     skipped = sum(v.get("status") == "skipped" for v in variants)
     stages = summary.get("stages_s", {})
     split = " ".join(f"{k} {stages[k]:.0f}" for k in PARTS if stages.get(k))
+    split += other_s(summary)
     left = len(summary.get("not_finished") or [])
     cells = [
         name,
