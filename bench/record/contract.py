@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import time
 from collections.abc import Mapping
@@ -243,7 +244,19 @@ def variant_files(result: VariantResult, host: Mapping[str, Any]) -> dict[str, s
         "config": result.config,
     }
     text = json.dumps(manifest, indent=2, default=str)
-    return {"result.json": result.model_dump_json(indent=2), "manifest.json": text}
+    return {"result.json": numbers_inline(result.model_dump_json(indent=2)), "manifest.json": text}
+
+
+# A JSON array of numbers alone, indented one number a line (what ``indent`` writes): JSON strings hold no raw
+# newline, so only the layout's whitespace matches.
+_NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_NUMBER_ARRAY = re.compile(rf"\[\n\s*({_NUMBER}(?:,\n\s*{_NUMBER})*)\n\s*\]")
+
+
+def numbers_inline(text: str) -> str:
+    """Indented JSON with each array of numbers on one line: the same document, a serving variant's per-token
+    samples (tens of thousands of numbers) about half the bytes and a line per generation."""
+    return _NUMBER_ARRAY.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
 
 
 def variant_params(result: VariantResult) -> dict[str, str]:
