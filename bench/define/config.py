@@ -1,11 +1,10 @@
 """BenchmarkConfig: the one source of defaults, and the one function that layers configuration.
 
-Layers, later wins: defaults → suite config (``--config`` file or API) → the benchmark's own
-``get_config()`` → CLI flags. Only fields a layer *explicitly sets* override earlier layers, so a
-benchmark's ``get_config()`` that sets ``iterations`` does not reset the user's ``--warmup``.
-``$PERFLAB_ROUNDS`` (N) sets ``min_rounds`` and ``max_rounds`` to N where neither the suite config nor a flag sets
-either: every pair measured in N rounds (a quick smoke check, a test suite that is not about rounds), a benchmark's
-own rounds in ``get_config()`` giving way to it (``benchmark_layer``). ``$PERFLAB_MIN_WARMUP_SECONDS`` sets
+Layers, later wins: defaults → suite config (``--config`` file or API) → the benchmark's own ``get_config()`` → CLI
+flags. Only fields a layer *explicitly sets* override earlier layers (``iterations`` in ``get_config()`` leaves the
+user's ``--warmup``). ``$PERFLAB_ROUNDS`` (N) sets ``min_rounds`` and ``max_rounds`` to N where neither the suite
+config nor a flag sets either: every pair in N rounds (a quick smoke check, a test suite not about rounds), a
+benchmark's own rounds giving way to it (``benchmark_layer``). ``$PERFLAB_MIN_WARMUP_SECONDS`` sets
 ``min_warmup_seconds`` where no layer sets it (a test suite whose many small variants need no 0.3 s warm-up each).
 """
 
@@ -264,10 +263,9 @@ STAGE_CALLS = {"warmup": 6, "measurement": 3, "check": 12, "batch": 12, "recheck
 # The default noise threshold, for a verdict judged without a config (a result logged before the field, two suites'
 # speedups, a sweep's recommendation): bench.measure.stats.significance.
 NOISE_THRESHOLD: float = BenchmarkConfig.model_fields["noise_threshold"].default
-# round_children="auto" keeps a pair's children across rounds where round 0's start-up, set-up and first call beyond
-# a steady one (and a token-generating variant's warm-up generations after it) of the example's slowest variant took
-# this long (in three suites of chapters 13-20's pairs on the H200, set-up summed to 46-68 % of the wall; a fresh
-# child of ch13 activation_offload's optimized side paid a 10 s first call of a 0.5 s one).
+# round_children="auto" keeps a pair's children where a fresh one of the slowest variant would pay this long again
+# (bench.isolate.rounds.repaid_s; in three suites of chapters 13-20's pairs on the H200, set-up summed to 46-68 % of
+# the wall; a fresh child of ch13 activation_offload's optimized side paid a 10 s first call of a 0.5 s one).
 KEEP_SETUP_S = 1.0
 # What a later round's child does not do, on top of the suite's and the CLI's layers (its first round did): no input
 # recheck, energy, NaN poison or profile (bench.isolate.rounds; a kept child applies it to its own config).
@@ -307,9 +305,8 @@ ROUNDS_FIELDS = frozenset({"min_rounds", "max_rounds"})  # $PERFLAB_ROUNDS sets 
 
 
 def benchmark_layer(own: Layer) -> dict[str, Any]:
-    """A benchmark's own ``get_config()`` layer as ``resolve_config`` takes it: its rounds (``min_rounds``,
-    ``max_rounds``) left out where ``$PERFLAB_ROUNDS`` is set, so "every pair in N rounds" holds for a benchmark
-    that picks its own (the serving chapters' five); the suite config and the flags still win over the variable."""
+    """A benchmark's own ``get_config()`` layer as ``resolve_config`` takes it: its rounds left out where
+    ``$PERFLAB_ROUNDS`` is set (every pair in N rounds, the serving chapters' too); the suite's and flags' win."""
     fields = explicit_fields(own)
     if os.environ.get("PERFLAB_ROUNDS", "").strip():
         fields = {k: v for k, v in fields.items() if k not in ROUNDS_FIELDS}
@@ -317,13 +314,13 @@ def benchmark_layer(own: Layer) -> dict[str, Any]:
 
 
 def resolve_config(*layers: Layer) -> BenchmarkConfig:
-    """Merge layers in order (defaults → config → get_config() → CLI), later explicit fields win.
-
-    Raises ConfigError naming the field and the bad value.
-    """
+    """Merge layers in order (defaults → config → get_config() → CLI), later explicit fields win; a bad value is a
+    ConfigError naming the field and the value."""
     merged: dict[str, Any] = {}
     for layer in layers:
-        merged.update(explicit_fields(layer))
+        fields = explicit_fields(layer)
+        _follow_rounds(merged, fields)
+        merged.update(fields)
     kept = set(merged) | (ROUNDS_FIELDS if ROUNDS_FIELDS & set(merged) else set())  # rounds: both, or neither
     merged.update({k: v for k, v in environment_defaults().items() if k not in kept})
     try:
@@ -332,10 +329,21 @@ def resolve_config(*layers: Layer) -> BenchmarkConfig:
         raise ConfigError(_describe(exc)) from None
 
 
+def _follow_rounds(merged: dict[str, Any], fields: dict[str, Any]) -> None:
+    """A layer that sets one end of the rounds' range alone (``--set max_rounds=2``) moves the other end where an
+    earlier layer or the default left it on the wrong side (the serving chapters' ``min_rounds=5``, the default
+    3): the later layer wins, as with any field. Both ends in one layer are that layer's to get right."""
+    low, high = fields.get("min_rounds"), fields.get("max_rounds")
+    now = {k: merged.get(k, BenchmarkConfig.model_fields[k].default) for k in ROUNDS_FIELDS}
+    if type(high) is int and low is None and type(now["min_rounds"]) is int and now["min_rounds"] > high:
+        merged["min_rounds"] = high
+    if type(low) is int and high is None and type(now["max_rounds"]) is int and now["max_rounds"] < low:
+        merged["max_rounds"] = low
+
+
 def environment_defaults() -> dict[str, Any]:
-    """What the environment changes in the defaults (each where no layer sets it): ``$PERFLAB_ROUNDS`` (N) sets
-    ``min_rounds`` and ``max_rounds`` to N; ``$PERFLAB_MIN_WARMUP_SECONDS`` sets ``min_warmup_seconds``. Raises
-    ConfigError naming a bad value."""
+    """What the environment changes in the defaults (each where no layer sets it; module docstring); a bad value
+    is a ConfigError naming it."""
     out: dict[str, Any] = {}
     raw = os.environ.get("PERFLAB_ROUNDS", "").strip()
     if raw:

@@ -285,6 +285,23 @@ def test_perflab_rounds_overrides_a_benchmarks_own_rounds_not_the_suites(monkeyp
     assert resolve_config(None, benchmark_layer(own), {"max_rounds": 6}).max_rounds == 6  # and a flag
 
 
+def test_one_end_of_the_rounds_set_later_moves_the_other_end_an_earlier_layer_left() -> None:
+    def rounds(*layers: dict) -> tuple[int, int]:
+        c = resolve_config(*layers)
+        return c.min_rounds, c.max_rounds
+
+    assert rounds({"max_rounds": 2}) == (2, 2)  # below the default's 3
+    assert rounds({"min_rounds": 5}, {"max_rounds": 4}) == (4, 4)  # a flag under a benchmark's own five
+    assert rounds({"max_rounds": 3}, {"min_rounds": 6}) == (6, 6)
+    assert rounds({"min_rounds": 5}, {"max_rounds": 6}) == (5, 6)  # no conflict: nothing moves
+    with pytest.raises(ConfigError, match="min_rounds=5 is above max_rounds=4"):
+        resolve_config({"min_rounds": 5, "max_rounds": 4})  # both ends in one layer: its own mistake
+    with pytest.raises(ConfigError, match="max_rounds='x'"):
+        resolve_config({"min_rounds": 5}, {"max_rounds": "x"})
+    with pytest.raises(ConfigError, match="min_rounds='x'"):
+        resolve_config({"min_rounds": "x"}, {"max_rounds": 4})
+
+
 def test_perflab_min_warmup_seconds_sets_the_floor_where_no_layer_does(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PERFLAB_MIN_WARMUP_SECONDS", raising=False)
     assert resolve_config().min_warmup_seconds is None  # the clock's own floor
