@@ -272,13 +272,17 @@ def _run(
     the command's start it began; the durations kept for the next run's order. A suite whose ``suite_timeout``
     ran out is what finished, with what did not (``Stopped``); ``rest``: the chapters directory and the command's
     options, for the command that runs what a stopped suite left."""
-    from bench.isolate.suite import load_durations, run_suite, save_durations
+    from bench.isolate.suite import expected_note, load_durations, run_suite, save_durations
 
     chapters_dir = rest[0]
 
     durations = durations_path()
     signature = f"device={effective.device} smoke={effective.smoke} cold_start={options['cold_start']}"
-    expected = load_durations(durations, signature) if len(workers) > 1 or options.get("ray") else None
+    last = load_durations(durations, signature)
+    expected = last if len(workers) > 1 or options.get("ray") else None  # the order: longest first
+    note = None if options.get("ray") else expected_note(examples, last, len(workers), suite_timeout)
+    if note:
+        err_console.print(note, markup=False, soft_wrap=True)
     prefix = chapter_prefix([e.target for e in examples])
     total = sum(len(e.variants) for e in examples)
     finished: Finished = []

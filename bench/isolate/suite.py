@@ -153,6 +153,27 @@ def _expected(example: Example, expected_s: Mapping[str, float]) -> float:
     return math.inf if any(k is None for k in known) else float(sum(k for k in known if k is not None))
 
 
+def expected_note(
+    examples: Sequence[Example], expected_s: Mapping[str, float], workers: int = 1, limit_s: float | None = None
+) -> str | None:
+    """A line before a suite starts: how long the last run of these variants took here (``expected_s``: seconds
+    per variant key, ``load_durations``; summed, over ``workers``), how many it has not timed, and whether
+    ``limit_s`` (``--suite-timeout``) would cut the suite. None where it timed none of them."""
+    keys = [spec.key for e in examples for spec in e.variants]
+    known = [expected_s[k] for k in keys if k in expected_s]
+    if not known:
+        return None
+    total = sum(known) / max(workers, 1)
+    span = f"{total:.0f} s" if total < 120 else f"{total / 60:.1f} min"
+    note = f"expected: ~{span}, the last run's times of these variants with these settings"
+    note += f" over {workers} workers" if workers > 1 else ""
+    new = len(keys) - len(known)
+    note += f" ({new} of {len(keys)} not timed before, not counted)" if new else ""
+    if limit_s is not None and total > limit_s:
+        note += f"; more than --suite-timeout {limit_s:g} s: what has not finished by then is named, not run"
+    return note
+
+
 def _key(comparison: Comparison) -> str:
     return f"{comparison.chapter}:{comparison.example}:{comparison.variant}"
 

@@ -82,6 +82,25 @@ Bench.setup = _marked_setup
 """
 
 
+@pytest.mark.slow  # two whole commands
+def test_a_suite_says_how_long_its_last_run_took(
+    chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path
+) -> None:
+    """Before its variants, a suite run before says how long that run took (the durations it keeps per device and
+    sizes); the first run has nothing to say."""
+    root = chapters({"ch07/baseline_a.py": {}, "ch07/optimized_a.py": {}})
+    env = os.environ | {"COLUMNS": "80", "NO_COLOR": "1", "PERFLAB_DURATIONS": str(tmp_path / "durations.json")}
+    command = [sys.executable, "-m", "perflab", "run", "--chapters-dir", str(root), "--no-track", "--device", "cpu"]
+    t0 = time.monotonic()
+    first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    took = time.monotonic() - t0
+    second = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert (first.returncode, second.returncode) == (0, 0), second.stdout + second.stderr
+    assert "expected:" not in first.stderr + first.stdout
+    said = re.search(r"expected: ~(\d+) s, the last run's times of these variants with these settings\n", second.stderr)
+    assert said is not None and int(said.group(1)) <= took, (second.stderr, took)  # the variants' share of its wall
+
+
 def test_a_cut_suites_summary_keeps_the_time_line_of_what_ran(
     chapters: Callable[[dict[str, dict[str, Any]]], Path], tmp_path: Path
 ) -> None:
