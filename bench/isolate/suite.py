@@ -165,10 +165,10 @@ def expected_note(
         return None
     total = sum(known) / max(workers, 1)
     span = f"{total:.0f} s" if total < 120 else f"{total / 60:.1f} min"
-    note = f"expected: ~{span}, the last run's times of these variants with these settings"
-    note += f" over {workers} workers" if workers > 1 else ""
+    note = f"expected: ~{span} from these variants' last run with these settings"
+    note += f", shared by {workers} workers" if workers > 1 else ""
     new = len(keys) - len(known)
-    note += f" ({new} of {len(keys)} not timed before, not counted)" if new else ""
+    note += f"; {new} of {len(keys)} not timed before, not counted" if new else ""
     if limit_s is not None and total > limit_s:
         note += f"; more than --suite-timeout {limit_s:g} s: what has not finished by then is named, not run"
     return note
