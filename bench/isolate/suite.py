@@ -165,7 +165,7 @@ def expected_note(
         return None
     total = sum(known) / max(workers, 1)
     span = f"{total:.0f} s" if total < 120 else f"{total / 60:.1f} min"
-    note = f"expected: ~{span} from these variants' last run with these settings"
+    note = f"expected: ~{span} from these variants' last run here"
     note += f", shared by {workers} workers" if workers > 1 else ""
     new = len(keys) - len(known)
     note += f"; {new} of {len(keys)} not timed before, not counted" if new else ""

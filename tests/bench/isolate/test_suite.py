@@ -76,14 +76,14 @@ def test_the_expected_note_sums_the_last_runs_times_and_says_what_it_leaves_out(
     last = {"ch07:a:baseline": 100.0, "ch07:a:optimized": 80.0, "ch07:b:baseline": 60.0}
     assert expected_note(examples, {}) is None  # never run here: nothing to say
     assert expected_note(examples, last) == (
-        "expected: ~4.0 min from these variants' last run with these settings; 1 of 4 not timed before, "
+        "expected: ~4.0 min from these variants' last run here; 1 of 4 not timed before, "
         "not counted")  # fmt: skip
     note = expected_note(examples, last | {"ch07:b:optimized": 20.0}, workers=2, limit_s=90)
-    assert note == ("expected: ~2.2 min from these variants' last run with these settings, shared by 2 workers; "
+    assert note == ("expected: ~2.2 min from these variants' last run here, shared by 2 workers; "
                     "more than --suite-timeout 90 s: what has not finished by then is named, not run")  # fmt: skip
     assert "suite-timeout" not in (expected_note(examples, last, limit_s=300) or "")
     assert expected_note(examples, {"ch07:a:baseline": 30.0}) == (
-        "expected: ~30 s from these variants' last run with these settings; 3 of 4 not timed before, not "
+        "expected: ~30 s from these variants' last run here; 3 of 4 not timed before, not "
         "counted")  # fmt: skip
 
 
