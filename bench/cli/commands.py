@@ -32,6 +32,7 @@ from bench.cli.fit import wrapped
 from bench.cli.workers import check_device
 from bench.define.config import resolve_config
 from bench.errors import PerflabError
+from bench.isolate.suite import expected_note
 
 server_app = typer.Typer(
     no_args_is_help=True, help="The pre-warmed servers variants are forked from (kept between runs)"
@@ -52,14 +53,37 @@ def list_(targets: TargetsOpt = None, chapters_dir: ChaptersOpt = None) -> None:
     console.print(f"{len(examples)} example(s), {variants} variant(s) under {catalog.root}{given}", markup=False,
                   soft_wrap=True)  # fmt: skip
     out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for col in ("target", "variants", "note"):
-        out.add_column(col, overflow="fold")
-    for e in examples:  # names are data: Text, never markup
-        out.add_row(Text(e.target), Text(", ".join(v.variant for v in e.variants)),
+    last = _last_times()
+    took = [_took(e, last) for e in examples]
+    timed = any(took)
+    for col in ("target", "variants", "last run s", "note") if timed else ("target", "variants", "note"):
+        out.add_column(col, overflow="fold", justify="right" if col == "last run s" else "left")
+    for e, t in zip(examples, took, strict=True):  # names are data: Text, never markup
+        out.add_row(Text(e.target), Text(", ".join(v.variant for v in e.variants)), *([t] if timed else []),
                     "" if e.optimized else "no optimized partner")  # fmt: skip
     console.print(out)
+    note = expected_note(examples, last)
+    if note:  # the plain command's durations (bench.cli.run: this device's default, sizes as chosen, no cold start)
+        console.print(f"{note} (`perflab run` without flags)", markup=False, soft_wrap=True)
     for orphan in catalog.orphans:
         console.print(Text.assemble(("optimized file without baseline:", "yellow"), f" {orphan}"))
+
+
+def _last_times() -> dict[str, float]:
+    """Each variant's time in the last plain ``perflab run`` here (its durations: bench.cli.run)."""
+    from bench.cli.run import durations_path, durations_signature
+    from bench.isolate.suite import load_durations
+
+    try:
+        return load_durations(durations_path(), durations_signature(resolve_config()))
+    except PerflabError:  # a bad $PERFLAB_ROUNDS: the listing does not need it
+        return {}
+
+
+def _took(example: Any, last: dict[str, float]) -> str:
+    """An example's seconds in the last plain run, its variants' summed; "" where one of them has none."""
+    times = [last.get(v.key) for v in example.variants]
+    return "" if None in times else f"{sum(t for t in times if t is not None):.1f}"
 
 
 def _holds(root: Path) -> str:

@@ -277,7 +277,7 @@ def _run(
     chapters_dir = rest[0]
 
     durations = durations_path()
-    signature = f"device={effective.device} smoke={effective.smoke} cold_start={options['cold_start']}"
+    signature = durations_signature(effective, bool(options["cold_start"]))
     last = load_durations(durations, signature)
     expected = last if len(workers) > 1 or options.get("ray") else None  # the order: longest first
     note = None if options.get("ray") else expected_note(examples, last, len(workers), suite_timeout)
@@ -383,6 +383,11 @@ def process_age_s() -> float | None:
         return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
         return None
+
+
+def durations_signature(effective: BenchmarkConfig, cold_start: bool = False) -> str:
+    """What the durations of a run are kept under: its device, sizes and launch."""
+    return f"device={effective.device} smoke={effective.smoke} cold_start={cold_start}"
 
 
 def durations_path() -> Path:

@@ -63,6 +63,29 @@ def test_list_with_cli_runner(tree: Path) -> None:
     assert "optimized_orphan.py" in out
 
 
+def test_list_gives_each_example_its_last_runs_seconds(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The durations a plain ``perflab run`` kept here: an example's seconds where each of its variants has some,
+    and the line of what the listed examples took."""
+    from bench.cli.run import durations_signature
+    from bench.define.config import resolve_config
+
+    durations = tmp_path / "durations.json"
+    monkeypatch.setenv("PERFLAB_DURATIONS", str(durations))
+    times = {"ch07:x:baseline": 2.0, "ch07:x:optimized": 1.5, "ch07:x:optimized_fast": 0.5, "ch01:w:baseline": 3.0}
+    durations.write_text(json.dumps({durations_signature(resolve_config()): times, "device=cuda": {"ch07:bad:x": 9}}))
+    result = CliRunner().invoke(app, ["list", "--chapters-dir", str(tree)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line for line in result.output.splitlines() if line.startswith("ch")}
+    assert "4.0" in rows["ch07:x"] and "3.0" not in rows["ch01:w"], rows  # ch01:w's optimized never timed
+    assert ("expected: ~7 s from these variants' last run here; 6 of 10 not timed before, not counted (`perflab "
+            "run` without flags)") in result.output  # fmt: skip
+    durations.unlink()
+    result = CliRunner().invoke(app, ["list", "--chapters-dir", str(tree)], env={"COLUMNS": "200"})
+    assert "last run s" not in result.output and "expected:" not in result.output
+
+
 def test_list_names_the_directory_it_read(tree: Path, tmp_path: Path) -> None:
     """``--chapters-dir`` as given and as resolved, the counts; a directory with no chapter says what it holds
     and what a chapter is, on one line, exit status 2."""
