@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -122,6 +123,19 @@ def _one_round() -> Iterator[None]:
     the point (``default_warmup`` for a test of the floor a user gets)."""
     with _session_env({"PERFLAB_ROUNDS": "1", "PERFLAB_MIN_WARMUP_SECONDS": str(TEST_MIN_WARMUP_S)}):
         yield
+
+
+@pytest.fixture(autouse=True)
+def intra_op_threads_as_found() -> Iterator[None]:
+    """torch's intra-op threads in this process given back as the test found them: a sweep's trial run in the
+    test's process caps them at the host's free cores (``bench.measure.fit_threads``: one under load), which
+    lasted into the process's later tests (``test_round_caps`` then skipped: "torch runs one intra-op thread")."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture
