@@ -390,17 +390,23 @@ def get_benchmark():
 """
 
 
+def _engines(tmp_path: Path, baseline: tuple[float, float], optimized: tuple[float, float]) -> Path:
+    """A chapters root of one ENGINE pair (ch15:gen), each side's (step_s, later_s); its logs under ``tmp_path``."""
+    root = tmp_path / "chapters"
+    (root / "ch15").mkdir(parents=True)
+    for variant, (step_s, later_s) in (("baseline", baseline), ("optimized", optimized)):
+        (root / "ch15" / f"{variant}_gen.py").write_text(ENGINE.format(
+            setups=str(tmp_path / "setups"), letter=variant[0], step_s=step_s, later_s=later_s,
+            gens=str(tmp_path / "gens")))  # fmt: skip
+    return root
+
+
 def test_a_kept_generating_child_reports_each_rounds_own_generations(tmp_path) -> None:
     """A token-generating pair's later rounds timed in its kept children, each round's generations its own: the
     optimized engine's steps take 2 ms in round 0 (2x the baseline's 4 ms) and 16 ms after (0.25x), so its rounds
     read 2, 0.25, 0.25; generations pooled across a kept child's rounds would read more samples and a later round's
     TPOT from round 0's generations too."""
-    root = tmp_path / "chapters"
-    (root / "ch15").mkdir(parents=True)
-    for variant, step_s, later_s in (("baseline", 0.004, 0.004), ("optimized", 0.002, 0.016)):
-        (root / "ch15" / f"{variant}_gen.py").write_text(ENGINE.format(
-            setups=str(tmp_path / "setups"), letter=variant[0], step_s=step_s, later_s=later_s,
-            gens=str(tmp_path / "gens")))  # fmt: skip
+    root = _engines(tmp_path, (0.004, 0.004), (0.002, 0.016))
     cli = {**FAST, "iterations": 4, "round_children": "kept"}
     suite = run_suite(select(discover(root)), cli_layer=cli, workdir=tmp_path / "w")
     assert sorted((tmp_path / "setups").read_text()) == ["b", "o"]  # one set-up a side for three rounds
@@ -425,12 +431,7 @@ def test_a_kept_generating_childs_later_rounds_warm_up_with_the_first_call_alone
     generations the engine saw in each round's warm-up stage agree."""
     from bench.isolate.rounds import Rounds
 
-    root = tmp_path / "chapters"
-    (root / "ch15").mkdir(parents=True)
-    for variant in ("baseline", "optimized"):
-        (root / "ch15" / f"{variant}_gen.py").write_text(ENGINE.format(
-            setups=str(tmp_path / "setups"), letter=variant[0], step_s=0.001, later_s=0.001,
-            gens=str(tmp_path / "gens")))  # fmt: skip
+    root = _engines(tmp_path, (0.001, 0.001), (0.001, 0.001))
     seen: dict[str, list[int]] = {}
     add = Rounds.add
 
