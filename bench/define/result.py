@@ -21,9 +21,7 @@ PairStatus = Literal["ok", "mismatch", "unverified", "failed", "skipped"]
 # Order of the stages. A timed child ("run") has all but profiling (batch: back-to-back calls, when measured; recheck:
 # the set-up state restored and the inputs changed, bench.measure.guard); a profile child ("profile"): startup,
 # setup, warmup, profiling, teardown; a "verify" child: startup, setup, teardown.
-STAGES: tuple[str, ...] = (
-    "startup", "setup", "warmup", "measurement", "check", "batch", "energy", "recheck", "profiling", "teardown"
-)  # fmt: skip
+STAGES = ("startup", "setup", "warmup", "measurement", "check", "batch", "energy", "recheck", "profiling", "teardown")
 
 
 class VariantSpec(BaseModel):
@@ -164,9 +162,9 @@ class Work(BaseModel):
 
 
 class Profile(BaseModel):
-    """What the profile children found (bench.profile.tools); timed numbers never come from them."""
+    """What the profile children found (bench.profile.tools); timed numbers never come from them. Artifacts,
+    logged under profile/: trace.json, top_ops.csv/.md, ncu.csv, .ncu-rep, .nsys-rep, profile.json."""
 
-    # Artifacts, logged under profile/: trace.json, top_ops.csv/.md, ncu.csv, .ncu-rep, .nsys-rep, profile.json.
     dir: str | None = None
     tools: dict[str, str] = Field(default_factory=dict)  # tool → "ok", "skipped: <why>", "failed: <why>"
     metrics: dict[str, float] = Field(default_factory=dict)  # prof_*, ncu_*
@@ -174,6 +172,7 @@ class Profile(BaseModel):
     bound: str | None = None  # launch | memory | compute | latency | unknown (bench.profile.verdict)
     bound_evidence: str | None = None
     wall_s: float | None = None  # seconds its profile children took, all tools (the suite's "profile" time)
+    split_s: dict[str, float] = Field(default_factory=dict)  # wall_s's: bench.isolate.profiled
 
 
 # --- token generation (bench/measure/generation.py) -----------------------------------------------------------

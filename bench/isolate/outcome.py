@@ -243,7 +243,8 @@ def _data(result: VariantResult, data: dict[str, Any]) -> None:
         result.work = Work(**{k: v for k, v in data["work"].items() if k != "t"})
     if "profile" in data and data["profile"].get("dir"):
         p = data["profile"]
-        result.profile = Profile(dir=p["dir"], metrics=p.get("metrics", {}), top_ops=p.get("top_ops", []))
+        result.profile = Profile(dir=p["dir"], metrics=p.get("metrics", {}), top_ops=p.get("top_ops", []),
+                                 split_s=p.get("split_s", {}))  # fmt: skip
     if "output" in data:
         o, p, again = data["output"], data.get("produced"), data.get("repeat", {})
         result.output = OutputInfo(

@@ -37,7 +37,10 @@ def profile_variant(
     """Profile one variant with the configured tools, each in its own child; never raises for a tool.
 
     Returns the first profile child's result (its stages; no timing) with ``profile`` filled in, the
-    verdict included; a suite copies ``profile`` onto the timed result.
+    verdict included; a suite copies ``profile`` onto the timed result. ``profile.split_s`` says where its
+    ``wall_s`` went: the children's stages summed over tools (startup, setup, warmup, profiling, teardown), and
+    the torch tool's profiling stage in parts (torch_calls, torch_stop: the events gathered, torch_export,
+    torch_summary: the top ops).
     """
     t0 = time.monotonic()
     config = resolve_config(timed.config if timed is not None else None, suite_layer, cli_layer)
@@ -87,6 +90,8 @@ def profile_variant(
 def _collect(tool: str, r: VariantResult, profile: Profile, child_wd: Path, out: Path) -> str:
     """What the tool's child left, gathered under ``out`` and into ``profile``; the tool's state ("ok",
     "failed: <why>")."""
+    for stage in r.stages:
+        profile.split_s[stage.name] = profile.split_s.get(stage.name, 0.0) + (stage.duration_s or 0.0)
     if tool in SANITIZERS:  # what the tool found, whatever became of the child (an invalid access may end it)
         errors, state = read_sanitizer(out / f"{tool}.log", tool)
         if errors is not None:
@@ -99,6 +104,7 @@ def _collect(tool: str, r: VariantResult, profile: Profile, child_wd: Path, out:
     if tool == "torch" and r.profile is not None:
         profile.metrics.update(r.profile.metrics)
         profile.top_ops = r.profile.top_ops
+        profile.split_s.update(r.profile.split_s)
         for name in ("trace.json", "top_ops.csv", "top_ops.md"):
             src = Path(r.profile.dir or child_wd) / name
             if src.is_file() and src.parent != out:

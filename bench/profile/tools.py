@@ -32,6 +32,7 @@ from typing import Any
 
 from bench.define.result import Profile
 from bench.profile.markers import TIMED_RANGE
+from bench.profile.op_times import op_times
 
 TOOLS = ("torch", "ncu", "nsys")
 PROFILE_CALLS = 3  # calls of benchmark_fn inside the profiled region
@@ -154,18 +155,15 @@ def capture_torch(fn: Callable[[], Any], device: Any, out_dir: str, calls: int =
             fn()
         if gpu:
             torch.cuda.synchronize(device)
-        wall_us = (time.perf_counter() - t0) * 1e6
+        stopped = time.perf_counter()
+        wall_us = (stopped - t0) * 1e6
+    t1 = time.perf_counter()  # the profiler's stop: its events gathered
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(out / "trace.json"))
-    averages = prof.key_averages()
-    if gpu:
-        events = [e for e in averages if getattr(e.device_type, "name", "") == "CUDA"]
-        unit, time_of = "device", lambda e: float(e.self_device_time_total)
-    else:
-        events = [e for e in averages if e.key != "[memory]"]
-        unit, time_of = "self CPU", lambda e: float(e.self_cpu_time_total)
-    timed = [(e.key, int(e.count), time_of(e)) for e in events]
+    t2 = time.perf_counter()
+    timed = op_times(prof, gpu)
+    unit = "device" if gpu else "self CPU"
     count = sum(n for _, n, _ in timed) / calls
     if not gpu:
         # Python, an interpreter (TRITON_INTERPRET) or C code outside torch ops is no op's self time;
@@ -175,11 +173,13 @@ def capture_torch(fn: Callable[[], Any], device: Any, out_dir: str, calls: int =
             timed.append(("[outside any torch op]", calls, outside))
     rows = top_rows(timed, calls)
     write_top_ops(rows, out, unit)
+    split = {"torch_calls": wall_us / 1e6, "torch_stop": t1 - stopped, "torch_export": t2 - t1,
+             "torch_summary": time.perf_counter() - t2}  # fmt: skip
     metrics = {"prof_calls": float(calls)}
     if rows:
         metrics["prof_top1_pct"] = rows[0]["pct"]
     metrics["prof_kernel_count" if gpu else "prof_op_count"] = count
-    return {"dir": str(out), "metrics": metrics, "top_ops": rows[:TOP_OPS]}
+    return {"dir": str(out), "metrics": metrics, "top_ops": rows[:TOP_OPS], "split_s": split}
 
 
 def top_rows(events: Sequence[tuple[str, int, float]], calls: int) -> list[dict[str, Any]]:

@@ -48,14 +48,14 @@ def slow_host(chapter_dir: Path) -> str:
 
 
 def other_s(summary: dict) -> str:
-    """The split's " other N": with one worker, the seconds its children ran outside the summed stages
-    (start-up to exit: the harness's own work between them, a process's end); "" with several workers (their
-    stages overlap) or none."""
+    """The split's " other N": with one worker, the seconds it was busy (its children's start to exit, and after
+    each the comparison, profile children and logging) outside the summed stages: the harness's own work between
+    them, a process's end; "" with several workers (their stages overlap) or none."""
     times = summary.get("time_breakdown") or {}
     if times.get("workers") != 1 or times.get("run_s") is None:
         return ""
-    inside = sum(v for k, v in (summary.get("stages_s") or {}).items() if k != "logging")
-    return f" other {times['run_s'] - inside:.0f}"
+    busy = times["run_s"] + sum(t.get("compare_s", 0.0) + t.get("other_s", 0.0) for t in summary.get("timeline", []))
+    return f" other {busy - sum((summary.get('stages_s') or {}).values()):.0f}"
 
 
 def row(name: str, summary: dict, wall: tuple[float, str] | None, chapter_dir: Path | None = None) -> str:

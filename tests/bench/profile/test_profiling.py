@@ -227,6 +227,12 @@ def test_profile_runs_in_its_own_child_and_is_logged(example: Any, tmp_path: Pat
     assert p is not None and p.tools["torch"] == "ok"
     assert p.tools["ncu"] == "skipped: ncu not on PATH" and p.tools["nsys"] == "skipped: nsys not on PATH"
     assert p.top_ops and p.metrics["prof_top1_pct"] > 0 and p.bound == "unknown"
+    # where the profile's time went: the child's stages, its profiling stage in parts
+    split = p.split_s
+    assert {"startup", "setup", "warmup", "profiling", "teardown"} <= set(split) and p.wall_s is not None
+    assert sum(split[k] for k in ("startup", "setup", "warmup", "profiling", "teardown")) <= p.wall_s
+    parts = ("torch_calls", "torch_stop", "torch_export", "torch_summary")
+    assert all(split[k] >= 0 for k in parts) and sum(split[k] for k in parts) <= split["profiling"]
     trace = json.loads((Path(p.dir or "") / "trace.json").read_text())
     assert trace["traceEvents"]  # a real torch.profiler Chrome trace
 
