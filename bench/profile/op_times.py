@@ -23,16 +23,16 @@ def op_times(prof: Any, gpu: bool) -> OpTimes:
     """The profiled session's time per name, as the module says: GPU device time or CPU self time."""
     try:
         events = prof.profiler.kineto_results.events()
-    except AttributeError:
+        return device_times(events) if gpu else self_cpu_times(events)
+    except AttributeError:  # a torch whose raw events lack what this reads
         return _from_averages(prof, gpu)
-    return device_times(events) if gpu else self_cpu_times(events)
 
 
 def device_times(events: Iterable[Any]) -> OpTimes:
     """Kernels', copies' and sets' device time per name; GPU-side annotations left out."""
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     for e in events:
-        if _device(e) != "CUDA" or "annotation" in e.activity_type():
+        if _device(e) != "CUDA" or "annotation" in _activity(e):
             continue
         t = totals[e.name()]
         t[0] += 1
@@ -47,7 +47,7 @@ def self_cpu_times(events: Iterable[Any]) -> OpTimes:
     dispatcher) counts once, the inner one left out."""
     by_thread: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
     for e in events:
-        if _device(e) != "CPU" or e.activity_type() == "cpu_instant_event" or e.is_async() or e.name() == "[memory]":
+        if _device(e) != "CPU" or _activity(e) == "cpu_instant_event" or e.is_async() or e.name() == "[memory]":
             continue
         by_thread[e.start_thread_id()].append((e.start_ns(), e.end_ns(), e.name()))
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
@@ -77,12 +77,20 @@ def _device(event: Any) -> str:
     return getattr(event.device_type(), "name", str(event.device_type()))
 
 
+def _activity(event: Any) -> str:
+    """Kineto's activity type ("cpu_op", "kernel", "gpu_user_annotation", ...); a torch without it (2.11) says
+    only whether an event is a user annotation."""
+    if hasattr(event, "activity_type"):
+        return event.activity_type()
+    return "user_annotation" if event.is_user_annotation() else "op"
+
+
 def _from_averages(prof: Any, gpu: bool) -> OpTimes:
     averages = prof.key_averages()
     if gpu:
         return [
             (e.key, int(e.count), float(e.self_device_time_total))
             for e in averages
-            if getattr(e.device_type, "name", "") == "CUDA"
+            if getattr(e.device_type, "name", "") == "CUDA" and not getattr(e, "is_user_annotation", False)
         ]
     return [(e.key, int(e.count), float(e.self_cpu_time_total)) for e in averages if e.key != "[memory]"]

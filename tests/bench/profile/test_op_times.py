@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import torch
@@ -101,6 +103,50 @@ def test_raw_events_agree_with_key_averages_on_a_real_cpu_profile() -> None:
     for name, (n, us) in averaged.items():
         assert raw[name][0] == n, name
         assert raw[name][1] == pytest.approx(us, rel=0.02, abs=1.0), name
+
+
+class OlderEvent(Event):
+    """A torch 2.11 Kineto event: no activity type, only whether it is a user annotation."""
+
+    activity_type = None  # type: ignore[assignment]
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "activity_type":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+    def is_user_annotation(self) -> bool:
+        return "annotation" in self.activity
+
+
+def test_an_older_torch_events_without_an_activity_type_are_read_by_their_annotation_flag() -> None:
+    gpu = [OlderEvent("Optimizer.step#AdamW.step", 0, 100_000, device="CUDA", activity="gpu_user_annotation"),
+           OlderEvent("k", 0, 30_000, device="CUDA", activity="kernel")]  # fmt: skip
+    assert not hasattr(gpu[0], "activity_type")
+    assert device_times(gpu) == [("k", 1, 30.0)]
+    cpu = [OlderEvent("step", 0, 10_000, activity="user_annotation"), OlderEvent("aten::add", 1_000, 4_000)]
+    assert as_dict(self_cpu_times(cpu)) == {"step": (1, 7.0), "aten::add": (1, 3.0)}
+
+
+def test_raw_events_lacking_an_annotation_flag_too_fall_back_to_the_averages() -> None:
+    class Bare:
+        def device_type(self) -> str:
+            return "CUDA"
+
+        def name(self) -> str:
+            return "k"
+
+    class Averaged:
+        key, count, self_device_time_total, device_type, is_user_annotation = "k", 1, 5.0, types.SimpleNamespace(
+            name="CUDA"), False  # fmt: skip
+
+    class Prof:
+        profiler = types.SimpleNamespace(kineto_results=types.SimpleNamespace(events=lambda: [Bare()]))
+
+        def key_averages(self) -> list[Averaged]:
+            return [Averaged()]
+
+    assert op_times(Prof(), gpu=True) == [("k", 1, 5.0)]
 
 
 def test_without_raw_events_the_averages_are_read() -> None:
