@@ -56,6 +56,7 @@ class Timing(BaseModel):
     # The host CPU's speed reference (bench.measure.hostspeed), ms, read right before and right after the
     # measurement: [before, after], one per round when in rounds (a round without readings: [])
     host_ref_ms: list[list[float]] = Field(default_factory=list)
+    round_warmup_calls: list[int] | None = None  # in rounds: each round's warm-up calls (warmup_calls: round 0's)
 
 
 class BatchTiming(BaseModel):

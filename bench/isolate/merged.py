@@ -117,6 +117,7 @@ def _pooled(first: Any, parts: list[Any], config: dict[str, Any], numbers: list[
     if hasattr(first, "threads"):
         threads = [t for p in parts for t in (p.threads or [])]
         update["threads"] = threads or None
+        update["round_warmup_calls"] = [p.warmup_calls for p in parts]
         if len(set(threads)) > 1:
             update["notes"] = [*notes, mixed_threads_note(threads)]
         update["host_ref_ms"] = refs = [p.host_ref_ms[0] if p.host_ref_ms else [] for p in parts]

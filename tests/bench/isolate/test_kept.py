@@ -427,8 +427,8 @@ def test_a_kept_generating_childs_later_rounds_warm_up_with_the_first_call_alone
                                                                                    calls) -> None:  # fmt: skip
     """``warmup`` 3: round 0 warms up with its first call and two generations; a kept child's later round with its
     first call alone (round 0 of its process paid the one-time costs), a fresh child's with all three again. Each
-    round's ``warmup_calls`` (read as the rounds get each child's result: the merged result's is round 0's) and the
-    generations the engine saw in each round's warm-up stage agree."""
+    round's ``warmup_calls`` (read as the rounds get each child's result: the merged result's is round 0's, its
+    ``round_warmup_calls`` each round's) and the generations the engine saw in each round's warm-up stage agree."""
     from bench.isolate.rounds import Rounds
 
     root = _engines(tmp_path, (0.001, 0.001), (0.001, 0.001))
@@ -444,7 +444,7 @@ def test_a_kept_generating_childs_later_rounds_warm_up_with_the_first_call_alone
     suite = run_suite(select(discover(root)), cli_layer=cli, workdir=tmp_path / "w")
     for v in suite.variants:
         assert v.status == "ok" and v.timing is not None and v.timing.rounds == [4, 4, 4], v.error
-        assert v.timing.warmup_calls == 3 and v.timing.first_call_ms > 0
+        assert v.timing.warmup_calls == 3 and v.timing.first_call_ms > 0 and v.timing.round_warmup_calls == calls
     assert seen == {"baseline": calls, "optimized": calls}, seen
     lines = (tmp_path / "gens").read_text().splitlines()
     per_round = sorted(lines.count(line) for line in set(lines))  # warm-up generations of each process's each round
