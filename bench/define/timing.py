@@ -56,6 +56,8 @@ class Timing(BaseModel):
     # The host CPU's speed reference (bench.measure.hostspeed), ms, read right before and right after the
     # measurement: [before, after], one per round when in rounds (a round without readings: [])
     host_ref_ms: list[list[float]] = Field(default_factory=list)
+    # A token-generating variant's: the reference read right after each measured generation, one per sample
+    host_ref_during_ms: list[float] | None = None
     round_warmup_calls: list[int] | None = None  # in rounds: each round's warm-up calls (warmup_calls: round 0's)
 
 

@@ -118,6 +118,8 @@ def _pooled(first: Any, parts: list[Any], config: dict[str, Any], numbers: list[
         threads = [t for p in parts for t in (p.threads or [])]
         update["threads"] = threads or None
         update["round_warmup_calls"] = [p.warmup_calls for p in parts]
+        during = [p.host_ref_during_ms for p in parts]
+        update["host_ref_during_ms"] = [x for d in during for x in d] if all(during) else None
         if len(set(threads)) > 1:
             update["notes"] = [*notes, mixed_threads_note(threads)]
         update["host_ref_ms"] = refs = [p.host_ref_ms[0] if p.host_ref_ms else [] for p in parts]

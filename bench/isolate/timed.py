@@ -23,9 +23,7 @@ from bench.isolate.channel import PARKED_FILE, Stage, send
 from bench.isolate.recheck import changed_inputs, restored_call
 from bench.measure.repeat import looked, repeats
 
-# Other processes using more than this share of the host's CPU time during a measurement flag it: a
-# 2-thread op read 16 ms instead of 0.03 ms on the 2-core CI machine beside a busy process.
-HOST_BUSY_SHARE = 0.25
+HOST_BUSY_SHARE = 0.25  # others' share of the host's CPU time that flags a measurement (2-core op: 16 ms, not 0.03)
 KEPT_NOTE = "rounds after the first timed in round 0's child, parked between them: set-up once (round_children)"
 
 
@@ -300,6 +298,7 @@ def _send_timing(v: SetUp, clock: Any, m: Any, first: float, before: dict[str, A
         stop_reason=m.stop_reason, noise=m.noise, noise_target=m.noise_target, target_met=m.target_met,
         machine_before=before, machine_after=after, machine_flags=machine_flags,
         rank_samples_ms=getattr(clock, "rank_samples_ms", None), threads=threads, host_ref_ms=[ref],
+        host_ref_during_ms=getattr(clock, "host_refs_ms", None) or None,
     )  # fmt: skip
 
 

@@ -55,6 +55,9 @@ class GenerationClock:
     # the first call alone, ``min_warmup_s`` counted from that call's start (``warmup_count``, ``warmup``).
     again: bool = False
     first_t0: float | None = None  # when the first call began (perf_counter)
+    # The host CPU's speed reference (bench.measure.hostspeed) read right after each measured generation, outside its
+    # span: a launch-bound generation runs at the host CPU's speed, which swings within a round on a VM's host.
+    host_refs_ms: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.requests = read_requests(self.obj)
@@ -178,10 +181,13 @@ class GenerationClock:
         return None
 
     def measure(self, fn: Callable[[], Any], iterations: int | None, rule: StopRule) -> Measurement:
+        from bench.measure.hostspeed import reference_ms
+
         def one() -> float:
             record = self._generate()
             self.unwritten += self._poisoned()
             self.records.append(record)
+            self.host_refs_ms.append(reference_ms())
             return record.span_ms
 
         return sample_until(one, iterations, rule)

@@ -6,7 +6,9 @@ took 13.9 ms in most 5-10 s windows and 20-27 ms in others, with no steal time a
 launch-bound generation's time tracked it (correlation 0.77). Other processes' CPU time (``bench.measure.cores``)
 does not show it. So the timed child reads this reference right before and right after its measurement
 (``Timing.host_ref_ms``), and a variant measured in rounds names a round whose reference ran slow
-(``slow_rounds_note``): that round is in the interval, and the note says why its spread may be wide.
+(``slow_rounds_note``): that round is in the interval, and the note says why its spread may be wide. A
+token-generating variant's clock also reads it right after each measured generation (``Timing.host_ref_during_ms``),
+kept for analysis (scripts/timing/host_rounds.py).
 
 The loop allocates nothing that lasts (small ints only); the best of three runs is kept, so one preemption does
 not read as a slow host.

@@ -445,6 +445,8 @@ def test_a_kept_generating_childs_later_rounds_warm_up_with_the_first_call_alone
     for v in suite.variants:
         assert v.status == "ok" and v.timing is not None and v.timing.rounds == [4, 4, 4], v.error
         assert v.timing.warmup_calls == 3 and v.timing.first_call_ms > 0 and v.timing.round_warmup_calls == calls
+        during = v.timing.host_ref_during_ms  # the host's speed after each measured generation, every round's
+        assert during is not None and len(during) == len(v.timing.samples_ms) == 12 and min(during) > 0
     assert seen == {"baseline": calls, "optimized": calls}, seen
     lines = (tmp_path / "gens").read_text().splitlines()
     per_round = sorted(lines.count(line) for line in set(lines))  # warm-up generations of each process's each round
