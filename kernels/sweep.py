@@ -5,7 +5,7 @@ nothing here times itself. ``fwd`` times one forward call; ``bwd`` times ``torch
 a forward recorded once (graph retained), i.e. the backward kernels alone. Before any timing, each
 provider is checked against the reference at the check shapes (on GPU: the issue's three configurations
 and an awkward one); one that fails is reported and not timed. With a profile directory, each timed
-call is then profiled apart from its timing (bench.profile.tools.capture_torch: a Chrome trace, the top
+call is then profiled apart from its timing (bench.profile.tools.capture_torch: a gzip-compressed Chrome trace, the top
 kernels, kernels per call).
 
 Bandwidth: each row also carries the case's minimum bytes per call (``Case.bytes_per_call``), so a

@@ -163,7 +163,7 @@ class Work(BaseModel):
 
 class Profile(BaseModel):
     """What the profile children found (bench.profile.tools); timed numbers never come from them. Artifacts,
-    logged under profile/: trace.json, top_ops.csv/.md, ncu.csv, .ncu-rep, .nsys-rep, profile.json."""
+    logged under profile/: trace.json.gz, top_ops.csv/.md, ncu.csv, .ncu-rep, .nsys-rep, profile.json."""
 
     dir: str | None = None
     tools: dict[str, str] = Field(default_factory=dict)  # tool → "ok", "skipped: <why>", "failed: <why>"

@@ -16,7 +16,7 @@ from bench.define.result import Profile, VariantResult, VariantSpec
 from bench.isolate.process import cuda_available
 from bench.isolate.runner import run_variant
 from bench.profile.sanitize import EXECUTABLE, SANITIZE_ENV, SANITIZERS, read_sanitizer, sanitizer_command
-from bench.profile.tools import TOOLS, ncu_command, nsys_command, read_ncu
+from bench.profile.tools import TOOLS, TRACE, ncu_command, nsys_command, read_ncu
 from bench.profile.verdict import verdict_for
 
 
@@ -105,7 +105,7 @@ def _collect(tool: str, r: VariantResult, profile: Profile, child_wd: Path, out:
         profile.metrics.update(r.profile.metrics)
         profile.top_ops = r.profile.top_ops
         profile.split_s.update(r.profile.split_s)
-        for name in ("trace.json", "top_ops.csv", "top_ops.md"):
+        for name in (TRACE, "top_ops.csv", "top_ops.md"):
             src = Path(r.profile.dir or child_wd) / name
             if src.is_file() and src.parent != out:
                 shutil.move(str(src), out / name)

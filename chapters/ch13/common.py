@@ -22,7 +22,7 @@ GPU idle gaps included; several pairs here remove exactly those gaps, which the 
 
 **Profiles.** Every variant's config turns on ``enable_profiling``: after its timed run, a separate child
 (bench/profiling.py) records a torch.profiler trace of a few calls, logged to the variant's MLflow run as
-``profile/trace.json`` (open it in https://ui.perfetto.dev) with ``profile/top_ops.md``. The README says for
+``profile/trace.json.gz`` (open it in https://ui.perfetto.dev) with ``profile/top_ops.md``. The README says for
 each pair what to look for in the baseline's trace. ``perflab run ... --no-profile`` skips them.
 
 Sizes: full sizes are for an H100; smoke sizes keep each call to milliseconds on a CPU, with lengths that

@@ -267,7 +267,7 @@ def test_each_variant_trace_is_logged_to_mlflow(tmp_path: Path, monkeypatch: pyt
         assert v.status == "ok" and v.profile is not None and v.profile.tools["torch"] == "ok", v.error
         run = client.get_run(tracker.run_id(v.spec.key) or "")
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "profile")}
-        assert {"profile/trace.json", "profile/top_ops.md"} <= artifacts
+        assert {"profile/trace.json.gz", "profile/top_ops.md"} <= artifacts
         assert run.data.params["enable_profiling"] == "True"
 
 

@@ -197,8 +197,8 @@ def test_cli_profile_writes_a_trace_per_provider_shape_and_direction(interp: Mod
     result = CliRunner().invoke(app, ["kernels", "--case", "rms", "--dtype", "fp32", "--provider", "triton",
                                       "--smoke", "--profile", "--save-path", str(tmp_path), "--no-track"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    traces = sorted(str(p.relative_to(tmp_path / "profile")) for p in tmp_path.glob("profile/*/*/trace.json"))
-    assert traces == [f"rms-fp32-{d}/{p}-{s}/trace.json" for d in ("bwd", "fwd") for p in ("naive", "triton")
+    traces = sorted(str(p.relative_to(tmp_path / "profile")) for p in tmp_path.glob("profile/*/*/trace.json.gz"))
+    assert traces == [f"rms-fp32-{d}/{p}-{s}/trace.json.gz" for d in ("bwd", "fwd") for p in ("naive", "triton")
                       for s in ("1x5x64", "2x3x37")]  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sys
@@ -233,13 +234,13 @@ def test_profile_runs_in_its_own_child_and_is_logged(example: Any, tmp_path: Pat
     assert sum(split[k] for k in ("startup", "setup", "warmup", "profiling", "teardown")) <= p.wall_s
     parts = ("torch_calls", "torch_stop", "torch_export", "torch_summary")
     assert all(split[k] >= 0 for k in parts) and sum(split[k] for k in parts) <= split["profiling"]
-    trace = json.loads((Path(p.dir or "") / "trace.json").read_text())
+    trace = json.loads(gzip.decompress((Path(p.dir or "") / "trace.json.gz").read_bytes()))
     assert trace["traceEvents"]  # a real torch.profiler Chrome trace
 
     client = MlflowClient(uri)
     run = client.get_run(tracker.run_id("ch07:p:baseline") or "")
     arts = {a.path for a in client.list_artifacts(run.info.run_id, "profile")}
-    assert {"profile/trace.json", "profile/top_ops.csv", "profile/top_ops.md"} <= arts
+    assert {"profile/trace.json.gz", "profile/top_ops.csv", "profile/top_ops.md"} <= arts
     assert run.data.metrics["prof_top1_pct"] == pytest.approx(p.metrics["prof_top1_pct"])
     assert "time_median_ms" in run.data.metrics and not any(k.startswith("ncu_") for k in run.data.metrics)
     tags = run.data.tags

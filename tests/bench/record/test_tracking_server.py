@@ -90,7 +90,7 @@ def test_a_suite_reads_back_from_the_server_field_by_field_as_from_sqlite(
         assert files == sorted(str(p.relative_to(db)) for p in db.rglob("*") if p.is_file()), name
         assert all(filecmp.cmp(da / f, db / f, shallow=False) for f in files), name
     profiled = tmp_path / "a" / "ch07-x-optimized"
-    assert {"profile/trace.json", "result.json", "manifest.json"} <= {str(p.relative_to(profiled)) for p in
+    assert {"profile/trace.json.gz", "result.json", "manifest.json"} <= {str(p.relative_to(profiled)) for p in
                                                                       profiled.rglob("*")}  # fmt: skip
     assert a["ch07:x:optimized"].data.tags["perflab.baseline_run_id"] == a["ch07:x:baseline"].info.run_id
     assert a["ch07:bad:baseline"].data.tags["perflab.status"] == "failed"
