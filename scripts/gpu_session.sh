@@ -354,7 +354,7 @@ perflab server stop > /dev/null 2>&1  # the pre-warmed servers outlive commands:
 # The device returns a limited number of files: everything goes into one bundle (logs, tables, raw ncu
 # CSV, report, MLflow artifacts), beside mlflow.db and machine.txt.
 repo=$(pwd)
-# PERFLAB_BUNDLE_EXCLUDE: a tar pattern left out of the bundle (e.g. "trace.json": torch traces are large)
+# PERFLAB_BUNDLE_EXCLUDE: a tar pattern left out of the bundle (e.g. "trace.json.gz": torch traces, a few MB each)
 bundle() {
   tar czf /tmp/perflab-bundle.tgz ${PERFLAB_BUNDLE_EXCLUDE:+--exclude="$PERFLAB_BUNDLE_EXCLUDE"} "$@" -C "$OUT" . \
     -C "$repo" mlruns 2> /dev/null
