@@ -37,6 +37,7 @@ from bench.profile.op_times import op_times
 
 TOOLS = ("torch", "ncu", "nsys")
 PROFILE_CALLS = 3  # calls of benchmark_fn inside the profiled region
+TRACE = "trace.json.gz"  # Perfetto (ui.perfetto.dev), chrome://tracing and TensorBoard open it as it is
 NCU_LAUNCH_COUNT = 64  # kernels ncu profiles at most (each one is replayed once per metric pass)
 TOP_OPS = 10
 
@@ -181,9 +182,6 @@ def capture_torch(fn: Callable[[], Any], device: Any, out_dir: str, calls: int =
         metrics["prof_top1_pct"] = rows[0]["pct"]
     metrics["prof_kernel_count" if gpu else "prof_op_count"] = count
     return {"dir": str(out), "metrics": metrics, "top_ops": rows[:TOP_OPS], "split_s": split}
-
-
-TRACE = "trace.json.gz"  # Perfetto (ui.perfetto.dev), chrome://tracing and TensorBoard open it as it is
 
 
 def compressed_trace(prof: Any, out: Path) -> Path:
