@@ -90,8 +90,9 @@ def profile_variant(
 def _collect(tool: str, r: VariantResult, profile: Profile, child_wd: Path, out: Path) -> str:
     """What the tool's child left, gathered under ``out`` and into ``profile``; the tool's state ("ok",
     "failed: <why>")."""
-    for stage in r.stages:
-        profile.split_s[stage.name] = profile.split_s.get(stage.name, 0.0) + (stage.duration_s or 0.0)
+    for stage in r.stages:  # the stages a profile child ran (a run's batch and recheck pass it by)
+        if stage.duration_s:
+            profile.split_s[stage.name] = profile.split_s.get(stage.name, 0.0) + stage.duration_s
     if tool in SANITIZERS:  # what the tool found, whatever became of the child (an invalid access may end it)
         errors, state = read_sanitizer(out / f"{tool}.log", tool)
         if errors is not None:
