@@ -231,6 +231,9 @@ for step in ${PERFLAB_STEPS:-tests selfcheck chapter}; do
         rc=$?; echo "ch$ch $((SECONDS - s0)) $rc" >> "$OUT/book_walls.txt"
       done
       timeout 20 python3 scripts/timing/book_table.py "$OUT/book" "$OUT/book_walls.txt" | tee "$OUT/book.md"
+      # the host-speed readings against the rounds (and, for generations, the readings after each generation)
+      timeout 60 python3 scripts/timing/host_rounds.py "$OUT/book" > "$OUT/host_rounds.md" 2>&1
+      grep -A 30 "^| reading" "$OUT/host_rounds.md" | grep "1.3×"; grep "median rank correlation" "$OUT/host_rounds.md"
       # PERFLAB_BOOK_REFERENCE: MLflow stores of a run with the earlier settings (e.g. docs/results/h200-2026-11-26/
       # call*/*.db.xz): each pair in both, the same verdict? an interval within 1.5x the reference's width?
       if [ -n "${PERFLAB_BOOK_REFERENCE:-}" ]; then
