@@ -5,8 +5,8 @@ nothing here times itself. ``fwd`` times one forward call; ``bwd`` times ``torch
 a forward recorded once (graph retained), i.e. the backward kernels alone. Before any timing, each
 provider is checked against the reference at the check shapes (on GPU: the issue's three configurations
 and an awkward one); one that fails is reported and not timed. With a profile directory, each timed
-call is then profiled apart from its timing (bench.profile.tools.capture_torch: a gzip-compressed Chrome trace, the top
-kernels, kernels per call).
+call is then profiled apart from its timing (bench.profile.tools.capture_torch: a gzip-compressed Chrome
+trace, the top kernels, kernels per call).
 
 Bandwidth: each row also carries the case's minimum bytes per call (``Case.bytes_per_call``), so a
 provider's median gives achieved GB/s, and, where ``perflab peak`` has cached this device's copy

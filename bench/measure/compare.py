@@ -20,7 +20,7 @@ from bench.define.config import NOISE_THRESHOLD, BenchmarkConfig
 from bench.define.result import Comparison, PairStatus, VariantResult, Verification, Work
 from bench.measure.memory import MEMORY_METRICS, memory_ratio
 from bench.measure.quality import QUALITY_METRICS, quality_ratio, verify_quality
-from bench.measure.rounds import round_ratios, rounds_interval
+from bench.measure.rounds import round_ratios, rounds_interval, split_rounds
 from bench.measure.stats import significance, speedup_interval
 from bench.measure.verify import FilePair, verify_all
 
@@ -156,19 +156,10 @@ def _round_ratios(baseline: VariantResult, optimized: VariantResult, basis: str)
     sides = [r.batch if basis == "batch" else r.timing for r in (baseline, optimized)]
     if any(t is None or not t.rounds or len(t.rounds) < 2 for t in sides):
         return []
-    split = [_split(t.samples_ms, t.rounds) for t in sides if t is not None and t.rounds]
+    split = [split_rounds(t.samples_ms, t.rounds) for t in sides if t is not None and t.rounds]
     if len(split[0]) != len(split[1]):
         return []
     return round_ratios(split[0], split[1])
-
-
-def _split(samples: list[float], sizes: list[int]) -> list[list[float]]:
-    """``samples`` cut into its rounds' (``sizes``: each round's count, in order)."""
-    out, at = [], 0
-    for n in sizes:
-        out.append(samples[at : at + n])
-        at += n
-    return out
 
 
 def _energy_ratio(baseline: VariantResult, optimized: VariantResult) -> tuple[float | None, ...]:

@@ -44,6 +44,15 @@ EARLY = ("precision", "decided", "equivalent")
 FULL_LEVEL = 0.96  # every other stop's (all the rounds ran): with 95 % there, 5.5-5.8 % of A/A pairs read a verdict
 
 
+def split_rounds(samples: Sequence[float], sizes: Sequence[int]) -> list[list[float]]:
+    """``samples`` cut into its rounds' (``sizes``: each round's count, in order: ``Timing.rounds``)."""
+    out, at = [], 0
+    for n in sizes:
+        out.append(list(samples[at : at + n]))
+        at += n
+    return out
+
+
 def round_ratios(baseline: Sequence[Sequence[float]], optimized: Sequence[Sequence[float]]) -> list[float]:
     """Each round's ratio of medians, baseline over optimized; rounds paired by index (the shorter side's
     count); a round with a side empty or at 0 ms gives none."""

@@ -30,14 +30,9 @@ def op_times(prof: Any, gpu: bool) -> OpTimes:
 
 def device_times(events: Iterable[Any]) -> OpTimes:
     """Kernels', copies' and sets' device time per name; GPU-side annotations left out."""
-    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    for e in events:
-        if _device(e) != "CUDA" or "annotation" in _activity(e):
-            continue
-        t = totals[e.name()]
-        t[0] += 1
-        t[1] += e.duration_ns() / 1e3
-    return [(name, int(n), us) for name, (n, us) in totals.items()]
+    return _tally(
+        (e.name(), e.duration_ns()) for e in events if _device(e) == "CUDA" and "annotation" not in _activity(e)
+    )
 
 
 def self_cpu_times(events: Iterable[Any]) -> OpTimes:
@@ -50,7 +45,7 @@ def self_cpu_times(events: Iterable[Any]) -> OpTimes:
         if _device(e) != "CPU" or _activity(e) == "cpu_instant_event" or e.is_async() or e.name() == "[memory]":
             continue
         by_thread[e.start_thread_id()].append((e.start_ns(), e.end_ns(), e.name()))
-    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    selves: list[tuple[str, int]] = []  # name, self ns
     for spans in by_thread.values():
         spans.sort(key=lambda s: (s[0], -s[1]))  # a parent before the child that starts with it
         roots: list[list[Any]] = []
@@ -66,10 +61,18 @@ def self_cpu_times(events: Iterable[Any]) -> OpTimes:
             start, end, name, inside = todo.pop()
             while len(inside) == 1 and inside[0][2] == name:
                 inside = inside[0][3]
-            t = totals[name]
-            t[0] += 1
-            t[1] += max(end - start - sum(min(c[1], end) - c[0] for c in inside), 0) / 1e3
+            selves.append((name, max(end - start - sum(min(c[1], end) - c[0] for c in inside), 0)))
             todo.extend(inside)
+    return _tally(selves)
+
+
+def _tally(spans: Iterable[tuple[str, int]]) -> OpTimes:
+    """(name, ns) spans → (name, count, µs) per name, in the order names first appear."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for name, ns in spans:
+        t = totals[name]
+        t[0] += 1
+        t[1] += ns / 1e3
     return [(name, int(n), us) for name, (n, us) in totals.items()]
 
 

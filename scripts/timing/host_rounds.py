@@ -17,6 +17,8 @@ import json
 import statistics
 from pathlib import Path
 
+from bench.measure.rounds import split_rounds
+
 RULES = {  # each a round's reading from (before, after, the note's ratio, during: None without)
     "the note (hostspeed)": lambda b, a, w, d: w,
     "before": lambda b, a, w, d: b,
@@ -27,11 +29,7 @@ RULES = {  # each a round's reading from (before, after, the note's ratio, durin
 
 
 def _medians(values: list[float], counts: list[int]) -> list[float]:
-    out, i = [], 0
-    for n in counts:
-        out.append(statistics.median(values[i : i + n]))
-        i += n
-    return out
+    return [statistics.median(part) for part in split_rounds(values, counts)]
 
 
 def rounds_of(result: dict) -> list[tuple[float, float, float, float, float | None]]:
